@@ -1,0 +1,124 @@
+//! The `loadlab` binary: parses arguments and calls the libraries.
+
+mod args;
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use loadlab_engine::{summary, CancellationToken, EngineError, RunOptions, RunResult, SecondStats};
+
+use args::{Cli, Command, RunArgs};
+
+/// Exit status when a run completed but no request succeeded.
+const EXIT_ALL_FAILED: u8 = 1;
+/// Exit status for invalid input (as clap uses for usage errors).
+const EXIT_BAD_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(a) => cmd_run(&a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("loadlab: error: {e:#}");
+            let bad_input = e.downcast_ref::<EngineError>().is_some_and(|e| {
+                matches!(
+                    e,
+                    EngineError::Config(_)
+                        | EngineError::FdLimit { .. }
+                        | EngineError::Resolve { .. }
+                )
+            });
+            ExitCode::from(if bad_input {
+                EXIT_BAD_INPUT
+            } else {
+                EXIT_ALL_FAILED
+            })
+        }
+    }
+}
+
+/// Cancels `token` on the first SIGINT or SIGTERM.
+fn cancel_on_signal(token: CancellationToken) {
+    std::thread::Builder::new()
+        .name("loadlab-signals".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let Ok(mut term) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+                eprintln!("\nloadlab: stopping: the result measured so far follows");
+                token.cancel();
+            });
+        })
+        .expect("spawning the signal thread");
+}
+
+fn cmd_run(a: &RunArgs) -> anyhow::Result<ExitCode> {
+    let spec = a.to_spec()?;
+    let cfg = match spec.validate() {
+        Ok(c) => c,
+        Err(e) => return Err(EngineError::Config(e).into()),
+    };
+    for w in loadlab_engine::runner::preflight(&cfg) {
+        eprintln!("loadlab: warning: {w}");
+    }
+    let stop = CancellationToken::new();
+    cancel_on_signal(stop.clone());
+    let show_progress = !a.quiet && std::io::stderr().is_terminal();
+    let mut progress = |s: &SecondStats| {
+        if show_progress {
+            let p99 = s.latency_p99_ms.map_or("-".into(), |v| format!("{v:.2}ms"));
+            eprintln!(
+                "  [{:>4}s] {:>8} ok {:>6} errors  p99 {p99}",
+                s.second + 1,
+                s.successful,
+                s.errors
+            );
+        }
+    };
+    let opts = RunOptions {
+        command: std::env::args().collect(),
+        stop,
+        progress: Some(&mut progress),
+    };
+    let result = loadlab_engine::run(&cfg, opts)?;
+    print!("{}", summary::render(&result));
+    std::io::stdout().flush().ok();
+    if let Some(path) = &a.json {
+        write_json(path, &result)?;
+    }
+    Ok(if result.all_failed() {
+        ExitCode::from(EXIT_ALL_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Writes the result atomically (a temporary file renamed into place).
+fn write_json(path: &Path, result: &RunResult) -> anyhow::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string_pretty(result).context("serializing the result")?;
+    std::fs::write(&tmp, text + "\n")
+        .with_context(|| format!("--json: cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("--json: cannot write {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,207 @@
+//! Opening connections: plain TCP or TLS (rustls), optionally from one of several local
+//! source addresses so that connection-per-request load is not capped by one address's
+//! ephemeral ports.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use crate::config::{RunConfig, Scheme};
+use crate::error::ErrorClass;
+
+/// An established connection.
+pub enum Conn {
+    /// Plain TCP.
+    Plain(TcpStream),
+    /// TLS over TCP.
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Opens connections to the target for one worker.
+pub struct Connector {
+    addr: SocketAddr,
+    sources: Vec<IpAddr>,
+    /// Index of the next source address; advances by `stride` so workers interleave.
+    next_source: std::cell::Cell<usize>,
+    stride: usize,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+}
+
+impl Connector {
+    /// A connector for worker `worker` of `threads`.
+    pub fn new(
+        cfg: &RunConfig,
+        tls: Option<Arc<rustls::ClientConfig>>,
+        worker: usize,
+        threads: usize,
+    ) -> Connector {
+        let tls = tls.map(|c| {
+            let name = ServerName::try_from(cfg.target.host.clone())
+                .unwrap_or_else(|_| ServerName::try_from("localhost").expect("static name"));
+            (TlsConnector::from(c), name)
+        });
+        Connector {
+            addr: cfg.target.addrs[0],
+            sources: cfg.source_addrs.clone(),
+            next_source: std::cell::Cell::new(worker),
+            stride: threads.max(1),
+            tls,
+        }
+    }
+
+    /// Opens one connection.
+    pub async fn connect(&self) -> Result<Conn, ErrorClass> {
+        let classify = |e: io::Error| ErrorClass::from_io(&e, true);
+        let sock = if self.addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        }
+        .map_err(classify)?;
+        if !self.sources.is_empty() {
+            let i = self.next_source.get();
+            self.next_source.set(i.wrapping_add(self.stride));
+            let src = self.sources[i % self.sources.len()];
+            // Defer the port choice to connect(), where the kernel can share a port across
+            // different destinations instead of reserving one per bind.
+            set_bind_address_no_port(&sock);
+            sock.bind(SocketAddr::new(src, 0)).map_err(classify)?;
+        }
+        let stream = sock.connect(self.addr).await.map_err(classify)?;
+        let _ = stream.set_nodelay(true);
+        match &self.tls {
+            None => Ok(Conn::Plain(stream)),
+            Some((connector, name)) => connector
+                .connect(name.clone(), stream)
+                .await
+                .map(|s| Conn::Tls(Box::new(s)))
+                .map_err(|e| match ErrorClass::from_io(&e, true) {
+                    ErrorClass::Other => ErrorClass::TlsHandshake,
+                    c => c,
+                }),
+        }
+    }
+}
+
+fn set_bind_address_no_port(sock: &TcpSocket) {
+    let one: libc::c_int = 1;
+    // SAFETY: valid socket fd and option buffer; failure only loses the optimisation.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// The TLS client configuration for a run, or `None` for plain HTTP.
+pub fn tls_config(cfg: &RunConfig) -> Option<Arc<rustls::ClientConfig>> {
+    if cfg.target.scheme != Scheme::Https {
+        return None;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions");
+    let mut config = if cfg.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+            .with_no_client_auth()
+    } else {
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Some(Arc::new(config))
+}
+
+/// `--insecure`: accepts any certificate (signatures are still checked for form).
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,197 @@
+//! Error taxonomy: cheap `Copy` classes for the hot path, and typed errors for the
+//! library's callers.
+
+use std::io;
+
+use serde::{Deserialize, Serialize};
+
+/// Why one request did not produce a successful response. Counted per class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The target refused the TCP connection (`ECONNREFUSED`).
+    ConnectRefused,
+    /// The TCP (or TLS) connection was not established before the request's deadline.
+    ConnectTimeout,
+    /// The peer reset the connection (`ECONNRESET`, `EPIPE`).
+    ConnectionReset,
+    /// The peer closed the connection cleanly before a complete response arrived.
+    ConnectionClosed,
+    /// The response did not complete before the request's deadline.
+    RequestTimeout,
+    /// A complete response with a 4xx status.
+    Http4xx,
+    /// A complete response with a 5xx status.
+    Http5xx,
+    /// Bytes that are not a valid HTTP/1.1 response.
+    MalformedResponse,
+    /// No local port (or address) was available for a new connection (`EADDRNOTAVAIL`).
+    LocalPortExhaustion,
+    /// The process or the system ran out of file descriptors (`EMFILE`, `ENFILE`).
+    FdExhaustion,
+    /// The TLS handshake failed (certificate, protocol).
+    TlsHandshake,
+    /// Any other I/O failure.
+    Other,
+}
+
+impl ErrorClass {
+    /// Every class, in the order results list them.
+    pub const ALL: [ErrorClass; 12] = [
+        ErrorClass::ConnectRefused,
+        ErrorClass::ConnectTimeout,
+        ErrorClass::ConnectionReset,
+        ErrorClass::ConnectionClosed,
+        ErrorClass::RequestTimeout,
+        ErrorClass::Http4xx,
+        ErrorClass::Http5xx,
+        ErrorClass::MalformedResponse,
+        ErrorClass::LocalPortExhaustion,
+        ErrorClass::FdExhaustion,
+        ErrorClass::TlsHandshake,
+        ErrorClass::Other,
+    ];
+    /// Number of classes.
+    pub const COUNT: usize = Self::ALL.len();
+
+    /// Index into per-class counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The class's name in results (snake case).
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::ConnectRefused => "connect_refused",
+            ErrorClass::ConnectTimeout => "connect_timeout",
+            ErrorClass::ConnectionReset => "connection_reset",
+            ErrorClass::ConnectionClosed => "connection_closed",
+            ErrorClass::RequestTimeout => "request_timeout",
+            ErrorClass::Http4xx => "http_4xx",
+            ErrorClass::Http5xx => "http_5xx",
+            ErrorClass::MalformedResponse => "malformed_response",
+            ErrorClass::LocalPortExhaustion => "local_port_exhaustion",
+            ErrorClass::FdExhaustion => "fd_exhaustion",
+            ErrorClass::TlsHandshake => "tls_handshake",
+            ErrorClass::Other => "other",
+        }
+    }
+
+    /// A human description for summaries.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ErrorClass::ConnectRefused => "connection refused (ECONNREFUSED)",
+            ErrorClass::ConnectTimeout => "connect timed out",
+            ErrorClass::ConnectionReset => "connection reset by peer",
+            ErrorClass::ConnectionClosed => "connection closed before the response completed",
+            ErrorClass::RequestTimeout => "request timed out",
+            ErrorClass::Http4xx => "HTTP 4xx response",
+            ErrorClass::Http5xx => "HTTP 5xx response",
+            ErrorClass::MalformedResponse => "malformed HTTP response",
+            ErrorClass::LocalPortExhaustion => "local port exhaustion (EADDRNOTAVAIL)",
+            ErrorClass::FdExhaustion => "file-descriptor exhaustion (EMFILE/ENFILE)",
+            ErrorClass::TlsHandshake => "TLS handshake failed",
+            ErrorClass::Other => "other I/O error",
+        }
+    }
+
+    /// Classifies an I/O error raised while connecting (`connecting = true`) or while
+    /// exchanging a request on an established connection.
+    pub fn from_io(err: &io::Error, connecting: bool) -> ErrorClass {
+        match err.raw_os_error() {
+            Some(libc::ECONNREFUSED) => return ErrorClass::ConnectRefused,
+            Some(libc::EADDRNOTAVAIL) => return ErrorClass::LocalPortExhaustion,
+            Some(libc::EMFILE) | Some(libc::ENFILE) => return ErrorClass::FdExhaustion,
+            Some(libc::ETIMEDOUT) if connecting => return ErrorClass::ConnectTimeout,
+            _ => {}
+        }
+        match err.kind() {
+            io::ErrorKind::ConnectionRefused => ErrorClass::ConnectRefused,
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => ErrorClass::ConnectionReset,
+            io::ErrorKind::UnexpectedEof => ErrorClass::ConnectionClosed,
+            io::ErrorKind::AddrNotAvailable => ErrorClass::LocalPortExhaustion,
+            io::ErrorKind::TimedOut if connecting => ErrorClass::ConnectTimeout,
+            io::ErrorKind::TimedOut => ErrorClass::RequestTimeout,
+            io::ErrorKind::InvalidData if !connecting => ErrorClass::MalformedResponse,
+            _ if connecting && is_tls_error(err) => ErrorClass::TlsHandshake,
+            _ => ErrorClass::Other,
+        }
+    }
+}
+
+fn is_tls_error(err: &io::Error) -> bool {
+    err.get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+}
+
+/// Errors that stop a run before or while it starts. Each names the cause and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The run configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The planned connections do not fit in the process's file-descriptor limit.
+    #[error(
+        "{needed} file descriptors are needed for {connections} connections, but the nofile limit is \
+         {soft} (hard limit {hard}); raise it with `ulimit -n {needed}` in this shell, or \
+         `nofile` in /etc/security/limits.conf (and LimitNOFILE= for systemd services), or lower \
+         --connections/--max-connections"
+    )]
+    FdLimit {
+        /// File descriptors the run needs.
+        needed: u64,
+        /// Connections planned.
+        connections: u64,
+        /// Current soft limit.
+        soft: u64,
+        /// Current hard limit.
+        hard: u64,
+    },
+    /// The host name of the URL did not resolve.
+    #[error("cannot resolve host `{host}`: {source}")]
+    Resolve {
+        /// The host that failed.
+        host: String,
+        /// The resolver's error.
+        source: io::Error,
+    },
+    /// A worker thread or its runtime could not start.
+    #[error("cannot start worker thread: {0}")]
+    Worker(io::Error),
+    /// A worker thread panicked; results measured by the others are lost.
+    #[error("a worker thread panicked: {0}")]
+    WorkerPanic(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_indices_dense() {
+        let mut names: Vec<_> = ErrorClass::ALL.iter().map(|c| c.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), ErrorClass::COUNT);
+        for (i, c) in ErrorClass::ALL.iter().enumerate() {
+            assert_eq!(c.index(), i);
+        }
+    }
+
+    #[test]
+    fn classifies_os_errors() {
+        let e = io::Error::from_raw_os_error(libc::EADDRNOTAVAIL);
+        assert_eq!(
+            ErrorClass::from_io(&e, true),
+            ErrorClass::LocalPortExhaustion
+        );
+        let e = io::Error::from_raw_os_error(libc::EMFILE);
+        assert_eq!(ErrorClass::from_io(&e, true), ErrorClass::FdExhaustion);
+        let e = io::Error::from_raw_os_error(libc::ECONNRESET);
+        assert_eq!(ErrorClass::from_io(&e, false), ErrorClass::ConnectionReset);
+        let e = io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert_eq!(ErrorClass::from_io(&e, true), ErrorClass::ConnectRefused);
+    }
+}

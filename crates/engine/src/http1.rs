@@ -1,0 +1,411 @@
+//! HTTP/1.1 on the wire: requests are encoded once per run; responses are read
+//! incrementally from a per-connection buffer, parsed with `httparse`, and their bodies
+//! skipped without copying (Content-Length, chunked, or until close). Leftover bytes stay in
+//! the buffer, so pipelined responses are read in order.
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::config::RunConfig;
+use crate::error::ErrorClass;
+
+/// Encodes the run's request once.
+pub fn encode_request(cfg: &RunConfig) -> Vec<u8> {
+    let t = &cfg.target;
+    let has = |name: &str| {
+        cfg.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    };
+    let mut out = Vec::with_capacity(128 + cfg.body.len());
+    out.extend_from_slice(format!("{} {} HTTP/1.1\r\n", cfg.method, t.path_and_query).as_bytes());
+    if !has("host") {
+        let default_port = match t.scheme {
+            crate::config::Scheme::Http => 80,
+            crate::config::Scheme::Https => 443,
+        };
+        let host = if t.host.contains(':') {
+            format!("[{}]", t.host)
+        } else {
+            t.host.clone()
+        };
+        if t.port == default_port {
+            out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
+        } else {
+            out.extend_from_slice(format!("Host: {host}:{}\r\n", t.port).as_bytes());
+        }
+    }
+    if !has("user-agent") {
+        out.extend_from_slice(
+            concat!("User-Agent: loadlab/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
+        );
+    }
+    for (n, v) in &cfg.headers {
+        out.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+    }
+    let needs_length =
+        !cfg.body.is_empty() || matches!(cfg.method.as_str(), "POST" | "PUT" | "PATCH");
+    if needs_length && !has("content-length") {
+        out.extend_from_slice(format!("Content-Length: {}\r\n", cfg.body.len()).as_bytes());
+    }
+    if !cfg.keep_alive && !has("connection") {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&cfg.body);
+    out
+}
+
+/// What the engine needs to know of a response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResponseMeta {
+    /// Status code.
+    pub status: u16,
+    /// The connection cannot be reused after this response.
+    pub close: bool,
+}
+
+enum Body {
+    None,
+    Length(usize),
+    Chunked,
+    UntilClose,
+}
+
+const INITIAL_BUF: usize = 16 * 1024;
+const MAX_HEAD: usize = 64 * 1024;
+const MAX_HEADERS: usize = 64;
+
+/// Reads responses from one connection.
+pub struct ResponseReader {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    head_request: bool,
+}
+
+impl ResponseReader {
+    /// A reader for responses to `method` requests.
+    pub fn new(method: &str) -> ResponseReader {
+        ResponseReader {
+            buf: vec![0; INITIAL_BUF],
+            start: 0,
+            end: 0,
+            head_request: method == "HEAD",
+        }
+    }
+
+    /// Forgets buffered bytes (for a new connection).
+    pub fn reset(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    /// Reads more bytes; returns how many (0 at end of stream).
+    async fn fill<S: AsyncRead + Unpin>(&mut self, s: &mut S) -> Result<usize, ErrorClass> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            if self.end == self.buf.len() {
+                if self.buf.len() >= MAX_HEAD {
+                    return Err(ErrorClass::MalformedResponse);
+                }
+                self.buf.resize(MAX_HEAD, 0);
+            }
+        }
+        let n = s
+            .read(&mut self.buf[self.end..])
+            .await
+            .map_err(|e| ErrorClass::from_io(&e, false))?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Reads one complete response, skipping its body.
+    pub async fn read<S: AsyncRead + Unpin>(
+        &mut self,
+        s: &mut S,
+    ) -> Result<ResponseMeta, ErrorClass> {
+        let (meta, body) = loop {
+            match self.parse_head()? {
+                Some((meta, body, used)) => {
+                    self.start += used;
+                    match meta.status {
+                        // Interim responses (100 Continue, 103 Early Hints): read on.
+                        100 | 102..=199 => continue,
+                        _ => break (meta, body),
+                    }
+                }
+                None => {
+                    let had_bytes = self.start != self.end;
+                    if self.fill(s).await? == 0 {
+                        return Err(if had_bytes {
+                            ErrorClass::MalformedResponse
+                        } else {
+                            ErrorClass::ConnectionClosed
+                        });
+                    }
+                }
+            }
+        };
+        match body {
+            Body::None => {}
+            Body::Length(n) => self.skip(s, n).await?,
+            Body::Chunked => self.skip_chunked(s).await?,
+            Body::UntilClose => {
+                while {
+                    self.start = self.end;
+                    self.fill(s).await? > 0
+                } {}
+            }
+        }
+        Ok(meta)
+    }
+
+    fn parse_head(&self) -> Result<Option<(ResponseMeta, Body, usize)>, ErrorClass> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut headers);
+        let used = match resp.parse(&self.buf[self.start..self.end]) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(_) => return Err(ErrorClass::MalformedResponse),
+        };
+        let status = resp.code.unwrap_or(0);
+        let mut close = resp.version == Some(0);
+        let mut length = None;
+        let mut chunked = false;
+        for h in resp.headers.iter() {
+            if h.name.eq_ignore_ascii_case("content-length") {
+                let v = std::str::from_utf8(h.value).map_err(|_| ErrorClass::MalformedResponse)?;
+                length = Some(
+                    v.trim()
+                        .parse::<usize>()
+                        .map_err(|_| ErrorClass::MalformedResponse)?,
+                );
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = contains_token(h.value, b"chunked");
+            } else if h.name.eq_ignore_ascii_case("connection") {
+                if contains_token(h.value, b"close") {
+                    close = true;
+                } else if contains_token(h.value, b"keep-alive") {
+                    close = false;
+                }
+            }
+        }
+        let body = if self.head_request
+            || status == 204
+            || status == 304
+            || (100..200).contains(&status)
+        {
+            Body::None
+        } else if chunked {
+            Body::Chunked
+        } else if let Some(n) = length {
+            Body::Length(n)
+        } else {
+            close = true;
+            Body::UntilClose
+        };
+        Ok(Some((ResponseMeta { status, close }, body, used)))
+    }
+
+    async fn skip<S: AsyncRead + Unpin>(
+        &mut self,
+        s: &mut S,
+        mut n: usize,
+    ) -> Result<(), ErrorClass> {
+        loop {
+            let take = n.min(self.end - self.start);
+            self.start += take;
+            n -= take;
+            if n == 0 {
+                return Ok(());
+            }
+            if self.fill(s).await? == 0 {
+                return Err(ErrorClass::ConnectionClosed);
+            }
+        }
+    }
+
+    async fn skip_chunked<S: AsyncRead + Unpin>(&mut self, s: &mut S) -> Result<(), ErrorClass> {
+        loop {
+            match httparse::parse_chunk_size(&self.buf[self.start..self.end]) {
+                Ok(httparse::Status::Complete((used, 0))) => {
+                    self.start += used;
+                    return self.skip_trailers(s).await;
+                }
+                Ok(httparse::Status::Complete((used, size))) => {
+                    self.start += used;
+                    let size = usize::try_from(size).map_err(|_| ErrorClass::MalformedResponse)?;
+                    self.skip(s, size + 2).await?;
+                }
+                Ok(httparse::Status::Partial) => {
+                    if self.fill(s).await? == 0 {
+                        return Err(ErrorClass::ConnectionClosed);
+                    }
+                }
+                Err(_) => return Err(ErrorClass::MalformedResponse),
+            }
+        }
+    }
+
+    async fn skip_trailers<S: AsyncRead + Unpin>(&mut self, s: &mut S) -> Result<(), ErrorClass> {
+        loop {
+            let avail = &self.buf[self.start..self.end];
+            match avail.windows(2).position(|w| w == b"\r\n") {
+                Some(0) => {
+                    self.start += 2;
+                    return Ok(());
+                }
+                Some(p) => self.start += p + 2,
+                None => {
+                    if self.fill(s).await? == 0 {
+                        return Err(ErrorClass::ConnectionClosed);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn contains_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|part| part.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(input: &[u8], method: &str, count: usize) -> Vec<Result<ResponseMeta, ErrorClass>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // Feed in 7-byte pieces to exercise every partial path.
+            let mut builder = tokio_test_reader(input);
+            let mut r = ResponseReader::new(method);
+            let mut out = Vec::new();
+            for _ in 0..count {
+                out.push(r.read(&mut builder).await);
+            }
+            out
+        })
+    }
+
+    /// A reader that hands out at most 7 bytes per read.
+    fn tokio_test_reader(input: &[u8]) -> impl AsyncRead + Unpin + '_ {
+        struct Slow<'a>(&'a [u8]);
+        impl AsyncRead for Slow<'_> {
+            fn poll_read(
+                mut self: std::pin::Pin<&mut Self>,
+                _: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                let n = self.0.len().min(7).min(buf.remaining());
+                buf.put_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                std::task::Poll::Ready(Ok(()))
+            }
+        }
+        Slow(input)
+    }
+
+    #[test]
+    fn pipelined_length_and_chunked() {
+        let input = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nX-T: 1\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
+        let r = read_all(input, "GET", 4);
+        assert_eq!(
+            r[0],
+            Ok(ResponseMeta {
+                status: 200,
+                close: false
+            })
+        );
+        assert_eq!(
+            r[1],
+            Ok(ResponseMeta {
+                status: 503,
+                close: false
+            })
+        );
+        assert_eq!(
+            r[2],
+            Ok(ResponseMeta {
+                status: 204,
+                close: false
+            })
+        );
+        assert_eq!(r[3], Err(ErrorClass::ConnectionClosed));
+    }
+
+    #[test]
+    fn close_delimited_and_interim() {
+        let input = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 200 OK\r\n\r\nbody until close";
+        let r = read_all(input, "GET", 1);
+        assert_eq!(
+            r[0],
+            Ok(ResponseMeta {
+                status: 200,
+                close: true
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_and_truncated() {
+        assert_eq!(
+            read_all(b"garbage\r\n\r\n", "GET", 1)[0],
+            Err(ErrorClass::MalformedResponse)
+        );
+        assert_eq!(
+            read_all(b"HTTP/1.1 200 OK\r\nContent-Le", "GET", 1)[0],
+            Err(ErrorClass::MalformedResponse)
+        );
+        assert_eq!(
+            read_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+                "GET",
+                1
+            )[0],
+            Err(ErrorClass::ConnectionClosed)
+        );
+        assert_eq!(
+            read_all(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", "GET", 1)[0],
+            Err(ErrorClass::MalformedResponse)
+        );
+    }
+
+    #[test]
+    fn head_has_no_body() {
+        let input = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\n";
+        assert_eq!(
+            read_all(input, "HEAD", 1)[0],
+            Ok(ResponseMeta {
+                status: 200,
+                close: true
+            })
+        );
+    }
+
+    #[test]
+    fn large_body_is_skipped_without_growing() {
+        let mut input = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n".to_vec();
+        input.extend(std::iter::repeat(b'x').take(1_000_000));
+        input.extend_from_slice(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut r = ResponseReader::new("GET");
+            let mut s = &input[..];
+            assert_eq!(r.read(&mut s).await.unwrap().status, 200);
+            assert_eq!(r.read(&mut s).await.unwrap().status, 404);
+            assert_eq!(r.buf.len(), INITIAL_BUF);
+        });
+    }
+}

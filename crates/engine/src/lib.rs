@@ -1,0 +1,37 @@
+//! loadlab's load engine, with no CLI dependencies.
+//!
+//! # Layout
+//! - [`config`]: a [`RunSpec`] (as the user wrote it) validated into a [`RunConfig`].
+//! - [`schedule`]: open-loop arrival schedules split across workers.
+//! - [`http1`], [`conn`]: the HTTP/1.1 transport (plain TCP or TLS).
+//! - [`worker`]: one single-threaded event loop per thread, one request loop for every
+//!   load model.
+//! - [`recorder`]: per-worker HdrHistograms and per-second interval reports.
+//! - [`runner`]: starts the workers, collects seconds, merges totals once.
+//! - [`result`]: the JSON result (schema in `schema/run-result.schema.json`).
+//! - [`summary`]: the text summary.
+//! - [`env`]: the environment and kernel facts (limits, ports, TIME_WAIT).
+//!
+//! Latency is measured from each request's *intended* send time, so a stalled server is
+//! charged for the requests it delayed (coordinated omission corrected); service time is
+//! measured from the actual write.
+#![deny(missing_docs)]
+
+pub mod clock;
+pub mod config;
+pub mod conn;
+pub mod env;
+pub mod error;
+pub mod http1;
+pub mod recorder;
+pub mod result;
+pub mod runner;
+pub mod schedule;
+pub mod summary;
+pub mod worker;
+
+pub use config::{Arrival, ConfigError, LoadModel, RunConfig, RunSpec};
+pub use error::{EngineError, ErrorClass};
+pub use result::{RunResult, SecondStats};
+pub use runner::{run, RunOptions};
+pub use tokio_util::sync::CancellationToken;

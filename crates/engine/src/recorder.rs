@@ -1,0 +1,301 @@
+//! Per-worker recording. Each worker owns a [`Recorder`] (no locks on the hot path); every
+//! second it ships that second's interval histogram to the collector, and at the end it
+//! hands back its totals, which are merged in one place ([`crate::merge`]).
+
+use std::sync::mpsc::Sender;
+
+use hdrhistogram::Histogram;
+
+use crate::error::ErrorClass;
+
+/// Largest value histograms hold: one hour, in microseconds.
+pub const HIST_MAX_US: u64 = 3_600_000_000;
+/// Significant digits of the run's total histograms.
+pub const TOTAL_SIGFIG: u8 = 3;
+/// Significant digits of per-second histograms (smaller, so long runs stay small).
+pub const INTERVAL_SIGFIG: u8 = 2;
+const NS_PER_SEC: u64 = 1_000_000_000;
+
+/// A histogram of microseconds with loadlab's bounds.
+pub fn new_histogram(sigfig: u8) -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_US, sigfig).expect("static histogram bounds are valid")
+}
+
+/// One worker's record of one second of the measured window.
+#[derive(Debug)]
+pub struct IntervalReport {
+    /// Worker index.
+    pub worker: usize,
+    /// Second since the start of the measured window.
+    pub second: u64,
+    /// The worker will send nothing more for seconds before this.
+    pub next_second: u64,
+    /// Responses received (any status).
+    pub completed: u64,
+    /// Successful responses (status below 400).
+    pub successful: u64,
+    /// Failed requests (any class).
+    pub errors: u64,
+    /// Latency (from intended send) of the responses, microseconds.
+    pub latency: Histogram<u64>,
+}
+
+/// What a worker measured over the whole run.
+#[derive(Debug, Clone)]
+pub struct WorkerTotals {
+    /// Latency from intended send time, µs.
+    pub latency: Histogram<u64>,
+    /// Service time from actual send, µs.
+    pub service: Histogram<u64>,
+    /// TCP (+TLS) connect time, µs.
+    pub connect: Histogram<u64>,
+    /// Schedule lag (release time minus intended time), µs.
+    pub lag: Histogram<u64>,
+    /// Responses received in the measured window (any status).
+    pub responses: u64,
+    /// Responses with a status below 400.
+    pub successful: u64,
+    /// Successful responses completed before the end of the measured window.
+    pub successful_in_window: u64,
+    /// Failures per [`ErrorClass`] index.
+    pub errors: [u64; ErrorClass::COUNT],
+    /// Count per status code (index = code, 0..=999).
+    pub status: Vec<u64>,
+    /// Connections opened (whole run).
+    pub connections_opened: u64,
+    /// Requests completed during warm-up (not recorded otherwise).
+    pub warmup_requests: u64,
+    /// Latest completion time seen (clock ns), 0 if none.
+    pub last_completion_ns: u64,
+    /// This worker thread's CPU seconds (user + system).
+    pub thread_cpu_seconds: f64,
+    /// Wall seconds the worker thread was running its load.
+    pub thread_wall_seconds: f64,
+}
+
+impl WorkerTotals {
+    fn new() -> WorkerTotals {
+        WorkerTotals {
+            latency: new_histogram(TOTAL_SIGFIG),
+            service: new_histogram(TOTAL_SIGFIG),
+            connect: new_histogram(TOTAL_SIGFIG),
+            lag: new_histogram(TOTAL_SIGFIG),
+            responses: 0,
+            successful: 0,
+            successful_in_window: 0,
+            errors: [0; ErrorClass::COUNT],
+            status: vec![0; 1000],
+            connections_opened: 0,
+            warmup_requests: 0,
+            last_completion_ns: 0,
+            thread_cpu_seconds: 0.0,
+            thread_wall_seconds: 0.0,
+        }
+    }
+}
+
+/// A worker's recorder.
+pub struct Recorder {
+    worker: usize,
+    measure_start_ns: u64,
+    end_ns: u64,
+    totals: WorkerTotals,
+    second: u64,
+    interval: IntervalCounts,
+    tx: Sender<IntervalReport>,
+}
+
+struct IntervalCounts {
+    completed: u64,
+    successful: u64,
+    errors: u64,
+    latency: Histogram<u64>,
+}
+
+impl IntervalCounts {
+    fn new() -> IntervalCounts {
+        IntervalCounts {
+            completed: 0,
+            successful: 0,
+            errors: 0,
+            latency: new_histogram(INTERVAL_SIGFIG),
+        }
+    }
+}
+
+#[inline]
+fn us(ns: u64) -> u64 {
+    ns / 1_000
+}
+
+impl Recorder {
+    /// A recorder for `worker`, measuring requests intended in `[measure_start_ns, end_ns)`.
+    pub fn new(
+        worker: usize,
+        measure_start_ns: u64,
+        end_ns: u64,
+        tx: Sender<IntervalReport>,
+    ) -> Recorder {
+        Recorder {
+            worker,
+            measure_start_ns,
+            end_ns,
+            totals: WorkerTotals::new(),
+            second: 0,
+            interval: IntervalCounts::new(),
+            tx,
+        }
+    }
+
+    /// Whether a request intended at `intended_ns` is measured (not warm-up).
+    #[inline]
+    pub fn measured(&self, intended_ns: u64) -> bool {
+        intended_ns >= self.measure_start_ns
+    }
+
+    /// A response arrived at `done_ns` for a request intended at `intended_ns` and written
+    /// at `sent_ns`.
+    pub fn response(&mut self, intended_ns: u64, sent_ns: u64, done_ns: u64, status: u16) {
+        if !self.measured(intended_ns) {
+            self.totals.warmup_requests += 1;
+            return;
+        }
+        self.roll(done_ns);
+        let latency = us(done_ns.saturating_sub(intended_ns));
+        let t = &mut self.totals;
+        t.latency.saturating_record(latency);
+        t.service
+            .saturating_record(us(done_ns.saturating_sub(sent_ns)));
+        t.responses += 1;
+        t.status[usize::from(status).min(999)] += 1;
+        t.last_completion_ns = t.last_completion_ns.max(done_ns);
+        self.interval.completed += 1;
+        self.interval.latency.saturating_record(latency);
+        match status {
+            400..=499 => self.count_error(ErrorClass::Http4xx),
+            500..=999 => self.count_error(ErrorClass::Http5xx),
+            _ => {
+                self.totals.successful += 1;
+                if done_ns <= self.end_ns {
+                    self.totals.successful_in_window += 1;
+                }
+                self.interval.successful += 1;
+            }
+        }
+    }
+
+    /// A request intended at `intended_ns` failed at `done_ns` without a response.
+    pub fn error(&mut self, intended_ns: u64, done_ns: u64, class: ErrorClass) {
+        if !self.measured(intended_ns) {
+            return;
+        }
+        self.roll(done_ns);
+        self.totals.last_completion_ns = self.totals.last_completion_ns.max(done_ns);
+        self.count_error(class);
+    }
+
+    fn count_error(&mut self, class: ErrorClass) {
+        self.totals.errors[class.index()] += 1;
+        self.interval.errors += 1;
+    }
+
+    /// A connection was opened in `ns`.
+    pub fn connect(&mut self, ns: u64) {
+        self.totals.connections_opened += 1;
+        self.totals.connect.saturating_record(us(ns));
+    }
+
+    /// An arrival intended at `intended_ns` was released by the schedule at `released_ns`.
+    pub fn lag(&mut self, intended_ns: u64, released_ns: u64) {
+        if self.measured(intended_ns) {
+            self.totals
+                .lag
+                .saturating_record(us(released_ns.saturating_sub(intended_ns)));
+        }
+    }
+
+    /// Ships the current second if the clock has moved past it.
+    pub fn tick(&mut self, now_ns: u64) {
+        self.roll(now_ns);
+    }
+
+    fn roll(&mut self, now_ns: u64) {
+        if now_ns < self.measure_start_ns {
+            return;
+        }
+        let sec = (now_ns - self.measure_start_ns) / NS_PER_SEC;
+        if sec > self.second {
+            self.ship(sec);
+        }
+    }
+
+    fn ship(&mut self, next_second: u64) {
+        let counts = std::mem::replace(&mut self.interval, IntervalCounts::new());
+        // The collector may be gone if the run was abandoned; nothing to do then.
+        let _ = self.tx.send(IntervalReport {
+            worker: self.worker,
+            second: self.second,
+            next_second,
+            completed: counts.completed,
+            successful: counts.successful,
+            errors: counts.errors,
+            latency: counts.latency,
+        });
+        self.second = next_second;
+    }
+
+    /// Ships the last second and returns the totals.
+    pub fn finish(mut self) -> WorkerTotals {
+        let has_data = self.interval.completed + self.interval.errors > 0;
+        if has_data {
+            self.ship(u64::MAX);
+        } else {
+            // Only a watermark: no data for this second.
+            let _ = self.tx.send(IntervalReport {
+                worker: self.worker,
+                second: self.second,
+                next_second: u64::MAX,
+                completed: 0,
+                successful: 0,
+                errors: 0,
+                latency: new_histogram(INTERVAL_SIGFIG),
+            });
+        }
+        self.totals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_measured_only_and_ships_seconds() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ms = 1_000_000;
+        let mut r = Recorder::new(0, 1_000 * ms, 4_000 * ms, tx);
+        r.response(500 * ms, 500 * ms, 510 * ms, 200); // warm-up
+        r.response(1_000 * ms, 1_001 * ms, 1_020 * ms, 200);
+        r.response(1_500 * ms, 1_500 * ms, 1_505 * ms, 503);
+        r.error(2_100 * ms, 2_200 * ms, ErrorClass::ConnectRefused);
+        let t = r.finish();
+        assert_eq!(t.warmup_requests, 1);
+        assert_eq!(t.responses, 2);
+        assert_eq!(t.successful, 1);
+        assert_eq!(t.errors[ErrorClass::Http5xx.index()], 1);
+        assert_eq!(t.errors[ErrorClass::ConnectRefused.index()], 1);
+        assert_eq!(t.status[503], 1);
+        assert_eq!(t.latency.len(), 2);
+        assert_eq!(t.service.max(), t.service.highest_equivalent(19_000));
+        let reports: Vec<_> = rx.try_iter().collect();
+        assert_eq!(reports.len(), 2);
+        assert_eq!(
+            (reports[0].second, reports[0].completed, reports[0].errors),
+            (0, 2, 1)
+        );
+        assert_eq!(
+            (reports[1].second, reports[1].errors, reports[1].next_second),
+            (1, 1, u64::MAX)
+        );
+    }
+}

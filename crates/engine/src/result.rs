@@ -1,0 +1,357 @@
+//! The result of a run: the JSON contract (see `schema/run-result.schema.json`), and the
+//! one place where per-worker records are merged.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Arrival;
+use crate::env::Environment;
+use crate::error::ErrorClass;
+use crate::recorder::{new_histogram, WorkerTotals, TOTAL_SIGFIG};
+
+/// Version of the result format; bumped on incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Distribution of a latency-like quantity, milliseconds. Figures are `null` when nothing
+/// was recorded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    /// Values recorded.
+    pub count: u64,
+    /// Mean.
+    pub mean: Option<f64>,
+    /// Smallest.
+    pub min: Option<f64>,
+    /// Median.
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    pub p90: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+    /// 99.9th percentile.
+    pub p999: Option<f64>,
+    /// Largest.
+    pub max: Option<f64>,
+}
+
+impl LatencyStats {
+    /// Summarizes a histogram of microseconds.
+    pub fn from_histogram(h: &Histogram<u64>) -> LatencyStats {
+        if h.is_empty() {
+            return LatencyStats::default();
+        }
+        let ms = |us: u64| Some(us as f64 / 1000.0);
+        LatencyStats {
+            count: h.len(),
+            mean: Some(h.mean() / 1000.0),
+            min: ms(h.min()),
+            p50: ms(h.value_at_quantile(0.5)),
+            p90: ms(h.value_at_quantile(0.9)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+        }
+    }
+}
+
+/// How late the schedule released arrivals, milliseconds (0 in closed loop).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LagStats {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl LagStats {
+    /// Summarizes a histogram of microseconds.
+    pub fn from_histogram(h: &Histogram<u64>) -> LagStats {
+        if h.is_empty() {
+            return LagStats::default();
+        }
+        LagStats {
+            p50: h.value_at_quantile(0.5) as f64 / 1000.0,
+            p99: h.value_at_quantile(0.99) as f64 / 1000.0,
+            max: h.max() as f64 / 1000.0,
+            mean: h.mean() / 1000.0,
+        }
+    }
+}
+
+/// One second of the measured window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SecondStats {
+    /// Seconds since the start of the measured window.
+    pub second: u64,
+    /// Responses received (any status).
+    pub completed: u64,
+    /// Successful responses.
+    pub successful: u64,
+    /// Failed requests (any class).
+    pub errors: u64,
+    /// Median latency of this second's responses, ms.
+    pub latency_p50_ms: Option<f64>,
+    /// 99th-percentile latency of this second's responses, ms.
+    pub latency_p99_ms: Option<f64>,
+}
+
+/// Serialized histograms, mergeable later (HdrHistogram V2 + deflate, base64).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Histograms {
+    /// Encoding of every string below.
+    pub encoding: String,
+    /// Unit of the recorded values.
+    pub unit: String,
+    /// Latency from intended send time.
+    pub latency: String,
+    /// Service time from actual send.
+    pub service_time: String,
+    /// Connect time.
+    pub connect_time: String,
+    /// Schedule lag.
+    pub schedule_lag: String,
+    /// Latency per second of the measured window (index = `per_second[i].second`).
+    pub per_second_latency: Vec<String>,
+}
+
+/// Encodes a histogram as the result format stores it.
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut buf)
+        .expect("serializing to memory cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+/// Decodes a histogram stored by [`encode_histogram`].
+pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .map_err(|e| format!("bad base64: {e}"))?;
+    Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| format!("bad histogram: {e:?}"))
+}
+
+/// Why a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The duration elapsed.
+    Duration,
+    /// The request count was reached.
+    Requests,
+    /// Stopped by the user (Ctrl-C) or the caller.
+    Interrupted,
+}
+
+/// The result of `loadlab run`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Format version.
+    pub schema_version: u32,
+    /// Target URL.
+    pub url: String,
+    /// HTTP method.
+    pub method: String,
+    /// `open` or `closed`.
+    pub model: String,
+    /// Arrival spacing (open loop).
+    pub arrival: Option<Arrival>,
+    /// Offered requests/s (open loop), null in closed loop.
+    pub offered_rps: Option<f64>,
+    /// Initial connections.
+    pub connections: u64,
+    /// Pool ceiling.
+    pub max_connections: u64,
+    /// Worker threads.
+    pub threads: usize,
+    /// Connection reuse.
+    pub keep_alive: bool,
+    /// Pipeline depth.
+    pub pipeline: u32,
+    /// Request timeout, ms.
+    pub timeout_ms: f64,
+    /// Warm-up, seconds.
+    pub warmup_s: f64,
+    /// Measured window, seconds.
+    pub duration_s: f64,
+    /// Why the run ended.
+    pub stop_reason: StopReason,
+    /// Responses received in the measured window (any status).
+    pub requests: u64,
+    /// Successful responses (status below 400).
+    pub successful: u64,
+    /// Successful responses per second over the measured window.
+    pub achieved_rps: f64,
+    /// Latency from the intended send time (coordinated omission corrected).
+    pub latency_ms: LatencyStats,
+    /// Time from the actual write of the request to the last byte of the response.
+    pub service_time_ms: LatencyStats,
+    /// Connect time of new connections.
+    pub connect_time_ms: LatencyStats,
+    /// Schedule lag.
+    pub schedule_lag_ms: LagStats,
+    /// Failures by class (every class listed).
+    pub errors: BTreeMap<String, u64>,
+    /// Sum of `errors`.
+    pub errors_total: u64,
+    /// Responses by status code.
+    pub status_codes: BTreeMap<String, u64>,
+    /// Connections opened.
+    pub connections_opened: u64,
+    /// The generator, not the server, may have limited this run.
+    pub generator_limited: bool,
+    /// Why `generator_limited` is set.
+    pub generator_notes: Vec<String>,
+    /// loadlab's CPU time (user + system) during the run, seconds.
+    pub generator_cpu_seconds: f64,
+    /// loadlab's peak resident memory, bytes.
+    pub generator_peak_rss_bytes: u64,
+    /// Each worker thread's CPU time over its wall time.
+    pub worker_cpu_utilization: Vec<f64>,
+    /// Things the reader should know (port exhaustion, all requests failed, ...).
+    pub warnings: Vec<String>,
+    /// One entry per second of the measured window.
+    pub per_second: Vec<SecondStats>,
+    /// Mergeable histograms.
+    pub histograms: Histograms,
+    /// Where the run happened.
+    pub environment: Environment,
+}
+
+impl RunResult {
+    /// True when no request succeeded.
+    pub fn all_failed(&self) -> bool {
+        self.successful == 0
+    }
+
+    /// Failures by class, largest first, zeros left out.
+    pub fn nonzero_errors(&self) -> Vec<(&str, u64)> {
+        let mut v: Vec<_> = self
+            .errors
+            .iter()
+            .filter(|(_, &n)| n > 0)
+            .map(|(k, &n)| (k.as_str(), n))
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v
+    }
+}
+
+/// Worker totals merged into one.
+pub struct Merged {
+    /// Latency, µs.
+    pub latency: Histogram<u64>,
+    /// Service time, µs.
+    pub service: Histogram<u64>,
+    /// Connect time, µs.
+    pub connect: Histogram<u64>,
+    /// Schedule lag, µs.
+    pub lag: Histogram<u64>,
+    /// Responses.
+    pub responses: u64,
+    /// Successful responses.
+    pub successful: u64,
+    /// Successful responses inside the window.
+    pub successful_in_window: u64,
+    /// Errors per class.
+    pub errors: [u64; ErrorClass::COUNT],
+    /// Status counts.
+    pub status: Vec<u64>,
+    /// Connections opened.
+    pub connections_opened: u64,
+    /// Latest completion.
+    pub last_completion_ns: u64,
+    /// CPU utilization of each worker thread.
+    pub worker_cpu: Vec<f64>,
+}
+
+/// Merges per-worker totals (the only place that does).
+pub fn merge(workers: &[WorkerTotals]) -> Merged {
+    let mut m = Merged {
+        latency: new_histogram(TOTAL_SIGFIG),
+        service: new_histogram(TOTAL_SIGFIG),
+        connect: new_histogram(TOTAL_SIGFIG),
+        lag: new_histogram(TOTAL_SIGFIG),
+        responses: 0,
+        successful: 0,
+        successful_in_window: 0,
+        errors: [0; ErrorClass::COUNT],
+        status: vec![0; 1000],
+        connections_opened: 0,
+        last_completion_ns: 0,
+        worker_cpu: Vec::new(),
+    };
+    for w in workers {
+        // Same bounds everywhere, so adding cannot fail.
+        m.latency.add(&w.latency).expect("same bounds");
+        m.service.add(&w.service).expect("same bounds");
+        m.connect.add(&w.connect).expect("same bounds");
+        m.lag.add(&w.lag).expect("same bounds");
+        m.responses += w.responses;
+        m.successful += w.successful;
+        m.successful_in_window += w.successful_in_window;
+        for (a, b) in m.errors.iter_mut().zip(w.errors.iter()) {
+            *a += b;
+        }
+        for (a, b) in m.status.iter_mut().zip(w.status.iter()) {
+            *a += b;
+        }
+        m.connections_opened += w.connections_opened;
+        m.last_completion_ns = m.last_completion_ns.max(w.last_completion_ns);
+        m.worker_cpu.push(if w.thread_wall_seconds > 0.0 {
+            (w.thread_cpu_seconds / w.thread_wall_seconds).min(1.0)
+        } else {
+            0.0
+        });
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_round_trip_and_merge_losslessly() {
+        let mut a = new_histogram(TOTAL_SIGFIG);
+        let mut b = new_histogram(TOTAL_SIGFIG);
+        for v in 1..=1000u64 {
+            a.record(v * 10).unwrap();
+            b.record(v * 1000).unwrap();
+        }
+        let da = decode_histogram(&encode_histogram(&a)).unwrap();
+        let db = decode_histogram(&encode_histogram(&b)).unwrap();
+        assert_eq!(da, a);
+        let mut merged = da.clone();
+        merged.add(&db).unwrap();
+        let mut direct = a.clone();
+        direct.add(&b).unwrap();
+        assert_eq!(merged.len(), 2000);
+        assert_eq!(
+            merged.value_at_quantile(0.99),
+            direct.value_at_quantile(0.99)
+        );
+        assert_eq!(merged.max(), direct.max());
+    }
+
+    #[test]
+    fn stats_are_null_when_empty() {
+        let s = LatencyStats::from_histogram(&new_histogram(3));
+        assert_eq!(s.count, 0);
+        assert!(s.p99.is_none() && s.mean.is_none());
+        let mut h = new_histogram(3);
+        h.record(2_000).unwrap();
+        let s = LatencyStats::from_histogram(&h);
+        assert_eq!(s.p50, Some(2.0));
+    }
+}

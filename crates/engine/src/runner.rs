@@ -1,0 +1,403 @@
+//! Runs a validated [`RunConfig`]: checks limits, starts one worker thread per
+//! `threads`, collects per-second reports as they come, merges the workers' totals once at
+//! the end and builds the [`RunResult`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use hdrhistogram::Histogram;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::config::{Arrival, LoadModel, RunConfig};
+use crate::env::{self, Environment};
+use crate::error::{EngineError, ErrorClass};
+use crate::recorder::{new_histogram, IntervalReport, INTERVAL_SIGFIG};
+use crate::result::{
+    encode_histogram, merge, Histograms, LagStats, LatencyStats, RunResult, SecondStats,
+    StopReason, SCHEMA_VERSION,
+};
+use crate::schedule::Window;
+use crate::worker::{run_worker, WorkerPlan};
+
+/// File descriptors kept free beyond the connections (stdio, epoll, timers, files).
+pub const FD_RESERVE: u64 = 32;
+/// Schedule lag p99 above this marks a run generator-limited.
+pub const LAG_LIMIT_MS: f64 = 1.0;
+/// A worker thread busier than this fraction of its time is CPU-bound.
+pub const CPU_BOUND: f64 = 0.9;
+
+/// How the caller steers a run.
+pub struct RunOptions<'a> {
+    /// The command line, recorded in the environment.
+    pub command: Vec<String>,
+    /// Cancel to stop at once (Ctrl-C); what was measured is still returned.
+    pub stop: CancellationToken,
+    /// Called once per finished second of the measured window.
+    pub progress: Option<&'a mut dyn FnMut(&SecondStats)>,
+}
+
+impl Default for RunOptions<'_> {
+    fn default() -> Self {
+        RunOptions {
+            command: Vec::new(),
+            stop: CancellationToken::new(),
+            progress: None,
+        }
+    }
+}
+
+/// Checks that the planned connections fit in the `nofile` limit, raising the soft limit
+/// towards the hard one when that is enough.
+pub fn check_fd_limit(cfg: &RunConfig) -> Result<(), EngineError> {
+    let needed = cfg.max_connections + FD_RESERVE;
+    let soft = env::raise_nofile(needed);
+    if soft < needed {
+        let (soft, hard) = env::nofile_limits();
+        return Err(EngineError::FdLimit {
+            needed,
+            connections: cfg.max_connections,
+            soft,
+            hard,
+        });
+    }
+    Ok(())
+}
+
+/// Problems predicted before the run starts (each a sentence for the user).
+pub fn preflight(cfg: &RunConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    if cfg.keep_alive {
+        return out;
+    }
+    let Some((lo, hi)) = env::ephemeral_port_range() else {
+        return out;
+    };
+    let ports = (u64::from(hi) - u64::from(lo) + 1) * cfg.source_addrs.len().max(1) as u64;
+    let loopback = cfg.target.addrs[0].ip().is_loopback();
+    let tw_reuse = env::sysctl("net.ipv4.tcp_tw_reuse").unwrap_or_default();
+    if tw_reuse == "1" || (tw_reuse == "2" && loopback) {
+        return out;
+    }
+    if let LoadModel::Open { rate, .. } = cfg.model {
+        let window = cfg
+            .duration
+            .map_or(f64::INFINITY, |d| (d + cfg.warmup).as_secs_f64());
+        let held = rate * window.min(env::TIME_WAIT_SECONDS as f64);
+        if held > ports as f64 {
+            out.push(format!(
+                "predicted local port exhaustion: {rate:.0} new connections/s hold each port in TIME_WAIT for \
+                 {}s, so the {ports} ephemeral ports ({lo}-{hi}{}) run out after about {:.1}s; use --keep-alive on, \
+                 --source-addrs to add local addresses, or `sysctl -w net.ipv4.tcp_tw_reuse=1`",
+                env::TIME_WAIT_SECONDS,
+                if cfg.source_addrs.len() > 1 {
+                    format!(" on {} source addresses", cfg.source_addrs.len())
+                } else {
+                    String::new()
+                },
+                ports as f64 / rate,
+            ));
+        }
+    }
+    out
+}
+
+fn share(total: u64, i: usize, n: usize) -> u64 {
+    let n = n as u64;
+    total / n + u64::from((i as u64) < total % n)
+}
+
+#[derive(Default)]
+struct Pending {
+    completed: u64,
+    successful: u64,
+    errors: u64,
+    latency: Option<Histogram<u64>>,
+}
+
+/// Runs the load and returns its result.
+pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, EngineError> {
+    check_fd_limit(cfg)?;
+    let environment = Environment::capture(opts.command.clone());
+    let mut warnings = preflight(cfg);
+    let cfg = Arc::new(cfg.clone());
+    let clock = Clock::new();
+    // A little head start so every worker is running before the first arrival.
+    let start_ns = clock.now() + 20_000_000;
+    let measure_start_ns = start_ns + cfg.warmup.as_nanos() as u64;
+    let window = Window {
+        start_ns,
+        measure_start_ns,
+        end_ns: cfg
+            .duration
+            .map_or(u64::MAX, |d| measure_start_ns + d.as_nanos() as u64),
+        requests: cfg.requests,
+    };
+    let one = crate::http1::encode_request(&cfg);
+    let request = Arc::new(one.repeat(cfg.pipeline as usize));
+    let tls = crate::conn::tls_config(&cfg);
+    let tickets = Arc::new(AtomicU64::new(cfg.requests.unwrap_or(u64::MAX)));
+    let (tx, rx) = mpsc::channel::<IntervalReport>();
+    let cpu_before = env::process_cpu_seconds();
+    let threads = cfg.threads;
+    let mut handles = Vec::with_capacity(threads);
+    for index in 0..threads {
+        let connections = share(cfg.connections, index, threads);
+        let max_connections = share(cfg.max_connections, index, threads).max(1);
+        let plan = WorkerPlan {
+            index,
+            threads,
+            cfg: cfg.clone(),
+            request: request.clone(),
+            tls: tls.clone(),
+            clock,
+            window,
+            connections: connections as usize,
+            max_connections: max_connections as usize,
+            tickets: tickets.clone(),
+            stop: opts.stop.clone(),
+            tx: tx.clone(),
+        };
+        let h = std::thread::Builder::new()
+            .name(format!("loadlab-worker-{index}"))
+            .spawn(move || run_worker(plan))
+            .map_err(EngineError::Worker)?;
+        handles.push(h);
+    }
+    drop(tx);
+
+    // Collect per-second reports; a second is final once every worker has moved past it.
+    let mut watermark = vec![0u64; threads];
+    let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
+    let mut seconds: Vec<(SecondStats, String)> = Vec::new();
+    let mut finalize = |sec: u64, p: Pending, seconds: &mut Vec<(SecondStats, String)>| {
+        let h = p.latency.unwrap_or_else(|| new_histogram(INTERVAL_SIGFIG));
+        let q = |q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0);
+        let stats = SecondStats {
+            second: sec,
+            completed: p.completed,
+            successful: p.successful,
+            errors: p.errors,
+            latency_p50_ms: q(0.5),
+            latency_p99_ms: q(0.99),
+        };
+        if let Some(cb) = opts.progress.as_mut() {
+            cb(&stats);
+        }
+        seconds.push((stats, encode_histogram(&h)));
+    };
+    while let Ok(r) = rx.recv() {
+        let has_data = r.completed + r.errors > 0;
+        if has_data {
+            let p = pending.entry(r.second).or_default();
+            p.completed += r.completed;
+            p.successful += r.successful;
+            p.errors += r.errors;
+            match &mut p.latency {
+                Some(h) => h.add(&r.latency).expect("same bounds"),
+                None => p.latency = Some(r.latency),
+            }
+        }
+        watermark[r.worker] = watermark[r.worker].max(r.next_second);
+        let low = *watermark.iter().min().expect("at least one worker");
+        while let Some(entry) = pending.first_entry() {
+            if *entry.key() >= low {
+                break;
+            }
+            let (sec, p) = entry.remove_entry();
+            finalize(sec, p, &mut seconds);
+        }
+    }
+    for (sec, p) in std::mem::take(&mut pending) {
+        finalize(sec, p, &mut seconds);
+    }
+
+    let mut totals = Vec::with_capacity(threads);
+    for h in handles {
+        match h.join() {
+            Ok(Ok(t)) => totals.push(t),
+            Ok(Err(e)) => return Err(EngineError::Worker(e)),
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                return Err(EngineError::WorkerPanic(msg));
+            }
+        }
+    }
+    let end_now = clock.now();
+    let cpu = env::process_cpu_seconds() - cpu_before;
+    let m = merge(&totals);
+
+    let interrupted = opts.stop.is_cancelled();
+    let stop_reason = if interrupted {
+        StopReason::Interrupted
+    } else if cfg.requests.is_some()
+        && (cfg.duration.is_none() || m.last_completion_ns < window.end_ns)
+    {
+        StopReason::Requests
+    } else {
+        StopReason::Duration
+    };
+    let window_end = match stop_reason {
+        StopReason::Duration => window.end_ns,
+        StopReason::Requests => m.last_completion_ns.max(measure_start_ns + 1),
+        StopReason::Interrupted => end_now.min(window.end_ns),
+    };
+    let duration_s = window_end.saturating_sub(measure_start_ns) as f64 / 1e9;
+    let achieved_rps = if duration_s > 0.0 {
+        m.successful_in_window as f64 / duration_s
+    } else {
+        0.0
+    };
+
+    // Fill seconds nobody reported (no completions anywhere) so the series is continuous.
+    seconds.sort_by_key(|(s, _)| s.second);
+    let mut per_second = Vec::new();
+    let mut per_second_latency = Vec::new();
+    let empty = encode_histogram(&new_histogram(INTERVAL_SIGFIG));
+    let mut expected = 0;
+    for (s, h) in seconds {
+        while expected < s.second {
+            per_second.push(SecondStats {
+                second: expected,
+                completed: 0,
+                successful: 0,
+                errors: 0,
+                latency_p50_ms: None,
+                latency_p99_ms: None,
+            });
+            per_second_latency.push(empty.clone());
+            expected += 1;
+        }
+        expected = s.second + 1;
+        per_second.push(s);
+        per_second_latency.push(h);
+    }
+
+    let lag = LagStats::from_histogram(&m.lag);
+    let mut generator_notes = Vec::new();
+    if lag.p99 > LAG_LIMIT_MS {
+        generator_notes.push(format!(
+            "schedule lag p99 is {:.2} ms (limit {LAG_LIMIT_MS} ms): loadlab released requests late",
+            lag.p99
+        ));
+    }
+    for (i, u) in m.worker_cpu.iter().enumerate() {
+        if *u > CPU_BOUND {
+            generator_notes.push(format!(
+                "worker thread {i} was CPU-bound ({:.0}% busy): add --threads or cores, or pin the server elsewhere",
+                u * 100.0
+            ));
+        }
+    }
+
+    let errors: BTreeMap<String, u64> = ErrorClass::ALL
+        .iter()
+        .map(|c| (c.name().to_string(), m.errors[c.index()]))
+        .collect();
+    let errors_total = m.errors.iter().sum();
+    let count = |c: ErrorClass| m.errors[c.index()];
+    if m.successful == 0 {
+        let attempts =
+            m.responses + errors_total - count(ErrorClass::Http4xx) - count(ErrorClass::Http5xx);
+        warnings.push(format!(
+            "no request succeeded ({attempts} attempted): see the errors"
+        ));
+    }
+    if count(ErrorClass::LocalPortExhaustion) > 0 {
+        let tw = env::tcp_states().time_wait;
+        let range = env::ephemeral_port_range()
+            .map(|(a, b)| format!("{a}-{b}, {} ports", u32::from(b) - u32::from(a) + 1))
+            .unwrap_or_else(|| "unknown".into());
+        warnings.push(format!(
+            "{} requests failed because no local port was free (EADDRNOTAVAIL): {tw} sockets are in TIME_WAIT \
+             (ephemeral range {range}); use --keep-alive on to reuse connections, --source-addrs to spread \
+             connections over more local addresses, or `sysctl -w net.ipv4.tcp_tw_reuse=1`",
+            count(ErrorClass::LocalPortExhaustion)
+        ));
+    }
+    if count(ErrorClass::FdExhaustion) > 0 {
+        let (soft, hard) = env::nofile_limits();
+        warnings.push(format!(
+            "{} requests failed because the process ran out of file descriptors (EMFILE/ENFILE): nofile is {soft} \
+             (hard {hard}); raise it with `ulimit -n` or lower --max-connections",
+            count(ErrorClass::FdExhaustion)
+        ));
+    }
+    let status_codes = m
+        .status
+        .iter()
+        .enumerate()
+        .filter(|(_, &n)| n > 0)
+        .map(|(code, &n)| (code.to_string(), n))
+        .collect();
+    let (model, arrival, offered_rps) = match cfg.model {
+        LoadModel::Open { rate, arrival } => ("open", Some(arrival), Some(rate)),
+        LoadModel::Closed => ("closed", None::<Arrival>, None),
+    };
+    Ok(RunResult {
+        schema_version: SCHEMA_VERSION,
+        url: cfg.target.url.clone(),
+        method: cfg.method.clone(),
+        model: model.into(),
+        arrival,
+        offered_rps,
+        connections: cfg.connections,
+        max_connections: cfg.max_connections,
+        threads,
+        keep_alive: cfg.keep_alive,
+        pipeline: cfg.pipeline,
+        timeout_ms: cfg.timeout.as_secs_f64() * 1000.0,
+        warmup_s: cfg.warmup.as_secs_f64(),
+        duration_s,
+        stop_reason,
+        requests: m.responses,
+        successful: m.successful,
+        achieved_rps,
+        latency_ms: LatencyStats::from_histogram(&m.latency),
+        service_time_ms: LatencyStats::from_histogram(&m.service),
+        connect_time_ms: LatencyStats::from_histogram(&m.connect),
+        schedule_lag_ms: lag,
+        errors,
+        errors_total,
+        status_codes,
+        connections_opened: m.connections_opened,
+        generator_limited: !generator_notes.is_empty(),
+        generator_notes,
+        generator_cpu_seconds: cpu,
+        generator_peak_rss_bytes: env::peak_rss_bytes(),
+        worker_cpu_utilization: m.worker_cpu.clone(),
+        warnings,
+        per_second,
+        histograms: Histograms {
+            encoding: "hdrhistogram-v2-deflate-base64".into(),
+            unit: "us".into(),
+            latency: encode_histogram(&m.latency),
+            service_time: encode_histogram(&m.service),
+            connect_time: encode_histogram(&m.connect),
+            schedule_lag: encode_histogram(&m.lag),
+            per_second_latency,
+        },
+        environment,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up() {
+        for total in [1u64, 7, 64, 1000] {
+            for n in [1usize, 2, 3, 8] {
+                let s: u64 = (0..n).map(|i| share(total, i, n)).sum();
+                assert_eq!(s, total);
+            }
+        }
+    }
+}

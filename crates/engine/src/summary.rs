@@ -1,0 +1,151 @@
+//! The text summary printed after a run.
+
+use std::fmt::Write as _;
+
+use crate::result::{LatencyStats, RunResult, StopReason};
+
+fn ms(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(x) if x >= 1000.0 => format!("{:.2}s", x / 1000.0),
+        Some(x) if x >= 10.0 => format!("{x:.1}ms"),
+        Some(x) => format!("{x:.3}ms"),
+    }
+}
+
+fn stats_line(out: &mut String, label: &str, s: &LatencyStats) {
+    let _ = writeln!(
+        out,
+        "  {label:<15} mean {:>9}  p50 {:>9}  p90 {:>9}  p99 {:>9}  p99.9 {:>9}  max {:>9}",
+        ms(s.mean),
+        ms(s.p50),
+        ms(s.p90),
+        ms(s.p99),
+        ms(s.p999),
+        ms(s.max)
+    );
+}
+
+/// Renders the summary of a run.
+pub fn render(r: &RunResult) -> String {
+    let mut out = String::new();
+    let model = match r.offered_rps {
+        Some(rate) => format!(
+            "open loop at {rate} req/s ({})",
+            match r.arrival {
+                Some(crate::config::Arrival::Poisson) => "poisson arrivals",
+                _ => "constant arrivals",
+            }
+        ),
+        None => format!("closed loop, {} connections", r.connections),
+    };
+    let _ = writeln!(out, "loadlab {} {}", r.method, r.url);
+    let _ = writeln!(
+        out,
+        "  {model}; {} threads; keep-alive {}{}; timeout {}; pool {}..{} connections",
+        r.threads,
+        if r.keep_alive { "on" } else { "off" },
+        if r.pipeline > 1 {
+            format!(", pipeline {}", r.pipeline)
+        } else {
+            String::new()
+        },
+        ms(Some(r.timeout_ms)),
+        r.connections,
+        r.max_connections,
+    );
+    let stop = match r.stop_reason {
+        StopReason::Duration => "duration elapsed",
+        StopReason::Requests => "request count reached",
+        StopReason::Interrupted => "INTERRUPTED: partial result",
+    };
+    let _ = writeln!(
+        out,
+        "  measured {:.2}s{} ({stop})\n",
+        r.duration_s,
+        if r.warmup_s > 0.0 {
+            format!(" after {:.1}s warm-up", r.warmup_s)
+        } else {
+            String::new()
+        }
+    );
+
+    let errors = r.nonzero_errors();
+    if r.all_failed() {
+        let _ = writeln!(
+            out,
+            "  EVERY REQUEST FAILED: no successful response, so no latency figures."
+        );
+        for (name, n) in &errors {
+            let _ = writeln!(out, "    {n:>10}  {name}");
+        }
+        if r.requests == 0
+            && errors
+                .iter()
+                .any(|(n, _)| *n == "connect_refused" || *n == "connect_timeout")
+        {
+            let _ = writeln!(
+                out,
+                "  The target did not accept connections: is the server running at {}?",
+                r.url
+            );
+        }
+    } else {
+        let offered = r
+            .offered_rps
+            .map(|o| format!(" of {o} offered ({:.1} %)", 100.0 * r.achieved_rps / o))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  requests        {} responses, {} successful, {} errors; achieved {:.1} req/s{offered}",
+            r.requests, r.successful, r.errors_total, r.achieved_rps
+        );
+        stats_line(&mut out, "latency", &r.latency_ms);
+        stats_line(&mut out, "service time", &r.service_time_ms);
+        if r.connect_time_ms.count > 0 {
+            stats_line(&mut out, "connect time", &r.connect_time_ms);
+        }
+        if r.offered_rps.is_some() {
+            let _ = writeln!(
+                out,
+                "  schedule lag    p50 {}  p99 {}  max {}",
+                ms(Some(r.schedule_lag_ms.p50)),
+                ms(Some(r.schedule_lag_ms.p99)),
+                ms(Some(r.schedule_lag_ms.max))
+            );
+        }
+        if !errors.is_empty() {
+            let list: Vec<String> = errors.iter().map(|(n, c)| format!("{n} {c}")).collect();
+            let _ = writeln!(out, "  errors          {}", list.join(", "));
+        }
+    }
+    if !r.status_codes.is_empty() {
+        let list: Vec<String> = r
+            .status_codes
+            .iter()
+            .map(|(c, n)| format!("{c}: {n}"))
+            .collect();
+        let _ = writeln!(out, "  status codes    {}", list.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "  generator       {:.2} CPU-s ({:.0} requests per CPU-second), peak RSS {:.1} MB, {} connections opened",
+        r.generator_cpu_seconds,
+        if r.generator_cpu_seconds > 0.0 { (r.requests + r.errors_total) as f64 / r.generator_cpu_seconds } else { 0.0 },
+        r.generator_peak_rss_bytes as f64 / 1e6,
+        r.connections_opened
+    );
+    if r.generator_limited {
+        let _ = writeln!(
+            out,
+            "\n  WARNING: generator-limited. loadlab itself may have limited this run; do not blame the server for it:"
+        );
+        for n in &r.generator_notes {
+            let _ = writeln!(out, "    - {n}");
+        }
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "\n  WARNING: {w}");
+    }
+    out
+}

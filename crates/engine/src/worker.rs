@@ -1,0 +1,341 @@
+//! One worker thread: a single-threaded tokio runtime running connection tasks.
+//!
+//! There is one request loop ([`conn_task`]) for every load model. It asks the worker's
+//! [`Source`] for the intended send time of its next request (or batch, when pipelining):
+//! - closed loop: "now", as soon as the previous response ended;
+//! - open loop: the next arrival released by the dispatcher, which follows the
+//!   [`WorkerSchedule`] with a precise timer and grows the pool up to its ceiling when every
+//!   connection is busy. Arrivals that find no free connection wait in a queue and are
+//!   still charged from their intended time.
+//!
+//! Every request has one deadline: its intended send time plus the timeout. An arrival
+//! that waits in the queue past its deadline counts as a timeout without being sent.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, PreciseTimer};
+use crate::config::{LoadModel, RunConfig};
+use crate::conn::{Conn, Connector};
+use crate::error::ErrorClass;
+use crate::http1::ResponseReader;
+use crate::recorder::{IntervalReport, Recorder, WorkerTotals};
+use crate::schedule::{Window, WorkerSchedule};
+
+/// Everything a worker thread needs; built by the runner.
+pub struct WorkerPlan {
+    /// This worker's index.
+    pub index: usize,
+    /// Number of workers.
+    pub threads: usize,
+    /// The run.
+    pub cfg: Arc<RunConfig>,
+    /// The encoded request, repeated `pipeline` times.
+    pub request: Arc<Vec<u8>>,
+    /// TLS client configuration for https targets.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// Shared clock.
+    pub clock: Clock,
+    /// Timing window and request limit.
+    pub window: Window,
+    /// Connections this worker opens at start.
+    pub connections: usize,
+    /// Connections this worker may grow to (open loop).
+    pub max_connections: usize,
+    /// Closed loop: measured requests left to claim, shared by all workers.
+    pub tickets: Arc<AtomicU64>,
+    /// Cancelled on Ctrl-C: stop at once.
+    pub stop: CancellationToken,
+    /// Per-second reports to the collector.
+    pub tx: Sender<IntervalReport>,
+}
+
+struct Ctx {
+    cfg: Arc<RunConfig>,
+    request: Arc<Vec<u8>>,
+    request_len: usize,
+    clock: Clock,
+    window: Window,
+    timeout_ns: u64,
+    recorder: RefCell<Recorder>,
+    connector: Connector,
+    tickets: Arc<AtomicU64>,
+    /// Open loop: released arrivals waiting for a connection.
+    queue: RefCell<VecDeque<u64>>,
+    /// Open loop: connection tasks waiting for an arrival.
+    idle: Cell<usize>,
+    wake: Notify,
+    dispatch_done: Cell<bool>,
+    /// Live connection tasks, and the pool ceiling.
+    live: Cell<usize>,
+    max_live: usize,
+    finished: Notify,
+}
+
+/// Runs one worker to completion (or until `stop`) and returns what it measured.
+pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    let cpu_start = thread_cpu_seconds();
+    let recorder = Recorder::new(
+        plan.index,
+        plan.window.measure_start_ns,
+        plan.window.end_ns,
+        plan.tx,
+    );
+    let ctx = Rc::new(Ctx {
+        request_len: plan.request.len() / plan.cfg.pipeline as usize,
+        connector: Connector::new(&plan.cfg, plan.tls, plan.index, plan.threads),
+        timeout_ns: plan.cfg.timeout.as_nanos() as u64,
+        cfg: plan.cfg,
+        request: plan.request,
+        clock: plan.clock,
+        window: plan.window,
+        recorder: RefCell::new(recorder),
+        tickets: plan.tickets,
+        queue: RefCell::new(VecDeque::new()),
+        idle: Cell::new(0),
+        wake: Notify::new(),
+        dispatch_done: Cell::new(false),
+        live: Cell::new(0),
+        max_live: plan.max_connections.max(plan.connections).max(1),
+        finished: Notify::new(),
+    });
+    let stop = plan.stop;
+    let wall_start = plan.clock.now();
+    let result = local.block_on(&rt, {
+        let ctx = ctx.clone();
+        async move {
+            for _ in 0..plan.connections {
+                spawn_conn(&ctx);
+            }
+            if let LoadModel::Open { rate, arrival } = ctx.cfg.model {
+                let sched = WorkerSchedule::new(
+                    arrival,
+                    rate,
+                    plan.index,
+                    plan.threads,
+                    ctx.window,
+                    ctx.cfg.seed,
+                );
+                let timer = PreciseTimer::new(ctx.clock)?;
+                tokio::task::spawn_local(dispatch(ctx.clone(), sched, timer));
+            }
+            tokio::task::spawn_local(tick(ctx.clone()));
+            tokio::select! {
+                _ = all_finished(&ctx) => {}
+                _ = stop.cancelled() => {}
+            }
+            Ok::<(), std::io::Error>(())
+        }
+    });
+    // Dropping the set cancels what is still running (after Ctrl-C, or the ticker).
+    drop(local);
+    drop(rt);
+    result?;
+    let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| panic!("worker tasks outlived their runtime"));
+    let mut totals = ctx.recorder.into_inner().finish();
+    totals.thread_cpu_seconds = thread_cpu_seconds() - cpu_start;
+    totals.thread_wall_seconds = (plan.clock.now() - wall_start) as f64 / 1e9;
+    Ok(totals)
+}
+
+/// CPU time of the calling thread (user + system), seconds.
+fn thread_cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+async fn all_finished(ctx: &Ctx) {
+    while ctx.live.get() > 0 {
+        ctx.finished.notified().await;
+    }
+}
+
+fn spawn_conn(ctx: &Rc<Ctx>) {
+    ctx.live.set(ctx.live.get() + 1);
+    tokio::task::spawn_local(conn_task(ctx.clone()));
+}
+
+async fn tick(ctx: Rc<Ctx>) {
+    let mut every = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        every.tick().await;
+        ctx.recorder.borrow_mut().tick(ctx.clock.now());
+    }
+}
+
+/// Open loop: releases each arrival at its intended time.
+async fn dispatch(ctx: Rc<Ctx>, sched: WorkerSchedule, timer: PreciseTimer) {
+    let mut behind = 0u32;
+    for intended in sched {
+        if ctx.clock.now() < intended {
+            behind = 0;
+            if timer.sleep_until(intended).await.is_err() {
+                tokio::time::sleep_until(ctx.clock.instant(intended).into()).await;
+            }
+        } else {
+            // Catching up: let connection tasks run now and then.
+            behind += 1;
+            if behind % 64 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        ctx.recorder.borrow_mut().lag(intended, ctx.clock.now());
+        ctx.queue.borrow_mut().push_back(intended);
+        if ctx.idle.get() > 0 {
+            ctx.idle.set(ctx.idle.get() - 1);
+            ctx.wake.notify_one();
+        } else if ctx.live.get() < ctx.max_live {
+            spawn_conn(&ctx);
+        }
+    }
+    ctx.dispatch_done.set(true);
+    ctx.wake.notify_waiters();
+}
+
+impl Ctx {
+    /// Fills `batch` with the intended send times of the next request(s); `false` when the
+    /// run is over for this connection.
+    async fn next_batch(&self, batch: &mut Vec<u64>) -> bool {
+        match self.cfg.model {
+            LoadModel::Closed => {
+                let mut now = self.clock.now();
+                if now < self.window.start_ns {
+                    tokio::time::sleep_until(self.clock.instant(self.window.start_ns).into()).await;
+                    now = self.clock.now();
+                }
+                if now >= self.window.end_ns {
+                    return false;
+                }
+                let mut n = self.cfg.pipeline as u64;
+                if now >= self.window.measure_start_ns {
+                    let claimed =
+                        self.tickets
+                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                                (left > 0).then(|| left - left.min(n))
+                            });
+                    match claimed {
+                        Ok(left) => n = n.min(left),
+                        Err(_) => return false,
+                    }
+                }
+                batch.extend(std::iter::repeat(now).take(n as usize));
+                true
+            }
+            LoadModel::Open { .. } => loop {
+                if let Some(t) = self.queue.borrow_mut().pop_front() {
+                    batch.push(t);
+                    return true;
+                }
+                if self.dispatch_done.get() {
+                    return false;
+                }
+                self.idle.set(self.idle.get() + 1);
+                self.wake.notified().await;
+            },
+        }
+    }
+
+    /// Connects (if needed), writes the batch, reads its responses, records everything.
+    async fn exchange(&self, conn: &mut Option<Conn>, reader: &mut ResponseReader, batch: &[u64]) {
+        let deadline = batch[0] + self.timeout_ns;
+        let now = self.clock.now();
+        if now >= deadline {
+            let mut rec = self.recorder.borrow_mut();
+            for &t in batch {
+                rec.error(t, now, ErrorClass::RequestTimeout);
+            }
+            return;
+        }
+        let connecting = Cell::new(false);
+        let done = Cell::new(0usize);
+        let work = async {
+            if conn.is_none() {
+                connecting.set(true);
+                let c0 = self.clock.now();
+                let c = self.connector.connect().await?;
+                self.recorder.borrow_mut().connect(self.clock.now() - c0);
+                reader.reset();
+                connecting.set(false);
+                *conn = Some(c);
+            }
+            let c = conn.as_mut().expect("connected above");
+            let sent = self.clock.now();
+            c.write_all(&self.request[..self.request_len * batch.len()])
+                .await
+                .map_err(|e| ErrorClass::from_io(&e, false))?;
+            for &t in batch {
+                let meta = reader.read(c).await?;
+                self.recorder
+                    .borrow_mut()
+                    .response(t, sent, self.clock.now(), meta.status);
+                done.set(done.get() + 1);
+                if meta.close && done.get() < batch.len() {
+                    return Err(ErrorClass::ConnectionClosed);
+                }
+                if meta.close {
+                    *conn = None;
+                    break;
+                }
+            }
+            Ok(())
+        };
+        let outcome = tokio::time::timeout_at(self.clock.instant(deadline).into(), work).await;
+        let failure = match outcome {
+            Ok(Ok(())) => None,
+            Ok(Err(class)) => Some(class),
+            Err(_elapsed) if connecting.get() => Some(ErrorClass::ConnectTimeout),
+            Err(_elapsed) => Some(ErrorClass::RequestTimeout),
+        };
+        if let Some(class) = failure {
+            *conn = None;
+            let now = self.clock.now();
+            let mut rec = self.recorder.borrow_mut();
+            for &t in &batch[done.get()..] {
+                rec.error(t, now, class);
+            }
+        } else if !self.cfg.keep_alive {
+            *conn = None;
+        }
+    }
+}
+
+/// The request loop of one connection (or, with keep-alive off, one concurrency slot).
+async fn conn_task(ctx: Rc<Ctx>) {
+    let mut conn = None;
+    let mut reader = ResponseReader::new(&ctx.cfg.method);
+    if ctx.cfg.keep_alive {
+        let c0 = ctx.clock.now();
+        let deadline = ctx
+            .clock
+            .instant(ctx.window.start_ns.max(c0) + ctx.timeout_ns);
+        if let Ok(Ok(c)) = tokio::time::timeout_at(deadline.into(), ctx.connector.connect()).await {
+            ctx.recorder.borrow_mut().connect(ctx.clock.now() - c0);
+            conn = Some(c);
+        }
+    }
+    let mut batch = Vec::with_capacity(ctx.cfg.pipeline as usize);
+    while ctx.next_batch(&mut batch).await {
+        ctx.exchange(&mut conn, &mut reader, &batch).await;
+        batch.clear();
+    }
+    ctx.live.set(ctx.live.get() - 1);
+    if ctx.live.get() == 0 {
+        ctx.finished.notify_one();
+    }
+}
