@@ -26,14 +26,15 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("loadlab: error: {e:#}");
-            let bad_input = e.downcast_ref::<EngineError>().is_some_and(|e| {
-                matches!(
-                    e,
-                    EngineError::Config(_)
-                        | EngineError::FdLimit { .. }
-                        | EngineError::Resolve { .. }
-                )
-            });
+            let bad_input = e.downcast_ref::<BadInput>().is_some()
+                || e.downcast_ref::<EngineError>().is_some_and(|e| {
+                    matches!(
+                        e,
+                        EngineError::Config(_)
+                            | EngineError::FdLimit { .. }
+                            | EngineError::Resolve { .. }
+                    )
+                });
             ExitCode::from(if bad_input {
                 EXIT_BAD_INPUT
             } else {
@@ -42,6 +43,18 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// An error in what the user asked for (exit status 2).
+#[derive(Debug)]
+struct BadInput(String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
 
 /// Cancels `token` on the first SIGINT or SIGTERM.
 fn cancel_on_signal(token: CancellationToken) {
@@ -72,7 +85,7 @@ fn cancel_on_signal(token: CancellationToken) {
 }
 
 fn cmd_run(a: &RunArgs) -> anyhow::Result<ExitCode> {
-    let spec = a.to_spec()?;
+    let spec = a.to_spec().map_err(|e| BadInput(format!("{e:#}")))?;
     let cfg = match spec.validate() {
         Ok(c) => c,
         Err(e) => return Err(EngineError::Config(e).into()),

@@ -242,7 +242,7 @@ impl RunResult {
             .filter(|(_, &n)| n > 0)
             .map(|(k, &n)| (k.as_str(), n))
             .collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v.sort_by_key(|e| std::cmp::Reverse(e.1));
         v
     }
 }

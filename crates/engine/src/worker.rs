@@ -252,7 +252,13 @@ impl Ctx {
     }
 
     /// Connects (if needed), writes the batch, reads its responses, records everything.
-    async fn exchange(&self, conn: &mut Option<Conn>, reader: &mut ResponseReader, batch: &[u64]) {
+    /// Returns `false` if the exchange failed.
+    async fn exchange(
+        &self,
+        conn: &mut Option<Conn>,
+        reader: &mut ResponseReader,
+        batch: &[u64],
+    ) -> bool {
         let deadline = batch[0] + self.timeout_ns;
         let now = self.clock.now();
         if now >= deadline {
@@ -260,7 +266,7 @@ impl Ctx {
             for &t in batch {
                 rec.error(t, now, ErrorClass::RequestTimeout);
             }
-            return;
+            return false;
         }
         let connecting = Cell::new(false);
         let done = Cell::new(0usize);
@@ -309,9 +315,12 @@ impl Ctx {
             for &t in &batch[done.get()..] {
                 rec.error(t, now, class);
             }
-        } else if !self.cfg.keep_alive {
+            return false;
+        }
+        if !self.cfg.keep_alive {
             *conn = None;
         }
+        true
     }
 }
 
@@ -331,7 +340,11 @@ async fn conn_task(ctx: Rc<Ctx>) {
     }
     let mut batch = Vec::with_capacity(ctx.cfg.pipeline as usize);
     while ctx.next_batch(&mut batch).await {
-        ctx.exchange(&mut conn, &mut reader, &batch).await;
+        if !ctx.exchange(&mut conn, &mut reader, &batch).await {
+            // A failure can be synchronous (EMFILE, EADDRNOTAVAIL, a refused connect on
+            // loopback): yield, or this task would starve the others on its thread.
+            tokio::task::yield_now().await;
+        }
         batch.clear();
     }
     ctx.live.set(ctx.live.get() - 1);

@@ -1,0 +1,101 @@
+//! Bad input gets a clear error naming what is wrong, and a non-zero exit.
+
+mod util;
+
+use std::process::Command;
+
+use util::loadlab_bin;
+
+fn run_err(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(loadlab_bin())
+        .arg("run")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn each_mistake_names_its_cause() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["not a url"], "invalid URL"),
+        (&["ftp://127.0.0.1/"], "unsupported scheme `ftp`"),
+        (&["http://127.0.0.1:1/", "--rate", "0"], "--rate = 0"),
+        (&["http://127.0.0.1:1/", "--rate", "-5"], "--rate = -5"),
+        (&["http://127.0.0.1:1/", "--duration", "0s"], "--duration"),
+        (&["http://127.0.0.1:1/", "--duration", "-3s"], "negative"),
+        (&["http://127.0.0.1:1/", "--requests", "0"], "--requests"),
+        (
+            &["http://127.0.0.1:1/", "--connections", "0"],
+            "--connections",
+        ),
+        (&["http://127.0.0.1:1/", "--timeout", "0s"], "--timeout"),
+        (
+            &["http://127.0.0.1:1/", "--rate", "10", "--pipeline", "4"],
+            "--pipeline",
+        ),
+        (
+            &["http://127.0.0.1:1/", "-H", "broken header"],
+            "-H/--header",
+        ),
+        (
+            &[
+                "http://127.0.0.1:1/",
+                "--source-addrs",
+                "127.0.0.9-127.0.0.2",
+            ],
+            "--source-addrs",
+        ),
+        (
+            &["http://127.0.0.1:1/", "--body-file", "/nonexistent/file"],
+            "--body-file",
+        ),
+        (&["http://no-such-host.invalid/"], "cannot resolve host"),
+    ];
+    for (args, needle) in cases {
+        let (code, stderr) = run_err(args);
+        assert_eq!(code, Some(2), "{args:?} should exit 2; stderr: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: expected `{needle}` in: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn unreachable_host_says_so_and_still_writes_the_result() {
+    let r = util::run(&["http://127.0.0.1:1/", "-d", "1s", "-c", "2", "-q"]);
+    assert_eq!(r.code(), Some(1));
+    assert!(r.stdout.contains("EVERY REQUEST FAILED"), "{}", r.stdout);
+    assert!(r.stdout.contains("is the server running"), "{}", r.stdout);
+    let j = r.json();
+    assert_eq!(j["successful"], 0);
+    assert_eq!(j["latency_ms"]["p99"], serde_json::Value::Null);
+    assert!(j["errors"]["connect_refused"].as_u64().unwrap() > 0);
+    assert!(j["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("no request succeeded"));
+}
+
+#[test]
+fn help_lists_both_loop_models() {
+    let out = Command::new(loadlab_bin())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "--rate",
+        "--connections",
+        "--keep-alive",
+        "--pipeline",
+        "--source-addrs",
+        "Examples",
+    ] {
+        assert!(text.contains(needle), "--help lacks {needle}");
+    }
+}

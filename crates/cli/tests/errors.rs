@@ -1,0 +1,119 @@
+//! Each error class is produced by a server built to produce it, and counted by name.
+
+mod util;
+
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use util::{run, Behavior, TestServer};
+
+fn assert_all(class: &str, behavior: Behavior, extra: &[&str]) -> util::RunOutput {
+    let s = TestServer::start(behavior);
+    let mut args = vec![
+        s.url("/"),
+        "-n".into(),
+        "20".into(),
+        "-c".into(),
+        "2".into(),
+        "-q".into(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
+    let r = run(&args);
+    assert_eq!(r.error_count(class), 20, "class {class}\n{}", r.stdout);
+    assert_eq!(r.json()["errors_total"], 20);
+    assert_eq!(
+        r.code(),
+        Some(1),
+        "every request failed, so exit 1\n{}",
+        r.stdout
+    );
+    r
+}
+
+#[test]
+fn http_4xx_and_5xx() {
+    let r = assert_all("http_4xx", Behavior::Status(404), &[]);
+    assert_eq!(r.json()["status_codes"]["404"], 20);
+    assert_eq!(r.json()["requests"], 20);
+    let r = assert_all("http_5xx", Behavior::Status(503), &[]);
+    assert_eq!(r.json()["status_codes"]["503"], 20);
+}
+
+#[test]
+fn connection_reset() {
+    assert_all("connection_reset", Behavior::Reset, &[]);
+}
+
+#[test]
+fn connection_closed_without_response() {
+    assert_all("connection_closed", Behavior::Close, &[]);
+}
+
+#[test]
+fn malformed_response() {
+    assert_all("malformed_response", Behavior::Malformed, &[]);
+}
+
+#[test]
+fn request_timeout() {
+    let r = assert_all("request_timeout", Behavior::Silent, &["--timeout", "300ms"]);
+    assert_eq!(r.json()["requests"], 0);
+}
+
+#[test]
+fn connect_refused() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let r = run(&[
+        &format!("http://127.0.0.1:{port}/"),
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "-q",
+    ]);
+    assert_eq!(r.error_count("connect_refused"), 20);
+    assert_eq!(r.code(), Some(1));
+    assert!(r.stdout.contains("EVERY REQUEST FAILED"), "{}", r.stdout);
+    assert!(
+        !r.stdout.contains("p99"),
+        "no latency figures when nothing succeeded:\n{}",
+        r.stdout
+    );
+}
+
+/// A listener whose accept queue is full drops new SYNs: connects hang until the deadline.
+#[test]
+fn connect_timeout() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: re-listening with a backlog of 0 on our own socket.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let addr = l.local_addr().unwrap();
+    // Fill the queue (it holds backlog + 1); further handshakes are not completed.
+    let mut fillers = Vec::new();
+    for _ in 0..3 {
+        if let Ok(c) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            fillers.push(c);
+        }
+    }
+    let r = run(&[
+        &format!("http://{addr}/"),
+        "-n",
+        "6",
+        "-c",
+        "2",
+        "--timeout",
+        "300ms",
+        "-q",
+    ]);
+    let timeouts = r.error_count("connect_timeout");
+    assert!(
+        timeouts >= 4,
+        "expected connect timeouts, got {:?}",
+        r.json()["errors"]
+    );
+    drop(l);
+}

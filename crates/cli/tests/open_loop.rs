@@ -1,0 +1,107 @@
+//! Open-loop runs: the schedule's count, Poisson arrivals, and coordinated omission.
+
+mod util;
+
+use util::{num, run, Behavior, TestServer};
+
+#[test]
+fn fixed_rate_sends_that_many_requests() {
+    let s = TestServer::start(Behavior::Ok);
+    let r = run(&[&s.url("/"), "--rate", "500", "-d", "4s", "-q"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    let sent = s.requests() as f64;
+    assert!(
+        (sent - 2000.0).abs() <= 40.0,
+        "server saw {sent}, expected 2000 within 2 %"
+    );
+    let recorded = num(j, &["requests"]);
+    assert!((recorded - 2000.0).abs() <= 40.0, "recorded {recorded}");
+    assert_eq!(num(j, &["offered_rps"]), 500.0);
+    let achieved = num(j, &["achieved_rps"]);
+    assert!((achieved - 500.0).abs() <= 10.0, "achieved {achieved}");
+    assert_eq!(j["model"], "open");
+    assert_eq!(j["arrival"], "constant");
+}
+
+#[test]
+fn poisson_arrivals_average_the_rate() {
+    let s = TestServer::start(Behavior::Ok);
+    let r = run(&[
+        &s.url("/"),
+        "--rate",
+        "400",
+        "--arrival",
+        "poisson",
+        "--seed",
+        "7",
+        "-d",
+        "3s",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let n = num(r.json(), &["requests"]);
+    // 1200 expected; five standard deviations is about 175.
+    assert!((1025.0..=1375.0).contains(&n), "{n}");
+    assert_eq!(r.json()["arrival"], "poisson");
+}
+
+#[test]
+fn request_limit_ends_an_open_loop_run() {
+    let s = TestServer::start(Behavior::Ok);
+    let r = run(&[&s.url("/"), "--rate", "1000", "-n", "300", "-q"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    assert_eq!(r.json()["requests"], 300);
+    assert_eq!(s.requests(), 300);
+    assert_eq!(r.json()["stop_reason"], "requests");
+}
+
+/// A server that holds every response for one second, once, in the middle of the run.
+/// Latency from the intended send time must show the stall; service time with a bounded
+/// pool must not (the requests delayed in the generator were sent after the stall).
+#[test]
+fn coordinated_omission_is_corrected() {
+    let s = TestServer::start(Behavior::StallOnce {
+        after: std::time::Duration::from_millis(2500),
+        hold: std::time::Duration::from_secs(1),
+    });
+    let r = run(&[
+        &s.url("/"),
+        "--rate",
+        "200",
+        "-d",
+        "6s",
+        "-c",
+        "4",
+        "--max-connections",
+        "4",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    let n = num(j, &["requests"]);
+    assert!((n - 1200.0).abs() <= 24.0, "{n}");
+    // About 200 of 1200 requests were intended during the stall, their latency spread
+    // over 0..1 s: p99 lands near the full stall, p90 near 0.4 s, the mean near 80 ms.
+    let p99 = num(j, &["latency_ms", "p99"]);
+    let p90 = num(j, &["latency_ms", "p90"]);
+    let mean = num(j, &["latency_ms", "mean"]);
+    assert!(
+        p99 > 800.0,
+        "latency p99 {p99} ms should show the 1 s stall"
+    );
+    assert!(p90 > 250.0, "latency p90 {p90} ms should show the stall");
+    assert!(mean > 40.0, "latency mean {mean} ms");
+    assert!(num(j, &["latency_ms", "max"]) >= 950.0);
+    // Only the 4 requests in flight when the stall began waited on the server.
+    let service_p99 = num(j, &["service_time_ms", "p99"]);
+    assert!(
+        service_p99 < 100.0,
+        "service time p99 {service_p99} ms should not show the stall"
+    );
+    assert!(num(j, &["service_time_ms", "max"]) >= 900.0);
+    // The generator was waiting on connections, not late itself: lag stays out of it.
+    assert!(num(j, &["schedule_lag_ms", "p99"]) < 100.0);
+}

@@ -1,0 +1,345 @@
+//! Shared harness for loadlab's integration tests: in-process HTTP/1.1 servers built to
+//! behave in one specific way, and a runner for the real `loadlab` binary whose JSON result
+//! is always checked against the committed schema.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How a test server answers.
+#[derive(Clone, Debug)]
+pub enum Behavior {
+    /// `200 OK`, body `ok`.
+    Ok,
+    /// This status, body `x`.
+    Status(u16),
+    /// Answers `200` after this delay.
+    Delay(Duration),
+    /// Once, `after` the first request: hold every response for `hold`.
+    StallOnce { after: Duration, hold: Duration },
+    /// Resets the connection (RST) after reading a request.
+    Reset,
+    /// Closes the connection cleanly after reading a request, without answering.
+    Close,
+    /// Reads requests and never answers.
+    Silent,
+    /// Answers bytes that are not HTTP.
+    Malformed,
+}
+
+/// Counters a test server keeps.
+#[derive(Default, Debug)]
+pub struct Counters {
+    /// TCP connections accepted.
+    pub accepts: AtomicU64,
+    /// Requests read.
+    pub requests: AtomicU64,
+}
+
+/// A server on 127.0.0.1:0 (or a given listener), running until dropped.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub counters: Arc<Counters>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl TestServer {
+    /// Starts a server on 127.0.0.1 with an OS-chosen port.
+    pub fn start(behavior: Behavior) -> TestServer {
+        Self::serve(
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+            behavior,
+        )
+    }
+
+    /// Serves on an already bound listener (e.g. one bound inside a network namespace).
+    pub fn serve(listener: std::net::TcpListener, behavior: Behavior) -> TestServer {
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let counters = Arc::new(Counters::default());
+        let stall = Arc::new(Mutex::new(StallState::default()));
+        let c = counters.clone();
+        rt.spawn(async move {
+            let listener = TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((sock, _)) = listener.accept().await else {
+                    continue;
+                };
+                c.accepts.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(connection(sock, behavior.clone(), c.clone(), stall.clone()));
+            }
+        });
+        TestServer {
+            addr,
+            counters,
+            rt: Some(rt),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn accepts(&self) -> u64 {
+        self.counters.accepts.load(Ordering::Relaxed)
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.counters.requests.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Default)]
+struct StallState {
+    first: Option<Instant>,
+    until: Option<Instant>,
+}
+
+/// Reads one request head (and a Content-Length body); returns whether the client asked
+/// to close, or `None` at end of stream.
+async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<bool> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let body_len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            let total = end + 4 + body_len;
+            while buf.len() < total {
+                let mut more = [0u8; 4096];
+                let n = sock.read(&mut more).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&more[..n]);
+            }
+            buf.drain(..total);
+            return Some(head.contains("connection: close"));
+        }
+        let mut more = [0u8; 4096];
+        let n = sock.read(&mut more).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&more[..n]);
+    }
+}
+
+fn response(status: u16, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Sets SO_LINGER 0 so that closing sends RST.
+fn set_linger_zero(sock: &TcpStream) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: valid socket and option buffer.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+async fn connection(
+    mut sock: TcpStream,
+    behavior: Behavior,
+    c: Arc<Counters>,
+    stall: Arc<Mutex<StallState>>,
+) {
+    let mut buf = Vec::new();
+    while let Some(close) = read_request(&mut sock, &mut buf).await {
+        c.requests.fetch_add(1, Ordering::Relaxed);
+        let out = match &behavior {
+            Behavior::Ok => response(200, "ok"),
+            Behavior::Status(s) => response(*s, "x"),
+            Behavior::Delay(d) => {
+                tokio::time::sleep(*d).await;
+                response(200, "ok")
+            }
+            Behavior::StallOnce { after, hold } => {
+                let wait = {
+                    let mut s = stall.lock().unwrap();
+                    let now = Instant::now();
+                    let first = *s.first.get_or_insert(now);
+                    if s.until.is_none() && now >= first + *after {
+                        s.until = Some(now + *hold);
+                    }
+                    s.until.filter(|u| *u > now)
+                };
+                if let Some(u) = wait {
+                    tokio::time::sleep_until(u.into()).await;
+                }
+                response(200, "ok")
+            }
+            Behavior::Reset => {
+                set_linger_zero(&sock);
+                return;
+            }
+            Behavior::Close => return,
+            Behavior::Silent => {
+                // Hold the connection until the client gives up.
+                let mut sink = [0u8; 1024];
+                while matches!(sock.read(&mut sink).await, Ok(n) if n > 0) {}
+                return;
+            }
+            Behavior::Malformed => b"garbage\r\n\r\n".to_vec(),
+        };
+        if sock.write_all(&out).await.is_err() {
+            return;
+        }
+        if close || matches!(behavior, Behavior::Malformed) {
+            // Let the client close first, so that TIME_WAIT lands on the client's port.
+            let mut sink = [0u8; 64];
+            let _ = tokio::time::timeout(Duration::from_secs(10), sock.read(&mut sink)).await;
+            return;
+        }
+    }
+}
+
+/// The loadlab binary under test.
+pub fn loadlab_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_loadlab")
+}
+
+/// A fresh temporary path.
+pub fn temp_path(name: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!("loadlab-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!("{}-{name}", N.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// What a `loadlab run` produced.
+pub struct RunOutput {
+    pub output: Output,
+    pub stdout: String,
+    pub stderr: String,
+    /// The JSON result, validated against the schema (None if none was written).
+    pub json: Option<Value>,
+}
+
+impl RunOutput {
+    pub fn json(&self) -> &Value {
+        self.json.as_ref().unwrap_or_else(|| {
+            panic!(
+                "no JSON result; stdout:\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    pub fn error_count(&self, class: &str) -> u64 {
+        self.json()["errors"][class]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no error class {class}"))
+    }
+
+    pub fn code(&self) -> Option<i32> {
+        self.output.status.code()
+    }
+}
+
+/// Runs `loadlab run ARGS --json TMP` through `cmd_prefix` (e.g. `ip netns exec NS`).
+pub fn run_with(cmd_prefix: &[&str], args: &[&str]) -> RunOutput {
+    let json_path = temp_path("result.json");
+    let mut argv: Vec<String> = cmd_prefix.iter().map(|s| s.to_string()).collect();
+    argv.push(loadlab_bin().into());
+    argv.push("run".into());
+    argv.extend(args.iter().map(|s| s.to_string()));
+    argv.push("--json".into());
+    argv.push(json_path.display().to_string());
+    let output = Command::new(&argv[0])
+        .args(&argv[1..])
+        .output()
+        .expect("running loadlab");
+    finish(output, &json_path)
+}
+
+/// Runs `loadlab run ARGS --json TMP`.
+pub fn run(args: &[&str]) -> RunOutput {
+    run_with(&[], args)
+}
+
+/// Collects a finished run's output and validates its JSON.
+pub fn finish(output: Output, json_path: &std::path::Path) -> RunOutput {
+    let json = std::fs::read_to_string(json_path).ok().map(|text| {
+        let v: Value = serde_json::from_str(&text).expect("result is JSON");
+        assert_schema_valid(&v);
+        v
+    });
+    RunOutput {
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        output,
+        json,
+    }
+}
+
+/// The committed result schema.
+pub fn schema() -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../schema/run-result.schema.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Panics with every violation if `v` does not match the schema.
+pub fn assert_schema_valid(v: &Value) {
+    let schema = schema();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "result violates the schema:\n{}",
+        errors.join("\n")
+    );
+}
+
+/// `as_f64` with a helpful panic.
+pub fn num(v: &Value, path: &[&str]) -> f64 {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    cur.as_f64()
+        .unwrap_or_else(|| panic!("{} is not a number: {cur}", path.join(".")))
+}
