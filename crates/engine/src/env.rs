@@ -159,6 +159,48 @@ pub fn ephemeral_port_range() -> Option<(u16, u16)> {
 /// How long a closed connection holds its port in TIME_WAIT on Linux (TCP_TIMEWAIT_LEN).
 pub const TIME_WAIT_SECONDS: u64 = 60;
 
+/// The local ports a client has for new connections to one destination.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PortBudget {
+    /// Ephemeral range start.
+    pub low: u16,
+    /// Ephemeral range end (inclusive).
+    pub high: u16,
+    /// Local source addresses connections are spread over (at least 1).
+    pub source_addrs: u64,
+    /// `tcp_tw_reuse` lets connect() reuse ports in TIME_WAIT (1, or 2 on loopback).
+    pub tw_reuse_effective: bool,
+}
+
+impl PortBudget {
+    /// Reads this network namespace's settings for a target on loopback or not.
+    pub fn read(loopback: bool, source_addrs: usize) -> Option<PortBudget> {
+        let (low, high) = ephemeral_port_range()?;
+        let tw_reuse = sysctl("net.ipv4.tcp_tw_reuse").unwrap_or_default();
+        Some(PortBudget {
+            low,
+            high,
+            source_addrs: source_addrs.max(1) as u64,
+            tw_reuse_effective: tw_reuse == "1" || (tw_reuse == "2" && loopback),
+        })
+    }
+
+    /// Ports available in all.
+    pub fn ports(&self) -> u64 {
+        (u64::from(self.high) - u64::from(self.low) + 1) * self.source_addrs
+    }
+
+    /// At `new_per_s` new connections per second, each closed one holding its port for
+    /// [`TIME_WAIT_SECONDS`]: after how many seconds no port is free (`None`: never).
+    pub fn seconds_until_exhausted(&self, new_per_s: f64) -> Option<f64> {
+        if self.tw_reuse_effective || new_per_s <= 0.0 {
+            return None;
+        }
+        let ports = self.ports() as f64;
+        (new_per_s * TIME_WAIT_SECONDS as f64 > ports).then(|| ports / new_per_s)
+    }
+}
+
 /// Peak resident memory of this process, bytes.
 pub fn peak_rss_bytes() -> u64 {
     let ru = rusage_self();
@@ -192,6 +234,32 @@ mod tests {
         assert!(e.sysctls.contains_key("net.ipv4.ip_local_port_range"));
         let (lo, hi) = ephemeral_port_range().unwrap();
         assert!(lo <= hi);
+    }
+
+    #[test]
+    fn port_budget_predicts_exhaustion() {
+        // Document 002: 16,383 ports, ab without keep-alive at ~1,000 connections/s.
+        let b = PortBudget {
+            low: 49152,
+            high: 65534,
+            source_addrs: 1,
+            tw_reuse_effective: false,
+        };
+        assert_eq!(b.ports(), 16_383);
+        let t = b.seconds_until_exhausted(1000.0).unwrap();
+        assert!((t - 16.383).abs() < 1e-9);
+        // 200 connections/s hold 12,000 ports at most: never runs out.
+        assert_eq!(b.seconds_until_exhausted(200.0), None);
+        let spread = PortBudget {
+            source_addrs: 16,
+            ..b
+        };
+        assert_eq!(spread.seconds_until_exhausted(1000.0), None);
+        let reuse = PortBudget {
+            tw_reuse_effective: true,
+            ..b
+        };
+        assert_eq!(reuse.seconds_until_exhausted(1e6), None);
     }
 
     #[test]

@@ -69,37 +69,30 @@ pub fn check_fd_limit(cfg: &RunConfig) -> Result<(), EngineError> {
 /// Problems predicted before the run starts (each a sentence for the user).
 pub fn preflight(cfg: &RunConfig) -> Vec<String> {
     let mut out = Vec::new();
+    let LoadModel::Open { rate, .. } = cfg.model else {
+        return out;
+    };
     if cfg.keep_alive {
         return out;
     }
-    let Some((lo, hi)) = env::ephemeral_port_range() else {
+    let loopback = cfg.target.addrs[0].ip().is_loopback();
+    let Some(budget) = env::PortBudget::read(loopback, cfg.source_addrs.len()) else {
         return out;
     };
-    let ports = (u64::from(hi) - u64::from(lo) + 1) * cfg.source_addrs.len().max(1) as u64;
-    let loopback = cfg.target.addrs[0].ip().is_loopback();
-    let tw_reuse = env::sysctl("net.ipv4.tcp_tw_reuse").unwrap_or_default();
-    if tw_reuse == "1" || (tw_reuse == "2" && loopback) {
-        return out;
-    }
-    if let LoadModel::Open { rate, .. } = cfg.model {
-        let window = cfg
-            .duration
-            .map_or(f64::INFINITY, |d| (d + cfg.warmup).as_secs_f64());
-        let held = rate * window.min(env::TIME_WAIT_SECONDS as f64);
-        if held > ports as f64 {
-            out.push(format!(
-                "predicted local port exhaustion: {rate:.0} new connections/s hold each port in TIME_WAIT for \
-                 {}s, so the {ports} ephemeral ports ({lo}-{hi}{}) run out after about {:.1}s; use --keep-alive on, \
-                 --source-addrs to add local addresses, or `sysctl -w net.ipv4.tcp_tw_reuse=1`",
-                env::TIME_WAIT_SECONDS,
-                if cfg.source_addrs.len() > 1 {
-                    format!(" on {} source addresses", cfg.source_addrs.len())
-                } else {
-                    String::new()
-                },
-                ports as f64 / rate,
-            ));
-        }
+    let window = cfg
+        .duration
+        .map_or(f64::INFINITY, |d| (d + cfg.warmup).as_secs_f64());
+    if let Some(secs) = budget.seconds_until_exhausted(rate).filter(|s| *s < window) {
+        out.push(format!(
+            "predicted local port exhaustion: {rate:.0} new connections/s hold each port in TIME_WAIT for {}s, \
+             so the {} ephemeral ports ({}-{} on {} source address(es)) run out after about {secs:.1}s; use \
+             --keep-alive on, --source-addrs to add local addresses, or `sysctl -w net.ipv4.tcp_tw_reuse=1`",
+            env::TIME_WAIT_SECONDS,
+            budget.ports(),
+            budget.low,
+            budget.high,
+            budget.source_addrs,
+        ));
     }
     out
 }
