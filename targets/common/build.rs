@@ -1,0 +1,16 @@
+//! Compiles `proto/*.proto` (at the repository root) with `protox`, a pure-Rust protobuf
+//! compiler, so no system `protoc` is needed.
+
+use std::path::PathBuf;
+
+const PROTOS: [&str; 2] = ["hello.proto", "helloworld.proto"];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let proto_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    for file in PROTOS {
+        println!("cargo:rerun-if-changed={}", proto_dir.join(file).display());
+    }
+    let descriptors = protox::compile(PROTOS, [&proto_dir])?;
+    tonic_prost_build::configure().compile_fds(descriptors)?;
+    Ok(())
+}

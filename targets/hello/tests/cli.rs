@@ -1,0 +1,43 @@
+//! The `loadlab-hello` binary: bad flags are refused by name; the ready line and SIGTERM.
+
+use std::net::TcpStream;
+
+use loadlab_target_common::testing::{run_to_exit, Process};
+
+const BIN: &str = env!("CARGO_BIN_EXE_loadlab-hello");
+
+fn refused(args: &[&str]) -> String {
+    let output = run_to_exit(BIN, args);
+    assert!(!output.status.success(), "{args:?} was accepted");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn unparsable_latency_model_names_the_flag() {
+    let stderr = refused(&["--bind", ":0", "--latency", "gaussian:5ms"]);
+    assert!(stderr.contains("--latency"), "{stderr}");
+    assert!(stderr.contains("unknown latency model"), "{stderr}");
+}
+
+#[test]
+fn zero_concurrent_streams_names_the_flag() {
+    let stderr = refused(&["--bind", ":0", "--max-concurrent-streams", "0"]);
+    assert!(stderr.contains("--max-concurrent-streams"), "{stderr}");
+}
+
+#[test]
+fn address_in_use_names_the_flag() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let stderr = refused(&["--bind", &addr]);
+    assert!(stderr.contains("--bind"), "{stderr}");
+    assert!(stderr.contains("in use"), "{stderr}");
+}
+
+#[test]
+fn prints_its_address_and_stops_on_sigterm() {
+    let server = Process::spawn_ready(BIN, &["--bind", ":0", "--latency", "fixed:1ms"]);
+    TcpStream::connect(server.addr()).expect("backend accepts connections");
+    let status = server.terminate();
+    assert!(status.success(), "exit status {status:?}");
+}

@@ -1,0 +1,40 @@
+//! The `loadlab-target` binary: bad flags are refused by name; the ready line and SIGTERM.
+
+use loadlab_target_common::testing::{http_get, run_to_exit, Process};
+
+const BIN: &str = env!("CARGO_BIN_EXE_loadlab-target");
+
+fn refused(args: &[&str]) -> String {
+    let output = run_to_exit(BIN, args);
+    assert!(!output.status.success(), "{args:?} was accepted");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn zero_workers_names_the_flag() {
+    let stderr = refused(&["--bind", ":0", "--workers", "0"]);
+    assert!(stderr.contains("--workers"), "{stderr}");
+}
+
+#[test]
+fn bad_keep_alive_names_the_flag() {
+    let stderr = refused(&["--bind", ":0", "--keep-alive", "forever"]);
+    assert!(stderr.contains("--keep-alive"), "{stderr}");
+}
+
+#[test]
+fn address_in_use_names_the_flag() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let stderr = refused(&["--bind", &addr]);
+    assert!(stderr.contains("--bind"), "{stderr}");
+    assert!(stderr.contains("in use"), "{stderr}");
+}
+
+#[test]
+fn prints_its_address_serves_and_stops_on_sigterm() {
+    let server = Process::spawn_ready(BIN, &["--bind", ":0", "--workers", "1"]);
+    assert_eq!(http_get(server.addr(), "/health").body, "ok");
+    let status = server.terminate();
+    assert!(status.success(), "exit status {status:?}");
+}
