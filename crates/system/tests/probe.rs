@@ -1,0 +1,199 @@
+//! The probe against real processes and the real kernel of this network namespace.
+//! Kernel counters are shared with whatever else runs here, so the tests only rely on
+//! what their own sockets must add.
+
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use loadlab_system::probe::{sample_kernel, sample_tree, KernelSample, Prober};
+
+/// Kills and reaps a child when dropped, so a failed assertion leaves nothing running.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        // Kill the whole group (`sh` and its `sleep`s), then reap `sh`.
+        // SAFETY: kill with a negative pid signals the process group we created.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_sh(script: &str) -> Reaped {
+    use std::os::unix::process::CommandExt;
+    Reaped(
+        Command::new("sh")
+            .args(["-c", script])
+            .process_group(0)
+            .spawn()
+            .expect("spawn sh"),
+    )
+}
+
+/// Polls `cond` until it holds or `limit` passes; returns whether it held. A deadline for
+/// waiting, never a measurement.
+fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn child_tree_counts_every_process() {
+    let child = spawn_sh("sleep 30 & sleep 30");
+    let pid = child.0.id();
+    let mut last = None;
+    let seen = eventually(Duration::from_secs(10), || {
+        let s = sample_tree(pid).unwrap();
+        let ok = s.processes >= 3;
+        last = Some(s);
+        ok
+    });
+    let s = last.unwrap();
+    assert!(seen, "sh and two sleeps expected: {s:?}");
+    assert!(s.threads >= 3 && s.rss_bytes > 0);
+}
+
+#[test]
+fn missing_pid_is_an_error() {
+    // Above the kernel's PID_MAX_LIMIT (4,194,304), so it can never exist.
+    assert!(sample_tree(4_194_305).is_err());
+    assert!(sample_tree(u32::MAX).is_err());
+}
+
+#[test]
+fn exited_child_is_an_error() {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    // Reaped: the pid is free (reuse within this instant is practically impossible).
+    assert!(sample_tree(pid).is_err());
+}
+
+#[test]
+fn full_accept_queue_counts_as_listen_overflow() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // Re-listening updates the backlog: an accept queue of 1 (the kernel admits backlog+1).
+    // SAFETY: listen on a socket we own.
+    assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 1) }, 0);
+    let port = listener.local_addr().unwrap().port();
+    let before = sample_kernel();
+
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let mut fds = Vec::new();
+    for _ in 0..10 {
+        // SAFETY: plain socket calls on a socket we create and close below.
+        unsafe {
+            let fd = libc::socket(
+                libc::AF_INET,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            );
+            assert!(fd >= 0);
+            let r = libc::connect(
+                fd,
+                &addr as *const libc::sockaddr_in as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            );
+            assert!(
+                r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EINPROGRESS)
+            );
+            fds.push(fd);
+        }
+    }
+    let mut after = KernelSample::default();
+    let grew = eventually(Duration::from_secs(5), || {
+        after = sample_kernel();
+        after.listen_overflows > before.listen_overflows || after.listen_drops > before.listen_drops
+    });
+    for fd in fds {
+        // SAFETY: closing the sockets created above, once.
+        unsafe { libc::close(fd) };
+    }
+    assert!(grew, "before {before:?}\nafter {after:?}");
+}
+
+#[test]
+fn client_first_close_leaves_time_wait() {
+    let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    const N: u64 = 100;
+    let before = sample_kernel();
+    for _ in 0..N {
+        let client = TcpStream::connect(addr).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        // The client closes first, so the client end goes to TIME_WAIT once the server
+        // closes too.
+        drop(client);
+        drop(server);
+    }
+    let mut after = KernelSample::default();
+    // Other sockets of this namespace may leave TIME_WAIT meanwhile; N/2 is a wide margin.
+    let grew = eventually(Duration::from_secs(5), || {
+        after = sample_kernel();
+        after.time_wait >= before.time_wait + N / 2
+    });
+    assert!(
+        grew,
+        "TIME_WAIT {} before, {} after {N} closes",
+        before.time_wait, after.time_wait
+    );
+}
+
+#[test]
+fn prober_sees_a_busy_child() {
+    let child = spawn_sh("while :; do :; done");
+    let pid = child.0.id();
+    let prober = Prober::start(vec![pid], Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(1_200));
+    let report = prober.stop();
+    drop(child);
+
+    assert!(report.samples.len() >= 2, "{:?}", report.samples);
+    assert!(report.samples.windows(2).all(|w| w[0].t_s <= w[1].t_s));
+    assert!(report.samples.iter().all(|s| s.process.is_some()));
+    let d = &report.delta;
+    assert!(d.cpu_percent > 30.0, "{d:?}");
+    assert!(d.cpu_user_s > 0.0 && d.threads_max >= 1 && d.rss_max_bytes > 0);
+}
+
+#[test]
+fn prober_of_a_missing_process_still_watches_the_kernel() {
+    let prober = Prober::start(vec![u32::MAX], Duration::from_millis(50));
+    std::thread::sleep(Duration::from_millis(120));
+    let report = prober.stop();
+    assert!(report.samples.len() >= 2);
+    assert!(report.samples.iter().all(|s| s.process.is_none()));
+    assert_eq!(report.delta.cpu_percent, 0.0);
+    // The kernel counters are cumulative: never smaller in the last sample.
+    let (first, last) = (
+        &report.samples[0].kernel,
+        &report.samples.last().unwrap().kernel,
+    );
+    assert!(last.out_rsts >= first.out_rsts && last.retrans_segs >= first.retrans_segs);
+}
+
+#[test]
+fn prober_stopped_at_once_still_has_baseline_and_last() {
+    let me = std::process::id();
+    let report = Prober::start(vec![me], Duration::from_secs(3600)).stop();
+    assert_eq!(report.samples.len(), 2);
+    assert!(report.samples.iter().all(|s| s.process.is_some()));
+}
