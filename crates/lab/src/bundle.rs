@@ -1,0 +1,212 @@
+//! The result bundle: a directory written while the experiment runs, so that a run killed
+//! halfway leaves every finished step readable.
+//!
+//! ```text
+//! plan.toml          the plan as written
+//! plan.json          the validated plan (after --quick)
+//! environment.json   kernel, CPU, cores, sysctls, nofile limits, loadlab version, command
+//! doctor.txt         the pre-flight checks
+//! steps.jsonl        one line per finished step, appended and flushed at once
+//! configs.jsonl      one line per finished configuration (status, knee per scenario)
+//! logs/              each target's stdout and stderr, per configuration
+//! report.md          rendered from the files above (`loadlab report DIR` re-renders it)
+//! ```
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use loadlab_engine::RunResult;
+use serde::{Deserialize, Serialize};
+
+use crate::knee::{KneeOutcome, Phase};
+use crate::plan::{Model, Plan};
+use crate::target::TargetExit;
+use crate::verdict::Verdict;
+
+/// Bundle format version.
+pub const BUNDLE_VERSION: u32 = 1;
+
+/// One finished step.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Bundle format version.
+    pub bundle_version: u32,
+    /// Configuration id.
+    pub config: String,
+    /// Matrix values of the configuration.
+    pub params: Vec<(String, String)>,
+    /// Scenario name.
+    pub scenario: String,
+    /// Step number within the configuration and scenario.
+    pub index: u32,
+    /// Why the step ran.
+    pub phase: Phase,
+    /// Open or closed loop.
+    pub model: Model,
+    /// The step's load: offered req/s (open) or connections (closed).
+    pub load: f64,
+    /// The SLO judgement.
+    pub verdict: Verdict,
+    /// A target that exited during the step.
+    pub crashed: Option<TargetExit>,
+    /// What the probes saw (target process tree and kernel).
+    pub probes: Option<loadlab_system::probe::ProbeReport>,
+    /// The engine's full result (with mergeable histograms).
+    pub result: RunResult,
+}
+
+/// How a configuration ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigStatus {
+    /// Every step ran.
+    Completed,
+    /// A target never became ready; no step ran.
+    NotReady,
+    /// A target exited during a step; later steps were skipped.
+    Crashed,
+    /// Stopped by the user.
+    Interrupted,
+}
+
+/// The knee of one scenario in one configuration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScenarioKnee {
+    /// Scenario.
+    pub scenario: String,
+    /// The search's outcome.
+    pub outcome: KneeOutcome,
+}
+
+/// One finished configuration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConfigRecord {
+    /// Bundle format version.
+    pub bundle_version: u32,
+    /// Configuration id.
+    pub config: String,
+    /// Matrix values.
+    pub params: Vec<(String, String)>,
+    /// How it ended.
+    pub status: ConfigStatus,
+    /// Why, when it did not complete.
+    pub message: Option<String>,
+    /// Knee per scenario (knee searches only).
+    pub knees: Vec<ScenarioKnee>,
+    /// Wall time of the configuration, seconds (start of targets to their stop).
+    pub duration_s: f64,
+}
+
+/// A bundle being written.
+pub struct Bundle {
+    dir: PathBuf,
+    steps: File,
+    configs: File,
+}
+
+fn append_line<T: Serialize>(file: &mut File, value: &T) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    file.write_all(&line)?;
+    file.flush()?;
+    file.sync_data()
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    std::fs::write(path, text + "\n")
+}
+
+impl Bundle {
+    /// Creates the bundle directory and writes the plan and environment.
+    pub fn create(
+        dir: &Path,
+        plan: &Plan,
+        environment: &loadlab_engine::env::Environment,
+        doctor: &str,
+    ) -> std::io::Result<Bundle> {
+        std::fs::create_dir_all(dir.join("logs"))?;
+        if dir.join("steps.jsonl").exists() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} already holds a bundle: choose another --out",
+                    dir.display()
+                ),
+            ));
+        }
+        std::fs::write(dir.join("plan.toml"), &plan.source)?;
+        write_json(&dir.join("plan.json"), plan)?;
+        write_json(&dir.join("environment.json"), environment)?;
+        std::fs::write(dir.join("doctor.txt"), doctor)?;
+        let open = |name: &str| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(name))
+        };
+        Ok(Bundle {
+            dir: dir.to_path_buf(),
+            steps: open("steps.jsonl")?,
+            configs: open("configs.jsonl")?,
+        })
+    }
+
+    /// The bundle directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where target logs go.
+    pub fn logs_dir(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+
+    /// Appends a finished step and flushes it to disk.
+    pub fn append_step(&mut self, step: &StepRecord) -> std::io::Result<()> {
+        append_line(&mut self.steps, step)
+    }
+
+    /// Appends a finished configuration and flushes it to disk.
+    pub fn append_config(&mut self, config: &ConfigRecord) -> std::io::Result<()> {
+        append_line(&mut self.configs, config)
+    }
+}
+
+/// Reads JSON lines, ignoring a torn last line (a run killed mid-write).
+fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> std::io::Result<Vec<T>> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let lines: Vec<String> = BufReader::new(file).lines().collect::<Result<_, _>>()?;
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(v) => out.push(v),
+            Err(_) if i + 1 == lines.len() => break,
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("{} line {}: {e}", path.display(), i + 1),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The finished steps of a bundle.
+pub fn read_steps(dir: &Path) -> std::io::Result<Vec<StepRecord>> {
+    read_lines(&dir.join("steps.jsonl"))
+}
+
+/// The finished configurations of a bundle.
+pub fn read_configs(dir: &Path) -> std::io::Result<Vec<ConfigRecord>> {
+    read_lines(&dir.join("configs.jsonl"))
+}

@@ -1,0 +1,491 @@
+//! Runs a plan: for each configuration of the matrix, start the targets, run the steps
+//! (fixed, knee search, or all scenarios together) with probes sampling the targets and the
+//! kernel, append each step to the bundle as it finishes, stop the targets.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use loadlab_engine::{CancellationToken, RunOptions, RunResult, RunSpec};
+use loadlab_system::probe::{ProbeReport, Prober};
+
+use crate::bundle::{Bundle, ConfigRecord, ConfigStatus, ScenarioKnee, StepRecord, BUNDLE_VERSION};
+use crate::knee::{self, KneeParams, Phase, StepSignal};
+use crate::matrix::{self, Config};
+use crate::plan::{Model, Plan, ScenarioSpec, Steps};
+use crate::target::{self, TargetExit, TargetSet};
+use crate::template;
+use crate::verdict::{judge, Limit};
+
+/// How the caller steers an experiment.
+pub struct LabOptions {
+    /// Bundle directory.
+    pub out: PathBuf,
+    /// Cancel to stop (Ctrl-C): the current step ends, targets are stopped, the report is written.
+    pub stop: CancellationToken,
+    /// Print progress lines on stderr.
+    pub progress: bool,
+    /// The command line (recorded in the environment).
+    pub command: Vec<String>,
+    /// The pre-flight report written into the bundle.
+    pub doctor: String,
+}
+
+/// Why an experiment could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// The bundle could not be written.
+    #[error("result bundle {path}: {source}")]
+    Bundle {
+        /// Directory.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A scenario rendered into an invalid run (a plan error found late).
+    #[error("scenario `{scenario}` in configuration {config}: {source}")]
+    Scenario {
+        /// Scenario.
+        scenario: String,
+        /// Configuration.
+        config: String,
+        /// Cause.
+        source: loadlab_engine::EngineError,
+    },
+}
+
+/// What an experiment did, in brief.
+#[derive(Debug)]
+pub struct LabSummary {
+    /// Bundle directory.
+    pub bundle: PathBuf,
+    /// Configurations finished.
+    pub configs: Vec<ConfigRecord>,
+    /// Steps run.
+    pub steps: usize,
+    /// Stopped by the user.
+    pub interrupted: bool,
+}
+
+struct Runner<'a> {
+    plan: &'a Plan,
+    opts: &'a LabOptions,
+    bundle: Bundle,
+    steps: usize,
+    configs_total: usize,
+}
+
+fn bundle_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> LabError + '_ {
+    move |e| LabError::Bundle {
+        path: path.to_path_buf(),
+        source: e,
+    }
+}
+
+/// Runs the plan and writes its bundle (report included).
+pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> {
+    target::install_cleanup();
+    // Raise the soft nofile limit now, before targets start: they inherit it.
+    let demand = crate::doctor::demand(plan);
+    loadlab_engine::env::raise_nofile(demand.connections + loadlab_engine::runner::FD_RESERVE);
+    let environment = loadlab_engine::env::Environment::capture(opts.command.clone());
+    let bundle = Bundle::create(&opts.out, plan, &environment, &opts.doctor)
+        .map_err(bundle_err(&opts.out))?;
+    let configs = matrix::expand(plan);
+    let mut runner = Runner {
+        plan,
+        opts,
+        bundle,
+        steps: 0,
+        configs_total: configs.len(),
+    };
+    let mut done = Vec::new();
+    for (i, config) in configs.iter().enumerate() {
+        if opts.stop.is_cancelled() {
+            break;
+        }
+        let record = runner.run_config(i, config)?;
+        runner
+            .bundle
+            .append_config(&record)
+            .map_err(bundle_err(&opts.out))?;
+        done.push(record);
+    }
+    Ok(LabSummary {
+        bundle: opts.out.clone(),
+        configs: done,
+        steps: runner.steps,
+        interrupted: opts.stop.is_cancelled(),
+    })
+}
+
+/// Values for the placeholders of one configuration (ports are allocated here).
+fn variables(plan: &Plan, config: &Config, bundle: &std::path::Path) -> BTreeMap<String, String> {
+    let mut vars: BTreeMap<String, String> = config.params.iter().cloned().collect();
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "loadlab".into());
+    vars.insert("loadlab".into(), exe);
+    vars.insert("plan_dir".into(), plan.dir.display().to_string());
+    vars.insert("bundle".into(), bundle.display().to_string());
+    vars.insert(
+        "files".into(),
+        bundle
+            .join("files")
+            .join(config.slug())
+            .display()
+            .to_string(),
+    );
+    for (i, t) in plan.targets.iter().enumerate() {
+        let port = target::free_port().unwrap_or(0).to_string();
+        if i == 0 {
+            vars.insert("port".into(), port.clone());
+        }
+        vars.insert(format!("{}_port", t.name), port);
+    }
+    vars.entry("port".into()).or_insert_with(|| "0".into());
+    vars
+}
+
+impl Runner<'_> {
+    fn say(&self, msg: impl AsRef<str>) {
+        if self.opts.progress {
+            eprintln!("{}", msg.as_ref());
+        }
+    }
+
+    fn run_config(&mut self, i: usize, config: &Config) -> Result<ConfigRecord, LabError> {
+        let started = Instant::now();
+        let vars = variables(self.plan, config, self.bundle.dir());
+        self.say(format!(
+            "[{}/{}] configuration {}",
+            i + 1,
+            self.configs_total,
+            config.id
+        ));
+        let record = |status, message: Option<String>, knees: Vec<ScenarioKnee>| ConfigRecord {
+            bundle_version: BUNDLE_VERSION,
+            config: config.id.clone(),
+            params: config.params.clone(),
+            status,
+            message,
+            knees,
+            duration_s: started.elapsed().as_secs_f64(),
+        };
+        let mut targets = match TargetSet::start(
+            &self.plan.targets,
+            &vars,
+            &self.bundle.logs_dir(),
+            &format!("{}-", config.slug()),
+        ) {
+            Ok(t) => t,
+            Err(e) => {
+                self.say(format!("  not started: {e}"));
+                return Ok(record(
+                    ConfigStatus::NotReady,
+                    Some(e.to_string()),
+                    Vec::new(),
+                ));
+            }
+        };
+        let mut knees = Vec::new();
+        let mut status = ConfigStatus::Completed;
+        let mut message = None;
+        let scenarios: Vec<&ScenarioSpec> = self.plan.scenarios.iter().collect();
+        let mut crashed: Option<TargetExit> = None;
+        match &self.plan.load.steps {
+            Steps::Together => {
+                let (_, exit) = self.step(
+                    config,
+                    &vars,
+                    &scenarios,
+                    0,
+                    Phase::Together,
+                    None,
+                    &mut targets,
+                )?;
+                crashed = exit;
+            }
+            Steps::Fixed(values) => {
+                'outer: for s in &scenarios {
+                    for (k, v) in values.iter().enumerate() {
+                        if self.opts.stop.is_cancelled() {
+                            break 'outer;
+                        }
+                        let (_, exit) = self.step(
+                            config,
+                            &vars,
+                            &[s],
+                            k as u32,
+                            Phase::Fixed,
+                            Some(*v),
+                            &mut targets,
+                        )?;
+                        if exit.is_some() {
+                            crashed = exit;
+                            break 'outer;
+                        }
+                        self.pause();
+                    }
+                }
+            }
+            Steps::Knee {
+                start,
+                max,
+                precision,
+                growth,
+            } => {
+                let params = KneeParams {
+                    start: *start,
+                    max: *max,
+                    precision: *precision,
+                    growth: *growth,
+                    integer: self.plan.load.model == Model::Closed,
+                };
+                for s in &scenarios {
+                    if self.opts.stop.is_cancelled() || crashed.is_some() {
+                        break;
+                    }
+                    let mut index = 0u32;
+                    let mut failure: Option<LabError> = None;
+                    let outcome = knee::search(params, &mut |v, phase| {
+                        // A generator-limited step is tried once more: a moment of
+                        // contention on a shared machine should not end the search.
+                        for attempt in 0..2 {
+                            if failure.is_some() {
+                                return StepSignal::NotSustained(Limit::Interrupted);
+                            }
+                            let r =
+                                self.step(config, &vars, &[s], index, phase, Some(v), &mut targets);
+                            index += 1;
+                            self.pause();
+                            let signal = match r {
+                                Ok((recs, exit)) => {
+                                    if exit.is_some() {
+                                        crashed = exit;
+                                    }
+                                    match recs[0].verdict.limits.first() {
+                                        None => StepSignal::Sustained,
+                                        Some(l) => StepSignal::NotSustained(*l),
+                                    }
+                                }
+                                Err(e) => {
+                                    failure = Some(e);
+                                    StepSignal::NotSustained(Limit::Interrupted)
+                                }
+                            };
+                            if attempt == 0
+                                && signal == StepSignal::NotSustained(Limit::GeneratorLimited)
+                            {
+                                self.say("  generator-limited: repeating the step once");
+                                continue;
+                            }
+                            return signal;
+                        }
+                        unreachable!("the loop returns on its second attempt")
+                    });
+                    if let Some(e) = failure {
+                        return Err(e);
+                    }
+                    self.say(format!("  {}: {}", s.name, outcome.summary));
+                    knees.push(ScenarioKnee {
+                        scenario: s.name.clone(),
+                        outcome,
+                    });
+                }
+            }
+        }
+        if let Some(exit) = &crashed {
+            status = ConfigStatus::Crashed;
+            message = Some(format!("target `{}` crashed: {}", exit.target, exit.status));
+        } else if self.opts.stop.is_cancelled() {
+            status = ConfigStatus::Interrupted;
+        }
+        targets.stop();
+        Ok(record(status, message, knees))
+    }
+
+    fn pause(&self) {
+        let end = Instant::now() + self.plan.load.pause;
+        while Instant::now() < end && !self.opts.stop.is_cancelled() {
+            std::thread::sleep(Duration::from_millis(20).min(end - Instant::now()));
+        }
+    }
+
+    fn spec(
+        &self,
+        s: &ScenarioSpec,
+        vars: &BTreeMap<String, String>,
+        value: Option<f64>,
+    ) -> RunSpec {
+        let l = &self.plan.load;
+        let mut lookup = |k: &str| vars.get(k).cloned();
+        let (rate, connections, max_connections) = match (l.model, value) {
+            (Model::Open, v) => (v.or(s.rate), l.connections, l.max_connections),
+            (Model::Closed, Some(c)) => (None, c as u64, None),
+            (Model::Closed, None) => (None, l.connections, None),
+        };
+        RunSpec {
+            url: template::render(&s.url, &mut lookup),
+            rate,
+            arrival: l.arrival,
+            connections,
+            max_connections,
+            duration: Some(l.step_duration),
+            requests: s.requests,
+            warmup: l.warmup,
+            keep_alive: s.keep_alive,
+            timeout: s.timeout,
+            threads: l.threads,
+            method: s.method.clone(),
+            headers: s
+                .headers
+                .iter()
+                .map(|h| template::render(h, &mut lookup))
+                .collect(),
+            body: template::render(&s.body, &mut lookup).into_bytes(),
+            pipeline: 1,
+            insecure: true,
+            source_addrs: l.source_addrs.clone(),
+            seed: None,
+        }
+    }
+
+    /// Runs one step of `scenarios` (several at once in together mode) and appends it.
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &mut self,
+        config: &Config,
+        vars: &BTreeMap<String, String>,
+        scenarios: &[&ScenarioSpec],
+        index: u32,
+        phase: Phase,
+        value: Option<f64>,
+        targets: &mut TargetSet,
+    ) -> Result<(Vec<StepRecord>, Option<TargetExit>), LabError> {
+        let mut cfgs = Vec::new();
+        for s in scenarios {
+            let spec = self.spec(s, vars, value);
+            let cfg = spec.validate().map_err(|e| LabError::Scenario {
+                scenario: s.name.clone(),
+                config: config.id.clone(),
+                source: e.into(),
+            })?;
+            cfgs.push(cfg);
+        }
+        let step_stop = self.opts.stop.child_token();
+        let prober = Prober::start(targets.pids(), Duration::from_secs(1));
+        let watch_pids = targets.pids();
+        let watch_stop = step_stop.clone();
+        let watching = CancellationToken::new();
+        let watch_done = watching.clone();
+        // Cut the step short as soon as a target dies (its process turns into a zombie).
+        let watcher = std::thread::spawn(move || {
+            while !watch_done.is_cancelled() {
+                if watch_pids.iter().any(|p| !process_running(*p)) {
+                    watch_stop.cancel();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let command = self.opts.command.clone();
+        let results: Vec<Result<RunResult, loadlab_engine::EngineError>> =
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = cfgs
+                    .iter()
+                    .map(|cfg| {
+                        let stop = step_stop.clone();
+                        let command = command.clone();
+                        sc.spawn(move || {
+                            loadlab_engine::run(
+                                cfg,
+                                RunOptions {
+                                    command,
+                                    stop,
+                                    progress: None,
+                                },
+                            )
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("engine thread"))
+                    .collect()
+            });
+        watching.cancel();
+        let _ = watcher.join();
+        let probes: ProbeReport = prober.stop();
+        // Give an exiting target a moment to be seen as exited.
+        let mut exit = targets.exited();
+        if exit.is_none() && step_stop.is_cancelled() && !self.opts.stop.is_cancelled() {
+            std::thread::sleep(Duration::from_millis(100));
+            exit = targets.exited();
+        }
+        let mut records = Vec::new();
+        for (s, r) in scenarios.iter().zip(results) {
+            let result = r.map_err(|e| LabError::Scenario {
+                scenario: s.name.clone(),
+                config: config.id.clone(),
+                source: e,
+            })?;
+            let verdict = judge(&result, &self.plan.slo, exit.is_some());
+            let load = match self.plan.load.model {
+                Model::Open => result.offered_rps.unwrap_or(0.0),
+                Model::Closed => result.connections as f64,
+            };
+            let rec = StepRecord {
+                bundle_version: BUNDLE_VERSION,
+                config: config.id.clone(),
+                params: config.params.clone(),
+                scenario: s.name.clone(),
+                index,
+                phase,
+                model: self.plan.load.model,
+                load,
+                verdict,
+                crashed: exit.clone(),
+                probes: Some(probes.clone()),
+                result,
+            };
+            self.say(format!(
+                "  {} {:>9} {}: achieved {:.1} req/s, p99 {}, {} errors{}",
+                s.name,
+                format!("{load:.0}"),
+                if self.plan.load.model == Model::Open {
+                    "req/s"
+                } else {
+                    "conns"
+                },
+                rec.result.achieved_rps,
+                rec.result
+                    .latency_ms
+                    .p99
+                    .map_or("-".into(), |v| format!("{v:.1} ms")),
+                rec.result.errors_total,
+                match rec.verdict.limits.first() {
+                    None => " (sustained)".to_string(),
+                    Some(l) => format!(" (not sustained: {})", l.describe()),
+                }
+            ));
+            self.bundle
+                .append_step(&rec)
+                .map_err(bundle_err(self.bundle.dir()))?;
+            self.steps += 1;
+            records.push(rec);
+        }
+        Ok((records, exit))
+    }
+}
+
+/// Whether a process exists and has not exited (a zombie has exited).
+fn process_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}

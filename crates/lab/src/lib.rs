@@ -1,0 +1,25 @@
+//! loadlab's experiment runner.
+//!
+//! # Layout
+//! - [`plan`]: the TOML plan, validated (every error names its field).
+//! - [`template`]: `{placeholder}` rendering.
+//! - [`matrix`]: configurations = product of parameter lists minus excludes.
+//! - [`target`]: servers under test: process groups, readiness, stop, no orphans.
+//! - [`verdict`], [`knee`]: sustained or not, and the knee search.
+//! - [`experiment`]: runs a plan, step by step, with probes.
+//! - [`bundle`]: the result directory, written as results arrive.
+//! - [`doctor`]: what a plan asks of the machine, for the pre-flight checks.
+#![deny(missing_docs)]
+
+pub mod bundle;
+pub mod doctor;
+pub mod experiment;
+pub mod knee;
+pub mod matrix;
+pub mod plan;
+pub mod target;
+pub mod template;
+pub mod verdict;
+
+pub use experiment::{run_plan, LabError, LabOptions, LabSummary};
+pub use plan::{Plan, PlanError};

@@ -1,0 +1,408 @@
+//! The servers under test: started in their own process groups with their output captured,
+//! waited for until ready, watched for exits, and stopped (SIGTERM, grace, SIGKILL to the
+//! whole group). loadlab makes itself a child subreaper, so processes a target forks are
+//! reaped by loadlab too, and a panic hook kills every group still running: no orphan
+//! survives a stop, a Ctrl-C, or a panic.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{Ready, TargetSpec};
+use crate::template;
+
+/// Process groups started and not yet stopped (for the panic hook).
+static GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Makes loadlab reap orphaned descendants of its targets, and kill all target groups if
+/// loadlab panics. Call once at start.
+pub fn install_cleanup() {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        kill_all_groups();
+        previous(info);
+    }));
+}
+
+/// Sends SIGKILL to every target group still registered.
+pub fn kill_all_groups() {
+    let groups = GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
+    for pgid in groups {
+        // SAFETY: signalling a process group we created.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    }
+}
+
+fn register(pgid: i32) {
+    if let Ok(mut g) = GROUPS.lock() {
+        g.push(pgid);
+    }
+}
+
+fn unregister(pgid: i32) {
+    if let Ok(mut g) = GROUPS.lock() {
+        g.retain(|&p| p != pgid);
+    }
+}
+
+/// How a target ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TargetExit {
+    /// Target name.
+    pub target: String,
+    /// `exit status 101`, `killed by signal 9 (SIGKILL)`, ...
+    pub status: String,
+    /// The last lines of its log.
+    pub log_tail: String,
+}
+
+/// Why targets could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The program could not be started at all.
+    #[error("target `{target}`: cannot start `{program}`: {source}")]
+    Spawn {
+        /// Target.
+        target: String,
+        /// Program.
+        program: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The readiness probe never passed.
+    #[error(
+        "target `{target}` was not ready after {timeout:?} ({probe}); last log lines:\n{log_tail}"
+    )]
+    NotReady {
+        /// Target.
+        target: String,
+        /// Timeout.
+        timeout: Duration,
+        /// The probe and its last answer.
+        probe: String,
+        /// Log tail.
+        log_tail: String,
+    },
+    /// The target exited before it was ready.
+    #[error("target `{}` exited before it was ready: {}; last log lines:\n{}", .0.target, .0.status, .0.log_tail)]
+    Exited(TargetExit),
+    /// The log file or a target file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Log {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// One running target.
+struct Running {
+    name: String,
+    child: Child,
+    pgid: i32,
+    log: PathBuf,
+    grace: Duration,
+    exit: Option<ExitStatus>,
+}
+
+/// The targets of one configuration, in start order.
+pub struct TargetSet {
+    running: Vec<Running>,
+}
+
+/// Describes an exit status in words.
+pub fn describe_status(st: ExitStatus) -> String {
+    if let Some(code) = st.code() {
+        return format!("exit status {code}");
+    }
+    match st.signal() {
+        Some(sig) => format!("killed by signal {sig} ({})", signal_name(sig)),
+        None => "ended".into(),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGINT => "SIGINT",
+        libc::SIGBUS => "SIGBUS",
+        _ => "signal",
+    }
+}
+
+/// The last `lines` lines of a file.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn probe_ready(ready: &Ready, vars: &mut dyn FnMut(&str) -> Option<String>) -> Result<(), String> {
+    match ready {
+        Ready::Tcp { addr } => {
+            let addr = template::render(addr, vars);
+            let sa = addr
+                .to_socket_addrs()
+                .map_err(|e| format!("tcp {addr}: {e}"))?
+                .next()
+                .ok_or_else(|| format!("tcp {addr}: no address"))?;
+            TcpStream::connect_timeout(&sa, Duration::from_millis(500))
+                .map(|_| ())
+                .map_err(|e| format!("tcp {addr}: {e}"))
+        }
+        Ready::Http { url, status } => {
+            let url = template::render(url, vars);
+            let u = url::Url::parse(&url).map_err(|e| format!("http {url}: {e}"))?;
+            let host = u.host_str().unwrap_or("127.0.0.1").to_string();
+            let port = u.port_or_known_default().unwrap_or(80);
+            let sa = (host.as_str(), port)
+                .to_socket_addrs()
+                .map_err(|e| format!("http {url}: {e}"))?
+                .next()
+                .ok_or_else(|| format!("http {url}: no address"))?;
+            let mut s = TcpStream::connect_timeout(&sa, Duration::from_millis(500))
+                .map_err(|e| format!("http {url}: {e}"))?;
+            s.set_read_timeout(Some(Duration::from_secs(2))).ok();
+            let path = match u.query() {
+                Some(q) => format!("{}?{q}", u.path()),
+                None => u.path().to_string(),
+            };
+            write!(
+                s,
+                "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
+            )
+            .map_err(|e| format!("http {url}: {e}"))?;
+            let mut head = [0u8; 64];
+            let n = s.read(&mut head).map_err(|e| format!("http {url}: {e}"))?;
+            let line = String::from_utf8_lossy(&head[..n]);
+            let got = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse::<u16>().ok());
+            match got {
+                Some(c) if c == *status => Ok(()),
+                Some(c) => Err(format!("http {url}: status {c}, expected {status}")),
+                None => Err(format!("http {url}: no HTTP status line")),
+            }
+        }
+    }
+}
+
+impl TargetSet {
+    /// Starts `specs` in order, each waited for until ready. On failure, the targets already
+    /// started are stopped before the error returns.
+    pub fn start(
+        specs: &[TargetSpec],
+        vars: &BTreeMap<String, String>,
+        log_dir: &Path,
+        log_prefix: &str,
+    ) -> Result<TargetSet, StartError> {
+        let mut set = TargetSet {
+            running: Vec::new(),
+        };
+        for spec in specs {
+            if let Err(e) = set.start_one(spec, vars, log_dir, log_prefix) {
+                set.stop();
+                return Err(e);
+            }
+        }
+        Ok(set)
+    }
+
+    fn start_one(
+        &mut self,
+        spec: &TargetSpec,
+        vars: &BTreeMap<String, String>,
+        log_dir: &Path,
+        log_prefix: &str,
+    ) -> Result<(), StartError> {
+        let mut lookup = |k: &str| vars.get(k).cloned();
+        if !spec.files.is_empty() {
+            let dir = PathBuf::from(vars.get("files").cloned().unwrap_or_default());
+            std::fs::create_dir_all(&dir).map_err(|e| StartError::Log {
+                path: dir.clone(),
+                source: e,
+            })?;
+            for (name, text) in &spec.files {
+                let path = dir.join(name);
+                std::fs::write(&path, template::render(text, &mut lookup))
+                    .map_err(|e| StartError::Log { path, source: e })?;
+            }
+        }
+        let argv: Vec<String> = spec
+            .command
+            .iter()
+            .map(|a| template::render(a, &mut lookup))
+            .collect();
+        let mut cmd = if spec.shell {
+            let mut c = Command::new("/bin/sh");
+            c.arg("-c").arg(&argv[0]);
+            c
+        } else {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        };
+        let log = log_dir.join(format!("{log_prefix}{}.log", spec.name));
+        let file = File::create(&log).map_err(|e| StartError::Log {
+            path: log.clone(),
+            source: e,
+        })?;
+        let err_file = file.try_clone().map_err(|e| StartError::Log {
+            path: log.clone(),
+            source: e,
+        })?;
+        cmd.current_dir(&spec.cwd)
+            .envs(
+                spec.env
+                    .iter()
+                    .map(|(k, v)| (k, template::render(v, &mut lookup))),
+            )
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(err_file)
+            .process_group(0);
+        // SAFETY: prctl is async-signal-safe. If loadlab dies without cleaning up, the
+        // target's leader is killed (its group is still cleaned by `stop` otherwise).
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| StartError::Spawn {
+            target: spec.name.clone(),
+            program: argv[0].clone(),
+            source: e,
+        })?;
+        let pgid = child.id() as i32;
+        register(pgid);
+        self.running.push(Running {
+            name: spec.name.clone(),
+            child,
+            pgid,
+            log: log.clone(),
+            grace: spec.stop_grace,
+            exit: None,
+        });
+        let deadline = Instant::now() + spec.ready_timeout;
+        loop {
+            if let Some(exit) = self.exited() {
+                return Err(StartError::Exited(exit));
+            }
+            let last = match probe_ready(&spec.ready, &mut lookup) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if Instant::now() >= deadline {
+                return Err(StartError::NotReady {
+                    target: spec.name.clone(),
+                    timeout: spec.ready_timeout,
+                    probe: last,
+                    log_tail: log_tail(&log, 20),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Process ids of the group leaders (for probes).
+    pub fn pids(&self) -> Vec<u32> {
+        self.running
+            .iter()
+            .filter(|r| r.exit.is_none())
+            .map(|r| r.child.id())
+            .collect()
+    }
+
+    /// The first target found to have exited, if any.
+    pub fn exited(&mut self) -> Option<TargetExit> {
+        for r in &mut self.running {
+            if r.exit.is_none() {
+                if let Ok(Some(st)) = r.child.try_wait() {
+                    r.exit = Some(st);
+                    return Some(TargetExit {
+                        target: r.name.clone(),
+                        status: describe_status(st),
+                        log_tail: log_tail(&r.log, 20),
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// Stops every target, last started first: SIGTERM to its group, up to its grace for
+    /// the group to empty, then SIGKILL to the group; descendants are reaped.
+    pub fn stop(&mut self) {
+        while let Some(mut r) = self.running.pop() {
+            // SAFETY: signalling a process group we created.
+            unsafe { libc::kill(-r.pgid, libc::SIGTERM) };
+            let deadline = Instant::now() + r.grace;
+            while Instant::now() < deadline && group_alive(r.pgid, &mut r.child) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // SAFETY: as above.
+            unsafe { libc::kill(-r.pgid, libc::SIGKILL) };
+            let _ = r.child.wait();
+            // Members orphaned by the leader's death are reparented to loadlab: reap them
+            // until the group is empty.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while group_alive(r.pgid, &mut r.child) && Instant::now() < deadline {
+                // SAFETY: as above.
+                unsafe { libc::kill(-r.pgid, libc::SIGKILL) };
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            unregister(r.pgid);
+        }
+    }
+}
+
+impl Drop for TargetSet {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Whether any process of the group is still running (zombies are reaped on the way).
+fn group_alive(pgid: i32, leader: &mut Child) -> bool {
+    let _ = leader.try_wait();
+    reap_group(pgid);
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+/// Reaps exited members of a group that were reparented to loadlab (the subreaper).
+fn reap_group(pgid: i32) {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on our own (adopted) children of that group, without blocking.
+        let pid = unsafe { libc::waitpid(-pgid, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            break;
+        }
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released: a small race with other programs).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}

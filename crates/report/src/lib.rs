@@ -1,0 +1,10 @@
+//! Reports rendered from a result bundle on disk (never from a run's memory), so a run can
+//! be re-rendered, compared or merged later.
+//!
+//! # Layout
+//! - [`markdown`]: `report.md`, tables in the shape of the source experiments.
+#![deny(missing_docs)]
+
+pub mod markdown;
+
+pub use markdown::{render_bundle, write_report};

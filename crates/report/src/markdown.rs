@@ -1,0 +1,375 @@
+//! `report.md`: for each scenario and configuration a table
+//! `offered req/s | mean ms | p99 ms | achieved rps | errors | note`, the knee of every
+//! configuration side by side, and the configurations that could not be measured.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use loadlab_lab::bundle::{read_configs, read_steps, ConfigRecord, ConfigStatus, StepRecord};
+use loadlab_lab::knee::Phase;
+use loadlab_lab::verdict::Limit;
+use serde_json::Value;
+
+/// A latency this many times the first step's is called out.
+const BLOWUP: f64 = 10.0;
+/// Within this factor of the lowest mean latency of a table is "near the latency floor".
+const FLOOR: f64 = 1.5;
+
+fn read_json(path: &Path) -> std::io::Result<Value> {
+    let text = std::fs::read_to_string(path)?;
+    serde_json::from_str(&text).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
+fn ms(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(x) if x >= 100.0 => format!("{x:.0}"),
+        Some(x) if x >= 10.0 => format!("{x:.1}"),
+        Some(x) => format!("{x:.2}"),
+    }
+}
+
+fn num(v: f64) -> String {
+    if v >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// The note column of one row, written by loadlab.
+pub fn notes(
+    step: &StepRecord,
+    first_mean: Option<f64>,
+    floor_mean: Option<f64>,
+    min_ratio: f64,
+) -> String {
+    let r = &step.result;
+    let mut out: Vec<String> = Vec::new();
+    if let Some(c) = &step.crashed {
+        out.push(format!("target crashed ({}: {})", c.target, c.status));
+    }
+    if step.verdict.limits.contains(&Limit::Interrupted) {
+        out.push("interrupted".into());
+    }
+    if r.generator_limited {
+        out.push("generator-limited".into());
+    }
+    if r.all_failed() {
+        out.push("every request failed".into());
+    }
+    let timeouts = r.errors["request_timeout"] + r.errors["connect_timeout"];
+    if timeouts > 0 {
+        out.push(format!("{timeouts} timeouts"));
+    }
+    let other: Vec<String> = r
+        .nonzero_errors()
+        .into_iter()
+        .filter(|(k, _)| *k != "request_timeout" && *k != "connect_timeout")
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    if !other.is_empty() {
+        out.push(other.join(", "));
+    }
+    if let Some(p) = &step.probes {
+        let d = &p.delta;
+        if d.listen_overflows > 0 {
+            out.push(format!(
+                "listen queue overflowed {} times",
+                d.listen_overflows
+            ));
+        }
+    }
+    if let Some(offered) = r.offered_rps {
+        if offered > 0.0 && r.achieved_rps < min_ratio * offered {
+            out.push(format!(
+                "achieved {:.0} % of offered",
+                100.0 * r.achieved_rps / offered
+            ));
+        }
+    }
+    match (r.latency_ms.mean, first_mean, floor_mean) {
+        (Some(m), Some(first), _) if first > 0.0 && m >= BLOWUP * first => {
+            out.push(format!("latency ×{:.0} of the first step", m / first));
+        }
+        (Some(m), _, Some(floor)) if out.is_empty() && m <= FLOOR * floor => {
+            out.push("near the latency floor".into())
+        }
+        _ => {}
+    }
+    out.join("; ")
+}
+
+fn table(out: &mut String, steps: &[&StepRecord], closed: bool, min_ratio: f64) {
+    let mut rows: Vec<&StepRecord> = steps.to_vec();
+    rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
+    let first_mean = steps
+        .iter()
+        .min_by_key(|s| s.index)
+        .and_then(|s| s.result.latency_ms.mean);
+    let floor_mean = steps
+        .iter()
+        .filter_map(|s| s.result.latency_ms.mean)
+        .reduce(f64::min);
+    let load_col = if closed {
+        "connections"
+    } else {
+        "offered req/s"
+    };
+    let _ = writeln!(
+        out,
+        "| {load_col} | mean ms | p99 ms | achieved rps | errors | note |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---|");
+    for s in rows {
+        let r = &s.result;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            num(s.load),
+            ms(r.latency_ms.mean),
+            ms(r.latency_ms.p99),
+            num(r.achieved_rps),
+            r.errors_total,
+            notes(s, first_mean, floor_mean, min_ratio)
+        );
+    }
+    let _ = writeln!(out);
+}
+
+fn together_table(out: &mut String, steps: &[&StepRecord], config: Option<&ConfigRecord>) {
+    let _ = writeln!(out, "| scenario | offered req/s | requests | mean ms | p99 ms | achieved rps | timeouts | errors | run time s |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for s in steps {
+        let r = &s.result;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
+            s.scenario,
+            num(s.load),
+            r.requests,
+            ms(r.latency_ms.mean),
+            ms(r.latency_ms.p99),
+            num(r.achieved_rps),
+            r.errors["request_timeout"] + r.errors["connect_timeout"],
+            r.errors_total,
+            r.duration_s
+        );
+    }
+    let timeouts: u64 = steps
+        .iter()
+        .map(|s| s.result.errors["request_timeout"] + s.result.errors["connect_timeout"])
+        .sum();
+    let _ = writeln!(
+        out,
+        "\nTimeouts in all: **{timeouts}**{}.\n",
+        config
+            .map(|c| format!("; configuration run time {:.1} s", c.duration_s))
+            .unwrap_or_default()
+    );
+}
+
+/// Renders the Markdown report of the bundle in `dir`.
+pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
+    let plan = read_json(&dir.join("plan.json"))?;
+    let env = read_json(&dir.join("environment.json")).unwrap_or(Value::Null);
+    let steps = read_steps(dir)?;
+    let configs = read_configs(dir)?;
+    let closed = plan["load"]["model"] == "closed";
+    let together = plan["load"]["steps"] == "together";
+    let min_ratio = plan["slo"]["min_achieved_ratio"].as_f64().unwrap_or(0.98);
+    let scenario_order: Vec<String> = plan["scenarios"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# loadlab report: {}\n",
+        plan["name"].as_str().unwrap_or("plan")
+    );
+    if let Some(d) = plan["description"].as_str().filter(|d| !d.is_empty()) {
+        let _ = writeln!(out, "{}\n", d.trim());
+    }
+    let _ = writeln!(
+        out,
+        "Run {} on {} ({} cores), kernel {}, loadlab {}{}. Latency is measured from each request's intended send time.\n",
+        env["started_at"].as_str().unwrap_or("?"),
+        env["cpu_model"].as_str().unwrap_or("?"),
+        env["cores"].as_u64().unwrap_or(0),
+        env["kernel"].as_str().unwrap_or("?"),
+        env["loadlab_version"].as_str().unwrap_or("?"),
+        if plan["quick"] == true { ", quick scale" } else { "" }
+    );
+    let slo = &plan["slo"];
+    let _ = writeln!(
+        out,
+        "Sustained means: {}errors at most {:.1} % of requests, {}.\n",
+        slo["p99_ms"]
+            .as_f64()
+            .map(|p| format!("p99 latency at most {p} ms, "))
+            .unwrap_or_default(),
+        100.0 * slo["max_error_rate"].as_f64().unwrap_or(0.01),
+        if closed {
+            "no throughput bound in closed loop".to_string()
+        } else {
+            format!("achieved at least {:.0} % of offered", 100.0 * min_ratio)
+        }
+    );
+
+    // Knees (or the highest sustained step) side by side.
+    let mut by_config: BTreeMap<(String, String), Vec<&StepRecord>> = BTreeMap::new();
+    let mut config_order: Vec<String> = Vec::new();
+    for s in &steps {
+        if !config_order.contains(&s.config) {
+            config_order.push(s.config.clone());
+        }
+        by_config
+            .entry((s.scenario.clone(), s.config.clone()))
+            .or_default()
+            .push(s);
+    }
+    if !together && !steps.is_empty() {
+        let unit = if closed { "connections" } else { "req/s" };
+        let _ = writeln!(out, "## Knees\n");
+        let _ = writeln!(out, "| configuration | scenario | highest sustained ({unit}) | first not sustained | limited by |");
+        let _ = writeln!(out, "|---|---|---:|---:|---|");
+        for c in &config_order {
+            let record = configs.iter().find(|r| &r.config == c);
+            for sc in &scenario_order {
+                let Some(list) = by_config.get(&(sc.clone(), c.clone())) else {
+                    continue;
+                };
+                let searched = record.and_then(|r| r.knees.iter().find(|k| &k.scenario == sc));
+                let (best, fail, limit) = match searched {
+                    Some(k) => (
+                        k.outcome.knee,
+                        k.outcome.first_unsustained,
+                        k.outcome.limited_by,
+                    ),
+                    None => {
+                        let best = list
+                            .iter()
+                            .filter(|s| s.verdict.sustained)
+                            .map(|s| s.load)
+                            .reduce(f64::max);
+                        let fail = list
+                            .iter()
+                            .filter(|s| !s.verdict.sustained)
+                            .min_by(|a, b| a.load.total_cmp(&b.load));
+                        (
+                            best,
+                            fail.map(|s| s.load),
+                            fail.and_then(|s| s.verdict.limits.first().copied()),
+                        )
+                    }
+                };
+                let _ = writeln!(
+                    out,
+                    "| {c} | {sc} | {} | {} | {} |",
+                    best.map_or("none".into(), num),
+                    fail.map_or("-".into(), num),
+                    limit.map_or(
+                        if best.is_some() { "not reached" } else { "-" }.to_string(),
+                        |l| l.describe().to_string()
+                    )
+                );
+            }
+        }
+        let _ = writeln!(out);
+        let searches: Vec<String> = configs
+            .iter()
+            .flat_map(|r| {
+                r.knees
+                    .iter()
+                    .map(move |k| format!("- {} / {}: {}", r.config, k.scenario, k.outcome.summary))
+            })
+            .collect();
+        if !searches.is_empty() {
+            let _ = writeln!(out, "{}\n", searches.join("\n"));
+        }
+    }
+
+    if together {
+        for c in &config_order {
+            let _ = writeln!(out, "## {c}\n");
+            let list: Vec<&StepRecord> = steps
+                .iter()
+                .filter(|s| &s.config == c && s.phase == Phase::Together)
+                .collect();
+            together_table(&mut out, &list, configs.iter().find(|r| &r.config == c));
+        }
+    } else {
+        for sc in &scenario_order {
+            let present: Vec<&String> = config_order
+                .iter()
+                .filter(|c| by_config.contains_key(&(sc.clone(), (*c).clone())))
+                .collect();
+            if present.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "## {sc}\n");
+            for c in present {
+                let _ = writeln!(out, "### {c}\n");
+                table(
+                    &mut out,
+                    &by_config[&(sc.clone(), c.clone())],
+                    closed,
+                    min_ratio,
+                );
+            }
+        }
+    }
+
+    let failed: Vec<&ConfigRecord> = configs
+        .iter()
+        .filter(|c| c.status != ConfigStatus::Completed)
+        .collect();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "## Configurations that did not complete\n");
+        for c in failed {
+            let status = match c.status {
+                ConfigStatus::NotReady => "target never ready",
+                ConfigStatus::Crashed => "target crashed",
+                ConfigStatus::Interrupted => "interrupted",
+                ConfigStatus::Completed => "completed",
+            };
+            let msg = c
+                .message
+                .as_deref()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("");
+            let _ = writeln!(out, "- **{}**: {status}. {msg}", c.config);
+        }
+        let _ = writeln!(out, "\nTarget logs are in `logs/`.\n");
+    }
+    if steps.is_empty() {
+        let _ = writeln!(out, "No step finished.\n");
+    }
+    let _ = writeln!(
+        out,
+        "Files: `steps.jsonl` (every step, with mergeable HdrHistograms and probe series), `configs.jsonl`, `environment.json`, `doctor.txt`, `logs/`."
+    );
+    Ok(out)
+}
+
+/// Renders the report and writes it to `DIR/report.md`.
+pub fn write_report(dir: &Path) -> std::io::Result<PathBuf> {
+    let text = render_bundle(dir)?;
+    let path = dir.join("report.md");
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
