@@ -30,7 +30,96 @@ pub enum Command {
         loadlab run http://127.0.0.1:8080/health --connections 64 --duration 10s --json out.json\n  \
         loadlab run http://127.0.0.1:8080/sleep --rate 500 --keep-alive off --source-addrs 16\n  \
         loadlab run http://127.0.0.1:8080/plaintext -c 256 --pipeline 16 -d 15s")]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// Run an experiment plan: start the server in each configuration, step the load (or
+    /// search for the knee), probe the server and the kernel, and write a result bundle
+    /// with report.md.
+    #[command(after_help = "Examples:\n  \
+        loadlab lab plans/backlog-workers.toml --quick\n  \
+        loadlab lab plans/actix-web-benchmark.toml --out results/bench-1")]
+    Lab(LabArgs),
+    /// Check the machine before a run: file-descriptor limits, listen backlog caps,
+    /// ephemeral ports and TIME_WAIT; prints the commands that fix each finding. Exits 1
+    /// when the plan is predicted to fail.
+    #[command(after_help = "Examples:\n  \
+        loadlab doctor\n  \
+        loadlab doctor plans/ephemeral-ports.toml")]
+    Doctor(DoctorArgs),
+    /// Re-render report.md from a result bundle on disk.
+    Report(ReportArgs),
+    /// Start the reference scenario server on a free port and run a short experiment
+    /// (a knee search on /health, then a few endpoints), then print the tables.
+    Demo(DemoArgs),
+    /// Run a reference server of the source experiments (the same as the loadlab-target
+    /// and loadlab-hello binaries): `loadlab serve scenario --help`, `loadlab serve hello --help`.
+    #[command(after_help = "Examples:\n  \
+        loadlab serve scenario --bind 127.0.0.1:8080 --workers 4\n  \
+        loadlab serve hello --bind 127.0.0.1:50051 --latency uniform:2ms..300ms")]
+    Serve(ServeArgs),
+}
+
+/// Which reference server.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Server {
+    /// The actix-web scenario server (/health, /sleep, /f_sleep, /count, /send_wait, ...).
+    Scenario,
+    /// The gRPC hello backend (hello.HelloService/Say, helloworld.Greeter/SayHello).
+    Hello,
+}
+
+/// `loadlab serve` arguments.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The server to run.
+    #[arg(value_enum)]
+    pub server: Server,
+    /// The server's own flags (see `loadlab serve SERVER --help`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<std::ffi::OsString>,
+}
+
+/// `loadlab lab` arguments.
+#[derive(Args, Debug)]
+pub struct LabArgs {
+    /// The plan (TOML).
+    pub plan: PathBuf,
+    /// Use the plan's [quick] scale (minutes on a small machine).
+    #[arg(long)]
+    pub quick: bool,
+    /// Bundle directory [default: results/NAME-TIMESTAMP].
+    #[arg(short, long)]
+    pub out: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// `loadlab doctor` arguments.
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// A plan to check against (without one: 1024 keep-alive connections to loopback).
+    pub plan: Option<PathBuf>,
+    /// Check the plan's [quick] scale.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// `loadlab report` arguments.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A result bundle directory.
+    pub bundle: PathBuf,
+}
+
+/// `loadlab demo` arguments.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Bundle directory [default: results/demo-TIMESTAMP].
+    #[arg(short, long)]
+    pub out: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 /// On or off.

@@ -1,6 +1,7 @@
 //! The `loadlab` binary: parses arguments and calls the libraries.
 
 mod args;
+mod lab;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -20,13 +21,19 @@ const EXIT_BAD_INPUT: u8 = 2;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(a) => return serve(&a),
         Command::Run(a) => cmd_run(&a),
+        Command::Lab(a) => lab::cmd_lab(&a),
+        Command::Doctor(a) => lab::cmd_doctor(&a),
+        Command::Report(a) => lab::cmd_report(&a),
+        Command::Demo(a) => lab::cmd_demo(&a),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("loadlab: error: {e:#}");
             let bad_input = e.downcast_ref::<BadInput>().is_some()
+                || e.downcast_ref::<loadlab_lab::PlanError>().is_some()
                 || e.downcast_ref::<EngineError>().is_some_and(|e| {
                     matches!(
                         e,
@@ -44,9 +51,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs a reference server in this process, with its own command line.
+fn serve(a: &args::ServeArgs) -> ExitCode {
+    let name = match a.server {
+        args::Server::Scenario => "loadlab serve scenario",
+        args::Server::Hello => "loadlab serve hello",
+    };
+    let argv = std::iter::once(std::ffi::OsString::from(name)).chain(a.args.iter().cloned());
+    match a.server {
+        args::Server::Scenario => loadlab_target::cli::main(argv),
+        args::Server::Hello => loadlab_hello::cli::main(argv),
+    }
+}
+
 /// An error in what the user asked for (exit status 2).
 #[derive(Debug)]
-struct BadInput(String);
+pub(crate) struct BadInput(pub(crate) String);
 
 impl std::fmt::Display for BadInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,7 +77,7 @@ impl std::fmt::Display for BadInput {
 impl std::error::Error for BadInput {}
 
 /// Cancels `token` on the first SIGINT or SIGTERM.
-fn cancel_on_signal(token: CancellationToken) {
+pub(crate) fn cancel_on_signal(token: CancellationToken) {
     std::thread::Builder::new()
         .name("loadlab-signals".into())
         .spawn(move || {

@@ -314,7 +314,7 @@ impl RunSpec {
             .map(|h| parse_header(h))
             .collect::<Result<Vec<_>, _>>()?;
         let source_addrs = match &self.source_addrs {
-            Some(s) => parse_source_addrs(s, &target)?,
+            Some(s) => parse_source_addrs(s, target.addrs[0].ip())?,
             None => Vec::new(),
         };
         let seed = self.seed.unwrap_or_else(rand::random);
@@ -417,11 +417,10 @@ fn parse_header(h: &str) -> Result<(String, String), ConfigError> {
 
 /// Parses `--source-addrs`: `A-B` (IPv4 range), `A,B,...`, or a count `N` meaning
 /// `127.0.0.2` onwards (loopback targets only).
-pub fn parse_source_addrs(s: &str, target: &Target) -> Result<Vec<IpAddr>, ConfigError> {
+pub fn parse_source_addrs(s: &str, target_ip: IpAddr) -> Result<Vec<IpAddr>, ConfigError> {
     let field = "--source-addrs";
     let allowed = "a range 127.0.0.2-127.0.0.17, a list A,B,C, or a count N (loopback targets)";
     let s = s.trim();
-    let target_ip = target.addrs[0].ip();
     let addrs: Vec<IpAddr> = if let Ok(n) = s.parse::<u32>() {
         if !target_ip.is_loopback() || !target_ip.is_ipv4() {
             return Err(value_err(
@@ -511,13 +510,13 @@ mod tests {
 
     #[test]
     fn source_addrs_forms() {
-        let t = spec("http://127.0.0.1:1/").validate().unwrap().target;
-        assert_eq!(parse_source_addrs("4", &t).unwrap().len(), 4);
-        let r = parse_source_addrs("127.0.0.2-127.0.0.17", &t).unwrap();
+        let t = spec("http://127.0.0.1:1/").validate().unwrap().target.addrs[0].ip();
+        assert_eq!(parse_source_addrs("4", t).unwrap().len(), 4);
+        let r = parse_source_addrs("127.0.0.2-127.0.0.17", t).unwrap();
         assert_eq!(r.len(), 16);
         assert_eq!(r[15].to_string(), "127.0.0.17");
-        assert!(parse_source_addrs("127.0.0.9-127.0.0.2", &t).is_err());
-        assert!(parse_source_addrs("::1", &t).is_err());
+        assert!(parse_source_addrs("127.0.0.9-127.0.0.2", t).is_err());
+        assert!(parse_source_addrs("::1", t).is_err());
     }
 
     #[test]

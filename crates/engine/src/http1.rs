@@ -395,7 +395,7 @@ mod tests {
     #[test]
     fn large_body_is_skipped_without_growing() {
         let mut input = b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n".to_vec();
-        input.extend(std::iter::repeat(b'x').take(1_000_000));
+        input.extend(std::iter::repeat_n(b'x', 1_000_000));
         input.extend_from_slice(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()

@@ -191,7 +191,7 @@ async fn dispatch(ctx: Rc<Ctx>, sched: WorkerSchedule, timer: PreciseTimer) {
         } else {
             // Catching up: let connection tasks run now and then.
             behind += 1;
-            if behind % 64 == 0 {
+            if behind.is_multiple_of(64) {
                 tokio::task::yield_now().await;
             }
         }
@@ -234,7 +234,7 @@ impl Ctx {
                         Err(_) => return false,
                     }
                 }
-                batch.extend(std::iter::repeat(now).take(n as usize));
+                batch.extend(std::iter::repeat_n(now, n as usize));
                 true
             }
             LoadModel::Open { .. } => loop {

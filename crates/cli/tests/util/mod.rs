@@ -3,6 +3,8 @@
 //! is always checked against the committed schema.
 #![allow(dead_code)]
 
+pub mod lab;
+
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;

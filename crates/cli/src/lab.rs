@@ -1,0 +1,148 @@
+//! `loadlab lab`, `loadlab doctor`, `loadlab report` and `loadlab demo`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use loadlab_engine::CancellationToken;
+use loadlab_lab::{LabOptions, Plan};
+use loadlab_system::doctor::{self, Facts, Severity};
+
+use crate::args::{DemoArgs, DoctorArgs, LabArgs, ReportArgs};
+use crate::{cancel_on_signal, BadInput};
+
+/// The demo's plans, built into the binary.
+const DEMO_PLANS: [(&str, &str); 2] = [
+    ("knee", include_str!("../../../plans/demo-knee.toml")),
+    (
+        "endpoints",
+        include_str!("../../../plans/demo-endpoints.toml"),
+    ),
+];
+
+fn load_plan(path: &Path, quick: bool) -> anyhow::Result<Plan> {
+    Plan::load(path, quick).map_err(|e| BadInput(e.to_string()).into())
+}
+
+fn default_out(name: &str) -> PathBuf {
+    let stamp = loadlab_engine::env::Environment::capture(Vec::new())
+        .started_at
+        .replace(':', "");
+    PathBuf::from("results").join(format!("{name}-{stamp}"))
+}
+
+/// Runs the pre-flight checks for a plan; returns the text and the worst severity.
+fn preflight(plan: &Plan) -> (String, Severity) {
+    let demand = loadlab_lab::doctor::demand(plan);
+    let facts = Facts::read(demand.loopback, demand.source_addrs as usize);
+    let findings = doctor::diagnose(&demand, &facts);
+    (doctor::render(&findings), doctor::worst(&findings))
+}
+
+fn run_lab(
+    plan: &Plan,
+    out: PathBuf,
+    quiet: bool,
+    stop: CancellationToken,
+) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
+    let (doctor_text, worst) = preflight(plan);
+    if worst != Severity::Ok && !quiet {
+        eprintln!("loadlab: pre-flight findings (see `loadlab doctor`):\n{doctor_text}");
+    }
+    let opts = LabOptions {
+        out,
+        stop,
+        progress: !quiet,
+        command: std::env::args().collect(),
+        doctor: doctor_text,
+    };
+    let summary = loadlab_lab::run_plan(plan, &opts)?;
+    let path = loadlab_report::write_report(&summary.bundle)
+        .with_context(|| format!("writing the report into {}", summary.bundle.display()))?;
+    let report = std::fs::read_to_string(&path)?;
+    Ok((summary, report))
+}
+
+pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
+    let plan = load_plan(&a.plan, a.quick)?;
+    let stop = CancellationToken::new();
+    cancel_on_signal(stop.clone());
+    let out = a.out.clone().unwrap_or_else(|| default_out(&plan.name));
+    let (summary, report) = run_lab(&plan, out, a.quiet, stop)?;
+    println!("{report}");
+    eprintln!(
+        "loadlab: {} steps in {} configurations{}; bundle {}",
+        summary.steps,
+        summary.configs.len(),
+        if summary.interrupted {
+            " (interrupted)"
+        } else {
+            ""
+        },
+        summary.bundle.display()
+    );
+    Ok(if summary.steps == 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn cmd_doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
+    let demand = match &a.plan {
+        Some(p) => loadlab_lab::doctor::demand(&load_plan(p, a.quick)?),
+        None => doctor::Demand {
+            connections: 1024,
+            backlog: None,
+            new_connections_per_s: None,
+            duration_s: 10.0,
+            loopback: true,
+            source_addrs: 1,
+        },
+    };
+    let facts = Facts::read(demand.loopback, demand.source_addrs as usize);
+    let findings = doctor::diagnose(&demand, &facts);
+    print!("{}", doctor::render(&findings));
+    Ok(if doctor::worst(&findings) == Severity::Fail {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
+    if !a.bundle.join("plan.json").exists() {
+        return Err(BadInput(format!(
+            "{} is not a loadlab result bundle (no plan.json)",
+            a.bundle.display()
+        ))
+        .into());
+    }
+    let path = loadlab_report::write_report(&a.bundle)?;
+    print!("{}", std::fs::read_to_string(&path)?);
+    eprintln!("loadlab: wrote {}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
+    let stop = CancellationToken::new();
+    cancel_on_signal(stop.clone());
+    let root = a.out.clone().unwrap_or_else(|| default_out("demo"));
+    let cwd = std::env::current_dir()?;
+    let mut steps = 0;
+    for (name, text) in DEMO_PLANS {
+        if stop.is_cancelled() {
+            break;
+        }
+        let plan = Plan::parse(text, &format!("built-in demo plan `{name}`"), &cwd, false)?;
+        let (summary, report) = run_lab(&plan, root.join(name), a.quiet, stop.clone())?;
+        steps += summary.steps;
+        println!("{report}");
+    }
+    eprintln!("loadlab: demo bundles in {}", root.display());
+    Ok(if steps == 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,198 @@
+//! `loadlab lab`: plan validation, target lifecycle (never ready, crash mid-step, SIGTERM
+//! ignored, forked children), knee search against a server of known capacity, probes, a
+//! killed run's bundle, and `loadlab report`.
+
+mod util;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use util::lab::{lab, lines, pids, plan_text, running, write_plan};
+use util::{loadlab_bin, temp_path};
+
+#[test]
+fn plan_mistakes_name_their_field() {
+    let cases = [
+        ("name = \"x\"\n[load]\nsteps=[1]\n", "scenario"),
+        ("name = \"x\"\nbogus = 1\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\n", "unknown field `bogus`"),
+        ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:{nope}/\"\n[load]\nsteps=[1]\n", "scenario[0].url"),
+        ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[0]\n", "load.steps"),
+        ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\nknee={start=1,max=2}\n", "exactly one of"),
+        ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\ntimeout=\"soon\"\n[load]\nsteps=[1]\n", "scenario[0].timeout"),
+        ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nmodel=\"sideways\"\nsteps=[1]\n", "load.model"),
+        ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nknee={start=10,max=100,precision=2}\n", "load.knee.precision"),
+        ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\n[slo]\nmax_error_rate=3\n", "slo.max_error_rate"),
+        ("name = \"x\"\n[matrix]\nw=[1]\n[[exclude]]\nq=1\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\n", "exclude[0].q"),
+        ("name = \"x\"\n[[target]]\nname=\"a\"\ncommand=[\"x\"]\nready={}\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\n", "target[0].ready"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let plan = write_plan(&format!("bad{i}"), text);
+        let out = lab(&plan, &temp_path("never"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "case {i}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "case {i}: expected `{needle}` in {stderr}"
+        );
+    }
+}
+
+#[test]
+fn lifecycle_never_ready_crash_sigterm_and_children_leave_no_process() {
+    // Four configurations: never ready; exits after 150 requests mid-step; ignores SIGTERM;
+    // forks a child. The run goes on after each.
+    let plan = write_plan(
+        "life",
+        &plan_text(
+            "",
+            "mode = [\"never\", \"crash\", \"stubborn\", \"forker\"]",
+            "steps = [200, 200]\nstep_duration = \"1s\"\nconnections = 4\nthreads = 1",
+        ),
+    );
+    let out_dir = temp_path("life-bundle");
+    let started = Instant::now();
+    let out = lab(&plan, &out_dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let configs = lines(&out_dir.join("configs.jsonl"));
+    let status = |mode: &str| {
+        configs
+            .iter()
+            .find(|c| {
+                c["config"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("mode={mode}"))
+            })
+            .unwrap_or_else(|| panic!("no config for {mode}: {configs:?}"))
+            .clone()
+    };
+    assert_eq!(status("never")["status"], "not_ready");
+    assert!(status("never")["message"]
+        .as_str()
+        .unwrap()
+        .contains("not ready"));
+    let crash = status("crash");
+    assert_eq!(crash["status"], "crashed", "{crash}");
+    assert!(
+        crash["message"].as_str().unwrap().contains("exit status 3"),
+        "{crash}"
+    );
+    assert_eq!(status("stubborn")["status"], "completed");
+    assert_eq!(status("forker")["status"], "completed");
+    let steps = lines(&out_dir.join("steps.jsonl"));
+    let crashed_step = steps
+        .iter()
+        .find(|s| s["crashed"].is_object())
+        .expect("a crashed step");
+    assert!(crashed_step["crashed"]["log_tail"]
+        .as_str()
+        .unwrap()
+        .contains("exiting after"));
+    assert_eq!(crashed_step["verdict"]["limits"][0], "target_crashed");
+    // The crash run stopped early; the configurations after it ran both steps.
+    assert_eq!(
+        steps
+            .iter()
+            .filter(|s| s["config"].as_str().unwrap().starts_with("mode=forker"))
+            .count(),
+        2
+    );
+    // No process survives: not the servers, not the forked child.
+    let mut all = Vec::new();
+    for mode in ["never", "crash", "stubborn", "forker"] {
+        all.extend(pids(&out_dir.join(format!("{mode}.pids"))));
+    }
+    assert!(
+        all.len() >= 5,
+        "expected pids of 4 servers and 1 child, got {all:?}"
+    );
+    let alive: Vec<u32> = all.into_iter().filter(|p| running(*p)).collect();
+    assert!(alive.is_empty(), "processes left behind: {alive:?}");
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(report.contains("target crashed"), "{report}");
+    assert!(report.contains("target never ready"), "{report}");
+}
+
+#[test]
+fn killed_run_leaves_every_finished_step_readable() {
+    let plan = write_plan(
+        "killed",
+        &plan_text("\"--capacity\", \"100000\"", "mode = [\"killed\"]", "steps = [50, 50, 50, 50, 50, 50, 50, 50]\nstep_duration = \"1s\"\nconnections = 2\nthreads = 1"),
+    );
+    let out_dir = temp_path("killed-bundle");
+    let mut child = Command::new(loadlab_bin())
+        .args(["lab", "-q"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(&out_dir)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while lines(&out_dir.join("steps.jsonl")).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let steps = lines(&out_dir.join("steps.jsonl"));
+    assert!(steps.len() >= 2);
+    for s in &steps {
+        assert_eq!(s["result"]["requests"], 50, "{s}");
+    }
+    // The target died with loadlab (parent-death signal).
+    std::thread::sleep(Duration::from_millis(300));
+    for p in pids(&out_dir.join("killed.pids")) {
+        assert!(!running(p), "target {p} outlived a killed loadlab");
+    }
+    // The report renders from what is on disk.
+    let out = Command::new(loadlab_bin())
+        .arg("report")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("| 50 |"));
+}
+
+#[test]
+fn probes_see_listen_overflows_and_the_target_process() {
+    // Backlog 1, accepting one connection per 200 ms, new connection per request at 300/s:
+    // the accept queue overflows.
+    let plan = write_plan(
+        "probes",
+        &plan_text(
+            "\"--backlog\", \"1\", \"--accept-delay-ms\", \"200\"",
+            "mode = [\"probes\"]",
+            "steps = [300]\nstep_duration = \"2s\"\nconnections = 64\nthreads = 1",
+        )
+        .replace("timeout = \"1s\"", "timeout = \"1s\"\nkeep_alive = false")
+        .replace(
+            "ready = { http = \"http://127.0.0.1:{port}/\", status = 200 }",
+            "ready = { tcp = \"127.0.0.1:{port}\" }",
+        ),
+    );
+    let out_dir = temp_path("probes-bundle");
+    let out = lab(&plan, &out_dir);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let steps = lines(&out_dir.join("steps.jsonl"));
+    let probes = &steps[0]["probes"];
+    let delta = &probes["delta"];
+    assert!(delta["listen_overflows"].as_u64().unwrap() > 0, "{delta}");
+    // The target's own figures: one process with at least its main and accept threads.
+    let first = &probes["samples"][0]["process"];
+    assert!(first["processes"].as_u64().unwrap() >= 1, "{first}");
+    assert!(delta["threads_max"].as_u64().unwrap() >= 1);
+    assert!(delta["fds_max"].as_u64().unwrap() >= 3);
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(report.contains("listen queue overflowed"), "{report}");
+}

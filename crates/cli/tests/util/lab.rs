@@ -1,0 +1,87 @@
+//! Helpers for the `loadlab lab` tests: the fixture server, plans in temp files, and
+//! reading a bundle.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use super::{loadlab_bin, temp_path};
+
+/// The fixture server (an example of this package, built by `cargo test`).
+pub fn fixture() -> String {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("fixture_server");
+    assert!(
+        dir.exists(),
+        "fixture_server example not built at {}",
+        dir.display()
+    );
+    dir.display().to_string()
+}
+
+pub fn write_plan(name: &str, text: &str) -> PathBuf {
+    let path = temp_path(&format!("{name}.toml"));
+    std::fs::write(&path, text.replace("FIXTURE", &fixture())).unwrap();
+    path
+}
+
+pub fn lab(plan: &Path, out: &Path) -> Output {
+    Command::new(loadlab_bin())
+        .args(["lab", "-q"])
+        .arg(plan)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+pub fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !matches!(
+                s.rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().next()),
+                Some("Z") | Some("X")
+            )
+        })
+        .unwrap_or(false)
+}
+
+pub fn pids(path: &Path) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+pub const TARGET: &str = r#"
+[[target]]
+name = "fx"
+command = ["FIXTURE", "--port", "{port}", "--mode", "{mode}", "--pid-file", "{bundle}/{mode}.pids", EXTRA]
+ready = { http = "http://127.0.0.1:{port}/", status = 200 }
+ready_timeout = "2s"
+stop_grace = "1s"
+"#;
+
+pub fn plan_text(extra: &str, matrix: &str, load: &str) -> String {
+    format!(
+        "name = \"t\"\n{}\n[matrix]\n{matrix}\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:{{port}}/\"\ntimeout = \"1s\"\n[load]\n{load}\n",
+        TARGET.replace("EXTRA", extra)
+    )
+}
