@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# Peer benchmark: loadlab vs wrk, ab, h2load, oha against a local nginx.
+#
+#   bench/peers.sh                          # full run (10 s x 3 rounds x tools x modes)
+#   DURATION=3 ROUNDS=1 TOOLS=wrk,ab bench/peers.sh
+#
+# nginx (1 worker, fixed 2-byte body "ok", loopback only) is pinned to SERVER_CPU;
+# every generator is pinned to GEN_CPU and run under GNU time, so generator CPU
+# (user+sys) and peak RSS are measured the same way for every tool. Runs are
+# interleaved (round -> tool, tool order rotated each round) and the report
+# shows the median of the rounds. Raw results: bench/out/peers-<stamp>.jsonl.
+#
+# Environment:
+#   DURATION     seconds per run                         (10)
+#   ROUNDS       interleaved rounds                      (3)
+#   CONNECTIONS  connections per closed-loop run         (64)
+#   RATE         open-loop rate, requests/s              (20000)
+#   LOADLAB      loadlab binary                          (target/release/loadlab)
+#   TOOLS        comma list from loadlab,wrk,ab,h2load,oha (all)
+#   MODES        comma list from keepalive,close,openloop (all)
+#   GEN_CPU / SERVER_CPU   CPUs for generator / nginx    (1 / 0)
+#   MEMCHECK     1 = extra short loadlab run to check RSS does not grow with duration (1)
+#   INSTALL      0 = never install missing tools, just skip them (1)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$HERE")
+PY="python3 $HERE/peers.py"
+
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-3}
+CONNECTIONS=${CONNECTIONS:-64}
+RATE=${RATE:-20000}
+LOADLAB=${LOADLAB:-$ROOT/target/release/loadlab}
+TOOLS=${TOOLS:-loadlab,wrk,ab,h2load,oha}
+MODES=${MODES:-keepalive,close,openloop}
+GEN_CPU=${GEN_CPU:-1}
+SERVER_CPU=${SERVER_CPU:-0}
+MEMCHECK=${MEMCHECK:-1}
+INSTALL=${INSTALL:-1}
+# Hard wall-clock bound per run (the tools all stop themselves at DURATION).
+RUN_TIMEOUT=$((DURATION + 30))
+
+export PATH="$PATH:${CARGO_HOME:-$HOME/.cargo}/bin:/usr/sbin:/sbin"
+
+log() { printf '%s\n' "$*" >&2; }
+die() { log "peers.sh: $*"; exit 1; }
+
+[[ $DURATION =~ ^[0-9]+$ && $DURATION -gt 0 ]] || die "DURATION must be a positive integer (seconds)"
+[[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -gt 0 ]] || die "ROUNDS must be a positive integer"
+[[ $CONNECTIONS =~ ^[0-9]+$ && $CONNECTIONS -gt 0 ]] || die "CONNECTIONS must be a positive integer"
+[[ $RATE =~ ^[0-9]+$ && $RATE -gt 0 ]] || die "RATE must be a positive integer (requests/s)"
+
+IFS=, read -r -a WANT_TOOLS <<<"$TOOLS"
+IFS=, read -r -a WANT_MODES <<<"$MODES"
+for t in "${WANT_TOOLS[@]}"; do
+    case $t in loadlab|wrk|ab|h2load|oha) ;; *) die "unknown tool '$t' in TOOLS" ;; esac
+done
+for m in "${WANT_MODES[@]}"; do
+    case $m in keepalive|close|openloop) ;; *) die "unknown mode '$m' in MODES" ;; esac
+done
+has_tool() { local t; for t in "${WANT_TOOLS[@]}"; do [[ $t == "$1" ]] && return 0; done; return 1; }
+has_mode() { local m; for m in "${WANT_MODES[@]}"; do [[ $m == "$1" ]] && return 0; done; return 1; }
+
+command -v python3 >/dev/null || die "python3 is required"
+command -v taskset >/dev/null || die "taskset (util-linux) is required"
+ncpu=$(nproc)
+(( GEN_CPU < ncpu && SERVER_CPU < ncpu )) || die "need CPUs $SERVER_CPU and $GEN_CPU; this machine has $ncpu"
+[[ $GEN_CPU != "$SERVER_CPU" ]] || log "warning: GEN_CPU == SERVER_CPU; generator and nginx will share a core"
+
+if has_tool loadlab; then
+    if [[ ! -x $LOADLAB ]]; then
+        log "peers.sh: loadlab binary not found at $LOADLAB"
+        log "  build it first:   cargo build --release"
+        log "  or point LOADLAB=/path/to/loadlab, or leave it out: TOOLS=wrk,ab,h2load,oha"
+        exit 1
+    fi
+fi
+
+# ---------------------------------------------------------------- installs
+as_root() {
+    if [[ $(id -u) -eq 0 ]]; then "$@"
+    elif command -v sudo >/dev/null; then sudo "$@"
+    else return 1; fi
+}
+
+declare -A PKG=([wrk]=wrk [ab]=apache2-utils [h2load]=nghttp2-client)
+missing_pkgs=()
+command -v nginx >/dev/null || missing_pkgs+=(nginx)
+[[ -x /usr/bin/time ]] || missing_pkgs+=(time)     # GNU time, not the shell keyword
+for t in wrk ab h2load; do
+    has_tool "$t" && ! command -v "$t" >/dev/null && missing_pkgs+=("${PKG[$t]}")
+done
+if ((${#missing_pkgs[@]})); then
+    [[ $INSTALL == 1 ]] || die "missing: ${missing_pkgs[*]} (INSTALL=0)"
+    command -v apt-get >/dev/null || die "missing ${missing_pkgs[*]} and no apt-get; install them by hand"
+    log "installing: ${missing_pkgs[*]}"
+    as_root apt-get update -qq || die "apt-get update failed (need root or sudo)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_pkgs[@]}" >/dev/null \
+        || die "apt-get install ${missing_pkgs[*]} failed"
+fi
+command -v nginx >/dev/null || die "nginx not available"
+[[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) not available"
+
+if has_tool oha && ! command -v oha >/dev/null; then
+    if [[ $INSTALL == 1 ]] && command -v cargo >/dev/null; then
+        log "installing oha from crates.io (cargo install oha --locked; slow, low priority)..."
+        nice -n 19 cargo install oha --locked -j 1 || log "warning: cargo install oha failed"
+    fi
+fi
+
+SKIP_TOOL=()   # tools not installed -> reported as skipped
+for t in "${WANT_TOOLS[@]}"; do
+    [[ $t == loadlab ]] && continue
+    command -v "$t" >/dev/null || { log "warning: $t not available, skipping it"; SKIP_TOOL+=("$t"); }
+done
+is_skipped() { local t; for t in "${SKIP_TOOL[@]:-}"; do [[ $t == "$1" ]] && return 0; done; return 1; }
+
+# oha's JSON flag changed over versions (-j/--json vs --output-format json).
+OHA_JSON=()
+if has_tool oha && ! is_skipped oha; then
+    if oha --help 2>&1 | grep -q -- '--output-format'; then OHA_JSON=(--output-format json)
+    else OHA_JSON=(-j); fi
+fi
+
+# ---------------------------------------------------------------- nginx
+STAMP=$(date +%Y%m%d-%H%M%S)
+OUTDIR=$HERE/out
+RAW=$OUTDIR/peers-$STAMP
+RESULTS=$OUTDIR/peers-$STAMP.jsonl
+mkdir -p "$RAW"
+: >"$RESULTS"
+
+NGX_DIR=$(mktemp -d /tmp/loadlab-peers.XXXXXX)
+chmod 755 "$NGX_DIR"
+NGX_PID=
+RUN_PID=
+stop_run() {
+    # The current tool run: `timeout` makes itself a process-group leader, so
+    # signalling the group ends timeout, GNU time and the tool together.
+    if [[ -n $RUN_PID ]] && kill -0 "$RUN_PID" 2>/dev/null; then
+        kill -TERM -- "-$RUN_PID" 2>/dev/null || kill -TERM "$RUN_PID" 2>/dev/null || true
+        wait "$RUN_PID" 2>/dev/null || true
+    fi
+    RUN_PID=
+}
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    stop_run
+    if [[ -n $NGX_PID ]] && kill -0 "$NGX_PID" 2>/dev/null; then
+        kill -QUIT "$NGX_PID" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$NGX_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$NGX_PID" 2>/dev/null || true
+        wait "$NGX_PID" 2>/dev/null || true
+    fi
+    rm -rf "$NGX_DIR"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+PORT=$($PY freeport)
+URL="http://127.0.0.1:$PORT/"
+cat >"$NGX_DIR/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+master_process on;
+pid $NGX_DIR/nginx.pid;
+error_log $NGX_DIR/error.log warn;
+worker_rlimit_nofile 65536;
+events { worker_connections 16384; }
+http {
+    access_log off;
+    client_body_temp_path $NGX_DIR/client_body;
+    proxy_temp_path $NGX_DIR/proxy;
+    fastcgi_temp_path $NGX_DIR/fastcgi;
+    uwsgi_temp_path $NGX_DIR/uwsgi;
+    scgi_temp_path $NGX_DIR/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    default_type text/plain;
+    server {
+        listen 127.0.0.1:$PORT;
+        location / { return 200 "ok"; }
+    }
+}
+EOF
+taskset -c "$SERVER_CPU" nginx -p "$NGX_DIR" -e "$NGX_DIR/error.log" -c "$NGX_DIR/nginx.conf" \
+    >"$NGX_DIR/stdout" 2>&1 &
+NGX_PID=$!
+if ! $PY check "$URL" --timeout 10; then
+    cat "$NGX_DIR/error.log" "$NGX_DIR/stdout" >&2 2>/dev/null || true
+    die "nginx did not come up on $URL"
+fi
+
+load1=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
+if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
+    log "warning: 1-minute load average is $load1; other work on this machine will skew the numbers"
+fi
+HOSTDESC="$(uname -srm); $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
+log "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on $URL (pid $NGX_PID, CPU $SERVER_CPU); generators on CPU $GEN_CPU"
+log "duration ${DURATION}s, rounds $ROUNDS, connections $CONNECTIONS, open-loop rate $RATE/s"
+log "tools: ${WANT_TOOLS[*]}; modes: ${WANT_MODES[*]}"
+log "raw output: $RAW"
+for t in "${WANT_TOOLS[@]}"; do
+    case $t in
+        loadlab) v=$("$LOADLAB" --version 2>&1 | head -1 || true) ;;
+        wrk) v=$(wrk --version 2>&1 | head -1 | awk '{print $2}' || true) ;;
+        ab) v=$(ab -V 2>&1 | head -1 || true) ;;
+        h2load) v=$(h2load --version 2>&1 | head -1 || true) ;;
+        oha) v=$(oha --version 2>&1 | head -1 || true) ;;
+    esac
+    is_skipped "$t" || log "  $t: $v"
+done
+
+# ---------------------------------------------------------------- runs
+# tool_cmd MODE TOOL DUR JSONPATH -> fills CMD array; returns 1 if TOOL cannot do MODE
+CMD=()
+SKIP_REASON=
+tool_cmd() {
+    local mode=$1 tool=$2 dur=$3 json=$4 c=$CONNECTIONS
+    CMD=(); SKIP_REASON=
+    case $mode/$tool in
+        keepalive/loadlab) CMD=("$LOADLAB" run "$URL" --connections "$c" --threads 1 --duration "${dur}s" --keep-alive on --json "$json") ;;
+        close/loadlab)     CMD=("$LOADLAB" run "$URL" --connections "$c" --threads 1 --duration "${dur}s" --keep-alive off --json "$json") ;;
+        openloop/loadlab)  CMD=("$LOADLAB" run "$URL" --connections "$c" --threads 1 --duration "${dur}s" --rate "$RATE" --json "$json") ;;
+        keepalive/wrk)     CMD=(wrk -t1 -c"$c" -d"${dur}s" "$URL") ;;
+        close/wrk)         CMD=(wrk -t1 -c"$c" -d"${dur}s" -H "Connection: close" "$URL") ;;
+        # ab: -t implies -n 50000, so -n must come after -t.
+        keepalive/ab)      CMD=(ab -q -k -c "$c" -t "$dur" -n 50000000 "$URL") ;;
+        close/ab)          CMD=(ab -q -c "$c" -t "$dur" -n 50000000 "$URL") ;;
+        keepalive/h2load)  CMD=(h2load --h1 -t1 -c "$c" -D "$dur" "$URL") ;;
+        keepalive/oha)     CMD=(oha --no-tui "${OHA_JSON[@]}" -c "$c" -z "${dur}s" "$URL") ;;
+        close/oha)         CMD=(oha --no-tui "${OHA_JSON[@]}" -c "$c" -z "${dur}s" --disable-keepalive "$URL") ;;
+        openloop/oha)      CMD=(oha --no-tui "${OHA_JSON[@]}" -c "$c" -z "${dur}s" -q "$RATE" --latency-correction "$URL") ;;
+        close/h2load)      SKIP_REASON="h2load has no keep-alive-off mode"; return 1 ;;
+        openloop/wrk)      SKIP_REASON="closed-loop only, wrk2 not packaged in Debian"; return 1 ;;
+        openloop/ab|openloop/h2load) SKIP_REASON="no fixed-rate mode"; return 1 ;;
+        *) SKIP_REASON="unsupported"; return 1 ;;
+    esac
+}
+
+# run_one PHASE ROUND MODE TOOL DUR
+run_one() {
+    local phase=$1 round=$2 mode=$3 tool=$4 dur=$5
+    local base="$RAW/$phase-r$round-$tool"
+    local json="$base.loadlab.json"
+    tool_cmd "$mode" "$tool" "$dur" "$json" || return 0
+    rm -f "$json" "$base.time"
+    local rc=0
+    kill -0 "$NGX_PID" 2>/dev/null || die "nginx (pid $NGX_PID) is gone; see $NGX_DIR/error.log"
+    # Bounded: tools stop at DURATION; timeout is only a safety net. Run in the
+    # background and `wait`, so Ctrl-C reaches the INT trap immediately (timeout
+    # puts the tool in its own process group, out of reach of the terminal's ^C).
+    timeout -k 5 "$((dur + 30))" \
+        taskset -c "$GEN_CPU" /usr/bin/time -f '%U %S %M' -o "$base.time" \
+        "${CMD[@]}" >"$base.out" 2>"$base.err" </dev/null &
+    RUN_PID=$!
+    wait "$RUN_PID" || rc=$?
+    RUN_PID=
+    local extra=()
+    [[ $tool == loadlab ]] && extra=(--json "$json")
+    [[ $mode == openloop ]] && extra+=(--rate "$RATE")
+    $PY record --out "$RESULTS" --phase "$phase" --round "$round" --tool "$tool" \
+        --stdout "$base.out" --time "$base.time" --rc "$rc" --duration "$dur" \
+        --connections "$CONNECTIONS" --cmd "${CMD[*]}" "${extra[@]}" || true
+    sleep 1   # let sockets / TIME_WAIT churn settle between runs
+}
+
+for mode in keepalive close openloop; do
+    has_mode "$mode" || continue
+    tools=()
+    for t in "${WANT_TOOLS[@]}"; do
+        if is_skipped "$t"; then
+            $PY skip --out "$RESULTS" --phase "$mode" --tool "$t" --reason "not installed"
+        elif ! tool_cmd "$mode" "$t" "$DURATION" /dev/null; then
+            $PY skip --out "$RESULTS" --phase "$mode" --tool "$t" --reason "$SKIP_REASON"
+        else
+            tools+=("$t")
+        fi
+    done
+    ((${#tools[@]})) || continue
+    for ((r = 1; r <= ROUNDS; r++)); do
+        log "== $mode, round $r/$ROUNDS"
+        n=${#tools[@]}
+        for ((i = 0; i < n; i++)); do
+            t=${tools[$(((i + r - 1) % n))]}   # rotate start each round
+            run_one "$mode" "$r" "$mode" "$t" "$DURATION"
+        done
+    done
+done
+
+# RSS must not grow with duration: one short loadlab keep-alive run to compare against.
+if [[ $MEMCHECK == 1 ]] && has_tool loadlab && has_mode keepalive; then
+    short=$(( DURATION / 3 )); (( short >= 2 )) || short=2
+    if (( short < DURATION )); then
+        log "== memcheck: loadlab keep-alive for ${short}s (vs ${DURATION}s above)"
+        run_one memcheck 1 keepalive loadlab "$short"
+    fi
+fi
+
+log ""
+$PY report "$RESULTS" --md "$RAW/summary.md" --rate "$RATE" \
+    --gen-cpu "$GEN_CPU" --server-cpu "$SERVER_CPU" --host "$HOSTDESC"
+log ""
+log "raw results: $RESULTS"
+log "markdown:    $RAW/summary.md"
