@@ -105,3 +105,19 @@ fn coordinated_omission_is_corrected() {
     // The generator was waiting on connections, not late itself: lag stays out of it.
     assert!(num(j, &["schedule_lag_ms", "p99"]) < 100.0);
 }
+
+/// Responses that land just after the window (a 100 ms service time) still count: achieved
+/// equals offered when every request succeeds.
+#[test]
+fn achieved_counts_responses_that_land_after_the_window() {
+    let s = TestServer::start(Behavior::Delay(std::time::Duration::from_millis(100)));
+    let r = run(&[&s.url("/"), "--rate", "20", "-d", "2s", "-q"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["successful"], 40);
+    let achieved = num(j, &["achieved_rps"]);
+    assert!(
+        (19.8..=20.2).contains(&achieved),
+        "achieved {achieved} of 20 offered"
+    );
+}

@@ -118,16 +118,18 @@ impl PreciseTimer {
                 return Err(io::Error::last_os_error());
             }
             let mut guard = self.fd.readable().await?;
-            let _ = guard.try_io(|fd| {
-                let mut buf = [0u8; 8];
-                // SAFETY: reading 8 bytes into an 8-byte buffer.
-                let n = unsafe { libc::read(fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(())
-                }
-            });
+            let mut buf = [0u8; 8];
+            // SAFETY: reading 8 bytes into an 8-byte buffer. Either the expiration count is
+            // consumed or nothing was pending: both leave the timer not readable, so the
+            // cached readiness is cleared and the next wait really waits.
+            unsafe {
+                libc::read(
+                    guard.get_ref().get_ref().as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    8,
+                )
+            };
+            guard.clear_ready();
         }
     }
 }

@@ -55,8 +55,10 @@ pub struct WorkerTotals {
     pub responses: u64,
     /// Responses with a status below 400.
     pub successful: u64,
-    /// Successful responses completed before the end of the measured window.
-    pub successful_in_window: u64,
+    /// Latest intended send time of a measured request (clock ns), 0 if none.
+    pub last_intended_ns: u64,
+    /// Latest completion of a successful response (clock ns), 0 if none.
+    pub last_success_ns: u64,
     /// Failures per [`ErrorClass`] index.
     pub errors: [u64; ErrorClass::COUNT],
     /// Count per status code (index = code, 0..=999).
@@ -82,7 +84,8 @@ impl WorkerTotals {
             lag: new_histogram(TOTAL_SIGFIG),
             responses: 0,
             successful: 0,
-            successful_in_window: 0,
+            last_intended_ns: 0,
+            last_success_ns: 0,
             errors: [0; ErrorClass::COUNT],
             status: vec![0; 1000],
             connections_opened: 0,
@@ -98,7 +101,6 @@ impl WorkerTotals {
 pub struct Recorder {
     worker: usize,
     measure_start_ns: u64,
-    end_ns: u64,
     totals: WorkerTotals,
     second: u64,
     interval: IntervalCounts,
@@ -129,17 +131,11 @@ fn us(ns: u64) -> u64 {
 }
 
 impl Recorder {
-    /// A recorder for `worker`, measuring requests intended in `[measure_start_ns, end_ns)`.
-    pub fn new(
-        worker: usize,
-        measure_start_ns: u64,
-        end_ns: u64,
-        tx: Sender<IntervalReport>,
-    ) -> Recorder {
+    /// A recorder for `worker`, measuring requests intended at or after `measure_start_ns`.
+    pub fn new(worker: usize, measure_start_ns: u64, tx: Sender<IntervalReport>) -> Recorder {
         Recorder {
             worker,
             measure_start_ns,
-            end_ns,
             totals: WorkerTotals::new(),
             second: 0,
             interval: IntervalCounts::new(),
@@ -169,6 +165,7 @@ impl Recorder {
         t.responses += 1;
         t.status[usize::from(status).min(999)] += 1;
         t.last_completion_ns = t.last_completion_ns.max(done_ns);
+        t.last_intended_ns = t.last_intended_ns.max(intended_ns);
         self.interval.completed += 1;
         self.interval.latency.saturating_record(latency);
         match status {
@@ -176,9 +173,7 @@ impl Recorder {
             500..=999 => self.count_error(ErrorClass::Http5xx),
             _ => {
                 self.totals.successful += 1;
-                if done_ns <= self.end_ns {
-                    self.totals.successful_in_window += 1;
-                }
+                self.totals.last_success_ns = self.totals.last_success_ns.max(done_ns);
                 self.interval.successful += 1;
             }
         }
@@ -191,6 +186,7 @@ impl Recorder {
         }
         self.roll(done_ns);
         self.totals.last_completion_ns = self.totals.last_completion_ns.max(done_ns);
+        self.totals.last_intended_ns = self.totals.last_intended_ns.max(intended_ns);
         self.count_error(class);
     }
 
@@ -273,7 +269,7 @@ mod tests {
     fn records_measured_only_and_ships_seconds() {
         let (tx, rx) = std::sync::mpsc::channel();
         let ms = 1_000_000;
-        let mut r = Recorder::new(0, 1_000 * ms, 4_000 * ms, tx);
+        let mut r = Recorder::new(0, 1_000 * ms, tx);
         r.response(500 * ms, 500 * ms, 510 * ms, 200); // warm-up
         r.response(1_000 * ms, 1_001 * ms, 1_020 * ms, 200);
         r.response(1_500 * ms, 1_500 * ms, 1_505 * ms, 503);

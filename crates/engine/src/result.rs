@@ -261,8 +261,10 @@ pub struct Merged {
     pub responses: u64,
     /// Successful responses.
     pub successful: u64,
-    /// Successful responses inside the window.
-    pub successful_in_window: u64,
+    /// Latest intended send of a measured request.
+    pub last_intended_ns: u64,
+    /// Latest successful completion.
+    pub last_success_ns: u64,
     /// Errors per class.
     pub errors: [u64; ErrorClass::COUNT],
     /// Status counts.
@@ -284,7 +286,8 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
         lag: new_histogram(TOTAL_SIGFIG),
         responses: 0,
         successful: 0,
-        successful_in_window: 0,
+        last_intended_ns: 0,
+        last_success_ns: 0,
         errors: [0; ErrorClass::COUNT],
         status: vec![0; 1000],
         connections_opened: 0,
@@ -299,7 +302,8 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
         m.lag.add(&w.lag).expect("same bounds");
         m.responses += w.responses;
         m.successful += w.successful;
-        m.successful_in_window += w.successful_in_window;
+        m.last_intended_ns = m.last_intended_ns.max(w.last_intended_ns);
+        m.last_success_ns = m.last_success_ns.max(w.last_success_ns);
         for (a, b) in m.errors.iter_mut().zip(w.errors.iter()) {
             *a += b;
         }

@@ -163,7 +163,46 @@ impl Runner<'_> {
             self.configs_total,
             config.id
         ));
-        let record = |status, message: Option<String>, knees: Vec<ScenarioKnee>| ConfigRecord {
+        // Each scenario gets freshly started targets, so that work a server is still doing
+        // for one scenario (requests the client gave up on) does not leak into the next.
+        let groups: Vec<Vec<&ScenarioSpec>> = match self.plan.load.steps {
+            Steps::Together => vec![self.plan.scenarios.iter().collect()],
+            _ => self.plan.scenarios.iter().map(|s| vec![s]).collect(),
+        };
+        let mut knees = Vec::new();
+        let mut status = ConfigStatus::Completed;
+        let mut message = None;
+        for group in groups {
+            if self.opts.stop.is_cancelled() {
+                status = ConfigStatus::Interrupted;
+                break;
+            }
+            let prefix = match group.as_slice() {
+                [one] => format!("{}-{}-", config.slug(), one.name),
+                _ => format!("{}-", config.slug()),
+            };
+            let mut targets =
+                match TargetSet::start(&self.plan.targets, &vars, &self.bundle.logs_dir(), &prefix)
+                {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.say(format!("  not started: {e}"));
+                        status = ConfigStatus::NotReady;
+                        message = Some(e.to_string());
+                        break;
+                    }
+                };
+            let crashed = self.run_group(config, &vars, &group, &mut targets, &mut knees)?;
+            targets.stop();
+            if let Some(exit) = crashed {
+                status = ConfigStatus::Crashed;
+                message = Some(format!("target `{}` crashed: {}", exit.target, exit.status));
+            }
+        }
+        if self.opts.stop.is_cancelled() && status == ConfigStatus::Completed {
+            status = ConfigStatus::Interrupted;
+        }
+        Ok(ConfigRecord {
             bundle_version: BUNDLE_VERSION,
             config: config.id.clone(),
             params: config.params.clone(),
@@ -171,63 +210,43 @@ impl Runner<'_> {
             message,
             knees,
             duration_s: started.elapsed().as_secs_f64(),
-        };
-        let mut targets = match TargetSet::start(
-            &self.plan.targets,
-            &vars,
-            &self.bundle.logs_dir(),
-            &format!("{}-", config.slug()),
-        ) {
-            Ok(t) => t,
-            Err(e) => {
-                self.say(format!("  not started: {e}"));
-                return Ok(record(
-                    ConfigStatus::NotReady,
-                    Some(e.to_string()),
-                    Vec::new(),
-                ));
-            }
-        };
-        let mut knees = Vec::new();
-        let mut status = ConfigStatus::Completed;
-        let mut message = None;
-        let scenarios: Vec<&ScenarioSpec> = self.plan.scenarios.iter().collect();
-        let mut crashed: Option<TargetExit> = None;
+        })
+    }
+
+    /// Runs the steps of one scenario (or of all of them together) against running targets;
+    /// returns the exit of a target that crashed.
+    fn run_group(
+        &mut self,
+        config: &Config,
+        vars: &BTreeMap<String, String>,
+        group: &[&ScenarioSpec],
+        targets: &mut TargetSet,
+        knees: &mut Vec<ScenarioKnee>,
+    ) -> Result<Option<TargetExit>, LabError> {
         match &self.plan.load.steps {
-            Steps::Together => {
-                let (_, exit) = self.step(
-                    config,
-                    &vars,
-                    &scenarios,
-                    0,
-                    Phase::Together,
-                    None,
-                    &mut targets,
-                )?;
-                crashed = exit;
-            }
+            Steps::Together => Ok(self
+                .step(config, vars, group, 0, Phase::Together, None, targets)?
+                .1),
             Steps::Fixed(values) => {
-                'outer: for s in &scenarios {
-                    for (k, v) in values.iter().enumerate() {
-                        if self.opts.stop.is_cancelled() {
-                            break 'outer;
-                        }
-                        let (_, exit) = self.step(
-                            config,
-                            &vars,
-                            &[s],
-                            k as u32,
-                            Phase::Fixed,
-                            Some(*v),
-                            &mut targets,
-                        )?;
-                        if exit.is_some() {
-                            crashed = exit;
-                            break 'outer;
-                        }
-                        self.pause();
+                for (k, v) in values.iter().enumerate() {
+                    if self.opts.stop.is_cancelled() {
+                        break;
                     }
+                    let (_, exit) = self.step(
+                        config,
+                        vars,
+                        group,
+                        k as u32,
+                        Phase::Fixed,
+                        Some(*v),
+                        targets,
+                    )?;
+                    if exit.is_some() {
+                        return Ok(exit);
+                    }
+                    self.pause();
                 }
+                Ok(None)
             }
             Steps::Knee {
                 start,
@@ -242,67 +261,55 @@ impl Runner<'_> {
                     growth: *growth,
                     integer: self.plan.load.model == Model::Closed,
                 };
-                for s in &scenarios {
-                    if self.opts.stop.is_cancelled() || crashed.is_some() {
-                        break;
-                    }
-                    let mut index = 0u32;
-                    let mut failure: Option<LabError> = None;
-                    let outcome = knee::search(params, &mut |v, phase| {
-                        // A generator-limited step is tried once more: a moment of
-                        // contention on a shared machine should not end the search.
-                        for attempt in 0..2 {
-                            if failure.is_some() {
-                                return StepSignal::NotSustained(Limit::Interrupted);
-                            }
-                            let r =
-                                self.step(config, &vars, &[s], index, phase, Some(v), &mut targets);
-                            index += 1;
-                            self.pause();
-                            let signal = match r {
-                                Ok((recs, exit)) => {
-                                    if exit.is_some() {
-                                        crashed = exit;
-                                    }
-                                    match recs[0].verdict.limits.first() {
-                                        None => StepSignal::Sustained,
-                                        Some(l) => StepSignal::NotSustained(*l),
-                                    }
-                                }
-                                Err(e) => {
-                                    failure = Some(e);
-                                    StepSignal::NotSustained(Limit::Interrupted)
-                                }
-                            };
-                            if attempt == 0
-                                && signal == StepSignal::NotSustained(Limit::GeneratorLimited)
-                            {
-                                self.say("  generator-limited: repeating the step once");
-                                continue;
-                            }
-                            return signal;
+                let mut index = 0u32;
+                let mut failure: Option<LabError> = None;
+                let mut crashed = None;
+                let outcome = knee::search(params, &mut |v, phase| {
+                    // A generator-limited step is tried once more: a moment of contention
+                    // on a shared machine should not end the search.
+                    for attempt in 0..2 {
+                        if failure.is_some() {
+                            return StepSignal::NotSustained(Limit::Interrupted);
                         }
-                        unreachable!("the loop returns on its second attempt")
-                    });
-                    if let Some(e) = failure {
-                        return Err(e);
+                        let r = self.step(config, vars, group, index, phase, Some(v), targets);
+                        index += 1;
+                        self.pause();
+                        let signal = match r {
+                            Ok((recs, exit)) => {
+                                if exit.is_some() {
+                                    crashed = exit;
+                                }
+                                match recs[0].verdict.limits.first() {
+                                    None => StepSignal::Sustained,
+                                    Some(l) => StepSignal::NotSustained(*l),
+                                }
+                            }
+                            Err(e) => {
+                                failure = Some(e);
+                                StepSignal::NotSustained(Limit::Interrupted)
+                            }
+                        };
+                        if attempt == 0
+                            && signal == StepSignal::NotSustained(Limit::GeneratorLimited)
+                        {
+                            self.say("  generator-limited: repeating the step once");
+                            continue;
+                        }
+                        return signal;
                     }
-                    self.say(format!("  {}: {}", s.name, outcome.summary));
-                    knees.push(ScenarioKnee {
-                        scenario: s.name.clone(),
-                        outcome,
-                    });
+                    unreachable!("the loop returns on its second attempt")
+                });
+                if let Some(e) = failure {
+                    return Err(e);
                 }
+                self.say(format!("  {}: {}", group[0].name, outcome.summary));
+                knees.push(ScenarioKnee {
+                    scenario: group[0].name.clone(),
+                    outcome,
+                });
+                Ok(crashed)
             }
         }
-        if let Some(exit) = &crashed {
-            status = ConfigStatus::Crashed;
-            message = Some(format!("target `{}` crashed: {}", exit.target, exit.status));
-        } else if self.opts.stop.is_cancelled() {
-            status = ConfigStatus::Interrupted;
-        }
-        targets.stop();
-        Ok(record(status, message, knees))
     }
 
     fn pause(&self) {
