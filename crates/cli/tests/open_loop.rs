@@ -121,3 +121,32 @@ fn achieved_counts_responses_that_land_after_the_window() {
         "achieved {achieved} of 20 offered"
     );
 }
+
+/// A saturated server (two connections, 100 ms each: 20 req/s) offered 40 req/s achieves
+/// about 20, although every request eventually succeeds.
+#[test]
+fn achieved_shows_a_saturated_server() {
+    let s = TestServer::start(Behavior::Delay(std::time::Duration::from_millis(100)));
+    let r = run(&[
+        &s.url("/"),
+        "--rate",
+        "40",
+        "-d",
+        "2s",
+        "-c",
+        "2",
+        "--max-connections",
+        "2",
+        "--timeout",
+        "10s",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["successful"], 80);
+    let achieved = num(j, &["achieved_rps"]);
+    assert!(
+        (18.0..=21.0).contains(&achieved),
+        "achieved {achieved}, capacity 20"
+    );
+}

@@ -57,6 +57,8 @@ pub struct WorkerTotals {
     pub successful: u64,
     /// Latest intended send time of a measured request (clock ns), 0 if none.
     pub last_intended_ns: u64,
+    /// Earliest completion of a successful response (clock ns), `u64::MAX` if none.
+    pub first_success_ns: u64,
     /// Latest completion of a successful response (clock ns), 0 if none.
     pub last_success_ns: u64,
     /// Failures per [`ErrorClass`] index.
@@ -85,6 +87,7 @@ impl WorkerTotals {
             responses: 0,
             successful: 0,
             last_intended_ns: 0,
+            first_success_ns: u64::MAX,
             last_success_ns: 0,
             errors: [0; ErrorClass::COUNT],
             status: vec![0; 1000],
@@ -173,6 +176,7 @@ impl Recorder {
             500..=999 => self.count_error(ErrorClass::Http5xx),
             _ => {
                 self.totals.successful += 1;
+                self.totals.first_success_ns = self.totals.first_success_ns.min(done_ns);
                 self.totals.last_success_ns = self.totals.last_success_ns.max(done_ns);
                 self.interval.successful += 1;
             }

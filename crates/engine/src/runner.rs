@@ -242,22 +242,24 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         StopReason::Interrupted => end_now.min(window.end_ns),
     };
     let duration_s = window_end.saturating_sub(measure_start_ns) as f64 / 1e9;
-    // Achieved throughput over the span the measured requests occupied: from the first
-    // intended send to the later of the last intended send and the last success (vegeta's
-    // definition). Responses that land just after the window still count, and a target
-    // that stops answering does not shorten the span.
-    // In open loop each arrival owns one mean gap of the schedule.
+    // Achieved throughput: successes over the longer of two spans (each arrival owning one
+    // mean gap of the schedule in open loop): the span of the measured arrivals, and the
+    // span of the successful completions. In steady state both equal the window, whatever
+    // the latency; a saturated server stretches the second, a dead one leaves the first.
     let gap_ns = match cfg.model {
         LoadModel::Open { rate, .. } => (1e9 / rate) as u64,
         LoadModel::Closed => 0,
     };
-    let span_end = match stop_reason {
-        StopReason::Interrupted => window_end,
-        _ => (m.last_intended_ns + gap_ns).max(m.last_success_ns),
+    let span_ns = match stop_reason {
+        StopReason::Interrupted => window_end.saturating_sub(measure_start_ns),
+        _ => {
+            let arrivals = (m.last_intended_ns + gap_ns).saturating_sub(measure_start_ns);
+            let completions = (m.last_success_ns + gap_ns).saturating_sub(m.first_success_ns);
+            arrivals.max(completions)
+        }
     };
-    let span_s = span_end.saturating_sub(measure_start_ns) as f64 / 1e9;
-    let achieved_rps = if span_s > 0.0 {
-        m.successful as f64 / span_s
+    let achieved_rps = if span_ns > 0 {
+        m.successful as f64 * 1e9 / span_ns as f64
     } else {
         0.0
     };
