@@ -228,6 +228,24 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
         }
     );
 
+    // The doctor's prediction, to set beside what was measured.
+    let doctor = std::fs::read_to_string(dir.join("doctor.txt")).unwrap_or_default();
+    let findings: Vec<&str> = doctor
+        .lines()
+        .filter(|l| {
+            ["[OK]", "[WARN]", "[FAIL]"]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .collect();
+    if !findings.is_empty() {
+        let _ = writeln!(out, "## Pre-flight (loadlab doctor)\n");
+        for f in findings {
+            let _ = writeln!(out, "- `{}`", f.trim());
+        }
+        let _ = writeln!(out, "\nThe fixes are in `doctor.txt`.\n");
+    }
+
     // Knees (or the highest sustained step) side by side.
     let mut by_config: BTreeMap<(String, String), Vec<&StepRecord>> = BTreeMap::new();
     let mut config_order: Vec<String> = Vec::new();

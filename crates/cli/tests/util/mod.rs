@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod lab;
+pub mod netns;
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
