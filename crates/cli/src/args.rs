@@ -157,7 +157,8 @@ pub struct RunArgs {
     /// Spacing of open-loop arrivals.
     #[arg(long, value_enum, default_value = "constant", help_heading = "Load")]
     pub arrival: ArrivalArg,
-    /// Closed loop: exactly this many connections. Open loop: the initial pool.
+    /// Closed loop: exactly this many connections, opened up front. Open loop: the initial
+    /// pool, each connection opened on first use.
     #[arg(short = 'c', long, default_value_t = 64, help_heading = "Load")]
     pub connections: u64,
     /// Open loop: the pool may grow to this many connections when all are busy
@@ -179,6 +180,10 @@ pub struct RunArgs {
     /// Seed for --arrival poisson (random by default).
     #[arg(long, help_heading = "Load")]
     pub seed: Option<u64>,
+    /// Pin worker threads to these CPUs, e.g. 1 or 2-3 (worker i takes the i-th), to keep
+    /// loadlab off the server's cores.
+    #[arg(long, help_heading = "Load")]
+    pub cpus: Option<String>,
 
     /// Reuse connections (on) or open a new TCP connection per request (off).
     #[arg(long, value_enum, default_value = "on", help_heading = "Connections")]
@@ -273,6 +278,7 @@ impl RunArgs {
             insecure: self.insecure,
             source_addrs: self.source_addrs.clone(),
             seed: self.seed,
+            cpus: self.cpus.clone(),
         })
     }
 }

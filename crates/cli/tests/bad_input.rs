@@ -54,6 +54,7 @@ fn each_mistake_names_its_cause() {
             "--body-file",
         ),
         (&["http://no-such-host.invalid/"], "cannot resolve host"),
+        (&["http://127.0.0.1:1/", "--cpus", "two"], "--cpus"),
     ];
     for (args, needle) in cases {
         let (code, stderr) = run_err(args);

@@ -123,3 +123,54 @@ fn method_headers_and_body_reach_the_server() {
     assert_eq!(s.requests(), 10);
     assert_eq!(r.json()["method"], "POST");
 }
+
+/// `--cpus 0` pins the worker threads: read their affinity from /proc while the run goes.
+#[test]
+fn cpus_pin_the_worker_threads() {
+    let s = TestServer::start(Behavior::Ok);
+    let mut child = std::process::Command::new(util::loadlab_bin())
+        .args([
+            "run",
+            &s.url("/"),
+            "-d",
+            "3s",
+            "-c",
+            "2",
+            "-t",
+            "2",
+            "--cpus",
+            "0",
+            "-q",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while seen.len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        seen.clear();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", child.id())) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if comm.starts_with("loadlab-worker") {
+                let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+                let cpus = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                    .unwrap_or("")
+                    .trim()
+                    .to_string();
+                seen.push(cpus);
+            }
+        }
+    }
+    child.wait().unwrap();
+    assert_eq!(
+        seen,
+        vec!["0".to_string(), "0".to_string()],
+        "worker affinities"
+    );
+}

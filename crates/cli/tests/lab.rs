@@ -23,6 +23,7 @@ fn plan_mistakes_name_their_field() {
         ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nknee={start=10,max=100,precision=2}\n", "load.knee.precision"),
         ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\n[slo]\nmax_error_rate=3\n", "slo.max_error_rate"),
         ("name = \"x\"\n[matrix]\nw=[1]\n[[exclude]]\nq=1\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\n", "exclude[0].q"),
+        ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\ncpus=\"1-0\"\n", "load.cpus"),
         ("name = \"x\"\n[[target]]\nname=\"a\"\ncommand=[\"x\"]\nready={}\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\n", "target[0].ready"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {

@@ -79,6 +79,8 @@ pub struct RunSpec {
     pub source_addrs: Option<String>,
     /// Seed for Poisson arrivals (random when `None`).
     pub seed: Option<u64>,
+    /// CPUs to pin the worker threads to, e.g. `1` or `2-3,6` (worker i takes the i-th).
+    pub cpus: Option<String>,
 }
 
 impl Default for RunSpec {
@@ -102,6 +104,7 @@ impl Default for RunSpec {
             insecure: false,
             source_addrs: None,
             seed: None,
+            cpus: None,
         }
     }
 }
@@ -160,6 +163,8 @@ pub struct RunConfig {
     pub source_addrs: Vec<IpAddr>,
     /// Seed for random arrivals.
     pub seed: u64,
+    /// CPUs the worker threads are pinned to (empty: not pinned).
+    pub cpus: Vec<usize>,
 }
 
 /// What is wrong with a [`RunSpec`].
@@ -318,6 +323,12 @@ impl RunSpec {
             None => Vec::new(),
         };
         let seed = self.seed.unwrap_or_else(rand::random);
+        let cpus = match &self.cpus {
+            Some(list) => {
+                parse_cpu_list(list).map_err(|allowed| value_err("--cpus", list, allowed))?
+            }
+            None => Vec::new(),
+        };
         Ok(RunConfig {
             target,
             model,
@@ -339,6 +350,7 @@ impl RunSpec {
             insecure: self.insecure,
             source_addrs,
             seed,
+            cpus,
         })
     }
 }
@@ -413,6 +425,42 @@ fn parse_header(h: &str) -> Result<(String, String), ConfigError> {
         return Err(value_err("-H/--header", h, allowed));
     }
     Ok((name.to_string(), value.trim().to_string()))
+}
+
+/// Parses a CPU list such as `1`, `0,2` or `2-3,6` (what `taskset -c` takes).
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let allowed = "CPU numbers such as 1, 0,2 or 2-3,6".to_string();
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = match (a.trim().parse(), b.trim().parse()) {
+            (Ok(a), Ok(b)) if a <= b && b < 4096 => (a, b),
+            _ => return Err(allowed),
+        };
+        cpus.extend(a..=b);
+    }
+    if cpus.is_empty() {
+        return Err(allowed);
+    }
+    Ok(cpus)
+}
+
+/// Pins the calling thread (and what it spawns afterwards) to `cpus`; the OS error if the
+/// kernel refuses (e.g. a CPU that does not exist).
+pub fn pin_current_thread(cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for cpu < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            if c < libc::CPU_SETSIZE as usize {
+                libc::CPU_SET(c, &mut set);
+            }
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Parses `--source-addrs`: `A-B` (IPv4 range), `A,B,...`, or a count `N` meaning
@@ -517,6 +565,14 @@ mod tests {
         assert_eq!(r[15].to_string(), "127.0.0.17");
         assert!(parse_source_addrs("127.0.0.9-127.0.0.2", t).is_err());
         assert!(parse_source_addrs("::1", t).is_err());
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert_eq!(parse_cpu_list("0, 2-3,6").unwrap(), vec![0, 2, 3, 6]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
     }
 
     #[test]

@@ -10,6 +10,8 @@ use crate::error::ErrorClass;
 
 /// Largest value histograms hold: one hour, in microseconds.
 pub const HIST_MAX_US: u64 = 3_600_000_000;
+/// Largest completion offset recorded (for achieved throughput): ten hours, in µs.
+pub const COMPLETION_MAX_US: u64 = 36_000_000_000;
 /// Significant digits of the run's total histograms.
 pub const TOTAL_SIGFIG: u8 = 3;
 /// Significant digits of per-second histograms (smaller, so long runs stay small).
@@ -57,10 +59,8 @@ pub struct WorkerTotals {
     pub successful: u64,
     /// Latest intended send time of a measured request (clock ns), 0 if none.
     pub last_intended_ns: u64,
-    /// Earliest completion of a successful response (clock ns), `u64::MAX` if none.
-    pub first_success_ns: u64,
-    /// Latest completion of a successful response (clock ns), 0 if none.
-    pub last_success_ns: u64,
+    /// When successful responses completed, µs after the start of the measured window.
+    pub success_done: Histogram<u64>,
     /// Failures per [`ErrorClass`] index.
     pub errors: [u64; ErrorClass::COUNT],
     /// Count per status code (index = code, 0..=999).
@@ -87,8 +87,8 @@ impl WorkerTotals {
             responses: 0,
             successful: 0,
             last_intended_ns: 0,
-            first_success_ns: u64::MAX,
-            last_success_ns: 0,
+            success_done: Histogram::new_with_bounds(1, COMPLETION_MAX_US, TOTAL_SIGFIG)
+                .expect("static histogram bounds are valid"),
             errors: [0; ErrorClass::COUNT],
             status: vec![0; 1000],
             connections_opened: 0,
@@ -176,8 +176,9 @@ impl Recorder {
             500..=999 => self.count_error(ErrorClass::Http5xx),
             _ => {
                 self.totals.successful += 1;
-                self.totals.first_success_ns = self.totals.first_success_ns.min(done_ns);
-                self.totals.last_success_ns = self.totals.last_success_ns.max(done_ns);
+                self.totals
+                    .success_done
+                    .saturating_record(us(done_ns.saturating_sub(self.measure_start_ns)));
                 self.interval.successful += 1;
             }
         }

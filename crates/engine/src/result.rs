@@ -263,10 +263,8 @@ pub struct Merged {
     pub successful: u64,
     /// Latest intended send of a measured request.
     pub last_intended_ns: u64,
-    /// Earliest successful completion (`u64::MAX` if none).
-    pub first_success_ns: u64,
-    /// Latest successful completion.
-    pub last_success_ns: u64,
+    /// When successful responses completed, µs after the window's start.
+    pub success_done: Histogram<u64>,
     /// Errors per class.
     pub errors: [u64; ErrorClass::COUNT],
     /// Status counts.
@@ -289,8 +287,12 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
         responses: 0,
         successful: 0,
         last_intended_ns: 0,
-        first_success_ns: u64::MAX,
-        last_success_ns: 0,
+        success_done: Histogram::new_with_bounds(
+            1,
+            crate::recorder::COMPLETION_MAX_US,
+            TOTAL_SIGFIG,
+        )
+        .expect("static histogram bounds are valid"),
         errors: [0; ErrorClass::COUNT],
         status: vec![0; 1000],
         connections_opened: 0,
@@ -306,8 +308,7 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
         m.responses += w.responses;
         m.successful += w.successful;
         m.last_intended_ns = m.last_intended_ns.max(w.last_intended_ns);
-        m.first_success_ns = m.first_success_ns.min(w.first_success_ns);
-        m.last_success_ns = m.last_success_ns.max(w.last_success_ns);
+        m.success_done.add(&w.success_done).expect("same bounds");
         for (a, b) in m.errors.iter_mut().zip(w.errors.iter()) {
             *a += b;
         }

@@ -83,6 +83,15 @@ struct Ctx {
 
 /// Runs one worker to completion (or until `stop`) and returns what it measured.
 pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
+    if !plan.cfg.cpus.is_empty() {
+        let cpu = plan.cfg.cpus[plan.index % plan.cfg.cpus.len()];
+        crate::config::pin_current_thread(&[cpu]).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("--cpus: cannot pin worker {} to CPU {cpu}: {e}", plan.index),
+            )
+        })?;
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -334,7 +343,10 @@ impl Ctx {
 async fn conn_task(ctx: Rc<Ctx>) {
     let mut conn = None;
     let mut reader = ResponseReader::new(&ctx.cfg.method);
-    if ctx.cfg.keep_alive {
+    // Closed loop connects every connection up front (as wrk does). Open loop connects on
+    // first use, as clients arrive: a burst of pre-connects would overflow a small listen
+    // queue and be measured as the server's problem.
+    if ctx.cfg.keep_alive && ctx.cfg.model == LoadModel::Closed {
         let c0 = ctx.clock.now();
         let deadline = ctx
             .clock

@@ -71,8 +71,37 @@ struct Runner<'a> {
     plan: &'a Plan,
     opts: &'a LabOptions,
     bundle: Bundle,
+    /// Step records written.
     steps: usize,
+    /// Steps run (a together step counts once) and the plan's estimate of all of them.
+    steps_run: usize,
+    steps_planned: usize,
     configs_total: usize,
+    /// `load.cpus` as `--cpus` takes it, if this machine has those CPUs.
+    load_cpus: Option<String>,
+}
+
+/// A knee search's step count is not known in advance; this many is typical.
+const KNEE_STEPS_ESTIMATE: usize = 8;
+
+fn planned_steps(plan: &Plan, configs: usize) -> usize {
+    let per_config = match &plan.load.steps {
+        Steps::Fixed(v) => plan.scenarios.len() * v.len(),
+        Steps::Knee { .. } => plan.scenarios.len() * KNEE_STEPS_ESTIMATE,
+        Steps::Together => 1,
+    };
+    configs * per_config
+}
+
+fn short_duration(secs: f64) -> String {
+    let s = secs.round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
 }
 
 fn bundle_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> LabError + '_ {
@@ -97,7 +126,15 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
         opts,
         bundle,
         steps: 0,
+        steps_run: 0,
+        steps_planned: planned_steps(plan, configs.len()),
         configs_total: configs.len(),
+        load_cpus: target::usable_cpus(&plan.load.cpus).map(|c| {
+            c.iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        }),
     };
     let mut done = Vec::new();
     for (i, config) in configs.iter().enumerate() {
@@ -355,6 +392,7 @@ impl Runner<'_> {
             insecure: true,
             source_addrs: l.source_addrs.clone(),
             seed: None,
+            cpus: self.load_cpus.clone(),
         }
     }
 
@@ -430,6 +468,19 @@ impl Runner<'_> {
             std::thread::sleep(Duration::from_millis(100));
             exit = targets.exited();
         }
+        self.steps_run += 1;
+        let l = &self.plan.load;
+        let per_step = (l.step_duration + l.warmup + l.pause).as_secs_f64();
+        let left = self.steps_planned.saturating_sub(self.steps_run) as f64 * per_step;
+        let knee = matches!(l.steps, Steps::Knee { .. });
+        let eta = format!(
+            "[step {} of {}{}, {}{} left]",
+            self.steps_run,
+            if knee { "~" } else { "" },
+            self.steps_planned.max(self.steps_run),
+            if knee { "~" } else { "" },
+            short_duration(left)
+        );
         let mut records = Vec::new();
         for (s, r) in scenarios.iter().zip(results) {
             let result = r.map_err(|e| LabError::Scenario {
@@ -457,7 +508,7 @@ impl Runner<'_> {
                 result,
             };
             self.say(format!(
-                "  {} {:>9} {}: achieved {:.1} req/s, p99 {}, {} errors{}",
+                "  {} {:>9} {}: achieved {:.1} req/s, p99 {}, {} errors{} {eta}",
                 s.name,
                 format!("{load:.0}"),
                 if self.plan.load.model == Model::Open {

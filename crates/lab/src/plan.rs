@@ -71,6 +71,8 @@ pub struct TargetFile {
     /// target starts, e.g. a server's configuration: file name → contents.
     #[serde(default)]
     pub files: BTreeMap<String, String>,
+    /// CPUs to pin the target (and what it starts) to, e.g. "0" (as `taskset -c`).
+    pub cpus: Option<String>,
 }
 
 fn default_ready_timeout() -> String {
@@ -171,6 +173,8 @@ pub struct LoadFile {
     pub arrival: String,
     /// Local source addresses (as `loadlab run --source-addrs`).
     pub source_addrs: Option<String>,
+    /// CPUs to pin loadlab's worker threads to, e.g. "1" (keep them off the target's).
+    pub cpus: Option<String>,
 }
 
 fn default_model() -> String {
@@ -313,6 +317,8 @@ pub struct TargetSpec {
     pub stop_grace: Duration,
     /// Files to write into `{files}`: name → template.
     pub files: BTreeMap<String, String>,
+    /// CPUs to pin the target to (empty: not pinned).
+    pub cpus: Vec<usize>,
 }
 
 /// Readiness probe (templates).
@@ -409,6 +415,8 @@ pub struct LoadSpec {
     pub arrival: loadlab_engine::Arrival,
     /// Source addresses.
     pub source_addrs: Option<String>,
+    /// CPUs for loadlab's workers (empty: not pinned).
+    pub cpus: Vec<usize>,
 }
 
 /// A validated SLO.
@@ -462,6 +470,20 @@ fn duration(path: &str, field: &str, v: &str) -> Result<Duration, PlanError> {
         value: format!("{v:?}"),
         allowed: "a duration such as \"10s\", \"500ms\", \"2m\"".into(),
     })
+}
+
+fn cpu_list(path: &str, field: &str, v: Option<&str>) -> Result<Vec<usize>, PlanError> {
+    match v {
+        None => Ok(Vec::new()),
+        Some(list) => {
+            loadlab_engine::config::parse_cpu_list(list).map_err(|allowed| PlanError::Field {
+                path: path.into(),
+                field: field.into(),
+                value: format!("{list:?}"),
+                allowed,
+            })
+        }
+    }
 }
 
 fn value_string(v: &toml::Value) -> Option<String> {
@@ -685,6 +707,7 @@ impl Plan {
                 ready_timeout: duration(origin, &f("ready_timeout"), &t.ready_timeout)?,
                 stop_grace: duration(origin, &f("stop_grace"), &t.stop_grace)?,
                 files: t.files.clone(),
+                cpus: cpu_list(origin, &f("cpus"), t.cpus.as_deref())?,
             });
         }
 
@@ -885,6 +908,7 @@ impl Plan {
                 threads: l.threads,
                 arrival,
                 source_addrs: l.source_addrs.clone(),
+                cpus: cpu_list(origin, "load.cpus", l.cpus.as_deref())?,
             },
             slo: Slo {
                 p99_ms: slo.p99_ms,

@@ -280,9 +280,13 @@ impl TargetSet {
             .process_group(0);
         // SAFETY: prctl is async-signal-safe. If loadlab dies without cleaning up, the
         // target's leader is killed (its group is still cleaned by `stop` otherwise).
+        let cpus = usable_cpus(&spec.cpus);
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                if let Some(cpus) = &cpus {
+                    loadlab_engine::config::pin_current_thread(cpus)?;
+                }
                 Ok(())
             });
         }
@@ -397,6 +401,21 @@ fn reap_group(pgid: i32) {
         if pid <= 0 {
             break;
         }
+    }
+}
+
+/// `cpus` if this machine has all of them (plans stay portable: on a smaller machine the
+/// pinning is skipped with a warning); `None` for an empty list.
+pub fn usable_cpus(cpus: &[usize]) -> Option<Vec<usize>> {
+    if cpus.is_empty() {
+        return None;
+    }
+    let cores = loadlab_engine::config::available_cores();
+    if cpus.iter().all(|&c| c < cores) {
+        Some(cpus.to_vec())
+    } else {
+        eprintln!("loadlab: warning: this machine has {cores} CPUs; not pinning to {cpus:?}");
+        None
     }
 }
 
