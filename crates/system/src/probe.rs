@@ -190,9 +190,9 @@ pub struct KernelSample {
     pub retrans_segs: u64,
     /// Failed connection attempts (`Tcp: AttemptFails`).
     pub attempt_fails: u64,
-    /// Sockets in TIME_WAIT now (IPv4 + IPv6).
+    /// Sockets in TIME_WAIT now (`tw` of /proc/net/sockstat, IPv4 and IPv6).
     pub time_wait: u64,
-    /// Sockets in ESTABLISHED now (IPv4 + IPv6).
+    /// Connections established now (the kernel's `CurrEstab`: ESTABLISHED and CLOSE_WAIT).
     pub established: u64,
 }
 
@@ -210,7 +210,13 @@ pub fn sample_kernel() -> KernelSample {
             .copied()
             .unwrap_or(0)
     };
-    let states = loadlab_engine::env::tcp_states();
+    // Constant cost whatever the number of sockets: the TIME_WAIT count from sockstat, not
+    // a walk of /proc/net/tcp (tens of ms with thousands of sockets, every second, beside
+    // the load generator).
+    let time_wait = std::fs::read_to_string("/proc/net/sockstat")
+        .ok()
+        .and_then(|t| crate::procfs::parse_sockstat_tw(&t))
+        .unwrap_or(0);
     KernelSample {
         listen_overflows: get("TcpExt", "ListenOverflows"),
         listen_drops: get("TcpExt", "ListenDrops"),
@@ -221,8 +227,8 @@ pub fn sample_kernel() -> KernelSample {
         estab_resets: get("Tcp", "EstabResets"),
         retrans_segs: get("Tcp", "RetransSegs"),
         attempt_fails: get("Tcp", "AttemptFails"),
-        time_wait: states.time_wait,
-        established: states.established,
+        time_wait,
+        established: get("Tcp", "CurrEstab"),
     }
 }
 

@@ -71,6 +71,18 @@ pub(crate) fn parse_counters(text: &str) -> BTreeMap<(String, String), u64> {
     out
 }
 
+/// The TIME_WAIT count of `/proc/net/sockstat` (`TCP: inuse 5 orphan 0 tw 7 alloc 9 mem 1`).
+pub(crate) fn parse_sockstat_tw(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("TCP:"))?;
+    let mut it = line.split_whitespace();
+    while let Some(word) = it.next() {
+        if word == "tw" {
+            return it.next()?.parse().ok();
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +112,14 @@ mod tests {
     fn stat_truncated_is_none() {
         assert_eq!(parse_stat("1 (init) S 0 1 1"), None);
         assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn sockstat_time_wait() {
+        let text =
+            "sockets: used 300\nTCP: inuse 5 orphan 0 tw 7093 alloc 9 mem 1\nUDP: inuse 2 mem 0\n";
+        assert_eq!(parse_sockstat_tw(text), Some(7093));
+        assert_eq!(parse_sockstat_tw("UDP: inuse 2\n"), None);
     }
 
     #[test]
