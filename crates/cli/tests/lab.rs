@@ -7,7 +7,7 @@ mod util;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use util::lab::{lab, lines, pids, plan_text, running, write_plan};
+use util::lab::{lab, lab_ok, lines, pids, plan_text, running, write_plan};
 use util::{loadlab_bin, temp_path};
 
 #[test]
@@ -178,13 +178,7 @@ fn probes_see_listen_overflows_and_the_target_process() {
         ),
     );
     let out_dir = temp_path("probes-bundle");
-    let out = lab(&plan, &out_dir);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    lab_ok(&plan, &out_dir);
     let steps = lines(&out_dir.join("steps.jsonl"));
     let probes = &steps[0]["probes"];
     let delta = &probes["delta"];

@@ -3,7 +3,7 @@
 
 mod util;
 
-use util::lab::{lab, lines, plan_text, write_plan};
+use util::lab::{lab_ok, lines, plan_text, write_plan};
 use util::temp_path;
 
 #[test]
@@ -18,13 +18,7 @@ fn knee_search_finds_a_known_capacity() {
         ),
     );
     let out_dir = temp_path("knee-bundle");
-    let out = lab(&plan, &out_dir);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    lab_ok(&plan, &out_dir);
     let configs = lines(&out_dir.join("configs.jsonl"));
     let outcome = &configs[0]["knees"][0]["outcome"];
     let knee = outcome["knee"]

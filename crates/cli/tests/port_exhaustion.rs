@@ -19,25 +19,23 @@ fn keep_alive_off_exhausts_ports_and_source_addrs_avoid_it() {
     let url = server.url("/");
     let prefix = ["ip", "netns", "exec", ns.0.as_str()];
 
-    // 200 ports, 600 connection-per-request requests: the range runs dry.
+    // 200 ports, 600 connection-per-request requests four at a time: the range runs dry.
     let started = Instant::now();
-    let r = run_with(
-        &prefix,
-        &[
-            &url,
-            "--keep-alive",
-            "off",
-            "-n",
-            "600",
-            "-c",
-            "4",
-            "-t",
-            "1",
-            "--timeout",
-            "2s",
-            "-q",
-        ],
-    );
+    let mut args = vec![
+        url.as_str(),
+        "--keep-alive",
+        "off",
+        "-n",
+        "600",
+        "-c",
+        "4",
+        "-t",
+        "1",
+        "--timeout",
+        "2s",
+        "-q",
+    ];
+    let r = run_with(&prefix, &args);
     assert!(
         started.elapsed() < Duration::from_secs(60),
         "the run must not hang"
@@ -67,25 +65,8 @@ fn keep_alive_off_exhausts_ports_and_source_addrs_avoid_it() {
 
     // Let that run's TIME_WAIT sockets expire on the first address only; spreading over
     // eight other addresses gives 1600 ports.
-    let r = run_with(
-        &prefix,
-        &[
-            &url,
-            "--keep-alive",
-            "off",
-            "-n",
-            "600",
-            "-c",
-            "4",
-            "-t",
-            "1",
-            "--timeout",
-            "2s",
-            "--source-addrs",
-            "127.0.0.2-127.0.0.9",
-            "-q",
-        ],
-    );
+    args.extend(["--source-addrs", "127.0.0.2-127.0.0.9"]);
+    let r = run_with(&prefix, &args);
     assert_eq!(r.error_count("local_port_exhaustion"), 0, "{}", r.stdout);
     assert_eq!(r.json()["successful"], 600, "{}", r.stdout);
 }

@@ -277,19 +277,26 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
                         k.outcome.limited_by,
                     ),
                     None => {
-                        let best = list
-                            .iter()
-                            .filter(|s| s.verdict.sustained)
-                            .map(|s| s.load)
-                            .reduce(f64::max);
+                        // A generator-limited or interrupted step says nothing about the
+                        // server: only the server's own failures count as "not sustained".
+                        let server_limit = |s: &StepRecord| {
+                            s.verdict.limits.iter().copied().find(|l| {
+                                !matches!(l, Limit::GeneratorLimited | Limit::Interrupted)
+                            })
+                        };
                         let fail = list
                             .iter()
-                            .filter(|s| !s.verdict.sustained)
+                            .filter(|s| server_limit(s).is_some())
                             .min_by(|a, b| a.load.total_cmp(&b.load));
+                        let best = list
+                            .iter()
+                            .filter(|s| s.verdict.sustained && fail.is_none_or(|f| s.load < f.load))
+                            .map(|s| s.load)
+                            .reduce(f64::max);
                         (
                             best,
                             fail.map(|s| s.load),
-                            fail.and_then(|s| s.verdict.limits.first().copied()),
+                            fail.and_then(|s| server_limit(s)),
                         )
                     }
                 };

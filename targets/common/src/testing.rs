@@ -223,6 +223,14 @@ fn wait_bounded(child: &mut Child) -> Option<ExitStatus> {
     None
 }
 
+/// Runs `program args…`, which must refuse them: asserts a failing exit and returns its
+/// stderr (for checking that the message names the flag).
+pub fn refused(program: &str, args: &[&str]) -> String {
+    let output = run_to_exit(program, args);
+    assert!(!output.status.success(), "{args:?} was accepted");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 /// Runs `program args…` to completion (killing it after [`WAIT_LIMIT`]) and returns its
 /// output. For arguments that must make the program exit at once.
 pub fn run_to_exit(program: &str, args: &[&str]) -> Output {

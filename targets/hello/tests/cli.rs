@@ -2,14 +2,12 @@
 
 use std::net::TcpStream;
 
-use loadlab_target_common::testing::{run_to_exit, Process};
+use loadlab_target_common::testing::{self, Process};
 
 const BIN: &str = env!("CARGO_BIN_EXE_loadlab-hello");
 
 fn refused(args: &[&str]) -> String {
-    let output = run_to_exit(BIN, args);
-    assert!(!output.status.success(), "{args:?} was accepted");
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    testing::refused(BIN, args)
 }
 
 #[test]

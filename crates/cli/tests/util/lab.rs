@@ -42,6 +42,17 @@ pub fn lab(plan: &Path, out: &Path) -> Output {
         .unwrap()
 }
 
+/// `loadlab lab -q PLAN --out OUT`, which must succeed (stderr shown if not).
+pub fn lab_ok(plan: &Path, out: &Path) {
+    let o = lab(plan, out);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 pub fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()

@@ -1,13 +1,11 @@
 //! The `loadlab-target` binary: bad flags are refused by name; the ready line and SIGTERM.
 
-use loadlab_target_common::testing::{http_get, run_to_exit, Process};
+use loadlab_target_common::testing::{self, http_get, Process};
 
 const BIN: &str = env!("CARGO_BIN_EXE_loadlab-target");
 
 fn refused(args: &[&str]) -> String {
-    let output = run_to_exit(BIN, args);
-    assert!(!output.status.success(), "{args:?} was accepted");
-    String::from_utf8_lossy(&output.stderr).into_owned()
+    testing::refused(BIN, args)
 }
 
 #[test]

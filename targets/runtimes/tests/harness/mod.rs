@@ -1,0 +1,332 @@
+//! The shared harness of the greeter binaries' tests: start a binary and read its ready line
+//! (or see it exit), call `SayHello` with tonic's generated client, stop it with `SIGTERM`.
+//! Every wait is bounded by [`WAIT_LIMIT`].
+
+#![allow(dead_code)] // Each test file uses a different part.
+
+use std::io::{self, BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::TokioIo;
+use loadlab_target_common::greeter;
+use loadlab_target_common::proto::helloworld::greeter_client::GreeterClient;
+use loadlab_target_common::proto::helloworld::HelloRequest;
+use tonic::transport::{Endpoint, Uri};
+
+/// The longest any step waits before failing the test.
+pub const WAIT_LIMIT: Duration = Duration::from_secs(30);
+
+/// The exit status of a greeter whose runtime cannot start on io_uring.
+pub const EXIT_UNAVAILABLE: i32 = 3;
+
+/// A binary that printed its ready line; killed on drop if still running.
+pub struct Server {
+    name: String,
+    child: Child,
+    addr: SocketAddr,
+}
+
+/// What became of a started binary.
+pub enum Started {
+    /// It printed `listening on ADDR`.
+    Ready(Server),
+    /// It exited first.
+    Exited {
+        /// Its exit status.
+        status: ExitStatus,
+        /// Everything it wrote to stderr, trimmed.
+        stderr: String,
+    },
+}
+
+/// Starts `program` (a path from `env!("CARGO_BIN_EXE_…")`) with `args`.
+pub fn start(program: &str, args: &[&str]) -> Started {
+    start_with(program, args, |_| {})
+}
+
+/// [`start`], after `customize` adjusts the command (for example with `pre_exec`).
+pub fn start_with(program: &str, args: &[&str], customize: impl FnOnce(&mut Command)) -> Started {
+    let name = program.rsplit('/').next().unwrap_or(program).to_owned();
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    customize(&mut command);
+    let mut child = command.spawn().expect("start greeter binary");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let (lines_tx, lines) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    // Collected in full once the process exits; shown as it comes otherwise.
+    let errors: JoinHandle<String> = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + WAIT_LIMIT;
+    loop {
+        match lines.recv_timeout(Duration::from_millis(20)) {
+            Ok(line) => {
+                let addr = line
+                    .strip_prefix("listening on ")
+                    .and_then(|a| a.parse().ok())
+                    .unwrap_or_else(|| {
+                        let _ = child.kill();
+                        panic!("{name}: first line is not the ready line: {line:?}")
+                    });
+                return Started::Ready(Server { name, child, addr });
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = child.wait().expect("wait for greeter");
+                let stderr = errors.join().unwrap_or_default().trim().to_owned();
+                return Started::Exited { status, stderr };
+            }
+        }
+        if let Some(status) = child.try_wait().expect("poll greeter") {
+            let stderr = errors.join().unwrap_or_default().trim().to_owned();
+            return Started::Exited { status, stderr };
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{name}: no ready line within {WAIT_LIMIT:?}");
+        }
+    }
+}
+
+impl Server {
+    /// The address of the ready line.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Sends `SIGTERM`; returns the exit status and how long the exit took.
+    pub fn terminate(mut self) -> (ExitStatus, Duration) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits pid_t");
+        let started = Instant::now();
+        // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our own child.
+        assert_eq!(
+            unsafe { libc::kill(pid, libc::SIGTERM) },
+            0,
+            "kill -TERM {pid}"
+        );
+        while started.elapsed() < WAIT_LIMIT {
+            if let Some(status) = self.child.try_wait().expect("poll greeter") {
+                return (status, started.elapsed());
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("{}: still running {WAIT_LIMIT:?} after SIGTERM", self.name);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A starting binary that must serve: the server, or `None` after printing `SKIPPED` when
+/// it is an io_uring runtime that exited with [`EXIT_UNAVAILABLE`]. Any other exit fails.
+pub fn serving_or_skipped(program: &str, args: &[&str], uses_io_uring: bool) -> Option<Server> {
+    match start(program, args) {
+        Started::Ready(server) => Some(server),
+        Started::Exited { status, stderr }
+            if uses_io_uring && status.code() == Some(EXIT_UNAVAILABLE) =>
+        {
+            let name = program.rsplit('/').next().unwrap_or(program);
+            eprintln!("SKIPPED: {name}: {stderr}");
+            None
+        }
+        Started::Exited { status, stderr } => {
+            panic!("{program} exited before its ready line ({status}): {stderr}")
+        }
+    }
+}
+
+fn request(name: &str) -> HelloRequest {
+    HelloRequest { name: name.into() }
+}
+
+/// Calls `SayHello` once, then `concurrent` times at once over one HTTP/2 connection, and
+/// checks every reply against [`greeter::reply`]. Returns the TCP connections opened.
+pub fn check_say_hello(addr: SocketAddr, concurrent: usize) -> usize {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    runtime.block_on(async move {
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&connections);
+        let connector = tower::service_fn(move |_: Uri| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let stream = tokio::net::TcpStream::connect(addr).await?;
+                stream.set_nodelay(true)?;
+                Ok::<_, io::Error>(TokioIo::new(stream))
+            }
+        });
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .expect("endpoint")
+            .connect_timeout(WAIT_LIMIT)
+            .timeout(WAIT_LIMIT)
+            .connect_with_connector(connector)
+            .await
+            .expect("connect to greeter");
+        let mut client = GreeterClient::new(channel);
+
+        let reply = client
+            .say_hello(request("loadlab"))
+            .await
+            .expect("SayHello")
+            .into_inner();
+        assert_eq!(reply, greeter::reply(&request("loadlab")));
+
+        let calls = (0..concurrent).map(|i| {
+            let mut client = client.clone();
+            async move {
+                let name = format!("caller {i}");
+                let reply = client.say_hello(request(&name)).await;
+                (name, reply)
+            }
+        });
+        let replies = futures::future::join_all(calls).await;
+        assert_eq!(replies.len(), concurrent);
+        for (name, reply) in replies {
+            let reply = reply.unwrap_or_else(|status| panic!("SayHello({name}): {status}"));
+            assert_eq!(reply.into_inner(), greeter::reply(&request(&name)));
+        }
+        connections.load(Ordering::SeqCst)
+    })
+}
+
+/// A tonic client on its own multi-threaded runtime, so its connection keeps being served
+/// (pings, `GOAWAY`) while the test thread blocks.
+pub struct Client {
+    runtime: tokio::runtime::Runtime,
+    client: GreeterClient<tonic::transport::Channel>,
+}
+
+impl Client {
+    /// Connects to `addr`.
+    pub fn connect(addr: SocketAddr) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("client runtime");
+        let channel = runtime
+            .block_on(
+                Endpoint::from_shared(format!("http://{addr}"))
+                    .expect("endpoint")
+                    .connect_timeout(WAIT_LIMIT)
+                    .timeout(WAIT_LIMIT)
+                    .connect(),
+            )
+            .expect("connect to greeter");
+        Client {
+            runtime,
+            client: GreeterClient::new(channel),
+        }
+    }
+
+    /// Calls `SayHello(name)` and checks the reply.
+    pub fn say_hello(&self, name: &str) {
+        let mut client = self.client.clone();
+        let reply = self
+            .runtime
+            .block_on(client.say_hello(request(name)))
+            .expect("SayHello")
+            .into_inner();
+        assert_eq!(reply, greeter::reply(&request(name)));
+    }
+}
+
+/// Makes the child's `io_uring_setup` fail with `EPERM` through a seccomp filter, as
+/// container runtimes' default profiles do.
+pub fn refuse_io_uring(command: &mut Command) {
+    // SAFETY: the closure runs between fork and exec and only makes two prctl(2) calls on
+    // data it owns, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            let filter = [
+                // A = seccomp_data.nr
+                bpf(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+                // if A == io_uring_setup: next, else skip one
+                bpf(
+                    libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+                    0,
+                    1,
+                    libc::SYS_io_uring_setup as u32,
+                ),
+                bpf(
+                    libc::BPF_RET | libc::BPF_K,
+                    0,
+                    0,
+                    libc::SECCOMP_RET_ERRNO | (libc::EPERM as u32 & libc::SECCOMP_RET_DATA),
+                ),
+                bpf(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+            ];
+            let program = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr() as *mut libc::sock_filter,
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &program as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+fn bpf(code: u32, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    }
+}
+
+/// Lowers the child's soft `RLIMIT_MEMLOCK` to `bytes` (allowed without privileges).
+pub fn limit_memlock(command: &mut Command, bytes: u64) {
+    // SAFETY: the closure runs between fork and exec and only calls getrlimit/setrlimit on
+    // a local struct, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            limit.rlim_cur = bytes.min(limit.rlim_max);
+            if libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
