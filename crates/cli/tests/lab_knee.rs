@@ -14,7 +14,7 @@ fn knee_search_finds_a_known_capacity() {
         &plan_text(
             "\"--capacity\", \"{capacity}\"",
             "capacity = [400]\nmode = [\"knee\"]",
-            "knee = { start = 100, max = 3200, precision = 0.05 }\nstep_duration = \"1s\"\nwarmup = \"200ms\"\nconnections = 8\nthreads = 1",
+            "knee = { start = 100, max = 3200, precision = 0.05 }\nstep_duration = \"1s\"\nwarmup = \"200ms\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
         ),
     );
     let out_dir = temp_path("knee-bundle");

@@ -14,9 +14,9 @@ use crate::clock::Clock;
 use crate::config::{Arrival, LoadModel, RunConfig};
 use crate::env::{self, Environment};
 use crate::error::{EngineError, ErrorClass};
-use crate::recorder::{new_histogram, IntervalReport, INTERVAL_SIGFIG};
+use crate::recorder::{new_histogram, IntervalReport, WorkerTotals, INTERVAL_SIGFIG};
 use crate::result::{
-    encode_histogram, merge, Histograms, LagStats, LatencyStats, RunResult, SecondStats,
+    encode_histogram, merge, Histograms, LagStats, LatencyStats, Merged, RunResult, SecondStats,
     StopReason, SCHEMA_VERSION,
 };
 use crate::schedule::Window;
@@ -164,67 +164,8 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
     }
     drop(tx);
 
-    // Collect per-second reports; a second is final once every worker has moved past it.
-    let mut watermark = vec![0u64; threads];
-    let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
-    let mut seconds: Vec<(SecondStats, String)> = Vec::new();
-    let mut finalize = |sec: u64, p: Pending, seconds: &mut Vec<(SecondStats, String)>| {
-        let h = p.latency.unwrap_or_else(|| new_histogram(INTERVAL_SIGFIG));
-        let q = |q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0);
-        let stats = SecondStats {
-            second: sec,
-            completed: p.completed,
-            successful: p.successful,
-            errors: p.errors,
-            latency_p50_ms: q(0.5),
-            latency_p99_ms: q(0.99),
-        };
-        if let Some(cb) = opts.progress.as_mut() {
-            cb(&stats);
-        }
-        seconds.push((stats, encode_histogram(&h)));
-    };
-    while let Ok(r) = rx.recv() {
-        let has_data = r.completed + r.errors > 0;
-        if has_data {
-            let p = pending.entry(r.second).or_default();
-            p.completed += r.completed;
-            p.successful += r.successful;
-            p.errors += r.errors;
-            match &mut p.latency {
-                Some(h) => h.add(&r.latency).expect("same bounds"),
-                None => p.latency = Some(r.latency),
-            }
-        }
-        watermark[r.worker] = watermark[r.worker].max(r.next_second);
-        let low = *watermark.iter().min().expect("at least one worker");
-        while let Some(entry) = pending.first_entry() {
-            if *entry.key() >= low {
-                break;
-            }
-            let (sec, p) = entry.remove_entry();
-            finalize(sec, p, &mut seconds);
-        }
-    }
-    for (sec, p) in std::mem::take(&mut pending) {
-        finalize(sec, p, &mut seconds);
-    }
-
-    let mut totals = Vec::with_capacity(threads);
-    for h in handles {
-        match h.join() {
-            Ok(Ok(t)) => totals.push(t),
-            Ok(Err(e)) => return Err(EngineError::Worker(e)),
-            Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".into());
-                return Err(EngineError::WorkerPanic(msg));
-            }
-        }
-    }
+    let (per_second, per_second_latency) = collect_seconds(rx, threads, opts.progress.as_mut());
+    let totals = join_workers(handles)?;
     let end_now = clock.now();
     let cpu = env::process_cpu_seconds() - cpu_before;
     let m = merge(&totals);
@@ -245,121 +186,17 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         StopReason::Interrupted => end_now.min(window.end_ns),
     };
     let duration_s = window_end.saturating_sub(measure_start_ns) as f64 / 1e9;
-    // Achieved throughput: the successes that completed within the measured window shifted
-    // by the median latency, over the window. In steady state responses cross both edges
-    // of the shifted window alike, whatever the latency; a saturated server completes at
-    // its capacity inside it; a dead one completes nothing. The window is the span the
-    // measured arrivals occupied (each arrival owning one mean gap in open loop).
-    let gap_ns = match cfg.model {
-        LoadModel::Open { rate, .. } => (1e9 / rate) as u64,
-        LoadModel::Closed => 0,
-    };
-    let window_ns = match stop_reason {
-        StopReason::Duration | StopReason::Interrupted => {
-            window_end.saturating_sub(measure_start_ns)
-        }
-        StopReason::Requests => (m.last_intended_ns + gap_ns).saturating_sub(measure_start_ns),
-    };
-    // Centred between arrivals: at low rates the edges fall half a gap from any response.
-    let median_us = if m.latency.is_empty() {
-        0
-    } else {
-        m.latency.value_at_quantile(0.5)
-    };
-    let shift_us = median_us.saturating_sub(gap_ns / 2000);
-    let in_window = if m.success_done.is_empty() || window_ns == 0 {
-        0
-    } else {
-        m.success_done
-            .count_between(shift_us, shift_us + window_ns / 1000)
-    };
-    let achieved_rps = if window_ns > 0 {
-        in_window as f64 * 1e9 / window_ns as f64
-    } else {
-        0.0
-    };
-
-    // Fill seconds nobody reported (no completions anywhere) so the series is continuous.
-    seconds.sort_by_key(|(s, _)| s.second);
-    let mut per_second = Vec::new();
-    let mut per_second_latency = Vec::new();
-    let empty = encode_histogram(&new_histogram(INTERVAL_SIGFIG));
-    let mut expected = 0;
-    for (s, h) in seconds {
-        while expected < s.second {
-            per_second.push(SecondStats {
-                second: expected,
-                completed: 0,
-                successful: 0,
-                errors: 0,
-                latency_p50_ms: None,
-                latency_p99_ms: None,
-            });
-            per_second_latency.push(empty.clone());
-            expected += 1;
-        }
-        expected = s.second + 1;
-        per_second.push(s);
-        per_second_latency.push(h);
-    }
+    let achieved_rps = achieved_rps(&cfg, &m, stop_reason, measure_start_ns, window_end);
 
     let lag = LagStats::from_histogram(&m.lag);
-    let mut generator_notes = Vec::new();
-    let limit_us = (LAG_LIMIT_MS * 1000.0) as u64;
-    let late = if m.lag.is_empty() {
-        0
-    } else {
-        m.lag.count_between(limit_us + 1, u64::MAX)
-    };
-    if lag.p99 > LAG_LIMIT_MS && late >= MIN_LATE_SENDS {
-        generator_notes.push(format!(
-            "schedule lag p99 is {:.2} ms (limit {LAG_LIMIT_MS} ms; {late} sends later than that): \
-             loadlab released requests late",
-            lag.p99
-        ));
-    }
-    for (i, u) in m.worker_cpu.iter().enumerate() {
-        if *u > CPU_BOUND {
-            generator_notes.push(format!(
-                "worker thread {i} was CPU-bound ({:.0}% busy): add --threads or cores, or pin the server elsewhere",
-                u * 100.0
-            ));
-        }
-    }
+    let generator_notes = generator_notes(&m, &lag);
 
     let errors: BTreeMap<String, u64> = ErrorClass::ALL
         .iter()
         .map(|c| (c.name().to_string(), m.errors[c.index()]))
         .collect();
     let errors_total = m.errors.iter().sum();
-    let count = |c: ErrorClass| m.errors[c.index()];
-    if m.successful == 0 {
-        let attempts =
-            m.responses + errors_total - count(ErrorClass::Http4xx) - count(ErrorClass::Http5xx);
-        warnings.push(format!(
-            "no request succeeded ({attempts} attempted): see the errors"
-        ));
-    }
-    if count(ErrorClass::LocalPortExhaustion) > 0 {
-        let tw = env::tcp_states().time_wait;
-        let range = env::ephemeral_port_range()
-            .map(|(a, b)| format!("{a}-{b}, {} ports", u32::from(b) - u32::from(a) + 1))
-            .unwrap_or_else(|| "unknown".into());
-        warnings.push(format!(
-            "{} requests failed because no local port was free (EADDRNOTAVAIL): {tw} sockets are in TIME_WAIT \
-             (ephemeral range {range}); use --keep-alive on to reuse connections, --source-addrs to spread \
-             connections over more local addresses, or `sysctl -w net.ipv4.tcp_tw_reuse=1`",
-            count(ErrorClass::LocalPortExhaustion)
-        ));
-    }
-    if count(ErrorClass::FdExhaustion) > 0 {
-        let (soft, hard) = env::nofile_limits();
-        warnings.push(format!(
-            "{} requests failed because the process ran out of file descriptors (EMFILE/ENFILE): nofile is {soft} \
-             (hard {hard}); raise it with `ulimit -n` or lower --max-connections",
-            count(ErrorClass::FdExhaustion)
-        ));
-    }
+    warnings.extend(outcome_warnings(&m));
     let status_codes = m
         .status
         .iter()
@@ -416,6 +253,202 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         },
         environment,
     })
+}
+
+/// Collects the workers' per-second reports until every worker has finished. A second is
+/// final (reported to `progress`) once every worker has moved past it. Returns the series,
+/// with seconds nobody reported filled in, and each second's encoded latency histogram.
+fn collect_seconds(
+    rx: mpsc::Receiver<IntervalReport>,
+    threads: usize,
+    mut progress: Option<&mut &mut dyn FnMut(&SecondStats)>,
+) -> (Vec<SecondStats>, Vec<String>) {
+    let mut watermark = vec![0u64; threads];
+    let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
+    let mut seconds: Vec<(SecondStats, String)> = Vec::new();
+    let mut finalize = |sec: u64, p: Pending, seconds: &mut Vec<(SecondStats, String)>| {
+        let h = p.latency.unwrap_or_else(|| new_histogram(INTERVAL_SIGFIG));
+        let q = |q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0);
+        let stats = SecondStats {
+            second: sec,
+            completed: p.completed,
+            successful: p.successful,
+            errors: p.errors,
+            latency_p50_ms: q(0.5),
+            latency_p99_ms: q(0.99),
+        };
+        if let Some(cb) = progress.as_mut() {
+            cb(&stats);
+        }
+        seconds.push((stats, encode_histogram(&h)));
+    };
+    while let Ok(r) = rx.recv() {
+        if r.completed + r.errors > 0 {
+            let p = pending.entry(r.second).or_default();
+            p.completed += r.completed;
+            p.successful += r.successful;
+            p.errors += r.errors;
+            match &mut p.latency {
+                Some(h) => h.add(&r.latency).expect("same bounds"),
+                None => p.latency = Some(r.latency),
+            }
+        }
+        watermark[r.worker] = watermark[r.worker].max(r.next_second);
+        let low = *watermark.iter().min().expect("at least one worker");
+        while let Some(entry) = pending.first_entry() {
+            if *entry.key() >= low {
+                break;
+            }
+            let (sec, p) = entry.remove_entry();
+            finalize(sec, p, &mut seconds);
+        }
+    }
+    for (sec, p) in std::mem::take(&mut pending) {
+        finalize(sec, p, &mut seconds);
+    }
+    // Fill seconds nobody reported (no completions anywhere) so the series is continuous.
+    seconds.sort_by_key(|(s, _)| s.second);
+    let empty = encode_histogram(&new_histogram(INTERVAL_SIGFIG));
+    let mut per_second = Vec::with_capacity(seconds.len());
+    let mut latency = Vec::with_capacity(seconds.len());
+    for (s, h) in seconds {
+        for second in per_second.len() as u64..s.second {
+            per_second.push(SecondStats {
+                second,
+                completed: 0,
+                successful: 0,
+                errors: 0,
+                latency_p50_ms: None,
+                latency_p99_ms: None,
+            });
+            latency.push(empty.clone());
+        }
+        per_second.push(s);
+        latency.push(h);
+    }
+    (per_second, latency)
+}
+
+/// Waits for every worker thread and returns their totals.
+fn join_workers(
+    handles: Vec<std::thread::JoinHandle<std::io::Result<WorkerTotals>>>,
+) -> Result<Vec<WorkerTotals>, EngineError> {
+    let mut totals = Vec::with_capacity(handles.len());
+    for h in handles {
+        match h.join() {
+            Ok(Ok(t)) => totals.push(t),
+            Ok(Err(e)) => return Err(EngineError::Worker(e)),
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                return Err(EngineError::WorkerPanic(msg));
+            }
+        }
+    }
+    Ok(totals)
+}
+
+/// Achieved throughput: the successes that completed within the measured window shifted by
+/// the median latency, over the window. In steady state responses cross both edges of the
+/// shifted window alike, whatever the latency; a saturated server completes at its capacity
+/// inside it; a dead one completes nothing. The window is the span the measured arrivals
+/// occupied (each arrival owning one mean gap in open loop).
+fn achieved_rps(
+    cfg: &RunConfig,
+    m: &Merged,
+    stop_reason: StopReason,
+    measure_start_ns: u64,
+    window_end: u64,
+) -> f64 {
+    let gap_ns = match cfg.model {
+        LoadModel::Open { rate, .. } => (1e9 / rate) as u64,
+        LoadModel::Closed => 0,
+    };
+    let window_ns = match stop_reason {
+        StopReason::Duration | StopReason::Interrupted => {
+            window_end.saturating_sub(measure_start_ns)
+        }
+        StopReason::Requests => (m.last_intended_ns + gap_ns).saturating_sub(measure_start_ns),
+    };
+    if window_ns == 0 || m.success_done.is_empty() {
+        return 0.0;
+    }
+    // Centred between arrivals: at low rates the edges fall half a gap from any response.
+    let median_us = if m.latency.is_empty() {
+        0
+    } else {
+        m.latency.value_at_quantile(0.5)
+    };
+    let shift_us = median_us.saturating_sub(gap_ns / 2000);
+    let in_window = m
+        .success_done
+        .count_between(shift_us, shift_us + window_ns / 1000);
+    in_window as f64 * 1e9 / window_ns as f64
+}
+
+/// Why loadlab itself may have limited the run (empty: it did not).
+fn generator_notes(m: &Merged, lag: &LagStats) -> Vec<String> {
+    let mut notes = Vec::new();
+    let limit_us = (LAG_LIMIT_MS * 1000.0) as u64;
+    let late = if m.lag.is_empty() {
+        0
+    } else {
+        m.lag.count_between(limit_us + 1, u64::MAX)
+    };
+    if lag.p99 > LAG_LIMIT_MS && late >= MIN_LATE_SENDS {
+        notes.push(format!(
+            "schedule lag p99 is {:.2} ms (limit {LAG_LIMIT_MS} ms; {late} sends later than that): \
+             loadlab released requests late",
+            lag.p99
+        ));
+    }
+    for (i, u) in m.worker_cpu.iter().enumerate() {
+        if *u > CPU_BOUND {
+            notes.push(format!(
+                "worker thread {i} was CPU-bound ({:.0}% busy): add --threads or cores, or pin the server elsewhere",
+                u * 100.0
+            ));
+        }
+    }
+    notes
+}
+
+/// What the errors mean for the user: nothing succeeded, ports or descriptors ran out.
+fn outcome_warnings(m: &Merged) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let count = |c: ErrorClass| m.errors[c.index()];
+    let errors_total: u64 = m.errors.iter().sum();
+    if m.successful == 0 {
+        let attempts =
+            m.responses + errors_total - count(ErrorClass::Http4xx) - count(ErrorClass::Http5xx);
+        warnings.push(format!(
+            "no request succeeded ({attempts} attempted): see the errors"
+        ));
+    }
+    if count(ErrorClass::LocalPortExhaustion) > 0 {
+        let tw = env::tcp_states().time_wait;
+        let range = env::ephemeral_port_range()
+            .map(|(a, b)| format!("{a}-{b}, {} ports", u32::from(b) - u32::from(a) + 1))
+            .unwrap_or_else(|| "unknown".into());
+        warnings.push(format!(
+            "{} requests failed because no local port was free (EADDRNOTAVAIL): {tw} sockets are in TIME_WAIT \
+             (ephemeral range {range}); use --keep-alive on to reuse connections, --source-addrs to spread \
+             connections over more local addresses, or `sysctl -w net.ipv4.tcp_tw_reuse=1`",
+            count(ErrorClass::LocalPortExhaustion)
+        ));
+    }
+    if count(ErrorClass::FdExhaustion) > 0 {
+        let (soft, hard) = env::nofile_limits();
+        warnings.push(format!(
+            "{} requests failed because the process ran out of file descriptors (EMFILE/ENFILE): nofile is {soft} \
+             (hard {hard}); raise it with `ulimit -n` or lower --max-connections",
+            count(ErrorClass::FdExhaustion)
+        ));
+    }
+    warnings
 }
 
 #[cfg(test)]

@@ -88,6 +88,7 @@ command = ["FIXTURE", "--port", "{port}", "--mode", "{mode}", "--pid-file", "{bu
 ready = { http = "http://127.0.0.1:{port}/", status = 200 }
 ready_timeout = "2s"
 stop_grace = "1s"
+cpus = "0"
 "#;
 
 pub fn plan_text(extra: &str, matrix: &str, load: &str) -> String {

@@ -1,0 +1,35 @@
+//! gRPC unary calls for loadlab, resolved at run time from a `.proto` file, like ghz.
+//!
+//! This crate is the part of `loadlab grpc` that needs no network: it turns
+//! `--proto FILE --call package.Service/Method --data JSON --metadata …` into the bytes and
+//! headers a transport sends for every request, and classifies what comes back.
+//!
+//! # Layout
+//!
+//! - [`call`]: [`UnaryCall::resolve`] compiles the `.proto` with `protox` (pure Rust, no
+//!   `protoc`), finds the method, checks it is unary and builds the request message from
+//!   JSON with `prost-reflect`. Also the HTTP/2 `:path` and response decoding.
+//! - `json` (private): checks request JSON against the message descriptor first, so a
+//!   misfit names the field and the expected type.
+//! - [`frame`]: the gRPC length-prefixed message framing (5-byte header).
+//! - [`status`]: [`GrpcStatus`], the 17 canonical status codes, parsed from `grpc-status`.
+//! - [`metadata`]: [`parse_metadata`], validated custom request metadata.
+//! - [`error`]: [`GrpcError`]; every variant says what is wrong and where.
+//!
+//! All validation happens in [`UnaryCall::resolve`] and [`parse_metadata`], before any load
+//! is generated; the per-request path is [`UnaryCall::request_frame`] (a reference-counted
+//! clone) and [`GrpcStatus::from_trailer`] (no allocation).
+
+#![deny(missing_docs)]
+
+pub mod call;
+pub mod error;
+pub mod frame;
+mod json;
+pub mod metadata;
+pub mod status;
+
+pub use call::UnaryCall;
+pub use error::GrpcError;
+pub use metadata::parse_metadata;
+pub use status::GrpcStatus;
