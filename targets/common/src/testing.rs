@@ -231,6 +231,15 @@ pub fn refused(program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// Asserts that `program --bind ADDR` refuses an address already in use, naming `--bind`.
+pub fn assert_bind_in_use_refused(program: &str) {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let stderr = refused(program, &["--bind", &addr]);
+    assert!(stderr.contains("--bind"), "{stderr}");
+    assert!(stderr.contains("in use"), "{stderr}");
+}
+
 /// Runs `program args…` to completion (killing it after [`WAIT_LIMIT`]) and returns its
 /// output. For arguments that must make the program exit at once.
 pub fn run_to_exit(program: &str, args: &[&str]) -> Output {

@@ -25,11 +25,7 @@ fn zero_concurrent_streams_names_the_flag() {
 
 #[test]
 fn address_in_use_names_the_flag() {
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = taken.local_addr().unwrap().to_string();
-    let stderr = refused(&["--bind", &addr]);
-    assert!(stderr.contains("--bind"), "{stderr}");
-    assert!(stderr.contains("in use"), "{stderr}");
+    testing::assert_bind_in_use_refused(BIN);
 }
 
 #[test]
