@@ -8,15 +8,20 @@ use prost::Message;
 use serde_json::json;
 use util::{proto_dir, repo_proto, unframe};
 
-#[test]
-fn greeter_say_hello() {
-    let call = UnaryCall::resolve(
+/// `helloworld.Greeter/SayHello` with `{"name":"loadlab"}`.
+fn greeter_call() -> UnaryCall {
+    UnaryCall::resolve(
         &repo_proto("helloworld.proto"),
         &[],
         "helloworld.Greeter/SayHello",
         r#"{"name":"loadlab"}"#,
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn greeter_say_hello() {
+    let call = greeter_call();
     assert_eq!(call.path(), "/helloworld.Greeter/SayHello");
     assert_eq!(call.request_type(), "helloworld.HelloRequest");
     assert_eq!(call.response_type(), "helloworld.HelloReply");
@@ -61,13 +66,7 @@ fn hello_service_say() {
 
 #[test]
 fn decode_responses() {
-    let call = UnaryCall::resolve(
-        &repo_proto("helloworld.proto"),
-        &[],
-        "helloworld.Greeter/SayHello",
-        r#"{"name":"loadlab"}"#,
-    )
-    .unwrap();
+    let call = greeter_call();
     let reply = helloworld::HelloReply {
         message: "Hello loadlab".to_owned(),
     };
