@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use loadlab_engine::{Arrival, RunSpec};
+use loadlab_engine::{Arrival, GrpcCall, RunSpec};
 
 /// Find where a web server breaks, and why.
 #[derive(Parser, Debug)]
@@ -19,7 +19,7 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Drive one URL with HTTP/1.1 load and report latency, throughput and errors.
+    /// Drive one URL with HTTP/1.1 (or HTTP/2) load and report latency, throughput and errors.
     ///
     /// With --rate: open loop, requests sent on schedule whatever the server does, latency
     /// measured from each request's intended send time. Without --rate: closed loop,
@@ -29,7 +29,8 @@ pub enum Command {
         loadlab run http://127.0.0.1:8080/health --rate 2000 --duration 30s --warmup 5s\n  \
         loadlab run http://127.0.0.1:8080/health --connections 64 --duration 10s --json out.json\n  \
         loadlab run http://127.0.0.1:8080/sleep --rate 500 --keep-alive off --source-addrs 16\n  \
-        loadlab run http://127.0.0.1:8080/plaintext -c 256 --pipeline 16 -d 15s")]
+        loadlab run http://127.0.0.1:8080/plaintext -c 256 --pipeline 16 -d 15s\n  \
+        loadlab run --http2 http://127.0.0.1:8080/ -c 4 --concurrency 128 -n 200000")]
     Run(Box<RunArgs>),
     /// Run an experiment plan: start the server in each configuration, step the load (or
     /// search for the knee), probe the server and the kernel, and write a result bundle
@@ -45,6 +46,16 @@ pub enum Command {
         loadlab doctor\n  \
         loadlab doctor plans/ephemeral-ports.toml")]
     Doctor(DoctorArgs),
+    /// Drive a gRPC unary method with load (the ghz model): the request is built from JSON
+    /// with the .proto at run time; replies are counted per gRPC status.
+    ///
+    /// Closed loop by default: --concurrency calls in flight over --connections HTTP/2
+    /// connections; --rate makes it open loop.
+    #[command(after_help = "Examples:\n  \
+        loadlab grpc 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' -n 100000 -c 8 --concurrency 64\n  \
+        loadlab grpc 127.0.0.1:50051 --proto proto/hello.proto --call hello.HelloService/Say --rate 500 -d 30s --timeout 100ms\n  \
+        loadlab grpc https://127.0.0.1:8443 -k --proto svc.proto -I protos/ --call pkg.Svc/Get -m 'authorization: Bearer x'")]
+    Grpc(Box<GrpcArgs>),
     /// Re-render report.md from a result bundle on disk.
     Report(ReportArgs),
     /// Start the reference scenario server on a free port and run a short experiment
@@ -140,12 +151,9 @@ pub enum ArrivalArg {
     Poisson,
 }
 
-/// `loadlab run` arguments.
+/// Load shape, connections and timing: shared by `loadlab run` and `loadlab grpc`.
 #[derive(Args, Debug)]
-pub struct RunArgs {
-    /// Target URL (http:// or https://).
-    pub url: String,
-
+pub struct LoadArgs {
     /// Open loop at this many requests per second (all threads together). Without it: closed loop.
     #[arg(
         short = 'r',
@@ -158,10 +166,16 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "constant", help_heading = "Load")]
     pub arrival: ArrivalArg,
     /// Closed loop: exactly this many connections, opened up front. Open loop: the initial
-    /// pool, each connection opened on first use.
+    /// pool, each connection opened on first use. HTTP/2 and gRPC: the connections that
+    /// carry the --concurrency streams.
     #[arg(short = 'c', long, default_value_t = 64, help_heading = "Load")]
     pub connections: u64,
-    /// Open loop: the pool may grow to this many connections when all are busy
+    /// HTTP/2 and gRPC: requests in flight as streams over the connections (closed loop:
+    /// exactly; open loop: the ceiling) [default: closed 64 or --connections if larger;
+    /// open 1024].
+    #[arg(long, help_heading = "Load")]
+    pub concurrency: Option<u64>,
+    /// HTTP/1.1 open loop: the pool may grow to this many connections when all are busy
     /// [default: the larger of --connections and 1024].
     #[arg(long, help_heading = "Load")]
     pub max_connections: Option<u64>,
@@ -185,22 +199,50 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Load")]
     pub cpus: Option<String>,
 
-    /// Reuse connections (on) or open a new TCP connection per request (off).
-    #[arg(long, value_enum, default_value = "on", help_heading = "Connections")]
-    pub keep_alive: OnOff,
     /// Per-request deadline (connect + response), counted from the intended send time.
+    /// gRPC: also sent as grpc-timeout; a passed deadline counts as DEADLINE_EXCEEDED.
     #[arg(long, value_parser = parse_duration, default_value = "5s", help_heading = "Connections")]
     pub timeout: Duration,
-    /// Closed loop with keep-alive: write N requests back to back before reading responses.
-    #[arg(long, default_value_t = 1, help_heading = "Connections")]
-    pub pipeline: u32,
     /// Local source addresses for new connections: 127.0.0.2-127.0.0.17, a list A,B,C, or a
     /// count N (127.0.0.2 onwards, loopback targets).
     #[arg(long, help_heading = "Connections")]
     pub source_addrs: Option<String>,
-    /// Skip TLS certificate verification for https:// URLs.
+    /// Skip TLS certificate verification for https:// targets.
     #[arg(short = 'k', long, help_heading = "Connections")]
     pub insecure: bool,
+}
+
+/// Where the result goes.
+#[derive(Args, Debug)]
+pub struct OutputArgs {
+    /// Write the result as JSON to this file.
+    #[arg(long, help_heading = "Output")]
+    pub json: Option<PathBuf>,
+    /// No per-second progress on stderr.
+    #[arg(short = 'q', long, help_heading = "Output")]
+    pub quiet: bool,
+}
+
+/// `loadlab run` arguments.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Target URL (http:// or https://).
+    pub url: String,
+
+    #[command(flatten)]
+    pub load: LoadArgs,
+
+    /// Speak HTTP/2: prior knowledge (h2c) on http://, ALPN h2 on https://. Requests are
+    /// streams: --concurrency of them over --connections connections.
+    #[arg(long, help_heading = "Connections")]
+    pub http2: bool,
+    /// Reuse connections (on) or open a new TCP connection per request (off, HTTP/1.1).
+    #[arg(long, value_enum, default_value = "on", help_heading = "Connections")]
+    pub keep_alive: OnOff,
+    /// HTTP/1.1 closed loop with keep-alive: write N requests back to back before reading
+    /// responses.
+    #[arg(long, default_value_t = 1, help_heading = "Connections")]
+    pub pipeline: u32,
 
     /// HTTP method.
     #[arg(
@@ -220,12 +262,41 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Request")]
     pub body_file: Option<PathBuf>,
 
-    /// Write the result as JSON to this file.
-    #[arg(long, help_heading = "Output")]
-    pub json: Option<PathBuf>,
-    /// No per-second progress on stderr.
-    #[arg(short = 'q', long, help_heading = "Output")]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `loadlab grpc` arguments.
+#[derive(Args, Debug)]
+pub struct GrpcArgs {
+    /// Server address: HOST:PORT (plaintext HTTP/2), or http://HOST:PORT, or
+    /// https://HOST:PORT (TLS with ALPN h2).
+    pub addr: String,
+    /// The .proto file that defines the service (compiled at run time; no protoc needed).
+    #[arg(long, help_heading = "Call")]
+    pub proto: PathBuf,
+    /// Directories searched for the proto's imports (repeatable; the proto's own
+    /// directory is searched last).
+    #[arg(short = 'I', long = "import-path", help_heading = "Call")]
+    pub import_paths: Vec<PathBuf>,
+    /// The unary method: package.Service/Method.
+    #[arg(long, help_heading = "Call")]
+    pub call: String,
+    /// The request message as JSON (proto3 JSON mapping).
+    #[arg(short = 'D', long, default_value = "{}", conflicts_with = "data_file", help_heading = "Call")]
+    pub data: String,
+    /// The request message as JSON, read from a file.
+    #[arg(long, help_heading = "Call")]
+    pub data_file: Option<PathBuf>,
+    /// Request metadata: `key: value`, or a JSON object of string values (repeatable).
+    #[arg(short = 'm', long = "metadata", help_heading = "Call")]
+    pub metadata: Vec<String>,
+
+    #[command(flatten)]
+    pub load: LoadArgs,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Parses `10s`, `500ms`, `2m`, or a bare number of seconds.
@@ -247,6 +318,33 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 10s, 500ms, 2m"))
 }
 
+impl LoadArgs {
+    /// A spec for `url` with these load settings (request fields at their defaults).
+    pub fn to_spec(&self, url: String) -> RunSpec {
+        RunSpec {
+            url,
+            rate: self.rate,
+            arrival: match self.arrival {
+                ArrivalArg::Constant => Arrival::Constant,
+                ArrivalArg::Poisson => Arrival::Poisson,
+            },
+            connections: self.connections,
+            max_connections: self.max_connections,
+            concurrency: self.concurrency,
+            duration: self.duration,
+            requests: self.requests,
+            warmup: self.warmup,
+            timeout: self.timeout,
+            threads: self.threads,
+            insecure: self.insecure,
+            source_addrs: self.source_addrs.clone(),
+            seed: self.seed,
+            cpus: self.cpus.clone(),
+            ..RunSpec::default()
+        }
+    }
+}
+
 impl RunArgs {
     /// The engine's view of these arguments.
     pub fn to_spec(&self) -> anyhow::Result<RunSpec> {
@@ -257,30 +355,60 @@ impl RunArgs {
             (None, None) => Vec::new(),
         };
         Ok(RunSpec {
-            url: self.url.clone(),
-            rate: self.rate,
-            arrival: match self.arrival {
-                ArrivalArg::Constant => Arrival::Constant,
-                ArrivalArg::Poisson => Arrival::Poisson,
-            },
-            connections: self.connections,
-            max_connections: self.max_connections,
-            duration: self.duration,
-            requests: self.requests,
-            warmup: self.warmup,
             keep_alive: self.keep_alive == OnOff::On,
-            timeout: self.timeout,
-            threads: self.threads,
             method: self.method.clone(),
             headers: self.headers.clone(),
             body,
             pipeline: self.pipeline,
-            insecure: self.insecure,
-            source_addrs: self.source_addrs.clone(),
-            seed: self.seed,
-            cpus: self.cpus.clone(),
+            http2: self.http2,
+            ..self.load.to_spec(self.url.clone())
         })
     }
+}
+
+impl GrpcArgs {
+    /// The engine's view of these arguments: resolves the call from the proto (every
+    /// mistake in the proto, the call, the data or the metadata is reported here, before
+    /// any load).
+    pub fn to_spec(&self) -> anyhow::Result<RunSpec> {
+        let data = match &self.data_file {
+            Some(p) => std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("--data-file {}: cannot read: {e}", p.display()))?,
+            None => self.data.clone(),
+        };
+        let call = loadlab_grpc::UnaryCall::resolve(&self.proto, &self.import_paths, &self.call, &data)?;
+        let metadata = loadlab_grpc::parse_metadata(&self.metadata)?;
+        let url = grpc_url(&self.addr)?;
+        Ok(RunSpec {
+            grpc: Some(GrpcCall {
+                path: call.path().to_string(),
+                frame: call.request_frame(),
+                metadata,
+            }),
+            ..self.load.to_spec(url)
+        })
+    }
+}
+
+/// `HOST:PORT`, `http://HOST:PORT` or `https://HOST:PORT` as a URL (without a path: the
+/// call gives it).
+pub fn grpc_url(addr: &str) -> anyhow::Result<String> {
+    let addr = addr.trim().trim_end_matches('/');
+    if addr.contains("://") {
+        if !(addr.starts_with("http://") || addr.starts_with("https://")) {
+            anyhow::bail!("`{addr}`: give HOST:PORT, http://HOST:PORT or https://HOST:PORT");
+        }
+        if addr.splitn(4, '/').nth(3).is_some() {
+            anyhow::bail!("`{addr}`: no path after the address (the path comes from --call)");
+        }
+        return Ok(format!("{addr}/"));
+    }
+    if !addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
+        anyhow::bail!(
+            "`{addr}` is not HOST:PORT (e.g. 127.0.0.1:50051, [::1]:50051, https://example.test:443)"
+        );
+    }
+    Ok(format!("http://{addr}/"))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::Parser;
 use loadlab_engine::{summary, CancellationToken, EngineError, RunOptions, RunResult, SecondStats};
 
-use args::{Cli, Command, RunArgs};
+use args::{Cli, Command, GrpcArgs, OutputArgs, RunArgs};
 
 /// Exit status when a run completed but no request succeeded.
 const EXIT_ALL_FAILED: u8 = 1;
@@ -23,6 +23,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(a) => return serve(&a),
         Command::Run(a) => cmd_run(&a),
+        Command::Grpc(a) => cmd_grpc(&a),
         Command::Lab(a) => lab::cmd_lab(&a),
         Command::Doctor(a) => lab::cmd_doctor(&a),
         Command::Report(a) => lab::cmd_report(&a),
@@ -106,6 +107,16 @@ pub(crate) fn cancel_on_signal(token: CancellationToken) {
 
 fn cmd_run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let spec = a.to_spec().map_err(|e| BadInput(format!("{e:#}")))?;
+    execute(spec, &a.output)
+}
+
+fn cmd_grpc(a: &GrpcArgs) -> anyhow::Result<ExitCode> {
+    let spec = a.to_spec().map_err(|e| BadInput(format!("{e:#}")))?;
+    execute(spec, &a.output)
+}
+
+/// Runs one validated spec: progress, summary, JSON, exit status.
+fn execute(spec: loadlab_engine::RunSpec, out: &OutputArgs) -> anyhow::Result<ExitCode> {
     let cfg = match spec.validate() {
         Ok(c) => c,
         Err(e) => return Err(EngineError::Config(e).into()),
@@ -115,7 +126,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     }
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
-    let show_progress = !a.quiet && std::io::stderr().is_terminal();
+    let show_progress = !out.quiet && std::io::stderr().is_terminal();
     let mut progress = |s: &SecondStats| {
         if show_progress {
             let p99 = s.latency_p99_ms.map_or("-".into(), |v| format!("{v:.2}ms"));
@@ -135,7 +146,7 @@ fn cmd_run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let result = loadlab_engine::run(&cfg, opts)?;
     print!("{}", summary::render(&result));
     std::io::stdout().flush().ok();
-    if let Some(path) = &a.json {
+    if let Some(path) = &out.json {
         write_json(path, &result)?;
     }
     Ok(if result.all_failed() {

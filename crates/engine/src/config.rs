@@ -40,6 +40,47 @@ pub enum Scheme {
     Https,
 }
 
+/// The wire protocol of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// HTTP/1.1: one request in flight per connection (or a pipelined batch).
+    #[default]
+    Http1,
+    /// HTTP/2: requests multiplexed as streams over a fixed set of connections (h2c prior
+    /// knowledge on plain TCP, ALPN `h2` over TLS).
+    Http2,
+    /// gRPC unary calls over HTTP/2; the reply's `grpc-status` decides success.
+    Grpc,
+}
+
+impl Protocol {
+    /// The name results use (`http1`, `http2`, `grpc`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http1",
+            Protocol::Http2 => "http2",
+            Protocol::Grpc => "grpc",
+        }
+    }
+
+    /// True for the protocols carried by HTTP/2.
+    pub fn multiplexed(self) -> bool {
+        self != Protocol::Http1
+    }
+}
+
+/// A gRPC unary call ready to send: what `loadlab_grpc::UnaryCall` resolved from the proto.
+#[derive(Clone, Debug)]
+pub struct GrpcCall {
+    /// `/package.Service/Method`.
+    pub path: String,
+    /// The request message in its gRPC frame, sent for every call.
+    pub frame: bytes::Bytes,
+    /// Custom metadata `(key, value)`, keys in lower case, already validated.
+    pub metadata: Vec<(String, String)>,
+}
+
 /// A run as the user described it, before validation.
 #[derive(Clone, Debug)]
 pub struct RunSpec {
@@ -81,6 +122,13 @@ pub struct RunSpec {
     pub seed: Option<u64>,
     /// CPUs to pin the worker threads to, e.g. `1` or `2-3,6` (worker i takes the i-th).
     pub cpus: Option<String>,
+    /// Speak HTTP/2 (h2c prior knowledge on http://, ALPN on https://).
+    pub http2: bool,
+    /// HTTP/2: streams in flight (closed loop: exactly; open loop: the ceiling).
+    pub concurrency: Option<u64>,
+    /// gRPC unary calls instead of plain requests (implies HTTP/2; the URL's path is
+    /// replaced by the call's).
+    pub grpc: Option<GrpcCall>,
 }
 
 impl Default for RunSpec {
@@ -105,6 +153,9 @@ impl Default for RunSpec {
             source_addrs: None,
             seed: None,
             cpus: None,
+            http2: false,
+            concurrency: None,
+            grpc: None,
         }
     }
 }
@@ -133,10 +184,18 @@ pub struct RunConfig {
     pub target: Target,
     /// Open or closed loop.
     pub model: LoadModel,
-    /// Initial connections (closed loop: all of them).
+    /// Wire protocol.
+    pub protocol: Protocol,
+    /// Initial connections (closed loop, and HTTP/2: all of them).
     pub connections: u64,
-    /// Pool ceiling (equal to `connections` in closed loop).
+    /// Pool ceiling (equal to `connections` in closed loop and over HTTP/2).
     pub max_connections: u64,
+    /// Requests in flight: closed loop exactly this many, open loop at most. HTTP/1.1:
+    /// one per connection (`connections`, or `max_connections` in open loop); HTTP/2:
+    /// streams spread over the connections.
+    pub concurrency: u64,
+    /// The gRPC call, for [`Protocol::Grpc`].
+    pub grpc: Option<GrpcCall>,
     /// Measured duration, if bounded by time.
     pub duration: Option<Duration>,
     /// Measured requests, if bounded by count.
@@ -208,6 +267,19 @@ pub enum ConfigError {
     },
 }
 
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2), and `host` (the URL's authority is sent).
+const CONNECTION_HEADERS: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+];
+
+/// HTTP/2 closed loop without `--concurrency`: streams per run (ghz's default is 50).
+pub const DEFAULT_STREAMS: u64 = 64;
+
 fn value_err(field: &'static str, value: impl ToString, allowed: impl Into<String>) -> ConfigError {
     ConfigError::Value {
         field,
@@ -273,6 +345,21 @@ impl RunSpec {
                 "pipelining needs closed loop (no --rate) and --keep-alive on",
             ));
         }
+        let protocol = match (&self.grpc, self.http2) {
+            (Some(_), _) => Protocol::Grpc,
+            (None, true) => Protocol::Http2,
+            (None, false) => Protocol::Http1,
+        };
+        if protocol.multiplexed() {
+            return self.validate_multiplexed(target, model, protocol, threads);
+        }
+        if let Some(c) = self.concurrency {
+            return Err(value_err(
+                "--concurrency",
+                c,
+                "only with --http2 or gRPC: over HTTP/1.1 each connection carries one request at a time (use --connections)",
+            ));
+        }
         let (connections, max_connections) = match model {
             LoadModel::Closed => {
                 if let Some(m) = self.max_connections {
@@ -305,7 +392,97 @@ impl RunSpec {
             LoadModel::Closed => threads.min(connections as usize),
             LoadModel::Open { .. } => threads,
         };
-        let method = self.method.trim().to_ascii_uppercase();
+        let concurrency = match model {
+            LoadModel::Closed => connections,
+            LoadModel::Open { .. } => max_connections,
+        };
+        self.finish(
+            target,
+            model,
+            Protocol::Http1,
+            (connections, max_connections, concurrency),
+            threads,
+        )
+    }
+
+    /// HTTP/2 and gRPC: `connections` fixed connections carrying `concurrency` streams.
+    fn validate_multiplexed(
+        &self,
+        target: Target,
+        model: LoadModel,
+        protocol: Protocol,
+        threads: usize,
+    ) -> Result<RunConfig, ConfigError> {
+        let what = if protocol == Protocol::Grpc {
+            "gRPC"
+        } else {
+            "--http2"
+        };
+        if !self.keep_alive {
+            return Err(value_err(
+                "--keep-alive",
+                "off",
+                format!("{what} multiplexes streams over kept connections; leave --keep-alive on"),
+            ));
+        }
+        if let Some(m) = self.max_connections.filter(|&m| m != self.connections) {
+            return Err(value_err(
+                "--max-connections",
+                m,
+                format!("{what} uses exactly --connections connections; the open-loop ceiling is --concurrency"),
+            ));
+        }
+        let concurrency = match (self.concurrency, model) {
+            (Some(c), _) => c,
+            (None, LoadModel::Closed) => self.connections.max(DEFAULT_STREAMS),
+            (None, LoadModel::Open { .. }) => self.connections.max(1024),
+        };
+        if concurrency < self.connections {
+            return Err(value_err(
+                "--concurrency",
+                concurrency,
+                format!(
+                    "at least --connections ({}): every connection carries at least one stream",
+                    self.connections
+                ),
+            ));
+        }
+        // A worker owns whole connections.
+        let threads = threads.min(self.connections as usize);
+        self.finish(
+            target,
+            model,
+            protocol,
+            (self.connections, self.connections, concurrency),
+            threads,
+        )
+    }
+
+    /// The checks and fields common to every protocol.
+    fn finish(
+        &self,
+        mut target: Target,
+        model: LoadModel,
+        protocol: Protocol,
+        (connections, max_connections, concurrency): (u64, u64, u64),
+        threads: usize,
+    ) -> Result<RunConfig, ConfigError> {
+        if self.pipeline > 1 && protocol.multiplexed() {
+            return Err(value_err(
+                "--pipeline",
+                self.pipeline,
+                "1 over HTTP/2 (streams are multiplexed; use --concurrency)",
+            ));
+        }
+        if let Some(call) = &self.grpc {
+            target.path_and_query = call.path.clone();
+            target.url = format!("{}{}", target.url.trim_end_matches('/'), call.path);
+        }
+        let method = if protocol == Protocol::Grpc {
+            "POST".to_string()
+        } else {
+            self.method.trim().to_ascii_uppercase()
+        };
         if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
             return Err(value_err(
                 "-X/--method",
@@ -318,6 +495,19 @@ impl RunSpec {
             .iter()
             .map(|h| parse_header(h))
             .collect::<Result<Vec<_>, _>>()?;
+        if protocol.multiplexed() {
+            if let Some((name, _)) = headers.iter().find(|(n, _)| {
+                CONNECTION_HEADERS
+                    .iter()
+                    .any(|c| n.eq_ignore_ascii_case(c))
+            }) {
+                return Err(value_err(
+                    "-H/--header",
+                    name,
+                    "no connection-specific headers over HTTP/2 (connection, keep-alive, proxy-connection, transfer-encoding, upgrade, host: the URL gives :authority)",
+                ));
+            }
+        }
         let source_addrs = match &self.source_addrs {
             Some(s) => parse_source_addrs(s, target.addrs[0].ip())?,
             None => Vec::new(),
@@ -332,8 +522,11 @@ impl RunSpec {
         Ok(RunConfig {
             target,
             model,
+            protocol,
             connections,
             max_connections,
+            concurrency,
+            grpc: self.grpc.clone(),
             duration: match (self.duration, self.requests) {
                 (None, None) => Some(Duration::from_secs(10)),
                 (d, _) => d,

@@ -166,7 +166,11 @@ pub fn tls_config(cfg: &RunConfig) -> Option<Arc<rustls::ClientConfig>> {
         };
         builder.with_root_certificates(roots).with_no_client_auth()
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = if cfg.protocol.multiplexed() {
+        vec![b"h2".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
     Some(Arc::new(config))
 }
 

@@ -31,13 +31,19 @@ pub enum ErrorClass {
     FdExhaustion,
     /// The TLS handshake failed (certificate, protocol).
     TlsHandshake,
+    /// HTTP/2: the server reset the stream (RST_STREAM) or closed the connection (GOAWAY)
+    /// before the response completed.
+    StreamReset,
+    /// gRPC: the call ended with a status other than OK (counted per code in
+    /// `grpc_status`), including DEADLINE_EXCEEDED when the client's deadline passed.
+    GrpcStatus,
     /// Any other I/O failure.
     Other,
 }
 
 impl ErrorClass {
     /// Every class, in the order results list them.
-    pub const ALL: [ErrorClass; 12] = [
+    pub const ALL: [ErrorClass; 14] = [
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
         ErrorClass::ConnectionReset,
@@ -49,6 +55,8 @@ impl ErrorClass {
         ErrorClass::LocalPortExhaustion,
         ErrorClass::FdExhaustion,
         ErrorClass::TlsHandshake,
+        ErrorClass::StreamReset,
+        ErrorClass::GrpcStatus,
         ErrorClass::Other,
     ];
     /// Number of classes.
@@ -73,6 +81,8 @@ impl ErrorClass {
             ErrorClass::LocalPortExhaustion => "local_port_exhaustion",
             ErrorClass::FdExhaustion => "fd_exhaustion",
             ErrorClass::TlsHandshake => "tls_handshake",
+            ErrorClass::StreamReset => "stream_reset",
+            ErrorClass::GrpcStatus => "grpc_status",
             ErrorClass::Other => "other",
         }
     }
@@ -91,6 +101,8 @@ impl ErrorClass {
             ErrorClass::LocalPortExhaustion => "local port exhaustion (EADDRNOTAVAIL)",
             ErrorClass::FdExhaustion => "file-descriptor exhaustion (EMFILE/ENFILE)",
             ErrorClass::TlsHandshake => "TLS handshake failed",
+            ErrorClass::StreamReset => "HTTP/2 stream reset or connection closed (RST_STREAM/GOAWAY)",
+            ErrorClass::GrpcStatus => "gRPC status other than OK",
             ErrorClass::Other => "other I/O error",
         }
     }
@@ -119,6 +131,20 @@ impl ErrorClass {
             _ => ErrorClass::Other,
         }
     }
+}
+
+/// Classifies an `h2` error.
+pub(crate) fn from_h2(err: &h2::Error, connecting: bool) -> ErrorClass {
+    if let Some(io) = err.get_io() {
+        return ErrorClass::from_io(io, connecting);
+    }
+    if err.is_go_away() || err.is_reset() {
+        return ErrorClass::StreamReset;
+    }
+    if err.is_remote() || err.reason() == Some(h2::Reason::PROTOCOL_ERROR) {
+        return ErrorClass::MalformedResponse;
+    }
+    ErrorClass::Other
 }
 
 fn is_tls_error(err: &io::Error) -> bool {

@@ -4,6 +4,8 @@
 //! - [`config`]: a [`RunSpec`] (as the user wrote it) validated into a [`RunConfig`].
 //! - [`schedule`]: open-loop arrival schedules split across workers.
 //! - [`http1`], [`conn`]: the HTTP/1.1 transport (plain TCP or TLS).
+//! - [`http2`]: the HTTP/2 transport (h2c or TLS with ALPN), plain requests and gRPC
+//!   unary calls, streams multiplexed over shared connections.
 //! - [`worker`]: one single-threaded event loop per thread, one request loop for every
 //!   load model.
 //! - [`recorder`]: per-worker HdrHistograms and per-second interval reports.
@@ -23,6 +25,7 @@ pub mod conn;
 pub mod env;
 pub mod error;
 pub mod http1;
+pub mod http2;
 pub mod recorder;
 pub mod result;
 pub mod runner;
@@ -30,7 +33,7 @@ pub mod schedule;
 pub mod summary;
 pub mod worker;
 
-pub use config::{Arrival, ConfigError, LoadModel, RunConfig, RunSpec};
+pub use config::{Arrival, ConfigError, GrpcCall, LoadModel, Protocol, RunConfig, RunSpec};
 pub use error::{EngineError, ErrorClass};
 pub use result::{RunResult, SecondStats};
 pub use runner::{run, RunOptions};

@@ -6,6 +6,8 @@ use std::sync::mpsc::Sender;
 
 use hdrhistogram::Histogram;
 
+use loadlab_grpc::GrpcStatus;
+
 use crate::error::ErrorClass;
 
 /// Largest value histograms hold: one hour, in microseconds.
@@ -17,6 +19,8 @@ pub const TOTAL_SIGFIG: u8 = 3;
 /// Significant digits of per-second histograms (smaller, so long runs stay small).
 pub const INTERVAL_SIGFIG: u8 = 2;
 const NS_PER_SEC: u64 = 1_000_000_000;
+/// Number of gRPC status codes (0 OK to 16 UNAUTHENTICATED).
+pub const GRPC_CODES: usize = 17;
 
 /// A histogram of microseconds with loadlab's bounds.
 pub fn new_histogram(sigfig: u8) -> Histogram<u64> {
@@ -65,6 +69,8 @@ pub struct WorkerTotals {
     pub errors: [u64; ErrorClass::COUNT],
     /// Count per status code (index = code, 0..=999).
     pub status: Vec<u64>,
+    /// gRPC calls per status code (index = code, 0..=16).
+    pub grpc: [u64; GRPC_CODES],
     /// Connections opened (whole run).
     pub connections_opened: u64,
     /// Requests completed during warm-up (not recorded otherwise).
@@ -91,6 +97,7 @@ impl WorkerTotals {
                 .expect("static histogram bounds are valid"),
             errors: [0; ErrorClass::COUNT],
             status: vec![0; 1000],
+            grpc: [0; GRPC_CODES],
             connections_opened: 0,
             warmup_requests: 0,
             last_completion_ns: 0,
@@ -155,6 +162,42 @@ impl Recorder {
     /// A response arrived at `done_ns` for a request intended at `intended_ns` and written
     /// at `sent_ns`.
     pub fn response(&mut self, intended_ns: u64, sent_ns: u64, done_ns: u64, status: u16) {
+        let failure = match status {
+            400..=499 => Some(ErrorClass::Http4xx),
+            500..=999 => Some(ErrorClass::Http5xx),
+            _ => None,
+        };
+        self.reply(intended_ns, sent_ns, done_ns, status, failure);
+    }
+
+    /// A gRPC reply with HTTP status 200 and `grpc-status` `code` arrived at `done_ns`.
+    pub fn grpc_reply(&mut self, intended_ns: u64, sent_ns: u64, done_ns: u64, code: GrpcStatus) {
+        if !self.measured(intended_ns) {
+            self.totals.warmup_requests += 1;
+            return;
+        }
+        self.totals.grpc[usize::from(code.code())] += 1;
+        let failure = (!code.is_ok()).then_some(ErrorClass::GrpcStatus);
+        self.reply(intended_ns, sent_ns, done_ns, 200, failure);
+    }
+
+    /// A gRPC call intended at `intended_ns` ended at `done_ns` without a reply, with the
+    /// status a gRPC client reports for it (DEADLINE_EXCEEDED when the deadline passed).
+    pub fn grpc_error(&mut self, intended_ns: u64, done_ns: u64, code: GrpcStatus) {
+        if self.measured(intended_ns) {
+            self.totals.grpc[usize::from(code.code())] += 1;
+        }
+        self.error(intended_ns, done_ns, ErrorClass::GrpcStatus);
+    }
+
+    fn reply(
+        &mut self,
+        intended_ns: u64,
+        sent_ns: u64,
+        done_ns: u64,
+        status: u16,
+        failure: Option<ErrorClass>,
+    ) {
         if !self.measured(intended_ns) {
             self.totals.warmup_requests += 1;
             return;
@@ -171,10 +214,9 @@ impl Recorder {
         t.last_intended_ns = t.last_intended_ns.max(intended_ns);
         self.interval.completed += 1;
         self.interval.latency.saturating_record(latency);
-        match status {
-            400..=499 => self.count_error(ErrorClass::Http4xx),
-            500..=999 => self.count_error(ErrorClass::Http5xx),
-            _ => {
+        match failure {
+            Some(class) => self.count_error(class),
+            None => {
                 self.totals.successful += 1;
                 self.totals
                     .success_done

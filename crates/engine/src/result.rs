@@ -8,10 +8,10 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Arrival;
+use crate::config::{Arrival, Protocol};
 use crate::env::Environment;
 use crate::error::ErrorClass;
-use crate::recorder::{new_histogram, WorkerTotals, TOTAL_SIGFIG};
+use crate::recorder::{new_histogram, WorkerTotals, GRPC_CODES, TOTAL_SIGFIG};
 
 /// Version of the result format; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -162,6 +162,9 @@ pub struct RunResult {
     pub url: String,
     /// HTTP method.
     pub method: String,
+    /// Wire protocol: `http1`, `http2` or `grpc`.
+    #[serde(default)]
+    pub protocol: Protocol,
     /// `open` or `closed`.
     pub model: String,
     /// Arrival spacing (open loop).
@@ -172,6 +175,9 @@ pub struct RunResult {
     pub connections: u64,
     /// Pool ceiling.
     pub max_connections: u64,
+    /// Requests in flight (closed loop) or their ceiling (open loop); over HTTP/2, streams.
+    #[serde(default)]
+    pub concurrency: u64,
     /// Worker threads.
     pub threads: usize,
     /// Connection reuse.
@@ -206,6 +212,10 @@ pub struct RunResult {
     pub errors_total: u64,
     /// Responses by status code.
     pub status_codes: BTreeMap<String, u64>,
+    /// gRPC calls by status (`OK`, `DEADLINE_EXCEEDED`, ...), codes seen only; empty
+    /// unless the protocol is gRPC.
+    #[serde(default)]
+    pub grpc_status: BTreeMap<String, u64>,
     /// Connections opened.
     pub connections_opened: u64,
     /// The generator, not the server, may have limited this run.
@@ -269,6 +279,8 @@ pub struct Merged {
     pub errors: [u64; ErrorClass::COUNT],
     /// Status counts.
     pub status: Vec<u64>,
+    /// gRPC status counts.
+    pub grpc: [u64; GRPC_CODES],
     /// Connections opened.
     pub connections_opened: u64,
     /// Latest completion.
@@ -295,6 +307,7 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
         .expect("static histogram bounds are valid"),
         errors: [0; ErrorClass::COUNT],
         status: vec![0; 1000],
+        grpc: [0; GRPC_CODES],
         connections_opened: 0,
         last_completion_ns: 0,
         worker_cpu: Vec::new(),
@@ -313,6 +326,9 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
             *a += b;
         }
         for (a, b) in m.status.iter_mut().zip(w.status.iter()) {
+            *a += b;
+        }
+        for (a, b) in m.grpc.iter_mut().zip(w.grpc.iter()) {
             *a += b;
         }
         m.connections_opened += w.connections_opened;

@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::config::{Arrival, LoadModel, RunConfig};
+use crate::config::{Arrival, LoadModel, Protocol, RunConfig};
 use crate::env::{self, Environment};
 use crate::error::{EngineError, ErrorClass};
 use crate::recorder::{new_histogram, IntervalReport, WorkerTotals, INTERVAL_SIGFIG};
@@ -20,7 +20,8 @@ use crate::result::{
     StopReason, SCHEMA_VERSION,
 };
 use crate::schedule::Window;
-use crate::worker::{run_worker, WorkerPlan};
+use crate::worker::{run_worker, Request, WorkerPlan};
+use loadlab_grpc::GrpcStatus;
 
 /// File descriptors kept free beyond the connections (stdio, epoll, timers, files).
 pub const FD_RESERVE: u64 = 32;
@@ -131,8 +132,20 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
             .map_or(u64::MAX, |d| measure_start_ns + d.as_nanos() as u64),
         requests: cfg.requests,
     };
-    let one = crate::http1::encode_request(&cfg);
-    let request = Arc::new(one.repeat(cfg.pipeline as usize));
+    let request = match cfg.protocol {
+        Protocol::Http1 => Request::Http1(Arc::new(
+            crate::http1::encode_request(&cfg).repeat(cfg.pipeline as usize),
+        )),
+        Protocol::Http2 | Protocol::Grpc => Request::Http2(Arc::new(
+            crate::http2::Template::new(&cfg).map_err(|e| {
+                EngineError::Config(crate::config::ConfigError::Value {
+                    field: "-H/--header",
+                    value: e,
+                    allowed: "header names and values valid in HTTP/2".into(),
+                })
+            })?,
+        )),
+    };
     let tls = crate::conn::tls_config(&cfg);
     let tickets = Arc::new(AtomicU64::new(cfg.requests.unwrap_or(u64::MAX)));
     let (tx, rx) = mpsc::channel::<IntervalReport>();
@@ -140,8 +153,22 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
     let threads = cfg.threads;
     let mut handles = Vec::with_capacity(threads);
     for index in 0..threads {
-        let connections = share(cfg.connections, index, threads);
-        let max_connections = share(cfg.max_connections, index, threads).max(1);
+        // Request loops: one per connection over HTTP/1.1, one per stream over HTTP/2.
+        let (tasks, max_tasks, h2_connections) = match cfg.protocol {
+            Protocol::Http1 => (
+                share(cfg.connections, index, threads),
+                share(cfg.max_connections, index, threads).max(1),
+                0,
+            ),
+            Protocol::Http2 | Protocol::Grpc => {
+                let conns = share(cfg.connections, index, threads);
+                let streams = share(cfg.concurrency, index, threads);
+                match cfg.model {
+                    LoadModel::Closed => (streams, streams, conns),
+                    LoadModel::Open { .. } => (conns, streams, conns),
+                }
+            }
+        };
         let plan = WorkerPlan {
             index,
             threads,
@@ -150,8 +177,9 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
             tls: tls.clone(),
             clock,
             window,
-            connections: connections as usize,
-            max_connections: max_connections as usize,
+            tasks: tasks as usize,
+            max_tasks: max_tasks as usize,
+            h2_connections: h2_connections as usize,
             tickets: tickets.clone(),
             stop: opts.stop.clone(),
             tx: tx.clone(),
@@ -204,6 +232,11 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         .filter(|(_, &n)| n > 0)
         .map(|(code, &n)| (code.to_string(), n))
         .collect();
+    let grpc_status = GrpcStatus::ALL
+        .iter()
+        .filter(|c| m.grpc[usize::from(c.code())] > 0)
+        .map(|c| (c.name().to_string(), m.grpc[usize::from(c.code())]))
+        .collect();
     let (model, arrival, offered_rps) = match cfg.model {
         LoadModel::Open { rate, arrival } => ("open", Some(arrival), Some(rate)),
         LoadModel::Closed => ("closed", None::<Arrival>, None),
@@ -212,11 +245,13 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         schema_version: SCHEMA_VERSION,
         url: cfg.target.url.clone(),
         method: cfg.method.clone(),
+        protocol: cfg.protocol,
         model: model.into(),
         arrival,
         offered_rps,
         connections: cfg.connections,
         max_connections: cfg.max_connections,
+        concurrency: cfg.concurrency,
         threads,
         keep_alive: cfg.keep_alive,
         pipeline: cfg.pipeline,
@@ -234,6 +269,7 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         errors,
         errors_total,
         status_codes,
+        grpc_status,
         connections_opened: m.connections_opened,
         generator_limited: !generator_notes.is_empty(),
         generator_notes,

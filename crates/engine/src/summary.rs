@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use crate::config::Protocol;
 use crate::result::{LatencyStats, RunResult, StopReason};
 
 fn ms(v: Option<f64>) -> String {
@@ -37,22 +38,44 @@ pub fn render(r: &RunResult) -> String {
                 _ => "constant arrivals",
             }
         ),
+        None if r.protocol.multiplexed() => format!(
+            "closed loop, {} streams over {} connections",
+            r.concurrency, r.connections
+        ),
         None => format!("closed loop, {} connections", r.connections),
     };
-    let _ = writeln!(out, "loadlab {} {}", r.method, r.url);
+    let protocol = match r.protocol {
+        Protocol::Http1 => "",
+        Protocol::Http2 => " (HTTP/2)",
+        Protocol::Grpc => " (gRPC)",
+    };
+    let _ = writeln!(out, "loadlab {} {}{protocol}", r.method, r.url);
+    let transport = if r.protocol.multiplexed() {
+        match r.offered_rps {
+            Some(_) => format!(
+                "{} connections, at most {} streams",
+                r.connections, r.concurrency
+            ),
+            None => format!("{} connections", r.connections),
+        }
+    } else {
+        format!(
+            "keep-alive {}{}; pool {}..{} connections",
+            if r.keep_alive { "on" } else { "off" },
+            if r.pipeline > 1 {
+                format!(", pipeline {}", r.pipeline)
+            } else {
+                String::new()
+            },
+            r.connections,
+            r.max_connections,
+        )
+    };
     let _ = writeln!(
         out,
-        "  {model}; {} threads; keep-alive {}{}; timeout {}; pool {}..{} connections",
+        "  {model}; {} threads; timeout {}; {transport}",
         r.threads,
-        if r.keep_alive { "on" } else { "off" },
-        if r.pipeline > 1 {
-            format!(", pipeline {}", r.pipeline)
-        } else {
-            String::new()
-        },
         ms(Some(r.timeout_ms)),
-        r.connections,
-        r.max_connections,
     );
     let stop = match r.stop_reason {
         StopReason::Duration => "duration elapsed",
@@ -127,11 +150,20 @@ pub fn render(r: &RunResult) -> String {
             .collect();
         let _ = writeln!(out, "  status codes    {}", list.join(", "));
     }
+    if !r.grpc_status.is_empty() {
+        let list: Vec<String> = r
+            .grpc_status
+            .iter()
+            .map(|(c, n)| format!("{c}: {n}"))
+            .collect();
+        let _ = writeln!(out, "  gRPC status     {}", list.join(", "));
+    }
     let _ = writeln!(
         out,
         "  generator       {:.2} CPU-s ({:.0} requests per CPU-second), peak RSS {:.1} MB, {} connections opened",
         r.generator_cpu_seconds,
-        if r.generator_cpu_seconds > 0.0 { (r.requests + r.errors_total) as f64 / r.generator_cpu_seconds } else { 0.0 },
+        // Every request either succeeded or failed once.
+        if r.generator_cpu_seconds > 0.0 { (r.successful + r.errors_total) as f64 / r.generator_cpu_seconds } else { 0.0 },
         r.generator_peak_rss_bytes as f64 / 1e6,
         r.connections_opened
     );

@@ -10,6 +10,10 @@
 //!
 //! Every request has one deadline: its intended send time plus the timeout. An arrival
 //! that waits in the queue past its deadline counts as a timeout without being sent.
+//!
+//! The transport sits behind [`Ctx::exchange`]: over HTTP/1.1 a request loop owns its
+//! connection; over HTTP/2 (and gRPC) a request loop is a stream slot on a connection it
+//! shares with other slots ([`crate::http2`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -24,10 +28,14 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, PreciseTimer};
-use crate::config::{LoadModel, RunConfig};
+use bytes::Bytes;
+use loadlab_grpc::GrpcStatus;
+
+use crate::config::{LoadModel, Protocol, RunConfig};
 use crate::conn::{Conn, Connector};
-use crate::error::ErrorClass;
+use crate::error::{from_h2, ErrorClass};
 use crate::http1::ResponseReader;
+use crate::http2::{self, H2Conn, Slot, Template};
 use crate::recorder::{IntervalReport, Recorder, WorkerTotals};
 use crate::schedule::{Window, WorkerSchedule};
 
@@ -39,18 +47,20 @@ pub struct WorkerPlan {
     pub threads: usize,
     /// The run.
     pub cfg: Arc<RunConfig>,
-    /// The encoded request, repeated `pipeline` times.
-    pub request: Arc<Vec<u8>>,
+    /// The request.
+    pub request: Request,
     /// TLS client configuration for https targets.
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// Shared clock.
     pub clock: Clock,
     /// Timing window and request limit.
     pub window: Window,
-    /// Connections this worker opens at start.
-    pub connections: usize,
-    /// Connections this worker may grow to (open loop).
-    pub max_connections: usize,
+    /// Request loops this worker starts with (HTTP/1.1: connections; HTTP/2: streams).
+    pub tasks: usize,
+    /// Request loops this worker may grow to (open loop).
+    pub max_tasks: usize,
+    /// HTTP/2: connections this worker's stream slots share (0 over HTTP/1.1).
+    pub h2_connections: usize,
     /// Closed loop: measured requests left to claim, shared by all workers.
     pub tickets: Arc<AtomicU64>,
     /// Cancelled on Ctrl-C: stop at once.
@@ -59,10 +69,34 @@ pub struct WorkerPlan {
     pub tx: Sender<IntervalReport>,
 }
 
+/// What every request of a run sends.
+#[derive(Clone)]
+pub enum Request {
+    /// HTTP/1.1: the encoded request, repeated `pipeline` times.
+    Http1(Arc<Vec<u8>>),
+    /// HTTP/2 and gRPC.
+    Http2(Arc<Template>),
+}
+
+/// A request loop's transport state.
+enum Link {
+    /// HTTP/1.1: the loop's own connection (opened on demand) and its response parser.
+    Http1 {
+        conn: Option<Conn>,
+        reader: ResponseReader,
+    },
+    /// HTTP/2: a stream slot on a shared connection.
+    Http2(Slot),
+}
+
 struct Ctx {
     cfg: Arc<RunConfig>,
-    request: Arc<Vec<u8>>,
+    request: Request,
     request_len: usize,
+    /// HTTP/2 connections; slot `i` sends on `h2_pool[i % len]`.
+    h2_pool: Vec<Rc<H2Conn>>,
+    /// Request loops started so far (numbers the slots).
+    spawned: Cell<usize>,
     clock: Clock,
     window: Window,
     timeout_ns: u64,
@@ -100,7 +134,14 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     let cpu_start = thread_cpu_seconds();
     let recorder = Recorder::new(plan.index, plan.window.measure_start_ns, plan.tx);
     let ctx = Rc::new(Ctx {
-        request_len: plan.request.len() / plan.cfg.pipeline as usize,
+        request_len: match &plan.request {
+            Request::Http1(r) => r.len() / plan.cfg.pipeline as usize,
+            Request::Http2(_) => 0,
+        },
+        h2_pool: (0..plan.h2_connections)
+            .map(|_| Rc::new(H2Conn::default()))
+            .collect(),
+        spawned: Cell::new(0),
         connector: Connector::new(&plan.cfg, plan.tls, plan.index, plan.threads),
         timeout_ns: plan.cfg.timeout.as_nanos() as u64,
         cfg: plan.cfg,
@@ -114,7 +155,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         wake: Notify::new(),
         dispatch_done: Cell::new(false),
         live: Cell::new(0),
-        max_live: plan.max_connections.max(plan.connections).max(1),
+        max_live: plan.max_tasks.max(plan.tasks).max(1),
         finished: Notify::new(),
     });
     let stop = plan.stop;
@@ -122,7 +163,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     let result = local.block_on(&rt, {
         let ctx = ctx.clone();
         async move {
-            for _ in 0..plan.connections {
+            for _ in 0..plan.tasks {
                 spawn_conn(&ctx);
             }
             if let LoadModel::Open { rate, arrival } = ctx.cfg.model {
@@ -212,7 +253,20 @@ async fn all_finished(ctx: &Ctx) {
 
 fn spawn_conn(ctx: &Rc<Ctx>) {
     ctx.live.set(ctx.live.get() + 1);
-    tokio::task::spawn_local(conn_task(ctx.clone()));
+    let n = ctx.spawned.get();
+    ctx.spawned.set(n + 1);
+    let link = if ctx.h2_pool.is_empty() {
+        Link::Http1 {
+            conn: None,
+            reader: ResponseReader::new(&ctx.cfg.method),
+        }
+    } else {
+        Link::Http2(Slot {
+            conn: ctx.h2_pool[n % ctx.h2_pool.len()].clone(),
+            cached: None,
+        })
+    };
+    tokio::task::spawn_local(conn_task(ctx.clone(), link));
 }
 
 async fn tick(ctx: Rc<Ctx>) {
@@ -306,55 +360,30 @@ impl Ctx {
         }
     }
 
-    /// Connects (if needed), writes the batch, reads its responses, records everything.
-    /// Returns `false` if the exchange failed.
-    async fn exchange(
-        &self,
-        conn: &mut Option<Conn>,
-        reader: &mut ResponseReader,
-        batch: &[u64],
-    ) -> bool {
+    /// Sends the batch on the loop's transport (connecting first if needed), reads the
+    /// responses and records everything. Returns `false` if the exchange failed.
+    async fn exchange(&self, link: &mut Link, batch: &[u64]) -> bool {
         let deadline = batch[0] + self.timeout_ns;
         let now = self.clock.now();
         if now >= deadline {
-            let mut rec = self.recorder.borrow_mut();
             for &t in batch {
-                rec.error(t, now, ErrorClass::RequestTimeout);
+                self.record_failure(t, now, ErrorClass::RequestTimeout);
             }
             return false;
         }
         let connecting = Cell::new(false);
         let done = Cell::new(0usize);
         let work = async {
-            if conn.is_none() {
-                connecting.set(true);
-                let c0 = self.clock.now();
-                let c = self.connector.connect().await?;
-                self.recorder.borrow_mut().connect(self.clock.now() - c0);
-                reader.reset();
-                connecting.set(false);
-                *conn = Some(c);
-            }
-            let c = conn.as_mut().expect("connected above");
-            let sent = self.clock.now();
-            c.write_all(&self.request[..self.request_len * batch.len()])
-                .await
-                .map_err(|e| ErrorClass::from_io(&e, false))?;
-            for &t in batch {
-                let meta = reader.read(c).await?;
-                self.recorder
-                    .borrow_mut()
-                    .response(t, sent, self.clock.now(), meta.status);
-                done.set(done.get() + 1);
-                if meta.close && done.get() < batch.len() {
-                    return Err(ErrorClass::ConnectionClosed);
+            match link {
+                Link::Http1 { conn, reader } => {
+                    self.http1(conn, reader, batch, &connecting, &done).await
                 }
-                if meta.close {
-                    *conn = None;
-                    break;
+                Link::Http2(slot) => {
+                    self.http2(slot, batch[0], deadline, &connecting).await?;
+                    done.set(1);
+                    Ok(())
                 }
             }
-            Ok(())
         };
         let outcome = tokio::time::timeout_at(self.clock.instant(deadline).into(), work).await;
         let failure = match outcome {
@@ -364,41 +393,213 @@ impl Ctx {
             Err(_elapsed) => Some(ErrorClass::RequestTimeout),
         };
         if let Some(class) = failure {
-            *conn = None;
+            if let Link::Http1 { conn, .. } = link {
+                *conn = None;
+            }
             let now = self.clock.now();
-            let mut rec = self.recorder.borrow_mut();
             for &t in &batch[done.get()..] {
-                rec.error(t, now, class);
+                self.record_failure(t, now, class);
             }
             return false;
         }
-        if !self.cfg.keep_alive {
-            *conn = None;
+        if let Link::Http1 { conn, .. } = link {
+            if !self.cfg.keep_alive {
+                *conn = None;
+            }
         }
         true
     }
+
+    /// Records a request that got no reply. A gRPC client reports a passed deadline as
+    /// DEADLINE_EXCEEDED, and so does loadlab.
+    fn record_failure(&self, intended: u64, now: u64, class: ErrorClass) {
+        let mut rec = self.recorder.borrow_mut();
+        if class == ErrorClass::RequestTimeout && self.cfg.protocol == Protocol::Grpc {
+            rec.grpc_error(intended, now, GrpcStatus::DeadlineExceeded);
+        } else {
+            rec.error(intended, now, class);
+        }
+    }
+
+    /// HTTP/1.1: writes the batch on the loop's connection and reads its responses.
+    async fn http1(
+        &self,
+        conn: &mut Option<Conn>,
+        reader: &mut ResponseReader,
+        batch: &[u64],
+        connecting: &Cell<bool>,
+        done: &Cell<usize>,
+    ) -> Result<(), ErrorClass> {
+        let Request::Http1(request) = &self.request else {
+            unreachable!("HTTP/1.1 loops are only built for HTTP/1.1 requests");
+        };
+        if conn.is_none() {
+            connecting.set(true);
+            let c0 = self.clock.now();
+            let c = self.connector.connect().await?;
+            self.recorder.borrow_mut().connect(self.clock.now() - c0);
+            reader.reset();
+            connecting.set(false);
+            *conn = Some(c);
+        }
+        let c = conn.as_mut().expect("connected above");
+        let sent = self.clock.now();
+        c.write_all(&request[..self.request_len * batch.len()])
+            .await
+            .map_err(|e| ErrorClass::from_io(&e, false))?;
+        for &t in batch {
+            let meta = reader.read(c).await?;
+            self.recorder
+                .borrow_mut()
+                .response(t, sent, self.clock.now(), meta.status);
+            done.set(done.get() + 1);
+            if meta.close && done.get() < batch.len() {
+                return Err(ErrorClass::ConnectionClosed);
+            }
+            if meta.close {
+                *conn = None;
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// HTTP/2: sends one request as a stream on the slot's connection, reads the response
+    /// (and for gRPC its trailers) and records it.
+    async fn http2(
+        &self,
+        slot: &mut Slot,
+        intended: u64,
+        deadline: u64,
+        connecting: &Cell<bool>,
+    ) -> Result<(), ErrorClass> {
+        let Request::Http2(template) = &self.request else {
+            unreachable!("HTTP/2 slots are only built for HTTP/2 requests");
+        };
+        let (generation, send) = match slot.cached.take() {
+            Some((g, s)) if slot.conn.is_current(g) => (g, s),
+            _ => self.h2_connection(&slot.conn, connecting).await?,
+        };
+        let mut send = match send.ready().await {
+            Ok(s) => s,
+            Err(e) => {
+                slot.conn.invalidate(generation);
+                return Err(from_h2(&e, false));
+            }
+        };
+        let sent = self.clock.now();
+        let request = template.request(deadline.saturating_sub(sent));
+        let body = template.body();
+        let (response, mut stream) = send
+            .send_request(request, body.is_none())
+            .map_err(|e| from_h2(&e, false))?;
+        slot.cached = Some((generation, send));
+        if let Some(body) = body {
+            stream
+                .send_data(body.clone(), true)
+                .map_err(|e| from_h2(&e, false))?;
+        }
+        let response = response.await.map_err(|e| from_h2(&e, false))?;
+        let status = response.status().as_u16();
+        let mut grpc = http2::grpc_status(response.headers());
+        let mut body = response.into_body();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.map_err(|e| from_h2(&e, false))?;
+            let _ = body.flow_control().release_capacity(chunk.len());
+        }
+        if template.is_grpc() && grpc.is_none() {
+            if let Some(trailers) = body.trailers().await.map_err(|e| from_h2(&e, false))? {
+                grpc = http2::grpc_status(&trailers);
+            }
+        }
+        let now = self.clock.now();
+        let mut rec = self.recorder.borrow_mut();
+        match (template.is_grpc(), status, grpc) {
+            (true, 200, Some(code)) => rec.grpc_reply(intended, sent, now, code),
+            // A 200 without grpc-status is not a gRPC reply.
+            (true, 200, None) => return Err(ErrorClass::MalformedResponse),
+            // A proxy's error page, or a plain HTTP/2 reply.
+            _ => rec.response(intended, sent, now, status),
+        }
+        Ok(())
+    }
+
+    /// The live connection of `conn`, opening it if no slot has (the other slots bound to
+    /// it wait for that attempt instead of opening their own).
+    async fn h2_connection(
+        &self,
+        conn: &Rc<H2Conn>,
+        connecting: &Cell<bool>,
+    ) -> Result<(u64, h2::client::SendRequest<Bytes>), ErrorClass> {
+        loop {
+            let changed = conn.changed();
+            if let Some(live) = conn.current() {
+                return Ok(live);
+            }
+            let Some(_guard) = conn.begin_connect() else {
+                changed.await;
+                continue;
+            };
+            connecting.set(true);
+            let c0 = self.clock.now();
+            let io = self.connector.connect().await?;
+            self.recorder.borrow_mut().connect(self.clock.now() - c0);
+            let (send, driver) = h2::client::Builder::new()
+                .initial_window_size(http2::STREAM_WINDOW)
+                .initial_connection_window_size(http2::CONNECTION_WINDOW)
+                .enable_push(false)
+                .handshake::<_, Bytes>(io)
+                .await
+                .map_err(|e| from_h2(&e, true))?;
+            connecting.set(false);
+            let generation = conn.install(send.clone());
+            let owner = conn.clone();
+            tokio::task::spawn_local(async move {
+                let _ = driver.await;
+                owner.invalidate(generation);
+            });
+            return Ok((generation, send));
+        }
+    }
+
+    /// Closed loop: opens the loop's connection before the window starts, as wrk does.
+    async fn preconnect(&self, link: &mut Link) {
+        let c0 = self.clock.now();
+        let deadline = self
+            .clock
+            .instant(self.window.start_ns.max(c0) + self.timeout_ns);
+        match link {
+            Link::Http1 { conn, .. } => {
+                if let Ok(Ok(c)) =
+                    tokio::time::timeout_at(deadline.into(), self.connector.connect()).await
+                {
+                    self.recorder.borrow_mut().connect(self.clock.now() - c0);
+                    *conn = Some(c);
+                }
+            }
+            Link::Http2(slot) => {
+                let unused = Cell::new(false);
+                let attempt = self.h2_connection(&slot.conn, &unused);
+                if let Ok(Ok(live)) = tokio::time::timeout_at(deadline.into(), attempt).await {
+                    slot.cached = Some(live);
+                }
+            }
+        }
+    }
 }
 
-/// The request loop of one connection (or, with keep-alive off, one concurrency slot).
-async fn conn_task(ctx: Rc<Ctx>) {
-    let mut conn = None;
-    let mut reader = ResponseReader::new(&ctx.cfg.method);
+/// The request loop of one connection (HTTP/1.1; with keep-alive off, one concurrency
+/// slot) or one stream slot (HTTP/2).
+async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
     // Closed loop connects every connection up front (as wrk does). Open loop connects on
     // first use, as clients arrive: a burst of pre-connects would overflow a small listen
     // queue and be measured as the server's problem.
     if ctx.cfg.keep_alive && ctx.cfg.model == LoadModel::Closed {
-        let c0 = ctx.clock.now();
-        let deadline = ctx
-            .clock
-            .instant(ctx.window.start_ns.max(c0) + ctx.timeout_ns);
-        if let Ok(Ok(c)) = tokio::time::timeout_at(deadline.into(), ctx.connector.connect()).await {
-            ctx.recorder.borrow_mut().connect(ctx.clock.now() - c0);
-            conn = Some(c);
-        }
+        ctx.preconnect(&mut link).await;
     }
     let mut batch = Vec::with_capacity(ctx.cfg.pipeline as usize);
     while ctx.next_batch(&mut batch).await {
-        if !ctx.exchange(&mut conn, &mut reader, &batch).await {
+        if !ctx.exchange(&mut link, &batch).await {
             // A failure can be synchronous (EMFILE, EADDRNOTAVAIL, a refused connect on
             // loopback): yield, or this task would starve the others on its thread.
             tokio::task::yield_now().await;

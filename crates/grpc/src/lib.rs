@@ -22,13 +22,16 @@
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "resolve")]
 pub mod call;
 pub mod error;
 pub mod frame;
+#[cfg(feature = "resolve")]
 mod json;
 pub mod metadata;
 pub mod status;
 
+#[cfg(feature = "resolve")]
 pub use call::UnaryCall;
 pub use error::GrpcError;
 pub use metadata::parse_metadata;

@@ -364,12 +364,22 @@ impl Runner<'_> {
     ) -> RunSpec {
         let l = &self.plan.load;
         let mut lookup = |k: &str| vars.get(k).cloned();
-        let (rate, connections, max_connections) = match (l.model, value) {
-            (Model::Open, v) => (v.or(s.rate), l.connections, l.max_connections),
-            (Model::Closed, Some(c)) => (None, c as u64, None),
-            (Model::Closed, None) => (None, l.connections, None),
+        // Over HTTP/2 a closed-loop step is a number of streams over `load.connections`.
+        let multiplexed = s.protocol.multiplexed();
+        let (rate, connections, max_connections, concurrency) = match (l.model, value) {
+            (Model::Open, v) if multiplexed => (v.or(s.rate), l.connections, None, l.concurrency),
+            (Model::Open, v) => (v.or(s.rate), l.connections, l.max_connections, None),
+            (Model::Closed, Some(c)) if multiplexed => {
+                (None, l.connections.min(c as u64), None, Some(c as u64))
+            }
+            (Model::Closed, Some(c)) => (None, c as u64, None, None),
+            (Model::Closed, None) if multiplexed => (None, l.connections, None, l.concurrency),
+            (Model::Closed, None) => (None, l.connections, None, None),
         };
         RunSpec {
+            http2: s.protocol == loadlab_engine::Protocol::Http2,
+            grpc: s.grpc.clone(),
+            concurrency,
             url: template::render(&s.url, &mut lookup),
             rate,
             arrival: l.arrival,
@@ -491,7 +501,8 @@ impl Runner<'_> {
             let verdict = judge(&result, &self.plan.slo, exit.is_some());
             let load = match self.plan.load.model {
                 Model::Open => result.offered_rps.unwrap_or(0.0),
-                Model::Closed => result.connections as f64,
+                // Requests in flight: connections over HTTP/1.1, streams over HTTP/2.
+                Model::Closed => result.concurrency.max(1) as f64,
             };
             let rec = StepRecord {
                 bundle_version: BUNDLE_VERSION,

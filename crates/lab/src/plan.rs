@@ -126,6 +126,25 @@ pub struct ScenarioFile {
     pub rate: Option<f64>,
     /// Stop this scenario after this many requests (per step).
     pub requests: Option<u64>,
+    /// `http1` (default), `http2` (h2c prior knowledge, or ALPN over https) or `grpc`.
+    #[serde(default = "default_protocol")]
+    pub protocol: String,
+    /// gRPC: the .proto file, relative to the plan's directory.
+    pub proto: Option<String>,
+    /// gRPC: directories searched for the proto's imports, relative to the plan's directory.
+    #[serde(default)]
+    pub import_paths: Vec<String>,
+    /// gRPC: the unary method, `package.Service/Method`.
+    pub call: Option<String>,
+    /// gRPC: the request message as JSON.
+    pub data: Option<String>,
+    /// gRPC: request metadata, `key: value` each.
+    #[serde(default)]
+    pub metadata: Vec<String>,
+}
+
+fn default_protocol() -> String {
+    "http1".into()
 }
 
 fn default_method() -> String {
@@ -166,6 +185,10 @@ pub struct LoadFile {
     pub connections: u64,
     /// Open loop: pool ceiling.
     pub max_connections: Option<u64>,
+    /// HTTP/2 and gRPC: streams in flight (closed loop without steps: exactly; open loop:
+    /// the ceiling). Closed-loop steps of an HTTP/2 or gRPC scenario are concurrencies over
+    /// `connections` connections.
+    pub concurrency: Option<u64>,
     /// Worker threads (default: cores).
     pub threads: Option<usize>,
     /// `constant` or `poisson`.
@@ -359,6 +382,13 @@ pub struct ScenarioSpec {
     pub rate: Option<f64>,
     /// Request count per step.
     pub requests: Option<u64>,
+    /// Wire protocol.
+    pub protocol: loadlab_engine::Protocol,
+    /// gRPC: the method called (`package.Service/Method`).
+    pub call: Option<String>,
+    /// gRPC: the call resolved from the proto.
+    #[serde(skip)]
+    pub grpc: Option<loadlab_engine::GrpcCall>,
 }
 
 /// Open or closed loop.
@@ -409,6 +439,8 @@ pub struct LoadSpec {
     pub connections: u64,
     /// Pool ceiling.
     pub max_connections: Option<u64>,
+    /// HTTP/2 and gRPC streams in flight (or their open-loop ceiling).
+    pub concurrency: Option<u64>,
     /// Threads.
     pub threads: Option<usize>,
     /// Arrival.
@@ -461,6 +493,82 @@ pub enum PlanError {
         /// What is allowed.
         allowed: String,
     },
+}
+
+/// A scenario's protocol and, for gRPC, its call resolved from the proto (so a malformed
+/// proto or an unknown method stops the plan before any load).
+fn scenario_protocol(
+    origin: &str,
+    dir: &Path,
+    i: usize,
+    s: &ScenarioFile,
+) -> Result<(loadlab_engine::Protocol, Option<loadlab_engine::GrpcCall>), PlanError> {
+    use loadlab_engine::Protocol;
+    let field = |x: &str| format!("scenario[{i}].{x}");
+    let bad = |f: &str, value: String, allowed: String| PlanError::Field {
+        path: origin.into(),
+        field: field(f),
+        value,
+        allowed,
+    };
+    let protocol = match s.protocol.as_str() {
+        "http1" => Protocol::Http1,
+        "http2" => Protocol::Http2,
+        "grpc" => Protocol::Grpc,
+        other => {
+            return Err(bad(
+                "protocol",
+                format!("{other:?}"),
+                "\"http1\", \"http2\" or \"grpc\"".into(),
+            ))
+        }
+    };
+    if protocol.multiplexed() && !s.keep_alive {
+        return Err(bad(
+            "keep_alive",
+            "false".into(),
+            "true for HTTP/2 and gRPC (streams share kept connections)".into(),
+        ));
+    }
+    if protocol != Protocol::Grpc {
+        let given = [
+            ("proto", s.proto.is_some()),
+            ("call", s.call.is_some()),
+            ("data", s.data.is_some()),
+            ("metadata", !s.metadata.is_empty()),
+            ("import_paths", !s.import_paths.is_empty()),
+        ];
+        if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(bad(
+                name,
+                "set".into(),
+                format!("only with protocol = \"grpc\" (this scenario is {:?})", s.protocol),
+            ));
+        }
+        return Ok((protocol, None));
+    }
+    let (Some(proto), Some(call)) = (&s.proto, &s.call) else {
+        let missing = if s.proto.is_none() { "proto" } else { "call" };
+        return Err(bad(
+            missing,
+            "missing".into(),
+            "protocol = \"grpc\" needs proto = \"FILE.proto\" and call = \"package.Service/Method\"".into(),
+        ));
+    };
+    let includes: Vec<PathBuf> = s.import_paths.iter().map(|p| dir.join(p)).collect();
+    let data = s.data.as_deref().unwrap_or("{}");
+    let resolved = loadlab_grpc::UnaryCall::resolve(&dir.join(proto), &includes, call, data)
+        .map_err(|e| bad("call", format!("{call:?} in {proto:?}"), e.to_string()))?;
+    let metadata = loadlab_grpc::parse_metadata(&s.metadata)
+        .map_err(|e| bad("metadata", format!("{:?}", s.metadata), e.to_string()))?;
+    Ok((
+        protocol,
+        Some(loadlab_engine::GrpcCall {
+            path: resolved.path().to_string(),
+            frame: resolved.request_frame(),
+            metadata,
+        }),
+    ))
 }
 
 fn duration(path: &str, field: &str, v: &str) -> Result<Duration, PlanError> {
@@ -745,7 +853,11 @@ impl Plan {
             if timeout.is_zero() {
                 return Err(err(f("timeout"), s.timeout.clone(), "above 0"));
             }
+            let (protocol, grpc) = scenario_protocol(origin, dir, i, s)?;
             scenarios.push(ScenarioSpec {
+                protocol,
+                call: s.call.clone(),
+                grpc,
                 name: s.name.clone(),
                 url: s.url.clone(),
                 method: s.method.clone(),
@@ -905,6 +1017,7 @@ impl Plan {
                 pause: duration(origin, "load.pause", &l.pause)?,
                 connections: l.connections,
                 max_connections: l.max_connections,
+                concurrency: l.concurrency,
                 threads: l.threads,
                 arrival,
                 source_addrs: l.source_addrs.clone(),

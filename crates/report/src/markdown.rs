@@ -117,7 +117,10 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool, min_ratio: f64) 
         .iter()
         .filter_map(|s| s.result.latency_ms.mean)
         .reduce(f64::min);
-    let load_col = if closed {
+    let streams = steps.iter().any(|s| s.result.protocol.multiplexed());
+    let load_col = if closed && streams {
+        "concurrency (streams)"
+    } else if closed {
         "connections"
     } else {
         "offered req/s"
@@ -259,7 +262,12 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
             .push(s);
     }
     if !together && !steps.is_empty() {
-        let unit = if closed { "connections" } else { "req/s" };
+        let streams = steps.iter().any(|s| s.result.protocol.multiplexed());
+        let unit = match (closed, streams) {
+            (true, true) => "concurrent streams",
+            (true, false) => "connections",
+            (false, _) => "req/s",
+        };
         let _ = writeln!(out, "## Knees\n");
         let _ = writeln!(out, "| configuration | scenario | highest sustained ({unit}) | first not sustained | limited by |");
         let _ = writeln!(out, "|---|---|---:|---:|---|");
