@@ -61,11 +61,13 @@ pub enum Command {
     /// Start the reference scenario server on a free port and run a short experiment
     /// (a knee search on /health, then a few endpoints), then print the tables.
     Demo(DemoArgs),
-    /// Run a reference server of the source experiments (the same as the loadlab-target
-    /// and loadlab-hello binaries): `loadlab serve scenario --help`, `loadlab serve hello --help`.
+    /// Run a reference server of the source experiments (the same as the loadlab-target,
+    /// loadlab-hello and greeter-* binaries): `loadlab serve scenario --help`,
+    /// `loadlab serve hello --help`, `loadlab serve greeter-tokio --help`.
     #[command(after_help = "Examples:\n  \
         loadlab serve scenario --bind 127.0.0.1:8080 --workers 4\n  \
-        loadlab serve hello --bind 127.0.0.1:50051 --latency uniform:2ms..300ms")]
+        loadlab serve hello --bind 127.0.0.1:50051 --latency uniform:2ms..300ms\n  \
+        loadlab serve greeter-glommio --bind 127.0.0.1:50051 --threads 1")]
     Serve(ServeArgs),
 }
 
@@ -76,6 +78,18 @@ pub enum Server {
     Scenario,
     /// The gRPC hello backend (hello.HelloService/Say, helloworld.Greeter/SayHello).
     Hello,
+    /// helloworld.Greeter on tokio, multi-threaded (document 001).
+    GreeterTokio,
+    /// helloworld.Greeter on one current-thread tokio runtime per core, SO_REUSEPORT.
+    GreeterTokioPc,
+    /// helloworld.Greeter on smol.
+    GreeterSmol,
+    /// helloworld.Greeter on async-std.
+    GreeterAsyncStd,
+    /// helloworld.Greeter on glommio (io_uring, thread per core; exit 3 without io_uring).
+    GreeterGlommio,
+    /// helloworld.Greeter on monoio (io_uring, thread per core; exit 3 without io_uring).
+    GreeterMonoio,
 }
 
 /// `loadlab serve` arguments.

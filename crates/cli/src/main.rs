@@ -54,14 +54,27 @@ fn main() -> ExitCode {
 
 /// Runs a reference server in this process, with its own command line.
 fn serve(a: &args::ServeArgs) -> ExitCode {
-    let name = match a.server {
-        args::Server::Scenario => "loadlab serve scenario",
-        args::Server::Hello => "loadlab serve hello",
+    use args::Server;
+    use loadlab_greeters::runtimes::Runtime;
+    let runtime = match a.server {
+        Server::Scenario | Server::Hello => None,
+        Server::GreeterTokio => Some(Runtime::Tokio),
+        Server::GreeterTokioPc => Some(Runtime::TokioPerCore),
+        Server::GreeterSmol => Some(Runtime::Smol),
+        Server::GreeterAsyncStd => Some(Runtime::AsyncStd),
+        Server::GreeterGlommio => Some(Runtime::Glommio),
+        Server::GreeterMonoio => Some(Runtime::Monoio),
+    };
+    let name = match (a.server, runtime) {
+        (_, Some(r)) => format!("loadlab serve {}", r.binary()),
+        (Server::Scenario, None) => "loadlab serve scenario".into(),
+        _ => "loadlab serve hello".into(),
     };
     let argv = std::iter::once(std::ffi::OsString::from(name)).chain(a.args.iter().cloned());
-    match a.server {
-        args::Server::Scenario => loadlab_target::cli::main(argv),
-        args::Server::Hello => loadlab_hello::cli::main(argv),
+    match (a.server, runtime) {
+        (_, Some(r)) => loadlab_greeters::cli::main(r, argv),
+        (Server::Scenario, None) => loadlab_target::cli::main(argv),
+        _ => loadlab_hello::cli::main(argv),
     }
 }
 

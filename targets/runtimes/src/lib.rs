@@ -5,6 +5,7 @@
 //! `greeter-async-std`, `greeter-glommio`, `greeter-monoio`).
 //!
 //! # Layout
+//! - [`cli`]: the command line every greeter binary (and `loadlab serve greeter-*`) runs.
 //! - [`grpc`]: gRPC message framing, response headers and status trailers; no I/O.
 //! - [`connection`]: one HTTP/2 connection served with `h2` over any
 //!   `tokio::io::AsyncRead + AsyncWrite`, for the runtimes tonic does not run on.
@@ -14,6 +15,7 @@
 //! - [`launch`]: a process from probe to exit: bind, start, ready line, signals, grace.
 #![deny(missing_docs)]
 
+pub mod cli;
 pub mod connection;
 pub mod grpc;
 pub mod launch;

@@ -1,9 +1,7 @@
 //! `greeter-async-std`: the greeter on [`Runtime::AsyncStd`].
 
-mod cli;
-
-use loadlab_greeters::runtimes::Runtime;
+use loadlab_greeters::{cli, runtimes::Runtime};
 
 fn main() -> std::process::ExitCode {
-    cli::main(Runtime::AsyncStd)
+    cli::main(Runtime::AsyncStd, std::env::args_os())
 }

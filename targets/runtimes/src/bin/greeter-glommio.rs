@@ -1,9 +1,7 @@
 //! `greeter-glommio`: the greeter on [`Runtime::Glommio`].
 
-mod cli;
-
-use loadlab_greeters::runtimes::Runtime;
+use loadlab_greeters::{cli, runtimes::Runtime};
 
 fn main() -> std::process::ExitCode {
-    cli::main(Runtime::Glommio)
+    cli::main(Runtime::Glommio, std::env::args_os())
 }

@@ -1,9 +1,7 @@
 //! `greeter-monoio`: the greeter on [`Runtime::Monoio`].
 
-mod cli;
-
-use loadlab_greeters::runtimes::Runtime;
+use loadlab_greeters::{cli, runtimes::Runtime};
 
 fn main() -> std::process::ExitCode {
-    cli::main(Runtime::Monoio)
+    cli::main(Runtime::Monoio, std::env::args_os())
 }

@@ -1,9 +1,7 @@
 //! `greeter-smol`: the greeter on [`Runtime::Smol`].
 
-mod cli;
-
-use loadlab_greeters::runtimes::Runtime;
+use loadlab_greeters::{cli, runtimes::Runtime};
 
 fn main() -> std::process::ExitCode {
-    cli::main(Runtime::Smol)
+    cli::main(Runtime::Smol, std::env::args_os())
 }

@@ -1,9 +1,7 @@
 //! `greeter-tokio-pc`: the greeter on [`Runtime::TokioPerCore`].
 
-mod cli;
-
-use loadlab_greeters::runtimes::Runtime;
+use loadlab_greeters::{cli, runtimes::Runtime};
 
 fn main() -> std::process::ExitCode {
-    cli::main(Runtime::TokioPerCore)
+    cli::main(Runtime::TokioPerCore, std::env::args_os())
 }

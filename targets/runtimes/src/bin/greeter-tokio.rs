@@ -1,9 +1,7 @@
 //! `greeter-tokio`: the greeter on [`Runtime::Tokio`].
 
-mod cli;
-
-use loadlab_greeters::runtimes::Runtime;
+use loadlab_greeters::{cli, runtimes::Runtime};
 
 fn main() -> std::process::ExitCode {
-    cli::main(Runtime::Tokio)
+    cli::main(Runtime::Tokio, std::env::args_os())
 }

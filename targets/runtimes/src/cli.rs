@@ -5,8 +5,8 @@ use std::num::NonZeroUsize;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use loadlab_greeters::launch::{self, Options};
-use loadlab_greeters::runtimes::Runtime;
+use crate::launch::{self, Options};
+use crate::runtimes::Runtime;
 use loadlab_target_common::net;
 
 /// helloworld.Greeter/SayHello (gRPC) for the async-runtime comparison. Prints
@@ -23,13 +23,18 @@ struct Args {
     threads: Option<NonZeroUsize>,
 }
 
-/// Parses the command line and serves on `runtime` until a stop signal.
-pub fn main(runtime: Runtime) -> ExitCode {
+/// Parses `argv` (program name first) and serves on `runtime` until a stop signal. The
+/// greeter binaries and `loadlab serve greeter-*` both start here.
+pub fn main<I, T>(runtime: Runtime, argv: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     let command = Args::command()
         .name(runtime.binary())
         .version(env!("CARGO_PKG_VERSION"));
     let args = match command
-        .try_get_matches()
+        .try_get_matches_from(argv)
         .and_then(|matches| Args::from_arg_matches(&matches))
     {
         Ok(args) => args,
