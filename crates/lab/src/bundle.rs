@@ -64,6 +64,9 @@ pub enum ConfigStatus {
     Completed,
     /// A target never became ready; no step ran.
     NotReady,
+    /// A target exited with its `unavailable_exit` status: it cannot run on this machine
+    /// (the message says why and how to fix it); no step ran.
+    Unavailable,
     /// A target exited during a step; later steps were skipped.
     Crashed,
     /// Stopped by the user.

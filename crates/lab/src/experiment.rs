@@ -13,7 +13,7 @@ use crate::bundle::{Bundle, ConfigRecord, ConfigStatus, ScenarioKnee, StepRecord
 use crate::knee::{self, KneeParams, Phase, StepSignal};
 use crate::matrix::{self, Config};
 use crate::plan::{Model, Plan, ScenarioSpec, Steps};
-use crate::target::{self, TargetExit, TargetSet};
+use crate::target::{self, StartError, TargetExit, TargetSet};
 use crate::template;
 use crate::verdict::{judge, Limit};
 
@@ -191,6 +191,14 @@ impl Runner<'_> {
         }
     }
 
+    /// True if `exit` is its target's declared "cannot run here" status.
+    fn unavailable(&self, exit: &TargetExit) -> bool {
+        self.plan
+            .targets
+            .iter()
+            .any(|t| t.name == exit.target && t.unavailable_exit.is_some() && t.unavailable_exit == exit.code)
+    }
+
     fn run_config(&mut self, i: usize, config: &Config) -> Result<ConfigRecord, LabError> {
         let started = Instant::now();
         let vars = variables(self.plan, config, self.bundle.dir());
@@ -222,6 +230,13 @@ impl Runner<'_> {
                 match TargetSet::start(&self.plan.targets, &vars, &self.bundle.logs_dir(), &prefix)
                 {
                     Ok(t) => t,
+                    Err(StartError::Exited(exit)) if self.unavailable(&exit) => {
+                        let why = exit.log_tail.trim().to_string();
+                        self.say(format!("  unavailable on this machine: {why}"));
+                        status = ConfigStatus::Unavailable;
+                        message = Some(why);
+                        break;
+                    }
                     Err(e) => {
                         self.say(format!("  not started: {e}"));
                         status = ConfigStatus::NotReady;

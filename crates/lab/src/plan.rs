@@ -73,6 +73,10 @@ pub struct TargetFile {
     pub files: BTreeMap<String, String>,
     /// CPUs to pin the target (and what it starts) to, e.g. "0" (as `taskset -c`).
     pub cpus: Option<String>,
+    /// An exit status meaning "cannot run on this machine" (e.g. 3 for a greeter whose
+    /// io_uring is refused): exiting with it before ready marks the configuration
+    /// unavailable, with the target's own explanation, instead of failed.
+    pub unavailable_exit: Option<i32>,
 }
 
 fn default_ready_timeout() -> String {
@@ -342,6 +346,8 @@ pub struct TargetSpec {
     pub files: BTreeMap<String, String>,
     /// CPUs to pin the target to (empty: not pinned).
     pub cpus: Vec<usize>,
+    /// Exit status meaning the target cannot run on this machine.
+    pub unavailable_exit: Option<i32>,
 }
 
 /// Readiness probe (templates).
@@ -816,6 +822,7 @@ impl Plan {
                 stop_grace: duration(origin, &f("stop_grace"), &t.stop_grace)?,
                 files: t.files.clone(),
                 cpus: cpu_list(origin, &f("cpus"), t.cpus.as_deref())?,
+                unavailable_exit: t.unavailable_exit,
             });
         }
 

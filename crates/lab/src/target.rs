@@ -62,6 +62,9 @@ pub struct TargetExit {
     pub target: String,
     /// `exit status 101`, `killed by signal 9 (SIGKILL)`, ...
     pub status: String,
+    /// The exit code, if it exited (rather than being killed by a signal).
+    #[serde(default)]
+    pub code: Option<i32>,
     /// The last lines of its log.
     pub log_tail: String,
 }
@@ -344,6 +347,7 @@ impl TargetSet {
                     return Some(TargetExit {
                         target: r.name.clone(),
                         status: describe_status(st),
+                        code: st.code(),
                         log_tail: log_tail(&r.log, 20),
                     });
                 }

@@ -178,6 +178,108 @@ fn together_table(out: &mut String, steps: &[&StepRecord], config: Option<&Confi
     );
 }
 
+/// With several configurations (a matrix), one table per scenario and figure that puts
+/// the configurations side by side at each load: throughput, p99 latency, errors and the
+/// target's CPU. Configurations that could not run are listed with the reason.
+fn side_by_side(
+    out: &mut String,
+    steps: &[StepRecord],
+    configs: &[ConfigRecord],
+    scenario_order: &[String],
+    closed: bool,
+) {
+    if configs.len() < 2 {
+        return;
+    }
+    let streams = steps.iter().any(|s| s.result.protocol.multiplexed());
+    let unit = match (closed, streams) {
+        (true, true) => "concurrent streams",
+        (true, false) => "connections",
+        (false, _) => "offered req/s",
+    };
+    type Cell = fn(&StepRecord) -> String;
+    let figures: [(&str, Cell); 4] = [
+        ("achieved req/s", |s| format!("{:.0}", s.result.achieved_rps)),
+        ("p99 latency, ms", |s| {
+            s.result
+                .latency_ms
+                .p99
+                .map_or("-".into(), |v| format!("{v:.2}"))
+        }),
+        ("errors (% of requests)", |s| {
+            let r = &s.result;
+            let total = r.successful + r.errors_total;
+            if r.errors_total == 0 {
+                "0".into()
+            } else {
+                let top = r.nonzero_errors().first().map(|e| e.0).unwrap_or("");
+                format!(
+                    "{:.1} % {top}",
+                    100.0 * r.errors_total as f64 / total.max(1) as f64
+                )
+            }
+        }),
+        ("target CPU, % of one core", |s| {
+            s.probes
+                .as_ref()
+                .map_or("-".into(), |p| format!("{:.0}", p.delta.cpu_percent))
+        }),
+    ];
+    for sc in scenario_order {
+        let mut loads: Vec<f64> = steps
+            .iter()
+            .filter(|s| &s.scenario == sc)
+            .map(|s| s.load)
+            .collect();
+        loads.sort_by(f64::total_cmp);
+        loads.dedup();
+        if loads.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "## Side by side: {sc}
+");
+        for (title, cell) in &figures {
+            let _ = writeln!(out, "**{title}** by {unit}\n");
+            let head: Vec<String> = loads.iter().map(|l| num(*l)).collect();
+            let _ = writeln!(out, "| configuration | {} |", head.join(" | "));
+            let _ = writeln!(out, "|---|{}", "---:|".repeat(loads.len()));
+            for c in configs {
+                let cells: Vec<String> = loads
+                    .iter()
+                    .map(|l| {
+                        // The last step at this load (a repeated step replaces the first).
+                        steps
+                            .iter()
+                            .rev()
+                            .find(|s| &s.scenario == sc && s.config == c.config && s.load == *l)
+                            .map_or_else(
+                                || match c.status {
+                                    ConfigStatus::Unavailable => "unavailable".into(),
+                                    ConfigStatus::Completed => "-".into(),
+                                    _ => "not run".into(),
+                                },
+                                |s| {
+                                    let v = cell(s);
+                                    if s.verdict.sustained {
+                                        v
+                                    } else {
+                                        format!("{v} ✗")
+                                    }
+                                },
+                            )
+                    })
+                    .collect();
+                let _ = writeln!(out, "| {} | {} |", c.config, cells.join(" | "));
+            }
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(
+            out,
+            "✗ marks a step that missed the SLO. Per-configuration tables with notes follow.\n"
+        );
+    }
+}
+
 /// Renders the Markdown report of the bundle in `dir`.
 pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
     let plan = read_json(&dir.join("plan.json"))?;
@@ -334,6 +436,10 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
         }
     }
 
+    if !together {
+        side_by_side(&mut out, &steps, &configs, &scenario_order, closed);
+    }
+
     if together {
         for c in &config_order {
             let _ = writeln!(out, "## {c}\n");
@@ -374,17 +480,19 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
         for c in failed {
             let status = match c.status {
                 ConfigStatus::NotReady => "target never ready",
+                ConfigStatus::Unavailable => "unavailable on this machine",
                 ConfigStatus::Crashed => "target crashed",
                 ConfigStatus::Interrupted => "interrupted",
                 ConfigStatus::Completed => "completed",
             };
-            let msg = c
-                .message
-                .as_deref()
-                .unwrap_or("")
-                .lines()
-                .next()
-                .unwrap_or("");
+            // An unavailable target's own explanation is its last log line (cause and fix).
+            let lines = c.message.as_deref().unwrap_or("").lines();
+            let msg = if c.status == ConfigStatus::Unavailable {
+                lines.last()
+            } else {
+                lines.into_iter().next()
+            }
+            .unwrap_or("");
             let _ = writeln!(out, "- **{}**: {status}. {msg}", c.config);
         }
         let _ = writeln!(out, "\nTarget logs are in `logs/`.\n");
