@@ -297,7 +297,13 @@ pub struct GrpcArgs {
     #[arg(long, help_heading = "Call")]
     pub call: String,
     /// The request message as JSON (proto3 JSON mapping).
-    #[arg(short = 'D', long, default_value = "{}", conflicts_with = "data_file", help_heading = "Call")]
+    #[arg(
+        short = 'D',
+        long,
+        default_value = "{}",
+        conflicts_with = "data_file",
+        help_heading = "Call"
+    )]
     pub data: String,
     /// The request message as JSON, read from a file.
     #[arg(long, help_heading = "Call")]
@@ -390,7 +396,8 @@ impl GrpcArgs {
                 .map_err(|e| anyhow::anyhow!("--data-file {}: cannot read: {e}", p.display()))?,
             None => self.data.clone(),
         };
-        let call = loadlab_grpc::UnaryCall::resolve(&self.proto, &self.import_paths, &self.call, &data)?;
+        let call =
+            loadlab_grpc::UnaryCall::resolve(&self.proto, &self.import_paths, &self.call, &data)?;
         let metadata = loadlab_grpc::parse_metadata(&self.metadata)?;
         let url = grpc_url(&self.addr)?;
         Ok(RunSpec {
@@ -417,7 +424,10 @@ pub fn grpc_url(addr: &str) -> anyhow::Result<String> {
         }
         return Ok(format!("{addr}/"));
     }
-    if !addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok()) {
+    if !addr
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+    {
         anyhow::bail!(
             "`{addr}` is not HOST:PORT (e.g. 127.0.0.1:50051, [::1]:50051, https://example.test:443)"
         );

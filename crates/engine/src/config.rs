@@ -496,11 +496,10 @@ impl RunSpec {
             .map(|h| parse_header(h))
             .collect::<Result<Vec<_>, _>>()?;
         if protocol.multiplexed() {
-            if let Some((name, _)) = headers.iter().find(|(n, _)| {
-                CONNECTION_HEADERS
-                    .iter()
-                    .any(|c| n.eq_ignore_ascii_case(c))
-            }) {
+            if let Some((name, _)) = headers
+                .iter()
+                .find(|(n, _)| CONNECTION_HEADERS.iter().any(|c| n.eq_ignore_ascii_case(c)))
+            {
                 return Err(value_err(
                     "-H/--header",
                     name,

@@ -101,7 +101,9 @@ impl ErrorClass {
             ErrorClass::LocalPortExhaustion => "local port exhaustion (EADDRNOTAVAIL)",
             ErrorClass::FdExhaustion => "file-descriptor exhaustion (EMFILE/ENFILE)",
             ErrorClass::TlsHandshake => "TLS handshake failed",
-            ErrorClass::StreamReset => "HTTP/2 stream reset or connection closed (RST_STREAM/GOAWAY)",
+            ErrorClass::StreamReset => {
+                "HTTP/2 stream reset or connection closed (RST_STREAM/GOAWAY)"
+            }
             ErrorClass::GrpcStatus => "gRPC status other than OK",
             ErrorClass::Other => "other I/O error",
         }

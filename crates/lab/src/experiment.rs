@@ -193,10 +193,9 @@ impl Runner<'_> {
 
     /// True if `exit` is its target's declared "cannot run here" status.
     fn unavailable(&self, exit: &TargetExit) -> bool {
-        self.plan
-            .targets
-            .iter()
-            .any(|t| t.name == exit.target && t.unavailable_exit.is_some() && t.unavailable_exit == exit.code)
+        self.plan.targets.iter().any(|t| {
+            t.name == exit.target && t.unavailable_exit.is_some() && t.unavailable_exit == exit.code
+        })
     }
 
     fn run_config(&mut self, i: usize, config: &Config) -> Result<ConfigRecord, LabError> {

@@ -548,7 +548,10 @@ fn scenario_protocol(
             return Err(bad(
                 name,
                 "set".into(),
-                format!("only with protocol = \"grpc\" (this scenario is {:?})", s.protocol),
+                format!(
+                    "only with protocol = \"grpc\" (this scenario is {:?})",
+                    s.protocol
+                ),
             ));
         }
         return Ok((protocol, None));

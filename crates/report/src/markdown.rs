@@ -199,7 +199,9 @@ fn side_by_side(
     };
     type Cell = fn(&StepRecord) -> String;
     let figures: [(&str, Cell); 4] = [
-        ("achieved req/s", |s| format!("{:.0}", s.result.achieved_rps)),
+        ("achieved req/s", |s| {
+            format!("{:.0}", s.result.achieved_rps)
+        }),
         ("p99 latency, ms", |s| {
             s.result
                 .latency_ms
@@ -236,8 +238,11 @@ fn side_by_side(
         if loads.is_empty() {
             continue;
         }
-        let _ = writeln!(out, "## Side by side: {sc}
-");
+        let _ = writeln!(
+            out,
+            "## Side by side: {sc}
+"
+        );
         for (title, cell) in &figures {
             let _ = writeln!(out, "**{title}** by {unit}\n");
             let head: Vec<String> = loads.iter().map(|l| num(*l)).collect();

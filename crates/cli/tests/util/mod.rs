@@ -3,6 +3,7 @@
 //! is always checked against the committed schema.
 #![allow(dead_code)]
 
+pub mod h2;
 pub mod lab;
 pub mod netns;
 
@@ -279,10 +280,24 @@ impl RunOutput {
 
 /// Runs `loadlab run ARGS --json TMP` through `cmd_prefix` (e.g. `ip netns exec NS`).
 pub fn run_with(cmd_prefix: &[&str], args: &[&str]) -> RunOutput {
+    subcommand(cmd_prefix, "run", args)
+}
+
+/// Runs `loadlab grpc ARGS --json TMP`.
+pub fn grpc(args: &[&str]) -> RunOutput {
+    subcommand(&[], "grpc", args)
+}
+
+/// The helloworld proto of the repository.
+pub fn helloworld_proto() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/helloworld.proto").into()
+}
+
+fn subcommand(cmd_prefix: &[&str], sub: &str, args: &[&str]) -> RunOutput {
     let json_path = temp_path("result.json");
     let mut argv: Vec<String> = cmd_prefix.iter().map(|s| s.to_string()).collect();
     argv.push(loadlab_bin().into());
-    argv.push("run".into());
+    argv.push(sub.into());
     argv.extend(args.iter().map(|s| s.to_string()));
     argv.push("--json".into());
     argv.push(json_path.display().to_string());

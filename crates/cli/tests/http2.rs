@@ -1,0 +1,299 @@
+//! HTTP/2 and gRPC runs against in-process h2 servers and the tonic greeter: counts match
+//! the server's, gRPC statuses are classified, a deadline shorter than the backend's
+//! latency is DEADLINE_EXCEEDED, coordinated omission is corrected over HTTP/2 too, and a
+//! bad proto or call stops before any load.
+
+mod util;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use util::h2::{H2Behavior, H2Server};
+use util::{grpc, helloworld_proto, loadlab_bin, num, run, temp_path};
+
+#[test]
+fn http2_streams_share_connections_and_counts_match_the_server() {
+    let s = H2Server::start(H2Behavior::Ok);
+    let r = run(&[
+        "--http2",
+        &s.url("/x"),
+        "-c",
+        "2",
+        "--concurrency",
+        "16",
+        "-n",
+        "3000",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["protocol"], "http2");
+    assert_eq!(j["requests"], 3000);
+    assert_eq!(j["successful"], 3000);
+    assert_eq!(s.requests(), 3000, "the server saw every request once");
+    assert_eq!(s.accepts(), 2, "16 streams over exactly 2 connections");
+    assert_eq!(j["connections_opened"], 2);
+    assert_eq!(j["concurrency"], 16);
+    // 16 streams over 2 connections: the server sees several streams open at once.
+    let streams = s
+        .counters
+        .max_streams
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        (2..=8).contains(&streams),
+        "max streams open on one connection: {streams}"
+    );
+    assert!(j["grpc_status"].as_object().unwrap().is_empty());
+}
+
+/// Every 5th call UNAVAILABLE, every 7th (not 5th) NOT_FOUND, the rest OK: loadlab's
+/// per-status counts equal the server's.
+#[test]
+fn grpc_statuses_are_counted_per_code() {
+    fn status(n: u64) -> u32 {
+        match n {
+            n if n % 5 == 0 => 14,
+            n if n % 7 == 0 => 5,
+            _ => 0,
+        }
+    }
+    let s = H2Server::start(H2Behavior::Grpc {
+        status,
+        delay: Duration::ZERO,
+    });
+    let proto = helloworld_proto();
+    let r = grpc(&[
+        &s.addr.to_string(),
+        "--proto",
+        &proto,
+        "--call",
+        "helloworld.Greeter/SayHello",
+        "-D",
+        r#"{"name":"x"}"#,
+        "-n",
+        "700",
+        "-c",
+        "2",
+        "--concurrency",
+        "8",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    let server = s.grpc();
+    assert_eq!(server.values().sum::<u64>(), 700);
+    assert_eq!(j["protocol"], "grpc");
+    assert!(j["url"]
+        .as_str()
+        .unwrap()
+        .ends_with("/helloworld.Greeter/SayHello"));
+    assert_eq!(j["grpc_status"]["OK"], server[&0]);
+    assert_eq!(j["grpc_status"]["UNAVAILABLE"], server[&14]);
+    assert_eq!(j["grpc_status"]["NOT_FOUND"], server[&5]);
+    assert_eq!(j["grpc_status"].as_object().unwrap().len(), 3);
+    assert_eq!(j["successful"], server[&0]);
+    assert_eq!(r.error_count("grpc_status"), server[&14] + server[&5]);
+    assert_eq!(j["errors_total"], server[&14] + server[&5]);
+    assert_eq!(j["status_codes"]["200"], 700);
+    assert!(r.stdout.contains("gRPC status"), "{}", r.stdout);
+}
+
+/// A 100 ms deadline against a backend answering in 400 ms: every call is
+/// DEADLINE_EXCEEDED, and the server was told the deadline (grpc-timeout).
+#[test]
+fn grpc_deadline_shorter_than_the_backend_is_deadline_exceeded() {
+    let s = H2Server::start(H2Behavior::Grpc {
+        status: |_| 0,
+        delay: Duration::from_millis(400),
+    });
+    let proto = helloworld_proto();
+    let r = grpc(&[
+        &s.addr.to_string(),
+        "--proto",
+        &proto,
+        "--call",
+        "helloworld.Greeter/SayHello",
+        "--rate",
+        "40",
+        "-d",
+        "1s",
+        "-c",
+        "1",
+        "--timeout",
+        "100ms",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(1), "no call succeeded: {}", r.stderr);
+    let j = r.json();
+    let n = j["grpc_status"]["DEADLINE_EXCEEDED"].as_u64().unwrap();
+    assert!((38..=42).contains(&n), "{n} deadlines of ~40 calls");
+    assert_eq!(j["grpc_status"].as_object().unwrap().len(), 1);
+    assert_eq!(r.error_count("grpc_status"), n);
+    assert_eq!(r.error_count("request_timeout"), 0);
+    assert_eq!(j["successful"], 0);
+    let sent: u64 = s
+        .counters
+        .last_grpc_timeout
+        .lock()
+        .unwrap()
+        .as_deref()
+        .and_then(|t| t.strip_suffix('m'))
+        .and_then(|ms| ms.parse().ok())
+        .expect("grpc-timeout in milliseconds");
+    assert!((1..=100).contains(&sent), "grpc-timeout {sent}m");
+}
+
+/// The coordinated-omission test of the engine, over HTTP/2: a 1 s stall shows in latency
+/// from the intended send time, not in service time.
+#[test]
+fn coordinated_omission_is_corrected_over_http2() {
+    let s = H2Server::start(H2Behavior::StallOnce {
+        after: Duration::from_millis(2500),
+        hold: Duration::from_secs(1),
+    });
+    let r = run(&[
+        "--http2",
+        &s.url("/"),
+        "--rate",
+        "200",
+        "-d",
+        "6s",
+        "-c",
+        "1",
+        "--concurrency",
+        "4",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    let n = num(j, &["requests"]);
+    assert!((n - 1200.0).abs() <= 24.0, "{n}");
+    let p99 = num(j, &["latency_ms", "p99"]);
+    let p90 = num(j, &["latency_ms", "p90"]);
+    assert!(
+        p99 > 800.0,
+        "latency p99 {p99} ms should show the 1 s stall"
+    );
+    assert!(p90 > 250.0, "latency p90 {p90} ms should show the stall");
+    let service_p99 = num(j, &["service_time_ms", "p99"]);
+    assert!(
+        service_p99 < 100.0,
+        "service time p99 {service_p99} ms should not show the stall"
+    );
+    assert!(num(j, &["service_time_ms", "max"]) >= 900.0);
+    assert_eq!(s.accepts(), 1);
+}
+
+/// A malformed proto, an unknown method and JSON that does not fit each stop `loadlab
+/// grpc` with exit 2 and a message naming the cause, before any connection is made.
+#[test]
+fn bad_proto_or_call_fails_before_any_load() {
+    let s = H2Server::start(H2Behavior::Ok);
+    let addr = s.addr.to_string();
+    let broken = temp_path("broken.proto");
+    std::fs::write(
+        &broken,
+        "syntax = \"proto3\";\npackage p;\nmessage M {\n  string a = 1\n}\n",
+    )
+    .unwrap();
+    let proto = helloworld_proto();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--proto", broken.to_str().unwrap(), "--call", "p.S/M"],
+            "broken.proto:5",
+        ),
+        (
+            &["--proto", &proto, "--call", "helloworld.Greeter/SayGoodbye"],
+            "SayHello",
+        ),
+        (
+            &["--proto", &proto, "--call", "helloworld.Nope/SayHello"],
+            "helloworld.Greeter",
+        ),
+        (
+            &[
+                "--proto",
+                &proto,
+                "--call",
+                "helloworld.Greeter/SayHello",
+                "-D",
+                r#"{"name": 5}"#,
+            ],
+            "name",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut argv = vec![addr.as_str()];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["-n", "10", "-q"]);
+        let r = grpc(&argv);
+        assert_eq!(r.code(), Some(2), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(needle),
+            "{args:?}: stderr should name `{needle}`:\n{}",
+            r.stderr
+        );
+        assert!(r.json.is_none());
+    }
+    assert_eq!(s.accepts(), 0, "no connection before the call resolved");
+}
+
+/// The tonic greeter served by `loadlab serve greeter-tokio`: a real gRPC implementation
+/// answers every call OK, and the reply counts match the request count.
+#[test]
+fn grpc_against_the_tonic_greeter() {
+    let mut server = Command::new(loadlab_bin())
+        .args([
+            "serve",
+            "greeter-tokio",
+            "--bind",
+            "127.0.0.1:0",
+            "--threads",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let proto = helloworld_proto();
+    let r = grpc(&[
+        &addr,
+        "--proto",
+        &proto,
+        "--call",
+        "helloworld.Greeter/SayHello",
+        "-D",
+        r#"{"name":"loadlab"}"#,
+        "-n",
+        "2000",
+        "-c",
+        "4",
+        "--concurrency",
+        "32",
+        "-q",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["grpc_status"]["OK"], 2000);
+    assert_eq!(j["successful"], 2000);
+    assert_eq!(j["connections_opened"], 4);
+}
