@@ -4,9 +4,9 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches, Parser};
 use crate::launch::{self, Options};
 use crate::runtimes::Runtime;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use loadlab_target_common::net;
 
 /// helloworld.Greeter/SayHello (gRPC) for the async-runtime comparison. Prints
