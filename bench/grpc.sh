@@ -1,0 +1,395 @@
+#!/usr/bin/env bash
+# Protocol peer benchmark: loadlab gRPC vs ghz, loadlab HTTP/2 vs h2load.
+#
+#   bench/grpc.sh                              # full run (both suites x 3 rounds)
+#   ROUNDS=1 TOOLS=ghz,h2load bench/grpc.sh    # peers only
+#   SUITES=grpc GRPC_REQUESTS=20000 bench/grpc.sh
+#
+# Targets (requests per generator CPU-second, median of rounds):
+#   gRPC    loadlab >= 2.0x ghz     (helloworld.Greeter/SayHello on greeter-tokio, 1 thread)
+#   HTTP/2  loadlab >= 1.0x h2load  (h2c prior knowledge, nginx 1 worker, 2-byte body "ok")
+#
+# Both suites are closed loop with a fixed request count, so every run stops by
+# itself (each is also wrapped in `timeout`). Within a suite both tools use the
+# same connections and the same total concurrency (h2load: -c CONNECTIONS,
+# -m CONCURRENCY/CONNECTIONS streams per connection). The server is pinned to
+# SERVER_CPU; every generator is pinned to GEN_CPU and run under GNU time, so
+# generator CPU (user+sys) and peak RSS are measured the same way for every tool.
+# req per CPU-s = successful responses / (user+sys). Runs are interleaved (round
+# -> tool, order rotated each round); the report shows medians over the rounds.
+# ghz uses its default summary output (-O json would add every call's details,
+# costing it CPU and memory), --cpus 1, and no call templating.
+# Raw results: bench/out/grpc-<stamp>.jsonl (tool output in bench/out/grpc-<stamp>/).
+#
+# Environment:
+#   ROUNDS           interleaved rounds                                  (3)
+#   SUITES           comma list from grpc,http2                          (both)
+#   TOOLS            comma list from loadlab,ghz,h2load                  (all)
+#   CONNECTIONS      connections per run, both suites                    (8)
+#   CONCURRENCY      requests in flight per run, both suites             (64)
+#   GRPC_CONNECTIONS / GRPC_CONCURRENCY / H2_CONNECTIONS / H2_CONCURRENCY  per-suite overrides
+#   GRPC_REQUESTS    calls per gRPC run                                  (100000)
+#   H2_REQUESTS      requests per HTTP/2 run                             (200000)
+#   RUN_TIMEOUT      wall-clock bound per run, seconds                   (300)
+#   LOADLAB          loadlab binary                         (target/release/loadlab)
+#   GREETER          greeter binary                   (target/release/greeter-tokio)
+#   GHZ_VERSION      ghz version go-installed when missing               (v0.120.0)
+#   GEN_CPU / SERVER_CPU   CPUs for generator / server                   (1 / 0)
+#   INSTALL          0 = never install/build missing tools, just skip them (1)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$HERE")
+PY="python3 $HERE/grpc.py"
+
+ROUNDS=${ROUNDS:-3}
+SUITES=${SUITES:-grpc,http2}
+TOOLS=${TOOLS:-loadlab,ghz,h2load}
+CONNECTIONS=${CONNECTIONS:-8}
+CONCURRENCY=${CONCURRENCY:-64}
+GRPC_CONNECTIONS=${GRPC_CONNECTIONS:-$CONNECTIONS}
+GRPC_CONCURRENCY=${GRPC_CONCURRENCY:-$CONCURRENCY}
+H2_CONNECTIONS=${H2_CONNECTIONS:-$CONNECTIONS}
+H2_CONCURRENCY=${H2_CONCURRENCY:-$CONCURRENCY}
+GRPC_REQUESTS=${GRPC_REQUESTS:-100000}
+H2_REQUESTS=${H2_REQUESTS:-200000}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+LOADLAB=${LOADLAB:-$ROOT/target/release/loadlab}
+GREETER=${GREETER:-$ROOT/target/release/greeter-tokio}
+GHZ_VERSION=${GHZ_VERSION:-v0.120.0}
+GEN_CPU=${GEN_CPU:-1}
+SERVER_CPU=${SERVER_CPU:-0}
+INSTALL=${INSTALL:-1}
+PROTO=$ROOT/proto/helloworld.proto
+CALL=helloworld.Greeter/SayHello
+DATA='{"name":"loadlab"}'
+
+GOBIN_DIR=$(go env GOBIN 2>/dev/null || true)
+[[ -n $GOBIN_DIR ]] || GOBIN_DIR=$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin
+export PATH="$PATH:${CARGO_HOME:-$HOME/.cargo}/bin:/usr/local/go/bin:$GOBIN_DIR:$HOME/go/bin:/usr/sbin:/sbin"
+
+log() { printf '%s\n' "$*" >&2; }
+die() { log "grpc.sh: $*"; exit 1; }
+
+posint() { [[ $2 =~ ^[0-9]+$ && $2 -gt 0 ]] || die "$1 must be a positive integer"; }
+posint ROUNDS "$ROUNDS"; posint RUN_TIMEOUT "$RUN_TIMEOUT"
+posint GRPC_CONNECTIONS "$GRPC_CONNECTIONS"; posint GRPC_CONCURRENCY "$GRPC_CONCURRENCY"
+posint H2_CONNECTIONS "$H2_CONNECTIONS"; posint H2_CONCURRENCY "$H2_CONCURRENCY"
+posint GRPC_REQUESTS "$GRPC_REQUESTS"; posint H2_REQUESTS "$H2_REQUESTS"
+(( GRPC_CONCURRENCY >= GRPC_CONNECTIONS )) || die "GRPC_CONCURRENCY must be >= GRPC_CONNECTIONS"
+(( H2_CONCURRENCY % H2_CONNECTIONS == 0 )) \
+    || die "H2_CONCURRENCY ($H2_CONCURRENCY) must be a multiple of H2_CONNECTIONS ($H2_CONNECTIONS) (h2load -m is per connection)"
+H2_STREAMS=$((H2_CONCURRENCY / H2_CONNECTIONS))
+
+IFS=, read -r -a WANT_TOOLS <<<"$TOOLS"
+IFS=, read -r -a WANT_SUITES <<<"$SUITES"
+for t in "${WANT_TOOLS[@]}"; do
+    case $t in loadlab|ghz|h2load) ;; *) die "unknown tool '$t' in TOOLS" ;; esac
+done
+for s in "${WANT_SUITES[@]}"; do
+    case $s in grpc|http2) ;; *) die "unknown suite '$s' in SUITES" ;; esac
+done
+has_tool() { local t; for t in "${WANT_TOOLS[@]}"; do [[ $t == "$1" ]] && return 0; done; return 1; }
+has_suite() { local s; for s in "${WANT_SUITES[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
+
+command -v python3 >/dev/null || die "python3 is required"
+command -v taskset >/dev/null || die "taskset (util-linux) is required"
+ncpu=$(nproc)
+(( GEN_CPU < ncpu && SERVER_CPU < ncpu )) || die "need CPUs $SERVER_CPU and $GEN_CPU; this machine has $ncpu"
+[[ $GEN_CPU != "$SERVER_CPU" ]] || log "warning: GEN_CPU == SERVER_CPU; generator and server will share a core"
+
+if has_tool loadlab; then
+    if [[ ! -x $LOADLAB ]]; then
+        log "grpc.sh: loadlab binary not found at $LOADLAB"
+        log "  build it first:   cargo build --release"
+        log "  or point LOADLAB=/path/to/loadlab, or leave it out: TOOLS=ghz,h2load"
+        exit 1
+    fi
+    if has_suite grpc && ! "$LOADLAB" grpc --help >/dev/null 2>&1; then
+        die "$LOADLAB has no 'grpc' command (rebuild it, or TOOLS=ghz,h2load)"
+    fi
+    if has_suite http2 && ! "$LOADLAB" run --help 2>&1 | grep -q -- --http2; then
+        die "$LOADLAB run has no --http2 flag (rebuild it, or TOOLS=ghz,h2load)"
+    fi
+fi
+
+# ---------------------------------------------------------------- installs
+as_root() {
+    if [[ $(id -u) -eq 0 ]]; then "$@"
+    elif command -v sudo >/dev/null; then sudo "$@"
+    else return 1; fi
+}
+
+missing_pkgs=()
+[[ -x /usr/bin/time ]] || missing_pkgs+=(time)     # GNU time, not the shell keyword
+if has_suite http2; then
+    command -v nginx >/dev/null || missing_pkgs+=(nginx)
+    command -v h2load >/dev/null || missing_pkgs+=(nghttp2-client)   # also the h2c readiness probe
+fi
+if ((${#missing_pkgs[@]})); then
+    [[ $INSTALL == 1 ]] || die "missing: ${missing_pkgs[*]} (INSTALL=0)"
+    command -v apt-get >/dev/null || die "missing ${missing_pkgs[*]} and no apt-get; install them by hand"
+    log "installing: ${missing_pkgs[*]}"
+    as_root apt-get update -qq || die "apt-get update failed (need root or sudo)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_pkgs[@]}" >/dev/null \
+        || die "apt-get install ${missing_pkgs[*]} failed"
+fi
+[[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) not available"
+if has_suite http2; then
+    command -v nginx >/dev/null || die "nginx not available"
+    command -v h2load >/dev/null || die "h2load not available (needed to probe the h2c server)"
+fi
+
+if has_suite grpc && has_tool ghz && ! command -v ghz >/dev/null; then
+    if [[ $INSTALL == 1 ]] && command -v go >/dev/null; then
+        log "installing ghz $GHZ_VERSION (go install, low priority; a few minutes)..."
+        nice -n 19 go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" || log "warning: go install ghz failed"
+        hash -r
+    else
+        log "warning: ghz missing and no Go toolchain (or INSTALL=0)"
+    fi
+fi
+
+# The greeter: greeter-tokio if built, else `loadlab serve greeter-tokio`, else build greeter-tokio.
+GREETER_CMD=()
+if has_suite grpc; then
+    if [[ ! -x $GREETER ]] && [[ -x $LOADLAB ]] && "$LOADLAB" serve greeter-tokio --help >/dev/null 2>&1; then
+        GREETER_CMD=("$LOADLAB" serve greeter-tokio)
+    else
+        if [[ ! -x $GREETER ]]; then
+            [[ $INSTALL == 1 ]] || die "greeter not found at $GREETER (INSTALL=0)"
+            log "building greeter-tokio (cargo build --release -p loadlab-greeters --bin greeter-tokio, low priority)..."
+            (cd "$ROOT" && nice -n 19 cargo build --release -p loadlab-greeters --bin greeter-tokio) \
+                || die "building greeter-tokio failed"
+        fi
+        GREETER_CMD=("$GREETER")
+    fi
+fi
+
+SKIP_TOOL=()   # tools not installed -> reported as skipped
+for t in ghz h2load; do
+    has_tool "$t" || continue
+    command -v "$t" >/dev/null || { log "warning: $t not available, skipping it"; SKIP_TOOL+=("$t"); }
+done
+is_skipped() { local t; for t in "${SKIP_TOOL[@]:-}"; do [[ $t == "$1" ]] && return 0; done; return 1; }
+
+# ---------------------------------------------------------------- servers
+STAMP=$(date +%Y%m%d-%H%M%S)
+OUTDIR=$HERE/out
+RAW=$OUTDIR/grpc-$STAMP
+RESULTS=$OUTDIR/grpc-$STAMP.jsonl
+mkdir -p "$RAW"
+: >"$RESULTS"
+
+SRV_DIR=$(mktemp -d /tmp/loadlab-grpcbench.XXXXXX)
+chmod 755 "$SRV_DIR"
+NGX_PID=
+GRT_PID=
+RUN_PID=
+stop_run() {
+    # `timeout` leads its own process group: signalling the group ends timeout,
+    # GNU time and the tool together.
+    if [[ -n $RUN_PID ]] && kill -0 "$RUN_PID" 2>/dev/null; then
+        kill -TERM -- "-$RUN_PID" 2>/dev/null || kill -TERM "$RUN_PID" 2>/dev/null || true
+        wait "$RUN_PID" 2>/dev/null || true
+    fi
+    RUN_PID=
+}
+stop_pid() {   # stop_pid PID SIGNAL
+    local pid=$1
+    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
+    kill "-$2" "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    stop_run
+    stop_pid "$NGX_PID" QUIT
+    stop_pid "$GRT_PID" TERM
+    rm -rf "$SRV_DIR"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+GRPC_ADDR=
+if has_suite grpc; then
+    GPORT=$($PY freeport)
+    GRPC_ADDR=127.0.0.1:$GPORT
+    taskset -c "$SERVER_CPU" "${GREETER_CMD[@]}" --bind "$GRPC_ADDR" --threads 1 \
+        >"$RAW/greeter.out" 2>"$RAW/greeter.err" </dev/null &
+    GRT_PID=$!
+    for _ in $(seq 150); do
+        grep -q '^listening on' "$RAW/greeter.out" 2>/dev/null && break
+        kill -0 "$GRT_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if ! grep -q '^listening on' "$RAW/greeter.out" 2>/dev/null; then
+        cat "$RAW/greeter.out" "$RAW/greeter.err" >&2 2>/dev/null || true
+        die "greeter (${GREETER_CMD[*]}) did not come up on $GRPC_ADDR"
+    fi
+fi
+
+H2_URL=
+if has_suite http2; then
+    HPORT=$($PY freeport)
+    H2_URL="http://127.0.0.1:$HPORT/"
+    # h2c with prior knowledge on a plain listener: `http2 on;` since nginx 1.25.1,
+    # `listen ... http2` before (there the port speaks only HTTP/2).
+    ngx_ver=$(nginx -v 2>&1 | sed -n 's/.*nginx\/\([0-9.]*\).*/\1/p')
+    if printf '1.25.1\n%s\n' "$ngx_ver" | sort -V -C; then   # 1.25.1 <= ngx_ver
+        H2_LISTEN="listen 127.0.0.1:$HPORT; http2 on;"
+    else
+        H2_LISTEN="listen 127.0.0.1:$HPORT http2;"
+    fi
+    cat >"$SRV_DIR/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+master_process on;
+pid $SRV_DIR/nginx.pid;
+error_log $RAW/nginx-error.log warn;
+worker_rlimit_nofile 65536;
+events { worker_connections 16384; }
+http {
+    access_log off;
+    client_body_temp_path $SRV_DIR/client_body;
+    proxy_temp_path $SRV_DIR/proxy;
+    fastcgi_temp_path $SRV_DIR/fastcgi;
+    uwsgi_temp_path $SRV_DIR/uwsgi;
+    scgi_temp_path $SRV_DIR/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    default_type text/plain;
+    server {
+        $H2_LISTEN
+        location / { return 200 "ok"; }
+    }
+}
+EOF
+    taskset -c "$SERVER_CPU" nginx -p "$SRV_DIR" -e "$RAW/nginx-error.log" -c "$SRV_DIR/nginx.conf" \
+        >"$SRV_DIR/nginx.stdout" 2>&1 &
+    NGX_PID=$!
+    up=0
+    for _ in $(seq 50); do
+        kill -0 "$NGX_PID" 2>/dev/null || break
+        if timeout 5 h2load -n1 -c1 "$H2_URL" 2>/dev/null | grep -q '1 succeeded'; then up=1; break; fi
+        sleep 0.2
+    done
+    if [[ $up != 1 ]]; then
+        cat "$RAW/nginx-error.log" "$SRV_DIR/nginx.stdout" >&2 2>/dev/null || true
+        die "nginx did not answer h2c on $H2_URL"
+    fi
+fi
+
+load1=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
+if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
+    log "warning: 1-minute load average is $load1; other work on this machine will skew the numbers"
+fi
+HOSTDESC="$(uname -srm); $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
+has_suite grpc && log "greeter ${GREETER_CMD[*]} on $GRPC_ADDR (pid $GRT_PID, 1 thread, CPU $SERVER_CPU)"
+has_suite http2 && log "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') h2c on $H2_URL (pid $NGX_PID, CPU $SERVER_CPU)"
+log "generators on CPU $GEN_CPU; rounds $ROUNDS"
+has_suite grpc && log "gRPC:   $GRPC_REQUESTS calls, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY concurrent"
+has_suite http2 && log "HTTP/2: $H2_REQUESTS requests, $H2_CONNECTIONS connections x $H2_STREAMS streams = $H2_CONCURRENCY concurrent"
+log "tools: ${WANT_TOOLS[*]}; suites: ${WANT_SUITES[*]}"
+log "raw output: $RAW"
+for t in "${WANT_TOOLS[@]}"; do
+    is_skipped "$t" && continue
+    case $t in
+        loadlab) v=$("$LOADLAB" --version 2>&1 | head -1 || true) ;;
+        ghz) v="$(command -v ghz) $(ghz --version 2>&1 | head -1 || true)" ;;
+        h2load) v=$(h2load --version 2>&1 | head -1 || true) ;;
+    esac
+    log "  $t: $v"
+done
+
+# ---------------------------------------------------------------- runs
+# tool_cmd SUITE TOOL JSONPATH -> fills CMD, REQ, CONN, CONC; returns 1 if TOOL is not in SUITE
+CMD=()
+tool_cmd() {
+    local suite=$1 tool=$2 json=$3
+    CMD=()
+    case $suite in
+        grpc)  REQ=$GRPC_REQUESTS; CONN=$GRPC_CONNECTIONS; CONC=$GRPC_CONCURRENCY ;;
+        http2) REQ=$H2_REQUESTS; CONN=$H2_CONNECTIONS; CONC=$H2_CONCURRENCY ;;
+    esac
+    case $suite/$tool in
+        grpc/loadlab) CMD=("$LOADLAB" grpc "$GRPC_ADDR" --proto "$PROTO" --call "$CALL" --data "$DATA"
+                           --connections "$CONN" --concurrency "$CONC" --requests "$REQ"
+                           --threads 1 --json "$json" -q) ;;
+        grpc/ghz)     CMD=(ghz --insecure --proto "$PROTO" --call "$CALL" -d "$DATA"
+                           --connections "$CONN" -c "$CONC" -n "$REQ" --cpus 1
+                           --disable-template-functions --disable-template-data -O summary "$GRPC_ADDR") ;;
+        http2/loadlab) CMD=("$LOADLAB" run --http2 "$H2_URL" --connections "$CONN" --concurrency "$CONC"
+                            --requests "$REQ" --threads 1 --json "$json" -q) ;;
+        http2/h2load)  CMD=(h2load -t1 -c "$CONN" -m "$H2_STREAMS" -n "$REQ" "$H2_URL") ;;
+        *) return 1 ;;
+    esac
+}
+
+server_alive() {   # server_alive PID NAME LOG: die with its exit status if it is gone
+    kill -0 "$1" 2>/dev/null && return 0
+    local st=0
+    wait "$1" 2>/dev/null || st=$?
+    (( st > 128 )) && st="$st (signal $((st - 128)))"
+    die "$2 (pid $1) is gone, exit status $st; see $3"
+}
+
+# run_one SUITE ROUND TOOL
+run_one() {
+    local suite=$1 round=$2 tool=$3
+    local base="$RAW/$suite-r$round-$tool"
+    local json="$base.loadlab.json"
+    tool_cmd "$suite" "$tool" "$json" || return 0
+    rm -f "$json" "$base.time"
+    case $suite in
+        grpc) server_alive "$GRT_PID" greeter "$RAW/greeter.err" ;;
+        http2) server_alive "$NGX_PID" nginx "$RAW/nginx-error.log" ;;
+    esac
+    local rc=0
+    # Fixed request count: the tools stop by themselves; timeout is a safety net.
+    # Background + wait so Ctrl-C reaches the INT trap at once.
+    timeout -k 5 "$RUN_TIMEOUT" \
+        taskset -c "$GEN_CPU" /usr/bin/time -f '%U %S %M' -o "$base.time" \
+        "${CMD[@]}" >"$base.out" 2>"$base.err" </dev/null &
+    RUN_PID=$!
+    wait "$RUN_PID" || rc=$?
+    RUN_PID=
+    (( rc == 124 || rc == 137 )) && log "    $tool: timed out after ${RUN_TIMEOUT}s"
+    local extra=()
+    [[ $tool == loadlab ]] && extra=(--json "$json")
+    $PY record --out "$RESULTS" --suite "$suite" --round "$round" --tool "$tool" \
+        --stdout "$base.out" --time "$base.time" --rc "$rc" --requested "$REQ" \
+        --connections "$CONN" --concurrency "$CONC" --cmd "${CMD[*]}" "${extra[@]}" || true
+    sleep 1   # let sockets settle between runs
+}
+
+for suite in grpc http2; do
+    has_suite "$suite" || continue
+    tools=()
+    for t in "${WANT_TOOLS[@]}"; do
+        tool_cmd "$suite" "$t" /dev/null || continue
+        if is_skipped "$t"; then
+            $PY skip --out "$RESULTS" --suite "$suite" --tool "$t" --reason "not installed"
+        else
+            tools+=("$t")
+        fi
+    done
+    ((${#tools[@]})) || continue
+    for ((r = 1; r <= ROUNDS; r++)); do
+        log "== $suite, round $r/$ROUNDS"
+        n=${#tools[@]}
+        for ((i = 0; i < n; i++)); do
+            run_one "$suite" "$r" "${tools[$(((i + r - 1) % n))]}"   # rotate start each round
+        done
+    done
+done
+
+log ""
+$PY report "$RESULTS" --md "$RAW/summary.md" --gen-cpu "$GEN_CPU" --server-cpu "$SERVER_CPU" --host "$HOSTDESC"
+log ""
+log "raw results: $RESULTS"
+log "markdown:    $RAW/summary.md"
