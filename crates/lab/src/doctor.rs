@@ -23,7 +23,10 @@ pub fn demand(plan: &Plan) -> Demand {
         Steps::Together => plan.scenarios.len() as u64,
         _ => 1,
     };
+    // Over HTTP/2 (and gRPC) the steps are streams; the connections stay `load.connections`.
+    let multiplexed = plan.scenarios.iter().all(|s| s.protocol.multiplexed());
     let per_run = match l.model {
+        _ if multiplexed => l.connections,
         Model::Open => l
             .max_connections
             .unwrap_or_else(|| l.connections.max(DEFAULT_MAX_CONNECTIONS)),
@@ -61,5 +64,26 @@ pub fn demand(plan: &Plan) -> Demand {
         duration_s: (l.step_duration + l.warmup).as_secs_f64(),
         loopback,
         source_addrs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(scenario: &str) -> Plan {
+        let text = format!(
+            "name = \"d\"\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:1\"\n{scenario}\n[load]\nmodel = \"closed\"\nsteps = [256, 2048]\nconnections = 64\n"
+        );
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        Plan::parse(&text, "d.toml", dir, false).unwrap()
+    }
+
+    #[test]
+    fn closed_steps_are_connections_over_http1_and_streams_over_http2() {
+        assert_eq!(demand(&plan("")).connections, 2048);
+        assert_eq!(demand(&plan("protocol = \"http2\"")).connections, 64);
+        let grpc = "protocol = \"grpc\"\nproto = \"../../proto/helloworld.proto\"\ncall = \"helloworld.Greeter/SayHello\"";
+        assert_eq!(demand(&plan(grpc)).connections, 64);
     }
 }
