@@ -76,6 +76,8 @@ struct Runner<'a> {
     /// Steps run (a together step counts once) and the plan's estimate of all of them.
     steps_run: usize,
     steps_planned: usize,
+    /// When the first configuration started (the ETA uses the observed time per step).
+    started: Instant,
     configs_total: usize,
     /// `load.cpus` as `--cpus` takes it, if this machine has those CPUs.
     load_cpus: Option<String>,
@@ -128,6 +130,7 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
         steps: 0,
         steps_run: 0,
         steps_planned: planned_steps(plan, configs.len()),
+        started: Instant::now(),
         configs_total: configs.len(),
         load_cpus: target::usable_cpus(&plan.load.cpus).map(|c| {
             c.iter()
@@ -494,7 +497,9 @@ impl Runner<'_> {
         }
         self.steps_run += 1;
         let l = &self.plan.load;
-        let per_step = (l.step_duration + l.warmup + l.pause).as_secs_f64();
+        // Observed wall time per step so far (target restarts included; steps that end at
+        // their request count are shorter than step_duration).
+        let per_step = self.started.elapsed().as_secs_f64() / self.steps_run as f64;
         let left = self.steps_planned.saturating_sub(self.steps_run) as f64 * per_step;
         let knee = matches!(l.steps, Steps::Knee { .. });
         let eta = format!(
@@ -536,10 +541,10 @@ impl Runner<'_> {
                 "  {} {:>9} {}: achieved {:.1} req/s, p99 {}, {} errors{} {eta}",
                 s.name,
                 format!("{load:.0}"),
-                if self.plan.load.model == Model::Open {
-                    "req/s"
-                } else {
-                    "conns"
+                match self.plan.load.model {
+                    Model::Open => "req/s",
+                    Model::Closed if s.protocol.multiplexed() => "streams",
+                    Model::Closed => "conns",
                 },
                 rec.result.achieved_rps,
                 rec.result

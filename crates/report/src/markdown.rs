@@ -280,7 +280,7 @@ fn side_by_side(
         }
         let _ = writeln!(
             out,
-            "✗ marks a step that missed the SLO. Per-configuration tables with notes follow.\n"
+            "✗ marks a step that was not sustained: it missed the SLO, or loadlab itself was the limit (generator-limited: the figure is a lower bound for the server). The per-configuration tables below say which.\n"
         );
     }
 }
