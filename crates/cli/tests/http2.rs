@@ -10,7 +10,23 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use util::h2::{H2Behavior, H2Server};
-use util::{grpc, helloworld_proto, loadlab_bin, num, run, temp_path};
+use util::{
+    assert_stall_in_latency_not_service_time, grpc, helloworld_proto, loadlab_bin, run, temp_path,
+};
+
+/// `loadlab grpc ADDR --proto helloworld.proto --call helloworld.Greeter/SayHello ARGS`.
+fn say_hello(addr: &str, args: &[&str]) -> util::RunOutput {
+    let proto = helloworld_proto();
+    let mut argv = vec![
+        addr,
+        "--proto",
+        &proto,
+        "--call",
+        "helloworld.Greeter/SayHello",
+    ];
+    argv.extend_from_slice(args);
+    grpc(&argv)
+}
 
 #[test]
 fn http2_streams_share_connections_and_counts_match_the_server() {
@@ -64,25 +80,22 @@ fn grpc_statuses_are_counted_per_code() {
         status,
         delay: Duration::ZERO,
     });
-    let proto = helloworld_proto();
-    let r = grpc(&[
+    let r = say_hello(
         &s.addr.to_string(),
-        "--proto",
-        &proto,
-        "--call",
-        "helloworld.Greeter/SayHello",
-        "-D",
-        r#"{"name":"x"}"#,
-        "-n",
-        "700",
-        "-c",
-        "2",
-        "--concurrency",
-        "8",
-        "-t",
-        "1",
-        "-q",
-    ]);
+        &[
+            "-D",
+            r#"{"name":"x"}"#,
+            "-n",
+            "700",
+            "-c",
+            "2",
+            "--concurrency",
+            "8",
+            "-t",
+            "1",
+            "-q",
+        ],
+    );
     assert_eq!(r.code(), Some(0), "{}", r.stderr);
     let j = r.json();
     let server = s.grpc();
@@ -111,25 +124,22 @@ fn grpc_deadline_shorter_than_the_backend_is_deadline_exceeded() {
         status: |_| 0,
         delay: Duration::from_millis(400),
     });
-    let proto = helloworld_proto();
-    let r = grpc(&[
+    let r = say_hello(
         &s.addr.to_string(),
-        "--proto",
-        &proto,
-        "--call",
-        "helloworld.Greeter/SayHello",
-        "--rate",
-        "40",
-        "-d",
-        "1s",
-        "-c",
-        "1",
-        "--timeout",
-        "100ms",
-        "-t",
-        "1",
-        "-q",
-    ]);
+        &[
+            "--rate",
+            "40",
+            "-d",
+            "1s",
+            "-c",
+            "1",
+            "--timeout",
+            "100ms",
+            "-t",
+            "1",
+            "-q",
+        ],
+    );
     assert_eq!(r.code(), Some(1), "no call succeeded: {}", r.stderr);
     let j = r.json();
     let n = j["grpc_status"]["DEADLINE_EXCEEDED"].as_u64().unwrap();
@@ -174,22 +184,7 @@ fn coordinated_omission_is_corrected_over_http2() {
         "-q",
     ]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr);
-    let j = r.json();
-    let n = num(j, &["requests"]);
-    assert!((n - 1200.0).abs() <= 24.0, "{n}");
-    let p99 = num(j, &["latency_ms", "p99"]);
-    let p90 = num(j, &["latency_ms", "p90"]);
-    assert!(
-        p99 > 800.0,
-        "latency p99 {p99} ms should show the 1 s stall"
-    );
-    assert!(p90 > 250.0, "latency p90 {p90} ms should show the stall");
-    let service_p99 = num(j, &["service_time_ms", "p99"]);
-    assert!(
-        service_p99 < 100.0,
-        "service time p99 {service_p99} ms should not show the stall"
-    );
-    assert!(num(j, &["service_time_ms", "max"]) >= 900.0);
+    assert_stall_in_latency_not_service_time(r.json());
     assert_eq!(s.accepts(), 1);
 }
 
@@ -272,23 +267,20 @@ fn grpc_against_the_tonic_greeter() {
         .strip_prefix("listening on ")
         .unwrap()
         .to_string();
-    let proto = helloworld_proto();
-    let r = grpc(&[
+    let r = say_hello(
         &addr,
-        "--proto",
-        &proto,
-        "--call",
-        "helloworld.Greeter/SayHello",
-        "-D",
-        r#"{"name":"loadlab"}"#,
-        "-n",
-        "2000",
-        "-c",
-        "4",
-        "--concurrency",
-        "32",
-        "-q",
-    ]);
+        &[
+            "-D",
+            r#"{"name":"loadlab"}"#,
+            "-n",
+            "2000",
+            "-c",
+            "4",
+            "--concurrency",
+            "32",
+            "-q",
+        ],
+    );
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(r.code(), Some(0), "{}", r.stderr);

@@ -7,7 +7,7 @@ mod util;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use util::lab::{lab, lab_ok, lines, pids, plan_text, running, write_plan};
+use util::lab::{assert_plans_rejected, lab, lab_ok, lines, pids, plan_text, running, write_plan};
 use util::{loadlab_bin, temp_path};
 
 #[test]
@@ -26,16 +26,7 @@ fn plan_mistakes_name_their_field() {
         ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\ncpus=\"1-0\"\n", "load.cpus"),
         ("name = \"x\"\n[[target]]\nname=\"a\"\ncommand=[\"x\"]\nready={}\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n[load]\nsteps=[1]\n", "target[0].ready"),
     ];
-    for (i, (text, needle)) in cases.iter().enumerate() {
-        let plan = write_plan(&format!("bad{i}"), text);
-        let out = lab(&plan, &temp_path("never"));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "case {i}: {stderr}");
-        assert!(
-            stderr.contains(needle),
-            "case {i}: expected `{needle}` in {stderr}"
-        );
-    }
+    assert_plans_rejected("bad", &cases);
 }
 
 #[test]

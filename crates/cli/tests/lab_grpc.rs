@@ -5,7 +5,7 @@
 
 mod util;
 
-use util::lab::{lab, lab_ok, lines, write_plan};
+use util::lab::{assert_plans_rejected, lab_ok, lines, write_plan};
 use util::{helloworld_proto, temp_path};
 
 fn grpc_plan(scenario_extra: &str) -> String {
@@ -41,16 +41,7 @@ fn grpc_plan_mistakes_name_their_field() {
             "scenario[0].proto",
         ),
     ];
-    for (i, (text, needle)) in cases.iter().enumerate() {
-        let plan = write_plan(&format!("gbad{i}"), text);
-        let out = lab(&plan, &temp_path("never"));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "case {i}: {stderr}");
-        assert!(
-            stderr.contains(needle),
-            "case {i}: expected `{needle}` in {stderr}"
-        );
-    }
+    assert_plans_rejected("gbad", &cases);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 mod util;
 
-use util::{num, run, Behavior, TestServer};
+use util::{assert_stall_in_latency_not_service_time, num, run, Behavior, TestServer};
 
 #[test]
 fn fixed_rate_sends_that_many_requests() {
@@ -81,27 +81,12 @@ fn coordinated_omission_is_corrected() {
     ]);
     assert_eq!(r.code(), Some(0), "{}", r.stderr);
     let j = r.json();
-    let n = num(j, &["requests"]);
-    assert!((n - 1200.0).abs() <= 24.0, "{n}");
-    // About 200 of 1200 requests were intended during the stall, their latency spread
-    // over 0..1 s: p99 lands near the full stall, p90 near 0.4 s, the mean near 80 ms.
-    let p99 = num(j, &["latency_ms", "p99"]);
-    let p90 = num(j, &["latency_ms", "p90"]);
+    assert_stall_in_latency_not_service_time(j);
+    // The latency of the ~200 requests intended during the stall spreads over 0..1 s: the
+    // mean lands near 80 ms.
     let mean = num(j, &["latency_ms", "mean"]);
-    assert!(
-        p99 > 800.0,
-        "latency p99 {p99} ms should show the 1 s stall"
-    );
-    assert!(p90 > 250.0, "latency p90 {p90} ms should show the stall");
     assert!(mean > 40.0, "latency mean {mean} ms");
     assert!(num(j, &["latency_ms", "max"]) >= 950.0);
-    // Only the 4 requests in flight when the stall began waited on the server.
-    let service_p99 = num(j, &["service_time_ms", "p99"]);
-    assert!(
-        service_p99 < 100.0,
-        "service time p99 {service_p99} ms should not show the stall"
-    );
-    assert!(num(j, &["service_time_ms", "max"]) >= 900.0);
     // The generator was waiting on connections, not late itself: lag stays out of it.
     assert!(num(j, &["schedule_lag_ms", "p99"]) < 100.0);
 }

@@ -27,6 +27,15 @@ fn stats_line(out: &mut String, label: &str, s: &LatencyStats) {
     );
 }
 
+/// `  label           key: n, key: n`, or nothing when `counts` is empty.
+fn counts_line(out: &mut String, label: &str, counts: &std::collections::BTreeMap<String, u64>) {
+    if counts.is_empty() {
+        return;
+    }
+    let list: Vec<String> = counts.iter().map(|(c, n)| format!("{c}: {n}")).collect();
+    let _ = writeln!(out, "  {label:<15} {}", list.join(", "));
+}
+
 /// Renders the summary of a run.
 pub fn render(r: &RunResult) -> String {
     let mut out = String::new();
@@ -142,22 +151,8 @@ pub fn render(r: &RunResult) -> String {
             let _ = writeln!(out, "  errors          {}", list.join(", "));
         }
     }
-    if !r.status_codes.is_empty() {
-        let list: Vec<String> = r
-            .status_codes
-            .iter()
-            .map(|(c, n)| format!("{c}: {n}"))
-            .collect();
-        let _ = writeln!(out, "  status codes    {}", list.join(", "));
-    }
-    if !r.grpc_status.is_empty() {
-        let list: Vec<String> = r
-            .grpc_status
-            .iter()
-            .map(|(c, n)| format!("{c}: {n}"))
-            .collect();
-        let _ = writeln!(out, "  gRPC status     {}", list.join(", "));
-    }
+    counts_line(&mut out, "status codes", &r.status_codes);
+    counts_line(&mut out, "gRPC status", &r.grpc_status);
     let _ = writeln!(
         out,
         "  generator       {:.2} CPU-s ({:.0} requests per CPU-second), peak RSS {:.1} MB, {} connections opened",

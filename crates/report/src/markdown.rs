@@ -106,6 +106,15 @@ pub fn notes(
     out.join("; ")
 }
 
+/// What a closed-loop step counts: streams over HTTP/2 and gRPC, connections over HTTP/1.1.
+fn closed_unit<'a>(mut steps: impl Iterator<Item = &'a StepRecord>) -> &'static str {
+    if steps.any(|s| s.result.protocol.multiplexed()) {
+        "concurrent streams"
+    } else {
+        "connections"
+    }
+}
+
 fn table(out: &mut String, steps: &[&StepRecord], closed: bool, min_ratio: f64) {
     let mut rows: Vec<&StepRecord> = steps.to_vec();
     rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
@@ -117,11 +126,8 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool, min_ratio: f64) 
         .iter()
         .filter_map(|s| s.result.latency_ms.mean)
         .reduce(f64::min);
-    let streams = steps.iter().any(|s| s.result.protocol.multiplexed());
-    let load_col = if closed && streams {
-        "concurrency (streams)"
-    } else if closed {
-        "connections"
+    let load_col = if closed {
+        closed_unit(steps.iter().copied())
     } else {
         "offered req/s"
     };
@@ -191,11 +197,10 @@ fn side_by_side(
     if configs.len() < 2 {
         return;
     }
-    let streams = steps.iter().any(|s| s.result.protocol.multiplexed());
-    let unit = match (closed, streams) {
-        (true, true) => "concurrent streams",
-        (true, false) => "connections",
-        (false, _) => "offered req/s",
+    let unit = if closed {
+        closed_unit(steps.iter())
+    } else {
+        "offered req/s"
     };
     type Cell = fn(&StepRecord) -> String;
     let figures: [(&str, Cell); 4] = [
@@ -369,11 +374,10 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
             .push(s);
     }
     if !together && !steps.is_empty() {
-        let streams = steps.iter().any(|s| s.result.protocol.multiplexed());
-        let unit = match (closed, streams) {
-            (true, true) => "concurrent streams",
-            (true, false) => "connections",
-            (false, _) => "req/s",
+        let unit = if closed {
+            closed_unit(steps.iter())
+        } else {
+            "req/s"
         };
         let _ = writeln!(out, "## Knees\n");
         let _ = writeln!(out, "| configuration | scenario | highest sustained ({unit}) | first not sustained | limited by |");

@@ -5,11 +5,13 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response};
 use tokio::net::TcpListener;
+
+use super::{Background, Stall};
 
 /// How the server answers.
 #[derive(Clone, Copy, Debug)]
@@ -45,15 +47,7 @@ pub struct H2Counters {
 pub struct H2Server {
     pub addr: SocketAddr,
     pub counters: Arc<H2Counters>,
-    rt: Option<tokio::runtime::Runtime>,
-}
-
-impl Drop for H2Server {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
-    }
+    _rt: Background,
 }
 
 impl H2Server {
@@ -61,14 +55,10 @@ impl H2Server {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = Background::new();
         let counters = Arc::new(H2Counters::default());
         let c = counters.clone();
-        let stall = Arc::new(Mutex::new((None::<Instant>, None::<Instant>)));
+        let stall = Arc::new(Mutex::new(Stall::default()));
         rt.spawn(async move {
             let listener = TcpListener::from_std(listener).unwrap();
             loop {
@@ -82,7 +72,7 @@ impl H2Server {
         H2Server {
             addr,
             counters,
-            rt: Some(rt),
+            _rt: rt,
         }
     }
 
@@ -104,13 +94,11 @@ impl H2Server {
     }
 }
 
-type Stall = Arc<Mutex<(Option<Instant>, Option<Instant>)>>;
-
 async fn connection(
     sock: tokio::net::TcpStream,
     behavior: H2Behavior,
     c: Arc<H2Counters>,
-    stall: Stall,
+    stall: Arc<Mutex<Stall>>,
 ) {
     let Ok(mut conn) = h2::server::handshake(sock).await else {
         return;
@@ -142,7 +130,7 @@ async fn answer(
     behavior: H2Behavior,
     n: u64,
     c: &H2Counters,
-    stall: &Stall,
+    stall: &Mutex<Stall>,
 ) {
     match behavior {
         H2Behavior::Ok => {
@@ -152,17 +140,8 @@ async fn answer(
             let _ = s.send_data(Bytes::from_static(b"ok"), true);
         }
         H2Behavior::StallOnce { after, hold } => {
-            let wait = {
-                let mut st = stall.lock().unwrap();
-                let now = Instant::now();
-                let first = *st.0.get_or_insert(now);
-                if st.1.is_none() && now >= first + after {
-                    st.1 = Some(now + hold);
-                }
-                st.1.filter(|&until| now < until).map(|until| until - now)
-            };
-            if let Some(w) = wait {
-                tokio::time::sleep(w).await;
+            if let Some(until) = Stall::hold_until(stall, after, hold) {
+                tokio::time::sleep_until(until.into()).await;
             }
             let Ok(mut s) = respond.send_response(Response::new(()), false) else {
                 return;

@@ -42,6 +42,21 @@ pub fn lab(plan: &Path, out: &Path) -> Output {
         .unwrap()
 }
 
+/// Each plan text must be refused (exit 2) with its needle in the message, before
+/// anything starts.
+pub fn assert_plans_rejected<T: AsRef<str>>(prefix: &str, cases: &[(T, &str)]) {
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let plan = write_plan(&format!("{prefix}{i}"), text.as_ref());
+        let out = lab(&plan, &temp_path("never"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "case {i}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "case {i}: expected `{needle}` in {stderr}"
+        );
+    }
+}
+
 /// `loadlab lab -q PLAN --out OUT`, which must succeed (stderr shown if not).
 pub fn lab_ok(plan: &Path, out: &Path) {
     let o = lab(plan, out);

@@ -53,15 +53,7 @@ pub struct Counters {
 pub struct TestServer {
     pub addr: SocketAddr,
     pub counters: Arc<Counters>,
-    rt: Option<tokio::runtime::Runtime>,
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
-    }
+    _rt: Background,
 }
 
 impl TestServer {
@@ -77,13 +69,9 @@ impl TestServer {
     pub fn serve(listener: std::net::TcpListener, behavior: Behavior) -> TestServer {
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = Background::new();
         let counters = Arc::new(Counters::default());
-        let stall = Arc::new(Mutex::new(StallState::default()));
+        let stall = Arc::new(Mutex::new(Stall::default()));
         let c = counters.clone();
         rt.spawn(async move {
             let listener = TcpListener::from_std(listener).unwrap();
@@ -98,7 +86,7 @@ impl TestServer {
         TestServer {
             addr,
             counters,
-            rt: Some(rt),
+            _rt: rt,
         }
     }
 
@@ -115,10 +103,53 @@ impl TestServer {
     }
 }
 
+/// The once-only stall of `StallOnce`, shared by a server's connections (HTTP/1.1 and
+/// HTTP/2 test servers alike).
 #[derive(Default)]
-struct StallState {
+pub struct Stall {
     first: Option<Instant>,
     until: Option<Instant>,
+}
+
+impl Stall {
+    /// When a response due now may go: the stall starts `after` the first request and
+    /// lasts `hold`; `None` outside it.
+    pub fn hold_until(stall: &Mutex<Stall>, after: Duration, hold: Duration) -> Option<Instant> {
+        let mut s = stall.lock().unwrap();
+        let now = Instant::now();
+        let first = *s.first.get_or_insert(now);
+        if s.until.is_none() && now >= first + after {
+            s.until = Some(now + hold);
+        }
+        s.until.filter(|u| *u > now)
+    }
+}
+
+/// The runtime a test server runs on (one worker thread), shut down when dropped.
+pub struct Background(Option<tokio::runtime::Runtime>);
+
+impl Background {
+    pub fn new() -> Background {
+        Background(Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap(),
+        ))
+    }
+
+    pub fn spawn<F: std::future::Future<Output = ()> + Send + 'static>(&self, f: F) {
+        self.0.as_ref().expect("running").spawn(f);
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 /// Reads one request head (and a Content-Length body); returns whether the client asked
@@ -183,7 +214,7 @@ async fn connection(
     mut sock: TcpStream,
     behavior: Behavior,
     c: Arc<Counters>,
-    stall: Arc<Mutex<StallState>>,
+    stall: Arc<Mutex<Stall>>,
 ) {
     let mut buf = Vec::new();
     while let Some(close) = read_request(&mut sock, &mut buf).await {
@@ -196,16 +227,7 @@ async fn connection(
                 response(200, "ok")
             }
             Behavior::StallOnce { after, hold } => {
-                let wait = {
-                    let mut s = stall.lock().unwrap();
-                    let now = Instant::now();
-                    let first = *s.first.get_or_insert(now);
-                    if s.until.is_none() && now >= first + *after {
-                        s.until = Some(now + *hold);
-                    }
-                    s.until.filter(|u| *u > now)
-                };
-                if let Some(u) = wait {
+                if let Some(u) = Stall::hold_until(&stall, *after, *hold) {
                     tokio::time::sleep_until(u.into()).await;
                 }
                 response(200, "ok")
@@ -350,6 +372,29 @@ pub fn assert_schema_valid(v: &Value) {
         "result violates the schema:\n{}",
         errors.join("\n")
     );
+}
+
+/// The coordinated-omission checks shared by the HTTP/1.1 and HTTP/2 tests: 200 req/s for
+/// 6 s against a server that holds every answer for 1 s once, with 4 requests in flight at
+/// most. The stall must show in latency from the intended send time (about 200 of 1200
+/// requests were intended during it: p99 near the full second, p90 near 0.4 s), and not in
+/// service time (only the requests in flight when it began waited on the server).
+pub fn assert_stall_in_latency_not_service_time(j: &Value) {
+    let n = num(j, &["requests"]);
+    assert!((n - 1200.0).abs() <= 24.0, "{n}");
+    let p99 = num(j, &["latency_ms", "p99"]);
+    let p90 = num(j, &["latency_ms", "p90"]);
+    assert!(
+        p99 > 800.0,
+        "latency p99 {p99} ms should show the 1 s stall"
+    );
+    assert!(p90 > 250.0, "latency p90 {p90} ms should show the stall");
+    let service_p99 = num(j, &["service_time_ms", "p99"]);
+    assert!(
+        service_p99 < 100.0,
+        "service time p99 {service_p99} ms should not show the stall"
+    );
+    assert!(num(j, &["service_time_ms", "max"]) >= 900.0);
 }
 
 /// `as_f64` with a helpful panic.
