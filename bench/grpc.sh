@@ -68,10 +68,10 @@ GOBIN_DIR=$(go env GOBIN 2>/dev/null || true)
 [[ -n $GOBIN_DIR ]] || GOBIN_DIR=$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin
 export PATH="$PATH:${CARGO_HOME:-$HOME/.cargo}/bin:/usr/local/go/bin:$GOBIN_DIR:$HOME/go/bin:/usr/sbin:/sbin"
 
-log() { printf '%s\n' "$*" >&2; }
-die() { log "grpc.sh: $*"; exit 1; }
+BENCH_NAME=grpc.sh
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 
-posint() { [[ $2 =~ ^[0-9]+$ && $2 -gt 0 ]] || die "$1 must be a positive integer"; }
 posint ROUNDS "$ROUNDS"; posint RUN_TIMEOUT "$RUN_TIMEOUT"
 posint GRPC_CONNECTIONS "$GRPC_CONNECTIONS"; posint GRPC_CONCURRENCY "$GRPC_CONCURRENCY"
 posint H2_CONNECTIONS "$H2_CONNECTIONS"; posint H2_CONCURRENCY "$H2_CONCURRENCY"
@@ -89,8 +89,8 @@ done
 for s in "${WANT_SUITES[@]}"; do
     case $s in grpc|http2) ;; *) die "unknown suite '$s' in SUITES" ;; esac
 done
-has_tool() { local t; for t in "${WANT_TOOLS[@]}"; do [[ $t == "$1" ]] && return 0; done; return 1; }
-has_suite() { local s; for s in "${WANT_SUITES[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
+has_tool() { in_list "$1" "${WANT_TOOLS[@]}"; }
+has_suite() { in_list "$1" "${WANT_SUITES[@]}"; }
 
 command -v python3 >/dev/null || die "python3 is required"
 command -v taskset >/dev/null || die "taskset (util-linux) is required"
@@ -114,26 +114,13 @@ if has_tool loadlab; then
 fi
 
 # ---------------------------------------------------------------- installs
-as_root() {
-    if [[ $(id -u) -eq 0 ]]; then "$@"
-    elif command -v sudo >/dev/null; then sudo "$@"
-    else return 1; fi
-}
-
 missing_pkgs=()
 [[ -x /usr/bin/time ]] || missing_pkgs+=(time)     # GNU time, not the shell keyword
 if has_suite http2; then
     command -v nginx >/dev/null || missing_pkgs+=(nginx)
     command -v h2load >/dev/null || missing_pkgs+=(nghttp2-client)   # also the h2c readiness probe
 fi
-if ((${#missing_pkgs[@]})); then
-    [[ $INSTALL == 1 ]] || die "missing: ${missing_pkgs[*]} (INSTALL=0)"
-    command -v apt-get >/dev/null || die "missing ${missing_pkgs[*]} and no apt-get; install them by hand"
-    log "installing: ${missing_pkgs[*]}"
-    as_root apt-get update -qq || die "apt-get update failed (need root or sudo)"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_pkgs[@]}" >/dev/null \
-        || die "apt-get install ${missing_pkgs[*]} failed"
-fi
+apt_install "${missing_pkgs[@]}"
 [[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) not available"
 if has_suite http2; then
     command -v nginx >/dev/null || die "nginx not available"
@@ -171,7 +158,7 @@ for t in ghz h2load; do
     has_tool "$t" || continue
     command -v "$t" >/dev/null || { log "warning: $t not available, skipping it"; SKIP_TOOL+=("$t"); }
 done
-is_skipped() { local t; for t in "${SKIP_TOOL[@]:-}"; do [[ $t == "$1" ]] && return 0; done; return 1; }
+is_skipped() { in_list "$1" "${SKIP_TOOL[@]:-}"; }
 
 # ---------------------------------------------------------------- servers
 STAMP=$(date +%Y%m%d-%H%M%S)
@@ -185,24 +172,6 @@ SRV_DIR=$(mktemp -d /tmp/loadlab-grpcbench.XXXXXX)
 chmod 755 "$SRV_DIR"
 NGX_PID=
 GRT_PID=
-RUN_PID=
-stop_run() {
-    # `timeout` leads its own process group: signalling the group ends timeout,
-    # GNU time and the tool together.
-    if [[ -n $RUN_PID ]] && kill -0 "$RUN_PID" 2>/dev/null; then
-        kill -TERM -- "-$RUN_PID" 2>/dev/null || kill -TERM "$RUN_PID" 2>/dev/null || true
-        wait "$RUN_PID" 2>/dev/null || true
-    fi
-    RUN_PID=
-}
-stop_pid() {   # stop_pid PID SIGNAL
-    local pid=$1
-    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
-    kill "-$2" "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM

@@ -43,8 +43,9 @@ RUN_TIMEOUT=$((DURATION + 30))
 
 export PATH="$PATH:${CARGO_HOME:-$HOME/.cargo}/bin:/usr/sbin:/sbin"
 
-log() { printf '%s\n' "$*" >&2; }
-die() { log "peers.sh: $*"; exit 1; }
+BENCH_NAME=peers.sh
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 
 [[ $DURATION =~ ^[0-9]+$ && $DURATION -gt 0 ]] || die "DURATION must be a positive integer (seconds)"
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -gt 0 ]] || die "ROUNDS must be a positive integer"
@@ -59,8 +60,8 @@ done
 for m in "${WANT_MODES[@]}"; do
     case $m in keepalive|close|openloop) ;; *) die "unknown mode '$m' in MODES" ;; esac
 done
-has_tool() { local t; for t in "${WANT_TOOLS[@]}"; do [[ $t == "$1" ]] && return 0; done; return 1; }
-has_mode() { local m; for m in "${WANT_MODES[@]}"; do [[ $m == "$1" ]] && return 0; done; return 1; }
+has_tool() { in_list "$1" "${WANT_TOOLS[@]}"; }
+has_mode() { in_list "$1" "${WANT_MODES[@]}"; }
 
 command -v python3 >/dev/null || die "python3 is required"
 command -v taskset >/dev/null || die "taskset (util-linux) is required"
@@ -78,12 +79,6 @@ if has_tool loadlab; then
 fi
 
 # ---------------------------------------------------------------- installs
-as_root() {
-    if [[ $(id -u) -eq 0 ]]; then "$@"
-    elif command -v sudo >/dev/null; then sudo "$@"
-    else return 1; fi
-}
-
 declare -A PKG=([wrk]=wrk [ab]=apache2-utils [h2load]=nghttp2-client)
 missing_pkgs=()
 command -v nginx >/dev/null || missing_pkgs+=(nginx)
@@ -91,14 +86,7 @@ command -v nginx >/dev/null || missing_pkgs+=(nginx)
 for t in wrk ab h2load; do
     has_tool "$t" && ! command -v "$t" >/dev/null && missing_pkgs+=("${PKG[$t]}")
 done
-if ((${#missing_pkgs[@]})); then
-    [[ $INSTALL == 1 ]] || die "missing: ${missing_pkgs[*]} (INSTALL=0)"
-    command -v apt-get >/dev/null || die "missing ${missing_pkgs[*]} and no apt-get; install them by hand"
-    log "installing: ${missing_pkgs[*]}"
-    as_root apt-get update -qq || die "apt-get update failed (need root or sudo)"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_pkgs[@]}" >/dev/null \
-        || die "apt-get install ${missing_pkgs[*]} failed"
-fi
+apt_install "${missing_pkgs[@]}"
 command -v nginx >/dev/null || die "nginx not available"
 [[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) not available"
 
@@ -114,7 +102,7 @@ for t in "${WANT_TOOLS[@]}"; do
     [[ $t == loadlab ]] && continue
     command -v "$t" >/dev/null || { log "warning: $t not available, skipping it"; SKIP_TOOL+=("$t"); }
 done
-is_skipped() { local t; for t in "${SKIP_TOOL[@]:-}"; do [[ $t == "$1" ]] && return 0; done; return 1; }
+is_skipped() { in_list "$1" "${SKIP_TOOL[@]:-}"; }
 
 # oha's JSON flag changed over versions (-j/--json vs --output-format json).
 OHA_JSON=()
@@ -134,26 +122,11 @@ mkdir -p "$RAW"
 NGX_DIR=$(mktemp -d /tmp/loadlab-peers.XXXXXX)
 chmod 755 "$NGX_DIR"
 NGX_PID=
-RUN_PID=
-stop_run() {
-    # The current tool run: `timeout` makes itself a process-group leader, so
-    # signalling the group ends timeout, GNU time and the tool together.
-    if [[ -n $RUN_PID ]] && kill -0 "$RUN_PID" 2>/dev/null; then
-        kill -TERM -- "-$RUN_PID" 2>/dev/null || kill -TERM "$RUN_PID" 2>/dev/null || true
-        wait "$RUN_PID" 2>/dev/null || true
-    fi
-    RUN_PID=
-}
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
     stop_run
-    if [[ -n $NGX_PID ]] && kill -0 "$NGX_PID" 2>/dev/null; then
-        kill -QUIT "$NGX_PID" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$NGX_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$NGX_PID" 2>/dev/null || true
-        wait "$NGX_PID" 2>/dev/null || true
-    fi
+    stop_pid "$NGX_PID" QUIT
     rm -rf "$NGX_DIR"
     exit "$rc"
 }
