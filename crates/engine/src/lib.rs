@@ -10,6 +10,8 @@
 //!   load model.
 //! - [`recorder`]: per-worker HdrHistograms and per-second interval reports.
 //! - [`runner`]: starts the workers, collects seconds, merges totals once.
+//! - [`stats`]: the latency trend and the resolution tests behind achieved throughput and
+//!   verdicts.
 //! - [`result`]: the JSON result (schema in `schema/run-result.schema.json`).
 //! - [`summary`]: the text summary.
 //! - [`env`]: the environment and kernel facts (limits, ports, TIME_WAIT).
@@ -30,6 +32,7 @@ pub mod recorder;
 pub mod result;
 pub mod runner;
 pub mod schedule;
+pub mod stats;
 pub mod summary;
 pub mod worker;
 

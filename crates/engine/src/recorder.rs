@@ -9,11 +9,10 @@ use hdrhistogram::Histogram;
 use loadlab_grpc::GrpcStatus;
 
 use crate::error::ErrorClass;
+use crate::stats::TrendSums;
 
 /// Largest value histograms hold: one hour, in microseconds.
 pub const HIST_MAX_US: u64 = 3_600_000_000;
-/// Largest completion offset recorded (for achieved throughput): ten hours, in µs.
-pub const COMPLETION_MAX_US: u64 = 36_000_000_000;
 /// Significant digits of the run's total histograms.
 pub const TOTAL_SIGFIG: u8 = 3;
 /// Significant digits of per-second histograms (smaller, so long runs stay small).
@@ -63,8 +62,8 @@ pub struct WorkerTotals {
     pub successful: u64,
     /// Latest intended send time of a measured request (clock ns), 0 if none.
     pub last_intended_ns: u64,
-    /// When successful responses completed, µs after the start of the measured window.
-    pub success_done: Histogram<u64>,
+    /// Latency of successful requests against their intended send time (the trend).
+    pub trend: TrendSums,
     /// Failures per [`ErrorClass`] index.
     pub errors: [u64; ErrorClass::COUNT],
     /// Count per status code (index = code, 0..=999).
@@ -93,8 +92,7 @@ impl WorkerTotals {
             responses: 0,
             successful: 0,
             last_intended_ns: 0,
-            success_done: Histogram::new_with_bounds(1, COMPLETION_MAX_US, TOTAL_SIGFIG)
-                .expect("static histogram bounds are valid"),
+            trend: TrendSums::default(),
             errors: [0; ErrorClass::COUNT],
             status: vec![0; 1000],
             grpc: [0; GRPC_CODES],
@@ -218,9 +216,10 @@ impl Recorder {
             Some(class) => self.count_error(class),
             None => {
                 self.totals.successful += 1;
-                self.totals
-                    .success_done
-                    .saturating_record(us(done_ns.saturating_sub(self.measure_start_ns)));
+                self.totals.trend.add(
+                    (intended_ns - self.measure_start_ns) as f64 / NS_PER_SEC as f64,
+                    done_ns.saturating_sub(intended_ns) as f64 / NS_PER_SEC as f64,
+                );
                 self.interval.successful += 1;
             }
         }

@@ -12,6 +12,7 @@ use crate::config::{Arrival, Protocol};
 use crate::env::Environment;
 use crate::error::ErrorClass;
 use crate::recorder::{new_histogram, WorkerTotals, GRPC_CODES, TOTAL_SIGFIG};
+use crate::stats::{LatencyTrend, TrendSums};
 
 /// Version of the result format; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -196,8 +197,15 @@ pub struct RunResult {
     pub requests: u64,
     /// Successful responses (status below 400).
     pub successful: u64,
-    /// Successful responses per second over the measured window.
+    /// Successful responses per second: the successes of the requests intended in the
+    /// measured window over the window, and, when the latency trend is resolved (the
+    /// server fell behind), over the time the server took to serve them
+    /// (`window * (1 + slope)`).
     pub achieved_rps: f64,
+    /// How the latency of successful requests moved across the window (least squares on
+    /// intended send time); `null` with fewer than 10 successes.
+    #[serde(default)]
+    pub latency_trend: Option<LatencyTrend>,
     /// Latency from the intended send time (coordinated omission corrected).
     pub latency_ms: LatencyStats,
     /// Time from the actual write of the request to the last byte of the response.
@@ -273,8 +281,8 @@ pub struct Merged {
     pub successful: u64,
     /// Latest intended send of a measured request.
     pub last_intended_ns: u64,
-    /// When successful responses completed, µs after the window's start.
-    pub success_done: Histogram<u64>,
+    /// Latency trend sums of successful requests.
+    pub trend: TrendSums,
     /// Errors per class.
     pub errors: [u64; ErrorClass::COUNT],
     /// Status counts.
@@ -299,12 +307,7 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
         responses: 0,
         successful: 0,
         last_intended_ns: 0,
-        success_done: Histogram::new_with_bounds(
-            1,
-            crate::recorder::COMPLETION_MAX_US,
-            TOTAL_SIGFIG,
-        )
-        .expect("static histogram bounds are valid"),
+        trend: TrendSums::default(),
         errors: [0; ErrorClass::COUNT],
         status: vec![0; 1000],
         grpc: [0; GRPC_CODES],
@@ -321,7 +324,7 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
         m.responses += w.responses;
         m.successful += w.successful;
         m.last_intended_ns = m.last_intended_ns.max(w.last_intended_ns);
-        m.success_done.add(&w.success_done).expect("same bounds");
+        m.trend.merge(&w.trend);
         for (a, b) in m.errors.iter_mut().zip(w.errors.iter()) {
             *a += b;
         }

@@ -20,6 +20,7 @@ use crate::result::{
     StopReason, SCHEMA_VERSION,
 };
 use crate::schedule::Window;
+use crate::stats::LatencyTrend;
 use crate::worker::{run_worker, Request, WorkerPlan};
 use loadlab_grpc::GrpcStatus;
 
@@ -214,7 +215,8 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         StopReason::Interrupted => end_now.min(window.end_ns),
     };
     let duration_s = window_end.saturating_sub(measure_start_ns) as f64 / 1e9;
-    let achieved_rps = achieved_rps(&cfg, &m, stop_reason, measure_start_ns, window_end);
+    let (achieved_rps, latency_trend) =
+        achieved(cfg.model, &m, stop_reason, measure_start_ns, window_end);
 
     let lag = LagStats::from_histogram(&m.lag);
     let generator_notes = generator_notes(&m, &lag);
@@ -262,6 +264,7 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         requests: m.responses,
         successful: m.successful,
         achieved_rps,
+        latency_trend,
         latency_ms: LatencyStats::from_histogram(&m.latency),
         service_time_ms: LatencyStats::from_histogram(&m.service),
         connect_time_ms: LatencyStats::from_histogram(&m.connect),
@@ -387,42 +390,58 @@ fn join_workers(
     Ok(totals)
 }
 
-/// Achieved throughput: the successes that completed within the measured window shifted by
-/// the median latency, over the window. In steady state responses cross both edges of the
-/// shifted window alike, whatever the latency; a saturated server completes at its capacity
-/// inside it; a dead one completes nothing. The window is the span the measured arrivals
-/// occupied (each arrival owning one mean gap in open loop).
-fn achieved_rps(
-    cfg: &RunConfig,
+/// Achieved throughput and the latency trend behind it.
+///
+/// The successes of the requests intended in the measured window, over the time the
+/// server took to serve them, never shorter than the window (the span the measured
+/// arrivals occupied, each arrival owning one mean gap in open loop). Every request
+/// intended in the window is waited for, so a healthy step counts all of them over the
+/// window, whatever its latency spread, length or request count. A server that cannot
+/// keep pace queues the work: latency grows through the step, the fitted trend's slope is
+/// resolved above zero, and serving the successes took the span their arrivals occupied
+/// times `1 + slope` (bounded by the span their completions actually occupied), or, once
+/// requests time out, the span their completions occupied; the figure is then the rate
+/// the server delivered successes, its capacity unless it spends it on requests whose
+/// clients already gave up. Closed loop has no arrivals to fall behind: successes over the window.
+fn achieved(
+    model: LoadModel,
     m: &Merged,
     stop_reason: StopReason,
     measure_start_ns: u64,
     window_end: u64,
-) -> f64 {
-    let gap_ns = match cfg.model {
-        LoadModel::Open { rate, .. } => (1e9 / rate) as u64,
-        LoadModel::Closed => 0,
+) -> (f64, Option<LatencyTrend>) {
+    let gap_s = match model {
+        LoadModel::Open { rate, .. } => 1.0 / rate,
+        LoadModel::Closed => 0.0,
     };
-    let window_ns = match stop_reason {
+    let window_s = match stop_reason {
         StopReason::Duration | StopReason::Interrupted => {
-            window_end.saturating_sub(measure_start_ns)
+            window_end.saturating_sub(measure_start_ns) as f64 / 1e9
         }
-        StopReason::Requests => (m.last_intended_ns + gap_ns).saturating_sub(measure_start_ns),
+        StopReason::Requests => {
+            m.last_intended_ns.saturating_sub(measure_start_ns) as f64 / 1e9 + gap_s
+        }
     };
-    if window_ns == 0 || m.success_done.is_empty() {
-        return 0.0;
+    let trend = m.trend.fit();
+    if window_s <= 0.0 || m.successful == 0 {
+        return (0.0, trend);
     }
-    // Centred between arrivals: at low rates the edges fall half a gap from any response.
-    let median_us = if m.latency.is_empty() {
-        0
-    } else {
-        m.latency.value_at_quantile(0.5)
+    // When requests timed out, the queue outgrew the deadline: the last successes waited
+    // about as long as the timeout allows, their latency no longer grows (a plateau a
+    // straight line under-states), and their completions span the time it took.
+    let timed_out = m.errors[ErrorClass::RequestTimeout.index()] > 0;
+    let serving_s = match (model, &trend) {
+        (LoadModel::Open { .. }, Some(t)) if t.resolved => {
+            let done = m.trend.done_span() + gap_s;
+            if timed_out {
+                done
+            } else {
+                ((m.trend.sent_span() + gap_s) * (1.0 + t.slope)).min(done)
+            }
+        }
+        _ => 0.0,
     };
-    let shift_us = median_us.saturating_sub(gap_ns / 2000);
-    let in_window = m
-        .success_done
-        .count_between(shift_us, shift_us + window_ns / 1000);
-    in_window as f64 * 1e9 / window_ns as f64
+    (m.successful as f64 / window_s.max(serving_s), trend)
 }
 
 /// Why loadlab itself may have limited the run (empty: it did not).
@@ -498,6 +517,187 @@ mod tests {
                 let s: u64 = (0..n).map(|i| share(total, i, n)).sum();
                 assert_eq!(s, total);
             }
+        }
+    }
+
+    use crate::config::Arrival;
+    use crate::recorder::Recorder;
+    use crate::schedule::{Window, WorkerSchedule};
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed};
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    /// Latency distributions a healthy server may show (seconds), none with a trend.
+    #[derive(Clone, Debug)]
+    enum Spread {
+        Uniform(f64),
+        Exponential(f64),
+        LogNormal(f64, f64),
+        /// Mostly fast, some slow (a cache miss, a GC pause).
+        Bimodal(f64, f64, f64),
+        /// Pareto tail with this minimum and shape.
+        Pareto(f64, f64),
+    }
+
+    impl Spread {
+        fn draw(&self, rng: &mut SmallRng) -> f64 {
+            let u: f64 = rng.gen_range(1e-12..1.0);
+            match *self {
+                Spread::Uniform(max) => u * max,
+                Spread::Exponential(mean) => -u.ln() * mean,
+                Spread::LogNormal(median, sigma) => {
+                    // Box-Muller.
+                    let v: f64 = rng.gen_range(0.0..1.0);
+                    let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
+                    median * (sigma * z).exp()
+                }
+                Spread::Bimodal(fast, slow, p_slow) => {
+                    if u < p_slow {
+                        slow
+                    } else {
+                        fast * rng.gen_range(0.5..1.5)
+                    }
+                }
+                Spread::Pareto(min, shape) => min / u.powf(1.0 / shape),
+            }
+        }
+    }
+
+    fn spread() -> impl Strategy<Value = Spread> {
+        prop_oneof![
+            (0.001..0.5f64).prop_map(Spread::Uniform),
+            (0.0005..0.3f64).prop_map(Spread::Exponential),
+            (0.0005..0.1f64, 0.1..2.0f64).prop_map(|(m, s)| Spread::LogNormal(m, s)),
+            (0.0005..0.01f64, 0.05..1.0f64, 0.001..0.2f64)
+                .prop_map(|(f, s, p)| Spread::Bimodal(f, s, p)),
+            (0.0005..0.05f64, 1.1..3.0f64).prop_map(|(m, a)| Spread::Pareto(m, a)),
+        ]
+    }
+
+    const SEC: u64 = 1_000_000_000;
+
+    /// Simulates one open-loop step through the real recorder, merge and estimator:
+    /// `done(i, intended_s)` gives request i's completion time in seconds. Returns the
+    /// achieved figure, the successes and the measured window in seconds.
+    fn simulate(
+        rate: f64,
+        secs: f64,
+        warmup: f64,
+        arrival: Arrival,
+        seed: u64,
+        timeout: Option<f64>,
+        mut done: impl FnMut(usize, f64) -> f64,
+    ) -> (f64, u64, f64) {
+        let timeout_ns = timeout.map_or(u64::MAX, |t| (t * 1e9) as u64);
+        let start_ns = SEC;
+        let measure_start_ns = start_ns + (warmup * 1e9) as u64;
+        let window = Window {
+            start_ns,
+            measure_start_ns,
+            end_ns: measure_start_ns + (secs * 1e9) as u64,
+            requests: None,
+        };
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let mut rec = Recorder::new(0, measure_start_ns, tx);
+        for (i, t) in WorkerSchedule::new(arrival, rate, 0, 1, window, seed).enumerate() {
+            let end = (done(i, t as f64 / 1e9) * 1e9).min(u64::MAX as f64) as u64;
+            let end = end.max(t);
+            if end - t > timeout_ns {
+                rec.error(t, t + timeout_ns, crate::ErrorClass::RequestTimeout);
+            } else {
+                rec.response(t, t, end, 200);
+            }
+        }
+        let m = merge(&[rec.finish()]);
+        let model = LoadModel::Open { rate, arrival };
+        let (rps, _) = achieved(
+            model,
+            &m,
+            StopReason::Duration,
+            measure_start_ns,
+            window.end_ns,
+        );
+        (rps, m.successful, secs)
+    }
+
+    fn arrival() -> impl Strategy<Value = Arrival> {
+        prop_oneof![Just(Arrival::Constant), Just(Arrival::Poisson)]
+    }
+
+    fn fixed(seed: u64, cases: u32) -> Config {
+        Config {
+            cases,
+            rng_seed: RngSeed::Fixed(seed),
+            failure_persistence: None,
+            ..Config::default()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(fixed(0x010a_d1ab, 400))]
+
+        /// A step whose requests all succeeded on schedule, with latency of any spread but
+        /// no trend, achieves every success over the window: its throughput clause holds
+        /// whatever the step length, request count or warm-up.
+        #[test]
+        fn healthy_steps_achieve_what_they_were_offered(
+            rate in 5.0..2000.0f64,
+            secs in 0.5..10.0f64,
+            warmup in prop_oneof![Just(0.0), 0.1..1.0f64],
+            arrival in arrival(),
+            spread in spread(),
+            seed in any::<u64>(),
+        ) {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let (rps, ok, w) = simulate(rate, secs, warmup, arrival, seed, None, |_, t| {
+                t + spread.draw(&mut rng)
+            });
+            prop_assume!(ok > 0);
+            let all = ok as f64 / w;
+            prop_assert!(rps >= 0.98 * all, "achieved {rps} of {all} ({ok} requests over {w} s)");
+        }
+
+        /// A queueing server of capacity K offered more reads as K (within 5 %), both when
+        /// every request succeeds (the step is shorter than the timeout) and when the late
+        /// ones time out (the server drops a request whose client has given up, so its
+        /// capacity still goes to successes; one that serves abandoned requests delivers
+        /// less, and loadlab reports that lower goodput).
+        #[test]
+        fn saturated_steps_achieve_the_capacity(
+            capacity in 20.0..2000.0f64,
+            overload in 1.1..3.0f64,
+            secs in 1.0..10.0f64,
+            warmup in prop_oneof![Just(0.0), 0.1..1.0f64],
+            jitter in prop_oneof![Just(0.0), 0.2..0.5f64],
+            timeout in prop_oneof![Just(None), (0.2..2.0f64).prop_map(Some)],
+            arrival in arrival(),
+            seed in any::<u64>(),
+        ) {
+            let rate = capacity * overload;
+            // With timeouts, a server whose service times vary loses the slow half of what
+            // it serves at the deadline's edge: its goodput is below K, as reported.
+            prop_assume!(timeout.is_none() || jitter == 0.0);
+            // Enough requests to measure a capacity to 5 % when service times vary.
+            prop_assume!(capacity * secs >= if jitter > 0.0 { 400.0 } else { 50.0 });
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let mut free_at = 0.0f64;
+            let (rps, ok, _) = simulate(rate, secs, warmup, arrival, seed, timeout, |_, t| {
+                let service = (1.0 + jitter * rng.gen_range(-1.0..1.0)) / capacity;
+                let start = free_at.max(t);
+                // It can tell the client is gone, not how long the request would take.
+                if timeout.is_some_and(|limit| start + 1.0 / capacity - t > limit) {
+                    return f64::INFINITY;
+                }
+                free_at = start + service;
+                free_at
+            });
+            // Enough successes to fit a trend to 5 %.
+            prop_assume!(ok >= if jitter > 0.0 { 400 } else { 50 });
+            prop_assert!(
+                (rps - capacity).abs() <= 0.05 * capacity,
+                "achieved {rps} for capacity {capacity} offered {rate}"
+            );
         }
     }
 }

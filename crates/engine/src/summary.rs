@@ -132,6 +132,17 @@ pub fn render(r: &RunResult) -> String {
             "  requests        {} responses, {} successful, {} errors; achieved {:.1} req/s{offered}",
             r.requests, r.successful, r.errors_total, r.achieved_rps
         );
+        if let (Some(_), Some(t)) = (r.offered_rps, &r.latency_trend) {
+            if t.resolved {
+                let _ = writeln!(
+                    out,
+                    "  trend           the server fell behind: latency grew {:.0} ms per second of arrivals (±{:.0}), so it kept pace with {:.1} % of them",
+                    1000.0 * t.slope,
+                    1000.0 * t.stderr,
+                    100.0 * t.pace()
+                );
+            }
+        }
         stats_line(&mut out, "latency", &r.latency_ms);
         stats_line(&mut out, "service time", &r.service_time_ms);
         if r.connect_time_ms.count > 0 {
