@@ -89,7 +89,9 @@ const KNEE_STEPS_ESTIMATE: usize = 8;
 fn planned_steps(plan: &Plan, configs: usize) -> usize {
     let per_config = match &plan.load.steps {
         Steps::Fixed(v) => plan.scenarios.len() * v.len(),
-        Steps::Knee { .. } => plan.scenarios.len() * KNEE_STEPS_ESTIMATE,
+        Steps::Knee { confirm, .. } => {
+            plan.scenarios.len() * (KNEE_STEPS_ESTIMATE + 2 * *confirm as usize)
+        }
         Steps::Together => 1,
     };
     configs * per_config
@@ -307,6 +309,7 @@ impl Runner<'_> {
                 max,
                 precision,
                 growth,
+                confirm,
             } => {
                 let params = KneeParams {
                     start: *start,
@@ -314,6 +317,7 @@ impl Runner<'_> {
                     precision: *precision,
                     growth: *growth,
                     integer: self.plan.load.model == Model::Closed,
+                    confirm: *confirm,
                 };
                 let mut index = 0u32;
                 let mut failure: Option<LabError> = None;

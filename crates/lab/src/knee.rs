@@ -1,5 +1,10 @@
-//! Knee search: grow the load geometrically until a step is not sustained, then bisect
-//! between the last sustained and the first unsustained value to the requested precision.
+//! Knee search: grow the load geometrically until a step is not sustained, bisect between
+//! the last sustained and the first unsustained value to the requested precision, then
+//! confirm the boundary: both ends are run again (`confirm` times each). A low end that
+//! fails on a repeat is not the knee: the search falls back to the highest value sustained
+//! in every run and bisects again. The knee is the range between the highest value
+//! sustained in every run and the lowest value not sustained in every run; values whose
+//! runs disagreed, and sustained values above unsustained ones, are reported as such.
 //! A generator-limited step or a crashed target ends the search: the first is never
 //! reported as the server's knee, the second leaves nothing to measure.
 
@@ -20,7 +25,13 @@ pub struct KneeParams {
     pub growth: f64,
     /// Values are connection counts (whole numbers).
     pub integer: bool,
+    /// Repeats of each end of the boundary once bisection has found it (0: none).
+    pub confirm: u32,
 }
+
+/// Rounds of "the low end failed on a repeat: bisect below it again" before the search
+/// settles for what it has.
+pub const MAX_CONFIRM_ROUNDS: u32 = 3;
 
 /// What one step told the search.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,24 +52,59 @@ pub enum Phase {
     Search,
     /// Bisection.
     Bisect,
+    /// A repeat of one end of the boundary.
+    Confirm,
     /// All scenarios together.
     Together,
+}
+
+/// How one value fared over its runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ValueRuns {
+    /// The load (req/s, connections or streams).
+    pub value: f64,
+    /// Steps run at it.
+    pub runs: u32,
+    /// Of which sustained.
+    pub sustained: u32,
+}
+
+impl ValueRuns {
+    fn always(&self) -> bool {
+        self.runs > 0 && self.sustained == self.runs
+    }
+    fn never(&self) -> bool {
+        self.runs > 0 && self.sustained == 0
+    }
 }
 
 /// The outcome of a knee search.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KneeOutcome {
-    /// The highest sustained value (`None`: not even the start was sustained).
+    /// The highest value sustained in every run (`None`: none was).
     pub knee: Option<f64>,
-    /// The lowest value found unsustained.
+    /// The lowest value above the knee not sustained in every run.
     pub first_unsustained: Option<f64>,
     /// What limited the first unsustained value (or ended the search).
     pub limited_by: Option<Limit>,
+    /// The knee lies between these: `[knee, first_unsustained]`, when both are known.
+    #[serde(default)]
+    pub range: Option<[f64; 2]>,
+    /// Both ends of the range were repeated and every run agreed.
+    #[serde(default)]
+    pub confirmed: bool,
+    /// Values whose runs disagreed, and sustained values above unsustained ones.
+    #[serde(default)]
+    pub non_monotonic: Vec<String>,
+    /// Every value tried, in the order first tried, with its runs.
+    #[serde(default)]
+    pub values: Vec<ValueRuns>,
     /// One sentence for reports.
     pub summary: String,
 }
 
-fn fmt(v: f64) -> String {
+/// A load value as reports print it.
+pub fn fmt(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
@@ -66,31 +112,117 @@ fn fmt(v: f64) -> String {
     }
 }
 
+/// Runs of every value tried.
+#[derive(Default)]
+struct History {
+    values: Vec<ValueRuns>,
+}
+
+impl History {
+    fn get(&self, v: f64) -> Option<&ValueRuns> {
+        self.values.iter().find(|r| r.value == v)
+    }
+    fn record(&mut self, v: f64, sustained: bool) {
+        let i = match self.values.iter().position(|r| r.value == v) {
+            Some(i) => i,
+            None => {
+                self.values.push(ValueRuns {
+                    value: v,
+                    runs: 0,
+                    sustained: 0,
+                });
+                self.values.len() - 1
+            }
+        };
+        self.values[i].runs += 1;
+        self.values[i].sustained += u32::from(sustained);
+    }
+    /// The highest value below `v` that was sustained in every run.
+    fn always_below(&self, v: f64) -> Option<f64> {
+        self.values
+            .iter()
+            .filter(|r| r.value < v && r.always())
+            .map(|r| r.value)
+            .reduce(f64::max)
+    }
+    /// Disagreeing runs, and sustained values above unsustained ones.
+    fn non_monotonic(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .values
+            .iter()
+            .filter(|r| !r.always() && !r.never())
+            .map(|r| {
+                format!(
+                    "{}: sustained in {} of {} runs",
+                    fmt(r.value),
+                    r.sustained,
+                    r.runs
+                )
+            })
+            .collect();
+        let lowest_never = self
+            .values
+            .iter()
+            .filter(|r| r.never())
+            .map(|r| r.value)
+            .reduce(f64::min);
+        if let Some(low) = lowest_never {
+            if let Some(above) = self
+                .values
+                .iter()
+                .filter(|r| r.always() && r.value > low)
+                .map(|r| r.value)
+                .reduce(f64::max)
+            {
+                out.push(format!(
+                    "sustained at {} above {}, which was not sustained",
+                    fmt(above),
+                    fmt(low)
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn terminal(l: Limit) -> bool {
+    matches!(
+        l,
+        Limit::GeneratorLimited | Limit::TargetCrashed | Limit::Interrupted
+    )
+}
+
 /// Runs the search; `step` runs one step at a value and says how it went.
 pub fn search(p: KneeParams, step: &mut dyn FnMut(f64, Phase) -> StepSignal) -> KneeOutcome {
-    let round = |v: f64| if p.integer { v.round().max(1.0) } else { v };
-    let terminal = |l: Limit| {
-        matches!(
-            l,
-            Limit::GeneratorLimited | Limit::TargetCrashed | Limit::Interrupted
-        )
+    let mut history = History::default();
+    let mut run = |v: f64, phase: Phase, history: &mut History| {
+        let signal = step(v, phase);
+        match signal {
+            StepSignal::Sustained => history.record(v, true),
+            StepSignal::NotSustained(l) if !terminal(l) => history.record(v, false),
+            StepSignal::NotSustained(_) => {}
+        }
+        signal
     };
+    let round = |v: f64| if p.integer { v.round().max(1.0) } else { v };
     let mut lo: Option<f64> = None;
     let mut v = round(p.start);
     let (mut h, mut hl) = loop {
-        match step(v, Phase::Search) {
+        match run(v, Phase::Search, &mut history) {
             StepSignal::Sustained => {
                 lo = Some(v);
                 if v >= p.max {
-                    return KneeOutcome {
-                        knee: lo,
-                        first_unsustained: None,
-                        limited_by: None,
-                        summary: format!(
+                    return finish(
+                        history,
+                        lo,
+                        None,
+                        None,
+                        false,
+                        format!(
                             "sustained up to the plan's maximum {}: the knee is higher",
                             fmt(v)
                         ),
-                    };
+                    );
                 }
                 let next = round((v * p.growth).min(p.max));
                 v = if next <= v {
@@ -99,59 +231,144 @@ pub fn search(p: KneeParams, step: &mut dyn FnMut(f64, Phase) -> StepSignal) -> 
                     next
                 };
             }
-            StepSignal::NotSustained(l) if terminal(l) => return ended(lo, v, l),
+            StepSignal::NotSustained(l) if terminal(l) => return ended(history, lo, v, l),
             StepSignal::NotSustained(l) => break (v, l),
         }
     };
     let Some(mut l) = lo else {
-        return KneeOutcome {
-            knee: None,
-            first_unsustained: Some(h),
-            limited_by: Some(hl),
-            summary: format!(
-                "not sustained even at the first step {} ({})",
-                fmt(h),
-                hl.describe()
-            ),
-        };
-    };
-    loop {
-        let narrow = if p.integer {
-            h - l <= 1.0
-        } else {
-            (h - l) / l <= p.precision
-        };
-        if narrow {
-            break;
-        }
-        let mid = if p.integer {
-            ((l + h) / 2.0).floor()
-        } else {
-            (l + h) / 2.0
-        };
-        match step(mid, Phase::Bisect) {
-            StepSignal::Sustained => l = mid,
-            StepSignal::NotSustained(x) if terminal(x) => return ended(Some(l), mid, x),
-            StepSignal::NotSustained(x) => {
-                h = mid;
-                hl = x;
-            }
-        }
-    }
-    KneeOutcome {
-        knee: Some(l),
-        first_unsustained: Some(h),
-        limited_by: Some(hl),
-        summary: format!(
-            "knee at {} (not sustained at {}: {})",
-            fmt(l),
+        let summary = format!(
+            "not sustained even at the first step {} ({})",
             fmt(h),
             hl.describe()
-        ),
+        );
+        return finish(history, None, Some(h), Some(hl), false, summary);
+    };
+    let mut rounds = 0;
+    let mut note: Option<String> = None;
+    'confirm: loop {
+        loop {
+            let narrow = if p.integer {
+                h - l <= 1.0
+            } else {
+                (h - l) / l <= p.precision
+            };
+            if narrow {
+                break;
+            }
+            let mid = if p.integer {
+                ((l + h) / 2.0).floor()
+            } else {
+                (l + h) / 2.0
+            };
+            match run(mid, Phase::Bisect, &mut history) {
+                StepSignal::Sustained => l = mid,
+                StepSignal::NotSustained(x) if terminal(x) => {
+                    return ended(history, Some(l), mid, x)
+                }
+                StepSignal::NotSustained(x) => {
+                    h = mid;
+                    hl = x;
+                }
+            }
+        }
+        if p.confirm == 0 || rounds >= MAX_CONFIRM_ROUNDS {
+            break;
+        }
+        rounds += 1;
+        // Repeat the low end until it has 1 + confirm runs; one failure demotes it.
+        while history.get(l).map_or(0, |r| r.runs) < 1 + p.confirm {
+            match run(l, Phase::Confirm, &mut history) {
+                StepSignal::Sustained => {}
+                StepSignal::NotSustained(x) if terminal(x) => {
+                    note = Some(format!("confirmation stopped: {}", x.describe()));
+                    break 'confirm;
+                }
+                StepSignal::NotSustained(x) => {
+                    h = l;
+                    hl = x;
+                    match history.always_below(l) {
+                        Some(below) => {
+                            l = below;
+                            continue 'confirm;
+                        }
+                        None => {
+                            let summary = format!(
+                                "not sustained in every run even at {} ({})",
+                                fmt(h),
+                                hl.describe()
+                            );
+                            return finish(history, None, Some(h), Some(hl), false, summary);
+                        }
+                    }
+                }
+            }
+        }
+        // Repeat the high end: a sustained repeat makes it a value whose runs disagree.
+        while history.get(h).map_or(0, |r| r.runs) < 1 + p.confirm {
+            if let StepSignal::NotSustained(x) = run(h, Phase::Confirm, &mut history) {
+                if terminal(x) {
+                    note = Some(format!("confirmation stopped: {}", x.describe()));
+                    break 'confirm;
+                }
+            }
+        }
+        break;
+    }
+    let confirmed = p.confirm > 0
+        && note.is_none()
+        && history
+            .get(l)
+            .is_some_and(|r| r.always() && r.runs > p.confirm)
+        && history
+            .get(h)
+            .is_some_and(|r| r.never() && r.runs > p.confirm);
+    let mut summary = format!(
+        "knee between {} and {} (not sustained at {}: {})",
+        fmt(l),
+        fmt(h),
+        fmt(h),
+        hl.describe()
+    );
+    if confirmed {
+        summary.push_str(&format!(
+            "; both ends confirmed by {} repeat{}",
+            p.confirm,
+            if p.confirm == 1 { "" } else { "s" }
+        ));
+    } else if p.confirm > 0 {
+        summary.push_str("; not confirmed");
+    }
+    if let Some(n) = note {
+        summary.push_str(&format!(" ({n})"));
+    }
+    finish(history, Some(l), Some(h), Some(hl), confirmed, summary)
+}
+
+fn finish(
+    history: History,
+    knee: Option<f64>,
+    first_unsustained: Option<f64>,
+    limited_by: Option<Limit>,
+    confirmed: bool,
+    mut summary: String,
+) -> KneeOutcome {
+    let non_monotonic = history.non_monotonic();
+    if !non_monotonic.is_empty() {
+        summary.push_str(&format!("; non-monotonic: {}", non_monotonic.join("; ")));
+    }
+    KneeOutcome {
+        knee,
+        first_unsustained,
+        limited_by,
+        range: knee.zip(first_unsustained).map(|(a, b)| [a, b]),
+        confirmed,
+        non_monotonic,
+        values: history.values,
+        summary,
     }
 }
 
-fn ended(lo: Option<f64>, at: f64, l: Limit) -> KneeOutcome {
+fn ended(history: History, lo: Option<f64>, at: f64, l: Limit) -> KneeOutcome {
     let what = match l {
         Limit::GeneratorLimited => format!(
             "search stopped at {}: loadlab was the bottleneck (generator-limited), so the server's knee is {}",
@@ -161,12 +378,8 @@ fn ended(lo: Option<f64>, at: f64, l: Limit) -> KneeOutcome {
         Limit::TargetCrashed => format!("the target crashed at {}", fmt(at)),
         _ => format!("search {} at {}", l.describe(), fmt(at)),
     };
-    KneeOutcome {
-        knee: lo,
-        first_unsustained: (l == Limit::TargetCrashed).then_some(at),
-        limited_by: Some(l),
-        summary: what,
-    }
+    let first = (l == Limit::TargetCrashed).then_some(at);
+    finish(history, lo, first, Some(l), false, what)
 }
 
 #[cfg(test)]
@@ -180,6 +393,7 @@ mod tests {
             precision: 0.05,
             growth: 2.0,
             integer: false,
+            confirm: 0,
         }
     }
 
@@ -218,6 +432,7 @@ mod tests {
         assert_eq!(out.first_unsustained, None);
         assert_eq!(out.limited_by, Some(Limit::GeneratorLimited));
         assert!(out.summary.contains("at least 400"), "{}", out.summary);
+        assert_eq!(out.range, None);
     }
 
     #[test]
@@ -258,5 +473,76 @@ mod tests {
         });
         assert_eq!(out.knee, Some(37.0));
         assert!(seen.iter().all(|v| v.fract() == 0.0));
+    }
+
+    #[test]
+    fn confirmation_repeats_both_ends_and_reports_a_range() {
+        let mut p = params(100.0, 100_000.0);
+        p.confirm = 1;
+        let mut phases = Vec::new();
+        let out = search(p, &mut |v, phase| {
+            phases.push(phase);
+            if v <= 1000.0 {
+                StepSignal::Sustained
+            } else {
+                StepSignal::NotSustained(Limit::Latency)
+            }
+        });
+        let [lo, hi] = out.range.expect("a range");
+        assert!(
+            lo <= 1000.0 && hi > 1000.0 && (hi - lo) / lo <= 0.05,
+            "{out:?}"
+        );
+        assert!(out.confirmed, "{out:?}");
+        assert_eq!(phases.iter().filter(|p| **p == Phase::Confirm).count(), 2);
+        for end in [lo, hi] {
+            let r = out.values.iter().find(|r| r.value == end).unwrap();
+            assert_eq!(r.runs, 2, "{r:?}");
+        }
+        assert!(out.non_monotonic.is_empty());
+        assert!(out.summary.contains("knee between"), "{}", out.summary);
+        assert!(out.summary.contains("confirmed"), "{}", out.summary);
+    }
+
+    #[test]
+    fn a_low_end_that_fails_on_repeat_is_not_the_knee() {
+        // Up to 950 always sustained; 950-1000 only the first time; above 1000 never.
+        let mut p = params(100.0, 100_000.0);
+        p.confirm = 1;
+        let mut seen: Vec<f64> = Vec::new();
+        let out = search(p, &mut |v, _| {
+            let before = seen.iter().filter(|x| **x == v).count();
+            seen.push(v);
+            if v <= 950.0 || (v <= 1000.0 && before == 0) {
+                StepSignal::Sustained
+            } else {
+                StepSignal::NotSustained(Limit::Throughput)
+            }
+        });
+        let [lo, hi] = out.range.unwrap();
+        assert!((900.0..=950.0).contains(&lo), "{out:?}");
+        assert!(hi <= 1000.0, "{out:?}");
+        // The high end's runs disagree: the boundary is not confirmed.
+        assert!(!out.confirmed);
+        assert!(
+            out.non_monotonic
+                .iter()
+                .any(|n| n.contains("sustained in 1 of 2 runs")),
+            "{out:?}"
+        );
+        assert!(out.summary.contains("non-monotonic"), "{}", out.summary);
+    }
+
+    #[test]
+    fn sustained_above_unsustained_is_named() {
+        let mut h = History::default();
+        h.record(20.0, true);
+        h.record(100.0, false);
+        h.record(300.0, true);
+        let notes = h.non_monotonic();
+        assert_eq!(
+            notes,
+            vec!["sustained at 300 above 100, which was not sustained".to_string()]
+        );
     }
 }

@@ -234,6 +234,9 @@ pub struct KneeFile {
     /// Growth factor before the first unsustained step.
     #[serde(default = "default_growth")]
     pub growth: f64,
+    /// Repeats of each end of the boundary once found (0: none).
+    #[serde(default = "default_confirm")]
+    pub confirm: u32,
 }
 
 fn default_precision() -> f64 {
@@ -241,6 +244,9 @@ fn default_precision() -> f64 {
 }
 fn default_growth() -> f64 {
     2.0
+}
+fn default_confirm() -> u32 {
+    1
 }
 
 /// `[slo]`: a step is sustained when all hold.
@@ -423,6 +429,8 @@ pub enum Steps {
         precision: f64,
         /// Growth factor.
         growth: f64,
+        /// Repeats of each end of the boundary.
+        confirm: u32,
     },
     /// All scenarios together at their own rates, once.
     Together,
@@ -949,11 +957,19 @@ impl Plan {
                         "a factor above 1, e.g. 2",
                     ));
                 }
+                if k.confirm > 10 {
+                    return Err(err(
+                        "load.knee.confirm".into(),
+                        k.confirm.to_string(),
+                        "repeats of each end of the boundary, 0 to 10",
+                    ));
+                }
                 Steps::Knee {
                     start: k.start,
                     max: k.max,
                     precision: k.precision,
                     growth: k.growth,
+                    confirm: k.confirm,
                 }
             }
             _ => {
