@@ -44,12 +44,7 @@ fn num(v: f64) -> String {
 }
 
 /// The note column of one row, written by loadlab.
-pub fn notes(
-    step: &StepRecord,
-    first_mean: Option<f64>,
-    floor_mean: Option<f64>,
-    min_ratio: f64,
-) -> String {
+pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>) -> String {
     let r = &step.result;
     let mut out: Vec<String> = Vec::new();
     if let Some(c) = &step.crashed {
@@ -86,13 +81,17 @@ pub fn notes(
             ));
         }
     }
-    if let Some(offered) = r.offered_rps {
-        if offered > 0.0 && r.achieved_rps < min_ratio * offered {
+    if step.verdict.limits.contains(&Limit::Throughput) {
+        if let Some(t) = &r.latency_trend {
             out.push(format!(
-                "achieved {:.0} % of offered",
-                100.0 * r.achieved_rps / offered
+                "fell behind: latency grew {:.0} ms per second of load, kept pace with {:.0} % of arrivals",
+                1000.0 * t.slope,
+                100.0 * t.pace()
             ));
         }
+    }
+    if !step.verdict.unresolved.is_empty() {
+        out.push("unresolved clause (see below)".into());
     }
     match (r.latency_ms.mean, first_mean, floor_mean) {
         (Some(m), Some(first), _) if first > 0.0 && m >= BLOWUP * first => {
@@ -115,7 +114,7 @@ fn closed_unit<'a>(mut steps: impl Iterator<Item = &'a StepRecord>) -> &'static 
     }
 }
 
-fn table(out: &mut String, steps: &[&StepRecord], closed: bool, min_ratio: f64) {
+fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
     let mut rows: Vec<&StepRecord> = steps.to_vec();
     rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
     let first_mean = steps
@@ -136,6 +135,7 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool, min_ratio: f64) 
         "| {load_col} | mean ms | p99 ms | achieved rps | errors | note |"
     );
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---|");
+    let mut unresolved = Vec::new();
     for s in rows {
         let r = &s.result;
         let _ = writeln!(
@@ -146,10 +146,20 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool, min_ratio: f64) 
             ms(r.latency_ms.p99),
             num(r.achieved_rps),
             r.errors_total,
-            notes(s, first_mean, floor_mean, min_ratio)
+            notes(s, first_mean, floor_mean)
         );
+        for u in &s.verdict.unresolved {
+            unresolved.push(format!("- at {}: {u}", num(s.load)));
+        }
     }
     let _ = writeln!(out);
+    if !unresolved.is_empty() {
+        let _ = writeln!(
+            out,
+            "Unresolved (these steps count as sustained: the difference is within what their request counts can tell):\n{}\n",
+            unresolved.join("\n")
+        );
+    }
 }
 
 fn together_table(out: &mut String, steps: &[&StepRecord], config: Option<&ConfigRecord>) {
@@ -290,6 +300,65 @@ fn side_by_side(
     }
 }
 
+/// The knee as a range: "between 775 and 800", "at least 800" (never unsustained), "below
+/// 100" (not even the lowest).
+fn knee_cell(best: Option<f64>, fail: Option<f64>) -> String {
+    match (best, fail) {
+        (Some(b), Some(f)) => format!("between {} and {}", num(b), num(f)),
+        (Some(b), None) => format!("at least {}", num(b)),
+        (None, Some(f)) => format!("below {}", num(f)),
+        (None, None) => "none".into(),
+    }
+}
+
+/// What fixed steps say of the knee.
+struct FixedKnee {
+    best: Option<f64>,
+    fail: Option<f64>,
+    limit: Option<Limit>,
+    /// A sustained step above one that was not.
+    non_monotonic: Option<String>,
+}
+
+/// The highest sustained step below the first step the server itself did not sustain
+/// (a generator-limited or interrupted step says nothing about the server).
+fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
+    let server_limit = |s: &StepRecord| {
+        s.verdict
+            .limits
+            .iter()
+            .copied()
+            .find(|l| !matches!(l, Limit::GeneratorLimited | Limit::Interrupted))
+    };
+    let fail = list
+        .iter()
+        .filter(|s| server_limit(s).is_some())
+        .min_by(|a, b| a.load.total_cmp(&b.load));
+    let best = list
+        .iter()
+        .filter(|s| s.verdict.sustained && fail.is_none_or(|f| s.load < f.load))
+        .map(|s| s.load)
+        .reduce(f64::max);
+    let above = fail.and_then(|f| {
+        list.iter()
+            .filter(|s| s.verdict.sustained && s.load > f.load)
+            .map(|s| s.load)
+            .reduce(f64::max)
+    });
+    FixedKnee {
+        best,
+        fail: fail.map(|s| s.load),
+        limit: fail.and_then(|s| server_limit(s)),
+        non_monotonic: above.zip(fail).map(|(a, f)| {
+            format!(
+                "sustained at {} above {}, which was not sustained",
+                num(a),
+                num(f.load)
+            )
+        }),
+    }
+}
+
 /// Renders the Markdown report of the bundle in `dir`.
 pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
     let plan = read_json(&dir.join("plan.json"))?;
@@ -330,7 +399,7 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
     let slo = &plan["slo"];
     let _ = writeln!(
         out,
-        "Sustained means: {}errors at most {:.1} % of requests, {}.\n",
+        "Sustained means: {}errors at most {:.1} % of requests, {}. A clause fails only on a difference the step's request count resolves at {:.1} % confidence; achieved throughput is the successes over the window, or over the time the server took to serve them when it fell behind (see the README).\n",
         slo["p99_ms"]
             .as_f64()
             .map(|p| format!("p99 latency at most {p} ms, "))
@@ -339,8 +408,12 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
         if closed {
             "no throughput bound in closed loop".to_string()
         } else {
-            format!("achieved at least {:.0} % of offered", 100.0 * min_ratio)
-        }
+            format!(
+                "the server kept pace with at least {:.0} % of the arrivals (its latency did not grow through the step)",
+                100.0 * min_ratio
+            )
+        },
+        100.0 * loadlab_engine::stats::CONFIDENCE
     );
 
     // The doctor's prediction, to set beside what was measured.
@@ -380,8 +453,12 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
             "req/s"
         };
         let _ = writeln!(out, "## Knees\n");
-        let _ = writeln!(out, "| configuration | scenario | highest sustained ({unit}) | first not sustained | limited by |");
-        let _ = writeln!(out, "|---|---|---:|---:|---|");
+        let _ = writeln!(
+            out,
+            "| configuration | scenario | knee ({unit}) | limited by | confirmed |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|");
+        let mut fixed_notes = Vec::new();
         for c in &config_order {
             let record = configs.iter().find(|r| &r.config == c);
             for sc in &scenario_order {
@@ -389,47 +466,34 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
                     continue;
                 };
                 let searched = record.and_then(|r| r.knees.iter().find(|k| &k.scenario == sc));
-                let (best, fail, limit) = match searched {
+                let (best, fail, limit, confirmed) = match searched {
                     Some(k) => (
                         k.outcome.knee,
                         k.outcome.first_unsustained,
                         k.outcome.limited_by,
+                        if k.outcome.confirmed { "yes" } else { "no" },
                     ),
                     None => {
-                        // A generator-limited or interrupted step says nothing about the
-                        // server: only the server's own failures count as "not sustained".
-                        let server_limit = |s: &StepRecord| {
-                            s.verdict.limits.iter().copied().find(|l| {
-                                !matches!(l, Limit::GeneratorLimited | Limit::Interrupted)
-                            })
-                        };
-                        let fail = list
-                            .iter()
-                            .filter(|s| server_limit(s).is_some())
-                            .min_by(|a, b| a.load.total_cmp(&b.load));
-                        let best = list
-                            .iter()
-                            .filter(|s| s.verdict.sustained && fail.is_none_or(|f| s.load < f.load))
-                            .map(|s| s.load)
-                            .reduce(f64::max);
-                        (
-                            best,
-                            fail.map(|s| s.load),
-                            fail.and_then(|s| server_limit(s)),
-                        )
+                        let f = fixed_knee(list);
+                        if let Some(n) = f.non_monotonic {
+                            fixed_notes.push(format!("- {c} / {sc}: non-monotonic: {n}"));
+                        }
+                        (f.best, f.fail, f.limit, "fixed steps")
                     }
                 };
                 let _ = writeln!(
                     out,
-                    "| {c} | {sc} | {} | {} | {} |",
-                    best.map_or("none".into(), num),
-                    fail.map_or("-".into(), num),
+                    "| {c} | {sc} | {} | {} | {confirmed} |",
+                    knee_cell(best, fail),
                     limit.map_or(
                         if best.is_some() { "not reached" } else { "-" }.to_string(),
                         |l| l.describe().to_string()
                     )
                 );
             }
+        }
+        if !fixed_notes.is_empty() {
+            let _ = writeln!(out, "\n{}", fixed_notes.join("\n"));
         }
         let _ = writeln!(out);
         let searches: Vec<String> = configs
@@ -470,12 +534,7 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
             let _ = writeln!(out, "## {sc}\n");
             for c in present {
                 let _ = writeln!(out, "### {c}\n");
-                table(
-                    &mut out,
-                    &by_config[&(sc.clone(), c.clone())],
-                    closed,
-                    min_ratio,
-                );
+                table(&mut out, &by_config[&(sc.clone(), c.clone())], closed);
             }
         }
     }
