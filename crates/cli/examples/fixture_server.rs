@@ -3,7 +3,8 @@
 //! ```text
 //! fixture_server --port P [--capacity K] [--exit-after N] [--ignore-sigterm]
 //!                [--fork-child] [--never-ready] [--backlog B] [--accept-delay-ms D]
-//!                [--pid-file PATH]
+//!                [--pid-file PATH] [--latency-ms A-B] [--queue-capacity K]
+//!                [--stall-at-ms T --stall-ms D]
 //! ```
 //! - `--capacity K`: a token bucket of K requests/s; requests over it get `503`.
 //! - `--exit-after N`: exits with status 3 after answering N requests.
@@ -12,6 +13,13 @@
 //! - `--never-ready`: answers every request `503`, so an HTTP readiness probe never passes.
 //! - `--backlog B`, `--accept-delay-ms D`: a small listen queue drained slowly.
 //! - `--pid-file PATH`: writes its pid (and its child's) there.
+//! - `--latency-ms A-B`: every answer waits a uniformly random A to B ms first (latency
+//!   spread that costs no capacity: requests wait side by side).
+//! - `--queue-capacity K`: a server of capacity K requests/s that queues, never refuses:
+//!   requests take one 1/K slot each, in arrival order, so above K the queue (and the
+//!   latency) grows for as long as the load lasts.
+//! - `--stall-at-ms T --stall-ms D`: once, T ms after the first request, every answer is
+//!   held until the stall has lasted D ms.
 //! - `--mode never|crash|stubborn|forker`: shorthands for `--never-ready`,
 //!   `--exit-after 150`, `--ignore-sigterm`, `--fork-child` (other modes change nothing).
 
@@ -33,6 +41,10 @@ struct Opts {
     backlog: Option<i32>,
     accept_delay_ms: u64,
     pid_file: Option<String>,
+    latency_ms: Option<(f64, f64)>,
+    queue_capacity: Option<f64>,
+    stall_at_ms: Option<u64>,
+    stall_ms: u64,
 }
 
 fn parse() -> Opts {
@@ -50,6 +62,14 @@ fn parse() -> Opts {
             "--backlog" => o.backlog = Some(val().parse().unwrap()),
             "--accept-delay-ms" => o.accept_delay_ms = val().parse().unwrap(),
             "--pid-file" => o.pid_file = Some(val()),
+            "--latency-ms" => {
+                let v = val();
+                let (a, b) = v.split_once('-').expect("--latency-ms A-B");
+                o.latency_ms = Some((a.parse().unwrap(), b.parse().unwrap()));
+            }
+            "--queue-capacity" => o.queue_capacity = Some(val().parse().unwrap()),
+            "--stall-at-ms" => o.stall_at_ms = Some(val().parse().unwrap()),
+            "--stall-ms" => o.stall_ms = val().parse().unwrap(),
             "--mode" => match val().as_str() {
                 "never" => o.never_ready = true,
                 "crash" => o.exit_after = Some(150),
@@ -85,6 +105,58 @@ impl Bucket {
     }
 }
 
+/// Shared state of the timing modes.
+#[derive(Default)]
+struct Timing {
+    /// `--queue-capacity`: when the next slot is free.
+    next_free: Option<Instant>,
+    /// First request seen.
+    first: Option<Instant>,
+    /// xorshift state for `--latency-ms`.
+    rng: u64,
+}
+
+impl Timing {
+    fn uniform(&mut self) -> f64 {
+        if self.rng == 0 {
+            self.rng = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1;
+        }
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// When the answer to a request read now may go, under the timing modes.
+fn answer_at(o: &Opts, timing: &Mutex<Timing>) -> Instant {
+    let now = Instant::now();
+    let mut t = timing.lock().unwrap();
+    let first = *t.first.get_or_insert(now);
+    let mut at = now;
+    if let Some(k) = o.queue_capacity {
+        let start = t.next_free.map_or(now, |f| f.max(now));
+        let end = start + Duration::from_secs_f64(1.0 / k);
+        t.next_free = Some(end);
+        at = end;
+    }
+    if let Some((a, b)) = o.latency_ms {
+        at += Duration::from_secs_f64((a + (b - a) * t.uniform()) / 1000.0);
+    }
+    if let Some(s) = o.stall_at_ms {
+        let begin = first + Duration::from_millis(s);
+        let end = begin + Duration::from_millis(o.stall_ms);
+        if at >= begin && at < end {
+            at = end;
+        }
+    }
+    at
+}
+
 fn listener(port: u16, backlog: Option<i32>) -> TcpListener {
     let l = TcpListener::bind(("127.0.0.1", port)).expect("bind");
     if let Some(b) = backlog {
@@ -99,12 +171,18 @@ fn serve(
     o: Arc<Opts>,
     bucket: Arc<Mutex<Option<Bucket>>>,
     served: Arc<AtomicU64>,
+    timing: Arc<Mutex<Timing>>,
 ) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
         while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             buf.drain(..end + 4);
+            let at = answer_at(&o, &timing);
+            let wait = at.saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
             let ok = !o.never_ready && bucket.lock().unwrap().as_mut().is_none_or(|b| b.take());
             let resp: &[u8] = if ok {
                 b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -153,12 +231,13 @@ fn main() {
         last: Instant::now(),
     })));
     let served = Arc::new(AtomicU64::new(0));
+    let timing = Arc::new(Mutex::new(Timing::default()));
     for s in l.incoming() {
         if o.accept_delay_ms > 0 {
             std::thread::sleep(Duration::from_millis(o.accept_delay_ms));
         }
         let Ok(s) = s else { continue };
-        let (o, b, n) = (o.clone(), bucket.clone(), served.clone());
-        std::thread::spawn(move || serve(s, o, b, n));
+        let (o, b, n, t) = (o.clone(), bucket.clone(), served.clone(), timing.clone());
+        std::thread::spawn(move || serve(s, o, b, n, t));
     }
 }

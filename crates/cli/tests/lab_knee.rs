@@ -1,13 +1,18 @@
-//! Knee search against a server of known capacity (its own test binary, so that no other
-//! test competes with it for the two cores while it measures).
+//! Knee search against servers of known capacity (their own test binary, so that no other
+//! test competes with them for the two cores while they measure; one at a time).
 
 mod util;
+
+use std::sync::Mutex;
 
 use util::lab::{lab_ok, lines, plan_text, write_plan};
 use util::temp_path;
 
+static SERIAL: Mutex<()> = Mutex::new(());
+
 #[test]
 fn knee_search_finds_a_known_capacity() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // The fixture answers 503 above a token bucket of 400 requests/s.
     let plan = write_plan(
         "knee",
@@ -34,9 +39,57 @@ fn knee_search_finds_a_known_capacity() {
         report.contains("| capacity=400,mode=knee | s |"),
         "{report}"
     );
-    assert!(report.contains("knee at"), "{report}");
+    assert!(report.contains("knee between"), "{report}");
     // Every step line carries a full engine result that the run schema accepts.
     for step in lines(&out_dir.join("steps.jsonl")) {
         util::assert_schema_valid(&step["result"]);
+    }
+}
+
+#[test]
+fn knee_range_contains_the_capacity_of_a_queueing_server_with_latency_spread() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Capacity 400/s that queues (never refuses), plus 0-80 ms of latency that costs no
+    // capacity: above 400/s latency grows through the step; below, it only spreads.
+    let plan = write_plan(
+        "knee-spread",
+        &plan_text(
+            "\"--queue-capacity\", \"400\", \"--latency-ms\", \"0-80\"",
+            "mode = [\"knee-spread\"]",
+            "knee = { start = 100, max = 3200, precision = 0.05 }\nstep_duration = \"2s\"\nwarmup = \"200ms\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
+        )
+        .replace("timeout = \"1s\"", "timeout = \"10s\""),
+    );
+    let out_dir = temp_path("knee-spread-bundle");
+    lab_ok(&plan, &out_dir);
+    let configs = lines(&out_dir.join("configs.jsonl"));
+    let outcome = &configs[0]["knees"][0]["outcome"];
+    let range = outcome["range"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no range: {outcome}"));
+    let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
+    // The range holds the capacity, or sits just below it by less than the precision
+    // (a step 2 % over capacity keeps pace with 98 % of arrivals: the SLO's own slack).
+    assert!(hi >= 400.0 * 0.95, "range {lo}-{hi} below 400: {outcome}");
+    assert!(lo <= 400.0 * 1.025, "range {lo}-{hi} above 400: {outcome}");
+    assert!((hi - lo) / lo <= 0.05 + 1e-9, "{outcome}");
+    assert_eq!(outcome["limited_by"], "throughput", "{outcome}");
+    // Both ends were repeated.
+    let runs = |v: f64| {
+        outcome["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["value"].as_f64() == Some(v))
+            .map_or(0, |r| r["runs"].as_u64().unwrap())
+    };
+    assert!(runs(lo) >= 2 && runs(hi) >= 2, "{outcome}");
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(report.contains("knee between"), "{report}");
+    // No step below the capacity was judged unsustained.
+    for step in lines(&out_dir.join("steps.jsonl")) {
+        if step["load"].as_f64().unwrap() <= 380.0 {
+            assert_eq!(step["verdict"]["sustained"], true, "{step}");
+        }
     }
 }

@@ -1,0 +1,155 @@
+//! Honest verdicts against servers built to test them: latency spread far below capacity
+//! (sustained, whatever the spread, with no warm-up), a queueing server of fixed capacity
+//! (achieved = its capacity, limited by throughput, though nothing failed), a one-second
+//! stall (charged to latency, every request still served), and a miss too small for the
+//! request count to resolve (reported, not failed). One test at a time: they measure.
+
+mod util;
+
+use std::sync::Mutex;
+
+use serde_json::Value;
+use util::lab::{lab_ok, lines, plan_text, write_plan};
+use util::temp_path;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Runs a plan on the fixture with `flags` and returns its steps and report.
+fn run(name: &str, flags: &str, load: &str, extra: &str, timeout: &str) -> (Vec<Value>, String) {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let text = plan_text(flags, &format!("mode = [\"{name}\"]"), load)
+        .replace("timeout = \"1s\"", &format!("timeout = \"{timeout}\""))
+        + extra;
+    let plan = write_plan(name, &text);
+    let out = temp_path(&format!("{name}-bundle"));
+    lab_ok(&plan, &out);
+    let steps = lines(&out.join("steps.jsonl"));
+    for s in &steps {
+        util::assert_schema_valid(&s["result"]);
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    (steps, report)
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn latency_spread_far_below_capacity_is_sustained_at_every_step() {
+    // Uniform 0-400 ms, 2 s steps, no warm-up: 20, 100 and 400 requests.
+    let (steps, report) = run(
+        "spread",
+        "\"--latency-ms\", \"0-400\"",
+        "steps = [10, 50, 200]\nstep_duration = \"2s\"\nwarmup = \"0s\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
+        "",
+        "1s",
+    );
+    assert_eq!(steps.len(), 3);
+    for s in &steps {
+        let r = &s["result"];
+        let offered = f(&r["offered_rps"]);
+        assert_eq!(r["errors_total"], 0, "{s}");
+        assert_eq!(
+            r["successful"].as_u64().unwrap() as f64,
+            2.0 * offered,
+            "{s}"
+        );
+        assert!(
+            f(&r["achieved_rps"]) >= 0.98 * offered,
+            "achieved {} at {offered}",
+            r["achieved_rps"]
+        );
+        assert_eq!(s["verdict"]["sustained"], true, "{}", s["verdict"]);
+        // The spread is real: hundreds of milliseconds between fastest and slowest.
+        let lat = &r["latency_ms"];
+        assert!(f(&lat["max"]) - f(&lat["min"]) > 250.0, "{lat}");
+    }
+    assert!(report.contains("at least 200"), "{report}");
+    assert!(!report.contains("fell behind:"), "{report}");
+}
+
+#[test]
+fn a_queueing_server_reads_as_its_capacity_before_anything_times_out() {
+    // Capacity 200/s offered 300/s for 3 s with a 10 s timeout: every request succeeds,
+    // the queue grows 0.5 s per second, and the server served 200/s.
+    let (steps, report) = run(
+        "queue",
+        "\"--queue-capacity\", \"200\"",
+        "steps = [300]\nstep_duration = \"3s\"\nwarmup = \"0s\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
+        "",
+        "10s",
+    );
+    let s = &steps[0];
+    let r = &s["result"];
+    assert_eq!(r["errors_total"], 0, "{r}");
+    let achieved = f(&r["achieved_rps"]);
+    assert!(
+        (190.0..=210.0).contains(&achieved),
+        "achieved {achieved} for capacity 200: {}",
+        r["latency_trend"]
+    );
+    let trend = &r["latency_trend"];
+    assert_eq!(trend["resolved"], true, "{trend}");
+    assert!((0.4..=0.6).contains(&f(&trend["slope"])), "{trend}");
+    assert_eq!(s["verdict"]["limits"], serde_json::json!(["throughput"]));
+    assert!(report.contains("fell behind:"), "{report}");
+}
+
+#[test]
+fn a_one_second_stall_is_charged_to_latency_and_every_request_is_served() {
+    let (steps, _) = run(
+        "stall",
+        "\"--stall-at-ms\", \"1500\", \"--stall-ms\", \"1000\"",
+        "steps = [200]\nstep_duration = \"4s\"\nwarmup = \"0s\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
+        "[slo]\np99_ms = 100\n",
+        "5s",
+    );
+    let s = &steps[0];
+    let r = &s["result"];
+    assert_eq!(r["errors_total"], 0, "{r}");
+    // Every request was served: the achieved figure is the offered rate.
+    assert!(
+        f(&r["achieved_rps"]) >= 0.97 * 200.0,
+        "{}",
+        r["achieved_rps"]
+    );
+    // Coordinated omission charged: requests intended during the stall waited for it.
+    assert!(f(&r["latency_ms"]["p99"]) >= 800.0, "{}", r["latency_ms"]);
+    // The verdict says what happened: latency, not throughput.
+    assert_eq!(s["verdict"]["limits"], serde_json::json!(["latency"]));
+    // And the per-second series shows the hole and the burst after it.
+    let completed: Vec<u64> = r["per_second"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["completed"].as_u64().unwrap())
+        .collect();
+    assert!(completed.iter().any(|&c| c < 100), "{completed:?}");
+    assert!(completed.iter().any(|&c| c > 300), "{completed:?}");
+}
+
+#[test]
+fn a_miss_the_count_cannot_resolve_is_reported_not_failed() {
+    // 10 req/s for 2 s: 20 requests; a 150 ms stall delays one or two of them past the
+    // 100 ms bound. 2 of 20 is 10 % (above 1 %), but a 1 % rate gives that often enough.
+    let (steps, report) = run(
+        "few",
+        "\"--stall-at-ms\", \"900\", \"--stall-ms\", \"150\"",
+        "steps = [10]\nstep_duration = \"2s\"\nwarmup = \"0s\"\nconnections = 2\nthreads = 1\ncpus = \"1\"",
+        "[slo]\np99_ms = 100\n",
+        "1s",
+    );
+    let s = &steps[0];
+    let r = &s["result"];
+    assert!(f(&r["latency_ms"]["p99"]) > 100.0, "the stall missed: {r}");
+    assert_eq!(s["verdict"]["sustained"], true, "{}", s["verdict"]);
+    let unresolved = s["verdict"]["unresolved"].as_array().unwrap();
+    assert!(
+        unresolved
+            .iter()
+            .any(|u| u.as_str().unwrap().contains("slower than 100 ms")),
+        "{unresolved:?}"
+    );
+    assert!(report.contains("Unresolved"), "{report}");
+}
