@@ -257,6 +257,17 @@ pub struct RunArgs {
     /// responses.
     #[arg(long, default_value_t = 1, help_heading = "Connections")]
     pub pipeline: u32,
+    /// Also re-send POST and PATCH requests that a server closing its connection gracefully
+    /// never answered. A server may close a keep-alive connection after a response with
+    /// `Connection: close` (nginx: every 1,000 requests) or right after a complete response;
+    /// requests written behind that response were never read, and loadlab re-sends them on
+    /// a new connection, charging their latency from the original intended send time
+    /// (counted as `resent_unprocessed`). GET, HEAD, PUT, DELETE, OPTIONS and TRACE are
+    /// always re-sent; POST and PATCH only with this flag (otherwise `connection_closed`).
+    /// Over HTTP/2 every stream above the server's GOAWAY, or refused, is re-sent whatever
+    /// the method: the protocol guarantees the server never processed it.
+    #[arg(long, help_heading = "Connections")]
+    pub retry_unprocessed: bool,
 
     /// HTTP method.
     #[arg(
@@ -380,6 +391,7 @@ impl RunArgs {
             headers: self.headers.clone(),
             body,
             pipeline: self.pipeline,
+            retry_unprocessed: self.retry_unprocessed,
             http2: self.http2,
             ..self.load.to_spec(self.url.clone())
         })

@@ -114,6 +114,9 @@ pub struct RunSpec {
     pub body: Vec<u8>,
     /// Requests written back to back before reading responses (closed loop, keep-alive).
     pub pipeline: u32,
+    /// Re-send non-idempotent requests (POST, PATCH) that a server closing its HTTP/1.1
+    /// connection gracefully never answered (idempotent ones always are).
+    pub retry_unprocessed: bool,
     /// Skip TLS certificate verification.
     pub insecure: bool,
     /// Local source addresses for new connections: a range `A-B`, a list `A,B`, or a count.
@@ -149,6 +152,7 @@ impl Default for RunSpec {
             headers: Vec::new(),
             body: Vec::new(),
             pipeline: 1,
+            retry_unprocessed: false,
             insecure: false,
             source_addrs: None,
             seed: None,
@@ -216,6 +220,9 @@ pub struct RunConfig {
     pub body: Vec<u8>,
     /// Pipeline depth (1 = none).
     pub pipeline: u32,
+    /// HTTP/1.1 requests the server never processed may be re-sent on another connection:
+    /// the method is idempotent, or `--retry-unprocessed` allows it.
+    pub resend_unprocessed: bool,
     /// Skip certificate checks.
     pub insecure: bool,
     /// Source addresses (empty: let the kernel choose).
@@ -518,6 +525,12 @@ impl RunSpec {
             }
             None => Vec::new(),
         };
+        // RFC 9110 §9.2.2: a client may repeat an idempotent request it got no answer to.
+        let resend_unprocessed = self.retry_unprocessed
+            || matches!(
+                method.as_str(),
+                "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
+            );
         Ok(RunConfig {
             target,
             model,
@@ -539,6 +552,7 @@ impl RunSpec {
             headers,
             body: self.body.clone(),
             pipeline: self.pipeline,
+            resend_unprocessed,
             insecure: self.insecure,
             source_addrs,
             seed,

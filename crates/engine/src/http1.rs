@@ -81,6 +81,8 @@ pub struct ResponseReader {
     start: usize,
     end: usize,
     head_request: bool,
+    /// Some byte of the response being read has arrived.
+    began: bool,
 }
 
 impl ResponseReader {
@@ -91,6 +93,7 @@ impl ResponseReader {
             start: 0,
             end: 0,
             head_request: method == "HEAD",
+            began: false,
         }
     }
 
@@ -98,6 +101,12 @@ impl ResponseReader {
     pub fn reset(&mut self) {
         self.start = 0;
         self.end = 0;
+    }
+
+    /// Whether any byte of the response [`ResponseReader::read`] last read (or failed to
+    /// read) had arrived: `false` after a clean close before the response began.
+    pub fn began(&self) -> bool {
+        self.began
     }
 
     /// Reads more bytes; returns how many (0 at end of stream).
@@ -129,6 +138,7 @@ impl ResponseReader {
         &mut self,
         s: &mut S,
     ) -> Result<ResponseMeta, ErrorClass> {
+        self.began = self.start != self.end;
         let (meta, body) = loop {
             match self.parse_head()? {
                 Some((meta, body, used)) => {
@@ -141,7 +151,9 @@ impl ResponseReader {
                 }
                 None => {
                     let had_bytes = self.start != self.end;
-                    if self.fill(s).await? == 0 {
+                    let n = self.fill(s).await?;
+                    self.began |= n > 0;
+                    if n == 0 {
                         return Err(if had_bytes {
                             ErrorClass::MalformedResponse
                         } else {

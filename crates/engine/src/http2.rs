@@ -8,14 +8,25 @@
 //!
 //! The request loop, deadlines and recording are the worker's; this module provides the
 //! request [`Template`], the shared connection state and the reply classification.
+//!
+//! A server closing a connection gracefully sends `GOAWAY` with the last stream it
+//! processed; the streams above it were never processed and may be sent again on another
+//! connection (RFC 9113 §6.8), as may streams refused with `REFUSED_STREAM` (§8.7). `h2`
+//! reports both kinds of stream, and the streams cut when the connection ends later, with
+//! the same `GOAWAY` error, so [`GoAwayWatch`] reads the frame headers going by and keeps
+//! the `last_stream_id` for the worker to tell them apart.
 
 use std::cell::{Cell, RefCell};
+use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use h2::client::SendRequest;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, TE, USER_AGENT};
 use loadlab_grpc::GrpcStatus;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
 use crate::config::{Protocol, RunConfig, Scheme};
@@ -135,11 +146,167 @@ pub fn grpc_status(headers: &http::HeaderMap) -> Option<GrpcStatus> {
         .map(|v| GrpcStatus::from_trailer(v.as_bytes()).unwrap_or(GrpcStatus::Unknown))
 }
 
+/// What one live HTTP/2 connection has learnt from its server.
+#[derive(Debug, Default)]
+pub struct ConnState {
+    /// `last_stream_id` of the (lowest) `GOAWAY` received, once one was.
+    goaway: Cell<Option<u32>>,
+    /// The server's close of this connection was counted.
+    counted: Cell<bool>,
+}
+
+impl ConnState {
+    /// `last_stream_id` of the `GOAWAY` the server sent, if it sent one.
+    pub fn goaway(&self) -> Option<u32> {
+        self.goaway.get()
+    }
+
+    fn record_goaway(&self, last: u32) {
+        let last = self.goaway.get().map_or(last, |l| l.min(last));
+        self.goaway.set(Some(last));
+    }
+
+    /// True the first time it is called after a `GOAWAY` (to count each close once), with
+    /// the requests the server processed on the connection (client streams 1, 3, ...,
+    /// `last_stream_id`).
+    pub fn take_close(&self) -> Option<u64> {
+        let last = self.goaway.get()?;
+        if self.counted.replace(true) {
+            return None;
+        }
+        Some((u64::from(last) + 1) / 2)
+    }
+
+    /// Whether a stream that failed with `err` was never processed by the server: refused
+    /// (`REFUSED_STREAM`), or above the `last_stream_id` of the server's `GOAWAY`.
+    pub fn unprocessed(&self, err: &h2::Error, stream_id: u32) -> bool {
+        if err.reason() == Some(h2::Reason::REFUSED_STREAM) && err.is_remote() {
+            return true;
+        }
+        err.is_go_away() && err.is_remote() && self.goaway().is_some_and(|last| stream_id > last)
+    }
+}
+
+/// A connection's reading side, watched for `GOAWAY` frames: it follows the frame headers
+/// of what `h2` reads (length, type) and records the `last_stream_id` of each `GOAWAY`
+/// into the connection's [`ConnState`]. It copies nothing and costs a few comparisons per
+/// frame.
+pub struct GoAwayWatch<S> {
+    inner: S,
+    state: Rc<ConnState>,
+    scan: FrameScan,
+}
+
+impl<S> GoAwayWatch<S> {
+    /// Watches `inner` (the server's bytes start with a frame: it sends no preface).
+    pub fn new(inner: S, state: Rc<ConnState>) -> GoAwayWatch<S> {
+        GoAwayWatch {
+            inner,
+            state,
+            scan: FrameScan::default(),
+        }
+    }
+}
+
+/// Where the scan is in the server's frame stream.
+#[derive(Default)]
+struct FrameScan {
+    header: [u8; 9],
+    /// Header bytes seen of the current frame (9: in its payload).
+    have: usize,
+    /// Payload bytes of the current frame still to come.
+    left: usize,
+    /// In a `GOAWAY`: its first payload bytes (the last stream id).
+    goaway: Option<([u8; 4], usize)>,
+}
+
+const FRAME_GOAWAY: u8 = 0x7;
+
+impl FrameScan {
+    fn feed(&mut self, mut bytes: &[u8], state: &ConnState) {
+        while !bytes.is_empty() {
+            if self.have < 9 {
+                let n = (9 - self.have).min(bytes.len());
+                self.header[self.have..self.have + n].copy_from_slice(&bytes[..n]);
+                self.have += n;
+                bytes = &bytes[n..];
+                if self.have == 9 {
+                    let h = &self.header;
+                    self.left =
+                        usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+                    self.goaway = (h[3] == FRAME_GOAWAY).then_some(([0; 4], 0));
+                    if self.left == 0 {
+                        self.have = 0;
+                    }
+                }
+                continue;
+            }
+            let n = self.left.min(bytes.len());
+            if let Some((id, got)) = &mut self.goaway {
+                let take = (4 - *got).min(n);
+                id[*got..*got + take].copy_from_slice(&bytes[..take]);
+                *got += take;
+                if *got == 4 {
+                    state.record_goaway(u32::from_be_bytes(*id) & 0x7fff_ffff);
+                    self.goaway = None;
+                }
+            }
+            self.left -= n;
+            bytes = &bytes[n..];
+            if self.left == 0 {
+                self.have = 0;
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for GoAwayWatch<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r {
+            this.scan.feed(&buf.filled()[before..], &this.state);
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for GoAwayWatch<S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, b)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// A live connection as a slot holds it: generation, handle, what the server told it.
+pub type Live = (u64, SendRequest<Bytes>, Rc<ConnState>);
+
 /// One HTTP/2 connection shared by the stream slots bound to it.
 #[derive(Default)]
 pub struct H2Conn {
-    /// The live connection's handle, `None` before the first connect and after it died.
-    send: RefCell<Option<SendRequest<Bytes>>>,
+    /// The live connection's handle and state, `None` before the first connect, after it
+    /// died, and after its server sent `GOAWAY` (it takes no new streams).
+    send: RefCell<Option<(SendRequest<Bytes>, Rc<ConnState>)>>,
     /// Increments with each new connection, so a slot can tell its cached handle is stale.
     generation: Cell<u64>,
     /// A slot is connecting; the others wait on `changed`.
@@ -148,32 +315,38 @@ pub struct H2Conn {
 }
 
 impl H2Conn {
-    /// The live connection's handle and generation, if any.
-    pub fn current(&self) -> Option<(u64, SendRequest<Bytes>)> {
+    /// The live connection, if any.
+    pub fn current(&self) -> Option<Live> {
         self.send
             .borrow()
             .as_ref()
-            .map(|s| (self.generation.get(), s.clone()))
+            .map(|(s, st)| (self.generation.get(), s.clone(), st.clone()))
     }
 
     /// Installs a new connection's handle; returns its generation.
-    pub fn install(&self, send: SendRequest<Bytes>) -> u64 {
+    pub fn install(&self, send: SendRequest<Bytes>, state: Rc<ConnState>) -> u64 {
         let generation = self.generation.get() + 1;
         self.generation.set(generation);
-        *self.send.borrow_mut() = Some(send);
+        *self.send.borrow_mut() = Some((send, state));
         generation
     }
 
-    /// Forgets the connection of `generation` (it failed or its driver ended).
+    /// Forgets the connection of `generation` (it failed, its driver ended, or its server
+    /// is going away).
     pub fn invalidate(&self, generation: u64) {
         if self.generation.get() == generation {
             self.send.borrow_mut().take();
         }
     }
 
-    /// True if `generation` is still the live connection.
+    /// True if `generation` is still the live connection and its server is not going away.
     pub fn is_current(&self, generation: u64) -> bool {
-        self.generation.get() == generation && self.send.borrow().is_some()
+        self.generation.get() == generation
+            && self
+                .send
+                .borrow()
+                .as_ref()
+                .is_some_and(|(_, st)| st.goaway().is_none())
     }
 
     /// Claims the right to connect; `None` while another slot is connecting (wait with
@@ -206,8 +379,8 @@ impl Drop for ConnectingGuard<'_> {
 pub struct Slot {
     /// The connection this slot sends on.
     pub conn: Rc<H2Conn>,
-    /// Cached handle and its generation.
-    pub cached: Option<(u64, SendRequest<Bytes>)>,
+    /// Cached live connection.
+    pub cached: Option<Live>,
 }
 
 #[cfg(test)]
@@ -220,6 +393,42 @@ mod tests {
         assert_eq!(grpc_timeout(5_000_000_000), "5000m");
         assert_eq!(grpc_timeout(5_000_000_001), "5001m");
         assert_eq!(grpc_timeout(200_000_000_000_000), "200000S");
+    }
+
+    fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
+        let n = payload.len();
+        let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, ty, 0, 0, 0, 0, 0];
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn the_watch_finds_goaway_frames_split_anywhere() {
+        let mut stream = frame(0x4, &[0; 12]); // SETTINGS
+        stream.extend(frame(0x1, &[7; 300])); // HEADERS
+        stream.extend(frame(0x4, &[])); // SETTINGS ack
+        let mut goaway = 999u32.to_be_bytes().to_vec();
+        goaway[0] |= 0x80; // the reserved bit is not part of the id
+        goaway.extend_from_slice(&[0, 0, 0, 0]);
+        goaway.extend_from_slice(b"bye");
+        stream.extend(frame(FRAME_GOAWAY, &goaway));
+        stream.extend(frame(0x0, &[1; 40])); // DATA after it
+        for chunk in [1, 2, 5, 9, 10, 64, stream.len()] {
+            let state = ConnState::default();
+            let mut scan = FrameScan::default();
+            for piece in stream.chunks(chunk) {
+                scan.feed(piece, &state);
+            }
+            assert_eq!(state.goaway(), Some(999), "chunks of {chunk}");
+            assert_eq!(state.take_close(), Some(500));
+            assert_eq!(state.take_close(), None);
+        }
+        // A second GOAWAY may only lower the id.
+        let state = ConnState::default();
+        let mut scan = FrameScan::default();
+        scan.feed(&frame(FRAME_GOAWAY, &[0, 0, 0, 9, 0, 0, 0, 0]), &state);
+        scan.feed(&frame(FRAME_GOAWAY, &[0, 0, 0, 21, 0, 0, 0, 0]), &state);
+        assert_eq!(state.goaway(), Some(9));
     }
 
     #[test]

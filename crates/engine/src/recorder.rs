@@ -13,6 +13,8 @@ use crate::stats::TrendSums;
 
 /// Largest value histograms hold: one hour, in microseconds.
 pub const HIST_MAX_US: u64 = 3_600_000_000;
+/// Largest completion offset recorded (for achieved throughput): ten hours, in µs.
+pub const COMPLETION_MAX_US: u64 = 36_000_000_000;
 /// Significant digits of the run's total histograms.
 pub const TOTAL_SIGFIG: u8 = 3;
 /// Significant digits of per-second histograms (smaller, so long runs stay small).
@@ -24,6 +26,12 @@ pub const GRPC_CODES: usize = 17;
 /// A histogram of microseconds with loadlab's bounds.
 pub fn new_histogram(sigfig: u8) -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_US, sigfig).expect("static histogram bounds are valid")
+}
+
+/// A histogram of completion times (µs after the start of the measured window).
+pub fn completion_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, COMPLETION_MAX_US, TOTAL_SIGFIG)
+        .expect("static histogram bounds are valid")
 }
 
 /// One worker's record of one second of the measured window.
@@ -64,6 +72,8 @@ pub struct WorkerTotals {
     pub last_intended_ns: u64,
     /// Latency of successful requests against their intended send time (the trend).
     pub trend: TrendSums,
+    /// When successful responses completed, µs after the start of the measured window.
+    pub success_done: Histogram<u64>,
     /// Failures per [`ErrorClass`] index.
     pub errors: [u64; ErrorClass::COUNT],
     /// Count per status code (index = code, 0..=999).
@@ -72,6 +82,13 @@ pub struct WorkerTotals {
     pub grpc: [u64; GRPC_CODES],
     /// Connections opened (whole run).
     pub connections_opened: u64,
+    /// Measured requests re-sent because the server closed gracefully (or refused them)
+    /// without processing them.
+    pub resent_unprocessed: u64,
+    /// Connections the server closed gracefully (whole run).
+    pub server_closes: u64,
+    /// Requests the server answered on those connections before closing them.
+    pub server_close_requests: u64,
     /// Requests completed during warm-up (not recorded otherwise).
     pub warmup_requests: u64,
     /// Latest completion time seen (clock ns), 0 if none.
@@ -93,10 +110,14 @@ impl WorkerTotals {
             successful: 0,
             last_intended_ns: 0,
             trend: TrendSums::default(),
+            success_done: completion_histogram(),
             errors: [0; ErrorClass::COUNT],
             status: vec![0; 1000],
             grpc: [0; GRPC_CODES],
             connections_opened: 0,
+            resent_unprocessed: 0,
+            server_closes: 0,
+            server_close_requests: 0,
             warmup_requests: 0,
             last_completion_ns: 0,
             thread_cpu_seconds: 0.0,
@@ -220,6 +241,9 @@ impl Recorder {
                     (intended_ns - self.measure_start_ns) as f64 / NS_PER_SEC as f64,
                     done_ns.saturating_sub(intended_ns) as f64 / NS_PER_SEC as f64,
                 );
+                self.totals
+                    .success_done
+                    .saturating_record(us(done_ns.saturating_sub(self.measure_start_ns)));
                 self.interval.successful += 1;
             }
         }
@@ -245,6 +269,19 @@ impl Recorder {
     pub fn connect(&mut self, ns: u64) {
         self.totals.connections_opened += 1;
         self.totals.connect.saturating_record(us(ns));
+    }
+
+    /// A request intended at `intended_ns` that the server never processed is sent again.
+    pub fn resent(&mut self, intended_ns: u64) {
+        if self.measured(intended_ns) {
+            self.totals.resent_unprocessed += 1;
+        }
+    }
+
+    /// The server closed a connection gracefully after answering `requests` on it.
+    pub fn server_close(&mut self, requests: u64) {
+        self.totals.server_closes += 1;
+        self.totals.server_close_requests += requests;
     }
 
     /// An arrival intended at `intended_ns` was released by the schedule at `released_ns`.

@@ -198,9 +198,8 @@ pub struct RunResult {
     /// Successful responses (status below 400).
     pub successful: u64,
     /// Successful responses per second: the successes of the requests intended in the
-    /// measured window over the window, and, when the latency trend is resolved (the
-    /// server fell behind), over the time the server took to serve them
-    /// (`window * (1 + slope)`).
+    /// measured window over the window; when the latency trend is resolved (the server
+    /// fell behind), at most the rate at which the middle half of them completed.
     pub achieved_rps: f64,
     /// How the latency of successful requests moved across the window (least squares on
     /// intended send time); `null` with fewer than 10 successes.
@@ -226,6 +225,19 @@ pub struct RunResult {
     pub grpc_status: BTreeMap<String, u64>,
     /// Connections opened.
     pub connections_opened: u64,
+    /// Requests the server never processed (written behind a `Connection: close` response
+    /// or an idle close, HTTP/2 streams above a `GOAWAY` or refused) that loadlab sent again
+    /// on another connection, latency still charged from the first intended send time.
+    #[serde(default)]
+    pub resent_unprocessed: u64,
+    /// Connections the server closed gracefully (`Connection: close`, a clean close after
+    /// a complete response, or `GOAWAY`).
+    #[serde(default)]
+    pub server_closes: u64,
+    /// Requests the server answered per gracefully closed connection, on average; `null`
+    /// when it closed none.
+    #[serde(default)]
+    pub requests_per_server_close: Option<f64>,
     /// The generator, not the server, may have limited this run.
     pub generator_limited: bool,
     /// Why `generator_limited` is set.
@@ -283,6 +295,8 @@ pub struct Merged {
     pub last_intended_ns: u64,
     /// Latency trend sums of successful requests.
     pub trend: TrendSums,
+    /// When successful responses completed, µs after the window's start.
+    pub success_done: Histogram<u64>,
     /// Errors per class.
     pub errors: [u64; ErrorClass::COUNT],
     /// Status counts.
@@ -291,6 +305,12 @@ pub struct Merged {
     pub grpc: [u64; GRPC_CODES],
     /// Connections opened.
     pub connections_opened: u64,
+    /// Requests re-sent after a graceful close.
+    pub resent_unprocessed: u64,
+    /// Graceful closes by the server, and the requests answered on those connections.
+    pub server_closes: u64,
+    /// Requests answered on connections the server closed gracefully.
+    pub server_close_requests: u64,
     /// Latest completion.
     pub last_completion_ns: u64,
     /// CPU utilization of each worker thread.
@@ -308,10 +328,14 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
         successful: 0,
         last_intended_ns: 0,
         trend: TrendSums::default(),
+        success_done: crate::recorder::completion_histogram(),
         errors: [0; ErrorClass::COUNT],
         status: vec![0; 1000],
         grpc: [0; GRPC_CODES],
         connections_opened: 0,
+        resent_unprocessed: 0,
+        server_closes: 0,
+        server_close_requests: 0,
         last_completion_ns: 0,
         worker_cpu: Vec::new(),
     };
@@ -325,6 +349,7 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
         m.successful += w.successful;
         m.last_intended_ns = m.last_intended_ns.max(w.last_intended_ns);
         m.trend.merge(&w.trend);
+        m.success_done.add(&w.success_done).expect("same bounds");
         for (a, b) in m.errors.iter_mut().zip(w.errors.iter()) {
             *a += b;
         }
@@ -335,6 +360,9 @@ pub fn merge(workers: &[WorkerTotals]) -> Merged {
             *a += b;
         }
         m.connections_opened += w.connections_opened;
+        m.resent_unprocessed += w.resent_unprocessed;
+        m.server_closes += w.server_closes;
+        m.server_close_requests += w.server_close_requests;
         m.last_completion_ns = m.last_completion_ns.max(w.last_completion_ns);
         m.worker_cpu.push(if w.thread_wall_seconds > 0.0 {
             (w.thread_cpu_seconds / w.thread_wall_seconds).min(1.0)

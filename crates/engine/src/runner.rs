@@ -274,6 +274,10 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         status_codes,
         grpc_status,
         connections_opened: m.connections_opened,
+        resent_unprocessed: m.resent_unprocessed,
+        server_closes: m.server_closes,
+        requests_per_server_close: (m.server_closes > 0)
+            .then(|| m.server_close_requests as f64 / m.server_closes as f64),
         generator_limited: !generator_notes.is_empty(),
         generator_notes,
         generator_cpu_seconds: cpu,
@@ -392,17 +396,17 @@ fn join_workers(
 
 /// Achieved throughput and the latency trend behind it.
 ///
-/// The successes of the requests intended in the measured window, over the time the
-/// server took to serve them, never shorter than the window (the span the measured
-/// arrivals occupied, each arrival owning one mean gap in open loop). Every request
-/// intended in the window is waited for, so a healthy step counts all of them over the
-/// window, whatever its latency spread, length or request count. A server that cannot
-/// keep pace queues the work: latency grows through the step, the fitted trend's slope is
-/// resolved above zero, and serving the successes took the span their arrivals occupied
-/// times `1 + slope` (bounded by the span their completions actually occupied), or, once
-/// requests time out, the span their completions occupied; the figure is then the rate
-/// the server delivered successes, its capacity unless it spends it on requests whose
-/// clients already gave up. Closed loop has no arrivals to fall behind: successes over the window.
+/// The successes of the requests intended in the measured window, over the window (the
+/// span the measured arrivals occupied, each arrival owning one mean gap in open loop).
+/// Every request intended in the window is waited for, so a healthy step counts all of
+/// them, whatever its latency spread, length or request count. A server that cannot keep
+/// pace queues the work: latency grows with the send time (when it answers roughly in
+/// arrival order) and the fitted trend's slope is resolved above zero. The figure is then
+/// at most the rate at which the middle half of
+/// the successes completed (between the quartiles of their completion times): a saturated
+/// server completes at its capacity from the first success to the last, in whatever order
+/// it serves and whether or not late requests time out, while the edges, which latency
+/// spread smears, are left out. Closed loop has no arrivals to fall behind.
 fn achieved(
     model: LoadModel,
     m: &Merged,
@@ -422,26 +426,30 @@ fn achieved(
             m.last_intended_ns.saturating_sub(measure_start_ns) as f64 / 1e9 + gap_s
         }
     };
-    let trend = m.trend.fit();
+    let mut trend = m.trend.fit();
     if window_s <= 0.0 || m.successful == 0 {
         return (0.0, trend);
     }
-    // When requests timed out, the queue outgrew the deadline: the last successes waited
-    // about as long as the timeout allows, their latency no longer grows (a plateau a
-    // straight line under-states), and their completions span the time it took.
-    let timed_out = m.errors[ErrorClass::RequestTimeout.index()] > 0;
-    let serving_s = match (model, &trend) {
+    let over_window = m.successful as f64 / window_s;
+    let achieved = match (model, &mut trend) {
         (LoadModel::Open { .. }, Some(t)) if t.resolved => {
-            let done = m.trend.done_span() + gap_s;
-            if timed_out {
-                done
-            } else {
-                ((m.trend.sent_span() + gap_s) * (1.0 + t.slope)).min(done)
-            }
+            let rate = middle_completion_rate(&m.success_done).unwrap_or(over_window);
+            let achieved = over_window.min(rate);
+            t.pace = achieved / over_window;
+            achieved
         }
-        _ => 0.0,
+        _ => over_window,
     };
-    (m.successful as f64 / window_s.max(serving_s), trend)
+    (achieved, trend)
+}
+
+/// Successes per second between the first and third quartiles of their completion times.
+fn middle_completion_rate(done_us: &Histogram<u64>) -> Option<f64> {
+    let (q1, q3) = (
+        done_us.value_at_quantile(0.25),
+        done_us.value_at_quantile(0.75),
+    );
+    (q3 > q1).then(|| 0.5 * done_us.len() as f64 * 1e6 / (q3 - q1) as f64)
 }
 
 /// Why loadlab itself may have limited the run (empty: it did not).
@@ -577,19 +585,14 @@ mod tests {
 
     const SEC: u64 = 1_000_000_000;
 
-    /// Simulates one open-loop step through the real recorder, merge and estimator:
-    /// `done(i, intended_s)` gives request i's completion time in seconds. Returns the
-    /// achieved figure, the successes and the measured window in seconds.
-    fn simulate(
+    /// The measured window of a simulated step and its intended send times.
+    fn arrivals(
         rate: f64,
         secs: f64,
         warmup: f64,
         arrival: Arrival,
         seed: u64,
-        timeout: Option<f64>,
-        mut done: impl FnMut(usize, f64) -> f64,
-    ) -> (f64, u64, f64) {
-        let timeout_ns = timeout.map_or(u64::MAX, |t| (t * 1e9) as u64);
+    ) -> (Window, Vec<u64>) {
         let start_ns = SEC;
         let measure_start_ns = start_ns + (warmup * 1e9) as u64;
         let window = Window {
@@ -598,31 +601,101 @@ mod tests {
             end_ns: measure_start_ns + (secs * 1e9) as u64,
             requests: None,
         };
+        let times = WorkerSchedule::new(arrival, rate, 0, 1, window, seed).collect();
+        (window, times)
+    }
+
+    /// Records a simulated step through the real recorder, merge and estimator: each
+    /// request's intended time and its completion (`None`: timed out after `timeout_s`).
+    /// Returns the achieved figure and the successes per second of the window.
+    fn achieved_of(
+        window: Window,
+        rate: f64,
+        arrival: Arrival,
+        outcomes: &[(u64, Option<u64>)],
+        timeout_s: f64,
+    ) -> (f64, f64) {
         let (tx, _rx) = std::sync::mpsc::channel();
-        let mut rec = Recorder::new(0, measure_start_ns, tx);
-        for (i, t) in WorkerSchedule::new(arrival, rate, 0, 1, window, seed).enumerate() {
-            let end = (done(i, t as f64 / 1e9) * 1e9).min(u64::MAX as f64) as u64;
-            let end = end.max(t);
-            if end - t > timeout_ns {
-                rec.error(t, t + timeout_ns, crate::ErrorClass::RequestTimeout);
-            } else {
-                rec.response(t, t, end, 200);
+        let mut rec = Recorder::new(0, window.measure_start_ns, tx);
+        for &(t, done) in outcomes {
+            match done {
+                Some(end) => rec.response(t, t, end.max(t), 200),
+                None => rec.error(
+                    t,
+                    t + (timeout_s * 1e9) as u64,
+                    crate::ErrorClass::RequestTimeout,
+                ),
             }
         }
         let m = merge(&[rec.finish()]);
         let model = LoadModel::Open { rate, arrival };
+        let secs = (window.end_ns - window.measure_start_ns) as f64 / 1e9;
         let (rps, _) = achieved(
             model,
             &m,
             StopReason::Duration,
-            measure_start_ns,
+            window.measure_start_ns,
             window.end_ns,
         );
-        (rps, m.successful, secs)
+        (rps, m.successful as f64 / secs)
+    }
+
+    /// The order a busy server takes queued requests in.
+    #[derive(Clone, Copy, Debug)]
+    enum Order {
+        /// Oldest first.
+        Fifo,
+        /// Oldest first but for one in `n` taken at random (several workers, connections
+        /// served in turn: actix's 16 workers grew latency 1.2 s per second, not 4).
+        Mostly(u32),
+    }
+
+    /// A server of capacity `capacity` with service times varying by `jitter` (a fraction),
+    /// one request at a time in `order`; with a timeout it drops a request whose client has
+    /// given up before serving it.
+    fn queue(
+        times: &[u64],
+        capacity: f64,
+        jitter: f64,
+        order: Order,
+        timeout_s: Option<f64>,
+        rng: &mut SmallRng,
+    ) -> Vec<(u64, Option<u64>)> {
+        let timeout = timeout_s.map_or(u64::MAX, |t| (t * 1e9) as u64);
+        let mean = 1e9 / capacity;
+        let mut out = Vec::with_capacity(times.len());
+        let mut waiting: Vec<u64> = Vec::new();
+        let (mut next, mut now) = (0, 0u64);
+        while next < times.len() || !waiting.is_empty() {
+            if waiting.is_empty() {
+                now = now.max(times[next]);
+            }
+            while next < times.len() && times[next] <= now {
+                waiting.push(times[next]);
+                next += 1;
+            }
+            let i = match order {
+                Order::Mostly(n) if rng.gen_range(0..n) == 0 => rng.gen_range(0..waiting.len()),
+                _ => 0,
+            };
+            let t = waiting.remove(i);
+            // It can tell the client is gone, not how long the request would take.
+            if now + mean as u64 - t > timeout {
+                out.push((t, None));
+                continue;
+            }
+            now += (mean * (1.0 + jitter * rng.gen_range(-1.0..1.0))) as u64;
+            out.push((t, (now - t <= timeout).then_some(now)));
+        }
+        out
     }
 
     fn arrival() -> impl Strategy<Value = Arrival> {
         prop_oneof![Just(Arrival::Constant), Just(Arrival::Poisson)]
+    }
+
+    fn order() -> impl Strategy<Value = Order> {
+        prop_oneof![Just(Order::Fifo), (4..10u32).prop_map(Order::Mostly)]
     }
 
     fn fixed(seed: u64, cases: u32) -> Config {
@@ -650,19 +723,21 @@ mod tests {
             seed in any::<u64>(),
         ) {
             let mut rng = SmallRng::seed_from_u64(seed);
-            let (rps, ok, w) = simulate(rate, secs, warmup, arrival, seed, None, |_, t| {
-                t + spread.draw(&mut rng)
-            });
-            prop_assume!(ok > 0);
-            let all = ok as f64 / w;
-            prop_assert!(rps >= 0.98 * all, "achieved {rps} of {all} ({ok} requests over {w} s)");
+            let (window, times) = arrivals(rate, secs, warmup, arrival, seed);
+            let outcomes: Vec<_> = times
+                .iter()
+                .map(|&t| (t, Some(t + (spread.draw(&mut rng) * 1e9) as u64)))
+                .collect();
+            let (rps, all) = achieved_of(window, rate, arrival, &outcomes, 1.0);
+            prop_assume!(all > 0.0);
+            prop_assert!(rps >= 0.98 * all, "achieved {rps} of {all}");
         }
 
-        /// A queueing server of capacity K offered more reads as K (within 5 %), both when
-        /// every request succeeds (the step is shorter than the timeout) and when the late
-        /// ones time out (the server drops a request whose client has given up, so its
-        /// capacity still goes to successes; one that serves abandoned requests delivers
-        /// less, and loadlab reports that lower goodput).
+        /// A server of capacity K offered more reads as K (within 5 %), whether it serves
+        /// strictly in arrival order or mostly (one in four or fewer out of order), both when every request succeeds (the step is shorter than the
+        /// timeout) and when the late ones time out (the server drops a request whose
+        /// client has gone, so its capacity still goes to successes; one that serves
+        /// abandoned requests delivers less, and loadlab reports that lower goodput).
         #[test]
         fn saturated_steps_achieve_the_capacity(
             capacity in 20.0..2000.0f64,
@@ -671,29 +746,29 @@ mod tests {
             warmup in prop_oneof![Just(0.0), 0.1..1.0f64],
             jitter in prop_oneof![Just(0.0), 0.2..0.5f64],
             timeout in prop_oneof![Just(None), (0.2..2.0f64).prop_map(Some)],
+            order in order(),
             arrival in arrival(),
             seed in any::<u64>(),
         ) {
             let rate = capacity * overload;
             // With timeouts, a server whose service times vary loses the slow half of what
-            // it serves at the deadline's edge: its goodput is below K, as reported.
-            prop_assume!(timeout.is_none() || jitter == 0.0);
-            // Enough requests to measure a capacity to 5 % when service times vary.
-            prop_assume!(capacity * secs >= if jitter > 0.0 { 400.0 } else { 50.0 });
+            // it serves at the deadline's edge: its goodput is below K, as reported. One
+            // that serves out of order mixes warm-up and measured requests near the
+            // deadline; the claim is for one answering in order.
+            prop_assume!(timeout.is_none() || (jitter == 0.0 && matches!(order, Order::Fifo)));
             let mut rng = SmallRng::seed_from_u64(seed);
-            let mut free_at = 0.0f64;
-            let (rps, ok, _) = simulate(rate, secs, warmup, arrival, seed, timeout, |_, t| {
-                let service = (1.0 + jitter * rng.gen_range(-1.0..1.0)) / capacity;
-                let start = free_at.max(t);
-                // It can tell the client is gone, not how long the request would take.
-                if timeout.is_some_and(|limit| start + 1.0 / capacity - t > limit) {
-                    return f64::INFINITY;
-                }
-                free_at = start + service;
-                free_at
-            });
-            // Enough successes to fit a trend to 5 %.
-            prop_assume!(ok >= if jitter > 0.0 { 400 } else { 50 });
+            let (window, times) = arrivals(rate, secs, warmup, arrival, seed);
+            let outcomes = queue(&times, capacity, jitter, order, timeout, &mut rng);
+            let measured: Vec<_> = outcomes
+                .into_iter()
+                .filter(|(t, _)| *t >= window.measure_start_ns)
+                .collect();
+            let ok = measured.iter().filter(|o| o.1.is_some()).count();
+            // Enough successes to measure a rate to 5 % when arrivals or service times
+            // vary (the quartiles of n completions move by about 1.2/sqrt(n)).
+            let exact = jitter == 0.0 && matches!(arrival, Arrival::Constant);
+            prop_assume!(ok >= if exact { 50 } else { 600 });
+            let (rps, _) = achieved_of(window, rate, arrival, &measured, timeout.unwrap_or(1.0));
             prop_assert!(
                 (rps - capacity).abs() <= 0.05 * capacity,
                 "achieved {rps} for capacity {capacity} offered {rate}"

@@ -139,7 +139,7 @@ pub fn render(r: &RunResult) -> String {
                     "  trend           the server fell behind: latency grew {:.0} ms per second of arrivals (±{:.0}), so it kept pace with {:.1} % of them",
                     1000.0 * t.slope,
                     1000.0 * t.stderr,
-                    100.0 * t.pace()
+                    100.0 * t.pace
                 );
             }
         }
@@ -164,6 +164,17 @@ pub fn render(r: &RunResult) -> String {
     }
     counts_line(&mut out, "status codes", &r.status_codes);
     counts_line(&mut out, "gRPC status", &r.grpc_status);
+    if r.server_closes > 0 || r.resent_unprocessed > 0 {
+        let _ = writeln!(
+            out,
+            "  server closes   {} connections closed gracefully by the server{}; {} requests it never processed re-sent",
+            r.server_closes,
+            r.requests_per_server_close
+                .map(|n| format!(" (after {n:.0} requests on average)"))
+                .unwrap_or_default(),
+            r.resent_unprocessed
+        );
+    }
     let _ = writeln!(
         out,
         "  generator       {:.2} CPU-s ({:.0} requests per CPU-second), peak RSS {:.1} MB, {} connections opened",

@@ -35,7 +35,7 @@ use crate::config::{LoadModel, Protocol, RunConfig};
 use crate::conn::{Conn, Connector};
 use crate::error::{from_h2, ErrorClass};
 use crate::http1::ResponseReader;
-use crate::http2::{self, H2Conn, Slot, Template};
+use crate::http2::{self, ConnState, GoAwayWatch, H2Conn, Live, Slot, Template};
 use crate::recorder::{IntervalReport, Recorder, WorkerTotals};
 use crate::schedule::{Window, WorkerSchedule};
 
@@ -84,6 +84,8 @@ enum Link {
     Http1 {
         conn: Option<Conn>,
         reader: ResponseReader,
+        /// Responses read on `conn` so far.
+        served: u64,
     },
     /// HTTP/2: a stream slot on a shared connection.
     Http2(Slot),
@@ -95,6 +97,9 @@ struct Ctx {
     request_len: usize,
     /// HTTP/2 connections; slot `i` sends on `h2_pool[i % len]`.
     h2_pool: Vec<Rc<H2Conn>>,
+    /// What every HTTP/2 connection opened learnt from its server (its graceful close is
+    /// counted once, at the end).
+    h2_states: RefCell<Vec<Rc<ConnState>>>,
     /// Request loops started so far (numbers the slots).
     spawned: Cell<usize>,
     clock: Clock,
@@ -141,6 +146,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         h2_pool: (0..plan.h2_connections)
             .map(|_| Rc::new(H2Conn::default()))
             .collect(),
+        h2_states: RefCell::new(Vec::new()),
         spawned: Cell::new(0),
         connector: Connector::new(&plan.cfg, plan.tls, plan.index, plan.threads),
         timeout_ns: plan.cfg.timeout.as_nanos() as u64,
@@ -191,7 +197,13 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     drop(rt);
     result?;
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| panic!("worker tasks outlived their runtime"));
-    let mut totals = ctx.recorder.into_inner().finish();
+    let mut recorder = ctx.recorder.into_inner();
+    for state in ctx.h2_states.into_inner() {
+        if let Some(requests) = state.take_close() {
+            recorder.server_close(requests);
+        }
+    }
+    let mut totals = recorder.finish();
     totals.thread_cpu_seconds = thread_cpu_seconds() - cpu_start;
     totals.thread_wall_seconds = (plan.clock.now() - wall_start) as f64 / 1e9;
     Ok(totals)
@@ -259,6 +271,7 @@ fn spawn_conn(ctx: &Rc<Ctx>) {
         Link::Http1 {
             conn: None,
             reader: ResponseReader::new(&ctx.cfg.method),
+            served: 0,
         }
     } else {
         Link::Http2(Slot {
@@ -275,6 +288,18 @@ async fn tick(ctx: Rc<Ctx>) {
         every.tick().await;
         ctx.recorder.borrow_mut().tick(ctx.clock.now());
     }
+}
+
+/// How often one request may be re-sent after its server closed without processing it
+/// (a server that closes every connection before answering is failing, not closing).
+const MAX_RESENDS: u32 = 8;
+
+/// Why an HTTP/2 stream attempt ended without a reply.
+enum StreamFailure {
+    /// The server never processed it: send it again.
+    Unprocessed,
+    /// A failure to count.
+    Failed(ErrorClass),
 }
 
 /// The dispatcher wakes at most this often. Below `1 / MIN_WAKE_GAP` arrivals per second
@@ -375,8 +400,13 @@ impl Ctx {
         let done = Cell::new(0usize);
         let work = async {
             match link {
-                Link::Http1 { conn, reader } => {
-                    self.http1(conn, reader, batch, &connecting, &done).await
+                Link::Http1 {
+                    conn,
+                    reader,
+                    served,
+                } => {
+                    self.http1(conn, reader, served, batch, &connecting, &done)
+                        .await
                 }
                 Link::Http2(slot) => {
                     self.http2(slot, batch[0], deadline, &connecting).await?;
@@ -422,10 +452,18 @@ impl Ctx {
     }
 
     /// HTTP/1.1: writes the batch on the loop's connection and reads its responses.
+    ///
+    /// A server may close a keep-alive connection gracefully: a response with
+    /// `Connection: close`, or a clean close right after a complete response. Requests
+    /// written behind it were never read (RFC 9112 §9.3), so they are sent again on a new
+    /// connection, latency still charged from their intended send time, if their method
+    /// allows it ([`RunConfig::resend_unprocessed`]). A close in the middle of a response,
+    /// or before a connection answered anything, is an error.
     async fn http1(
         &self,
         conn: &mut Option<Conn>,
         reader: &mut ResponseReader,
+        served: &mut u64,
         batch: &[u64],
         connecting: &Cell<bool>,
         done: &Cell<usize>,
@@ -433,39 +471,70 @@ impl Ctx {
         let Request::Http1(request) = &self.request else {
             unreachable!("HTTP/1.1 loops are only built for HTTP/1.1 requests");
         };
-        if conn.is_none() {
-            connecting.set(true);
-            let c0 = self.clock.now();
-            let c = self.connector.connect().await?;
-            self.recorder.borrow_mut().connect(self.clock.now() - c0);
-            reader.reset();
-            connecting.set(false);
-            *conn = Some(c);
-        }
-        let c = conn.as_mut().expect("connected above");
-        let sent = self.clock.now();
-        c.write_all(&request[..self.request_len * batch.len()])
-            .await
-            .map_err(|e| ErrorClass::from_io(&e, false))?;
-        for &t in batch {
-            let meta = reader.read(c).await?;
-            self.recorder
-                .borrow_mut()
-                .response(t, sent, self.clock.now(), meta.status);
-            done.set(done.get() + 1);
-            if meta.close && done.get() < batch.len() {
-                return Err(ErrorClass::ConnectionClosed);
+        let mut resends = 0;
+        'connection: loop {
+            if conn.is_none() {
+                connecting.set(true);
+                let c0 = self.clock.now();
+                let c = self.connector.connect().await?;
+                self.recorder.borrow_mut().connect(self.clock.now() - c0);
+                reader.reset();
+                *served = 0;
+                connecting.set(false);
+                *conn = Some(c);
             }
-            if meta.close {
+            let c = conn.as_mut().expect("connected above");
+            let rest = &batch[done.get()..];
+            let sent = self.clock.now();
+            c.write_all(&request[..self.request_len * rest.len()])
+                .await
+                .map_err(|e| ErrorClass::from_io(&e, false))?;
+            for &t in rest {
+                match reader.read(c).await {
+                    Ok(meta) => {
+                        self.recorder
+                            .borrow_mut()
+                            .response(t, sent, self.clock.now(), meta.status);
+                        done.set(done.get() + 1);
+                        *served += 1;
+                        if !meta.close {
+                            continue;
+                        }
+                        // With keep-alive off loadlab asked for the close itself.
+                        if !self.cfg.keep_alive {
+                            *conn = None;
+                            return Ok(());
+                        }
+                    }
+                    // A clean close before any byte of this response, on a connection that
+                    // has answered before: an idle keep-alive connection the server closed.
+                    Err(ErrorClass::ConnectionClosed) if *served > 0 && !reader.began() => {}
+                    Err(class) => return Err(class),
+                }
                 *conn = None;
-                break;
+                self.recorder.borrow_mut().server_close(*served);
+                if done.get() == batch.len() {
+                    return Ok(());
+                }
+                if !self.cfg.resend_unprocessed || resends >= MAX_RESENDS {
+                    return Err(ErrorClass::ConnectionClosed);
+                }
+                resends += 1;
+                let mut rec = self.recorder.borrow_mut();
+                for &t in &batch[done.get()..] {
+                    rec.resent(t);
+                }
+                continue 'connection;
             }
+            return Ok(());
         }
-        Ok(())
     }
 
     /// HTTP/2: sends one request as a stream on the slot's connection, reads the response
-    /// (and for gRPC its trailers) and records it.
+    /// (and for gRPC its trailers) and records it. A stream the server never processed
+    /// (refused, or above the `last_stream_id` of its `GOAWAY`) is sent again on a new
+    /// connection, whatever the method (RFC 9113 §8.7), latency charged from its intended
+    /// send time; the connection that sent `GOAWAY` takes no new streams.
     async fn http2(
         &self,
         slot: &mut Slot,
@@ -473,42 +542,82 @@ impl Ctx {
         deadline: u64,
         connecting: &Cell<bool>,
     ) -> Result<(), ErrorClass> {
+        let mut resends = 0;
+        loop {
+            let live = match slot.cached.take() {
+                Some(live) if slot.conn.is_current(live.0) => live,
+                _ => self.h2_connection(&slot.conn, connecting).await?,
+            };
+            let (generation, state) = (live.0, live.2.clone());
+            match self.h2_stream(slot, live, intended, deadline).await {
+                Ok(()) => return Ok(()),
+                Err(StreamFailure::Unprocessed) if resends < MAX_RESENDS => {
+                    slot.conn.invalidate(generation);
+                    resends += 1;
+                    self.recorder.borrow_mut().resent(intended);
+                }
+                Err(StreamFailure::Unprocessed) => return Err(ErrorClass::StreamReset),
+                Err(StreamFailure::Failed(class)) => {
+                    if state.goaway().is_some() {
+                        slot.conn.invalidate(generation);
+                    }
+                    return Err(class);
+                }
+            }
+        }
+    }
+
+    /// One attempt of [`Ctx::http2`] on the live connection `live`.
+    async fn h2_stream(
+        &self,
+        slot: &mut Slot,
+        live: Live,
+        intended: u64,
+        deadline: u64,
+    ) -> Result<(), StreamFailure> {
         let Request::Http2(template) = &self.request else {
             unreachable!("HTTP/2 slots are only built for HTTP/2 requests");
         };
-        let (generation, send) = match slot.cached.take() {
-            Some((g, s)) if slot.conn.is_current(g) => (g, s),
-            _ => self.h2_connection(&slot.conn, connecting).await?,
-        };
-        let mut send = match send.ready().await {
-            Ok(s) => s,
-            Err(e) => {
-                slot.conn.invalidate(generation);
-                return Err(from_h2(&e, false));
+        let (generation, send, state) = live;
+        // Not sent: on a connection its server is closing, that is "never processed".
+        let not_sent = |e: h2::Error| {
+            slot.conn.invalidate(generation);
+            if state.goaway().is_some() {
+                StreamFailure::Unprocessed
+            } else {
+                StreamFailure::Failed(from_h2(&e, false))
             }
         };
+        let mut send = send.ready().await.map_err(&not_sent)?;
         let sent = self.clock.now();
         let request = template.request(deadline.saturating_sub(sent));
         let body = template.body();
         let (response, mut stream) = send
             .send_request(request, body.is_none())
-            .map_err(|e| from_h2(&e, false))?;
-        slot.cached = Some((generation, send));
+            .map_err(&not_sent)?;
+        let id = u32::from(response.stream_id());
+        let failed = |e: h2::Error| {
+            if state.unprocessed(&e, id) {
+                StreamFailure::Unprocessed
+            } else {
+                StreamFailure::Failed(from_h2(&e, false))
+            }
+        };
+        slot.cached = Some((generation, send, state.clone()));
         if let Some(body) = body {
-            stream
-                .send_data(body.clone(), true)
-                .map_err(|e| from_h2(&e, false))?;
+            stream.send_data(body.clone(), true).map_err(&failed)?;
         }
-        let response = response.await.map_err(|e| from_h2(&e, false))?;
+        let response = response.await.map_err(&failed)?;
         let status = response.status().as_u16();
         let mut grpc = http2::grpc_status(response.headers());
         let mut body = response.into_body();
+        let after_headers = |e: h2::Error| StreamFailure::Failed(from_h2(&e, false));
         while let Some(chunk) = body.data().await {
-            let chunk = chunk.map_err(|e| from_h2(&e, false))?;
+            let chunk = chunk.map_err(after_headers)?;
             let _ = body.flow_control().release_capacity(chunk.len());
         }
         if template.is_grpc() && grpc.is_none() {
-            if let Some(trailers) = body.trailers().await.map_err(|e| from_h2(&e, false))? {
+            if let Some(trailers) = body.trailers().await.map_err(after_headers)? {
                 grpc = http2::grpc_status(&trailers);
             }
         }
@@ -517,7 +626,7 @@ impl Ctx {
         match (template.is_grpc(), status, grpc) {
             (true, 200, Some(code)) => rec.grpc_reply(intended, sent, now, code),
             // A 200 without grpc-status is not a gRPC reply.
-            (true, 200, None) => return Err(ErrorClass::MalformedResponse),
+            (true, 200, None) => return Err(StreamFailure::Failed(ErrorClass::MalformedResponse)),
             // A proxy's error page, or a plain HTTP/2 reply.
             _ => rec.response(intended, sent, now, status),
         }
@@ -530,7 +639,7 @@ impl Ctx {
         &self,
         conn: &Rc<H2Conn>,
         connecting: &Cell<bool>,
-    ) -> Result<(u64, h2::client::SendRequest<Bytes>), ErrorClass> {
+    ) -> Result<Live, ErrorClass> {
         loop {
             let changed = conn.changed();
             if let Some(live) = conn.current() {
@@ -544,6 +653,9 @@ impl Ctx {
             let c0 = self.clock.now();
             let io = self.connector.connect().await?;
             self.recorder.borrow_mut().connect(self.clock.now() - c0);
+            let state = Rc::new(ConnState::default());
+            self.h2_states.borrow_mut().push(state.clone());
+            let io = GoAwayWatch::new(io, state.clone());
             let (send, driver) = h2::client::Builder::new()
                 .initial_window_size(http2::STREAM_WINDOW)
                 .initial_connection_window_size(http2::CONNECTION_WINDOW)
@@ -552,13 +664,13 @@ impl Ctx {
                 .await
                 .map_err(|e| from_h2(&e, true))?;
             connecting.set(false);
-            let generation = conn.install(send.clone());
+            let generation = conn.install(send.clone(), state.clone());
             let owner = conn.clone();
             tokio::task::spawn_local(async move {
                 let _ = driver.await;
                 owner.invalidate(generation);
             });
-            return Ok((generation, send));
+            return Ok((generation, send, state));
         }
     }
 

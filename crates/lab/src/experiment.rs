@@ -420,6 +420,7 @@ impl Runner<'_> {
                 .collect(),
             body: template::render(&s.body, &mut lookup).into_bytes(),
             pipeline: 1,
+            retry_unprocessed: false,
             insecure: true,
             source_addrs: l.source_addrs.clone(),
             seed: None,

@@ -135,7 +135,7 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     }
     if r.offered_rps.is_some() && r.successful > 0 {
         match &r.latency_trend {
-            Some(t) if t.pace() < slo.min_achieved_ratio => limits.push(Limit::Throughput),
+            Some(t) if t.pace < slo.min_achieved_ratio => limits.push(Limit::Throughput),
             Some(_) => {}
             None => unresolved.push(format!(
                 "throughput not judged: {} successful requests are too few to tell a growing queue from latency spread (at least {})",

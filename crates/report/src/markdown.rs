@@ -86,7 +86,7 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
             out.push(format!(
                 "fell behind: latency grew {:.0} ms per second of load, kept pace with {:.0} % of arrivals",
                 1000.0 * t.slope,
-                100.0 * t.pace()
+                100.0 * t.pace
             ));
         }
     }

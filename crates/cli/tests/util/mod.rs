@@ -3,6 +3,7 @@
 //! is always checked against the committed schema.
 #![allow(dead_code)]
 
+pub mod goaway;
 pub mod h2;
 pub mod lab;
 pub mod netns;
@@ -38,6 +39,14 @@ pub enum Behavior {
     Silent,
     /// Answers bytes that are not HTTP.
     Malformed,
+    /// `200 OK`; the n-th response of each connection says `Connection: close` and the
+    /// server closes (nginx's `keepalive_requests`): requests behind it go unanswered.
+    CloseAfter(u64),
+    /// `200 OK` without any `Connection: close`; after the n-th response of each connection
+    /// the server closes it cleanly (an idle keep-alive timeout, say).
+    SilentCloseAfter(u64),
+    /// `200 OK`; the n-th response of each connection is cut in the middle of its body.
+    CutAfter(u64),
 }
 
 /// Counters a test server keeps.
@@ -47,6 +56,8 @@ pub struct Counters {
     pub accepts: AtomicU64,
     /// Requests read.
     pub requests: AtomicU64,
+    /// Complete responses written.
+    pub answered: AtomicU64,
 }
 
 /// A server on 127.0.0.1:0 (or a given listener), running until dropped.
@@ -217,8 +228,11 @@ async fn connection(
     stall: Arc<Mutex<Stall>>,
 ) {
     let mut buf = Vec::new();
+    let mut on_conn = 0u64;
     while let Some(close) = read_request(&mut sock, &mut buf).await {
         c.requests.fetch_add(1, Ordering::Relaxed);
+        on_conn += 1;
+        let mut server_close = false;
         let out = match &behavior {
             Behavior::Ok => response(200, "ok"),
             Behavior::Status(s) => response(*s, "x"),
@@ -244,8 +258,35 @@ async fn connection(
                 return;
             }
             Behavior::Malformed => b"garbage\r\n\r\n".to_vec(),
+            Behavior::CloseAfter(n) if on_conn == *n => {
+                server_close = true;
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".to_vec()
+            }
+            Behavior::SilentCloseAfter(n) => {
+                server_close = on_conn == *n;
+                response(200, "ok")
+            }
+            Behavior::CutAfter(n) if on_conn == *n => {
+                let _ = sock
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok")
+                    .await;
+                let _ = sock.shutdown().await;
+                return;
+            }
+            Behavior::CloseAfter(_) | Behavior::CutAfter(_) => response(200, "ok"),
         };
         if sock.write_all(&out).await.is_err() {
+            return;
+        }
+        c.answered.fetch_add(1, Ordering::Relaxed);
+        if server_close {
+            // What was pipelined behind is dropped unread; FIN, not RST, goes first.
+            let _ = sock.shutdown().await;
+            let mut sink = [0u8; 4096];
+            let _ = tokio::time::timeout(Duration::from_millis(500), async {
+                while matches!(sock.read(&mut sink).await, Ok(n) if n > 0) {}
+            })
+            .await;
             return;
         }
         if close || matches!(behavior, Behavior::Malformed) {

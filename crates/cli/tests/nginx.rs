@@ -1,0 +1,153 @@
+//! End to end against Debian's nginx with its defaults: `keepalive_requests 1000` closes
+//! every keep-alive connection (HTTP/1.1 with `Connection: close`, HTTP/2 with `GOAWAY`)
+//! after 1,000 requests. loadlab must report zero errors where every request was answered
+//! in the end, and show the closes and the re-sent requests.
+//!
+//! nginx must be installed (`.ci/run` installs it); without it this test fails, it does
+//! not skip.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use util::{run, temp_path};
+
+/// nginx in its own prefix directory on two loopback ports, stopped when dropped.
+struct Nginx {
+    child: Child,
+    http: u16,
+    https: u16,
+    dir: PathBuf,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn nginx_binary() -> PathBuf {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("nginx is not installed: `apt-get install nginx` (.ci/run does)")
+}
+
+impl Nginx {
+    fn start() -> Nginx {
+        let dir = temp_path("nginx");
+        std::fs::create_dir_all(dir.join("logs")).unwrap();
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
+        std::fs::write(dir.join("key.pem"), cert.key_pair.serialize_pem()).unwrap();
+        let (http, https) = (free_port(), free_port());
+        let d = dir.display();
+        // Only what the test needs; keepalive_requests and keepalive_timeout stay at
+        // nginx's defaults (1000 requests, 75 s).
+        let conf = format!(
+            "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log warn;\n\
+             events {{ worker_connections 1024; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  \
+             fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  \
+             server {{ listen 127.0.0.1:{http}; location / {{ return 200 \"ok\"; }} }}\n  \
+             server {{ listen 127.0.0.1:{https} ssl http2; ssl_certificate {d}/cert.pem; \
+             ssl_certificate_key {d}/key.pem; location / {{ return 200 \"ok\"; }} }}\n}}\n"
+        );
+        std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+        let child = Command::new(nginx_binary())
+            .arg("-p")
+            .arg(&dir)
+            .arg("-c")
+            .arg(dir.join("nginx.conf"))
+            .arg("-e")
+            .arg(dir.join("logs/error.log"))
+            .spawn()
+            .expect("starting nginx");
+        let n = Nginx {
+            child,
+            http,
+            https,
+            dir,
+        };
+        n.wait_ready();
+        n
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for port in [self.http, self.https] {
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    Instant::now() < deadline,
+                    "nginx did not listen on {port}: {}",
+                    log(&self.dir)
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+fn log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("logs/error.log")).unwrap_or_default()
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn u(j: &serde_json::Value, key: &str) -> u64 {
+    j[key].as_u64().unwrap_or_else(|| panic!("{key}: {j}"))
+}
+
+#[test]
+fn stock_nginx_closing_every_thousand_requests_is_not_an_error() {
+    let nginx = Nginx::start();
+
+    // HTTP/1.1, 16 requests pipelined: the 1,000th response says Connection: close.
+    let url = format!("http://127.0.0.1:{}/", nginx.http);
+    let r = run(&[&url, "-n", "50000", "-c", "8", "--pipeline", "16"]);
+    let j = r.json();
+    assert_eq!(u(j, "errors_total"), 0, "{}\n{}", r.stdout, log(&nginx.dir));
+    assert_eq!(u(j, "successful"), 50_000);
+    assert!(u(j, "resent_unprocessed") > 0, "{}", r.stdout);
+    assert!(u(j, "server_closes") >= 45, "{}", r.stdout);
+    let per = j["requests_per_server_close"].as_f64().unwrap();
+    assert!((990.0..=1000.0).contains(&per), "{per}");
+
+    // HTTP/2 over TLS: GOAWAY after 1,000 streams, 128 in flight.
+    let url = format!("https://localhost:{}/", nginx.https);
+    let r = run(&[
+        "--http2",
+        &url,
+        "--insecure",
+        "-n",
+        "50000",
+        "-c",
+        "4",
+        "--concurrency",
+        "128",
+    ]);
+    let j = r.json();
+    assert_eq!(u(j, "errors_total"), 0, "{}\n{}", r.stdout, log(&nginx.dir));
+    assert_eq!(u(j, "successful"), 50_000);
+    assert!(u(j, "server_closes") >= 45, "{}", r.stdout);
+    assert!(r.stdout.contains("server closes"), "{}", r.stdout);
+}
