@@ -11,6 +11,20 @@ use std::sync::atomic::Ordering;
 use util::goaway::{GoAwayServer, LastStream};
 use util::{grpc, helloworld_proto, run, Behavior, TestServer};
 
+/// `loadlab run --http2` against `s`: 2 connections, 32 streams, `n` requests.
+fn h2_run(s: &GoAwayServer, n: &str) -> util::RunOutput {
+    run(&[
+        "--http2",
+        &s.url(),
+        "-c",
+        "2",
+        "--concurrency",
+        "32",
+        "-n",
+        n,
+    ])
+}
+
 fn u(v: &serde_json::Value, key: &str) -> u64 {
     v[key]
         .as_u64()
@@ -84,16 +98,7 @@ fn http1_post_is_resent_only_when_allowed() {
 #[test]
 fn http2_streams_above_goaway_are_resent_and_every_request_is_answered_once() {
     let s = GoAwayServer::start(100, LastStream::Answer, false);
-    let r = run(&[
-        "--http2",
-        &s.url(),
-        "-c",
-        "2",
-        "--concurrency",
-        "32",
-        "-n",
-        "5000",
-    ]);
+    let r = h2_run(&s, "5000");
     let j = r.json();
     assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
     assert_eq!(u(j, "successful"), 5000);
@@ -109,16 +114,7 @@ fn http2_streams_above_goaway_are_resent_and_every_request_is_answered_once() {
 fn http2_streams_the_server_processed_and_then_reset_are_errors() {
     // The last stream before each GOAWAY is reset: processed, then failed.
     let s = GoAwayServer::start(100, LastStream::Reset, false);
-    let r = run(&[
-        "--http2",
-        &s.url(),
-        "-c",
-        "2",
-        "--concurrency",
-        "32",
-        "-n",
-        "3000",
-    ]);
+    let r = h2_run(&s, "3000");
     let j = r.json();
     let reset = s.counters.reset.load(Ordering::Relaxed);
     assert!(reset >= 29, "{reset}");

@@ -50,13 +50,16 @@ fn knee_search_finds_a_known_capacity() {
 fn knee_range_contains_the_capacity_of_a_queueing_server_with_latency_spread() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Capacity 400/s that queues (never refuses), plus 0-80 ms of latency that costs no
-    // capacity: above 400/s latency grows through the step; below, it only spreads.
+    // capacity: above 400/s latency grows through the step; below, it only spreads. The
+    // search starts at 300 and grows by 1.5: a step at 2x capacity would hold ~1,000
+    // connections open into this thread-per-connection fixture, and the kernel work that
+    // costs can delay loadlab's sends enough to be (rightly) called generator-limited.
     let plan = write_plan(
         "knee-spread",
         &plan_text(
             "\"--queue-capacity\", \"400\", \"--latency-ms\", \"0-80\"",
             "mode = [\"knee-spread\"]",
-            "knee = { start = 100, max = 3200, precision = 0.05 }\nstep_duration = \"2s\"\nwarmup = \"200ms\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
+            "knee = { start = 300, max = 3200, precision = 0.05, growth = 1.5 }\nstep_duration = \"2s\"\nwarmup = \"200ms\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
         )
         .replace("timeout = \"1s\"", "timeout = \"10s\""),
     );

@@ -128,7 +128,8 @@ fn stock_nginx_closing_every_thousand_requests_is_not_an_error() {
     assert_eq!(u(j, "errors_total"), 0, "{}\n{}", r.stdout, log(&nginx.dir));
     assert_eq!(u(j, "successful"), 50_000);
     assert!(u(j, "resent_unprocessed") > 0, "{}", r.stdout);
-    assert!(u(j, "server_closes") >= 45, "{}", r.stdout);
+    // 50 connections' worth; up to 8 end the run part-way through their 1,000.
+    assert!(u(j, "server_closes") >= 40, "{}", r.stdout);
     let per = j["requests_per_server_close"].as_f64().unwrap();
     assert!((990.0..=1000.0).contains(&per), "{per}");
 
@@ -148,6 +149,6 @@ fn stock_nginx_closing_every_thousand_requests_is_not_an_error() {
     let j = r.json();
     assert_eq!(u(j, "errors_total"), 0, "{}\n{}", r.stdout, log(&nginx.dir));
     assert_eq!(u(j, "successful"), 50_000);
-    assert!(u(j, "server_closes") >= 45, "{}", r.stdout);
+    assert!(u(j, "server_closes") >= 40, "{}", r.stdout);
     assert!(r.stdout.contains("server closes"), "{}", r.stdout);
 }

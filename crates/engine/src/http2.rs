@@ -174,7 +174,7 @@ impl ConnState {
         if self.counted.replace(true) {
             return None;
         }
-        Some((u64::from(last) + 1) / 2)
+        Some(u64::from(last).div_ceil(2))
     }
 
     /// Whether a stream that failed with `err` was never processed by the server: refused

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
-use super::Background;
+use super::{accept_loop, Background};
 
 /// What to do with the n-th stream, the `last_stream_id` of the `GOAWAY`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -48,20 +48,11 @@ impl GoAwayServer {
     /// with `grpc`, every answer is an empty gRPC reply with `grpc-status: 0`.
     pub fn start(per_connection: u64, last: LastStream, grpc: bool) -> GoAwayServer {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let rt = Background::new();
         let counters = Arc::new(GoAwayCounters::default());
         let c = counters.clone();
-        rt.spawn(async move {
-            let listener = TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((sock, _)) = listener.accept().await else {
-                    continue;
-                };
-                c.accepts.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(connection(sock, per_connection, last, grpc, c.clone()));
-            }
+        let (addr, rt) = accept_loop(listener, move |sock| {
+            c.accepts.fetch_add(1, Ordering::Relaxed);
+            connection(sock, per_connection, last, grpc, c.clone())
         });
         GoAwayServer {
             addr,

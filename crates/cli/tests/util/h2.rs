@@ -9,9 +9,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response};
-use tokio::net::TcpListener;
 
-use super::{Background, Stall};
+use super::{accept_loop, Background, Stall};
 
 /// How the server answers.
 #[derive(Clone, Copy, Debug)]
@@ -53,21 +52,12 @@ pub struct H2Server {
 impl H2Server {
     pub fn start(behavior: H2Behavior) -> H2Server {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let rt = Background::new();
         let counters = Arc::new(H2Counters::default());
         let c = counters.clone();
         let stall = Arc::new(Mutex::new(Stall::default()));
-        rt.spawn(async move {
-            let listener = TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((sock, _)) = listener.accept().await else {
-                    continue;
-                };
-                c.accepts.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(connection(sock, behavior, c.clone(), stall.clone()));
-            }
+        let (addr, rt) = accept_loop(listener, move |sock| {
+            c.accepts.fetch_add(1, Ordering::Relaxed);
+            connection(sock, behavior, c.clone(), stall.clone())
         });
         H2Server {
             addr,

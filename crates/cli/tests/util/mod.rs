@@ -78,21 +78,12 @@ impl TestServer {
 
     /// Serves on an already bound listener (e.g. one bound inside a network namespace).
     pub fn serve(listener: std::net::TcpListener, behavior: Behavior) -> TestServer {
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let rt = Background::new();
         let counters = Arc::new(Counters::default());
         let stall = Arc::new(Mutex::new(Stall::default()));
         let c = counters.clone();
-        rt.spawn(async move {
-            let listener = TcpListener::from_std(listener).unwrap();
-            loop {
-                let Ok((sock, _)) = listener.accept().await else {
-                    continue;
-                };
-                c.accepts.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(connection(sock, behavior.clone(), c.clone(), stall.clone()));
-            }
+        let (addr, rt) = accept_loop(listener, move |sock| {
+            c.accepts.fetch_add(1, Ordering::Relaxed);
+            connection(sock, behavior.clone(), c.clone(), stall.clone())
         });
         TestServer {
             addr,
@@ -112,6 +103,27 @@ impl TestServer {
     pub fn requests(&self) -> u64 {
         self.counters.requests.load(Ordering::Relaxed)
     }
+}
+
+/// Accepts connections on `listener` forever (until the returned runtime is dropped),
+/// running `serve(socket)` for each on a task of its own. Shared by every test server.
+pub fn accept_loop<F, Fut>(listener: std::net::TcpListener, serve: F) -> (SocketAddr, Background)
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let rt = Background::new();
+    rt.spawn(async move {
+        let listener = TcpListener::from_std(listener).unwrap();
+        loop {
+            if let Ok((sock, _)) = listener.accept().await {
+                tokio::spawn(serve(sock));
+            }
+        }
+    });
+    (addr, rt)
 }
 
 /// The once-only stall of `StallOnce`, shared by a server's connections (HTTP/1.1 and
