@@ -153,3 +153,29 @@ fn a_miss_the_count_cannot_resolve_is_reported_not_failed() {
     );
     assert!(report.contains("Unresolved"), "{report}");
 }
+
+#[test]
+fn a_sustained_step_above_an_unsustained_one_is_called_non_monotonic() {
+    // 1 s steps with 1 s pauses; a 400 ms stall ~2.2 s after start lands in the second
+    // step only (p99 bound 100 ms), so the third, at a higher rate, is sustained again.
+    let (steps, report) = run(
+        "nonmono",
+        "\"--stall-at-ms\", \"2200\", \"--stall-ms\", \"400\"",
+        "steps = [20, 40, 60]\nstep_duration = \"1s\"\npause = \"1s\"\nwarmup = \"0s\"\nconnections = 4\nthreads = 1\ncpus = \"1\"",
+        "[slo]\np99_ms = 100\n",
+        "2s",
+    );
+    let sustained: Vec<bool> = steps
+        .iter()
+        .map(|s| s["verdict"]["sustained"].as_bool().unwrap())
+        .collect();
+    assert_eq!(sustained, [true, false, true], "{report}");
+    assert!(
+        report.contains("non-monotonic: sustained at 60 above 40"),
+        "{report}"
+    );
+    assert!(
+        report.contains("| between 20 and 40 | latency |"),
+        "{report}"
+    );
+}

@@ -136,7 +136,7 @@ pub fn render(r: &RunResult) -> String {
             if t.resolved {
                 let _ = writeln!(
                     out,
-                    "  trend           the server fell behind: latency grew {:.0} ms per second of arrivals (±{:.0}), so it kept pace with {:.1} % of them",
+                    "  trend           the server fell behind: latency grew {:.0} ms per second of arrivals (±{:.0}); it delivered its successes at {:.1} % of the rate they were sent",
                     1000.0 * t.slope,
                     1000.0 * t.stderr,
                     100.0 * t.pace

@@ -82,11 +82,11 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
         }
     }
     if step.verdict.limits.contains(&Limit::Throughput) {
-        if let Some(t) = &r.latency_trend {
+        if let (Some(t), Some(offered)) = (&r.latency_trend, r.offered_rps) {
             out.push(format!(
-                "fell behind: latency grew {:.0} ms per second of load, kept pace with {:.0} % of arrivals",
+                "fell behind: latency grew {:.0} ms per second of load, served {:.0} % of the offered rate",
                 1000.0 * t.slope,
-                100.0 * t.pace
+                100.0 * r.achieved_rps / offered
             ));
         }
     }
@@ -307,7 +307,7 @@ fn knee_cell(best: Option<f64>, fail: Option<f64>) -> String {
         (Some(b), Some(f)) => format!("between {} and {}", num(b), num(f)),
         (Some(b), None) => format!("at least {}", num(b)),
         (None, Some(f)) => format!("below {}", num(f)),
-        (None, None) => "none".into(),
+        (None, None) => "unknown".into(),
     }
 }
 
@@ -345,10 +345,18 @@ fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
             .map(|s| s.load)
             .reduce(f64::max)
     });
+    // Nothing sustained and nothing the server failed: loadlab was the limit throughout.
+    let generator_only = best.is_none()
+        && fail.is_none()
+        && list
+            .iter()
+            .any(|s| s.verdict.limits.contains(&Limit::GeneratorLimited));
     FixedKnee {
         best,
         fail: fail.map(|s| s.load),
-        limit: fail.and_then(|s| server_limit(s)),
+        limit: fail
+            .and_then(|s| server_limit(s))
+            .or(generator_only.then_some(Limit::GeneratorLimited)),
         non_monotonic: above.zip(fail).map(|(a, f)| {
             format!(
                 "sustained at {} above {}, which was not sustained",
@@ -399,7 +407,7 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
     let slo = &plan["slo"];
     let _ = writeln!(
         out,
-        "Sustained means: {}errors at most {:.1} % of requests, {}. A clause fails only on a difference the step's request count resolves at {:.1} % confidence; achieved throughput is the successes over the window, or over the time the server took to serve them when it fell behind (see the README).\n",
+        "Sustained means: {}errors at most {:.1} % of requests, {}. A clause fails only on a difference the step's request count resolves at {:.1} % confidence; achieved throughput is the successes over the window or, when the server fell behind, at most the rate the middle half of them completed at (see the README).\n",
         slo["p99_ms"]
             .as_f64()
             .map(|p| format!("p99 latency at most {p} ms, "))
@@ -409,7 +417,7 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
             "no throughput bound in closed loop".to_string()
         } else {
             format!(
-                "the server kept pace with at least {:.0} % of the arrivals (its latency did not grow through the step)",
+                "the server kept up with the arrivals (when its latency grew through the step, it still delivered its successes at {:.0} % or more of the rate they were sent)",
                 100.0 * min_ratio
             )
         },
@@ -471,7 +479,11 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
                         k.outcome.knee,
                         k.outcome.first_unsustained,
                         k.outcome.limited_by,
-                        if k.outcome.confirmed { "yes" } else { "no" },
+                        match (k.outcome.range, k.outcome.confirmed) {
+                            (None, _) => "-",
+                            (Some(_), true) => "yes",
+                            (Some(_), false) => "no",
+                        },
                     ),
                     None => {
                         let f = fixed_knee(list);
