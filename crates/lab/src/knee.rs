@@ -103,8 +103,8 @@ pub struct KneeOutcome {
     pub summary: String,
 }
 
-/// A load value as reports print it.
-pub fn fmt(v: f64) -> String {
+/// A load value as summaries print it.
+fn fmt(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
