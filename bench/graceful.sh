@@ -40,19 +40,8 @@ command -v openssl >/dev/null || missing+=(openssl)
 command -v python3 >/dev/null || missing+=(python3)
 apt_install "${missing[@]}"
 
-DIR=$(mktemp -d /tmp/loadlab-graceful.XXXXXX)
-chmod 755 "$DIR"
-NGX_PID=
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    stop_run
-    stop_pid "$NGX_PID" QUIT
-    rm -rf "$DIR"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; exit 130' INT TERM
+server_dir graceful
+DIR=$SRV_DIR
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 HTTP_PORT=$(free_port)

@@ -168,21 +168,7 @@ RESULTS=$OUTDIR/grpc-$STAMP.jsonl
 mkdir -p "$RAW"
 : >"$RESULTS"
 
-SRV_DIR=$(mktemp -d /tmp/loadlab-grpcbench.XXXXXX)
-chmod 755 "$SRV_DIR"
-NGX_PID=
-GRT_PID=
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    stop_run
-    stop_pid "$NGX_PID" QUIT
-    stop_pid "$GRT_PID" TERM
-    rm -rf "$SRV_DIR"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; exit 130' INT TERM
+server_dir grpcbench
 
 GRPC_ADDR=
 if has_suite grpc; then

@@ -44,3 +44,23 @@ stop_pid() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
 }
+
+# server_dir NAME : makes $SRV_DIR (/tmp/loadlab-NAME.XXXXXX, readable by nginx's workers)
+# and, on exit or interrupt, stops the current run, nginx ($NGX_PID) and any other server
+# ($GRT_PID), and removes the directory.
+SRV_DIR= NGX_PID= GRT_PID=
+server_dir() {
+    SRV_DIR=$(mktemp -d "/tmp/loadlab-$1.XXXXXX")
+    chmod 755 "$SRV_DIR"
+    trap bench_cleanup EXIT
+    trap 'log "interrupted"; exit 130' INT TERM
+}
+bench_cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    stop_run
+    stop_pid "$NGX_PID" QUIT
+    stop_pid "$GRT_PID" TERM
+    rm -rf "$SRV_DIR"
+    exit "$rc"
+}

@@ -119,19 +119,8 @@ RESULTS=$OUTDIR/peers-$STAMP.jsonl
 mkdir -p "$RAW"
 : >"$RESULTS"
 
-NGX_DIR=$(mktemp -d /tmp/loadlab-peers.XXXXXX)
-chmod 755 "$NGX_DIR"
-NGX_PID=
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    stop_run
-    stop_pid "$NGX_PID" QUIT
-    rm -rf "$NGX_DIR"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; exit 130' INT TERM
+server_dir peers
+NGX_DIR=$SRV_DIR
 
 PORT=$($PY freeport)
 URL="http://127.0.0.1:$PORT/"
