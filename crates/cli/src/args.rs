@@ -1,11 +1,12 @@
 //! Command-line arguments (clap stays in this crate) and their translation into the
-//! engine's [`RunSpec`].
+//! engine's [`Workload`].
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use loadlab_engine::{Arrival, GrpcCall, RunSpec};
+use loadlab_engine::config::{parse_duration, CpuList, Request, SourceAddrs, TransportFlags};
+use loadlab_engine::{Arrival, GrpcCall, LoadModel, Transport, Workload};
 
 /// Find where a web server breaks, and why.
 #[derive(Parser, Debug)]
@@ -211,7 +212,7 @@ pub struct LoadArgs {
     /// Pin worker threads to these CPUs, e.g. 1 or 2-3 (worker i takes the i-th), to keep
     /// loadlab off the server's cores.
     #[arg(long, help_heading = "Load")]
-    pub cpus: Option<String>,
+    pub cpus: Option<CpuList>,
 
     /// Per-request deadline (connect + response), counted from the intended send time.
     /// gRPC: also sent as grpc-timeout; a passed deadline counts as DEADLINE_EXCEEDED.
@@ -220,7 +221,7 @@ pub struct LoadArgs {
     /// Local source addresses for new connections: 127.0.0.2-127.0.0.17, a list A,B,C, or a
     /// count N (127.0.0.2 onwards, loopback targets).
     #[arg(long, help_heading = "Connections")]
-    pub source_addrs: Option<String>,
+    pub source_addrs: Option<SourceAddrs>,
     /// Skip TLS certificate verification for https:// targets.
     #[arg(short = 'k', long, help_heading = "Connections")]
     pub insecure: bool,
@@ -330,38 +331,24 @@ pub struct GrpcArgs {
     pub output: OutputArgs,
 }
 
-/// Parses `10s`, `500ms`, `2m`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t.starts_with('-') {
-        return Err(format!(
-            "`{s}` is negative: give a duration above 0, e.g. 10s"
-        ));
-    }
-    if let Ok(secs) = t.parse::<f64>() {
-        return if secs.is_finite() && secs >= 0.0 {
-            Ok(Duration::from_secs_f64(secs))
-        } else {
-            Err(format!("`{s}` is not a duration: use e.g. 10s, 500ms, 2m"))
-        };
-    }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 10s, 500ms, 2m"))
-}
-
 impl LoadArgs {
-    /// A spec for `url` with these load settings (request fields at their defaults).
-    pub fn to_spec(&self, url: String) -> RunSpec {
-        RunSpec {
+    /// A workload for `url` over `transport` with these load settings (request fields at
+    /// their defaults).
+    pub fn to_workload(&self, url: String, transport: Transport) -> Workload {
+        Workload {
             url,
-            rate: self.rate,
-            arrival: match self.arrival {
-                ArrivalArg::Constant => Arrival::Constant,
-                ArrivalArg::Poisson => Arrival::Poisson,
+            load: match self.rate {
+                Some(rate) => LoadModel::Open {
+                    rate,
+                    arrival: match self.arrival {
+                        ArrivalArg::Constant => Arrival::Constant,
+                        ArrivalArg::Poisson => Arrival::Poisson,
+                    },
+                },
+                None => LoadModel::Closed,
             },
+            transport,
             connections: self.connections,
-            max_connections: self.max_connections,
-            concurrency: self.concurrency,
             duration: self.duration,
             requests: self.requests,
             warmup: self.warmup,
@@ -371,55 +358,78 @@ impl LoadArgs {
             source_addrs: self.source_addrs.clone(),
             seed: self.seed,
             cpus: self.cpus.clone(),
-            ..RunSpec::default()
+            ..Workload::default()
+        }
+    }
+
+    /// The transport flags these load settings contribute to.
+    fn transport_flags(&self) -> TransportFlags {
+        TransportFlags {
+            http2: false,
+            grpc: None,
+            keep_alive: true,
+            pipeline: 1,
+            connections: self.connections,
+            max_connections: self.max_connections,
+            concurrency: self.concurrency,
+            retry_unprocessed: false,
         }
     }
 }
 
 impl RunArgs {
-    /// The engine's view of these arguments.
-    pub fn to_spec(&self) -> anyhow::Result<RunSpec> {
+    /// The workload these arguments describe.
+    pub fn to_workload(&self) -> anyhow::Result<Workload> {
         let body = match (&self.body, &self.body_file) {
             (Some(b), _) => b.clone().into_bytes(),
             (None, Some(p)) => std::fs::read(p)
                 .map_err(|e| anyhow::anyhow!("--body-file {}: cannot read: {e}", p.display()))?,
             (None, None) => Vec::new(),
         };
-        Ok(RunSpec {
+        let transport = TransportFlags {
+            http2: self.http2,
             keep_alive: self.keep_alive == OnOff::On,
-            method: self.method.clone(),
-            headers: self.headers.clone(),
-            body,
             pipeline: self.pipeline,
             retry_unprocessed: self.retry_unprocessed,
-            http2: self.http2,
-            ..self.load.to_spec(self.url.clone())
+            ..self.load.transport_flags()
+        }
+        .transport()?;
+        Ok(Workload {
+            request: Request {
+                method: self.method.clone(),
+                headers: self.headers.clone(),
+                body,
+            },
+            ..self.load.to_workload(self.url.clone(), transport)
         })
     }
 }
 
 impl GrpcArgs {
-    /// The engine's view of these arguments: resolves the call from the proto (every
+    /// The workload these arguments describe: resolves the call from the proto (every
     /// mistake in the proto, the call, the data or the metadata is reported here, before
     /// any load).
-    pub fn to_spec(&self) -> anyhow::Result<RunSpec> {
+    pub fn to_workload(&self) -> anyhow::Result<Workload> {
         let data = match &self.data_file {
             Some(p) => std::fs::read_to_string(p)
                 .map_err(|e| anyhow::anyhow!("--data-file {}: cannot read: {e}", p.display()))?,
             None => self.data.clone(),
         };
-        let call =
-            loadlab_grpc::UnaryCall::resolve(&self.proto, &self.import_paths, &self.call, &data)?;
-        let metadata = loadlab_grpc::parse_metadata(&self.metadata)?;
+        let call = GrpcCall::resolve(
+            &self.proto,
+            &self.import_paths,
+            &self.call,
+            &data,
+            &self.metadata,
+        )
+        .map_err(|(_, e)| e)?;
         let url = grpc_url(&self.addr)?;
-        Ok(RunSpec {
-            grpc: Some(GrpcCall {
-                path: call.path().to_string(),
-                frame: call.request_frame(),
-                metadata,
-            }),
-            ..self.load.to_spec(url)
-        })
+        let transport = TransportFlags {
+            grpc: Some(call),
+            ..self.load.transport_flags()
+        }
+        .transport()?;
+        Ok(self.load.to_workload(url, transport))
     }
 }
 
@@ -450,15 +460,6 @@ pub fn grpc_url(addr: &str) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert!(parse_duration("-1s").unwrap_err().contains("negative"));
-        assert!(parse_duration("soon").is_err());
-    }
 
     #[test]
     fn clap_definition_is_valid() {

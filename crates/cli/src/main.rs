@@ -36,12 +36,7 @@ fn main() -> ExitCode {
             let bad_input = e.downcast_ref::<BadInput>().is_some()
                 || e.downcast_ref::<loadlab_lab::PlanError>().is_some()
                 || e.downcast_ref::<EngineError>().is_some_and(|e| {
-                    matches!(
-                        e,
-                        EngineError::Config(_)
-                            | EngineError::FdLimit { .. }
-                            | EngineError::Resolve { .. }
-                    )
+                    matches!(e, EngineError::Config(_) | EngineError::FdLimit { .. })
                 });
             ExitCode::from(if bad_input {
                 EXIT_BAD_INPUT
@@ -119,18 +114,18 @@ pub(crate) fn cancel_on_signal(token: CancellationToken) {
 }
 
 fn cmd_run(a: &RunArgs) -> anyhow::Result<ExitCode> {
-    let spec = a.to_spec().map_err(|e| BadInput(format!("{e:#}")))?;
-    execute(spec, &a.output)
+    let workload = a.to_workload().map_err(|e| BadInput(format!("{e:#}")))?;
+    execute(workload, &a.output)
 }
 
 fn cmd_grpc(a: &GrpcArgs) -> anyhow::Result<ExitCode> {
-    let spec = a.to_spec().map_err(|e| BadInput(format!("{e:#}")))?;
-    execute(spec, &a.output)
+    let workload = a.to_workload().map_err(|e| BadInput(format!("{e:#}")))?;
+    execute(workload, &a.output)
 }
 
-/// Runs one validated spec: progress, summary, JSON, exit status.
-fn execute(spec: loadlab_engine::RunSpec, out: &OutputArgs) -> anyhow::Result<ExitCode> {
-    let cfg = match spec.validate() {
+/// Validates and runs one workload: progress, summary, JSON, exit status.
+fn execute(workload: loadlab_engine::Workload, out: &OutputArgs) -> anyhow::Result<ExitCode> {
+    let cfg = match workload.validate() {
         Ok(c) => c,
         Err(e) => return Err(EngineError::Config(e).into()),
     };

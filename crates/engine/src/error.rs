@@ -20,8 +20,10 @@ pub enum ErrorClass {
     /// The response did not complete before the request's deadline.
     RequestTimeout,
     /// A complete response with a 4xx status.
+    #[serde(rename = "http_4xx")]
     Http4xx,
     /// A complete response with a 5xx status.
+    #[serde(rename = "http_5xx")]
     Http5xx,
     /// Bytes that are not a valid HTTP/1.1 response.
     MalformedResponse,
@@ -87,6 +89,11 @@ impl ErrorClass {
         }
     }
 
+    /// The class of a [`name`](ErrorClass::name).
+    pub fn from_name(name: &str) -> Option<ErrorClass> {
+        ErrorClass::ALL.into_iter().find(|c| c.name() == name)
+    }
+
     /// A human description for summaries.
     pub fn describe(self) -> &'static str {
         match self {
@@ -135,6 +142,74 @@ impl ErrorClass {
     }
 }
 
+/// Failures counted per class. In JSON an object with every class's name as a key
+/// (`{"connect_refused": 0, ...}`), so readers index it by [`ErrorClass`], never by string.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorCounts([u64; ErrorClass::COUNT]);
+
+impl ErrorCounts {
+    /// Counts taken from per-class counters indexed by [`ErrorClass::index`].
+    pub fn from_array(counts: [u64; ErrorClass::COUNT]) -> ErrorCounts {
+        ErrorCounts(counts)
+    }
+
+    /// The sum over every class.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// Every class with its count, in [`ErrorClass::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (ErrorClass, u64)> + '_ {
+        ErrorClass::ALL.iter().map(|&c| (c, self.0[c.index()]))
+    }
+
+    /// The sum over `classes`.
+    pub fn sum_of(&self, classes: &[ErrorClass]) -> u64 {
+        classes.iter().map(|&c| self[c]).sum()
+    }
+}
+
+impl std::ops::Index<ErrorClass> for ErrorCounts {
+    type Output = u64;
+    fn index(&self, class: ErrorClass) -> &u64 {
+        &self.0[class.index()]
+    }
+}
+
+impl std::ops::IndexMut<ErrorClass> for ErrorCounts {
+    fn index_mut(&mut self, class: ErrorClass) -> &mut u64 {
+        &mut self.0[class.index()]
+    }
+}
+
+impl Serialize for ErrorCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        // Sorted by name, as the `BTreeMap` results were written with before this type.
+        let mut by_name: Vec<_> = self.iter().map(|(c, n)| (c.name(), n)).collect();
+        by_name.sort_unstable();
+        let mut map = s.serialize_map(Some(by_name.len()))?;
+        for (name, n) in by_name {
+            map.serialize_entry(name, &n)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorCounts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ErrorCounts, D::Error> {
+        // A class missing from an older result counts 0; an unknown name is an error.
+        let map = std::collections::BTreeMap::<String, u64>::deserialize(d)?;
+        let mut counts = ErrorCounts::default();
+        for (name, n) in map {
+            let class = ErrorClass::from_name(&name)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown error class `{name}`")))?;
+            counts[class] = n;
+        }
+        Ok(counts)
+    }
+}
+
 /// Classifies an `h2` error.
 pub(crate) fn from_h2(err: &h2::Error, connecting: bool) -> ErrorClass {
     if let Some(io) = err.get_io() {
@@ -177,14 +252,6 @@ pub enum EngineError {
         /// Current hard limit.
         hard: u64,
     },
-    /// The host name of the URL did not resolve.
-    #[error("cannot resolve host `{host}`: {source}")]
-    Resolve {
-        /// The host that failed.
-        host: String,
-        /// The resolver's error.
-        source: io::Error,
-    },
     /// A worker thread or its runtime could not start.
     #[error("cannot start worker thread: {0}")]
     Worker(io::Error),
@@ -205,7 +272,32 @@ mod tests {
         assert_eq!(names.len(), ErrorClass::COUNT);
         for (i, c) in ErrorClass::ALL.iter().enumerate() {
             assert_eq!(c.index(), i);
+            // serde spells each class as results do.
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name());
         }
+    }
+
+    #[test]
+    fn counts_serialize_as_a_map_of_every_class_by_name() {
+        let mut counts = ErrorCounts::default();
+        counts[ErrorClass::Http5xx] = 3;
+        counts[ErrorClass::ConnectRefused] = 1;
+        let json = serde_json::to_value(counts).unwrap();
+        let obj = json.as_object().unwrap();
+        assert_eq!(obj.len(), ErrorClass::COUNT);
+        assert_eq!(obj["http_5xx"], 3);
+        assert_eq!(obj["connect_refused"], 1);
+        assert_eq!(obj["other"], 0);
+        let keys: Vec<_> = obj.keys().cloned().collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted, "keys in name order, as before");
+        let back: ErrorCounts = serde_json::from_value(json).unwrap();
+        assert_eq!(back, counts);
+        assert_eq!(back.total(), 4);
+        let old: ErrorCounts = serde_json::from_str(r#"{"http_4xx": 2}"#).unwrap();
+        assert_eq!(old[ErrorClass::Http4xx], 2);
+        assert!(serde_json::from_str::<ErrorCounts>(r#"{"nope": 2}"#).is_err());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! loadlab's load engine, with no CLI dependencies.
 //!
 //! # Layout
-//! - [`config`]: a [`RunSpec`] (as the user wrote it) validated into a [`RunConfig`].
+//! - [`config`]: a [`Workload`] (flags, a plan scenario, or the wire) validated into a
+//!   [`RunConfig`].
 //! - [`schedule`]: open-loop arrival schedules split across workers.
 //! - [`http1`], [`conn`]: the HTTP/1.1 transport (plain TCP or TLS).
 //! - [`http2`]: the HTTP/2 transport (h2c or TLS with ALPN), plain requests and gRPC
@@ -36,8 +37,10 @@ pub mod stats;
 pub mod summary;
 pub mod worker;
 
-pub use config::{Arrival, ConfigError, GrpcCall, LoadModel, Protocol, RunConfig, RunSpec};
-pub use error::{EngineError, ErrorClass};
+pub use config::{
+    Arrival, ConfigError, GrpcCall, LoadModel, Model, Protocol, RunConfig, Transport, Workload,
+};
+pub use error::{EngineError, ErrorClass, ErrorCounts};
 pub use result::{RunResult, SecondStats};
 pub use runner::{run, RunOptions};
 pub use tokio_util::sync::CancellationToken;

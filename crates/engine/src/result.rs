@@ -8,9 +8,9 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Arrival, Protocol};
+use crate::config::{Arrival, Model, Protocol};
 use crate::env::Environment;
-use crate::error::ErrorClass;
+use crate::error::{ErrorClass, ErrorCounts};
 use crate::recorder::{new_histogram, WorkerTotals, GRPC_CODES, TOTAL_SIGFIG};
 use crate::stats::{LatencyTrend, TrendSums};
 
@@ -167,7 +167,7 @@ pub struct RunResult {
     #[serde(default)]
     pub protocol: Protocol,
     /// `open` or `closed`.
-    pub model: String,
+    pub model: Model,
     /// Arrival spacing (open loop).
     pub arrival: Option<Arrival>,
     /// Offered requests/s (open loop), null in closed loop.
@@ -214,7 +214,7 @@ pub struct RunResult {
     /// Schedule lag.
     pub schedule_lag_ms: LagStats,
     /// Failures by class (every class listed).
-    pub errors: BTreeMap<String, u64>,
+    pub errors: ErrorCounts,
     /// Sum of `errors`.
     pub errors_total: u64,
     /// Responses by status code.
@@ -265,13 +265,8 @@ impl RunResult {
     }
 
     /// Failures by class, largest first, zeros left out.
-    pub fn nonzero_errors(&self) -> Vec<(&str, u64)> {
-        let mut v: Vec<_> = self
-            .errors
-            .iter()
-            .filter(|(_, &n)| n > 0)
-            .map(|(k, &n)| (k.as_str(), n))
-            .collect();
+    pub fn nonzero_errors(&self) -> Vec<(ErrorClass, u64)> {
+        let mut v: Vec<_> = self.errors.iter().filter(|&(_, n)| n > 0).collect();
         v.sort_by_key(|e| std::cmp::Reverse(e.1));
         v
     }

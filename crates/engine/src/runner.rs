@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::config::{Arrival, LoadModel, Protocol, RunConfig};
+use crate::config::{Arrival, LoadModel, Model, Protocol, RunConfig};
 use crate::env::{self, Environment};
 use crate::error::{EngineError, ErrorClass};
 use crate::recorder::{new_histogram, IntervalReport, WorkerTotals, INTERVAL_SIGFIG};
@@ -138,9 +138,10 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
             crate::http1::encode_request(&cfg).repeat(cfg.pipeline as usize),
         )),
         Protocol::Http2 | Protocol::Grpc => Request::Http2(Arc::new(
+            // Validation already built this template once: it cannot fail here.
             crate::http2::Template::new(&cfg).map_err(|e| {
                 EngineError::Config(crate::config::ConfigError::Value {
-                    field: "-H/--header",
+                    field: crate::config::Field::Header,
                     value: e,
                     allowed: "header names and values valid in HTTP/2".into(),
                 })
@@ -221,11 +222,8 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
     let lag = LagStats::from_histogram(&m.lag);
     let generator_notes = generator_notes(&m, &lag);
 
-    let errors: BTreeMap<String, u64> = ErrorClass::ALL
-        .iter()
-        .map(|c| (c.name().to_string(), m.errors[c.index()]))
-        .collect();
-    let errors_total = m.errors.iter().sum();
+    let errors = crate::error::ErrorCounts::from_array(m.errors);
+    let errors_total = errors.total();
     warnings.extend(outcome_warnings(&m));
     let status_codes = m
         .status
@@ -240,15 +238,15 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         .map(|c| (c.name().to_string(), m.grpc[usize::from(c.code())]))
         .collect();
     let (model, arrival, offered_rps) = match cfg.model {
-        LoadModel::Open { rate, arrival } => ("open", Some(arrival), Some(rate)),
-        LoadModel::Closed => ("closed", None::<Arrival>, None),
+        LoadModel::Open { rate, arrival } => (Model::Open, Some(arrival), Some(rate)),
+        LoadModel::Closed => (Model::Closed, None::<Arrival>, None),
     };
     Ok(RunResult {
         schema_version: SCHEMA_VERSION,
         url: cfg.target.url.clone(),
         method: cfg.method.clone(),
         protocol: cfg.protocol,
-        model: model.into(),
+        model,
         arrival,
         offered_rps,
         connections: cfg.connections,

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::config::Protocol;
+use crate::error::ErrorClass;
 use crate::result::{LatencyStats, RunResult, StopReason};
 
 fn ms(v: Option<f64>) -> String {
@@ -108,13 +109,13 @@ pub fn render(r: &RunResult) -> String {
             out,
             "  EVERY REQUEST FAILED: no successful response, so no latency figures."
         );
-        for (name, n) in &errors {
-            let _ = writeln!(out, "    {n:>10}  {name}");
+        for (class, n) in &errors {
+            let _ = writeln!(out, "    {n:>10}  {}", class.name());
         }
         if r.requests == 0
             && errors
                 .iter()
-                .any(|(n, _)| *n == "connect_refused" || *n == "connect_timeout")
+                .any(|(c, _)| matches!(c, ErrorClass::ConnectRefused | ErrorClass::ConnectTimeout))
         {
             let _ = writeln!(
                 out,
@@ -158,7 +159,10 @@ pub fn render(r: &RunResult) -> String {
             );
         }
         if !errors.is_empty() {
-            let list: Vec<String> = errors.iter().map(|(n, c)| format!("{n} {c}")).collect();
+            let list: Vec<String> = errors
+                .iter()
+                .map(|(class, n)| format!("{} {n}", class.name()))
+                .collect();
             let _ = writeln!(out, "  errors          {}", list.join(", "));
         }
     }

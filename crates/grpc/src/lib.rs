@@ -15,6 +15,8 @@
 //! - [`status`]: [`GrpcStatus`], the 17 canonical status codes, parsed from `grpc-status`.
 //! - [`metadata`]: [`parse_metadata`], validated custom request metadata.
 //! - [`error`]: [`GrpcError`]; every variant says what is wrong and where.
+//! - [`wire`]: [`GrpcCall`], a resolved call as the transport sends it (serializable), built
+//!   by [`GrpcCall::resolve`] for `loadlab grpc` and plan scenarios alike.
 //!
 //! All validation happens in [`UnaryCall::resolve`] and [`parse_metadata`], before any load
 //! is generated; the per-request path is [`UnaryCall::request_frame`] (a reference-counted
@@ -30,9 +32,11 @@ pub mod frame;
 mod json;
 pub mod metadata;
 pub mod status;
+pub mod wire;
 
 #[cfg(feature = "resolve")]
 pub use call::UnaryCall;
 pub use error::GrpcError;
 pub use metadata::parse_metadata;
 pub use status::GrpcStatus;
+pub use wire::{CallInput, GrpcCall};

@@ -116,6 +116,18 @@ fn append_line<T: Serialize>(file: &mut File, value: &T) -> std::io::Result<()> 
     file.sync_data()
 }
 
+/// Reads a JSON file of the bundle (`plan.json`, `environment.json`) back into the type
+/// that wrote it; a file that does not decode is `InvalidData` naming the file.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> std::io::Result<T> {
+    let text = std::fs::read_to_string(path)?;
+    serde_json::from_str(&text).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
 fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
     std::fs::write(path, text + "\n")

@@ -1,15 +1,14 @@
 //! What a plan asks of the machine, for the pre-flight checks of `loadlab doctor` and
 //! `loadlab lab` (the checks themselves live in `loadlab_system::doctor`).
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use loadlab_system::doctor::Demand;
 
 use crate::plan::{Model, Plan, Steps};
 use crate::template;
 
-/// The engine's default pool ceiling in open loop (see `RunSpec::validate`).
-const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
+use loadlab_engine::config::workload::DEFAULT_MAX_CONNECTIONS;
 
 /// The most the plan will ask of the machine at any step.
 pub fn demand(plan: &Plan) -> Demand {
@@ -50,13 +49,7 @@ pub fn demand(plan: &Plan) -> Demand {
                 h == "localhost" || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
             })
     });
-    let source_addrs = l
-        .source_addrs
-        .as_deref()
-        .and_then(|s| {
-            loadlab_engine::config::parse_source_addrs(s, IpAddr::V4(Ipv4Addr::LOCALHOST)).ok()
-        })
-        .map_or(1, |v| v.len() as u64);
+    let source_addrs = l.source_addrs.as_ref().map_or(1, |s| s.len() as u64);
     Demand {
         connections: per_run * parallel,
         backlog,

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use loadlab_engine::{CancellationToken, RunOptions, RunResult, RunSpec};
+use loadlab_engine::config::CpuList;
+use loadlab_engine::{CancellationToken, RunOptions, RunResult};
 use loadlab_system::probe::{ProbeReport, Prober};
 
 use crate::bundle::{Bundle, ConfigRecord, ConfigStatus, ScenarioKnee, StepRecord, BUNDLE_VERSION};
@@ -14,7 +15,6 @@ use crate::knee::{self, KneeParams, Phase, StepSignal};
 use crate::matrix::{self, Config};
 use crate::plan::{Model, Plan, ScenarioSpec, Steps};
 use crate::target::{self, StartError, TargetExit, TargetSet};
-use crate::template;
 use crate::verdict::{judge, Limit};
 
 /// How the caller steers an experiment.
@@ -79,8 +79,8 @@ struct Runner<'a> {
     /// When the first configuration started (the ETA uses the observed time per step).
     started: Instant,
     configs_total: usize,
-    /// `load.cpus` as `--cpus` takes it, if this machine has those CPUs.
-    load_cpus: Option<String>,
+    /// `load.cpus`, if this machine has those CPUs.
+    load_cpus: Option<CpuList>,
 }
 
 /// A knee search's step count is not known in advance; this many is typical.
@@ -134,12 +134,7 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
         steps_planned: planned_steps(plan, configs.len()),
         started: Instant::now(),
         configs_total: configs.len(),
-        load_cpus: target::usable_cpus(&plan.load.cpus).map(|c| {
-            c.iter()
-                .map(|n| n.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        }),
+        load_cpus: target::usable_cpus(&plan.load.cpus).map(CpuList::new),
     };
     let mut done = Vec::new();
     for (i, config) in configs.iter().enumerate() {
@@ -377,57 +372,6 @@ impl Runner<'_> {
         }
     }
 
-    fn spec(
-        &self,
-        s: &ScenarioSpec,
-        vars: &BTreeMap<String, String>,
-        value: Option<f64>,
-    ) -> RunSpec {
-        let l = &self.plan.load;
-        let mut lookup = |k: &str| vars.get(k).cloned();
-        // Over HTTP/2 a closed-loop step is a number of streams over `load.connections`.
-        let multiplexed = s.protocol.multiplexed();
-        let (rate, connections, max_connections, concurrency) = match (l.model, value) {
-            (Model::Open, v) if multiplexed => (v.or(s.rate), l.connections, None, l.concurrency),
-            (Model::Open, v) => (v.or(s.rate), l.connections, l.max_connections, None),
-            (Model::Closed, Some(c)) if multiplexed => {
-                (None, l.connections.min(c as u64), None, Some(c as u64))
-            }
-            (Model::Closed, Some(c)) => (None, c as u64, None, None),
-            (Model::Closed, None) if multiplexed => (None, l.connections, None, l.concurrency),
-            (Model::Closed, None) => (None, l.connections, None, None),
-        };
-        RunSpec {
-            http2: s.protocol == loadlab_engine::Protocol::Http2,
-            grpc: s.grpc.clone(),
-            concurrency,
-            url: template::render(&s.url, &mut lookup),
-            rate,
-            arrival: l.arrival,
-            connections,
-            max_connections,
-            duration: Some(l.step_duration),
-            requests: s.requests,
-            warmup: l.warmup,
-            keep_alive: s.keep_alive,
-            timeout: s.timeout,
-            threads: l.threads,
-            method: s.method.clone(),
-            headers: s
-                .headers
-                .iter()
-                .map(|h| template::render(h, &mut lookup))
-                .collect(),
-            body: template::render(&s.body, &mut lookup).into_bytes(),
-            pipeline: 1,
-            retry_unprocessed: false,
-            insecure: true,
-            source_addrs: l.source_addrs.clone(),
-            seed: None,
-            cpus: self.load_cpus.clone(),
-        }
-    }
-
     /// Runs one step of `scenarios` (several at once in together mode) and appends it.
     #[allow(clippy::too_many_arguments)]
     fn step(
@@ -442,8 +386,8 @@ impl Runner<'_> {
     ) -> Result<(Vec<StepRecord>, Option<TargetExit>), LabError> {
         let mut cfgs = Vec::new();
         for s in scenarios {
-            let spec = self.spec(s, vars, value);
-            let cfg = spec.validate().map_err(|e| LabError::Scenario {
+            let workload = self.plan.workload(s, vars, value, self.load_cpus.clone());
+            let cfg = workload.validate().map_err(|e| LabError::Scenario {
                 scenario: s.name.clone(),
                 config: config.id.clone(),
                 source: e.into(),

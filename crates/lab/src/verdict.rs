@@ -1,7 +1,7 @@
 //! Whether a step was sustained, and if not, what limited it.
 
 use loadlab_engine::stats;
-use loadlab_engine::RunResult;
+use loadlab_engine::{ErrorClass, RunResult};
 use serde::{Deserialize, Serialize};
 
 use crate::plan::Slo;
@@ -112,7 +112,8 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     if r.generator_limited {
         limits.push(Limit::GeneratorLimited);
     }
-    let attempts = r.requests + r.errors_total - r.errors["http_4xx"] - r.errors["http_5xx"];
+    let attempts =
+        r.requests + r.errors_total - r.errors.sum_of(&[ErrorClass::Http4xx, ErrorClass::Http5xx]);
     if attempts == 0
         || count_clause(
             r.errors_total,

@@ -6,25 +6,21 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use loadlab_lab::bundle::{read_configs, read_steps, ConfigRecord, ConfigStatus, StepRecord};
+use loadlab_engine::env::Environment;
+use loadlab_engine::ErrorClass;
+use loadlab_lab::bundle::{
+    read_configs, read_json, read_steps, ConfigRecord, ConfigStatus, StepRecord,
+};
 use loadlab_lab::knee::Phase;
+use loadlab_lab::plan::{Model, Plan, Steps};
 use loadlab_lab::verdict::Limit;
-use serde_json::Value;
 
+/// The error classes the report counts as timeouts.
+const TIMEOUTS: [ErrorClass; 2] = [ErrorClass::RequestTimeout, ErrorClass::ConnectTimeout];
 /// A latency this many times the first step's is called out.
 const BLOWUP: f64 = 10.0;
 /// Within this factor of the lowest mean latency of a table is "near the latency floor".
 const FLOOR: f64 = 1.5;
-
-fn read_json(path: &Path) -> std::io::Result<Value> {
-    let text = std::fs::read_to_string(path)?;
-    serde_json::from_str(&text).map_err(|e| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("{}: {e}", path.display()),
-        )
-    })
-}
 
 fn ms(v: Option<f64>) -> String {
     match v {
@@ -59,15 +55,15 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
     if r.all_failed() {
         out.push("every request failed".into());
     }
-    let timeouts = r.errors["request_timeout"] + r.errors["connect_timeout"];
+    let timeouts = r.errors.sum_of(&TIMEOUTS);
     if timeouts > 0 {
         out.push(format!("{timeouts} timeouts"));
     }
     let other: Vec<String> = r
         .nonzero_errors()
         .into_iter()
-        .filter(|(k, _)| *k != "request_timeout" && *k != "connect_timeout")
-        .map(|(k, n)| format!("{n} {k}"))
+        .filter(|(class, _)| !TIMEOUTS.contains(class))
+        .map(|(class, n)| format!("{n} {}", class.name()))
         .collect();
     if !other.is_empty() {
         out.push(other.join(", "));
@@ -176,14 +172,14 @@ fn together_table(out: &mut String, steps: &[&StepRecord], config: Option<&Confi
             ms(r.latency_ms.mean),
             ms(r.latency_ms.p99),
             num(r.achieved_rps),
-            r.errors["request_timeout"] + r.errors["connect_timeout"],
+            r.errors.sum_of(&TIMEOUTS),
             r.errors_total,
             r.duration_s
         );
     }
     let timeouts: u64 = steps
         .iter()
-        .map(|s| s.result.errors["request_timeout"] + s.result.errors["connect_timeout"])
+        .map(|s| s.result.errors.sum_of(&TIMEOUTS))
         .sum();
     let _ = writeln!(
         out,
@@ -229,7 +225,7 @@ fn side_by_side(
             if r.errors_total == 0 {
                 "0".into()
             } else {
-                let top = r.nonzero_errors().first().map(|e| e.0).unwrap_or("");
+                let top = r.nonzero_errors().first().map_or("", |e| e.0.name());
                 format!(
                     "{:.1} % {top}",
                     100.0 * r.errors_total as f64 / total.max(1) as f64
@@ -369,50 +365,39 @@ fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
 
 /// Renders the Markdown report of the bundle in `dir`.
 pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
-    let plan = read_json(&dir.join("plan.json"))?;
-    let env = read_json(&dir.join("environment.json")).unwrap_or(Value::Null);
+    let plan: Plan = read_json(&dir.join("plan.json"))?;
+    let env: Option<Environment> = read_json(&dir.join("environment.json")).ok();
     let steps = read_steps(dir)?;
     let configs = read_configs(dir)?;
-    let closed = plan["load"]["model"] == "closed";
-    let together = plan["load"]["steps"] == "together";
-    let min_ratio = plan["slo"]["min_achieved_ratio"].as_f64().unwrap_or(0.98);
-    let scenario_order: Vec<String> = plan["scenarios"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s["name"].as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
+    let closed = plan.load.model == Model::Closed;
+    let together = plan.load.steps == Steps::Together;
+    let min_ratio = plan.slo.min_achieved_ratio;
+    let scenario_order: Vec<String> = plan.scenarios.iter().map(|s| s.name.clone()).collect();
 
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# loadlab report: {}\n",
-        plan["name"].as_str().unwrap_or("plan")
-    );
-    if let Some(d) = plan["description"].as_str().filter(|d| !d.is_empty()) {
-        let _ = writeln!(out, "{}\n", d.trim());
+    let _ = writeln!(out, "# loadlab report: {}\n", plan.name);
+    if !plan.description.is_empty() {
+        let _ = writeln!(out, "{}\n", plan.description.trim());
     }
+    let unknown = || "?".to_string();
     let _ = writeln!(
         out,
         "Run {} on {} ({} cores), kernel {}, loadlab {}{}. Latency is measured from each request's intended send time.\n",
-        env["started_at"].as_str().unwrap_or("?"),
-        env["cpu_model"].as_str().unwrap_or("?"),
-        env["cores"].as_u64().unwrap_or(0),
-        env["kernel"].as_str().unwrap_or("?"),
-        env["loadlab_version"].as_str().unwrap_or("?"),
-        if plan["quick"] == true { ", quick scale" } else { "" }
+        env.as_ref().map_or_else(unknown, |e| e.started_at.clone()),
+        env.as_ref().map_or_else(unknown, |e| e.cpu_model.clone()),
+        env.as_ref().map_or(0, |e| e.cores),
+        env.as_ref().map_or_else(unknown, |e| e.kernel.clone()),
+        env.as_ref().map_or_else(unknown, |e| e.loadlab_version.clone()),
+        if plan.quick { ", quick scale" } else { "" }
     );
-    let slo = &plan["slo"];
+    let slo = &plan.slo;
     let _ = writeln!(
         out,
         "Sustained means: {}errors at most {:.1} % of requests, {}. A clause fails only on a difference the step's request count resolves at {:.1} % confidence; achieved throughput is the successes over the window or, when the server fell behind, at most the rate the middle half of them completed at (see the README).\n",
-        slo["p99_ms"]
-            .as_f64()
+        slo.p99_ms
             .map(|p| format!("p99 latency at most {p} ms, "))
             .unwrap_or_default(),
-        100.0 * slo["max_error_rate"].as_f64().unwrap_or(0.01),
+        100.0 * slo.max_error_rate,
         if closed {
             "no throughput bound in closed loop".to_string()
         } else {

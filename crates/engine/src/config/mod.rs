@@ -1,0 +1,239 @@
+//! Two-stage configuration: a [`Workload`] as the user gave it (flags, a plan scenario at
+//! one step, or the wire) becomes a validated [`RunConfig`]. Every error names the
+//! [`Field`], the value and what is allowed.
+//!
+//! - [`workload`]: the [`Workload`] and its [`Transport`], with the one set of defaults.
+//! - [`values`]: durations, CPU lists, source addresses and headers, each with one parser.
+//! - [`validate`]: [`Workload::validate`] and [`ConfigError`].
+
+pub mod validate;
+pub mod values;
+pub mod workload;
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use loadlab_grpc::GrpcCall;
+pub use validate::{ConfigError, Field};
+pub use values::{parse_duration, CpuList, SourceAddrs};
+pub use workload::{Request, Transport, TransportFlags, Workload};
+
+/// How arrivals are spaced in open loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrival {
+    /// Evenly spaced, `1/rate` apart.
+    #[default]
+    Constant,
+    /// Exponentially distributed gaps (a Poisson process) with mean `1/rate`.
+    Poisson,
+}
+
+/// The load model, with its rate in open loop.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "model", rename_all = "snake_case", deny_unknown_fields)]
+pub enum LoadModel {
+    /// Requests are sent on a schedule whatever the server does (tsung, JMeter, wrk2).
+    Open {
+        /// Offered requests per second, summed over all workers.
+        rate: f64,
+        /// Spacing of arrivals.
+        #[serde(default)]
+        arrival: Arrival,
+    },
+    /// Each connection sends its next request when the previous response ends (wrk, ab).
+    Closed,
+}
+
+impl LoadModel {
+    /// Open or closed, without the rate.
+    pub fn kind(self) -> Model {
+        match self {
+            LoadModel::Open { .. } => Model::Open,
+            LoadModel::Closed => Model::Closed,
+        }
+    }
+}
+
+/// Open or closed loop, as results and plans name it (`"open"`, `"closed"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Model {
+    /// Requests on a schedule; steps are rates.
+    Open,
+    /// Each connection (or stream) waits for its response; steps are connections or streams.
+    Closed,
+}
+
+/// The URL scheme, which selects the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// Plain TCP.
+    Http,
+    /// TLS through rustls.
+    Https,
+}
+
+/// The wire protocol of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// HTTP/1.1: one request in flight per connection (or a pipelined batch).
+    #[default]
+    Http1,
+    /// HTTP/2: requests multiplexed as streams over a fixed set of connections (h2c prior
+    /// knowledge on plain TCP, ALPN `h2` over TLS).
+    Http2,
+    /// gRPC unary calls over HTTP/2; the reply's `grpc-status` decides success.
+    Grpc,
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+
+    /// Reads the name results and plans use.
+    fn from_str(s: &str) -> Result<Protocol, String> {
+        [Protocol::Http1, Protocol::Http2, Protocol::Grpc]
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| "\"http1\", \"http2\" or \"grpc\"".into())
+    }
+}
+
+impl std::str::FromStr for Model {
+    type Err = String;
+
+    /// Reads `open` or `closed`.
+    fn from_str(s: &str) -> Result<Model, String> {
+        match s {
+            "open" => Ok(Model::Open),
+            "closed" => Ok(Model::Closed),
+            _ => Err("\"open\" or \"closed\"".into()),
+        }
+    }
+}
+
+impl std::str::FromStr for Arrival {
+    type Err = String;
+
+    /// Reads `constant` or `poisson`.
+    fn from_str(s: &str) -> Result<Arrival, String> {
+        match s {
+            "constant" => Ok(Arrival::Constant),
+            "poisson" => Ok(Arrival::Poisson),
+            _ => Err("\"constant\" or \"poisson\"".into()),
+        }
+    }
+}
+
+impl Protocol {
+    /// The name results use (`http1`, `http2`, `grpc`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http1",
+            Protocol::Http2 => "http2",
+            Protocol::Grpc => "grpc",
+        }
+    }
+
+    /// True for the protocols carried by HTTP/2.
+    pub fn multiplexed(self) -> bool {
+        self != Protocol::Http1
+    }
+}
+
+/// Where requests go.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The URL as given.
+    pub url: String,
+    /// Transport.
+    pub scheme: Scheme,
+    /// Host as written in the URL (for `Host:` and TLS SNI).
+    pub host: String,
+    /// Port (explicit or the scheme's default).
+    pub port: u16,
+    /// Path and query.
+    pub path_and_query: String,
+    /// Resolved addresses; connections go to the first.
+    pub addrs: Vec<SocketAddr>,
+}
+
+/// A validated run.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Target.
+    pub target: Target,
+    /// Open or closed loop.
+    pub model: LoadModel,
+    /// Wire protocol.
+    pub protocol: Protocol,
+    /// Initial connections (closed loop, and HTTP/2: all of them).
+    pub connections: u64,
+    /// Pool ceiling (equal to `connections` in closed loop and over HTTP/2).
+    pub max_connections: u64,
+    /// Requests in flight: closed loop exactly this many, open loop at most. HTTP/1.1:
+    /// one per connection (`connections`, or `max_connections` in open loop); HTTP/2:
+    /// streams spread over the connections.
+    pub concurrency: u64,
+    /// The gRPC call, for [`Protocol::Grpc`].
+    pub grpc: Option<GrpcCall>,
+    /// Measured duration, if bounded by time.
+    pub duration: Option<Duration>,
+    /// Measured requests, if bounded by count.
+    pub requests: Option<u64>,
+    /// Warm-up.
+    pub warmup: Duration,
+    /// Connection reuse.
+    pub keep_alive: bool,
+    /// Per-request deadline from intended send time.
+    pub timeout: Duration,
+    /// Worker threads.
+    pub threads: usize,
+    /// HTTP method.
+    pub method: String,
+    /// Extra headers as `(name, value)`.
+    pub headers: Vec<(String, String)>,
+    /// Body.
+    pub body: Vec<u8>,
+    /// Pipeline depth (1 = none).
+    pub pipeline: u32,
+    /// HTTP/1.1 requests the server never processed may be re-sent on another connection:
+    /// the method is idempotent, or `--retry-unprocessed` allows it.
+    pub resend_unprocessed: bool,
+    /// Skip certificate checks.
+    pub insecure: bool,
+    /// Source addresses (empty: let the kernel choose).
+    pub source_addrs: Vec<IpAddr>,
+    /// Seed for random arrivals.
+    pub seed: u64,
+    /// CPUs the worker threads are pinned to (empty: not pinned).
+    pub cpus: Vec<usize>,
+}
+
+/// Number of cores available to this process.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// Pins the calling thread (and what it spawns afterwards) to `cpus`; the OS error if the
+/// kernel refuses (e.g. a CPU that does not exist).
+pub fn pin_current_thread(cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for cpu < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            if c < libc::CPU_SETSIZE as usize {
+                libc::CPU_SET(c, &mut set);
+            }
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

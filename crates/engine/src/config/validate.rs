@@ -1,0 +1,600 @@
+//! [`Workload::validate`]: every field checked once, the target parsed and resolved, the
+//! defaults that depend on the model and the protocol filled in. Errors name the
+//! [`Field`], which the CLI shows as its flag and a plan as its own key.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+
+use super::values::parse_header;
+use super::workload::{
+    Transport, Workload, DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS, DEFAULT_OPEN_STREAMS,
+    DEFAULT_STREAMS,
+};
+use super::{available_cores, LoadModel, Protocol, RunConfig, Scheme, Target};
+
+/// A setting of a [`Workload`], for error messages: [`Field::flag`] is how `loadlab run`
+/// spells it; plans map it to their own keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// The target URL.
+    Url,
+    /// The open-loop rate.
+    Rate,
+    /// Connections.
+    Connections,
+    /// The open-loop pool ceiling (HTTP/1.1).
+    MaxConnections,
+    /// Streams in flight (HTTP/2, gRPC).
+    Concurrency,
+    /// The measured duration.
+    Duration,
+    /// The measured request count.
+    Requests,
+    /// The warm-up.
+    Warmup,
+    /// The per-request deadline.
+    Timeout,
+    /// Worker threads.
+    Threads,
+    /// The HTTP/1.1 pipeline depth.
+    Pipeline,
+    /// Connection reuse.
+    KeepAlive,
+    /// The HTTP method.
+    Method,
+    /// A request header.
+    Header,
+    /// Local source addresses.
+    SourceAddrs,
+    /// CPUs for the worker threads.
+    Cpus,
+}
+
+impl Field {
+    /// Every field.
+    pub const ALL: [Field; 16] = [
+        Field::Url,
+        Field::Rate,
+        Field::Connections,
+        Field::MaxConnections,
+        Field::Concurrency,
+        Field::Duration,
+        Field::Requests,
+        Field::Warmup,
+        Field::Timeout,
+        Field::Threads,
+        Field::Pipeline,
+        Field::KeepAlive,
+        Field::Method,
+        Field::Header,
+        Field::SourceAddrs,
+        Field::Cpus,
+    ];
+
+    /// The `loadlab run` flag that sets it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Field::Url => "URL",
+            Field::Rate => "--rate",
+            Field::Connections => "--connections",
+            Field::MaxConnections => "--max-connections",
+            Field::Concurrency => "--concurrency",
+            Field::Duration => "--duration",
+            Field::Requests => "--requests",
+            Field::Warmup => "--warmup",
+            Field::Timeout => "--timeout",
+            Field::Threads => "--threads",
+            Field::Pipeline => "--pipeline",
+            Field::KeepAlive => "--keep-alive",
+            Field::Method => "-X/--method",
+            Field::Header => "-H/--header",
+            Field::SourceAddrs => "--source-addrs",
+            Field::Cpus => "--cpus",
+        }
+    }
+}
+
+/// What is wrong with a [`Workload`].
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The URL does not parse.
+    #[error("invalid URL `{url}`: {reason}")]
+    Url {
+        /// The URL given.
+        url: String,
+        /// What the parser said.
+        reason: String,
+    },
+    /// The URL's scheme has no transport.
+    #[error("unsupported scheme `{scheme}` in `{url}`: loadlab run speaks http:// and https://")]
+    Scheme {
+        /// The URL given.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// A value is outside its allowed range.
+    #[error("{} = {value} is not allowed: {allowed}", .field.flag())]
+    Value {
+        /// The setting at fault.
+        field: Field,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: String,
+    },
+    /// The host did not resolve.
+    #[error("cannot resolve host `{host}` of `{url}`: {reason}")]
+    Resolve {
+        /// The URL given.
+        url: String,
+        /// Its host.
+        host: String,
+        /// The resolver's message.
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    /// The setting at fault ([`Field::Url`] for the URL's own errors).
+    pub fn field(&self) -> Field {
+        match self {
+            ConfigError::Value { field, .. } => *field,
+            _ => Field::Url,
+        }
+    }
+
+    /// The message without the flag name in front (`VALUE is not allowed: ALLOWED`), for
+    /// callers that name the field their own way.
+    pub fn detail(&self) -> String {
+        match self {
+            ConfigError::Value { value, allowed, .. } => {
+                format!("{value} is not allowed: {allowed}")
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// What is allowed, with every flag it mentions spelled by `spell` instead (a plan
+    /// names its own keys).
+    pub fn allowed_as(&self, spell: impl Fn(Field) -> String) -> String {
+        let ConfigError::Value { allowed, .. } = self else {
+            return self.to_string();
+        };
+        // Longest flags first, so `--connections` is not replaced inside `--max-connections`.
+        let mut fields = Field::ALL;
+        fields.sort_by_key(|f| std::cmp::Reverse(f.flag().len()));
+        fields
+            .iter()
+            .filter(|f| f.flag().starts_with('-'))
+            .fold(allowed.clone(), |text, &f| {
+                text.replace(f.flag(), &spell(f))
+            })
+    }
+}
+
+/// A [`ConfigError::Value`].
+pub(crate) fn value_err(
+    field: Field,
+    value: impl ToString,
+    allowed: impl Into<String>,
+) -> ConfigError {
+    ConfigError::Value {
+        field,
+        value: value.to_string(),
+        allowed: allowed.into(),
+    }
+}
+
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2), and `host` (the URL's authority is sent).
+const CONNECTION_HEADERS: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+];
+
+/// Whether the target's host is looked up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resolve {
+    /// Resolve it (a run is about to start).
+    Yes,
+    /// Only an address literal or `localhost` (a plan is checked before its targets run).
+    Offline,
+}
+
+impl Workload {
+    /// Checks every field, resolves the target and fills in the defaults.
+    pub fn validate(&self) -> Result<RunConfig, ConfigError> {
+        self.build(Resolve::Yes)
+    }
+
+    /// Checks every field without looking the host up (a plan checks its scenarios this
+    /// way when it loads, before its targets run).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        self.build(Resolve::Offline).map(|_| ())
+    }
+
+    fn build(&self, resolve: Resolve) -> Result<RunConfig, ConfigError> {
+        let mut target = parse_target(&self.url, resolve)?;
+        if let LoadModel::Open { rate, .. } = self.load {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(value_err(
+                    Field::Rate,
+                    rate,
+                    "a number of requests per second above 0",
+                ));
+            }
+        }
+        if self.connections == 0 {
+            return Err(value_err(Field::Connections, 0, "at least 1"));
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return Err(value_err(
+                Field::Duration,
+                "0s",
+                "a duration above 0, e.g. 10s",
+            ));
+        }
+        if self.requests == Some(0) {
+            return Err(value_err(Field::Requests, 0, "at least 1"));
+        }
+        if self.timeout.is_zero() {
+            return Err(value_err(
+                Field::Timeout,
+                "0s",
+                "a duration above 0, e.g. 5s",
+            ));
+        }
+        let threads = self.threads.unwrap_or_else(available_cores);
+        if threads == 0 || threads > 1024 {
+            return Err(value_err(Field::Threads, threads, "1 to 1024"));
+        }
+        let protocol = self.transport.protocol();
+        let (connections, max_connections, concurrency, threads) = match &self.transport {
+            Transport::Http1 {
+                keep_alive,
+                pipeline,
+                max_connections,
+                ..
+            } => self.http1_pool(*keep_alive, *pipeline, *max_connections, threads)?,
+            Transport::Http2 { concurrency } | Transport::Grpc { concurrency, .. } => {
+                self.streams(*concurrency, threads)?
+            }
+        };
+        let (keep_alive, pipeline, retry_unprocessed) = match self.transport {
+            Transport::Http1 {
+                keep_alive,
+                pipeline,
+                retry_unprocessed,
+                ..
+            } => (keep_alive, pipeline, retry_unprocessed),
+            _ => (true, 1, false),
+        };
+        let grpc = match &self.transport {
+            Transport::Grpc { call, .. } => {
+                target.path_and_query = call.path.clone();
+                target.url = format!("{}{}", target.url.trim_end_matches('/'), call.path);
+                Some(call.clone())
+            }
+            _ => None,
+        };
+        let method = if protocol == Protocol::Grpc {
+            "POST".to_string()
+        } else {
+            self.request.method.trim().to_ascii_uppercase()
+        };
+        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(value_err(
+                Field::Method,
+                &self.request.method,
+                "an HTTP method such as GET or POST",
+            ));
+        }
+        let headers = self
+            .request
+            .headers
+            .iter()
+            .map(|h| parse_header(h).map_err(|allowed| value_err(Field::Header, h, allowed)))
+            .collect::<Result<Vec<_>, _>>()?;
+        if protocol.multiplexed() {
+            if let Some((name, _)) = headers
+                .iter()
+                .find(|(n, _)| CONNECTION_HEADERS.iter().any(|c| n.eq_ignore_ascii_case(c)))
+            {
+                return Err(value_err(
+                    Field::Header,
+                    name,
+                    "no connection-specific headers over HTTP/2 (connection, keep-alive, proxy-connection, transfer-encoding, upgrade, host: the URL gives :authority)",
+                ));
+            }
+        }
+        let source_addrs = match (&self.source_addrs, target.addrs.first()) {
+            (Some(s), Some(addr)) => s
+                .resolve(addr.ip())
+                .map_err(|allowed| value_err(Field::SourceAddrs, s, allowed))?,
+            _ => Vec::new(),
+        };
+        // RFC 9110 §9.2.2: a client may repeat an idempotent request it got no answer to.
+        let resend_unprocessed = retry_unprocessed
+            || matches!(
+                method.as_str(),
+                "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
+            );
+        let cfg = RunConfig {
+            target,
+            model: self.load,
+            protocol,
+            connections,
+            max_connections,
+            concurrency,
+            grpc,
+            duration: match (self.duration, self.requests) {
+                (None, None) => Some(DEFAULT_DURATION),
+                (d, _) => d,
+            },
+            requests: self.requests,
+            warmup: self.warmup,
+            keep_alive,
+            timeout: self.timeout,
+            threads,
+            method,
+            headers,
+            body: self.request.body.clone(),
+            pipeline,
+            resend_unprocessed,
+            insecure: self.insecure,
+            source_addrs,
+            seed: self.seed.unwrap_or_else(rand::random),
+            cpus: self
+                .cpus
+                .as_ref()
+                .map_or_else(Vec::new, |c| c.as_slice().to_vec()),
+        };
+        if protocol.multiplexed() {
+            // The HTTP/2 header block is built here once, so that a value HTTP/2 refuses
+            // is reported with the other mistakes, before any connection.
+            crate::http2::Template::new(&cfg).map_err(|e| {
+                value_err(Field::Header, e, "header names and values valid in HTTP/2")
+            })?;
+        }
+        Ok(cfg)
+    }
+
+    /// HTTP/1.1: `(connections, max_connections, concurrency, threads)`.
+    fn http1_pool(
+        &self,
+        keep_alive: bool,
+        pipeline: u32,
+        max_connections: Option<u64>,
+        threads: usize,
+    ) -> Result<(u64, u64, u64, usize), ConfigError> {
+        if pipeline == 0 || pipeline > 1024 {
+            return Err(value_err(Field::Pipeline, pipeline, "1 to 1024"));
+        }
+        let open = matches!(self.load, LoadModel::Open { .. });
+        if pipeline > 1 && (open || !keep_alive) {
+            return Err(value_err(
+                Field::Pipeline,
+                pipeline,
+                "pipelining needs closed loop (no --rate) and --keep-alive on",
+            ));
+        }
+        let c = self.connections;
+        if !open {
+            if let Some(m) = max_connections.filter(|&m| m != c) {
+                return Err(value_err(
+                    Field::MaxConnections,
+                    m,
+                    "only with --rate (open loop); closed loop uses exactly --connections",
+                ));
+            }
+            // In closed loop a worker without a connection has nothing to do.
+            return Ok((c, c, c, threads.min(c as usize)));
+        }
+        let max = max_connections.unwrap_or_else(|| c.max(DEFAULT_MAX_CONNECTIONS));
+        if max < c {
+            return Err(value_err(
+                Field::MaxConnections,
+                max,
+                format!("at least --connections ({c})"),
+            ));
+        }
+        Ok((c, max, max, threads))
+    }
+
+    /// HTTP/2 and gRPC: `connections` fixed connections carrying `concurrency` streams.
+    fn streams(
+        &self,
+        concurrency: Option<u64>,
+        threads: usize,
+    ) -> Result<(u64, u64, u64, usize), ConfigError> {
+        let c = self.connections;
+        let concurrency = match (concurrency, self.load) {
+            (Some(n), _) => n,
+            (None, LoadModel::Closed) => c.max(DEFAULT_STREAMS),
+            (None, LoadModel::Open { .. }) => c.max(DEFAULT_OPEN_STREAMS),
+        };
+        if concurrency < c {
+            return Err(value_err(
+                Field::Concurrency,
+                concurrency,
+                format!(
+                    "at least --connections ({c}): every connection carries at least one stream"
+                ),
+            ));
+        }
+        // A worker owns whole connections.
+        Ok((c, c, concurrency, threads.min(c as usize)))
+    }
+}
+
+fn parse_target(raw: &str, resolve: Resolve) -> Result<Target, ConfigError> {
+    let url = url::Url::parse(raw).map_err(|e| ConfigError::Url {
+        url: raw.into(),
+        reason: format!("{e} (expected e.g. http://127.0.0.1:8080/health)"),
+    })?;
+    let scheme = match url.scheme() {
+        "http" => Scheme::Http,
+        "https" => Scheme::Https,
+        other => {
+            return Err(ConfigError::Scheme {
+                url: raw.into(),
+                scheme: other.into(),
+            })
+        }
+    };
+    let host = match url.host() {
+        Some(url::Host::Ipv6(a)) => a.to_string(),
+        Some(h) => h.to_string(),
+        None => {
+            return Err(ConfigError::Url {
+                url: raw.into(),
+                reason: "no host".into(),
+            })
+        }
+    };
+    let port = url.port_or_known_default().unwrap_or(80);
+    let mut path_and_query = url.path().to_string();
+    if let Some(q) = url.query() {
+        path_and_query.push('?');
+        path_and_query.push_str(q);
+    }
+    let addrs: Vec<SocketAddr> = match (resolve, host.parse::<IpAddr>()) {
+        (_, Ok(ip)) => vec![SocketAddr::new(ip, port)],
+        (Resolve::Offline, Err(_)) => Vec::new(),
+        (Resolve::Yes, Err(_)) => (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|e| ConfigError::Resolve {
+                url: raw.into(),
+                host: host.clone(),
+                reason: e.to_string(),
+            })?
+            .collect(),
+    };
+    if addrs.is_empty() && resolve == Resolve::Yes {
+        return Err(ConfigError::Resolve {
+            url: raw.into(),
+            host,
+            reason: "no addresses".into(),
+        });
+    }
+    Ok(Target {
+        url: raw.into(),
+        scheme,
+        host,
+        port,
+        path_and_query,
+        addrs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Arrival;
+    use std::time::Duration;
+
+    fn workload(url: &str) -> Workload {
+        Workload {
+            url: url.into(),
+            ..Workload::default()
+        }
+    }
+
+    #[test]
+    fn rejects_bad_urls_and_schemes() {
+        assert!(matches!(
+            workload("not a url").validate(),
+            Err(ConfigError::Url { .. })
+        ));
+        let e = workload("ftp://127.0.0.1/").validate().unwrap_err();
+        assert!(e.to_string().contains("unsupported scheme `ftp`"), "{e}");
+    }
+
+    #[test]
+    fn rejects_zero_rate_and_duration() {
+        let mut w = workload("http://127.0.0.1:1/");
+        w.load = LoadModel::Open {
+            rate: 0.0,
+            arrival: Arrival::Constant,
+        };
+        assert!(w.validate().unwrap_err().to_string().contains("--rate"));
+        w.load = LoadModel::Open {
+            rate: -3.0,
+            arrival: Arrival::Constant,
+        };
+        let e = w.validate().unwrap_err();
+        assert_eq!(e.field(), Field::Rate);
+        assert_eq!(
+            e.detail(),
+            "-3 is not allowed: a number of requests per second above 0"
+        );
+        let mut w = workload("http://127.0.0.1:1/");
+        w.duration = Some(Duration::ZERO);
+        assert!(w.validate().unwrap_err().to_string().contains("--duration"));
+    }
+
+    #[test]
+    fn defaults_to_ten_seconds_and_parses_path() {
+        let c = workload("http://127.0.0.1:8080/a/b?x=1")
+            .validate()
+            .unwrap();
+        assert_eq!(c.duration, Some(Duration::from_secs(10)));
+        assert_eq!(c.target.path_and_query, "/a/b?x=1");
+        assert_eq!(c.target.port, 8080);
+        assert_eq!(c.model, LoadModel::Closed);
+        assert_eq!(c.connections, 64);
+    }
+
+    #[test]
+    fn headers_are_checked() {
+        let mut w = workload("http://127.0.0.1:1/");
+        w.request.headers = vec!["X-Ok: yes".into()];
+        assert_eq!(
+            w.validate().unwrap().headers[0],
+            ("X-Ok".into(), "yes".into())
+        );
+        w.request.headers = vec!["no colon".into()];
+        assert!(w
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("-H/--header"));
+        w.request.headers = vec!["Connection: close".into()];
+        w.transport = Transport::Http2 { concurrency: None };
+        assert_eq!(w.check().unwrap_err().field(), Field::Header);
+    }
+
+    #[test]
+    fn offline_checks_skip_lookups_but_not_literal_families() {
+        let mut w = workload("http://no-such-host.invalid:1/");
+        assert!(w.check().is_ok());
+        assert!(matches!(w.validate(), Err(ConfigError::Resolve { .. })));
+        w.url = "http://[::1]:1/".into();
+        w.source_addrs = Some("4".parse().unwrap());
+        assert_eq!(w.check().unwrap_err().field(), Field::SourceAddrs);
+    }
+
+    #[test]
+    fn open_loop_pools_and_streams_get_their_defaults() {
+        let mut w = workload("http://127.0.0.1:1/");
+        w.load = LoadModel::Open {
+            rate: 100.0,
+            arrival: Arrival::Constant,
+        };
+        let c = w.validate().unwrap();
+        assert_eq!((c.connections, c.max_connections), (64, 1024));
+        w.transport = Transport::Http2 { concurrency: None };
+        let c = w.validate().unwrap();
+        assert_eq!(
+            (c.connections, c.max_connections, c.concurrency),
+            (64, 64, 1024)
+        );
+        w.transport = Transport::Http2 {
+            concurrency: Some(8),
+        };
+        assert_eq!(w.check().unwrap_err().field(), Field::Concurrency);
+    }
+}

@@ -1,0 +1,342 @@
+//! [`Workload`]: the one description of a run that `loadlab run`, `loadlab grpc` and every
+//! plan scenario become, with one set of defaults. It is serializable, so that a step can
+//! travel over the wire as it is, and [`Workload::validate`] turns it into a
+//! [`RunConfig`](super::RunConfig).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::validate::{value_err, ConfigError, Field};
+use super::values::{duration_text, opt_duration_text, CpuList, SourceAddrs};
+use super::{GrpcCall, LoadModel, Protocol};
+
+/// Connections when none are given: closed loop exactly this many, open loop the initial
+/// pool, HTTP/2 and gRPC the connections that carry the streams.
+pub const DEFAULT_CONNECTIONS: u64 = 64;
+/// HTTP/1.1 open loop: the pool may grow to the larger of the connections and this.
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
+/// HTTP/2 closed loop without a concurrency: streams per run (ghz's default is 50).
+pub const DEFAULT_STREAMS: u64 = 64;
+/// HTTP/2 open loop without a concurrency: the ceiling of streams in flight.
+pub const DEFAULT_OPEN_STREAMS: u64 = 1024;
+/// The per-request deadline when none is given.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The measured duration when neither a duration nor a request count is given.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+/// How requests travel: the protocol and the settings that only it has.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "protocol", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Transport {
+    /// HTTP/1.1: one request in flight per connection, or a pipelined batch.
+    Http1 {
+        /// Reuse connections (`true`) or open one per request.
+        keep_alive: bool,
+        /// Requests written back to back before reading responses (closed loop,
+        /// keep-alive); 1 is no pipelining.
+        pipeline: u32,
+        /// Open loop: the pool may grow up to this many connections [default: the larger
+        /// of the connections and 1024].
+        max_connections: Option<u64>,
+        /// Also re-send POST and PATCH requests that a server closing its connection
+        /// gracefully never answered (idempotent methods always are).
+        retry_unprocessed: bool,
+    },
+    /// HTTP/2: streams multiplexed over a fixed set of kept connections (h2c prior
+    /// knowledge on `http://`, ALPN `h2` on `https://`).
+    Http2 {
+        /// Streams in flight: closed loop exactly, open loop the ceiling [default: closed
+        /// 64 or the connections if more; open 1024].
+        concurrency: Option<u64>,
+    },
+    /// gRPC unary calls over HTTP/2; the reply's `grpc-status` decides success.
+    Grpc {
+        /// The call, resolved from its proto.
+        call: GrpcCall,
+        /// Calls in flight, as for [`Transport::Http2`].
+        concurrency: Option<u64>,
+    },
+}
+
+impl Default for Transport {
+    fn default() -> Self {
+        Transport::Http1 {
+            keep_alive: true,
+            pipeline: 1,
+            max_connections: None,
+            retry_unprocessed: false,
+        }
+    }
+}
+
+impl Transport {
+    /// The wire protocol.
+    pub fn protocol(&self) -> Protocol {
+        match self {
+            Transport::Http1 { .. } => Protocol::Http1,
+            Transport::Http2 { .. } => Protocol::Http2,
+            Transport::Grpc { .. } => Protocol::Grpc,
+        }
+    }
+
+    /// Streams in flight requested over HTTP/2 or gRPC.
+    pub fn concurrency(&self) -> Option<u64> {
+        match self {
+            Transport::Http1 { .. } => None,
+            Transport::Http2 { concurrency } | Transport::Grpc { concurrency, .. } => *concurrency,
+        }
+    }
+}
+
+/// The request sent, before validation (the method is upper-cased and headers split then).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Request {
+    /// HTTP method (`POST` for gRPC, whatever is given).
+    pub method: String,
+    /// Extra headers, each `Name: value`.
+    pub headers: Vec<String>,
+    /// Body (gRPC: the call's frame is sent instead).
+    pub body: Vec<u8>,
+}
+
+impl Default for Request {
+    fn default() -> Self {
+        Request {
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+}
+
+/// A run as the user described it (flags, or a plan scenario at one step), before
+/// validation. Every field has the default `loadlab run` documents.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Workload {
+    /// Target URL (`http://` or `https://`; for gRPC the call's path replaces its path).
+    pub url: String,
+    /// Open loop at a rate, or closed loop.
+    pub load: LoadModel,
+    /// Protocol and its settings.
+    pub transport: Transport,
+    /// Closed loop: exactly this many connections. Open loop: the initial pool. HTTP/2:
+    /// the connections that carry the streams.
+    pub connections: u64,
+    /// Measured duration; with `requests`, whichever ends first [default: 10 s unless
+    /// `requests` is given].
+    #[serde(with = "opt_duration_text")]
+    pub duration: Option<Duration>,
+    /// Measured request count; with `duration`, whichever ends first.
+    pub requests: Option<u64>,
+    /// Load applied before measurement starts, not recorded.
+    #[serde(with = "duration_text")]
+    pub warmup: Duration,
+    /// Per-request deadline, counted from the intended send time.
+    #[serde(with = "duration_text")]
+    pub timeout: Duration,
+    /// Worker threads [default: one per core].
+    pub threads: Option<usize>,
+    /// What is sent.
+    pub request: Request,
+    /// Skip TLS certificate verification.
+    pub insecure: bool,
+    /// Local source addresses for new connections.
+    pub source_addrs: Option<SourceAddrs>,
+    /// Seed for Poisson arrivals [default: random].
+    pub seed: Option<u64>,
+    /// CPUs to pin the worker threads to (worker i takes the i-th).
+    pub cpus: Option<CpuList>,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            url: String::new(),
+            load: LoadModel::Closed,
+            transport: Transport::default(),
+            connections: DEFAULT_CONNECTIONS,
+            duration: None,
+            requests: None,
+            warmup: Duration::ZERO,
+            timeout: DEFAULT_TIMEOUT,
+            threads: None,
+            request: Request::default(),
+            insecure: false,
+            source_addrs: None,
+            seed: None,
+            cpus: None,
+        }
+    }
+}
+
+/// The connection flags of `loadlab run` and `loadlab grpc`, which together choose a
+/// [`Transport`]; combinations a transport cannot have are refused here, naming the flag.
+#[derive(Clone, Debug)]
+pub struct TransportFlags {
+    /// `--http2`.
+    pub http2: bool,
+    /// The resolved call of `loadlab grpc`.
+    pub grpc: Option<GrpcCall>,
+    /// `--keep-alive on|off`.
+    pub keep_alive: bool,
+    /// `--pipeline`.
+    pub pipeline: u32,
+    /// `--connections` (HTTP/2 refuses a different `--max-connections`).
+    pub connections: u64,
+    /// `--max-connections`.
+    pub max_connections: Option<u64>,
+    /// `--concurrency`.
+    pub concurrency: Option<u64>,
+    /// `--retry-unprocessed`.
+    pub retry_unprocessed: bool,
+}
+
+impl TransportFlags {
+    /// The transport these flags describe.
+    pub fn transport(self) -> Result<Transport, ConfigError> {
+        let (multiplexed, what) = match (&self.grpc, self.http2) {
+            (Some(_), _) => (true, "gRPC"),
+            (None, true) => (true, "--http2"),
+            (None, false) => (false, ""),
+        };
+        if !multiplexed {
+            if let Some(c) = self.concurrency {
+                return Err(value_err(
+                    Field::Concurrency,
+                    c,
+                    "only with --http2 or gRPC: over HTTP/1.1 each connection carries one request at a time (use --connections)",
+                ));
+            }
+            return Ok(Transport::Http1 {
+                keep_alive: self.keep_alive,
+                pipeline: self.pipeline,
+                max_connections: self.max_connections,
+                retry_unprocessed: self.retry_unprocessed,
+            });
+        }
+        if !self.keep_alive {
+            return Err(value_err(
+                Field::KeepAlive,
+                "off",
+                format!("{what} multiplexes streams over kept connections; leave --keep-alive on"),
+            ));
+        }
+        if let Some(m) = self.max_connections.filter(|&m| m != self.connections) {
+            return Err(value_err(
+                Field::MaxConnections,
+                m,
+                format!("{what} uses exactly --connections connections; the open-loop ceiling is --concurrency"),
+            ));
+        }
+        if self.pipeline > 1 {
+            return Err(value_err(
+                Field::Pipeline,
+                self.pipeline,
+                "1 over HTTP/2 (streams are multiplexed; use --concurrency)",
+            ));
+        }
+        Ok(match self.grpc {
+            Some(call) => Transport::Grpc {
+                call,
+                concurrency: self.concurrency,
+            },
+            None => Transport::Http2 {
+                concurrency: self.concurrency,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags() -> TransportFlags {
+        TransportFlags {
+            http2: false,
+            grpc: None,
+            keep_alive: true,
+            pipeline: 1,
+            connections: 64,
+            max_connections: None,
+            concurrency: None,
+            retry_unprocessed: false,
+        }
+    }
+
+    #[test]
+    fn flags_that_a_transport_cannot_have_name_the_flag() {
+        let e = TransportFlags {
+            concurrency: Some(8),
+            ..flags()
+        }
+        .transport()
+        .unwrap_err();
+        assert!(e.to_string().starts_with("--concurrency = 8"), "{e}");
+        let e = TransportFlags {
+            http2: true,
+            keep_alive: false,
+            ..flags()
+        }
+        .transport()
+        .unwrap_err();
+        assert!(e.to_string().contains("--keep-alive"), "{e}");
+        let e = TransportFlags {
+            http2: true,
+            max_connections: Some(9),
+            ..flags()
+        }
+        .transport()
+        .unwrap_err();
+        assert!(e.to_string().contains("--max-connections"), "{e}");
+        assert_eq!(
+            TransportFlags {
+                http2: true,
+                concurrency: Some(8),
+                ..flags()
+            }
+            .transport()
+            .unwrap(),
+            Transport::Http2 {
+                concurrency: Some(8)
+            }
+        );
+    }
+
+    #[test]
+    fn a_workload_travels_as_json_and_comes_back_equal() {
+        let w = Workload {
+            url: "http://127.0.0.1:8080/x".into(),
+            load: LoadModel::Open {
+                rate: 1500.0,
+                arrival: super::super::Arrival::Poisson,
+            },
+            duration: Some(Duration::from_millis(2500)),
+            source_addrs: Some("4".parse().unwrap()),
+            cpus: Some("1-2".parse().unwrap()),
+            transport: Transport::Grpc {
+                call: GrpcCall {
+                    path: "/a.B/C".into(),
+                    frame: bytes::Bytes::from_static(&[0, 0, 0, 0, 0]),
+                    metadata: vec![],
+                },
+                concurrency: Some(32),
+            },
+            ..Workload::default()
+        };
+        let json = serde_json::to_string(&w).unwrap();
+        assert!(json.contains("\"duration\":\"2s 500ms\""), "{json}");
+        assert!(json.contains("\"protocol\":\"grpc\""), "{json}");
+        assert!(json.contains("\"model\":\"open\""), "{json}");
+        let back: Workload = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, w);
+        // Every field has its default: a URL is a whole workload.
+        let min: Workload = serde_json::from_str(r#"{"url": "http://127.0.0.1:1/"}"#).unwrap();
+        assert_eq!(min.connections, DEFAULT_CONNECTIONS);
+        assert_eq!(min.transport, Transport::default());
+        assert!(serde_json::from_str::<Workload>(r#"{"url": "x", "bogus": 1}"#).is_err());
+    }
+}

@@ -1,0 +1,295 @@
+//! The plan file as written ([`PlanFile`] and its tables): TOML, unknown keys refused.
+//! Defaults shared with `loadlab run` come from the engine's workload defaults.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A plan as written.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    /// Plan name (used for the bundle directory).
+    pub name: String,
+    /// What the experiment shows.
+    #[serde(default)]
+    pub description: String,
+    /// Servers to start, in order (stopped in reverse). May be empty for an external target.
+    #[serde(default)]
+    pub target: Vec<TargetFile>,
+    /// Parameter lists; the run covers their product.
+    #[serde(default)]
+    pub matrix: BTreeMap<String, Vec<toml::Value>>,
+    /// Combinations of the matrix left out (every key given must match).
+    #[serde(default)]
+    pub exclude: Vec<BTreeMap<String, toml::Value>>,
+    /// Requests to drive.
+    pub scenario: Vec<ScenarioFile>,
+    /// Load profile.
+    pub load: LoadFile,
+    /// What counts as sustained.
+    #[serde(default)]
+    pub slo: SloFile,
+    /// Overrides for `--quick`.
+    #[serde(default)]
+    pub quick: Option<QuickFile>,
+}
+
+/// `[[target]]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetFile {
+    /// Name (also gives the `{NAME_port}` placeholder).
+    pub name: String,
+    /// Argument list with placeholders; with `shell = true`, one string for `sh -c`.
+    pub command: Vec<String>,
+    /// Run through `sh -c`.
+    #[serde(default)]
+    pub shell: bool,
+    /// Environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory, relative to the plan's directory.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Readiness probe.
+    pub ready: ReadyFile,
+    /// How long to wait for readiness.
+    #[serde(default = "default_ready_timeout")]
+    pub ready_timeout: String,
+    /// Grace between SIGTERM and SIGKILL.
+    #[serde(default = "default_stop_grace")]
+    pub stop_grace: String,
+    /// Files written (after placeholder rendering) into the `{files}` directory before the
+    /// target starts, e.g. a server's configuration: file name → contents.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// CPUs to pin the target (and what it starts) to, e.g. "0" (as `taskset -c`).
+    pub cpus: Option<String>,
+    /// An exit status meaning "cannot run on this machine" (e.g. 3 for a greeter whose
+    /// io_uring is refused): exiting with it before ready marks the configuration
+    /// unavailable, with the target's own explanation, instead of failed.
+    pub unavailable_exit: Option<i32>,
+}
+
+fn default_ready_timeout() -> String {
+    "30s".into()
+}
+fn default_stop_grace() -> String {
+    "5s".into()
+}
+
+/// `ready = { http = "...", status = 200 }` or `ready = { tcp = "host:port" }`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadyFile {
+    /// GET this URL until it answers `status`.
+    pub http: Option<String>,
+    /// Expected status for `http`.
+    #[serde(default = "default_status")]
+    pub status: u16,
+    /// Connect to this address until it accepts.
+    pub tcp: Option<String>,
+}
+
+fn default_status() -> u16 {
+    200
+}
+
+/// `[[scenario]]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// Name (a table per scenario in the report).
+    pub name: String,
+    /// URL template.
+    pub url: String,
+    /// HTTP method.
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Headers `Name: value`.
+    #[serde(default)]
+    pub headers: Vec<String>,
+    /// Body.
+    #[serde(default)]
+    pub body: String,
+    /// Connection reuse.
+    #[serde(default = "default_true")]
+    pub keep_alive: bool,
+    /// Request timeout.
+    #[serde(default = "default_timeout")]
+    pub timeout: String,
+    /// This scenario's own rate when `load.together = true`.
+    pub rate: Option<f64>,
+    /// Stop this scenario after this many requests (per step).
+    pub requests: Option<u64>,
+    /// `http1` (default), `http2` (h2c prior knowledge, or ALPN over https) or `grpc`.
+    #[serde(default = "default_protocol")]
+    pub protocol: String,
+    /// gRPC: the .proto file, relative to the plan's directory.
+    pub proto: Option<String>,
+    /// gRPC: directories searched for the proto's imports, relative to the plan's directory.
+    #[serde(default)]
+    pub import_paths: Vec<String>,
+    /// gRPC: the unary method, `package.Service/Method`.
+    pub call: Option<String>,
+    /// gRPC: the request message as JSON.
+    pub data: Option<String>,
+    /// gRPC: request metadata, `key: value` each.
+    #[serde(default)]
+    pub metadata: Vec<String>,
+}
+
+fn default_protocol() -> String {
+    "http1".into()
+}
+
+fn default_method() -> String {
+    "GET".into()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_timeout() -> String {
+    "5s".into()
+}
+
+/// `[load]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadFile {
+    /// `open` (rates) or `closed` (connection counts).
+    #[serde(default = "default_model")]
+    pub model: String,
+    /// Fixed steps: rates (open) or connection counts (closed).
+    pub steps: Option<Vec<f64>>,
+    /// Knee search instead of fixed steps.
+    pub knee: Option<KneeFile>,
+    /// Run every scenario at the same time at its own `rate` (one step per configuration).
+    #[serde(default)]
+    pub together: bool,
+    /// Measured duration of each step.
+    #[serde(default = "default_step_duration")]
+    pub step_duration: String,
+    /// Warm-up before each step.
+    #[serde(default = "default_zero")]
+    pub warmup: String,
+    /// Pause between steps.
+    #[serde(default = "default_zero")]
+    pub pause: String,
+    /// Open loop: initial connections.
+    #[serde(default = "default_connections")]
+    pub connections: u64,
+    /// Open loop: pool ceiling.
+    pub max_connections: Option<u64>,
+    /// HTTP/2 and gRPC: streams in flight (closed loop without steps: exactly; open loop:
+    /// the ceiling). Closed-loop steps of an HTTP/2 or gRPC scenario are concurrencies over
+    /// `connections` connections.
+    pub concurrency: Option<u64>,
+    /// Worker threads (default: cores).
+    pub threads: Option<usize>,
+    /// `constant` or `poisson`.
+    #[serde(default = "default_arrival")]
+    pub arrival: String,
+    /// Local source addresses (as `loadlab run --source-addrs`).
+    pub source_addrs: Option<String>,
+    /// CPUs to pin loadlab's worker threads to, e.g. "1" (keep them off the target's).
+    pub cpus: Option<String>,
+}
+
+fn default_model() -> String {
+    "open".into()
+}
+fn default_step_duration() -> String {
+    "10s".into()
+}
+fn default_zero() -> String {
+    "0s".into()
+}
+fn default_connections() -> u64 {
+    loadlab_engine::config::workload::DEFAULT_CONNECTIONS
+}
+fn default_arrival() -> String {
+    "constant".into()
+}
+
+/// `knee = { ... }`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KneeFile {
+    /// First rate (or connection count) tried.
+    pub start: f64,
+    /// Highest tried.
+    pub max: f64,
+    /// Stop bisecting when the bracket is narrower than this fraction.
+    #[serde(default = "default_precision")]
+    pub precision: f64,
+    /// Growth factor before the first unsustained step.
+    #[serde(default = "default_growth")]
+    pub growth: f64,
+    /// Repeats of each end of the boundary once found (0: none).
+    #[serde(default = "default_confirm")]
+    pub confirm: u32,
+}
+
+fn default_precision() -> f64 {
+    0.05
+}
+fn default_growth() -> f64 {
+    2.0
+}
+fn default_confirm() -> u32 {
+    1
+}
+
+/// `[slo]`: a step is sustained when all hold.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloFile {
+    /// Highest acceptable p99 latency, ms.
+    pub p99_ms: Option<f64>,
+    /// Highest acceptable fraction of failed requests.
+    #[serde(default = "default_error_rate")]
+    pub max_error_rate: f64,
+    /// Achieved at least this fraction of offered (open loop).
+    #[serde(default = "default_ratio")]
+    pub min_achieved_ratio: f64,
+}
+
+impl Default for SloFile {
+    fn default() -> Self {
+        SloFile {
+            p99_ms: None,
+            max_error_rate: default_error_rate(),
+            min_achieved_ratio: default_ratio(),
+        }
+    }
+}
+
+fn default_error_rate() -> f64 {
+    0.01
+}
+fn default_ratio() -> f64 {
+    0.98
+}
+
+/// `[quick]`: what `--quick` changes.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuickFile {
+    /// Replaces `load.steps`.
+    pub steps: Option<Vec<f64>>,
+    /// Replaces `load.knee`.
+    pub knee: Option<KneeFile>,
+    /// Replaces `load.step_duration`.
+    pub step_duration: Option<String>,
+    /// Replaces `load.warmup`.
+    pub warmup: Option<String>,
+    /// Replaces `load.pause`.
+    pub pause: Option<String>,
+    /// Replaces these matrix lists.
+    #[serde(default)]
+    pub matrix: BTreeMap<String, Vec<toml::Value>>,
+    /// Replaces every scenario's `requests`.
+    pub requests: Option<u64>,
+}

@@ -1,0 +1,202 @@
+//! Plans accepted and refused, checked on the text (no binary spawned): every mistake names
+//! its dotted field, and a valid plan becomes the values the engine runs.
+
+use std::path::Path;
+
+use super::*;
+use loadlab_engine::config::{Field, Transport};
+use loadlab_engine::LoadModel;
+
+fn parse(text: &str) -> Result<Plan, PlanError> {
+    Plan::parse(text, "test.toml", Path::new("."), false)
+}
+
+fn refused(text: &str) -> String {
+    match parse(text) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const SCENARIO: &str = "[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:1/\"\n";
+
+fn with(scenario_extra: &str, load: &str) -> String {
+    format!("name = \"x\"\n{SCENARIO}{scenario_extra}\n[load]\n{load}\n")
+}
+
+fn helloworld_proto() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/helloworld.proto").into()
+}
+
+fn grpc(extra: &str) -> String {
+    format!(
+        "name = \"g\"\n[[scenario]]\nname = \"s\"\nprotocol = \"grpc\"\nurl = \"http://127.0.0.1:1\"\nproto = {:?}\n{extra}\n[load]\nmodel = \"closed\"\nsteps = [1]\n",
+        helloworld_proto()
+    )
+}
+
+#[test]
+fn mistakes_name_their_field() {
+    let cases = [
+        ("name = \"x\"\n[load]\nsteps=[1]\n".to_string(), "scenario"),
+        (format!("name = \"x\"\nbogus = 1\n{SCENARIO}[load]\nsteps=[1]\n"), "unknown field `bogus`"),
+        ("name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://127.0.0.1:{nope}/\"\n[load]\nsteps=[1]\n".to_string(), "scenario[0].url"),
+        (with("", "steps=[0]"), "load.steps"),
+        (with("", "steps=[1]\nknee={start=1,max=2}"), "exactly one of"),
+        (with("timeout=\"soon\"", "steps=[1]"), "scenario[0].timeout"),
+        (with("", "model=\"sideways\"\nsteps=[1]"), "load.model"),
+        (with("", "knee={start=10,max=100,precision=2}"), "load.knee.precision"),
+        (with("", "steps=[1]\n[slo]\nmax_error_rate=3"), "slo.max_error_rate"),
+        (format!("name = \"x\"\n[matrix]\nw=[1]\n[[exclude]]\nq=1\n{SCENARIO}[load]\nsteps=[1]\n"), "exclude[0].q"),
+        (with("", "steps=[1]\ncpus=\"1-0\""), "load.cpus"),
+        (format!("name = \"x\"\n[[target]]\nname=\"a\"\ncommand=[\"x\"]\nready={{}}\n{SCENARIO}[load]\nsteps=[1]\n"), "target[0].ready"),
+        (with("", "steps=[1]\narrival=\"bursty\""), "load.arrival"),
+        (with("", "steps=[1]\nsource_addrs=\"127.0.0.9-127.0.0.2\""), "load.source_addrs"),
+        (with("protocol = \"h3\"", "steps=[1]"), "scenario[0].protocol"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let e = refused(text);
+        assert!(e.contains(needle), "case {i}: expected `{needle}` in {e}");
+    }
+}
+
+#[test]
+fn engine_checks_run_when_the_plan_loads_and_name_the_plan_field() {
+    // Found by the engine's validation, reported with the plan's own keys.
+    let cases = [
+        (with("method = \"G E T\"", "steps=[1]"), "scenario[0].method"),
+        (with("headers = [\"no colon\"]", "steps=[1]"), "scenario[0].headers"),
+        (
+            with("protocol = \"http2\"\nheaders = [\"Connection: close\"]", "steps=[1]"),
+            "scenario[0].headers",
+        ),
+        (with("", "steps=[100]\nconnections=8\nmax_connections=4"), "load.max_connections"),
+        (
+            with("protocol = \"http2\"", "steps=[100]\nconnections=8\nconcurrency=4"),
+            "load.concurrency",
+        ),
+        (with("", "steps=[1]\nthreads=0"), "load.threads"),
+        (
+            "name = \"x\"\n[[scenario]]\nname=\"s\"\nurl=\"http://[::1]:1/\"\n[load]\nsteps=[1]\nsource_addrs=\"4\"\n".to_string(),
+            "load.source_addrs",
+        ),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let e = refused(text);
+        assert!(e.contains(needle), "case {i}: expected `{needle}` in {e}");
+        assert!(
+            !e.contains("--"),
+            "case {i}: a plan error names no flag: {e}"
+        );
+    }
+}
+
+#[test]
+fn grpc_mistakes_name_their_field() {
+    let cases = [
+        (
+            grpc("call = \"helloworld.Greeter/Nope\""),
+            "scenario[0].call",
+        ),
+        (grpc("call = \"helloworld.Greeter/Nope\""), "SayHello"),
+        (grpc(""), "scenario[0].call"),
+        (
+            grpc("call = \"helloworld.Greeter/SayHello\"\ndata = '{\"name\": 1}'"),
+            "name",
+        ),
+        (
+            grpc("call = \"helloworld.Greeter/SayHello\"\nkeep_alive = false"),
+            "scenario[0].keep_alive",
+        ),
+        (
+            grpc("call = \"helloworld.Greeter/SayHello\"\nmetadata = [\"no colon\"]"),
+            "scenario[0].metadata",
+        ),
+        (
+            grpc("call = \"helloworld.Greeter/SayHello\"").replace("\"grpc\"", "\"h3\""),
+            "scenario[0].protocol",
+        ),
+        (
+            grpc("call = \"helloworld.Greeter/SayHello\"").replace("\"grpc\"", "\"http1\""),
+            "scenario[0].proto",
+        ),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let e = refused(text);
+        assert!(e.contains(needle), "case {i}: expected `{needle}` in {e}");
+    }
+}
+
+#[test]
+fn a_valid_plan_becomes_typed_values_and_workloads() {
+    let text = "name = \"ok\"\n[matrix]\nworkers = [2, 4]\n[[target]]\nname = \"srv\"\ncommand = [\"x\", \"--workers\", \"{workers}\"]\nready = { tcp = \"127.0.0.1:{port}\" }\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:{port}/w/{workers}\"\nheaders = [\"X-W: {workers}\"]\n[load]\nsteps = [100, 200]\narrival = \"poisson\"\nsource_addrs = \"4\"\ncpus = \"1\"\n".to_string();
+    let plan = parse(&text).unwrap();
+    assert_eq!(plan.load.model, Model::Open);
+    assert_eq!(
+        plan.load.connections, 64,
+        "the engine's default, as for `loadlab run`"
+    );
+    assert_eq!(plan.load.source_addrs.as_ref().map(|s| s.len()), Some(4));
+    assert_eq!(plan.load.cpus, vec![1]);
+    let vars = [("port", "8080"), ("workers", "4")]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into_iter()
+        .collect();
+    let w = plan.workload(&plan.scenarios[0], &vars, Some(200.0), None);
+    assert_eq!(w.url, "http://127.0.0.1:8080/w/4");
+    assert_eq!(w.request.headers, vec!["X-W: 4".to_string()]);
+    assert_eq!(
+        w.load,
+        LoadModel::Open {
+            rate: 200.0,
+            arrival: loadlab_engine::Arrival::Poisson
+        }
+    );
+    assert!(matches!(
+        w.transport,
+        Transport::Http1 {
+            keep_alive: true,
+            ..
+        }
+    ));
+    let cfg = w.validate().unwrap();
+    assert_eq!(cfg.source_addrs.len(), 4);
+    // The plan as stored in a bundle reads back into the same types.
+    let json = serde_json::to_string(&plan).unwrap();
+    let back: Plan = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.load.steps, plan.load.steps);
+    assert_eq!(back.scenarios[0].url, plan.scenarios[0].url);
+    assert_eq!(back.load.source_addrs, plan.load.source_addrs);
+}
+
+#[test]
+fn closed_loop_http2_steps_are_streams_over_the_plan_connections() {
+    let plan = parse(&with(
+        "protocol = \"http2\"",
+        "model = \"closed\"\nsteps = [4, 64]\nconnections = 8",
+    ))
+    .unwrap();
+    let vars = Default::default();
+    let w = plan.workload(&plan.scenarios[0], &vars, Some(4.0), None);
+    assert_eq!(w.connections, 4);
+    assert_eq!(
+        w.transport,
+        Transport::Http2 {
+            concurrency: Some(4)
+        }
+    );
+    let w = plan.workload(&plan.scenarios[0], &vars, Some(64.0), None);
+    assert_eq!(w.connections, 8);
+    assert_eq!(w.transport.concurrency(), Some(64));
+    let _ = Field::Url;
+}
+
+#[test]
+fn quick_applies_before_validation() {
+    let text = with("", "steps=[1000]\n[quick]\nsteps=[0]");
+    assert!(parse(&text).is_ok());
+    let e = Plan::parse(&text, "t", Path::new("."), true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("load.steps"), "{e}");
+}

@@ -1,0 +1,551 @@
+//! Checks a [`PlanFile`] field by field and converts it into a [`Plan`]: one function per
+//! table, every error naming the dotted field.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use loadlab_engine::config::{parse_duration, CpuList, SourceAddrs};
+use loadlab_engine::{Arrival, GrpcCall, Protocol};
+use loadlab_grpc::CallInput;
+
+use super::file::{KneeFile, LoadFile, SloFile, TargetFile};
+use super::{
+    LoadSpec, Model, Plan, PlanError, PlanFile, Ready, ScenarioFile, ScenarioSpec, Slo, Steps,
+    TargetSpec, BUILTINS,
+};
+use crate::template;
+
+/// Builds errors that name the plan file.
+struct Checker<'a> {
+    origin: &'a str,
+}
+
+impl Checker<'_> {
+    fn err(
+        &self,
+        field: impl Into<String>,
+        value: impl Into<String>,
+        allowed: impl Into<String>,
+    ) -> PlanError {
+        PlanError::Field {
+            path: self.origin.into(),
+            field: field.into(),
+            value: value.into(),
+            allowed: allowed.into(),
+        }
+    }
+
+    fn duration(&self, field: &str, v: &str) -> Result<Duration, PlanError> {
+        parse_duration(v).map_err(|_| {
+            self.err(
+                field,
+                format!("{v:?}"),
+                "a duration such as \"10s\", \"500ms\", \"2m\"",
+            )
+        })
+    }
+
+    fn parsed<T: std::str::FromStr<Err = String>>(
+        &self,
+        field: &str,
+        v: &str,
+    ) -> Result<T, PlanError> {
+        v.parse()
+            .map_err(|allowed: String| self.err(field, format!("{v:?}"), allowed))
+    }
+
+    fn cpu_list(&self, field: &str, v: Option<&str>) -> Result<Vec<usize>, PlanError> {
+        match v {
+            None => Ok(Vec::new()),
+            Some(list) => Ok(self.parsed::<CpuList>(field, list)?.as_slice().to_vec()),
+        }
+    }
+}
+
+/// The validated plan of `file` (after `--quick`); `source` is the text it came from.
+pub(super) fn plan(
+    file: &PlanFile,
+    source: &str,
+    origin: &str,
+    dir: &Path,
+    quick: bool,
+) -> Result<Plan, PlanError> {
+    let c = Checker { origin };
+    if file.name.trim().is_empty()
+        || !file
+            .name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+    {
+        return Err(c.err(
+            "name",
+            format!("{:?}", file.name),
+            "letters, digits, '-', '_' and '.'",
+        ));
+    }
+    let matrix = matrix(&c, file)?;
+    let exclude = exclude(&c, file)?;
+    let known = placeholders(&c, file, &matrix)?;
+    let targets = file
+        .target
+        .iter()
+        .enumerate()
+        .map(|(i, t)| target(&c, &known, dir, i, t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let scenarios = scenarios(&c, &known, dir, &file.scenario)?;
+    let load = load(&c, &file.load, &scenarios)?;
+    let slo = slo(&c, &file.slo)?;
+    Ok(Plan {
+        name: file.name.clone(),
+        description: file.description.clone(),
+        dir: dir.to_path_buf(),
+        source: source.to_string(),
+        targets,
+        matrix,
+        exclude,
+        scenarios,
+        load,
+        slo,
+        quick,
+    })
+}
+
+/// `[matrix]`: parameters in order, each with its values as text.
+fn matrix(c: &Checker, file: &PlanFile) -> Result<Vec<(String, Vec<String>)>, PlanError> {
+    let mut matrix = Vec::new();
+    for (k, values) in &file.matrix {
+        if BUILTINS.contains(&k.as_str()) || k.ends_with("_port") {
+            return Err(c.err(
+                format!("matrix.{k}"),
+                k.clone(),
+                "a name that is not a built-in placeholder",
+            ));
+        }
+        if values.is_empty() {
+            return Err(c.err(format!("matrix.{k}"), "[]", "at least one value"));
+        }
+        let vals = values
+            .iter()
+            .map(|v| {
+                value_string(v).ok_or_else(|| {
+                    c.err(
+                        format!("matrix.{k}"),
+                        v.to_string(),
+                        "strings, numbers or booleans",
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        matrix.push((k.clone(), vals));
+    }
+    Ok(matrix)
+}
+
+/// `[[exclude]]`: combinations left out, each key a matrix parameter.
+fn exclude(c: &Checker, file: &PlanFile) -> Result<Vec<BTreeMap<String, String>>, PlanError> {
+    let mut exclude = Vec::new();
+    for (i, ex) in file.exclude.iter().enumerate() {
+        let mut m = BTreeMap::new();
+        for (k, v) in ex {
+            if !file.matrix.contains_key(k) {
+                return Err(c.err(
+                    format!("exclude[{i}].{k}"),
+                    v.to_string(),
+                    "a parameter that [matrix] defines",
+                ));
+            }
+            m.insert(k.clone(), value_string(v).unwrap_or_default());
+        }
+        exclude.push(m);
+    }
+    Ok(exclude)
+}
+
+/// The placeholders every template may use: the built-ins, the matrix parameters and
+/// `{NAME_port}` of every target (whose names must be unique).
+fn placeholders(
+    c: &Checker,
+    file: &PlanFile,
+    matrix: &[(String, Vec<String>)],
+) -> Result<BTreeSet<String>, PlanError> {
+    let mut known: BTreeSet<String> = BUILTINS.iter().map(|s| s.to_string()).collect();
+    known.extend(matrix.iter().map(|(k, _)| k.clone()));
+    let mut names = BTreeSet::new();
+    for t in &file.target {
+        if !names.insert(t.name.clone()) {
+            return Err(c.err("target.name", t.name.clone(), "unique target names"));
+        }
+        known.insert(format!("{}_port", t.name));
+    }
+    Ok(known)
+}
+
+/// Checks that `text` uses only `known` placeholders.
+fn template(
+    c: &Checker,
+    known: &BTreeSet<String>,
+    field: String,
+    text: &str,
+) -> Result<(), PlanError> {
+    template::check(text, known).map_err(|e| {
+        c.err(
+            field,
+            format!("{text:?}"),
+            format!(
+                "{e}; known placeholders: {}",
+                known.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        )
+    })
+}
+
+/// `[[target]]` number `i`.
+fn target(
+    c: &Checker,
+    known: &BTreeSet<String>,
+    dir: &Path,
+    i: usize,
+    t: &TargetFile,
+) -> Result<TargetSpec, PlanError> {
+    let f = |s: &str| format!("target[{i}].{s}");
+    if t.command.is_empty() {
+        return Err(c.err(f("command"), "[]", "a program and its arguments"));
+    }
+    if t.shell && t.command.len() != 1 {
+        return Err(c.err(
+            f("command"),
+            format!("{:?}", t.command),
+            "one string when shell = true",
+        ));
+    }
+    for (j, a) in t.command.iter().enumerate() {
+        template(c, known, f(&format!("command[{j}]")), a)?;
+    }
+    for (k, v) in &t.env {
+        template(c, known, f(&format!("env.{k}")), v)?;
+    }
+    for (k, v) in &t.files {
+        if k.is_empty() || k.contains('/') || k.starts_with('.') {
+            return Err(c.err(f(&format!("files.{k}")), k.clone(), "a plain file name"));
+        }
+        template(c, known, f(&format!("files.{k}")), v)?;
+    }
+    let ready = match (&t.ready.http, &t.ready.tcp) {
+        (Some(u), None) => {
+            template(c, known, f("ready.http"), u)?;
+            Ready::Http {
+                url: u.clone(),
+                status: t.ready.status,
+            }
+        }
+        (None, Some(a)) => {
+            template(c, known, f("ready.tcp"), a)?;
+            Ready::Tcp { addr: a.clone() }
+        }
+        _ => {
+            return Err(c.err(
+                f("ready"),
+                "…",
+                "exactly one of { http = URL, status = N } or { tcp = \"host:port\" }",
+            ))
+        }
+    };
+    Ok(TargetSpec {
+        name: t.name.clone(),
+        command: t.command.clone(),
+        shell: t.shell,
+        env: t.env.clone(),
+        cwd: t
+            .cwd
+            .as_ref()
+            .map_or_else(|| dir.to_path_buf(), |d| dir.join(d)),
+        ready,
+        ready_timeout: c.duration(&f("ready_timeout"), &t.ready_timeout)?,
+        stop_grace: c.duration(&f("stop_grace"), &t.stop_grace)?,
+        files: t.files.clone(),
+        cpus: c.cpu_list(&f("cpus"), t.cpus.as_deref())?,
+        unavailable_exit: t.unavailable_exit,
+    })
+}
+
+/// `[[scenario]]`: at least one, unique names.
+fn scenarios(
+    c: &Checker,
+    known: &BTreeSet<String>,
+    dir: &Path,
+    files: &[ScenarioFile],
+) -> Result<Vec<ScenarioSpec>, PlanError> {
+    if files.is_empty() {
+        return Err(c.err("scenario", "[]", "at least one [[scenario]]"));
+    }
+    let mut names = BTreeSet::new();
+    let mut scenarios = Vec::new();
+    for (i, s) in files.iter().enumerate() {
+        let f = |x: &str| format!("scenario[{i}].{x}");
+        if !names.insert(s.name.clone()) {
+            return Err(c.err(f("name"), s.name.clone(), "unique scenario names"));
+        }
+        template(c, known, f("url"), &s.url)?;
+        let probe = template::render(&s.url, &mut |_| Some("1".into()));
+        if url::Url::parse(&probe)
+            .map(|u| !matches!(u.scheme(), "http" | "https"))
+            .unwrap_or(true)
+        {
+            return Err(c.err(f("url"), s.url.clone(), "an http:// or https:// URL"));
+        }
+        if let Some(r) = s.rate {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(c.err(f("rate"), r.to_string(), "requests per second above 0"));
+            }
+        }
+        if s.requests == Some(0) {
+            return Err(c.err(f("requests"), "0", "at least 1"));
+        }
+        let timeout = c.duration(&f("timeout"), &s.timeout)?;
+        if timeout.is_zero() {
+            return Err(c.err(f("timeout"), s.timeout.clone(), "above 0"));
+        }
+        let (protocol, grpc) = scenario_protocol(c, dir, i, s)?;
+        scenarios.push(ScenarioSpec {
+            protocol,
+            call: s.call.clone(),
+            grpc,
+            name: s.name.clone(),
+            url: s.url.clone(),
+            method: s.method.clone(),
+            headers: s.headers.clone(),
+            body: s.body.clone(),
+            keep_alive: s.keep_alive,
+            timeout,
+            rate: s.rate,
+            requests: s.requests,
+        });
+    }
+    Ok(scenarios)
+}
+
+/// A scenario's protocol and, for gRPC, its call resolved from the proto (so a malformed
+/// proto or an unknown method stops the plan before any load).
+fn scenario_protocol(
+    c: &Checker,
+    dir: &Path,
+    i: usize,
+    s: &ScenarioFile,
+) -> Result<(Protocol, Option<GrpcCall>), PlanError> {
+    let field = |x: &str| format!("scenario[{i}].{x}");
+    let protocol: Protocol = c.parsed(&field("protocol"), &s.protocol)?;
+    if protocol.multiplexed() && !s.keep_alive {
+        return Err(c.err(
+            field("keep_alive"),
+            "false",
+            "true for HTTP/2 and gRPC (streams share kept connections)",
+        ));
+    }
+    if protocol != Protocol::Grpc {
+        let given = [
+            ("proto", s.proto.is_some()),
+            ("call", s.call.is_some()),
+            ("data", s.data.is_some()),
+            ("metadata", !s.metadata.is_empty()),
+            ("import_paths", !s.import_paths.is_empty()),
+        ];
+        if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(c.err(
+                field(name),
+                "set",
+                format!(
+                    "only with protocol = \"grpc\" (this scenario is {:?})",
+                    s.protocol
+                ),
+            ));
+        }
+        return Ok((protocol, None));
+    }
+    let (Some(proto), Some(call)) = (&s.proto, &s.call) else {
+        let missing = if s.proto.is_none() { "proto" } else { "call" };
+        return Err(c.err(
+            field(missing),
+            "missing",
+            "protocol = \"grpc\" needs proto = \"FILE.proto\" and call = \"package.Service/Method\"",
+        ));
+    };
+    let includes: Vec<PathBuf> = s.import_paths.iter().map(|p| dir.join(p)).collect();
+    let data = s.data.as_deref().unwrap_or("{}");
+    let resolved = GrpcCall::resolve(&dir.join(proto), &includes, call, data, &s.metadata)
+        .map_err(|(input, e)| match input {
+            CallInput::Call => c.err(
+                field("call"),
+                format!("{call:?} in {proto:?}"),
+                e.to_string(),
+            ),
+            CallInput::Metadata => c.err(
+                field("metadata"),
+                format!("{:?}", s.metadata),
+                e.to_string(),
+            ),
+        })?;
+    Ok((protocol, Some(resolved)))
+}
+
+/// `[load]`, given the validated scenarios (together mode needs each one's rate).
+fn load(c: &Checker, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<LoadSpec, PlanError> {
+    let model: Model = c.parsed("load.model", &l.model)?;
+    let steps = steps(c, l, model, scenarios)?;
+    let arrival: Arrival = c.parsed("load.arrival", &l.arrival)?;
+    let step_duration = c.duration("load.step_duration", &l.step_duration)?;
+    if step_duration.is_zero() {
+        return Err(c.err("load.step_duration", l.step_duration.clone(), "above 0"));
+    }
+    if l.connections == 0 {
+        return Err(c.err("load.connections", "0", "at least 1"));
+    }
+    let source_addrs = l
+        .source_addrs
+        .as_deref()
+        .map(|s| c.parsed::<SourceAddrs>("load.source_addrs", s))
+        .transpose()?;
+    Ok(LoadSpec {
+        model,
+        steps,
+        step_duration,
+        warmup: c.duration("load.warmup", &l.warmup)?,
+        pause: c.duration("load.pause", &l.pause)?,
+        connections: l.connections,
+        max_connections: l.max_connections,
+        concurrency: l.concurrency,
+        threads: l.threads,
+        arrival,
+        source_addrs,
+        cpus: c.cpu_list("load.cpus", l.cpus.as_deref())?,
+    })
+}
+
+/// Exactly one of `steps`, `knee` or `together`.
+fn steps(
+    c: &Checker,
+    l: &LoadFile,
+    model: Model,
+    scenarios: &[ScenarioSpec],
+) -> Result<Steps, PlanError> {
+    match (&l.steps, &l.knee, l.together) {
+        (None, None, true) => {
+            if model != Model::Open {
+                return Err(c.err(
+                    "load.together",
+                    "true",
+                    "model = \"open\" (each scenario has a rate)",
+                ));
+            }
+            if let Some(i) = scenarios.iter().position(|s| s.rate.is_none()) {
+                return Err(c.err(
+                    format!("scenario[{i}].rate"),
+                    "missing",
+                    "a rate for every scenario when load.together = true",
+                ));
+            }
+            Ok(Steps::Together)
+        }
+        (Some(steps), None, false) => {
+            if steps.is_empty() || steps.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+                return Err(c.err(
+                    "load.steps",
+                    format!("{steps:?}"),
+                    "a non-empty list of values above 0",
+                ));
+            }
+            if model == Model::Closed && steps.iter().any(|v| v.fract() != 0.0) {
+                return Err(c.err(
+                    "load.steps",
+                    format!("{steps:?}"),
+                    "whole connection counts in closed loop",
+                ));
+            }
+            Ok(Steps::Fixed(steps.clone()))
+        }
+        (None, Some(k), false) => knee(c, k),
+        _ => Err(c.err(
+            "load",
+            "steps/knee/together",
+            "exactly one of `steps = [...]`, `knee = { start, max }`, or `together = true`",
+        )),
+    }
+}
+
+/// `load.knee`.
+fn knee(c: &Checker, k: &KneeFile) -> Result<Steps, PlanError> {
+    if !(k.start > 0.0 && k.max >= k.start) {
+        return Err(c.err(
+            "load.knee",
+            format!("start = {}, max = {}", k.start, k.max),
+            "0 < start <= max",
+        ));
+    }
+    if !(k.precision > 0.0 && k.precision < 1.0) {
+        return Err(c.err(
+            "load.knee.precision",
+            k.precision.to_string(),
+            "a fraction between 0 and 1, e.g. 0.05",
+        ));
+    }
+    if k.growth.is_nan() || k.growth <= 1.0 {
+        return Err(c.err(
+            "load.knee.growth",
+            k.growth.to_string(),
+            "a factor above 1, e.g. 2",
+        ));
+    }
+    if k.confirm > 10 {
+        return Err(c.err(
+            "load.knee.confirm",
+            k.confirm.to_string(),
+            "repeats of each end of the boundary, 0 to 10",
+        ));
+    }
+    Ok(Steps::Knee {
+        start: k.start,
+        max: k.max,
+        precision: k.precision,
+        growth: k.growth,
+        confirm: k.confirm,
+    })
+}
+
+/// `[slo]`.
+fn slo(c: &Checker, slo: &SloFile) -> Result<Slo, PlanError> {
+    if let Some(p) = slo.p99_ms {
+        if p.is_nan() || p <= 0.0 {
+            return Err(c.err("slo.p99_ms", p.to_string(), "milliseconds above 0"));
+        }
+    }
+    if !(0.0..=1.0).contains(&slo.max_error_rate) {
+        return Err(c.err(
+            "slo.max_error_rate",
+            slo.max_error_rate.to_string(),
+            "a fraction from 0 to 1",
+        ));
+    }
+    if !(slo.min_achieved_ratio > 0.0 && slo.min_achieved_ratio <= 1.0) {
+        return Err(c.err(
+            "slo.min_achieved_ratio",
+            slo.min_achieved_ratio.to_string(),
+            "a fraction above 0, at most 1",
+        ));
+    }
+    Ok(Slo {
+        p99_ms: slo.p99_ms,
+        max_error_rate: slo.max_error_rate,
+        min_achieved_ratio: slo.min_achieved_ratio,
+    })
+}
+
+/// A matrix value as the text placeholders take.
+fn value_string(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
