@@ -4,6 +4,7 @@
 //! - [`config`]: a [`Workload`] (flags, a plan scenario, or the wire) validated into a
 //!   [`RunConfig`].
 //! - [`schedule`]: open-loop arrival schedules split across workers.
+//! - [`transport`]: the seam between the request loop and the protocols.
 //! - [`http1`], [`conn`]: the HTTP/1.1 transport (plain TCP or TLS).
 //! - [`http2`]: the HTTP/2 transport (h2c or TLS with ALPN), plain requests and gRPC
 //!   unary calls, streams multiplexed over shared connections.
@@ -35,6 +36,7 @@ pub mod runner;
 pub mod schedule;
 pub mod stats;
 pub mod summary;
+pub mod transport;
 pub mod worker;
 
 pub use config::{

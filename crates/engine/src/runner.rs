@@ -21,7 +21,8 @@ use crate::result::{
 };
 use crate::schedule::Window;
 use crate::stats::LatencyTrend;
-use crate::worker::{run_worker, Request, WorkerPlan};
+use crate::transport::Request;
+use crate::worker::{run_worker, WorkerPlan};
 use loadlab_grpc::GrpcStatus;
 
 /// File descriptors kept free beyond the connections (stdio, epoll, timers, files).
@@ -133,21 +134,15 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
             .map_or(u64::MAX, |d| measure_start_ns + d.as_nanos() as u64),
         requests: cfg.requests,
     };
-    let request = match cfg.protocol {
-        Protocol::Http1 => Request::Http1(Arc::new(
-            crate::http1::encode_request(&cfg).repeat(cfg.pipeline as usize),
-        )),
-        Protocol::Http2 | Protocol::Grpc => Request::Http2(Arc::new(
-            // Validation already built this template once: it cannot fail here.
-            crate::http2::Template::new(&cfg).map_err(|e| {
-                EngineError::Config(crate::config::ConfigError::Value {
-                    field: crate::config::Field::Header,
-                    value: e,
-                    allowed: "header names and values valid in HTTP/2".into(),
-                })
-            })?,
-        )),
-    };
+    // Validation already built the HTTP/2 template once: this cannot fail for a validated
+    // configuration.
+    let request = Request::encode(&cfg).map_err(|e| {
+        EngineError::Config(crate::config::ConfigError::Value {
+            field: crate::config::Field::Header,
+            value: e,
+            allowed: "header names and values valid in HTTP/2".into(),
+        })
+    })?;
     let tls = crate::conn::tls_config(&cfg);
     let tickets = Arc::new(AtomicU64::new(cfg.requests.unwrap_or(u64::MAX)));
     let (tx, rx) = mpsc::channel::<IntervalReport>();

@@ -3,6 +3,8 @@
 //! skipped without copying (Content-Length, chunked, or until close). Leftover bytes stay in
 //! the buffer, so pipelined responses are read in order.
 
+pub(crate) mod link;
+
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::config::RunConfig;

@@ -6,8 +6,9 @@
 //! `--connections`, h2load's `-c` × `-m`). A connection is opened by the first slot that
 //! needs it, driven by a task of its own, and reopened by the next slot after it dies.
 //!
-//! The request loop, deadlines and recording are the worker's; this module provides the
-//! request [`Template`], the shared connection state and the reply classification.
+//! The request loop and deadlines are the worker's; [`link`] sends streams and records
+//! their replies; this module provides the request [`Template`], the shared connection
+//! state and the reply classification.
 //!
 //! A server closing a connection gracefully sends `GOAWAY` with the last stream it
 //! processed; the streams above it were never processed and may be sent again on another
@@ -15,6 +16,8 @@
 //! reports both kinds of stream, and the streams cut when the connection ends later, with
 //! the same `GOAWAY` error, so [`GoAwayWatch`] reads the frame headers going by and keeps
 //! the `last_stream_id` for the worker to tell them apart.
+
+pub(crate) mod link;
 
 use std::cell::{Cell, RefCell};
 use std::io;

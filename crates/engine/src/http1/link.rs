@@ -1,0 +1,130 @@
+//! An HTTP/1.1 request loop's connection: opened on demand, a batch written at once (one
+//! request, or a pipelined batch), responses read in order and recorded, graceful closes
+//! handled by re-sending what the server never read.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
+
+use super::ResponseReader;
+use crate::config::RunConfig;
+use crate::conn::Conn;
+use crate::error::ErrorClass;
+use crate::transport::{Io, MAX_RESENDS};
+
+/// One request loop's HTTP/1.1 connection and response parser.
+pub(crate) struct Http1Link {
+    /// The encoded request, repeated for a pipelined batch.
+    request: Arc<Vec<u8>>,
+    /// Bytes of one request.
+    request_len: usize,
+    conn: Option<Conn>,
+    reader: ResponseReader,
+    /// Responses read on `conn` so far.
+    served: u64,
+}
+
+impl Http1Link {
+    /// A link that sends `request` (the encoded request repeated `cfg.pipeline` times).
+    pub(crate) fn new(request: Arc<Vec<u8>>, cfg: &RunConfig) -> Http1Link {
+        Http1Link {
+            request_len: request.len() / cfg.pipeline as usize,
+            request,
+            conn: None,
+            reader: ResponseReader::new(&cfg.method),
+            served: 0,
+        }
+    }
+
+    /// Drops the connection (after a failure, or with keep-alive off).
+    pub(crate) fn close(&mut self) {
+        self.conn = None;
+    }
+
+    /// Connects before the window starts, if the connection opens by `deadline`.
+    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) {
+        let c0 = io.clock.now();
+        if let Ok(Ok(c)) = tokio::time::timeout_at(deadline, io.connector.connect()).await {
+            io.recorder.borrow_mut().connect(io.clock.now() - c0);
+            self.conn = Some(c);
+        }
+    }
+
+    /// Writes the batch on the connection (connecting first if needed) and reads its
+    /// responses.
+    ///
+    /// A server may close a keep-alive connection gracefully: a response with
+    /// `Connection: close`, or a clean close right after a complete response. Requests
+    /// written behind it were never read (RFC 9112 §9.3), so they are sent again on a new
+    /// connection, latency still charged from their intended send time, if their method
+    /// allows it ([`RunConfig::resend_unprocessed`]). A close in the middle of a response,
+    /// or before a connection answered anything, is an error.
+    pub(crate) async fn exchange(
+        &mut self,
+        io: &Io,
+        batch: &[u64],
+        connecting: &Cell<bool>,
+        done: &Cell<usize>,
+    ) -> Result<(), ErrorClass> {
+        let mut resends = 0;
+        'connection: loop {
+            if self.conn.is_none() {
+                connecting.set(true);
+                let c0 = io.clock.now();
+                let c = io.connector.connect().await?;
+                io.recorder.borrow_mut().connect(io.clock.now() - c0);
+                self.reader.reset();
+                self.served = 0;
+                connecting.set(false);
+                self.conn = Some(c);
+            }
+            let c = self.conn.as_mut().expect("connected above");
+            let rest = &batch[done.get()..];
+            let sent = io.clock.now();
+            c.write_all(&self.request[..self.request_len * rest.len()])
+                .await
+                .map_err(|e| ErrorClass::from_io(&e, false))?;
+            for &t in rest {
+                match self.reader.read(c).await {
+                    Ok(meta) => {
+                        io.recorder
+                            .borrow_mut()
+                            .response(t, sent, io.clock.now(), meta.status);
+                        done.set(done.get() + 1);
+                        self.served += 1;
+                        if !meta.close {
+                            continue;
+                        }
+                        // With keep-alive off loadlab asked for the close itself.
+                        if !io.cfg.keep_alive {
+                            self.conn = None;
+                            return Ok(());
+                        }
+                    }
+                    // A clean close before any byte of this response, on a connection that
+                    // has answered before: an idle keep-alive connection the server closed.
+                    Err(ErrorClass::ConnectionClosed)
+                        if self.served > 0 && !self.reader.began() => {}
+                    Err(class) => return Err(class),
+                }
+                self.conn = None;
+                io.recorder.borrow_mut().server_close(self.served);
+                if done.get() == batch.len() {
+                    return Ok(());
+                }
+                if !io.cfg.resend_unprocessed || resends >= MAX_RESENDS {
+                    return Err(ErrorClass::ConnectionClosed);
+                }
+                resends += 1;
+                let mut rec = io.recorder.borrow_mut();
+                for &t in &batch[done.get()..] {
+                    rec.resent(t);
+                }
+                continue 'connection;
+            }
+            return Ok(());
+        }
+    }
+}

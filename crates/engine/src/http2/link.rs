@@ -1,0 +1,186 @@
+//! An HTTP/2 stream slot: one request at a time as a stream on the connection the slot is
+//! bound to, opened by the first slot that needs it and shared with the others; streams
+//! the server never processed are sent again on a new connection.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::{ConnState, GoAwayWatch, H2Conn, Live, Slot, Template};
+use crate::error::{from_h2, ErrorClass};
+use crate::transport::{Io, MAX_RESENDS};
+
+/// Why a stream attempt ended without a reply.
+enum StreamFailure {
+    /// The server never processed it: send it again.
+    Unprocessed,
+    /// A failure to count.
+    Failed(ErrorClass),
+}
+
+/// One request loop's stream slot and the request every stream sends.
+pub(crate) struct Http2Link {
+    template: Arc<Template>,
+    slot: Slot,
+}
+
+impl Http2Link {
+    /// A slot on `conn` that sends `template`.
+    pub(crate) fn new(template: Arc<Template>, conn: Rc<H2Conn>) -> Http2Link {
+        Http2Link {
+            template,
+            slot: Slot { conn, cached: None },
+        }
+    }
+
+    /// Opens the slot's connection (if no other slot has) before the window starts.
+    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) {
+        let unused = Cell::new(false);
+        let attempt = connection(io, &self.slot.conn, &unused);
+        if let Ok(Ok(live)) = tokio::time::timeout_at(deadline, attempt).await {
+            self.slot.cached = Some(live);
+        }
+    }
+
+    /// Sends one request as a stream, reads the response (and for gRPC its trailers) and
+    /// records it. A stream the server never processed (refused, or above the
+    /// `last_stream_id` of its `GOAWAY`) is sent again on a new connection, whatever the
+    /// method (RFC 9113 §8.7), latency charged from its intended send time; the
+    /// connection that sent `GOAWAY` takes no new streams.
+    pub(crate) async fn exchange(
+        &mut self,
+        io: &Io,
+        intended: u64,
+        deadline: u64,
+        connecting: &Cell<bool>,
+    ) -> Result<(), ErrorClass> {
+        let mut resends = 0;
+        loop {
+            let live = match self.slot.cached.take() {
+                Some(live) if self.slot.conn.is_current(live.0) => live,
+                _ => connection(io, &self.slot.conn, connecting).await?,
+            };
+            let (generation, state) = (live.0, live.2.clone());
+            match self.stream(io, live, intended, deadline).await {
+                Ok(()) => return Ok(()),
+                Err(StreamFailure::Unprocessed) if resends < MAX_RESENDS => {
+                    self.slot.conn.invalidate(generation);
+                    resends += 1;
+                    io.recorder.borrow_mut().resent(intended);
+                }
+                Err(StreamFailure::Unprocessed) => return Err(ErrorClass::StreamReset),
+                Err(StreamFailure::Failed(class)) => {
+                    if state.goaway().is_some() {
+                        self.slot.conn.invalidate(generation);
+                    }
+                    return Err(class);
+                }
+            }
+        }
+    }
+
+    /// One attempt of [`Http2Link::exchange`] on the live connection `live`.
+    async fn stream(
+        &mut self,
+        io: &Io,
+        live: Live,
+        intended: u64,
+        deadline: u64,
+    ) -> Result<(), StreamFailure> {
+        let template = &self.template;
+        let slot = &mut self.slot;
+        let (generation, send, state) = live;
+        // Not sent: on a connection its server is closing, that is "never processed".
+        let not_sent = |e: h2::Error| {
+            slot.conn.invalidate(generation);
+            if state.goaway().is_some() {
+                StreamFailure::Unprocessed
+            } else {
+                StreamFailure::Failed(from_h2(&e, false))
+            }
+        };
+        let mut send = send.ready().await.map_err(&not_sent)?;
+        let sent = io.clock.now();
+        let request = template.request(deadline.saturating_sub(sent));
+        let body = template.body();
+        let (response, mut stream) = send
+            .send_request(request, body.is_none())
+            .map_err(&not_sent)?;
+        let id = u32::from(response.stream_id());
+        let failed = |e: h2::Error| {
+            if state.unprocessed(&e, id) {
+                StreamFailure::Unprocessed
+            } else {
+                StreamFailure::Failed(from_h2(&e, false))
+            }
+        };
+        slot.cached = Some((generation, send, state.clone()));
+        if let Some(body) = body {
+            stream.send_data(body.clone(), true).map_err(&failed)?;
+        }
+        let response = response.await.map_err(&failed)?;
+        let status = response.status().as_u16();
+        let mut grpc = super::grpc_status(response.headers());
+        let mut body = response.into_body();
+        let after_headers = |e: h2::Error| StreamFailure::Failed(from_h2(&e, false));
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.map_err(after_headers)?;
+            let _ = body.flow_control().release_capacity(chunk.len());
+        }
+        if template.is_grpc() && grpc.is_none() {
+            if let Some(trailers) = body.trailers().await.map_err(after_headers)? {
+                grpc = super::grpc_status(&trailers);
+            }
+        }
+        let now = io.clock.now();
+        let mut rec = io.recorder.borrow_mut();
+        match (template.is_grpc(), status, grpc) {
+            (true, 200, Some(code)) => rec.grpc_reply(intended, sent, now, code),
+            // A 200 without grpc-status is not a gRPC reply.
+            (true, 200, None) => return Err(StreamFailure::Failed(ErrorClass::MalformedResponse)),
+            // A proxy's error page, or a plain HTTP/2 reply.
+            _ => rec.response(intended, sent, now, status),
+        }
+        Ok(())
+    }
+}
+
+/// The live connection of `conn`, opening it if no slot has (the other slots bound to it
+/// wait for that attempt instead of opening their own).
+async fn connection(io: &Io, conn: &Rc<H2Conn>, connecting: &Cell<bool>) -> Result<Live, ErrorClass> {
+    loop {
+        let changed = conn.changed();
+        if let Some(live) = conn.current() {
+            return Ok(live);
+        }
+        let Some(_guard) = conn.begin_connect() else {
+            changed.await;
+            continue;
+        };
+        connecting.set(true);
+        let c0 = io.clock.now();
+        let tcp = io.connector.connect().await?;
+        io.recorder.borrow_mut().connect(io.clock.now() - c0);
+        let state = Rc::new(ConnState::default());
+        io.h2_states.borrow_mut().push(state.clone());
+        let watched = GoAwayWatch::new(tcp, state.clone());
+        let (send, driver) = h2::client::Builder::new()
+            .initial_window_size(super::STREAM_WINDOW)
+            .initial_connection_window_size(super::CONNECTION_WINDOW)
+            .enable_push(false)
+            .handshake::<_, Bytes>(watched)
+            .await
+            .map_err(|e| from_h2(&e, true))?;
+        connecting.set(false);
+        let generation = conn.install(send.clone(), state.clone());
+        let owner = conn.clone();
+        tokio::task::spawn_local(async move {
+            let _ = driver.await;
+            owner.invalidate(generation);
+        });
+        return Ok((generation, send, state));
+    }
+}

@@ -1,0 +1,127 @@
+//! The seam between the request loop ([`crate::worker`]) and the protocols: a request
+//! loop holds a [`Link`] and asks it to pre-connect and to exchange a batch; everything
+//! a protocol does on the wire (connect, write, read, re-send what the server never
+//! processed, record each reply) lives in [`crate::http1::link`] and
+//! [`crate::http2::link`]. What both need from their worker is an [`Io`].
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::clock::Clock;
+use crate::config::{Protocol, RunConfig};
+use crate::conn::Connector;
+use crate::error::ErrorClass;
+use crate::http1::link::Http1Link;
+use crate::http2::link::Http2Link;
+use crate::http2::{ConnState, H2Conn, Template};
+use crate::recorder::Recorder;
+
+/// How often one request may be re-sent after its server closed without processing it
+/// (a server that closes every connection before answering is failing, not closing).
+pub(crate) const MAX_RESENDS: u32 = 8;
+
+/// What a worker lends its transports: the run, the clock, the connector and the
+/// recorder every reply goes to.
+pub(crate) struct Io {
+    /// The run.
+    pub(crate) cfg: Arc<RunConfig>,
+    /// The worker's clock (nanoseconds since the run's epoch).
+    pub(crate) clock: Clock,
+    /// This worker's recorder.
+    pub(crate) recorder: RefCell<Recorder>,
+    /// Opens connections (TCP or TLS, from the run's source addresses).
+    pub(crate) connector: Connector,
+    /// Every HTTP/2 connection opened, so that its graceful close is counted once at the
+    /// end.
+    pub(crate) h2_states: RefCell<Vec<Rc<ConnState>>>,
+}
+
+/// What every request of a run sends, encoded once by the runner; it decides which
+/// [`Link`] a request loop gets.
+#[derive(Clone)]
+pub enum Request {
+    /// HTTP/1.1: the encoded request, repeated `pipeline` times.
+    Http1(Arc<Vec<u8>>),
+    /// HTTP/2 and gRPC: the header block and body every stream sends.
+    Http2(Arc<Template>),
+}
+
+impl Request {
+    /// The request of `cfg`'s protocol; an HTTP/2 header value HTTP/2 refuses is an error
+    /// (validation has already built the template once).
+    pub fn encode(cfg: &RunConfig) -> Result<Request, String> {
+        Ok(match cfg.protocol {
+            Protocol::Http1 => Request::Http1(Arc::new(
+                crate::http1::encode_request(cfg).repeat(cfg.pipeline as usize),
+            )),
+            Protocol::Http2 | Protocol::Grpc => {
+                Request::Http2(Arc::new(crate::http2::Template::new(cfg)?))
+            }
+        })
+    }
+
+    /// A request loop's link: its own HTTP/1.1 connection, or a stream slot on `h2_pool`'s
+    /// connection number `n` (round robin).
+    pub(crate) fn link(&self, cfg: &RunConfig, h2_pool: &[Rc<H2Conn>], n: usize) -> Link {
+        match self {
+            Request::Http1(bytes) => Link::Http1(Http1Link::new(bytes.clone(), cfg)),
+            Request::Http2(template) => Link::Http2(Http2Link::new(
+                template.clone(),
+                h2_pool[n % h2_pool.len()].clone(),
+            )),
+        }
+    }
+}
+
+/// A request loop's transport.
+pub(crate) enum Link {
+    /// Its own HTTP/1.1 connection, opened on demand.
+    Http1(Http1Link),
+    /// A stream slot on a shared HTTP/2 connection.
+    Http2(Http2Link),
+}
+
+impl Link {
+    /// Opens the connection before the window starts (closed loop, as wrk does); a failure
+    /// is left for the first exchange to meet and count.
+    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) {
+        match self {
+            Link::Http1(l) => l.preconnect(io, deadline).await,
+            Link::Http2(l) => l.preconnect(io, deadline).await,
+        }
+    }
+
+    /// Sends the batch (one request over HTTP/2) and records every reply. `connecting` is
+    /// set while a connection is being opened (a deadline then is a connect timeout);
+    /// `done` counts the requests of the batch already recorded.
+    pub(crate) async fn exchange(
+        &mut self,
+        io: &Io,
+        batch: &[u64],
+        deadline: u64,
+        connecting: &Cell<bool>,
+        done: &Cell<usize>,
+    ) -> Result<(), ErrorClass> {
+        match self {
+            Link::Http1(l) => l.exchange(io, batch, connecting, done).await,
+            Link::Http2(l) => {
+                l.exchange(io, batch[0], deadline, connecting).await?;
+                done.set(1);
+                Ok(())
+            }
+        }
+    }
+
+    /// After an exchange: a failed one leaves no HTTP/1.1 connection to reuse, and with
+    /// keep-alive off none is reused either.
+    pub(crate) fn settle(&mut self, failed: bool, keep_alive: bool) {
+        if let Link::Http1(l) = self {
+            if failed || !keep_alive {
+                l.close();
+            }
+        }
+    }
+}
