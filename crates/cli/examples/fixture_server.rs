@@ -26,7 +26,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -208,8 +208,12 @@ fn serve(
 fn main() {
     let o = Arc::new(parse());
     if o.ignore_sigterm {
-        // SAFETY: ignoring a signal.
-        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+        // A handler that only sets a flag nobody reads: SIGTERM does nothing.
+        signal_hook::flag::register(
+            signal_hook::consts::SIGTERM,
+            Arc::new(AtomicBool::new(false)),
+        )
+        .expect("SIGTERM handler");
     }
     let mut pids = vec![std::process::id().to_string()];
     if o.fork_child {
