@@ -195,6 +195,7 @@ fn serve(
             let n = served.fetch_add(1, Ordering::SeqCst) + 1;
             if o.exit_after.is_some_and(|max| n >= max) {
                 eprintln!("fixture: exiting after {n} requests, as asked");
+                #[allow(clippy::exit)] // the crash this mode is for
                 std::process::exit(3);
             }
         }
@@ -222,6 +223,7 @@ fn main() {
             .spawn()
             .expect("sleep");
         pids.push(child.id().to_string());
+        #[allow(clippy::mem_forget)] // the child outlives us: the lab must kill it
         std::mem::forget(child);
     }
     if let Some(p) = &o.pid_file {

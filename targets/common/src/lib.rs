@@ -10,7 +10,6 @@
 //! - [`signal`]: `SIGTERM` and `SIGINT` for every server and runtime: the shutdown future a
 //!   binary passes to its server's `run`, or each signal passed to a callback.
 //! - `testing` (feature `testing`): helpers for the servers' integration tests.
-#![deny(missing_docs)]
 
 pub mod greeter;
 pub mod net;
