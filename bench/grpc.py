@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Parsing and reporting helper for bench/grpc.sh (standard library only).
 
-Reuses the GNU time / h2load parsers and the table helpers of peers.py.
+Shares the GNU time / h2load parsers, tables and command line with peers.py (bench/lib.py).
 
 Subcommands (called by grpc.sh; usable by hand on an existing results file):
 
@@ -20,15 +20,13 @@ Counting conventions (identical for every tool):
   rps            successful / the tool's own measured elapsed time
 """
 
-import argparse
-import json
 import os
 import re
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import peers  # noqa: E402  (bench/peers.py: parse_time_file, parse_h2load, tables)
+import lib  # noqa: E402  (bench/lib.py: what peers.py and grpc.py share)
+from lib import fmt as _fmt, med as _med  # noqa: E402
 
 SUITES = [
     ("grpc", "gRPC unary, helloworld.Greeter/SayHello on greeter-tokio (1 thread)", "ghz", 2.0),
@@ -91,7 +89,7 @@ def parse_ghz(text):
 
 
 def parse_h2load(text):
-    r = peers.parse_h2load(text)
+    r = lib.parse_h2load(text)
     if r is None:
         return None
     m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded", text)
@@ -104,20 +102,12 @@ def parse_h2load(text):
 
 
 def parse_loadlab(path):
-    try:
-        with open(path) as f:
-            j = json.load(f)
-    except (OSError, json.JSONDecodeError):
-        return None
-    if "requests" not in j:
+    j = lib.load_loadlab_json(path)
+    if j is None:
         return None
     r = {"requests": int(j["requests"])}
     r["successful"] = int(j["successful"]) if j.get("successful") is not None else None
-    errs = j.get("errors") or {}
-    if isinstance(errs, dict):
-        r["errors"] = {k: int(v) for k, v in errs.items() if v}
-    else:
-        r["errors"] = {"errors": int(errs)} if errs else {}
+    r["errors"] = lib.loadlab_errors(j)
     if j.get("errors_total") is not None:
         r["error_count"] = int(j["errors_total"])
     else:
@@ -149,22 +139,12 @@ PARSERS = {"ghz": parse_ghz, "h2load": parse_h2load}
 
 def cmd_record(a):
     rec = {
-        "ts": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "ts": lib.now(),
         "suite": a.suite, "round": a.round, "tool": a.tool,
         "requested": a.requested, "connections": a.connections, "concurrency": a.concurrency,
         "rc": a.rc, "cmd": a.cmd, "stdout": a.stdout, "ok": False,
     }
-    t = peers.parse_time_file(a.time)
-    try:
-        with open(a.stdout, errors="replace") as f:
-            text = f.read()
-    except OSError:
-        text = ""
-    p = parse_loadlab(a.json) if a.tool == "loadlab" else PARSERS[a.tool](text)
-    if t:
-        rec.update(t)
-    if p:
-        rec.update(p)
+    t, p = lib.measure(rec, a, PARSERS, parse_loadlab)
     if t and p and p.get("successful") is not None and t["cpu_s"] > 0:
         rec["ok"] = True
         el = rec.get("elapsed_s")
@@ -184,61 +164,35 @@ def cmd_record(a):
             notes.append("exit status %d" % a.rc)
         rec["notes"] = notes
     else:
-        why = []
-        if not t:
-            why.append("no GNU time data")
-        if not p:
-            why.append("could not parse tool output")
-        elif p.get("successful") is None:
-            why.append("no success count")
-        rec["failure"] = "; ".join(why) + (" (rc=%d)" % a.rc if a.rc else "")
-    with open(a.out, "a") as f:
-        f.write(json.dumps(rec, sort_keys=True) + "\n")
+        more = ["no success count"] if p and p.get("successful") is None else []
+        rec["failure"] = lib.failure(t, p, a.rc, more)
+    lib.append_record(a.out, rec)
     if rec["ok"]:
         print("    %-8s %8d ok %6d err  %9.0f req/s  cpu %6.2fs  %9.0f req/cpu-s  rss %6.1f MB%s"
               % (a.tool, rec["successful"], rec["error_count"], rec["rps"] or 0, rec["cpu_s"],
                  rec["req_per_cpu_s"], rec["rss_kb"] / 1024,
                  ("  [" + "; ".join(rec["notes"]) + "]") if rec["notes"] else ""))
     else:
-        print("    %-8s FAILED: %s (see %s)" % (a.tool, rec["failure"], a.stdout))
-
-
-def cmd_skip(a):
-    rec = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S"), "suite": a.suite, "tool": a.tool,
-           "round": 0, "ok": False, "skipped": a.reason}
-    with open(a.out, "a") as f:
-        f.write(json.dumps(rec, sort_keys=True) + "\n")
+        lib.print_failed(a, rec)
 
 
 # --------------------------------------------------------------------------
 # reporting
 
-_fmt, _med = peers._fmt, peers._med
-
 
 def summarize(recs):
     """suite -> tool -> summary dict (medians over ok rounds)."""
-    out = {}
-    for r in recs:
-        s = out.setdefault(r["suite"], {}).setdefault(
-            r["tool"], {"runs": [], "failed": 0, "skipped": None})
-        if r.get("skipped"):
-            s["skipped"] = r["skipped"]
-        elif r.get("ok"):
-            s["runs"].append(r)
-        else:
-            s["failed"] += 1
+    out = lib.group_runs(recs, "suite")
     for su in out.values():
         for s in su.values():
             runs = s["runs"]
-            s["n"] = len(runs)
             if not runs:
                 continue
             for key in ("requested", "requests", "successful", "error_count", "rps", "cpu_s",
                         "cpu_util", "req_per_cpu_s", "rss_kb", "self_cpu_s"):
                 s[key] = _med([x.get(key) for x in runs])
             rpc = [x["req_per_cpu_s"] for x in runs]
-            s["spread"] = (max(rpc) - min(rpc)) / s["req_per_cpu_s"] if len(rpc) > 1 and s["req_per_cpu_s"] else None
+            s["spread"] = lib.spread(rpc, s["req_per_cpu_s"])
             s["latency_ms"] = {k: _med([(x.get("latency_ms") or {}).get(k) for x in runs])
                                for k in ("p50", "p99")}
             s["notes"] = sorted({n for x in runs for n in x.get("notes", [])})
@@ -253,18 +207,13 @@ def suite_rows(su):
     ll = su.get("loadlab")
     ll_rpc = ll.get("req_per_cpu_s") if ll and ll.get("n") else None
     rows = []
-    for tool in sorted(su, key=lambda t: (ORDER.index(t) if t in ORDER else 99, t)):
+    for tool in lib.ordered(su, ORDER):
         s = su[tool]
         if not s["n"]:
             why = s["skipped"] or "%d failed run(s)" % s["failed"]
             rows.append([tool, "n/a" if s["skipped"] else "failed"] + [""] * (len(HDR) - 3) + [why])
             continue
-        if tool == "loadlab":
-            ratio = "—"
-        elif ll_rpc and s["req_per_cpu_s"]:
-            ratio = "%.2f×" % (ll_rpc / s["req_per_cpu_s"])
-        else:
-            ratio = "-"
+        ratio = lib.ratio_cell(tool, ll_rpc, s["req_per_cpu_s"])
         notes = []
         if s["failed"]:
             notes.append("%d failed run(s)" % s["failed"])
@@ -303,21 +252,13 @@ def target_checks(summ):
 
 
 def cmd_report(a):
-    recs = []
-    with open(a.results) as f:
-        for line in f:
-            if line.strip():
-                recs.append(json.loads(line))
+    recs = lib.read_records(a.results)
     summ = summarize(recs)
     runs = [r for r in recs if r.get("ok")]
-    text, md = [], []
-    meta = ("closed loop, fixed request count, median of %d round(s); generator on CPU %s, server on CPU %s"
-            % (max([r.get("round", 0) for r in runs] or [0]), a.gen_cpu, a.server_cpu))
-    text.append(meta)
-    md.append("_" + meta + "_")
-    if a.host:
-        text.append("host: " + a.host)
-        md.append("_host: " + a.host + "_")
+    rep = lib.Report()
+    rep.meta("closed loop, fixed request count, median of %d round(s); generator on CPU %s, server on CPU %s"
+             % (max([r.get("round", 0) for r in runs] or [0]), a.gen_cpu, a.server_cpu))
+    rep.host(a.host)
     for key, title, _peer, _t in SUITES:
         su = summ.get(key)
         if not su:
@@ -325,61 +266,24 @@ def cmd_report(a):
         r0 = next((r for r in runs if r["suite"] == key), {})
         title = "%s — %s connections, %s concurrent" % (
             title, r0.get("connections", "?"), r0.get("concurrency", "?"))
-        rows = suite_rows(su)
-        text += ["", "== " + title + " ==", peers.text_table(HDR, rows)]
-        md += ["", "**" + title + "**", "", peers.md_table(HDR, rows)]
-    notes = ("'req/s' and 'req per gen CPU-s' count successful responses only. 'gen CPU %' = "
-             "generator CPU / elapsed; well below 100% means the server (one thread/worker) "
-             "was the bottleneck, so compare 'req per gen CPU-s'. ghz runs with --cpus 1 and its "
-             "template processing disabled; h2load prints no latency percentiles.")
-    text += ["", notes]
-    md += ["", notes]
-    checks = target_checks(summ)
-    text += ["", "== Targets =="] + checks
-    md += ["", "Targets:", ""] + ["- " + c for c in checks]
-    print("\n".join(text))
-    if a.md:
-        with open(a.md, "w") as f:
-            f.write("\n".join(md) + "\n")
+        rep.table(title, HDR, suite_rows(su))
+    rep.paragraph("'req/s' and 'req per gen CPU-s' count successful responses only. 'gen CPU %' = "
+                  "generator CPU / elapsed; well below 100% means the server (one thread/worker) "
+                  "was the bottleneck, so compare 'req per gen CPU-s'. ghz runs with --cpus 1 and its "
+                  "template processing disabled; h2load prints no latency percentiles.")
+    rep.targets(target_checks(summ))
+    print("\n".join(rep.text))
+    rep.write_md(a.md)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="sub", required=True)
-
-    p = sub.add_parser("record")
-    p.add_argument("--out", required=True)
-    p.add_argument("--suite", required=True)
-    p.add_argument("--round", type=int, required=True)
-    p.add_argument("--tool", required=True, choices=["loadlab"] + sorted(PARSERS))
-    p.add_argument("--stdout", required=True)
-    p.add_argument("--time", required=True)
-    p.add_argument("--json")
-    p.add_argument("--rc", type=int, default=0)
-    p.add_argument("--cmd", default="")
+def _record_args(p):
     p.add_argument("--requested", type=int, required=True)
     p.add_argument("--connections", type=int)
     p.add_argument("--concurrency", type=int)
 
-    p = sub.add_parser("skip")
-    p.add_argument("--out", required=True)
-    p.add_argument("--suite", required=True)
-    p.add_argument("--tool", required=True)
-    p.add_argument("--reason", required=True)
 
-    p = sub.add_parser("report")
-    p.add_argument("results")
-    p.add_argument("--md")
-    p.add_argument("--gen-cpu", default="1")
-    p.add_argument("--server-cpu", default="0")
-    p.add_argument("--host", default="")
-
-    sub.add_parser("freeport")
-
-    a = ap.parse_args()
-    rc = {"record": cmd_record, "skip": cmd_skip, "report": cmd_report,
-          "freeport": peers.cmd_freeport}[a.sub](a)
-    sys.exit(rc or 0)
+def main():
+    lib.main(__doc__, "suite", PARSERS, cmd_record, _record_args, cmd_report, lambda p: None)
 
 
 if __name__ == "__main__":

@@ -18,16 +18,16 @@ Counting conventions (identical for every tool):
   rps            requests / the tool's own measured elapsed time
 """
 
-import argparse
 import json
-import math
 import os
 import re
-import socket
-import statistics
 import sys
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402  (bench/lib.py: what peers.py and grpc.py share)
+from lib import fmt as _fmt, med as _med  # noqa: E402
 
 PHASES = [
     ("keepalive", "Closed loop, keep-alive on"),
@@ -45,51 +45,13 @@ RATIO_TARGET = 1.0
 # parsing
 
 
-def _num(s):
-    return float(s.replace(",", ""))
-
-
-def parse_time_file(path):
-    """GNU time -f '%U %S %M' -o PATH. May carry a 'Command exited with
-    non-zero status' / 'Command terminated by signal' line before the data."""
-    out = {"time_note": None}
-    try:
-        with open(path) as f:
-            lines = [l.strip() for l in f if l.strip()]
-    except OSError:
-        return None
-    data = None
-    for l in lines:
-        m = re.fullmatch(r"([\d.]+) ([\d.]+) (\d+)", l)
-        if m:
-            data = m
-        else:
-            out["time_note"] = l
-    if not data:
-        return None
-    out["cpu_user_s"] = float(data.group(1))
-    out["cpu_sys_s"] = float(data.group(2))
-    out["cpu_s"] = round(out["cpu_user_s"] + out["cpu_sys_s"], 3)
-    out["rss_kb"] = int(data.group(3))
-    return out
-
-
-def _dur_s(s):
-    """wrk style durations: 10.10s, 500.00ms, 1.00m"""
-    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", s)
-    if not m:
-        return None
-    v = float(m.group(1))
-    return v * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
-
-
 def parse_wrk(text):
     r = {}
     m = re.search(r"(\d+) requests in ([\d.]+\w+),", text)
     if not m:
         return None
     r["requests"] = int(m.group(1))
-    r["elapsed_s"] = _dur_s(m.group(2))
+    r["elapsed_s"] = lib.dur_s(m.group(2))
     errs = {}
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
     if m:
@@ -102,8 +64,8 @@ def parse_wrk(text):
     r["errors"] = errs
     m = re.search(r"Latency\s+([\d.]+\w+)\s+([\d.]+\w+)\s+([\d.]+\w+)", text)
     if m:
-        r["latency_ms"] = {"mean": round(_dur_s(m.group(1)) * 1e3, 3),
-                           "max": round(_dur_s(m.group(3)) * 1e3, 3)}
+        r["latency_ms"] = {"mean": round(lib.dur_s(m.group(1)) * 1e3, 3),
+                           "max": round(lib.dur_s(m.group(3)) * 1e3, 3)}
     return r
 
 
@@ -133,36 +95,6 @@ def parse_ab(text):
             lat["p" + p] = float(m.group(1))  # ab has 1 ms resolution
     if lat:
         r["latency_ms"] = lat
-    return r
-
-
-def parse_h2load(text):
-    r = {}
-    m = re.search(r"finished in ([\d.]+\w+), ([\d.]+) req/s", text)
-    m2 = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
-                   r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
-    if not (m and m2):
-        return None
-    r["elapsed_s"] = _dur_s(m.group(1))
-    total, started, done, succ, failed, errored, tmo = map(int, m2.groups())
-    r["requests"] = done
-    errs = {}
-    if failed:
-        errs["failed"] = failed
-    if errored:
-        errs["errored"] = errored
-    if tmo:
-        errs["timeout"] = tmo
-    m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text)
-    if m:
-        bad = int(m.group(3)) + int(m.group(4))
-        if bad:
-            errs["status_4xx_5xx"] = bad
-    r["errors"] = errs
-    m = re.search(r"time for request:\s+([\d.]+\w+)\s+([\d.]+\w+)\s+([\d.]+\w+)", text)
-    if m:
-        r["latency_ms"] = {"mean": round(_dur_s(m.group(3)) * 1e3, 3),
-                           "max": round(_dur_s(m.group(2)) * 1e3, 3)}
     return r
 
 
@@ -202,20 +134,12 @@ def parse_oha(text):
 
 
 def parse_loadlab(path):
-    try:
-        with open(path) as f:
-            j = json.load(f)
-    except (OSError, json.JSONDecodeError):
+    j = lib.load_loadlab_json(path)
+    if j is None:
         return None
     r = {}
-    if "requests" not in j:
-        return None
     r["requests"] = int(j["requests"])
-    errs = j.get("errors") or {}
-    if isinstance(errs, dict):
-        r["errors"] = {k: int(v) for k, v in errs.items() if v}
-    else:
-        r["errors"] = {"errors": int(errs)} if errs else {}
+    r["errors"] = lib.loadlab_errors(j)
     if j.get("achieved_rps") is not None:
         r["achieved_rps"] = float(j["achieved_rps"])
     for key in ("elapsed_s", "duration_s", "elapsed_secs"):
@@ -237,31 +161,18 @@ def parse_loadlab(path):
     return r
 
 
-PARSERS = {"wrk": parse_wrk, "ab": parse_ab, "h2load": parse_h2load, "oha": parse_oha}
+PARSERS = {"wrk": parse_wrk, "ab": parse_ab, "h2load": lib.parse_h2load, "oha": parse_oha}
 
 
 def cmd_record(a):
     rec = {
-        "ts": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "ts": lib.now(),
         "phase": a.phase, "round": a.round, "tool": a.tool,
         "connections": a.connections, "duration_s": a.duration,
         "rate": a.rate, "rc": a.rc, "cmd": a.cmd,
         "stdout": a.stdout, "ok": False,
     }
-    t = parse_time_file(a.time)
-    try:
-        with open(a.stdout, errors="replace") as f:
-            text = f.read()
-    except OSError:
-        text = ""
-    if a.tool == "loadlab":
-        p = parse_loadlab(a.json) if a.json else None
-    else:
-        p = PARSERS[a.tool](text)
-    if t:
-        rec.update(t)
-    if p:
-        rec.update(p)
+    t, p = lib.measure(rec, a, PARSERS, parse_loadlab)
     if t and p and rec.get("requests"):
         rec["ok"] = True
         el = rec.get("elapsed_s")
@@ -276,14 +187,8 @@ def cmd_record(a):
         rec["cpu_util"] = round(rec["cpu_s"] / (el or a.duration), 3)
         rec["error_count"] = sum(rec.get("errors", {}).values())
     else:
-        why = []
-        if not t:
-            why.append("no GNU time data")
-        if not p:
-            why.append("could not parse tool output")
-        rec["failure"] = "; ".join(why) + (" (rc=%d)" % a.rc if a.rc else "")
-    with open(a.out, "a") as f:
-        f.write(json.dumps(rec, sort_keys=True) + "\n")
+        rec["failure"] = lib.failure(t, p, a.rc)
+    lib.append_record(a.out, rec)
     # one progress line
     if rec["ok"]:
         extra = ""
@@ -293,60 +198,26 @@ def cmd_record(a):
               % (a.tool, rec["rps"], rec["cpu_s"], rec["req_per_cpu_s"] or 0,
                  rec["rss_kb"] / 1024, rec["error_count"], extra))
     else:
-        print("    %-8s FAILED: %s (see %s)" % (a.tool, rec["failure"], a.stdout))
-
-
-def cmd_skip(a):
-    rec = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S"), "phase": a.phase, "tool": a.tool,
-           "round": 0, "ok": False, "skipped": a.reason}
-    with open(a.out, "a") as f:
-        f.write(json.dumps(rec, sort_keys=True) + "\n")
+        lib.print_failed(a, rec)
 
 
 # --------------------------------------------------------------------------
 # reporting
 
 
-def _fmt(v, nd=0):
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    if nd == 0:
-        return "{:,.0f}".format(v)
-    return "{:,.{}f}".format(v, nd)
-
-
-def _k(v):
-    return "-" if v is None else "%.1fk" % (v / 1000.0)
-
-
-def _med(vals):
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals else None
-
-
 def summarize(recs):
     """phase -> tool -> summary dict (medians over ok rounds)."""
-    out = {}
-    for r in recs:
-        ph = out.setdefault(r["phase"], {})
-        s = ph.setdefault(r["tool"], {"runs": [], "failed": 0, "skipped": None})
-        if r.get("skipped"):
-            s["skipped"] = r["skipped"]
-        elif r.get("ok"):
-            s["runs"].append(r)
-        else:
-            s["failed"] += 1
+    out = lib.group_runs(recs, "phase")
     for ph in out.values():
         for s in ph.values():
             runs = s["runs"]
-            s["n"] = len(runs)
             if not runs:
                 continue
             for key in ("rps", "cpu_s", "req_per_cpu_s", "rss_kb", "cpu_util", "error_count",
                         "requests"):
                 s[key] = _med([x.get(key) for x in runs])
             rpc = [x["req_per_cpu_s"] for x in runs if x.get("req_per_cpu_s")]
-            s["spread"] = (max(rpc) - min(rpc)) / s["req_per_cpu_s"] if len(rpc) > 1 and s["req_per_cpu_s"] else None
+            s["spread"] = lib.spread(rpc, s["req_per_cpu_s"])
             s["rss_max_kb"] = max(x["rss_kb"] for x in runs)
             for grp in ("latency_ms", "schedule_lag_ms"):
                 keys = set()
@@ -362,7 +233,7 @@ def summarize(recs):
 
 
 def _tools_in(ph):
-    return sorted(ph, key=lambda t: (PEER_ORDER.index(t) if t in PEER_ORDER else 99, t))
+    return lib.ordered(ph, PEER_ORDER)
 
 
 def closed_rows(ph):
@@ -377,12 +248,7 @@ def closed_rows(ph):
         if not s["n"]:
             rows.append([tool, "failed", "", "", "", "", "", "", "%d failed run(s)" % s["failed"]])
             continue
-        if tool == "loadlab":
-            ratio = "—"
-        elif ll_rpc and s["req_per_cpu_s"]:
-            ratio = "%.2f×" % (ll_rpc / s["req_per_cpu_s"])
-        else:
-            ratio = "-"
+        ratio = lib.ratio_cell(tool, ll_rpc, s["req_per_cpu_s"])
         notes = []
         if s["failed"]:
             notes.append("%d failed run(s)" % s["failed"])
@@ -455,22 +321,6 @@ OPEN_HDR = ["tool", "target rate", "achieved req/s", "gen CPU s", "peak RSS MB",
             "errors", "notes"]
 
 
-def text_table(hdr, rows):
-    w = [max(len(str(x)) for x in col) for col in zip(hdr, *rows)]
-    lines = ["  ".join(str(c).ljust(w[i]) if i in (0, len(hdr) - 1) else str(c).rjust(w[i])
-                       for i, c in enumerate(r)) for r in [hdr] + rows]
-    lines.insert(1, "  ".join("-" * x for x in w))
-    return "\n".join(l.rstrip() for l in lines)
-
-
-def md_table(hdr, rows):
-    out = ["| " + " | ".join(hdr) + " |",
-           "|" + "|".join(["---"] + ["---:"] * (len(hdr) - 2) + ["---"]) + "|"]
-    for r in rows:
-        out.append("| " + " | ".join(str(c) for c in r) + " |")
-    return "\n".join(out)
-
-
 def target_checks(summ, memcheck):
     lines = []
     ka = summ.get("keepalive", {})
@@ -511,28 +361,17 @@ def target_checks(summ, memcheck):
 
 
 def cmd_report(a):
-    recs = []
-    with open(a.results) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                recs.append(json.loads(line))
+    recs = lib.read_records(a.results)
     memcheck = [r for r in recs if r.get("phase") == "memcheck"]
     summ = summarize([r for r in recs if r.get("phase") != "memcheck"])
     runs = [r for r in recs if r.get("ok")]
-    meta = ""
-    if runs:
-        meta = ("%d connections, %gs per run, median of %d round(s); generator on CPU %s, nginx on CPU %s"
-                % (runs[0].get("connections") or 0, runs[0].get("duration_s") or 0,
-                   max(r.get("round", 0) for r in runs), a.gen_cpu, a.server_cpu))
     rate = a.rate
-    text, md = [], []
-    if meta:
-        text.append(meta)
-        md.append("_" + meta + "_")
-    if a.host:
-        text.append("host: " + a.host)
-        md.append("_host: " + a.host + "_")
+    rep = lib.Report()
+    if runs:
+        rep.meta("%d connections, %gs per run, median of %d round(s); generator on CPU %s, nginx on CPU %s"
+                 % (runs[0].get("connections") or 0, runs[0].get("duration_s") or 0,
+                    max(r.get("round", 0) for r in runs), a.gen_cpu, a.server_cpu))
+    rep.host(a.host)
     for key, title in PHASES:
         ph = summ.get(key)
         if not ph:
@@ -547,40 +386,25 @@ def cmd_report(a):
             hdr, rows = CLOSED_HDR, closed_rows(ph)
         if not rows:
             continue
-        text += ["", "== " + title + " ==", text_table(hdr, rows)]
-        md += ["", "**" + title + "**", "", md_table(hdr, rows)]
+        rep.table(title, hdr, rows)
         if key == "openloop":
             note = ("Open-loop peer: wrk2 is not packaged in Debian, so oha -q (rate-limited, "
                     "--latency-correction) stands in; oha reports no schedule lag.")
             if cannot:
                 note += " Not run (no fixed-rate mode): " + "; ".join(cannot) + "."
-            text += ["", note]
-            md += ["", note]
-    notes = ("'gen CPU %' = generator CPU seconds / elapsed; well below 100% means the run was "
-             "not generator-bound (server-bound, or the machine was busy), so compare "
-             "'req per gen CPU-s' rather than 'requests/s'.")
-    text += ["", notes]
-    md += ["", notes]
-    checks = target_checks(summ, memcheck)
-    text += ["", "== Targets =="] + checks
-    md += ["", "Targets:", ""] + ["- " + c for c in checks]
-    print("\n".join(text))
+            rep.paragraph(note)
+    rep.paragraph("'gen CPU %' = generator CPU seconds / elapsed; well below 100% means the run was "
+                  "not generator-bound (server-bound, or the machine was busy), so compare "
+                  "'req per gen CPU-s' rather than 'requests/s'.")
+    rep.targets(target_checks(summ, memcheck))
+    print("\n".join(rep.text))
     print("\n---- markdown (for README) ----\n")
-    print("\n".join(md))
-    if a.md:
-        with open(a.md, "w") as f:
-            f.write("\n".join(md) + "\n")
+    print("\n".join(rep.md))
+    rep.write_md(a.md)
 
 
 # --------------------------------------------------------------------------
 # small utilities for the shell script
-
-
-def cmd_freeport(a):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    print(s.getsockname()[1])
-    s.close()
 
 
 def cmd_check(a):
@@ -600,48 +424,24 @@ def cmd_check(a):
     return 1
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="sub", required=True)
-
-    p = sub.add_parser("record")
-    p.add_argument("--out", required=True)
-    p.add_argument("--phase", required=True)
-    p.add_argument("--round", type=int, required=True)
-    p.add_argument("--tool", required=True, choices=["loadlab"] + sorted(PARSERS))
-    p.add_argument("--stdout", required=True)
-    p.add_argument("--time", required=True)
-    p.add_argument("--json")
-    p.add_argument("--rc", type=int, default=0)
-    p.add_argument("--cmd", default="")
+def _record_args(p):
     p.add_argument("--duration", type=float, required=True)
     p.add_argument("--connections", type=int)
     p.add_argument("--rate", type=float)
 
-    p = sub.add_parser("skip")
-    p.add_argument("--out", required=True)
-    p.add_argument("--phase", required=True)
-    p.add_argument("--tool", required=True)
-    p.add_argument("--reason", required=True)
 
-    p = sub.add_parser("report")
-    p.add_argument("results")
-    p.add_argument("--md")
+def _report_args(p):
     p.add_argument("--rate", type=float)
-    p.add_argument("--gen-cpu", default="1")
-    p.add_argument("--server-cpu", default="0")
-    p.add_argument("--host", default="")
 
-    sub.add_parser("freeport")
 
-    p = sub.add_parser("check")
+def _check_args(p):
     p.add_argument("url")
     p.add_argument("--timeout", type=float, default=10)
 
-    a = ap.parse_args()
-    rc = {"record": cmd_record, "skip": cmd_skip, "report": cmd_report,
-          "freeport": cmd_freeport, "check": cmd_check}[a.sub](a)
-    sys.exit(rc or 0)
+
+def main():
+    lib.main(__doc__, "phase", PARSERS, cmd_record, _record_args, cmd_report, _report_args,
+             extra=[("check", _check_args, cmd_check)])
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -195,6 +195,7 @@ fn serve(
             let n = served.fetch_add(1, Ordering::SeqCst) + 1;
             if o.exit_after.is_some_and(|max| n >= max) {
                 eprintln!("fixture: exiting after {n} requests, as asked");
+                #[allow(clippy::exit)] // the crash this mode is for
                 std::process::exit(3);
             }
         }
@@ -208,8 +209,12 @@ fn serve(
 fn main() {
     let o = Arc::new(parse());
     if o.ignore_sigterm {
-        // SAFETY: ignoring a signal.
-        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+        // A handler that only sets a flag nobody reads: SIGTERM does nothing.
+        signal_hook::flag::register(
+            signal_hook::consts::SIGTERM,
+            Arc::new(AtomicBool::new(false)),
+        )
+        .expect("SIGTERM handler");
     }
     let mut pids = vec![std::process::id().to_string()];
     if o.fork_child {
@@ -218,6 +223,7 @@ fn main() {
             .spawn()
             .expect("sleep");
         pids.push(child.id().to_string());
+        #[allow(clippy::mem_forget)] // the child outlives us: the lab must kill it
         std::mem::forget(child);
     }
     if let Some(p) = &o.pid_file {

@@ -10,6 +10,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use loadlab_engine::{summary, CancellationToken, EngineError, RunOptions, RunResult, SecondStats};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
 use args::{Cli, Command, GrpcArgs, OutputArgs, RunArgs};
 
@@ -85,30 +87,20 @@ impl std::fmt::Display for BadInput {
 
 impl std::error::Error for BadInput {}
 
-/// Cancels `token` on the first SIGINT or SIGTERM.
+/// Cancels `token` on the first SIGINT or SIGTERM: a `signal-hook` iterator on a thread of
+/// its own, as the servers do (`loadlab_target_common::signal`). The handlers stay
+/// installed, so later signals are ignored while the run winds down.
 pub(crate) fn cancel_on_signal(token: CancellationToken) {
+    let Ok(mut signals) = Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
     std::thread::Builder::new()
         .name("loadlab-signals".into())
         .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async {
-                let Ok(mut term) =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                else {
-                    return;
-                };
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
+            if signals.forever().next().is_some() {
                 eprintln!("\nloadlab: stopping: the result measured so far follows");
                 token.cancel();
-            });
+            }
         })
         .expect("spawning the signal thread");
 }

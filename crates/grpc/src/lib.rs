@@ -22,8 +22,6 @@
 //! is generated; the per-request path is [`UnaryCall::request_frame`] (a reference-counted
 //! clone) and [`GrpcStatus::from_trailer`] (no allocation).
 
-#![deny(missing_docs)]
-
 #[cfg(feature = "resolve")]
 pub mod call;
 pub mod error;

@@ -7,9 +7,9 @@
 //!   same implementation can be served by several async runtimes.
 //! - [`net`]: binding a listener with an explicit backlog, the `--bind` syntax and the
 //!   machine-readable ready line.
-//! - [`signal`]: the shutdown future a binary passes to its server's `run`.
+//! - [`signal`]: `SIGTERM` and `SIGINT` for every server and runtime: the shutdown future a
+//!   binary passes to its server's `run`, or each signal passed to a callback.
 //! - `testing` (feature `testing`): helpers for the servers' integration tests.
-#![deny(missing_docs)]
 
 pub mod greeter;
 pub mod net;

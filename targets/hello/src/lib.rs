@@ -9,7 +9,6 @@
 //! - `service`: the `HelloService` implementation ([`answer`] is its reply);
 //! - `connections`: the accepted connections, counted into [`Counters`];
 //! - [`run`]: serves both services on a bound listener until the shutdown future resolves.
-#![deny(missing_docs)]
 
 pub mod cli;
 pub mod latency;

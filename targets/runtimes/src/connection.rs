@@ -147,7 +147,7 @@ mod tests {
     }
 
     async fn call(
-        client: &mut h2::client::SendRequest<Bytes>,
+        client: &h2::client::SendRequest<Bytes>,
         path: &str,
         content_type: &str,
         body: Bytes,
@@ -185,8 +185,8 @@ mod tests {
 
     #[tokio::test]
     async fn say_hello_replies_with_greeter_reply() {
-        let (mut client, _server) = connect(CancellationToken::new()).await;
-        let answer = call(&mut client, SAY_HELLO_PATH, "application/grpc", hello("h2")).await;
+        let (client, _server) = connect(CancellationToken::new()).await;
+        let answer = call(&client, SAY_HELLO_PATH, "application/grpc", hello("h2")).await;
         assert_eq!(answer.status, 200);
         assert_eq!(answer.headers["content-type"], "application/grpc");
         let reply: HelloReply = grpc::decode_unary(&answer.body).unwrap();
@@ -197,9 +197,9 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_method_is_unimplemented() {
-        let (mut client, _server) = connect(CancellationToken::new()).await;
+        let (client, _server) = connect(CancellationToken::new()).await;
         let answer = call(
-            &mut client,
+            &client,
             "/helloworld.Greeter/SayGoodbye",
             "application/grpc",
             hello("x"),
@@ -212,17 +212,11 @@ mod tests {
 
     #[tokio::test]
     async fn bad_requests_end_with_a_status() {
-        let (mut client, _server) = connect(CancellationToken::new()).await;
-        let answer = call(
-            &mut client,
-            SAY_HELLO_PATH,
-            "application/json",
-            Bytes::new(),
-        )
-        .await;
+        let (client, _server) = connect(CancellationToken::new()).await;
+        let answer = call(&client, SAY_HELLO_PATH, "application/json", Bytes::new()).await;
         assert_eq!(answer.status, 415);
         let answer = call(
-            &mut client,
+            &client,
             SAY_HELLO_PATH,
             "application/grpc",
             Bytes::from_static(&[0, 0]),
@@ -230,21 +224,15 @@ mod tests {
         .await;
         assert_eq!(answer.headers["grpc-status"], "13");
         // The connection still serves after failed calls.
-        let answer = call(
-            &mut client,
-            SAY_HELLO_PATH,
-            "application/grpc",
-            hello("again"),
-        )
-        .await;
+        let answer = call(&client, SAY_HELLO_PATH, "application/grpc", hello("again")).await;
         assert_eq!(answer.trailers.unwrap()["grpc-status"], "0");
     }
 
     #[tokio::test]
     async fn stop_ends_an_idle_connection() {
         let stop = CancellationToken::new();
-        let (mut client, server) = connect(stop.clone()).await;
-        let answer = call(&mut client, SAY_HELLO_PATH, "application/grpc", hello("a")).await;
+        let (client, server) = connect(stop.clone()).await;
+        let answer = call(&client, SAY_HELLO_PATH, "application/grpc", hello("a")).await;
         assert_eq!(answer.trailers.unwrap()["grpc-status"], "0");
         stop.cancel();
         let result = tokio::time::timeout(Duration::from_secs(5), server)

@@ -9,8 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use loadlab_target_common::net::BindError;
-use signal_hook::consts::{SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
+use loadlab_target_common::signal;
 use tokio_util::sync::CancellationToken;
 
 use crate::listeners;
@@ -102,7 +101,13 @@ pub fn run(
     })?;
     let (events_tx, events) = mpsc::channel();
     // Registered before the ready line, so a signal sent right after it is not lost.
-    let signals = forward_signals(events_tx.clone()).map_err(LaunchError::Signals)?;
+    let signals = {
+        let events = events_tx.clone();
+        signal::on_stop_signals("greeter-signals", move |signal| {
+            events.send(Event::Signal(signal)).is_ok()
+        })
+        .map_err(LaunchError::Signals)?
+    };
     let stop = CancellationToken::new();
     let started = runtimes::start(
         runtime,
@@ -142,20 +147,4 @@ pub fn run(
     }
     signals.close();
     outcome
-}
-
-/// Forwards `SIGTERM` and `SIGINT` to `events` from a thread until the handle is closed.
-fn forward_signals(events: mpsc::Sender<Event>) -> io::Result<signal_hook::iterator::Handle> {
-    let mut signals = Signals::new([SIGTERM, SIGINT])?;
-    let handle = signals.handle();
-    thread::Builder::new()
-        .name("greeter-signals".into())
-        .spawn(move || {
-            for signal in signals.forever() {
-                if events.send(Event::Signal(signal)).is_err() {
-                    break;
-                }
-            }
-        })?;
-    Ok(handle)
 }

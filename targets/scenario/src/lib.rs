@@ -15,7 +15,6 @@
 //! - `pool`: the bounded blocking pool behind `/page`;
 //! - `stats`: request counters and the [`Stats`] document of `/stats`;
 //! - `background`: the runtimes that keep client and pool work off the actix workers.
-#![deny(missing_docs)]
 
 pub mod cli;
 pub mod config;

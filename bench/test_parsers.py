@@ -1,0 +1,220 @@
+"""The bench scripts' parsers on canned tool outputs (python3 -m unittest discover -s bench)."""
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import lib  # noqa: E402
+
+
+def _load(name):
+    # By path: `grpc` would otherwise be the grpcio package where it is installed.
+    spec = importlib.util.spec_from_file_location("bench_" + name, os.path.join(HERE, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+peers = _load("peers")
+grpc = _load("grpc")
+
+WRK = """Running 10s test @ http://127.0.0.1:43111/
+  1 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   272.91us  523.83us  16.18ms   98.90%
+    Req/Sec   147.91k    12.06k  157.75k    90.00%
+  1471181 requests in 10.00s, 209.05MB read
+  Socket errors: connect 0, read 12, write 0, timeout 3
+  Non-2xx or 3xx responses: 40
+Requests/sec: 147090.24
+Transfer/sec:     20.90MB
+"""
+
+AB = """Concurrency Level:      64
+Time taken for tests:   10.002 seconds
+Complete requests:      312345
+Failed requests:        3
+   (Connect: 0, Receive: 0, Length: 3, Exceptions: 0)
+Non-2xx responses:      7
+Keep-Alive requests:    312000
+Requests per second:    31228.40 [#/sec] (mean)
+
+Percentage of the requests served within a certain time (ms)
+  50%      2
+  66%      2
+  99%      5
+ 100%     12 (longest request)
+"""
+
+OHA = json.dumps({
+    "summary": {"successRate": 1.0, "total": 10.001},
+    "latencyPercentiles": {"p50": 0.00061, "p90": 0.0011, "p99": 0.0021},
+    "statusCodeDistribution": {"200": 199970, "503": 10},
+    "errorDistribution": {"aborted due to deadline": 25, "connection reset": 2},
+})
+
+H2LOAD = """finished in 2.37s, 84236.77 req/s, 5.46MB/s
+requests: 200000 total, 200010 started, 200000 done, 199960 succeeded, 40 failed, 5 errored, 2 timeout
+status codes: 199960 2xx, 0 3xx, 30 4xx, 10 5xx
+traffic: 12.97MB (13600392) total, 9.16MB (9600000) headers (space savings 51.02%), 390.63KB (400000) data
+                     min         max         mean         sd        +/- sd
+time for request:       30us     13.56ms       749us       428us    91.40%
+time for connect:      119us       435us       242us       100us    75.00%
+"""
+
+GHZ = """
+Summary:
+  Count:\t100006
+  Total:\t2.15 s
+  Slowest:\t14.21 ms
+  Fastest:\t0.04 ms
+  Average:\t1.35 ms
+  Requests/sec:\t46420.60
+
+Latency distribution:
+  10 % in 0.71 ms 
+  50 % in 850.12 µs 
+  99 % in 4.15 ms 
+
+Status code distribution:
+  [OK]            100000 responses   
+  [Unavailable]   2 responses   
+
+Error distribution:
+  [4]   rpc error: code = Unavailable desc = connection refused
+"""
+
+
+class TimeFile(unittest.TestCase):
+    def parse(self, text):
+        with tempfile.NamedTemporaryFile("w", suffix=".time", delete=False) as f:
+            f.write(text)
+        try:
+            return lib.parse_time_file(f.name)
+        finally:
+            os.unlink(f.name)
+
+    def test_user_sys_rss(self):
+        t = self.parse("1.06 8.78 5032\n")
+        self.assertEqual(t, {"time_note": None, "cpu_user_s": 1.06, "cpu_sys_s": 8.78,
+                             "cpu_s": 9.84, "rss_kb": 5032})
+
+    def test_note_before_the_data(self):
+        t = self.parse("Command exited with non-zero status 1\n2.10 1.40 11432\n")
+        self.assertEqual(t["time_note"], "Command exited with non-zero status 1")
+        self.assertEqual((t["cpu_s"], t["rss_kb"]), (3.5, 11432))
+
+    def test_no_data(self):
+        self.assertIsNone(self.parse("Command terminated by signal 9\n"))
+        self.assertIsNone(lib.parse_time_file("/nonexistent/run.time"))
+
+
+class Durations(unittest.TestCase):
+    def test_units(self):
+        self.assertEqual(lib.dur_s("10.00s"), 10.0)
+        self.assertAlmostEqual(lib.dur_s("272.91us"), 272.91e-6)
+        self.assertAlmostEqual(lib.dur_s("16.18ms"), 0.01618)
+        self.assertEqual(lib.dur_s("1.00m"), 60.0)
+        self.assertIsNone(lib.dur_s("10 s"))
+
+
+class Tools(unittest.TestCase):
+    def test_wrk(self):
+        r = peers.parse_wrk(WRK)
+        self.assertEqual(r["requests"], 1471181)
+        self.assertEqual(r["elapsed_s"], 10.0)
+        self.assertEqual(r["errors"], {"socket_read": 12, "socket_timeout": 3, "non_2xx_3xx": 40})
+        self.assertEqual(r["latency_ms"], {"mean": 0.273, "max": 16.18})
+        self.assertIsNone(peers.parse_wrk("unable to connect"))
+
+    def test_ab(self):
+        r = peers.parse_ab(AB)
+        self.assertEqual(r["requests"], 312345)
+        self.assertEqual(r["elapsed_s"], 10.002)
+        self.assertEqual(r["errors"], {"failed": 3, "non_2xx": 7})
+        self.assertEqual(r["keepalive_requests"], 312000)
+        self.assertEqual(r["latency_ms"], {"p50": 2.0, "p99": 5.0})
+        self.assertIsNone(peers.parse_ab(""))
+
+    def test_oha(self):
+        r = peers.parse_oha("oha prints its JSON document:\n" + OHA)
+        self.assertEqual(r["requests"], 199980)
+        self.assertEqual(r["elapsed_s"], 10.001)
+        self.assertEqual(r["aborted_at_deadline"], 25)
+        self.assertEqual(r["errors"], {"connection reset": 2, "non_2xx_3xx": 10})
+        self.assertEqual(r["latency_ms"], {"p50": 0.61, "p99": 2.1})
+        self.assertIsNone(peers.parse_oha("no json"))
+
+    def test_h2load(self):
+        r = lib.parse_h2load(H2LOAD)
+        self.assertEqual(r["requests"], 200000)
+        self.assertEqual(r["elapsed_s"], 2.37)
+        self.assertEqual(r["errors"], {"failed": 40, "errored": 5, "timeout": 2,
+                                       "status_4xx_5xx": 40})
+        self.assertEqual(r["latency_ms"], {"mean": 0.749, "max": 13.56})
+        self.assertIsNone(lib.parse_h2load("starting benchmark..."))
+
+    def test_h2load_for_grpc_counts_successes(self):
+        r = grpc.parse_h2load(H2LOAD)
+        self.assertEqual(r["successful"], 199960)
+        self.assertEqual(r["error_count"], 40 + 5 + 2)
+        self.assertEqual(r["latency_ms"], {})
+
+    def test_ghz(self):
+        r = grpc.parse_ghz(GHZ)
+        self.assertEqual(r["requests"], 100006)
+        self.assertEqual(r["elapsed_s"], 2.15)
+        self.assertEqual(r["tool_rps"], 46420.6)
+        self.assertEqual(r["status_codes"], {"OK": 100000, "Unavailable": 2})
+        self.assertEqual(r["successful"], 100000)
+        self.assertEqual(r["error_count"], 6)
+        self.assertEqual(r["errors"], {
+            "grpc_Unavailable": 2,
+            "error: rpc error: code = Unavailable desc = connection refused": 4})
+        self.assertEqual(r["latency_ms"], {"p50": 0.85, "p99": 4.15})
+        self.assertIsNone(grpc.parse_ghz(""))
+
+
+class Loadlab(unittest.TestCase):
+    def write(self, j):
+        f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        self.addCleanup(os.unlink, f.name)
+        with f:
+            json.dump(j, f)
+        return f.name
+
+    def test_error_classes_with_a_count(self):
+        path = self.write({"requests": 10, "successful": 9, "duration_s": 1.5,
+                           "errors": {"connection_reset": 1, "http_5xx": 0}})
+        self.assertEqual(lib.loadlab_errors(lib.load_loadlab_json(path)), {"connection_reset": 1})
+        r = grpc.parse_loadlab(path)
+        self.assertEqual((r["requests"], r["successful"], r["error_count"]), (10, 9, 1))
+        self.assertEqual(peers.parse_loadlab(path)["elapsed_s"], 1.5)
+
+    def test_no_request_count(self):
+        self.assertIsNone(lib.load_loadlab_json(self.write({"errors": 3})))
+        self.assertIsNone(lib.load_loadlab_json("/nonexistent/run.json"))
+        self.assertEqual(lib.loadlab_errors({"errors": 3}), {"errors": 3})
+
+
+class Tables(unittest.TestCase):
+    def test_text_and_markdown(self):
+        hdr, rows = ["tool", "req/s", "notes"], [["wrk", "1,000", "x"], ["loadlab", "20", ""]]
+        self.assertEqual(lib.text_table(hdr, rows),
+                         "tool     req/s  notes\n"
+                         "-------  -----  -----\n"
+                         "wrk      1,000  x\n"
+                         "loadlab     20")
+        self.assertEqual(lib.md_table(hdr, rows),
+                         "| tool | req/s | notes |\n|---|---:|---|\n"
+                         "| wrk | 1,000 | x |\n| loadlab | 20 |  |")
+        self.assertEqual((lib.fmt(None), lib.fmt(1234.5), lib.fmt(0.5, 3)), ("-", "1,234", "0.500"))
+
+
+if __name__ == "__main__":
+    unittest.main()
