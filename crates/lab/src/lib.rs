@@ -9,7 +9,6 @@
 //! - [`experiment`]: runs a plan, step by step, with probes.
 //! - [`bundle`]: the result directory, written as results arrive.
 //! - [`doctor`]: what a plan asks of the machine, for the pre-flight checks.
-#![deny(missing_docs)]
 
 pub mod bundle;
 pub mod doctor;

@@ -112,7 +112,7 @@ pub(super) fn plan(
 }
 
 /// `[matrix]`: parameters in order, each with its values as text.
-fn matrix(c: &Checker, file: &PlanFile) -> Result<Vec<(String, Vec<String>)>, PlanError> {
+fn matrix(c: &Checker<'_>, file: &PlanFile) -> Result<Vec<(String, Vec<String>)>, PlanError> {
     let mut matrix = Vec::new();
     for (k, values) in &file.matrix {
         if BUILTINS.contains(&k.as_str()) || k.ends_with("_port") {
@@ -143,7 +143,7 @@ fn matrix(c: &Checker, file: &PlanFile) -> Result<Vec<(String, Vec<String>)>, Pl
 }
 
 /// `[[exclude]]`: combinations left out, each key a matrix parameter.
-fn exclude(c: &Checker, file: &PlanFile) -> Result<Vec<BTreeMap<String, String>>, PlanError> {
+fn exclude(c: &Checker<'_>, file: &PlanFile) -> Result<Vec<BTreeMap<String, String>>, PlanError> {
     let mut exclude = Vec::new();
     for (i, ex) in file.exclude.iter().enumerate() {
         let mut m = BTreeMap::new();
@@ -165,7 +165,7 @@ fn exclude(c: &Checker, file: &PlanFile) -> Result<Vec<BTreeMap<String, String>>
 /// The placeholders every template may use: the built-ins, the matrix parameters and
 /// `{NAME_port}` of every target (whose names must be unique).
 fn placeholders(
-    c: &Checker,
+    c: &Checker<'_>,
     file: &PlanFile,
     matrix: &[(String, Vec<String>)],
 ) -> Result<BTreeSet<String>, PlanError> {
@@ -183,7 +183,7 @@ fn placeholders(
 
 /// Checks that `text` uses only `known` placeholders.
 fn template(
-    c: &Checker,
+    c: &Checker<'_>,
     known: &BTreeSet<String>,
     field: String,
     text: &str,
@@ -202,7 +202,7 @@ fn template(
 
 /// `[[target]]` number `i`.
 fn target(
-    c: &Checker,
+    c: &Checker<'_>,
     known: &BTreeSet<String>,
     dir: &Path,
     i: usize,
@@ -271,7 +271,7 @@ fn target(
 
 /// `[[scenario]]`: at least one, unique names.
 fn scenarios(
-    c: &Checker,
+    c: &Checker<'_>,
     known: &BTreeSet<String>,
     dir: &Path,
     files: &[ScenarioFile],
@@ -328,7 +328,7 @@ fn scenarios(
 /// A scenario's protocol and, for gRPC, its call resolved from the proto (so a malformed
 /// proto or an unknown method stops the plan before any load).
 fn scenario_protocol(
-    c: &Checker,
+    c: &Checker<'_>,
     dir: &Path,
     i: usize,
     s: &ScenarioFile,
@@ -389,7 +389,7 @@ fn scenario_protocol(
 }
 
 /// `[load]`, given the validated scenarios (together mode needs each one's rate).
-fn load(c: &Checker, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<LoadSpec, PlanError> {
+fn load(c: &Checker<'_>, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<LoadSpec, PlanError> {
     let model: Model = c.parsed("load.model", &l.model)?;
     let steps = steps(c, l, model, scenarios)?;
     let arrival: Arrival = c.parsed("load.arrival", &l.arrival)?;
@@ -423,7 +423,7 @@ fn load(c: &Checker, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<LoadSpe
 
 /// Exactly one of `steps`, `knee` or `together`.
 fn steps(
-    c: &Checker,
+    c: &Checker<'_>,
     l: &LoadFile,
     model: Model,
     scenarios: &[ScenarioSpec],
@@ -473,7 +473,7 @@ fn steps(
 }
 
 /// `load.knee`.
-fn knee(c: &Checker, k: &KneeFile) -> Result<Steps, PlanError> {
+fn knee(c: &Checker<'_>, k: &KneeFile) -> Result<Steps, PlanError> {
     if !(k.start > 0.0 && k.max >= k.start) {
         return Err(c.err(
             "load.knee",
@@ -512,7 +512,7 @@ fn knee(c: &Checker, k: &KneeFile) -> Result<Steps, PlanError> {
 }
 
 /// `[slo]`.
-fn slo(c: &Checker, slo: &SloFile) -> Result<Slo, PlanError> {
+fn slo(c: &Checker<'_>, slo: &SloFile) -> Result<Slo, PlanError> {
     if let Some(p) = slo.p99_ms {
         if p.is_nan() || p <= 0.0 {
             return Err(c.err("slo.p99_ms", p.to_string(), "milliseconds above 0"));
