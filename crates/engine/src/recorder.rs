@@ -1,6 +1,6 @@
 //! Per-worker recording. Each worker owns a [`Recorder`] (no locks on the hot path); every
 //! second it ships that second's interval histogram to the collector, and at the end it
-//! hands back its totals, which are merged in one place ([`crate::merge`]).
+//! hands back its totals, which are merged in one place ([`crate::result::merge`]).
 
 use std::sync::mpsc::Sender;
 
@@ -89,8 +89,6 @@ pub struct WorkerTotals {
     pub server_closes: u64,
     /// Requests the server answered on those connections before closing them.
     pub server_close_requests: u64,
-    /// Requests completed during warm-up (not recorded otherwise).
-    pub warmup_requests: u64,
     /// Latest completion time seen (clock ns), 0 if none.
     pub last_completion_ns: u64,
     /// This worker thread's CPU seconds (user + system).
@@ -118,7 +116,6 @@ impl WorkerTotals {
             resent_unprocessed: 0,
             server_closes: 0,
             server_close_requests: 0,
-            warmup_requests: 0,
             last_completion_ns: 0,
             thread_cpu_seconds: 0.0,
             thread_wall_seconds: 0.0,
@@ -192,7 +189,6 @@ impl Recorder {
     /// A gRPC reply with HTTP status 200 and `grpc-status` `code` arrived at `done_ns`.
     pub fn grpc_reply(&mut self, intended_ns: u64, sent_ns: u64, done_ns: u64, code: GrpcStatus) {
         if !self.measured(intended_ns) {
-            self.totals.warmup_requests += 1;
             return;
         }
         self.totals.grpc[usize::from(code.code())] += 1;
@@ -218,7 +214,6 @@ impl Recorder {
         failure: Option<ErrorClass>,
     ) {
         if !self.measured(intended_ns) {
-            self.totals.warmup_requests += 1;
             return;
         }
         self.roll(done_ns);
@@ -358,7 +353,6 @@ mod tests {
         r.response(1_500 * ms, 1_500 * ms, 1_505 * ms, 503);
         r.error(2_100 * ms, 2_200 * ms, ErrorClass::ConnectRefused);
         let t = r.finish();
-        assert_eq!(t.warmup_requests, 1);
         assert_eq!(t.responses, 2);
         assert_eq!(t.successful, 1);
         assert_eq!(t.errors[ErrorClass::Http5xx.index()], 1);

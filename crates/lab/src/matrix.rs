@@ -9,7 +9,8 @@ use crate::plan::Plan;
 pub struct Config {
     /// Stable identifier, also used in file names: `workers=4,backlog=16`, or `default`.
     pub id: String,
-    /// Parameter values in the plan's order.
+    /// Parameter values, parameters in name order (a TOML table does not keep the order
+    /// its keys were written in).
     pub params: Vec<(String, String)>,
 }
 

@@ -41,7 +41,8 @@ pub struct Plan {
     pub source: String,
     /// Targets in start order.
     pub targets: Vec<TargetSpec>,
-    /// Matrix parameters in order, each with its values.
+    /// Matrix parameters in name order (a TOML table does not keep the order its keys
+    /// were written in), each with its values in the order written.
     pub matrix: Vec<(String, Vec<String>)>,
     /// Excluded combinations.
     pub exclude: Vec<BTreeMap<String, String>>,

@@ -111,7 +111,7 @@ pub(super) fn plan(
     })
 }
 
-/// `[matrix]`: parameters in order, each with its values as text.
+/// `[matrix]`: parameters in name order, each with its values as text.
 fn matrix(c: &Checker<'_>, file: &PlanFile) -> Result<Vec<(String, Vec<String>)>, PlanError> {
     let mut matrix = Vec::new();
     for (k, values) in &file.matrix {
