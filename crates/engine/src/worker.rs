@@ -276,7 +276,10 @@ async fn dispatch(ctx: Rc<Ctx>, sched: WorkerSchedule, timer: PreciseTimer) {
                 tokio::task::yield_now().await;
             }
         }
-        ctx.io.recorder.borrow_mut().lag(intended, ctx.io.clock.now());
+        ctx.io
+            .recorder
+            .borrow_mut()
+            .lag(intended, ctx.io.clock.now());
         ctx.queue.borrow_mut().push_back(intended);
         if ctx.idle.get() > 0 {
             ctx.idle.set(ctx.idle.get() - 1);
@@ -297,7 +300,8 @@ impl Ctx {
             LoadModel::Closed => {
                 let mut now = self.io.clock.now();
                 if now < self.window.start_ns {
-                    tokio::time::sleep_until(self.io.clock.instant(self.window.start_ns).into()).await;
+                    tokio::time::sleep_until(self.io.clock.instant(self.window.start_ns).into())
+                        .await;
                     now = self.io.clock.now();
                 }
                 if now >= self.window.end_ns {
@@ -384,7 +388,10 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
     // queue and be measured as the server's problem.
     if ctx.io.cfg.keep_alive && ctx.io.cfg.model == LoadModel::Closed {
         let c0 = ctx.io.clock.now();
-        let deadline = ctx.io.clock.instant(ctx.window.start_ns.max(c0) + ctx.timeout_ns);
+        let deadline = ctx
+            .io
+            .clock
+            .instant(ctx.window.start_ns.max(c0) + ctx.timeout_ns);
         link.preconnect(&ctx.io, deadline.into()).await;
     }
     let mut batch = Vec::with_capacity(ctx.io.cfg.pipeline as usize);

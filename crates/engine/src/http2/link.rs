@@ -150,7 +150,11 @@ impl Http2Link {
 
 /// The live connection of `conn`, opening it if no slot has (the other slots bound to it
 /// wait for that attempt instead of opening their own).
-async fn connection(io: &Io, conn: &Rc<H2Conn>, connecting: &Cell<bool>) -> Result<Live, ErrorClass> {
+async fn connection(
+    io: &Io,
+    conn: &Rc<H2Conn>,
+    connecting: &Cell<bool>,
+) -> Result<Live, ErrorClass> {
     loop {
         let changed = conn.changed();
         if let Some(live) = conn.current() {

@@ -232,6 +232,17 @@ pub enum PlanError {
     },
 }
 
+/// The directory of the plan file at `path`, absolute, so that `{plan_dir}` means the same
+/// in a target's command whatever its `cwd` (`plan.toml` has the empty parent: the current
+/// directory).
+fn plan_dir(path: &Path) -> PathBuf {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf())
+}
+
 impl Plan {
     /// Reads and validates a plan file.
     pub fn load(path: &Path, quick: bool) -> Result<Plan, PlanError> {
@@ -239,10 +250,7 @@ impl Plan {
             path: path.into(),
             source: e,
         })?;
-        let dir = path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."));
+        let dir = plan_dir(path);
         Plan::parse(&source, &path.display().to_string(), &dir, quick)
     }
 

@@ -200,3 +200,11 @@ fn quick_applies_before_validation() {
         .to_string();
     assert!(e.contains("load.steps"), "{e}");
 }
+
+#[test]
+fn a_plan_named_without_a_directory_lives_in_the_current_one() {
+    let here = std::env::current_dir().unwrap();
+    assert_eq!(plan_dir(Path::new("p.toml")), here.join("."));
+    assert_eq!(plan_dir(Path::new("plans/p.toml")), here.join("plans"));
+    assert_eq!(plan_dir(Path::new("/a/b/p.toml")), Path::new("/a/b"));
+}

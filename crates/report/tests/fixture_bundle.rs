@@ -1,0 +1,115 @@
+//! `report.md` rendered from a committed bundle (`tests/fixtures/queue`: a server that
+//! queues at 150 or 400 req/s, driven at 100 and 300 req/s by `loadlab lab`), so that a
+//! change to the report, or to the types the bundle is read with, shows here as a diff.
+//! After an intended change of the report, regenerate the expected file with
+//! `UPDATE_EXPECT=1 cargo test -p loadlab-report --test fixture_bundle`.
+
+use std::path::{Path, PathBuf};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/queue")
+}
+
+#[test]
+fn the_committed_bundle_renders_the_expected_report() {
+    let dir = fixture();
+    let report = loadlab_report::render_bundle(&dir).unwrap();
+    let expected_path = dir.join("expected-report.md");
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(&expected_path, &report).unwrap();
+    }
+    let expected = std::fs::read_to_string(&expected_path).unwrap();
+    if report != expected {
+        let first = report
+            .lines()
+            .zip(expected.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(report.lines().count().min(expected.lines().count()));
+        panic!(
+            "report.md differs from {} from line {}:\n  got:      {:?}\n  expected: {:?}\n(UPDATE_EXPECT=1 rewrites it after an intended change)",
+            expected_path.display(),
+            first + 1,
+            report.lines().nth(first),
+            expected.lines().nth(first)
+        );
+    }
+}
+
+#[test]
+fn the_report_says_what_the_steps_measured() {
+    let report = loadlab_report::render_bundle(&fixture()).unwrap();
+    // The 150 req/s queue fell behind at 300: half the offered rate, marked unsustained.
+    assert!(
+        report.contains("| capacity=150 | 100 | 150 ✗ |"),
+        "{report}"
+    );
+    assert!(
+        report.contains("served 50 % of the offered rate"),
+        "{report}"
+    );
+    assert!(
+        report.contains("| capacity=150 | queue | between 100 and 300 |"),
+        "{report}"
+    );
+    // The 400 req/s one kept up with both steps.
+    assert!(report.contains("| capacity=400 | 100 | 300 |"), "{report}");
+    assert!(
+        report.contains("| capacity=400 | queue | at least 300 | not reached |"),
+        "{report}"
+    );
+    // The plan's SLO and the pre-flight findings come from the bundle's typed files.
+    assert!(report.contains("p99 latency at most 500 ms"), "{report}");
+    assert!(
+        report.contains("## Pre-flight (loadlab doctor)"),
+        "{report}"
+    );
+}
+
+/// A bundle written before later fields existed still renders: its plan has no `cpus`,
+/// `quick` or knee `confirm`, its results no `latency_trend` or re-send counters.
+#[test]
+fn an_older_bundle_without_later_fields_still_renders() {
+    let old = std::env::temp_dir().join(format!("loadlab-old-bundle-{}", std::process::id()));
+    std::fs::create_dir_all(&old).unwrap();
+    for f in std::fs::read_dir(fixture()).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, old.join(f.file_name().unwrap())).unwrap();
+    }
+    // Removes `keys` from the object at `nested` of each JSON value in the file (one value
+    // in a .json file, one per line in a .jsonl file).
+    let strip = |name: &str, keys: &[&str], nested: &[&str]| {
+        let path = old.join(name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let values: Vec<&str> = if name.ends_with(".jsonl") {
+            text.lines().collect()
+        } else {
+            vec![text.as_str()]
+        };
+        let mut out = String::new();
+        for value in values {
+            let mut v: serde_json::Value = serde_json::from_str(value).unwrap();
+            let target = nested.iter().fold(&mut v, |v, k| &mut v[*k]);
+            for k in keys {
+                assert!(target.as_object_mut().unwrap().remove(*k).is_some(), "{k}");
+            }
+            out.push_str(&v.to_string());
+            out.push('\n');
+        }
+        std::fs::write(&path, out).unwrap();
+    };
+    strip("plan.json", &["quick"], &[]);
+    strip("plan.json", &["cpus"], &["load"]);
+    strip(
+        "steps.jsonl",
+        &[
+            "latency_trend",
+            "resent_unprocessed",
+            "server_closes",
+            "requests_per_server_close",
+        ],
+        &["result"],
+    );
+    let report = loadlab_report::render_bundle(&old).unwrap();
+    assert!(report.contains("| capacity=400 | 100 | 300 |"), "{report}");
+    std::fs::remove_dir_all(&old).unwrap();
+}
