@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use loadlab_engine::config::workload::DEFAULT_CONNECTIONS;
 use loadlab_engine::config::{parse_duration, CpuList, Request, SourceAddrs, TransportFlags};
 use loadlab_engine::{Arrival, GrpcCall, LoadModel, Transport, Workload};
 
@@ -183,7 +184,7 @@ pub struct LoadArgs {
     /// Closed loop: exactly this many connections, opened up front. Open loop: the initial
     /// pool, each connection opened on first use. HTTP/2 and gRPC: the connections that
     /// carry the --concurrency streams.
-    #[arg(short = 'c', long, default_value_t = 64, help_heading = "Load")]
+    #[arg(short = 'c', long, default_value_t = DEFAULT_CONNECTIONS, help_heading = "Load")]
     pub connections: u64,
     /// HTTP/2 and gRPC: requests in flight as streams over the connections (closed loop:
     /// exactly; open loop: the ceiling) [default: closed 64 or --connections if larger;

@@ -151,7 +151,7 @@ fn default_true() -> bool {
     true
 }
 fn default_timeout() -> String {
-    "5s".into()
+    humantime::format_duration(loadlab_engine::config::workload::DEFAULT_TIMEOUT).to_string()
 }
 
 /// `[load]`.
@@ -201,7 +201,7 @@ fn default_model() -> String {
     "open".into()
 }
 fn default_step_duration() -> String {
-    "10s".into()
+    humantime::format_duration(loadlab_engine::config::workload::DEFAULT_DURATION).to_string()
 }
 fn default_zero() -> String {
     "0s".into()
