@@ -18,7 +18,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Subcommands.
+/// The subcommands; each variant's doc comment is its `--help` text.
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Drive one URL with HTTP/1.1 (or HTTP/2) load and report latency, throughput and errors.
@@ -158,7 +158,7 @@ pub enum OnOff {
     Off,
 }
 
-/// Arrival spacing.
+/// `--arrival`: spacing of open-loop requests (the engine's [`Arrival`]).
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum ArrivalArg {
     /// Evenly spaced arrivals.
@@ -271,7 +271,7 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Connections")]
     pub retry_unprocessed: bool,
 
-    /// HTTP method.
+    /// HTTP method, e.g. POST (upper-cased before sending).
     #[arg(
         short = 'X',
         long = "method",
@@ -282,7 +282,7 @@ pub struct RunArgs {
     /// Extra header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", help_heading = "Request")]
     pub headers: Vec<String>,
-    /// Request body.
+    /// Request body as text; --body-file reads it from a file instead.
     #[arg(long, conflicts_with = "body_file", help_heading = "Request")]
     pub body: Option<String>,
     /// Request body read from a file.

@@ -94,7 +94,7 @@ pub struct SecondStats {
     pub second: u64,
     /// Responses received (any status).
     pub completed: u64,
-    /// Successful responses.
+    /// Responses with a status below 400 (gRPC: and `grpc-status` OK).
     pub successful: u64,
     /// Failed requests (any class).
     pub errors: u64,
@@ -115,9 +115,9 @@ pub struct Histograms {
     pub latency: String,
     /// Service time from actual send.
     pub service_time: String,
-    /// Connect time.
+    /// TCP (and TLS) connect time of new connections.
     pub connect_time: String,
-    /// Schedule lag.
+    /// Schedule lag: release time minus intended send time.
     pub schedule_lag: String,
     /// Latency per second of the measured window (index = `per_second[i].second`).
     pub per_second_latency: Vec<String>,
@@ -146,7 +146,7 @@ pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, String> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
-    /// The duration elapsed.
+    /// The measured duration elapsed (`--duration`, a plan's step duration, or 10 s).
     Duration,
     /// The request count was reached.
     Requests,
@@ -157,11 +157,11 @@ pub enum StopReason {
 /// The result of `loadlab run`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
-    /// Format version.
+    /// [`SCHEMA_VERSION`] of the loadlab that wrote it.
     pub schema_version: u32,
-    /// Target URL.
+    /// Target URL as given; for gRPC, with the call's path appended.
     pub url: String,
-    /// HTTP method.
+    /// HTTP method as sent: upper-cased, `POST` for gRPC.
     pub method: String,
     /// Wire protocol: `http1`, `http2` or `grpc`.
     #[serde(default)]
@@ -172,18 +172,18 @@ pub struct RunResult {
     pub arrival: Option<Arrival>,
     /// Offered requests/s (open loop), null in closed loop.
     pub offered_rps: Option<f64>,
-    /// Initial connections.
+    /// `--connections`: all of them in closed loop and over HTTP/2, else the initial pool.
     pub connections: u64,
-    /// Pool ceiling.
+    /// Ceiling of the pool (equal to `connections` in closed loop and over HTTP/2).
     pub max_connections: u64,
     /// Requests in flight (closed loop) or their ceiling (open loop); over HTTP/2, streams.
     #[serde(default)]
     pub concurrency: u64,
-    /// Worker threads.
+    /// Worker threads (`--threads` or one per core); at most `connections` in closed loop, HTTP/2.
     pub threads: usize,
-    /// Connection reuse.
+    /// Connections reused (`false`: `--keep-alive off`, one connection per request).
     pub keep_alive: bool,
-    /// Pipeline depth.
+    /// HTTP/1.1 requests written back to back per connection (1: no pipelining).
     pub pipeline: u32,
     /// Request timeout, ms.
     pub timeout_ms: f64,
@@ -211,7 +211,7 @@ pub struct RunResult {
     pub service_time_ms: LatencyStats,
     /// Connect time of new connections.
     pub connect_time_ms: LatencyStats,
-    /// Schedule lag.
+    /// How late the open-loop schedule released requests; zeros in closed loop.
     pub schedule_lag_ms: LagStats,
     /// Failures by class (every class listed).
     pub errors: ErrorCounts,
@@ -223,7 +223,7 @@ pub struct RunResult {
     /// unless the protocol is gRPC.
     #[serde(default)]
     pub grpc_status: BTreeMap<String, u64>,
-    /// Connections opened.
+    /// Connections opened over the whole run, warm-up included.
     pub connections_opened: u64,
     /// Requests the server never processed (written behind a `Connection: close` response
     /// or an idle close, HTTP/2 streams above a `GOAWAY` or refused) that loadlab sent again
@@ -252,7 +252,7 @@ pub struct RunResult {
     pub warnings: Vec<String>,
     /// One entry per second of the measured window.
     pub per_second: Vec<SecondStats>,
-    /// Mergeable histograms.
+    /// The distributions above as HdrHistograms in µs, mergeable across runs and machines.
     pub histograms: Histograms,
     /// Where the run happened.
     pub environment: Environment,
@@ -282,9 +282,9 @@ pub struct Merged {
     pub connect: Histogram<u64>,
     /// Schedule lag, µs.
     pub lag: Histogram<u64>,
-    /// Responses.
+    /// Responses received in the measured window (any status).
     pub responses: u64,
-    /// Successful responses.
+    /// Of which status below 400 (gRPC: and `grpc-status` OK).
     pub successful: u64,
     /// Latest intended send of a measured request.
     pub last_intended_ns: u64,
@@ -294,11 +294,11 @@ pub struct Merged {
     pub success_done: Histogram<u64>,
     /// Errors per class.
     pub errors: [u64; ErrorClass::COUNT],
-    /// Status counts.
+    /// Responses per status code (index = code, 0..=999).
     pub status: Vec<u64>,
     /// gRPC status counts.
     pub grpc: [u64; GRPC_CODES],
-    /// Connections opened.
+    /// Connections opened over the whole run, warm-up included.
     pub connections_opened: u64,
     /// Requests re-sent after a graceful close.
     pub resent_unprocessed: u64,
@@ -306,7 +306,7 @@ pub struct Merged {
     pub server_closes: u64,
     /// Requests answered on connections the server closed gracefully.
     pub server_close_requests: u64,
-    /// Latest completion.
+    /// Latest completion time seen (clock ns), 0 if none.
     pub last_completion_ns: u64,
     /// CPU utilization of each worker thread.
     pub worker_cpu: Vec<f64>,

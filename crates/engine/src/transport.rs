@@ -26,7 +26,7 @@ pub(crate) const MAX_RESENDS: u32 = 8;
 /// What a worker lends its transports: the run, the clock, the connector and the
 /// recorder every reply goes to.
 pub(crate) struct Io {
-    /// The run.
+    /// The validated run, shared by every worker.
     pub(crate) cfg: Arc<RunConfig>,
     /// The worker's clock (nanoseconds since the run's epoch).
     pub(crate) clock: Clock,

@@ -32,11 +32,11 @@ pub const BUNDLE_VERSION: u32 = 1;
 pub struct StepRecord {
     /// Bundle format version.
     pub bundle_version: u32,
-    /// Configuration id.
+    /// Configuration id: the matrix values as `backlog=256,workers=1`, or `default`.
     pub config: String,
     /// Matrix values of the configuration.
     pub params: Vec<(String, String)>,
-    /// Scenario name.
+    /// Scenario name (together mode: one record per scenario, same `index`).
     pub scenario: String,
     /// Step number within the configuration and scenario.
     pub index: u32,
@@ -46,7 +46,7 @@ pub struct StepRecord {
     pub model: Model,
     /// The step's load: offered req/s (open) or connections (closed).
     pub load: f64,
-    /// The SLO judgement.
+    /// Whether the step met the plan's `[slo]`, and what limited it if not.
     pub verdict: Verdict,
     /// A target that exited during the step.
     pub crashed: Option<TargetExit>,
@@ -76,7 +76,7 @@ pub enum ConfigStatus {
 /// The knee of one scenario in one configuration.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ScenarioKnee {
-    /// Scenario.
+    /// Scenario name, as in the plan.
     pub scenario: String,
     /// The search's outcome.
     pub outcome: KneeOutcome,
@@ -87,9 +87,9 @@ pub struct ScenarioKnee {
 pub struct ConfigRecord {
     /// Bundle format version.
     pub bundle_version: u32,
-    /// Configuration id.
+    /// Configuration id, as in [`StepRecord::config`].
     pub config: String,
-    /// Matrix values.
+    /// Matrix values of the configuration, parameters in name order.
     pub params: Vec<(String, String)>,
     /// How it ended.
     pub status: ConfigStatus,

@@ -15,7 +15,7 @@ use crate::verdict::Limit;
 /// The search's bounds.
 #[derive(Clone, Copy, Debug)]
 pub struct KneeParams {
-    /// First value.
+    /// First value tried (`load.knee.start`).
     pub start: f64,
     /// Largest value tried.
     pub max: f64,
@@ -48,9 +48,9 @@ pub enum StepSignal {
 pub enum Phase {
     /// A fixed step of the plan.
     Fixed,
-    /// Geometric growth.
+    /// Geometric growth (by `growth`) while every step is sustained.
     Search,
-    /// Bisection.
+    /// Bisection between the last sustained and the first unsustained value.
     Bisect,
     /// A repeat of one end of the boundary.
     Confirm,

@@ -113,7 +113,7 @@ pub enum Unavailable {
          supports; fix: run on Linux {needed} or newer"
     )]
     KernelTooOld {
-        /// The runtime.
+        /// The runtime's name, e.g. `glommio`.
         runtime: &'static str,
         /// This kernel.
         found: KernelVersion,
@@ -163,7 +163,7 @@ pub enum Unavailable {
          docker: --ulimit memlock=-1)"
     )]
     MemlockTooLow {
-        /// The runtime.
+        /// The runtime's name, e.g. `glommio`.
         runtime: &'static str,
         /// The soft limit, KiB.
         limit_kib: u64,
@@ -173,7 +173,7 @@ pub enum Unavailable {
     /// Another error from `io_uring_setup` or the runtime's ring setup.
     #[error("io_uring unavailable: {runtime} could not set up its ring: {error}")]
     Setup {
-        /// The runtime.
+        /// The runtime's name, e.g. `glommio`.
         runtime: &'static str,
         /// The operating system's error.
         error: String,

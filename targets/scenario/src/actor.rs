@@ -64,7 +64,7 @@ impl Handler<Job> for SlowActor {
 /// The actor's counters, as reported by `/stats`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ActorStats {
-    /// `--mailbox`.
+    /// Messages the mailbox holds at most (`--mailbox`).
     pub mailbox_capacity: usize,
     /// Messages waiting in the mailbox now.
     pub mailbox_depth: usize,

@@ -69,7 +69,7 @@ pub struct Config {
     /// Concurrent TLS handshakes per worker. The server speaks plain HTTP, so this knob of
     /// actix-web has no effect here; it is accepted so that plans can name it.
     pub max_connection_rate: usize,
-    /// HTTP keep-alive.
+    /// HTTP keep-alive (`--keep-alive`: idle timeout in seconds, or `off`).
     pub keep_alive: KeepAlive,
     /// How long workers may finish in-flight requests after shutdown starts (whole seconds:
     /// actix-web ignores fractions).

@@ -47,7 +47,7 @@ pub(crate) enum GrpcError {
 /// The gRPC counters, as reported by `/stats`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GrpcStats {
-    /// `--grpc-backend`.
+    /// The backend's URI (`--grpc-backend`).
     pub backend: String,
     /// Connections opened by the shared client (1 unless the backend went away).
     pub shared_client_connections: u64,

@@ -48,7 +48,7 @@ pub enum Error {
     /// A background runtime (gRPC clients, blocking pool) could not start.
     #[error("cannot start the {what} runtime")]
     Runtime {
-        /// Which runtime.
+        /// Which runtime: `gRPC` (the backend's clients) or `pool` (the blocking pool).
         what: &'static str,
         /// Why.
         #[source]

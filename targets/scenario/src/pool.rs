@@ -48,13 +48,13 @@ impl Work {
 /// The pool's counters, as reported by `/stats`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PoolStats {
-    /// `--blocking-threads`.
+    /// Threads of the pool (`--blocking-threads`).
     pub threads: usize,
     /// Jobs waiting for a thread now.
     pub queued: u64,
     /// Jobs running now.
     pub busy: u64,
-    /// Jobs finished.
+    /// Jobs finished since the server started.
     pub completed: u64,
 }
 

@@ -149,7 +149,7 @@ impl Protocol {
 pub struct Target {
     /// The URL as given.
     pub url: String,
-    /// Transport.
+    /// URL scheme: plain TCP (`http`) or TLS (`https`).
     pub scheme: Scheme,
     /// Host as written in the URL (for `Host:` and TLS SNI).
     pub host: String,
@@ -161,14 +161,14 @@ pub struct Target {
     pub addrs: Vec<SocketAddr>,
 }
 
-/// A validated run.
+/// A validated run: what [`Workload::validate`] returns, defaults filled in.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
-    /// Target.
+    /// Where requests go: the URL parsed, its host resolved.
     pub target: Target,
     /// Open or closed loop.
     pub model: LoadModel,
-    /// Wire protocol.
+    /// Wire protocol, from the workload's [`Transport`].
     pub protocol: Protocol,
     /// Initial connections (closed loop, and HTTP/2: all of them).
     pub connections: u64,
@@ -184,19 +184,19 @@ pub struct RunConfig {
     pub duration: Option<Duration>,
     /// Measured requests, if bounded by count.
     pub requests: Option<u64>,
-    /// Warm-up.
+    /// Load applied before measurement starts, not recorded (zero: none).
     pub warmup: Duration,
-    /// Connection reuse.
+    /// Connection reuse (always on over HTTP/2 and gRPC).
     pub keep_alive: bool,
     /// Per-request deadline from intended send time.
     pub timeout: Duration,
-    /// Worker threads.
+    /// Worker threads (default: one per core); closed loop and HTTP/2: at most one per connection.
     pub threads: usize,
-    /// HTTP method.
+    /// HTTP method, upper-cased (`POST` for gRPC).
     pub method: String,
     /// Extra headers as `(name, value)`.
     pub headers: Vec<(String, String)>,
-    /// Body.
+    /// Body (gRPC: the call's frame, not this, is sent).
     pub body: Vec<u8>,
     /// Pipeline depth (1 = none).
     pub pipeline: u32,

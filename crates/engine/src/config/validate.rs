@@ -19,7 +19,7 @@ pub enum Field {
     Url,
     /// The open-loop rate.
     Rate,
-    /// Connections.
+    /// The connection count ([`Workload::connections`]).
     Connections,
     /// The open-loop pool ceiling (HTTP/1.1).
     MaxConnections,
@@ -50,7 +50,7 @@ pub enum Field {
 }
 
 impl Field {
-    /// Every field.
+    /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
     pub const ALL: [Field; 16] = [
         Field::Url,
         Field::Rate,

@@ -25,7 +25,7 @@ pub struct PlanFile {
     pub exclude: Vec<BTreeMap<String, toml::Value>>,
     /// Requests to drive.
     pub scenario: Vec<ScenarioFile>,
-    /// Load profile.
+    /// `[load]`: model, steps and connection settings, shared by every scenario.
     pub load: LoadFile,
     /// What counts as sustained.
     #[serde(default)]
@@ -46,13 +46,13 @@ pub struct TargetFile {
     /// Run through `sh -c`.
     #[serde(default)]
     pub shell: bool,
-    /// Environment variables.
+    /// Environment variables added to loadlab's own; values are templates.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Working directory, relative to the plan's directory.
     #[serde(default)]
     pub cwd: Option<String>,
-    /// Readiness probe.
+    /// Readiness probe, polled after start until it succeeds or `ready_timeout` passes.
     pub ready: ReadyFile,
     /// How long to wait for readiness.
     #[serde(default = "default_ready_timeout")]
@@ -102,21 +102,21 @@ fn default_status() -> u16 {
 pub struct ScenarioFile {
     /// Name (a table per scenario in the report).
     pub name: String,
-    /// URL template.
+    /// `http://` or `https://` URL; placeholders are rendered per configuration.
     pub url: String,
-    /// HTTP method.
+    /// HTTP method (gRPC always sends `POST`).
     #[serde(default = "default_method")]
     pub method: String,
     /// Headers `Name: value`.
     #[serde(default)]
     pub headers: Vec<String>,
-    /// Body.
+    /// Request body; placeholders are rendered per configuration.
     #[serde(default)]
     pub body: String,
-    /// Connection reuse.
+    /// Connection reuse; `false` opens one connection per request (HTTP/1.1 only).
     #[serde(default = "default_true")]
     pub keep_alive: bool,
-    /// Request timeout.
+    /// Per-request deadline, counted from the intended send time.
     #[serde(default = "default_timeout")]
     pub timeout: String,
     /// This scenario's own rate when `load.together = true`.
@@ -219,7 +219,7 @@ fn default_arrival() -> String {
 pub struct KneeFile {
     /// First rate (or connection count) tried.
     pub start: f64,
-    /// Highest tried.
+    /// Highest value tried; still sustained there, the search reports the knee as higher.
     pub max: f64,
     /// Stop bisecting when the bracket is narrower than this fraction.
     #[serde(default = "default_precision")]

@@ -27,12 +27,12 @@ pub use loadlab_engine::Model;
 /// Placeholders loadlab fills in itself (beside the matrix parameters and `{NAME_port}`).
 pub const BUILTINS: [&str; 5] = ["loadlab", "port", "plan_dir", "bundle", "files"];
 
-/// A validated plan.
+/// A validated plan: durations parsed, templates and every scenario's workload checked.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {
-    /// Name.
+    /// `name`: letters, digits, `-`, `_` and `.`; titles the report, prefixes the default bundle.
     pub name: String,
-    /// Description.
+    /// `description`, printed under the report's title (empty: none).
     pub description: String,
     /// Directory of the plan file (for `cwd` and `{plan_dir}`).
     pub dir: PathBuf,
@@ -44,37 +44,37 @@ pub struct Plan {
     /// Matrix parameters in name order (a TOML table does not keep the order its keys
     /// were written in), each with its values in the order written.
     pub matrix: Vec<(String, Vec<String>)>,
-    /// Excluded combinations.
+    /// `[[exclude]]`: a configuration matching every key of one of these maps is skipped.
     pub exclude: Vec<BTreeMap<String, String>>,
-    /// Scenarios.
+    /// `[[scenario]]`s in plan order (at least one, names unique).
     pub scenarios: Vec<ScenarioSpec>,
-    /// Load.
+    /// `[load]`: how every scenario is driven, step by step.
     pub load: LoadSpec,
-    /// SLO.
+    /// `[slo]`: the bounds a step must meet to count as sustained.
     pub slo: Slo,
     /// Whether `--quick` was applied.
     #[serde(default)]
     pub quick: bool,
 }
 
-/// A validated target.
+/// A validated `[[target]]`: a server started afresh, in plan order, for each scenario run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TargetSpec {
-    /// Name.
+    /// `name`, unique among targets; gives the `{NAME_port}` placeholder and the log file name.
     pub name: String,
-    /// Command template.
+    /// `command`: program and arguments, placeholders unrendered (one string with `shell`).
     pub command: Vec<String>,
-    /// Through `sh -c`.
+    /// `shell`: run the single `command` string through `sh -c`.
     pub shell: bool,
-    /// Environment.
+    /// `env`: added to loadlab's environment; values are templates.
     pub env: BTreeMap<String, String>,
-    /// Working directory.
+    /// `cwd` resolved against the plan's directory (default: the plan's directory).
     pub cwd: PathBuf,
-    /// Readiness probe.
+    /// `ready`: polled after start until it succeeds or `ready_timeout` passes.
     pub ready: Ready,
-    /// Readiness timeout.
+    /// `ready_timeout` (default 30 s).
     pub ready_timeout: Duration,
-    /// SIGTERM → SIGKILL grace.
+    /// `stop_grace` (default 5 s): wait between SIGTERM and SIGKILL to the target's group.
     pub stop_grace: Duration,
     /// Files to write into `{files}`: name → template.
     #[serde(default)]
@@ -91,40 +91,40 @@ pub struct TargetSpec {
 pub enum Ready {
     /// HTTP GET answering this status.
     Http {
-        /// URL template.
+        /// `ready.http`: the URL to GET, placeholders unrendered.
         url: String,
-        /// Expected status.
+        /// `ready.status` (default 200).
         status: u16,
     },
-    /// TCP connect.
+    /// `ready.tcp`: ready once a TCP connect to this address succeeds.
     Tcp {
         /// `host:port` template.
         addr: String,
     },
 }
 
-/// A validated scenario.
+/// A validated `[[scenario]]`; [`Plan::workload`] makes it the engine's workload at a step.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ScenarioSpec {
-    /// Name.
+    /// `name`, unique among scenarios; heads the scenario's tables in the report.
     pub name: String,
-    /// URL template.
+    /// `url`: `http://` or `https://`, placeholders rendered per configuration.
     pub url: String,
-    /// Method.
+    /// `method` (default `GET`), sent upper-cased.
     pub method: String,
-    /// Headers.
+    /// `headers`: `Name: value` each, rendered as templates.
     pub headers: Vec<String>,
-    /// Body.
+    /// `body` (default empty), rendered as a template.
     pub body: String,
-    /// Keep-alive.
+    /// `keep_alive` (default true); HTTP/2 and gRPC require it.
     pub keep_alive: bool,
-    /// Timeout.
+    /// `timeout` (default 5 s): per-request deadline, above 0.
     pub timeout: Duration,
-    /// Own rate (together mode).
+    /// `rate`: this scenario's requests/s in together mode; unused otherwise.
     pub rate: Option<f64>,
-    /// Request count per step.
+    /// `requests`: end each step after this many, or at `step_duration` if that comes first.
     pub requests: Option<u64>,
-    /// Wire protocol.
+    /// `protocol` (default `http1`).
     #[serde(default)]
     pub protocol: loadlab_engine::Protocol,
     /// gRPC: the method called (`package.Service/Method`).
@@ -138,17 +138,17 @@ pub struct ScenarioSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Steps {
-    /// Fixed list.
+    /// `load.steps`: each value in order (rates in open loop, whole counts in closed loop).
     Fixed(Vec<f64>),
-    /// Knee search.
+    /// `load.knee`: grow, bisect and confirm (see [`crate::knee`]).
     Knee {
-        /// First value.
+        /// `start`: the first value tried, above 0.
         start: f64,
-        /// Largest value.
+        /// `max`: the highest value tried, at least `start`.
         max: f64,
-        /// Bracket precision.
+        /// `precision` (default 0.05): stop bisecting once `(hi - lo) / lo` is at most this.
         precision: f64,
-        /// Growth factor.
+        /// `growth` (default 2, above 1): multiplier between steps until one is not sustained.
         growth: f64,
         /// Repeats of each end of the boundary.
         #[serde(default)]
@@ -161,25 +161,25 @@ pub enum Steps {
 /// A validated load profile.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LoadSpec {
-    /// Model.
+    /// `load.model` (default `open`): steps are rates (open) or connections or streams (closed).
     pub model: Model,
-    /// Steps.
+    /// Which of `load.steps`, `load.knee` or `load.together` the plan gives (exactly one).
     pub steps: Steps,
-    /// Step duration.
+    /// `load.step_duration` (default 10 s): measured time of each step, above 0.
     pub step_duration: Duration,
-    /// Warm-up.
+    /// `load.warmup` (default 0): load before each step's measurement, not recorded.
     pub warmup: Duration,
     /// Pause between steps.
     pub pause: Duration,
-    /// Initial connections (open loop).
+    /// `load.connections` (default 64): open-loop initial pool; HTTP/2 and gRPC: the connections.
     pub connections: u64,
-    /// Pool ceiling.
+    /// `load.max_connections`: open-loop HTTP/1.1 pool ceiling (`None`: the engine's default).
     pub max_connections: Option<u64>,
     /// HTTP/2 and gRPC streams in flight (or their open-loop ceiling).
     pub concurrency: Option<u64>,
-    /// Threads.
+    /// `load.threads`: worker threads (`None`: one per core).
     pub threads: Option<usize>,
-    /// Arrival.
+    /// `load.arrival` (default `constant`): spacing of open-loop arrivals.
     pub arrival: loadlab_engine::Arrival,
     /// Local source addresses for new connections.
     pub source_addrs: Option<loadlab_engine::config::SourceAddrs>,
@@ -188,14 +188,14 @@ pub struct LoadSpec {
     pub cpus: Vec<usize>,
 }
 
-/// A validated SLO.
+/// A validated `[slo]`: a step is sustained when every bound holds ([`crate::verdict::judge`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Slo {
     /// p99 bound, ms.
     pub p99_ms: Option<f64>,
-    /// Error-rate bound.
+    /// `max_error_rate` (default 0.01): highest fraction of failed requests.
     pub max_error_rate: f64,
-    /// Achieved/offered bound.
+    /// `min_achieved_ratio` (default 0.98): open loop only, the pace the server must keep.
     pub min_achieved_ratio: f64,
 }
 
@@ -205,7 +205,7 @@ pub enum PlanError {
     /// The file could not be read.
     #[error("cannot read plan {path}: {source}")]
     Read {
-        /// Path.
+        /// The plan file as given.
         path: PathBuf,
         /// Cause.
         source: std::io::Error,
@@ -213,7 +213,7 @@ pub enum PlanError {
     /// TOML syntax, a wrong type, or an unknown key.
     #[error("plan {path}: {message}")]
     Parse {
-        /// Path.
+        /// The plan's path, or the origin given to [`Plan::parse`].
         path: String,
         /// The parser's message (with line and column).
         message: String,
@@ -221,11 +221,11 @@ pub enum PlanError {
     /// A field's value is not allowed.
     #[error("plan {path}: {field} = {value} is not allowed: {allowed}")]
     Field {
-        /// Path.
+        /// The plan's path, or the origin given to [`Plan::parse`].
         path: String,
         /// Dotted field name, e.g. `scenario[1].timeout`.
         field: String,
-        /// The value.
+        /// The value as written (strings quoted), or a word such as `missing`.
         value: String,
         /// What is allowed.
         allowed: String,

@@ -124,7 +124,7 @@ pub enum StartError {
     /// The runtime failed to start for another reason.
     #[error("cannot start {runtime}")]
     Runtime {
-        /// The runtime.
+        /// The runtime's name, e.g. `smol`.
         runtime: &'static str,
         /// Why.
         #[source]
