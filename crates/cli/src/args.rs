@@ -110,7 +110,7 @@ pub struct ServeArgs {
 pub struct LabArgs {
     /// The plan (TOML).
     pub plan: PathBuf,
-    /// Use the plan's [quick] scale (minutes on a small machine).
+    /// Use the plan's `[quick]` scale (minutes on a small machine).
     #[arg(long)]
     pub quick: bool,
     /// Bundle directory [default: results/NAME-TIMESTAMP].
@@ -126,7 +126,7 @@ pub struct LabArgs {
 pub struct DoctorArgs {
     /// A plan to check against (without one: 1024 keep-alive connections to loopback).
     pub plan: Option<PathBuf>,
-    /// Check the plan's [quick] scale.
+    /// Check the plan's `[quick]` scale.
     #[arg(long)]
     pub quick: bool,
 }

@@ -1,8 +1,8 @@
 //! The seam between the request loop ([`crate::worker`]) and the protocols: a request
-//! loop holds a [`Link`] and asks it to pre-connect and to exchange a batch; everything
+//! loop holds a `Link` and asks it to pre-connect and to exchange a batch; everything
 //! a protocol does on the wire (connect, write, read, re-send what the server never
-//! processed, record each reply) lives in [`crate::http1::link`] and
-//! [`crate::http2::link`]. What both need from their worker is an [`Io`].
+//! processed, record each reply) lives in `crate::http1::link` and
+//! `crate::http2::link`. What both need from their worker is an `Io`.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -40,7 +40,7 @@ pub(crate) struct Io {
 }
 
 /// What every request of a run sends, encoded once by the runner; it decides which
-/// [`Link`] a request loop gets.
+/// `Link` a request loop gets.
 #[derive(Clone)]
 pub enum Request {
     /// HTTP/1.1: the encoded request, repeated `pipeline` times.

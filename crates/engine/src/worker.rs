@@ -1,7 +1,7 @@
 //! One worker thread: a single-threaded tokio runtime running connection tasks.
 //!
-//! There is one request loop ([`conn_task`]) for every load model. It asks the worker's
-//! [`Source`] for the intended send time of its next request (or batch, when pipelining):
+//! There is one request loop (`conn_task`) for every load model. It asks the worker
+//! (`Ctx::next_batch`) for the intended send time of its next request (or batch, when pipelining):
 //! - closed loop: "now", as soon as the previous response ended;
 //! - open loop: the next arrival released by the dispatcher, which follows the
 //!   [`WorkerSchedule`] with a precise timer and grows the pool up to its ceiling when every
@@ -11,9 +11,9 @@
 //! Every request has one deadline: its intended send time plus the timeout. An arrival
 //! that waits in the queue past its deadline counts as a timeout without being sent.
 //!
-//! The transport sits behind a [`Link`] ([`crate::transport`]): over HTTP/1.1 a request
-//! loop owns its connection ([`crate::http1::link`]); over HTTP/2 (and gRPC) it is a stream
-//! slot on a connection it shares with other slots ([`crate::http2::link`]). This module
+//! The transport sits behind a `Link` ([`crate::transport`]): over HTTP/1.1 a request
+//! loop owns its connection (`crate::http1::link`); over HTTP/2 (and gRPC) it is a stream
+//! slot on a connection it shares with other slots (`crate::http2::link`). This module
 //! keeps the loop, the dispatcher, deadlines and the recording of failures.
 
 use std::cell::{Cell, RefCell};

@@ -6,7 +6,7 @@
 //! `--connections`, h2load's `-c` × `-m`). A connection is opened by the first slot that
 //! needs it, driven by a task of its own, and reopened by the next slot after it dies.
 //!
-//! The request loop and deadlines are the worker's; [`link`] sends streams and records
+//! The request loop and deadlines are the worker's; `link` sends streams and records
 //! their replies; this module provides the request [`Template`], the shared connection
 //! state and the reply classification.
 //!

@@ -2,7 +2,7 @@
 //! it loads. Unknown keys are errors; every error names the field, the value and what is
 //! allowed.
 //!
-//! - [`file`]: the file format, as written.
+//! - [`file`](mod@file): the file format, as written.
 //! - `quick` (private): the `[quick]` overlay `--quick` applies before validation.
 //! - `validate` (private): every field checked and converted into the types below.
 //! - [`workload`]: a scenario at one step as the engine's [`loadlab_engine::Workload`],
