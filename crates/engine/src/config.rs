@@ -651,24 +651,6 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     Ok(cpus)
 }
 
-/// Pins the calling thread (and what it spawns afterwards) to `cpus`; the OS error if the
-/// kernel refuses (e.g. a CPU that does not exist).
-pub fn pin_current_thread(cpus: &[usize]) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for cpu < CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            if c < libc::CPU_SETSIZE as usize {
-                libc::CPU_SET(c, &mut set);
-            }
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// Parses `--source-addrs`: `A-B` (IPv4 range), `A,B,...`, or a count `N` meaning
 /// `127.0.0.2` onwards (loopback targets only).
 pub fn parse_source_addrs(s: &str, target_ip: IpAddr) -> Result<Vec<IpAddr>, ConfigError> {

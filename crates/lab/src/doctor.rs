@@ -9,6 +9,8 @@ use crate::plan::{Model, Plan, Steps};
 use crate::template;
 
 /// The engine's default pool ceiling in open loop (see `RunSpec::validate`).
+// TODO(issue10-workload): take this from the one set of workload defaults
+// (`crates/engine/src/config.rs`, `crates/lab/src/plan.rs`) instead of repeating it.
 const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
 
 /// The most the plan will ask of the machine at any step.
