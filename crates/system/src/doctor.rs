@@ -933,8 +933,9 @@ mod tests {
         assert!(t.message.contains("not visible in this network namespace"));
     }
 
-    #[test]
-    fn render_shows_every_block_and_its_fixes() {
+    /// One finding of each severity: document 002 at 1,000 new connections/s with
+    /// document 004's backlog on a default somaxconn.
+    fn fail_warn_ok() -> Vec<Finding> {
         let d = Demand {
             new_connections_per_s: Some(1_000.0),
             backlog: Some(7_168),
@@ -942,7 +943,12 @@ mod tests {
         };
         let mut f = doc002();
         f.somaxconn = 4_096;
-        let fs = diagnose(&d, &f);
+        diagnose(&d, &f)
+    }
+
+    #[test]
+    fn render_shows_every_block_and_its_fixes() {
+        let fs = fail_warn_ok();
         let text = render(&fs);
         assert!(text.contains("[FAIL] ephemeral_ports: "), "{text}");
         assert!(text.contains("[WARN] somaxconn: "), "{text}");
@@ -962,14 +968,7 @@ mod tests {
 
     #[test]
     fn findings_round_trip_and_headlines_are_the_rendered_first_lines() {
-        let d = Demand {
-            new_connections_per_s: Some(1_000.0),
-            backlog: Some(7_168),
-            ..demand()
-        };
-        let mut f = doc002();
-        f.somaxconn = 4_096;
-        let fs = diagnose(&d, &f);
+        let fs = fail_warn_ok();
         let json = serde_json::to_string(&fs).unwrap();
         let back: Vec<Finding> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, fs);
@@ -982,17 +981,9 @@ mod tests {
             headlines[0],
             "[OK]   nofile: 1,032 file descriptors needed; soft limit 65,536, hard 65,536"
         );
-        let checks: Vec<String> = back.iter().map(|f| f.check.to_string()).collect();
-        assert_eq!(
-            checks,
-            [
-                "nofile",
-                "somaxconn",
-                "tcp_max_syn_backlog",
-                "ephemeral_ports",
-                "tuning"
-            ]
-        );
+        // Checks are stored and shown by their names.
+        assert!(json.contains(r#""check":"tcp_max_syn_backlog""#), "{json}");
+        assert_eq!(Check::EphemeralPorts.to_string(), "ephemeral_ports");
         // An unknown check does not pass for a known one.
         assert!(serde_json::from_str::<Check>("\"swap\"").is_err());
     }
