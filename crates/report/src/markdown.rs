@@ -6,9 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use loadlab_lab::bundle::{
-    read_configs, read_doctor, read_steps, ConfigRecord, ConfigStatus, StepRecord,
-};
+use loadlab_lab::bundle::{read_configs, read_steps, ConfigRecord, ConfigStatus, StepRecord};
 use loadlab_lab::knee::Phase;
 use loadlab_lab::verdict::Limit;
 use serde_json::Value;
@@ -427,7 +425,10 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
     );
 
     // The doctor's prediction, to set beside what was measured.
-    let findings = read_doctor(dir).ok().flatten().unwrap_or_default();
+    let findings = loadlab_lab::bundle::read_doctor(dir)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     if !findings.is_empty() {
         let _ = writeln!(out, "## Pre-flight (loadlab doctor)\n");
         for f in &findings {
