@@ -5,8 +5,9 @@
 //! Most go through `rustix`, which wraps each call in a safe function. Three calls it does
 //! not offer stay on `libc` here, each behind a safe function with its reason:
 //! `getrusage` (thread and process CPU, peak memory), `sched_setattr` (the short time
-//! slice) and `IP_BIND_ADDRESS_NO_PORT`. Nothing else in loadlab needs `unsafe` for the
-//! operating system. Linux only.
+//! slice) and `IP_BIND_ADDRESS_NO_PORT` (socket2 lacks it too). The only other `unsafe`
+//! left in loadlab's crates is a library contract, not a system call: `pre_exec` for the
+//! targets and tokio's `AsyncFd::register_with_interest` for the timer. Linux only.
 
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
