@@ -6,10 +6,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 use loadlab_engine::CancellationToken;
 use loadlab_lab::{LabOptions, Plan};
-use loadlab_system::doctor::{self, Facts, Severity};
+use loadlab_system::doctor::{self, Facts, Finding, Severity};
 
 use crate::args::{DemoArgs, DoctorArgs, LabArgs, ReportArgs};
 use crate::{cancel_on_signal, BadInput};
+use loadlab_engine::config::workload::{DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS};
 
 /// The demo's plans, built into the binary.
 const DEMO_PLANS: [(&str, &str); 2] = [
@@ -31,12 +32,11 @@ fn default_out(name: &str) -> PathBuf {
     PathBuf::from("results").join(format!("{name}-{stamp}"))
 }
 
-/// Runs the pre-flight checks for a plan; returns the text and the worst severity.
-fn preflight(plan: &Plan) -> (String, Severity) {
+/// Runs the pre-flight checks for a plan.
+fn preflight(plan: &Plan) -> Vec<Finding> {
     let demand = loadlab_lab::doctor::demand(plan);
     let facts = Facts::read(demand.loopback, demand.source_addrs as usize);
-    let findings = doctor::diagnose(&demand, &facts);
-    (doctor::render(&findings), doctor::worst(&findings))
+    doctor::diagnose(&demand, &facts)
 }
 
 fn run_lab(
@@ -45,16 +45,19 @@ fn run_lab(
     quiet: bool,
     stop: CancellationToken,
 ) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
-    let (doctor_text, worst) = preflight(plan);
-    if worst != Severity::Ok && !quiet {
-        eprintln!("loadlab: pre-flight findings (see `loadlab doctor`):\n{doctor_text}");
+    let findings = preflight(plan);
+    if doctor::worst(&findings) != Severity::Ok && !quiet {
+        eprintln!(
+            "loadlab: pre-flight findings (see `loadlab doctor`):\n{}",
+            doctor::render(&findings)
+        );
     }
     let opts = LabOptions {
         out,
         stop,
         progress: !quiet,
         command: std::env::args().collect(),
-        doctor: doctor_text,
+        doctor: findings,
     };
     let summary = loadlab_lab::run_plan(plan, &opts)?;
     let path = loadlab_report::write_report(&summary.bundle)
@@ -91,11 +94,13 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
 pub fn cmd_doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let demand = match &a.plan {
         Some(p) => loadlab_lab::doctor::demand(&load_plan(p, a.quick)?),
+        // Without a plan: what `loadlab run --rate R` asks for at its defaults (an open-loop
+        // pool that may grow to its ceiling, for the default duration).
         None => doctor::Demand {
-            connections: 1024,
+            connections: DEFAULT_MAX_CONNECTIONS,
             backlog: None,
             new_connections_per_s: None,
-            duration_s: 10.0,
+            duration_s: DEFAULT_DURATION.as_secs_f64(),
             loopback: true,
             source_addrs: 1,
         },

@@ -7,9 +7,10 @@
 //! for it through the worker's event loop.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use loadlab_system::os;
 use tokio::io::unix::AsyncFd;
 
 /// Nanoseconds since the run's origin, from the monotonic clock.
@@ -20,22 +21,12 @@ pub struct Clock {
     origin_mono_ns: u64,
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 impl Clock {
     /// A clock whose zero is now.
     pub fn new() -> Clock {
         // Instant is CLOCK_MONOTONIC on Linux; read both back to back.
         let origin = Instant::now();
-        let origin_mono_ns = monotonic_ns();
+        let origin_mono_ns = os::monotonic_ns();
         Clock {
             origin,
             origin_mono_ns,
@@ -69,18 +60,7 @@ pub struct PreciseTimer {
 impl PreciseTimer {
     /// Creates the timer; must be called inside a tokio runtime.
     pub fn new(clock: Clock) -> io::Result<PreciseTimer> {
-        // SAFETY: plain syscall; the result is checked.
-        let raw = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a new descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = os::timerfd_monotonic()?;
         // SAFETY: `fd` is an owned, valid descriptor that lives as long as the AsyncFd.
         let fd = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
             .map_err(|e| e.into_parts().1)?;
@@ -95,40 +75,12 @@ impl PreciseTimer {
                 return Ok(());
             }
             let abs = self.clock.origin_mono_ns + deadline_ns;
-            let spec = libc::itimerspec {
-                it_interval: libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                },
-                it_value: libc::timespec {
-                    tv_sec: (abs / 1_000_000_000) as libc::time_t,
-                    tv_nsec: (abs % 1_000_000_000) as libc::c_long,
-                },
-            };
-            // SAFETY: valid fd and itimerspec.
-            let rc = unsafe {
-                libc::timerfd_settime(
-                    self.fd.get_ref().as_raw_fd(),
-                    libc::TFD_TIMER_ABSTIME,
-                    &spec,
-                    std::ptr::null_mut(),
-                )
-            };
-            if rc < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            os::timerfd_fire_at(self.fd.get_ref().as_fd(), abs)?;
             let mut guard = self.fd.readable().await?;
-            let mut buf = [0u8; 8];
-            // SAFETY: reading 8 bytes into an 8-byte buffer. Either the expiration count is
-            // consumed or nothing was pending: both leave the timer not readable, so the
-            // cached readiness is cleared and the next wait really waits.
-            unsafe {
-                libc::read(
-                    guard.get_ref().get_ref().as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    8,
-                )
-            };
+            // Either the expiration count is consumed or nothing was pending: both leave the
+            // timer not readable, so the cached readiness is cleared and the next wait
+            // really waits.
+            os::timerfd_drain(guard.get_ref().get_ref().as_fd());
             guard.clear_ready();
         }
     }

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -113,7 +113,7 @@ impl Connector {
             let src = self.sources[i % self.sources.len()];
             // Defer the port choice to connect(), where the kernel can share a port across
             // different destinations instead of reserving one per bind.
-            set_bind_address_no_port(&sock);
+            loadlab_system::os::set_bind_address_no_port(sock.as_fd());
             sock.bind(SocketAddr::new(src, 0)).map_err(classify)?;
         }
         let stream = sock.connect(self.addr).await.map_err(classify)?;
@@ -129,20 +129,6 @@ impl Connector {
                     c => c,
                 }),
         }
-    }
-}
-
-fn set_bind_address_no_port(sock: &TcpSocket) {
-    let one: libc::c_int = 1;
-    // SAFETY: valid socket fd and option buffer; failure only loses the optimisation.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_IP,
-            libc::IP_BIND_ADDRESS_NO_PORT,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
     }
 }
 

@@ -16,7 +16,8 @@
 //!   verdicts.
 //! - [`result`]: the JSON result (schema in `schema/run-result.schema.json`).
 //! - [`summary`]: the text summary.
-//! - [`env`]: the environment and kernel facts (limits, ports, TIME_WAIT).
+//! - [`env`]: the environment every result records (kernel facts, limits, ports and
+//!   TIME_WAIT are read by `loadlab_system`).
 //!
 //! Latency is measured from each request's *intended* send time, so a stalled server is
 //! charged for the requests it delayed (coordinated omission corrected); service time is

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::config::{Arrival, LoadModel, Model, Protocol, RunConfig};
-use crate::env::{self, Environment};
+use crate::env::Environment;
 use crate::error::{EngineError, ErrorClass};
 use crate::recorder::{new_histogram, IntervalReport, WorkerTotals, INTERVAL_SIGFIG};
 use crate::result::{
@@ -24,9 +24,9 @@ use crate::stats::LatencyTrend;
 use crate::transport::Request;
 use crate::worker::{run_worker, WorkerPlan};
 use loadlab_grpc::GrpcStatus;
+use loadlab_system::ports::{self, PortBudget};
+use loadlab_system::{os, procfs};
 
-/// File descriptors kept free beyond the connections (stdio, epoll, timers, files).
-pub const FD_RESERVE: u64 = 32;
 /// Schedule lag p99 above this marks a run generator-limited...
 pub const LAG_LIMIT_MS: f64 = 1.0;
 /// ...when at least this many sends were that late: with few samples p99 is the worst one
@@ -58,18 +58,12 @@ impl Default for RunOptions<'_> {
 /// Checks that the planned connections fit in the `nofile` limit, raising the soft limit
 /// towards the hard one when that is enough.
 pub fn check_fd_limit(cfg: &RunConfig) -> Result<(), EngineError> {
-    let needed = cfg.max_connections + FD_RESERVE;
-    let soft = env::raise_nofile(needed);
-    if soft < needed {
-        let (soft, hard) = env::nofile_limits();
-        return Err(EngineError::FdLimit {
-            needed,
-            connections: cfg.max_connections,
-            soft,
-            hard,
-        });
-    }
-    Ok(())
+    ports::reserve_fds(cfg.max_connections).map_err(|s| EngineError::FdLimit {
+        needed: s.needed,
+        connections: s.connections,
+        soft: s.soft,
+        hard: s.hard,
+    })
 }
 
 /// Problems predicted before the run starts (each a sentence for the user).
@@ -82,7 +76,7 @@ pub fn preflight(cfg: &RunConfig) -> Vec<String> {
         return out;
     }
     let loopback = cfg.target.addrs[0].ip().is_loopback();
-    let Some(budget) = env::PortBudget::read(loopback, cfg.source_addrs.len()) else {
+    let Some(budget) = PortBudget::read(loopback, cfg.source_addrs.len()) else {
         return out;
     };
     let window = cfg
@@ -93,7 +87,7 @@ pub fn preflight(cfg: &RunConfig) -> Vec<String> {
             "predicted local port exhaustion: {rate:.0} new connections/s hold each port in TIME_WAIT for {}s, \
              so the {} ephemeral ports ({}-{} on {} source address(es)) run out after about {secs:.1}s; use \
              --keep-alive on, --source-addrs to add local addresses, or `sysctl -w net.ipv4.tcp_tw_reuse=1`",
-            env::TIME_WAIT_SECONDS,
+            ports::TIME_WAIT_SECONDS,
             budget.ports(),
             budget.low,
             budget.high,
@@ -146,7 +140,7 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
     let tls = crate::conn::tls_config(&cfg);
     let tickets = Arc::new(AtomicU64::new(cfg.requests.unwrap_or(u64::MAX)));
     let (tx, rx) = mpsc::channel::<IntervalReport>();
-    let cpu_before = env::process_cpu_seconds();
+    let cpu_before = os::process_cpu_seconds();
     let threads = cfg.threads;
     let mut handles = Vec::with_capacity(threads);
     for index in 0..threads {
@@ -192,7 +186,7 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
     let (per_second, per_second_latency) = collect_seconds(rx, threads, opts.progress.as_mut());
     let totals = join_workers(handles)?;
     let end_now = clock.now();
-    let cpu = env::process_cpu_seconds() - cpu_before;
+    let cpu = os::process_cpu_seconds() - cpu_before;
     let m = merge(&totals);
 
     let interrupted = opts.stop.is_cancelled();
@@ -274,7 +268,7 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         generator_limited: !generator_notes.is_empty(),
         generator_notes,
         generator_cpu_seconds: cpu,
-        generator_peak_rss_bytes: env::peak_rss_bytes(),
+        generator_peak_rss_bytes: os::peak_rss_bytes(),
         worker_cpu_utilization: m.worker_cpu.clone(),
         warnings,
         per_second,
@@ -485,8 +479,9 @@ fn outcome_warnings(m: &Merged) -> Vec<String> {
         ));
     }
     if count(ErrorClass::LocalPortExhaustion) > 0 {
-        let tw = env::tcp_states().time_wait;
-        let range = env::ephemeral_port_range()
+        // IPv4 and IPv6 alike, from the kernel's counter (see `procfs::time_wait`).
+        let tw = procfs::time_wait();
+        let range = procfs::ephemeral_port_range()
             .map(|(a, b)| format!("{a}-{b}, {} ports", u32::from(b) - u32::from(a) + 1))
             .unwrap_or_else(|| "unknown".into());
         warnings.push(format!(
@@ -497,7 +492,7 @@ fn outcome_warnings(m: &Merged) -> Vec<String> {
         ));
     }
     if count(ErrorClass::FdExhaustion) > 0 {
-        let (soft, hard) = env::nofile_limits();
+        let (soft, hard) = os::nofile_limits();
         warnings.push(format!(
             "{} requests failed because the process ran out of file descriptors (EMFILE/ENFILE): nofile is {soft} \
              (hard {hard}); raise it with `ulimit -n` or lower --max-connections",

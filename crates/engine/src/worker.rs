@@ -97,7 +97,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     request_short_slice();
     if !plan.cfg.cpus.is_empty() {
         let cpu = plan.cfg.cpus[plan.index % plan.cfg.cpus.len()];
-        crate::config::pin_current_thread(&[cpu]).map_err(|e| {
+        loadlab_system::os::pin_current_thread(&[cpu]).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
                 format!("--cpus: cannot pin worker {} to CPU {cpu}: {e}", plan.index),
@@ -185,34 +185,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
 /// here it helps only partly: a generator needs a CPU of its own (`--cpus`). Best effort:
 /// older kernels ignore or refuse it, and nothing else changes.
 fn request_short_slice() {
-    /// `struct sched_attr` (include/uapi/linux/sched/types.h), version 1.
-    #[repr(C)]
-    struct SchedAttr {
-        size: u32,
-        policy: u32,
-        flags: u64,
-        nice: i32,
-        priority: u32,
-        runtime: u64,
-        deadline: u64,
-        period: u64,
-        util_min: u32,
-        util_max: u32,
-    }
-    let attr = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        policy: libc::SCHED_OTHER as u32,
-        flags: 0,
-        nice: 0,
-        priority: 0,
-        runtime: SHORT_SLICE_NS,
-        deadline: 0,
-        period: 0,
-        util_min: 0,
-        util_max: 0,
-    };
-    // SAFETY: sched_setattr(0 = this thread, attr, flags 0) reads `attr` only.
-    unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    loadlab_system::os::request_short_slice(SHORT_SLICE_NS);
 }
 
 /// The time slice worker threads ask for (the kernel's minimum is 0.1 ms).
@@ -220,11 +193,7 @@ const SHORT_SLICE_NS: u64 = 100_000;
 
 /// CPU time of the calling thread (user + system), seconds.
 fn thread_cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    loadlab_system::os::thread_cpu_seconds()
 }
 
 async fn all_finished(ctx: &Ctx) {

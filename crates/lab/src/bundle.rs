@@ -5,7 +5,8 @@
 //! plan.toml          the plan as written
 //! plan.json          the validated plan (after --quick)
 //! environment.json   kernel, CPU, cores, sysctls, nofile limits, loadlab version, command
-//! doctor.txt         the pre-flight checks
+//! doctor.json        the pre-flight checks (`loadlab_system::doctor::Finding`s)
+//! doctor.txt         the same, as `loadlab doctor` prints them
 //! steps.jsonl        one line per finished step, appended and flushed at once
 //! configs.jsonl      one line per finished configuration (status, knee per scenario)
 //! logs/              each target's stdout and stderr, per configuration
@@ -17,6 +18,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use loadlab_engine::RunResult;
+use loadlab_system::doctor::{self, Finding};
 use serde::{Deserialize, Serialize};
 
 use crate::knee::{KneeOutcome, Phase};
@@ -139,7 +141,7 @@ impl Bundle {
         dir: &Path,
         plan: &Plan,
         environment: &loadlab_engine::env::Environment,
-        doctor: &str,
+        doctor: &[Finding],
     ) -> std::io::Result<Bundle> {
         std::fs::create_dir_all(dir.join("logs"))?;
         if dir.join("steps.jsonl").exists() {
@@ -154,7 +156,8 @@ impl Bundle {
         std::fs::write(dir.join("plan.toml"), &plan.source)?;
         write_json(&dir.join("plan.json"), plan)?;
         write_json(&dir.join("environment.json"), environment)?;
-        std::fs::write(dir.join("doctor.txt"), doctor)?;
+        write_json(&dir.join("doctor.json"), &doctor)?;
+        std::fs::write(dir.join("doctor.txt"), doctor::render(doctor))?;
         let open = |name: &str| {
             OpenOptions::new()
                 .create(true)
@@ -224,4 +227,71 @@ pub fn read_steps(dir: &Path) -> std::io::Result<Vec<StepRecord>> {
 /// The finished configurations of a bundle.
 pub fn read_configs(dir: &Path) -> std::io::Result<Vec<ConfigRecord>> {
     read_lines(&dir.join("configs.jsonl"))
+}
+
+/// The pre-flight findings of a bundle; `None` when it has no `doctor.json` (bundles
+/// written before it existed).
+pub fn read_doctor(dir: &Path) -> std::io::Result<Option<Vec<Finding>>> {
+    let path = dir.join("doctor.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loadlab_system::doctor::{Check, Severity};
+
+    fn finding(check: Check, severity: Severity, message: &str) -> Finding {
+        Finding {
+            check,
+            severity,
+            message: message.into(),
+            fix: vec!["sysctl -w net.core.somaxconn=65535".into()],
+        }
+    }
+
+    #[test]
+    fn doctor_findings_are_stored_typed_and_as_text() {
+        let dir =
+            std::env::temp_dir().join(format!("loadlab-bundle-doctor-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let plan = Plan::parse(
+            "name = \"b\"\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:1\"\n[load]\nsteps = [10]\n",
+            "b.toml",
+            &dir,
+            false,
+        )
+        .unwrap();
+        let env = loadlab_engine::env::Environment::capture(vec!["loadlab".into()]);
+        let findings = vec![
+            finding(Check::Nofile, Severity::Ok, "1,056 file descriptors needed"),
+            finding(
+                Check::Somaxconn,
+                Severity::Warn,
+                "the planned listen backlog 7,168 exceeds 4,096\nsecond line",
+            ),
+        ];
+        Bundle::create(&dir, &plan, &env, &findings).unwrap();
+        assert_eq!(read_doctor(&dir).unwrap(), Some(findings.clone()));
+        let text = std::fs::read_to_string(dir.join("doctor.txt")).unwrap();
+        assert_eq!(text, doctor::render(&findings));
+        assert!(text.starts_with("[OK]   nofile: 1,056 file descriptors needed\n"));
+
+        // A bundle from before doctor.json has no findings to read; a broken one is an error.
+        std::fs::remove_file(dir.join("doctor.json")).unwrap();
+        assert_eq!(read_doctor(&dir).unwrap(), None);
+        std::fs::write(dir.join("doctor.json"), "[{\"check\": 1}]").unwrap();
+        assert!(read_doctor(&dir).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use loadlab_engine::config::CpuList;
 use loadlab_engine::{CancellationToken, RunOptions, RunResult};
+use loadlab_system::doctor::Finding;
+use loadlab_system::ports;
 use loadlab_system::probe::{ProbeReport, Prober};
+use loadlab_system::procfs::process_running;
 
 use crate::bundle::{Bundle, ConfigRecord, ConfigStatus, ScenarioKnee, StepRecord, BUNDLE_VERSION};
 use crate::knee::{self, KneeParams, Phase, StepSignal};
@@ -27,8 +30,9 @@ pub struct LabOptions {
     pub progress: bool,
     /// The command line (recorded in the environment).
     pub command: Vec<String>,
-    /// The pre-flight report written into the bundle.
-    pub doctor: String,
+    /// The pre-flight findings written into the bundle (`doctor.json`, and `doctor.txt`
+    /// as `loadlab doctor` shows them).
+    pub doctor: Vec<Finding>,
 }
 
 /// Why an experiment could not run.
@@ -120,7 +124,8 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
     target::install_cleanup();
     // Raise the soft nofile limit now, before targets start: they inherit it.
     let demand = crate::doctor::demand(plan);
-    loadlab_engine::env::raise_nofile(demand.connections + loadlab_engine::runner::FD_RESERVE);
+    // Too low a hard limit is the doctor's `nofile` finding; each step's run reports it.
+    let _ = ports::reserve_fds(demand.connections);
     let environment = loadlab_engine::env::Environment::capture(opts.command.clone());
     let bundle = Bundle::create(&opts.out, plan, &environment, &opts.doctor)
         .map_err(bundle_err(&opts.out))?;
@@ -513,16 +518,5 @@ impl Runner<'_> {
             records.push(rec);
         }
         Ok((records, exit))
-    }
-}
-
-/// Whether a process exists and has not exited (a zombie has exited).
-fn process_running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
     }
 }

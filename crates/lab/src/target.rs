@@ -14,6 +14,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use loadlab_system::os::{self, GroupSignal};
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{Ready, TargetSpec};
@@ -25,8 +26,7 @@ static GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 /// Makes loadlab reap orphaned descendants of its targets, and kill all target groups if
 /// loadlab panics. Call once at start.
 pub fn install_cleanup() {
-    // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let _ = os::become_child_subreaper();
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         kill_all_groups();
@@ -38,8 +38,7 @@ pub fn install_cleanup() {
 pub fn kill_all_groups() {
     let groups = GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
     for pgid in groups {
-        // SAFETY: signalling a process group we created.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = os::signal_group(pgid, GroupSignal::Kill);
     }
 }
 
@@ -130,20 +129,8 @@ pub fn describe_status(st: ExitStatus) -> String {
         return format!("exit status {code}");
     }
     match st.signal() {
-        Some(sig) => format!("killed by signal {sig} ({})", signal_name(sig)),
+        Some(sig) => format!("killed by signal {sig} ({})", os::signal_name(sig)),
         None => "ended".into(),
-    }
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGINT => "SIGINT",
-        libc::SIGBUS => "SIGBUS",
-        _ => "signal",
     }
 }
 
@@ -281,14 +268,16 @@ impl TargetSet {
             .stdout(file)
             .stderr(err_file)
             .process_group(0);
-        // SAFETY: prctl is async-signal-safe. If loadlab dies without cleaning up, the
-        // target's leader is killed (its group is still cleaned by `stop` otherwise).
+        // If loadlab dies without cleaning up, the target's leader is killed (its group is
+        // still cleaned by `stop` otherwise).
         let cpus = usable_cpus(&spec.cpus);
+        // SAFETY: the closure only makes async-signal-safe system calls (prctl,
+        // sched_setaffinity) and allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                let _ = os::kill_me_with_parent();
                 if let Some(cpus) = &cpus {
-                    loadlab_engine::config::pin_current_thread(cpus)?;
+                    os::pin_current_thread(cpus)?;
                 }
                 Ok(())
             });
@@ -360,21 +349,18 @@ impl TargetSet {
     /// the group to empty, then SIGKILL to the group; descendants are reaped.
     pub fn stop(&mut self) {
         while let Some(mut r) = self.running.pop() {
-            // SAFETY: signalling a process group we created.
-            unsafe { libc::kill(-r.pgid, libc::SIGTERM) };
+            let _ = os::signal_group(r.pgid, GroupSignal::Term);
             let deadline = Instant::now() + r.grace;
             while Instant::now() < deadline && group_alive(r.pgid, &mut r.child) {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            // SAFETY: as above.
-            unsafe { libc::kill(-r.pgid, libc::SIGKILL) };
+            let _ = os::signal_group(r.pgid, GroupSignal::Kill);
             let _ = r.child.wait();
             // Members orphaned by the leader's death are reparented to loadlab: reap them
             // until the group is empty.
             let deadline = Instant::now() + Duration::from_secs(5);
             while group_alive(r.pgid, &mut r.child) && Instant::now() < deadline {
-                // SAFETY: as above.
-                unsafe { libc::kill(-r.pgid, libc::SIGKILL) };
+                let _ = os::signal_group(r.pgid, GroupSignal::Kill);
                 std::thread::sleep(Duration::from_millis(10));
             }
             unregister(r.pgid);
@@ -391,21 +377,9 @@ impl Drop for TargetSet {
 /// Whether any process of the group is still running (zombies are reaped on the way).
 fn group_alive(pgid: i32, leader: &mut Child) -> bool {
     let _ = leader.try_wait();
-    reap_group(pgid);
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(-pgid, 0) == 0 }
-}
-
-/// Reaps exited members of a group that were reparented to loadlab (the subreaper).
-fn reap_group(pgid: i32) {
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid on our own (adopted) children of that group, without blocking.
-        let pid = unsafe { libc::waitpid(-pgid, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            break;
-        }
-    }
+    // Members reparented to loadlab (the subreaper) are reaped here.
+    os::reap_group(pgid);
+    os::group_exists(pgid)
 }
 
 /// `cpus` if this machine has all of them (plans stay portable: on a smaller machine the

@@ -410,19 +410,14 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
     );
 
     // The doctor's prediction, to set beside what was measured.
-    let doctor = std::fs::read_to_string(dir.join("doctor.txt")).unwrap_or_default();
-    let findings: Vec<&str> = doctor
-        .lines()
-        .filter(|l| {
-            ["[OK]", "[WARN]", "[FAIL]"]
-                .iter()
-                .any(|p| l.starts_with(p))
-        })
-        .collect();
+    let findings = loadlab_lab::bundle::read_doctor(dir)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     if !findings.is_empty() {
         let _ = writeln!(out, "## Pre-flight (loadlab doctor)\n");
-        for f in findings {
-            let _ = writeln!(out, "- `{}`", f.trim());
+        for f in &findings {
+            let _ = writeln!(out, "- `{}`", f.headline().trim());
         }
         let _ = writeln!(out, "\nThe fixes are in `doctor.txt`.\n");
     }

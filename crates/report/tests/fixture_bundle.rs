@@ -65,8 +65,9 @@ fn the_report_says_what_the_steps_measured() {
     );
 }
 
-/// A bundle written before later fields existed still renders: its plan has no `cpus`,
-/// `quick` or knee `confirm`, its results no `latency_trend` or re-send counters.
+/// A bundle written before later fields existed still renders: its plan has no `cpus` or
+/// `quick`, its results no `latency_trend` or re-send counters, and it has no
+/// `doctor.json` (only the text `doctor.txt` was written then).
 #[test]
 fn an_older_bundle_without_later_fields_still_renders() {
     let old = std::env::temp_dir().join(format!("loadlab-old-bundle-{}", std::process::id()));
@@ -109,7 +110,9 @@ fn an_older_bundle_without_later_fields_still_renders() {
         ],
         &["result"],
     );
+    std::fs::remove_file(old.join("doctor.json")).unwrap();
     let report = loadlab_report::render_bundle(&old).unwrap();
     assert!(report.contains("| capacity=400 | 100 | 300 |"), "{report}");
+    assert!(!report.contains("## Pre-flight"), "{report}");
     std::fs::remove_dir_all(&old).unwrap();
 }

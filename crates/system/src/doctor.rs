@@ -11,14 +11,12 @@
 //! - `tuning`: the rest of document 000's kernel settings.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
-use loadlab_engine::env::{self, PortBudget, TIME_WAIT_SECONDS};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// File descriptors loadlab keeps for itself beyond one per connection (the engine's
-/// own reserve, so the doctor and the run agree).
-const SPARE_FDS: u64 = loadlab_engine::runner::FD_RESERVE;
+use crate::ports::{self, PortBudget, FD_RESERVE, TIME_WAIT_SECONDS};
+use crate::{os, procfs};
 
 /// What a plan will ask of the machine.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,9 +51,8 @@ pub struct Facts {
     pub port_budget: Option<PortBudget>,
     /// Sockets in TIME_WAIT now; each may hold a local port.
     pub time_wait_now: u64,
-    /// The relevant sysctls as the kernel prints them (see
-    /// [`loadlab_engine::env::SYSCTLS`]); a name is absent when this network namespace
-    /// does not show it.
+    /// The relevant sysctls as the kernel prints them (see [`procfs::SYSCTLS`]); a name is
+    /// absent when this network namespace does not show it.
     pub sysctls: BTreeMap<String, String>,
 }
 
@@ -66,9 +63,9 @@ impl Facts {
     /// A backlog sysctl that cannot be read is taken at the kernel default
     /// (`somaxconn` 4096, `tcp_max_syn_backlog` 1024).
     pub fn read(loopback: bool, source_addrs: usize) -> Facts {
-        let (nofile_soft, nofile_hard) = env::nofile_limits();
+        let (nofile_soft, nofile_hard) = os::nofile_limits();
         let num = |name: &str, default: u64| {
-            env::sysctl(name)
+            procfs::sysctl(name)
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(default)
         };
@@ -78,17 +75,14 @@ impl Facts {
             somaxconn: num("net.core.somaxconn", 4096),
             tcp_max_syn_backlog: num("net.ipv4.tcp_max_syn_backlog", 1024),
             port_budget: PortBudget::read(loopback, source_addrs),
-            time_wait_now: env::tcp_states().time_wait,
-            sysctls: env::SYSCTLS
-                .iter()
-                .filter_map(|n| env::sysctl(n).map(|v| (n.to_string(), v)))
-                .collect(),
+            time_wait_now: procfs::time_wait(),
+            sysctls: procfs::sysctls(),
         }
     }
 }
 
 /// How bad a finding is. Ordered: `Ok < Warn < Fail`.
-#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Checked and fine.
@@ -110,12 +104,56 @@ impl Severity {
     }
 }
 
-/// The outcome of one check.
-#[derive(Serialize, Clone, Debug)]
+/// What the doctor checks, one [`Finding`] each. Serialized by name (`nofile`,
+/// `ephemeral_ports`), which is also how [`render`] shows it and how it compares with a
+/// string.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    /// File descriptors for every client connection.
+    Nofile,
+    /// `net.core.somaxconn`, the cap on any listen backlog.
+    Somaxconn,
+    /// `net.ipv4.tcp_max_syn_backlog`, the cap on half-open connections.
+    TcpMaxSynBacklog,
+    /// Local ports for the connections, and for TIME_WAIT when keep-alive is off.
+    EphemeralPorts,
+    /// The rest of document 000's kernel settings.
+    Tuning,
+}
+
+impl Check {
+    /// The check's name: `nofile`, `somaxconn`, `tcp_max_syn_backlog`, `ephemeral_ports`
+    /// or `tuning`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::Nofile => "nofile",
+            Check::Somaxconn => "somaxconn",
+            Check::TcpMaxSynBacklog => "tcp_max_syn_backlog",
+            Check::EphemeralPorts => "ephemeral_ports",
+            Check::Tuning => "tuning",
+        }
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Check {
+    fn eq(&self, name: &&str) -> bool {
+        self.as_str() == *name
+    }
+}
+
+/// The outcome of one check. Serialized into the bundle's `doctor.json`, which the report
+/// reads back.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Finding {
-    /// The check's name (`nofile`, `somaxconn`, `tcp_max_syn_backlog`, `ephemeral_ports`,
-    /// `tuning`).
-    pub check: &'static str,
+    /// Which check.
+    pub check: Check,
     /// How bad it is.
     pub severity: Severity,
     /// What was found, with the numbers; may span lines.
@@ -125,7 +163,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn new(check: &'static str, severity: Severity, message: String, fix: Vec<String>) -> Self {
+    fn new(check: Check, severity: Severity, message: String, fix: Vec<String>) -> Self {
         Finding {
             check,
             severity,
@@ -155,19 +193,25 @@ pub fn worst(findings: &[Finding]) -> Severity {
         .unwrap_or(Severity::Ok)
 }
 
+impl Finding {
+    /// The finding's first line as [`render`] shows it: severity tag, check, and the
+    /// message's first line (`[WARN] somaxconn: the planned listen backlog ...`).
+    pub fn headline(&self) -> String {
+        let tag = format!("[{}]", self.severity.as_str().to_uppercase());
+        format!(
+            "{tag:<7}{}: {}",
+            self.check,
+            self.message.lines().next().unwrap_or_default()
+        )
+    }
+}
+
 /// Human text: one block per finding with its fixes as commands, then a tally.
 pub fn render(findings: &[Finding]) -> String {
     let mut out = String::new();
     for f in findings {
-        let tag = format!("[{}]", f.severity.as_str().to_uppercase());
-        let mut lines = f.message.lines();
-        let _ = writeln!(
-            out,
-            "{tag:<7}{}: {}",
-            f.check,
-            lines.next().unwrap_or_default()
-        );
-        for l in lines {
+        let _ = writeln!(out, "{}", f.headline());
+        for l in f.message.lines().skip(1) {
             let _ = writeln!(out, "       {l}");
         }
         if !f.fix.is_empty() {
@@ -202,7 +246,7 @@ fn thousands(n: u64) -> String {
 }
 
 fn nofile(d: &Demand, f: &Facts) -> Finding {
-    let need = d.connections + SPARE_FDS;
+    let need = ports::fds_needed(d.connections);
     let have = format!(
         "soft limit {}, hard {}",
         thousands(f.nofile_soft),
@@ -211,10 +255,10 @@ fn nofile(d: &Demand, f: &Facts) -> Finding {
     if f.nofile_hard < need {
         let target = need.max(65_536);
         Finding::new(
-            "nofile",
+            Check::Nofile,
             Severity::Fail,
             format!(
-                "{} connections need {} file descriptors ({} + {SPARE_FDS} spare), but the \
+                "{} connections need {} file descriptors ({} + {FD_RESERVE} spare), but the \
                  hard nofile limit is {}: sockets past it fail with EMFILE ({have})",
                 thousands(d.connections),
                 thousands(need),
@@ -231,7 +275,7 @@ fn nofile(d: &Demand, f: &Facts) -> Finding {
         )
     } else if f.nofile_soft < need {
         Finding::new(
-            "nofile",
+            Check::Nofile,
             Severity::Warn,
             format!(
                 "{} file descriptors needed, above the soft limit ({have}); loadlab raises its \
@@ -244,7 +288,7 @@ fn nofile(d: &Demand, f: &Facts) -> Finding {
         )
     } else {
         Finding::new(
-            "nofile",
+            Check::Nofile,
             Severity::Ok,
             format!("{} file descriptors needed; {have}", thousands(need)),
             vec![],
@@ -256,7 +300,7 @@ fn somaxconn(d: &Demand, f: &Facts) -> Finding {
     let s = f.somaxconn;
     match d.backlog {
         Some(b) if b > s => Finding::new(
-            "somaxconn",
+            Check::Somaxconn,
             Severity::Warn,
             format!(
                 "the planned listen backlog {} exceeds net.core.somaxconn = {}: the kernel \
@@ -269,7 +313,7 @@ fn somaxconn(d: &Demand, f: &Facts) -> Finding {
             vec![format!("sysctl -w net.core.somaxconn={}", b.max(65_535))],
         ),
         Some(b) => Finding::new(
-            "somaxconn",
+            Check::Somaxconn,
             Severity::Ok,
             format!(
                 "listen backlog {} fits under net.core.somaxconn = {}",
@@ -279,7 +323,7 @@ fn somaxconn(d: &Demand, f: &Facts) -> Finding {
             vec![],
         ),
         None => Finding::new(
-            "somaxconn",
+            Check::Somaxconn,
             Severity::Ok,
             format!(
                 "no backlog planned; net.core.somaxconn = {} caps whatever the server asks for",
@@ -299,7 +343,7 @@ fn syn_backlog(d: &Demand, f: &Facts) -> Finding {
         .unwrap_or("?");
     match d.backlog {
         Some(b) if b > m => Finding::new(
-            "tcp_max_syn_backlog",
+            Check::TcpMaxSynBacklog,
             Severity::Warn,
             format!(
                 "the planned listen backlog {} exceeds net.ipv4.tcp_max_syn_backlog = {}: \
@@ -314,7 +358,7 @@ fn syn_backlog(d: &Demand, f: &Facts) -> Finding {
             )],
         ),
         Some(b) => Finding::new(
-            "tcp_max_syn_backlog",
+            Check::TcpMaxSynBacklog,
             Severity::Ok,
             format!(
                 "listen backlog {} fits under net.ipv4.tcp_max_syn_backlog = {}",
@@ -324,7 +368,7 @@ fn syn_backlog(d: &Demand, f: &Facts) -> Finding {
             vec![],
         ),
         None => Finding::new(
-            "tcp_max_syn_backlog",
+            Check::TcpMaxSynBacklog,
             Severity::Ok,
             format!(
                 "no backlog planned; net.ipv4.tcp_max_syn_backlog = {}",
@@ -335,23 +379,8 @@ fn syn_backlog(d: &Demand, f: &Facts) -> Finding {
     }
 }
 
-/// After how many seconds `budget` runs out at `rate` new connections per second when
-/// `held` of its ports are already in TIME_WAIT (`None`: never). The engine's model
-/// ([`PortBudget::seconds_until_exhausted`]) with the held ports taken off the top; they
-/// are assumed to stay held, which errs on the side of warning.
-fn seconds_until_exhausted(budget: &PortBudget, rate: f64, held: u64) -> Option<f64> {
-    if held == 0 {
-        return budget.seconds_until_exhausted(rate);
-    }
-    if budget.tw_reuse_effective || rate <= 0.0 {
-        return None;
-    }
-    let free = budget.ports().saturating_sub(held) as f64;
-    (rate * TIME_WAIT_SECONDS as f64 > free).then(|| free / rate)
-}
-
 fn ephemeral_ports(d: &Demand, f: &Facts) -> Finding {
-    const CHECK: &str = "ephemeral_ports";
+    const CHECK: Check = Check::EphemeralPorts;
     let Some(budget) = f.port_budget else {
         return Finding::new(
             CHECK,
@@ -365,9 +394,9 @@ fn ephemeral_ports(d: &Demand, f: &Facts) -> Finding {
         source_addrs: d.source_addrs.max(1),
         ..budget
     };
-    let per_addr = u64::from(budget.high) - u64::from(budget.low) + 1;
+    let per_addr = budget.per_address();
     let ports = budget.ports();
-    let free = ports.saturating_sub(f.time_wait_now);
+    let free = budget.free(f.time_wait_now);
     let range = format!(
         "{} ports ({}–{} × {} source address{}; {} sockets in TIME_WAIT now)",
         thousands(ports),
@@ -415,7 +444,7 @@ fn ephemeral_ports(d: &Demand, f: &Facts) -> Finding {
     };
 
     let tw = TIME_WAIT_SECONDS;
-    let peak = (rate * tw as f64).ceil() as u64;
+    let peak = ports::ports_in_time_wait(rate);
     if budget.tw_reuse_effective {
         return Finding::new(
             CHECK,
@@ -433,7 +462,7 @@ fn ephemeral_ports(d: &Demand, f: &Facts) -> Finding {
         }
         _ => "",
     };
-    match seconds_until_exhausted(&budget, rate, f.time_wait_now) {
+    match budget.seconds_until_exhausted_holding(rate, f.time_wait_now) {
         Some(secs) if secs < d.duration_s => Finding::new(
             CHECK,
             Severity::Fail,
@@ -538,7 +567,7 @@ fn tuning(f: &Facts) -> Finding {
     } else {
         Severity::Warn
     };
-    Finding::new("tuning", severity, notes.join("\n"), fix)
+    Finding::new(Check::Tuning, severity, notes.join("\n"), fix)
 }
 
 #[cfg(test)]
@@ -904,8 +933,9 @@ mod tests {
         assert!(t.message.contains("not visible in this network namespace"));
     }
 
-    #[test]
-    fn render_shows_every_block_and_its_fixes() {
+    /// One finding of each severity: document 002 at 1,000 new connections/s with
+    /// document 004's backlog on a default somaxconn.
+    fn fail_warn_ok() -> Vec<Finding> {
         let d = Demand {
             new_connections_per_s: Some(1_000.0),
             backlog: Some(7_168),
@@ -913,7 +943,12 @@ mod tests {
         };
         let mut f = doc002();
         f.somaxconn = 4_096;
-        let fs = diagnose(&d, &f);
+        diagnose(&d, &f)
+    }
+
+    #[test]
+    fn render_shows_every_block_and_its_fixes() {
+        let fs = fail_warn_ok();
         let text = render(&fs);
         assert!(text.contains("[FAIL] ephemeral_ports: "), "{text}");
         assert!(text.contains("[WARN] somaxconn: "), "{text}");
@@ -932,10 +967,32 @@ mod tests {
     }
 
     #[test]
+    fn findings_round_trip_and_headlines_are_the_rendered_first_lines() {
+        let fs = fail_warn_ok();
+        let json = serde_json::to_string(&fs).unwrap();
+        let back: Vec<Finding> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, fs);
+        // The lines of the text that start with a tag are exactly the headlines.
+        let text = render(&fs);
+        let tagged: Vec<&str> = text.lines().filter(|l| l.starts_with('[')).collect();
+        let headlines: Vec<String> = fs.iter().map(Finding::headline).collect();
+        assert_eq!(tagged, headlines);
+        assert_eq!(
+            headlines[0],
+            "[OK]   nofile: 1,032 file descriptors needed; soft limit 65,536, hard 65,536"
+        );
+        // Checks are stored and shown by their names.
+        assert!(json.contains(r#""check":"tcp_max_syn_backlog""#), "{json}");
+        assert_eq!(Check::EphemeralPorts.to_string(), "ephemeral_ports");
+        // An unknown check does not pass for a known one.
+        assert!(serde_json::from_str::<Check>("\"swap\"").is_err());
+    }
+
+    #[test]
     fn severity_orders_and_serializes() {
         assert!(Severity::Ok < Severity::Warn && Severity::Warn < Severity::Fail);
         assert_eq!(worst(&[]), Severity::Ok);
-        let f = Finding::new("nofile", Severity::Warn, "m".into(), vec!["c".into()]);
+        let f = Finding::new(Check::Nofile, Severity::Warn, "m".into(), vec!["c".into()]);
         let v = serde_json::to_value(&f).unwrap();
         assert_eq!(
             v,
@@ -954,10 +1011,10 @@ mod tests {
     #[test]
     fn facts_read_from_this_machine() {
         let f = Facts::read(true, 1);
-        let (soft, hard) = env::nofile_limits();
+        let (soft, hard) = os::nofile_limits();
         assert_eq!((f.nofile_soft, f.nofile_hard), (soft, hard));
         let b = f.port_budget.expect("this machine has a port range");
-        assert_eq!(Some((b.low, b.high)), env::ephemeral_port_range());
+        assert_eq!(Some((b.low, b.high)), procfs::ephemeral_port_range());
         assert_eq!(
             f.sysctls.get("net.core.somaxconn").map(String::as_str),
             Some(f.somaxconn.to_string().as_str())

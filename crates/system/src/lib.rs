@@ -1,7 +1,15 @@
-//! loadlab's view of the machine around a run: what it watches while it loads a server,
-//! and what it checks before it starts.
+//! loadlab's view of the machine around a run: the kernel facts every other crate reads,
+//! what it watches while it loads a server, and what it checks before it starts. It sits
+//! below the engine: `loadlab-engine` and `loadlab-lab` take their machine facts from here.
 //!
 //! # Layout
+//! - [`procfs`]: every `/proc` file loadlab reads, parsed in one place (sysctls, the CPU
+//!   model, processes, the kernel's TCP counters, the TIME_WAIT count).
+//! - [`os`]: every operating-system call outside the standard library (limits, CPU
+//!   affinity, the scheduler slice, CPU use, `timerfd`, process groups and signals), on
+//!   `rustix` where it offers the call.
+//! - [`ports`]: the one model of what connections cost: file descriptors (`nofile`) and
+//!   local ports held in TIME_WAIT, for the run's pre-flight, the lab and the doctor.
 //! - [`probe`]: samples the server's process tree (CPU, memory, threads, file descriptors)
 //!   and the kernel's TCP counters (listen-queue overflows, resets, TIME_WAIT) on a
 //!   thread of its own while a step runs; [`probe::Prober`] returns the samples and their
@@ -10,14 +18,15 @@
 //!   machine's [`doctor::Facts`] (limits, backlog caps, ephemeral ports, TIME_WAIT) and
 //!   says which runs will fail because of the machine, not the server, and how to fix it.
 //!
-//! Everything is read from `/proc` of the current process and network namespace; the
-//! kernel facts themselves (sysctls, `nofile`, port budget) come from
-//! [`loadlab_engine::env`]. Linux only.
+//! Everything is read from `/proc` of the current process and network namespace. Linux
+//! only.
 #![deny(missing_docs)]
 
 pub mod doctor;
+pub mod os;
+pub mod ports;
 pub mod probe;
-mod procfs;
+pub mod procfs;
 
 pub use doctor::{diagnose, Demand, Facts, Finding, Severity};
 pub use probe::{

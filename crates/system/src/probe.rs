@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::procfs::{parse_counters, parse_stat, Stat};
+use crate::os;
+use crate::procfs::{self, all_processes, count_fds, read_stat};
 
 /// Cumulative figures of a process tree (root + all descendants, found via /proc/*/stat ppid).
 ///
@@ -46,65 +47,6 @@ impl ProcessSample {
         self.threads += o.threads;
         self.fds += o.fds;
     }
-}
-
-/// Kernel clock ticks per second (`sysconf(_SC_CLK_TCK)`).
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf only reads its argument.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
-}
-
-/// Page size in bytes (`sysconf(_SC_PAGESIZE)`).
-fn page_size() -> u64 {
-    // SAFETY: sysconf only reads its argument.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as u64
-    } else {
-        4096
-    }
-}
-
-fn read_stat(pid: u32) -> io::Result<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    parse_stat(&text).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("unparseable /proc/{pid}/stat"),
-        )
-    })
-}
-
-fn count_fds(pid: u32) -> u64 {
-    match std::fs::read_dir(format!("/proc/{pid}/fd")) {
-        Ok(dir) => dir.filter(|e| e.is_ok()).count() as u64,
-        Err(_) => 0,
-    }
-}
-
-/// Every process of this PID namespace: pid → parsed stat. Processes that vanish while
-/// the directory is read are skipped.
-fn all_processes() -> io::Result<BTreeMap<u32, Stat>> {
-    let mut out = BTreeMap::new();
-    for entry in std::fs::read_dir("/proc")? {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if let Ok(stat) = read_stat(pid) {
-            out.insert(pid, stat);
-        }
-    }
-    Ok(out)
 }
 
 /// The union of the trees under `roots` that still exist, summed (a process in two trees
@@ -142,8 +84,8 @@ fn sample_trees(roots: &[u32]) -> Option<ProcessSample> {
             }
         }
     }
-    let ticks = clock_ticks();
-    let page = page_size();
+    let ticks = os::clock_ticks_per_second() as f64;
+    let page = os::page_size();
     let mut total = ProcessSample::default();
     for pid in seen {
         let s = &stats[&pid];
@@ -199,24 +141,15 @@ pub struct KernelSample {
 /// Samples the kernel's TCP counters of this network namespace now. Counters that cannot
 /// be read are 0.
 pub fn sample_kernel() -> KernelSample {
-    let mut c = BTreeMap::new();
-    for path in ["/proc/net/netstat", "/proc/net/snmp"] {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            c.extend(parse_counters(&text));
-        }
-    }
+    let c = procfs::tcp_counters();
     let get = |prefix: &str, name: &str| {
         c.get(&(prefix.to_string(), name.to_string()))
             .copied()
             .unwrap_or(0)
     };
-    // Constant cost whatever the number of sockets: the TIME_WAIT count from sockstat, not
-    // a walk of /proc/net/tcp (tens of ms with thousands of sockets, every second, beside
-    // the load generator).
-    let time_wait = std::fs::read_to_string("/proc/net/sockstat")
-        .ok()
-        .and_then(|t| crate::procfs::parse_sockstat_tw(&t))
-        .unwrap_or(0);
+    // Constant cost whatever the number of sockets (see `procfs::time_wait`): the probe
+    // samples every second, beside the load generator.
+    let time_wait = procfs::time_wait();
     KernelSample {
         listen_overflows: get("TcpExt", "ListenOverflows"),
         listen_drops: get("TcpExt", "ListenDrops"),

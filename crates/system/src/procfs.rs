@@ -1,7 +1,169 @@
-//! Hand-written parsers for the few `/proc` files loadlab reads, kept apart from the I/O so
-//! they can be tested on fixed text.
+//! Every `/proc` file loadlab reads, read and parsed here and nowhere else: sysctls, the
+//! machine's description, processes (`/proc/PID/stat`, `/proc/PID/fd`), the kernel's TCP
+//! counters and the TIME_WAIT count. The parsers are kept apart from the I/O so they can
+//! be tested on fixed text. Everything is of the current process's PID and network
+//! namespaces.
 
 use std::collections::BTreeMap;
+use std::io;
+
+/// Sysctls that decide how a load test behaves (document 000's list), recorded with every
+/// result and checked by the doctor.
+pub const SYSCTLS: [&str; 11] = [
+    "net.core.somaxconn",
+    "net.core.netdev_max_backlog",
+    "net.ipv4.tcp_max_syn_backlog",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_tw_reuse",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.tcp_abort_on_overflow",
+    "net.ipv4.tcp_slow_start_after_idle",
+    "net.ipv4.tcp_timestamps",
+    "fs.file-max",
+];
+
+fn read_trim(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Reads a sysctl by its dotted name (`net.core.somaxconn`), its fields joined by single
+/// spaces (`1024 65535`); `None` when this namespace does not show it.
+pub fn sysctl(name: &str) -> Option<String> {
+    read_trim(&format!("/proc/sys/{}", name.replace('.', "/")))
+        .map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// The [`SYSCTLS`] this namespace shows, name → value as [`sysctl`] reads it.
+pub fn sysctls() -> BTreeMap<String, String> {
+    SYSCTLS
+        .iter()
+        .filter_map(|n| sysctl(n).map(|v| (n.to_string(), v)))
+        .collect()
+}
+
+/// The kernel release (`/proc/sys/kernel/osrelease`, e.g. `6.8.0-45-generic`).
+pub fn kernel_release() -> Option<String> {
+    read_trim("/proc/sys/kernel/osrelease")
+}
+
+/// The host name (`/proc/sys/kernel/hostname`) of this UTS namespace.
+pub fn hostname() -> Option<String> {
+    read_trim("/proc/sys/kernel/hostname")
+}
+
+/// The CPU model name of `/proc/cpuinfo` (the first CPU's).
+pub fn cpu_model() -> Option<String> {
+    parse_cpu_model(&std::fs::read_to_string("/proc/cpuinfo").ok()?)
+}
+
+/// The first `model name` of `/proc/cpuinfo`.
+pub(crate) fn parse_cpu_model(text: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// The ephemeral port range `(low, high)` of `net.ipv4.ip_local_port_range`.
+pub fn ephemeral_port_range() -> Option<(u16, u16)> {
+    parse_port_range(&sysctl("net.ipv4.ip_local_port_range")?)
+}
+
+/// Parses `low high` (`32768 60999`); `None` unless `low <= high`.
+pub(crate) fn parse_port_range(text: &str) -> Option<(u16, u16)> {
+    let mut it = text.split_whitespace().map(|p| p.parse::<u16>());
+    match (it.next(), it.next()) {
+        (Some(Ok(a)), Some(Ok(b))) if a <= b => Some((a, b)),
+        _ => None,
+    }
+}
+
+/// Sockets in TIME_WAIT in this network namespace now: the `tw` counter of
+/// `/proc/net/sockstat` (what `ss -s` shows as `timewait`), 0 when it cannot be read.
+///
+/// Constant cost whatever the number of sockets, unlike a walk of `/proc/net/tcp` (tens of
+/// ms with thousands of sockets). The counter covers IPv4 and IPv6 sockets alike (both
+/// families share the kernel's TIME_WAIT table; `/proc/net/sockstat6` has no `tw`). It
+/// counts every time-wait socket, so it also includes the few closed connections held in
+/// the FIN_WAIT2 sub-state, which a walk of `/proc/net/tcp` listed as FIN_WAIT2: each of
+/// them holds a local port too.
+pub fn time_wait() -> u64 {
+    std::fs::read_to_string("/proc/net/sockstat")
+        .ok()
+        .and_then(|t| parse_sockstat_tw(&t))
+        .unwrap_or(0)
+}
+
+/// The kernel's TCP counters of this network namespace, `/proc/net/netstat` and
+/// `/proc/net/snmp` together: `(prefix, name) → value`, e.g. `("TcpExt",
+/// "ListenOverflows")`. Files that cannot be read contribute nothing.
+pub fn tcp_counters() -> BTreeMap<(String, String), u64> {
+    let mut c = BTreeMap::new();
+    for path in ["/proc/net/netstat", "/proc/net/snmp"] {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            c.extend(parse_counters(&text));
+        }
+    }
+    c
+}
+
+/// Reads `/proc/PID/stat`.
+pub(crate) fn read_stat(pid: u32) -> io::Result<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    parse_stat(&text).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unparseable /proc/{pid}/stat"),
+        )
+    })
+}
+
+/// Open file descriptors of a process (entries of `/proc/PID/fd` that could be listed; 0
+/// when the directory cannot be read).
+pub(crate) fn count_fds(pid: u32) -> u64 {
+    match std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        Ok(dir) => dir.filter(|e| e.is_ok()).count() as u64,
+        Err(_) => 0,
+    }
+}
+
+/// Every process of this PID namespace: pid → parsed stat. Processes that vanish while
+/// the directory is read are skipped.
+pub(crate) fn all_processes() -> io::Result<BTreeMap<u32, Stat>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Ok(stat) = read_stat(pid) {
+            out.insert(pid, stat);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether process `pid` exists and has not exited (a zombie, state `Z` or `X`, has).
+pub fn process_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|t| parse_state(&t))
+        .is_some_and(|state| state != 'Z' && state != 'X')
+}
+
+/// The state letter of `/proc/PID/stat` (field 3: `R`, `S`, `Z`, ...).
+pub(crate) fn parse_state(text: &str) -> Option<char> {
+    text.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|s| s.chars().next())
+}
 
 /// The fields of `/proc/PID/stat` that the probe uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +268,66 @@ mod tests {
                 rss_pages: 2048,
             }
         );
+    }
+
+    #[test]
+    fn stat_state_letter() {
+        let line = "4242 (a) Z (c) Z 17 4242";
+        assert_eq!(parse_state(line), Some('Z'));
+        assert_eq!(parse_state("4242 (sleep) S 1 2 3"), Some('S'));
+        assert_eq!(parse_state("garbage"), None);
+        assert!(process_running(std::process::id()));
+        assert!(!process_running(u32::MAX));
+    }
+
+    #[test]
+    fn cpu_model_and_port_range() {
+        let cpuinfo = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\nprocessor\t: 1\nmodel name\t: other\n";
+        assert_eq!(
+            parse_cpu_model(cpuinfo).as_deref(),
+            Some("Intel(R) Xeon(R) CPU @ 2.20GHz")
+        );
+        assert_eq!(parse_cpu_model("processor\t: 0\n"), None);
+        assert_eq!(parse_port_range("32768 60999"), Some((32768, 60999)));
+        assert_eq!(parse_port_range("1024\t65535"), Some((1024, 65535)));
+        assert_eq!(parse_port_range("60999 32768"), None);
+        assert_eq!(parse_port_range("1024"), None);
+        assert_eq!(parse_port_range("a b"), None);
+    }
+
+    #[test]
+    fn reads_this_machine() {
+        assert!(kernel_release().is_some_and(|k| !k.is_empty()));
+        let (lo, hi) = ephemeral_port_range().unwrap();
+        assert!(lo <= hi);
+        assert_eq!(
+            sysctls().get("net.ipv4.ip_local_port_range"),
+            Some(&format!("{lo} {hi}"))
+        );
+        assert!(tcp_counters().contains_key(&("Tcp".to_string(), "CurrEstab".to_string())));
+        assert!(all_processes().unwrap().contains_key(&std::process::id()));
+        assert!(count_fds(std::process::id()) >= 3);
+    }
+
+    #[test]
+    fn time_wait_counts_closed_connections() {
+        use std::io::Read;
+        // The side that closes first holds TIME_WAIT for 60 s. Other programs' sockets
+        // come and go meanwhile, so a clear rise is enough, in one of a few tries.
+        let l = std::net::TcpListener::bind("[::1]:0")
+            .or_else(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let rose = (0..5).any(|_| {
+            let before = time_wait();
+            for _ in 0..100 {
+                let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+                let (mut s, _) = l.accept().unwrap();
+                drop(c);
+                let _ = s.read(&mut [0u8; 1]);
+            }
+            time_wait() >= before + 50
+        });
+        assert!(rose, "TIME_WAIT now {}", time_wait());
     }
 
     #[test]

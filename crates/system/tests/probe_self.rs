@@ -4,7 +4,7 @@
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};
 
-use loadlab_engine::env::process_cpu_seconds;
+use loadlab_system::os::process_cpu_seconds;
 use loadlab_system::probe::sample_tree;
 
 #[test]

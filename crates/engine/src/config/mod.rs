@@ -219,21 +219,3 @@ pub fn available_cores() -> usize {
         .map(|n| n.get())
         .unwrap_or(1)
 }
-
-/// Pins the calling thread (and what it spawns afterwards) to `cpus`; the OS error if the
-/// kernel refuses (e.g. a CPU that does not exist).
-pub fn pin_current_thread(cpus: &[usize]) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET writes within it for cpu < CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            if c < libc::CPU_SETSIZE as usize {
-                libc::CPU_SET(c, &mut set);
-            }
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
