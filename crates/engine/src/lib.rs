@@ -12,6 +12,8 @@
 //!   load model.
 //! - [`recorder`]: per-worker HdrHistograms and per-second interval reports.
 //! - [`runner`]: starts the workers, collects seconds, merges totals once.
+//! - `achieved` (private): achieved throughput from the merged totals, with the trend
+//!   that says whether the server kept pace.
 //! - [`stats`]: the latency trend and the resolution tests behind achieved throughput and
 //!   verdicts.
 //! - [`result`]: the JSON result (schema in `schema/run-result.schema.json`).
@@ -23,6 +25,7 @@
 //! charged for the requests it delayed (coordinated omission corrected); service time is
 //! measured from the actual write.
 
+mod achieved;
 pub mod clock;
 pub mod config;
 pub mod conn;
