@@ -89,10 +89,17 @@ fn knee_range_contains_the_capacity_of_a_queueing_server_with_latency_spread() {
     assert!(runs(lo) >= 2 && runs(hi) >= 2, "{outcome}");
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     assert!(report.contains("knee between"), "{report}");
-    // No step below the capacity was judged unsustained.
+    // No step below the capacity was blamed on the server. A step loadlab itself sent late
+    // (a scheduling hiccup of this shared machine) is judged generator-limited, which blames
+    // nobody, and the search repeats it; only that limit may appear below the capacity.
     for step in lines(&out_dir.join("steps.jsonl")) {
         if step["load"].as_f64().unwrap() <= 380.0 {
-            assert_eq!(step["verdict"]["sustained"], true, "{step}");
+            let limits = step["verdict"]["limits"].as_array().unwrap();
+            assert!(
+                limits.iter().all(|l| l == "generator_limited"),
+                "a step below capacity blamed on the server: {}",
+                step["verdict"]
+            );
         }
     }
 }
