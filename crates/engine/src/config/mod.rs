@@ -47,16 +47,6 @@ pub enum LoadModel {
     Closed,
 }
 
-impl LoadModel {
-    /// Open or closed, without the rate.
-    pub fn kind(self) -> Model {
-        match self {
-            LoadModel::Open { .. } => Model::Open,
-            LoadModel::Closed => Model::Closed,
-        }
-    }
-}
-
 /// Open or closed loop, as results and plans name it (`"open"`, `"closed"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

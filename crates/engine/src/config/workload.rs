@@ -79,14 +79,6 @@ impl Transport {
             Transport::Grpc { .. } => Protocol::Grpc,
         }
     }
-
-    /// Streams in flight requested over HTTP/2 or gRPC.
-    pub fn concurrency(&self) -> Option<u64> {
-        match self {
-            Transport::Http1 { .. } => None,
-            Transport::Http2 { concurrency } | Transport::Grpc { concurrency, .. } => *concurrency,
-        }
-    }
 }
 
 /// The request sent, before validation (the method is upper-cased and headers split then).

@@ -187,7 +187,12 @@ fn closed_loop_http2_steps_are_streams_over_the_plan_connections() {
     );
     let w = plan.workload(&plan.scenarios[0], &vars, Some(64.0), None);
     assert_eq!(w.connections, 8);
-    assert_eq!(w.transport.concurrency(), Some(64));
+    assert_eq!(
+        w.transport,
+        Transport::Http2 {
+            concurrency: Some(64)
+        }
+    );
     let _ = Field::Url;
 }
 
