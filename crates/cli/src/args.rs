@@ -32,14 +32,16 @@ pub enum Command {
         loadlab run http://127.0.0.1:8080/health --connections 64 --duration 10s --json out.json\n  \
         loadlab run http://127.0.0.1:8080/sleep --rate 500 --keep-alive off --source-addrs 16\n  \
         loadlab run http://127.0.0.1:8080/plaintext -c 256 --pipeline 16 -d 15s\n  \
-        loadlab run --http2 http://127.0.0.1:8080/ -c 4 --concurrency 128 -n 200000")]
+        loadlab run --http2 http://127.0.0.1:8080/ -c 4 --concurrency 128 -n 200000\n  \
+        loadlab run http://10.0.0.9:8080/ --rate 200000 -c 512 -d 30s --agents 8 --token-file token")]
     Run(Box<RunArgs>),
     /// Run an experiment plan: start the server in each configuration, step the load (or
     /// search for the knee), probe the server and the kernel, and write a result bundle
     /// with report.md.
     #[command(after_help = "Examples:\n  \
         loadlab lab plans/backlog-workers.toml --quick\n  \
-        loadlab lab plans/actix-web-benchmark.toml --out results/bench-1")]
+        loadlab lab plans/actix-web-benchmark.toml --out results/bench-1\n  \
+        loadlab lab plans/demo-knee.toml --agents 3 --token-file token   (then `loadlab agent` on 3 machines)")]
     Lab(LabArgs),
     /// Check the machine before a run: file-descriptor limits, listen backlog caps,
     /// ephemeral ports and TIME_WAIT; prints the commands that fix each finding. Exits 1
@@ -71,6 +73,109 @@ pub enum Command {
         loadlab serve hello --bind 127.0.0.1:50051 --latency uniform:2ms..300ms\n  \
         loadlab serve greeter-glommio --bind 127.0.0.1:50051 --threads 1")]
     Serve(ServeArgs),
+    /// Run load for a coordinator on another machine: dial it (retrying until it answers),
+    /// run the steps it sends with the same engine as `loadlab run`, return every result
+    /// with its histograms, exit when the run is over.
+    ///
+    /// The agent only dials out and never listens: nothing on the network can make it send
+    /// load without the coordinator's token. The coordinator is `loadlab run ... --agents N`
+    /// or `loadlab lab PLAN --agents N` (see "Distributed" in their --help).
+    #[command(after_help = "Examples:\n  \
+        loadlab agent --coordinator 10.0.0.5:7878 --token-file /run/secrets/loadlab-token\n  \
+        loadlab agent --coordinator coordinator.example:7878 --token-file token --name rack2-a --threads 4\n  \
+        loadlab agent --coordinator coordinator:7878 --token-file token --tls-ca coordinator.pem")]
+    Agent(AgentArgs),
+}
+
+/// `loadlab agent` arguments.
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    /// The coordinator, HOST:PORT (its --listen address as reachable from here).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub coordinator: String,
+    /// File holding the token shared with the coordinator (surrounding whitespace ignored).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: PathBuf,
+    /// This agent's name in results and logs [default: the host name].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Worker threads per step, also this agent's weight when a step is split [default:
+    /// one per CPU this process may run on].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Connect with TLS, trusting this PEM certificate (the coordinator's, or its CA).
+    #[arg(long, value_name = "PATH")]
+    pub tls_ca: Option<PathBuf>,
+    /// Name expected in the coordinator's certificate [default: the host of --coordinator].
+    #[arg(long, requires = "tls_ca")]
+    pub tls_domain: Option<String>,
+    /// Give up when no coordinator has answered for this long (pods start in any order).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub wait: Duration,
+    /// Log only errors.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// Distributed load: this process coordinates `loadlab agent`s on other machines.
+#[derive(Args, Debug, Clone)]
+pub struct DistributedArgs {
+    /// Drive the load from N `loadlab agent` processes instead of this one: wait for N to
+    /// join, split every step between them (by their worker threads), start it on all at
+    /// one instant, and merge their results exactly (histograms added). Probes, verdicts
+    /// and the report work as for a local run.
+    #[arg(long, value_name = "N", help_heading = "Distributed")]
+    pub agents: Option<usize>,
+    /// Address agents connect to.
+    #[arg(
+        long,
+        default_value = "0.0.0.0:7878",
+        value_name = "ADDR",
+        requires = "agents",
+        help_heading = "Distributed"
+    )]
+    pub listen: std::net::SocketAddr,
+    /// File holding the token agents must present (e.g. `head -c 32 /dev/urandom | base64 > token`).
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "agents",
+        help_heading = "Distributed"
+    )]
+    pub token_file: Option<PathBuf>,
+    /// Serve the agents over TLS with this PEM certificate chain (with --tls-key).
+    #[arg(long, value_name = "PATH", requires_all = ["agents", "tls_key"], help_heading = "Distributed")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's PEM private key.
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "tls_cert",
+        help_heading = "Distributed"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// How long to wait for the N agents before giving up.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, requires = "agents", help_heading = "Distributed")]
+    pub agent_wait: Duration,
+    /// When an agent is lost mid-step: the step is recorded as `agent lost` with what the
+    /// others measured, then the run continues with the agents left, or stops.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "continue",
+        requires = "agents",
+        help_heading = "Distributed"
+    )]
+    pub on_agent_loss: AgentLoss,
+}
+
+/// `--on-agent-loss`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum AgentLoss {
+    /// Go on with the agents left.
+    Continue,
+    /// Stop the run (finished steps are kept).
+    Stop,
 }
 
 /// Which reference server.
@@ -119,6 +224,8 @@ pub struct LabArgs {
     /// No progress lines on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub distributed: DistributedArgs,
 }
 
 /// `loadlab doctor` arguments.
@@ -291,6 +398,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub output: OutputArgs,
+
+    #[command(flatten)]
+    pub distributed: DistributedArgs,
 }
 
 /// `loadlab grpc` arguments.
@@ -330,6 +440,9 @@ pub struct GrpcArgs {
 
     #[command(flatten)]
     pub output: OutputArgs,
+
+    #[command(flatten)]
+    pub distributed: DistributedArgs,
 }
 
 impl LoadArgs {

@@ -2,9 +2,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use loadlab_engine::CancellationToken;
+use loadlab_fleet::Coordinator;
 use loadlab_lab::{LabOptions, Plan};
 use loadlab_system::doctor::{self, Facts, Finding, Severity};
 
@@ -44,6 +46,7 @@ fn run_lab(
     out: PathBuf,
     quiet: bool,
     stop: CancellationToken,
+    fleet: Option<Arc<Coordinator>>,
 ) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
     let findings = preflight(plan);
     if doctor::worst(&findings) != Severity::Ok && !quiet {
@@ -58,6 +61,7 @@ fn run_lab(
         progress: !quiet,
         command: std::env::args().collect(),
         doctor: findings,
+        fleet,
     };
     let summary = loadlab_lab::run_plan(plan, &opts)?;
     let path = loadlab_report::write_report(&summary.bundle)
@@ -71,7 +75,15 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
     let out = a.out.clone().unwrap_or_else(|| default_out(&plan.name));
-    let (summary, report) = run_lab(&plan, out, a.quiet, stop)?;
+    let fleet = crate::fleet::coordinator(&a.distributed, &stop, a.quiet)?;
+    let (summary, report) = run_lab(&plan, out, a.quiet, stop.clone(), fleet.clone())?;
+    if let Some(c) = fleet {
+        c.finish(if stop.is_cancelled() {
+            "the coordinator was interrupted"
+        } else {
+            "the run is over"
+        });
+    }
     println!("{report}");
     eprintln!(
         "loadlab: {} steps in {} configurations{}; bundle {}",
@@ -140,7 +152,7 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
             break;
         }
         let plan = Plan::parse(text, &format!("built-in demo plan `{name}`"), &cwd, false)?;
-        let (summary, report) = run_lab(&plan, root.join(name), a.quiet, stop.clone())?;
+        let (summary, report) = run_lab(&plan, root.join(name), a.quiet, stop.clone(), None)?;
         steps += summary.steps;
         println!("{report}");
     }

@@ -1,6 +1,7 @@
 //! The `loadlab` binary: parses arguments and calls the libraries.
 
 mod args;
+mod fleet;
 mod lab;
 
 use std::io::{IsTerminal, Write};
@@ -30,6 +31,7 @@ fn main() -> ExitCode {
         Command::Doctor(a) => lab::cmd_doctor(&a),
         Command::Report(a) => lab::cmd_report(&a),
         Command::Demo(a) => lab::cmd_demo(&a),
+        Command::Agent(a) => fleet::cmd_agent(&a),
     };
     match result {
         Ok(code) => code,
@@ -107,25 +109,32 @@ pub(crate) fn cancel_on_signal(token: CancellationToken) {
 
 fn cmd_run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let workload = a.to_workload().map_err(|e| BadInput(format!("{e:#}")))?;
-    execute(workload, &a.output)
+    execute(workload, &a.output, &a.distributed)
 }
 
 fn cmd_grpc(a: &GrpcArgs) -> anyhow::Result<ExitCode> {
     let workload = a.to_workload().map_err(|e| BadInput(format!("{e:#}")))?;
-    execute(workload, &a.output)
+    execute(workload, &a.output, &a.distributed)
 }
 
 /// Validates and runs one workload: progress, summary, JSON, exit status.
-fn execute(workload: loadlab_engine::Workload, out: &OutputArgs) -> anyhow::Result<ExitCode> {
+fn execute(
+    workload: loadlab_engine::Workload,
+    out: &OutputArgs,
+    distributed: &args::DistributedArgs,
+) -> anyhow::Result<ExitCode> {
     let cfg = match workload.validate() {
         Ok(c) => c,
         Err(e) => return Err(EngineError::Config(e).into()),
     };
-    for w in loadlab_engine::runner::preflight(&cfg) {
-        eprintln!("loadlab: warning: {w}");
+    if distributed.agents.is_none() {
+        for w in loadlab_engine::runner::preflight(&cfg) {
+            eprintln!("loadlab: warning: {w}");
+        }
     }
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
+    let coordinator = fleet::coordinator(distributed, &stop, out.quiet)?;
     let show_progress = !out.quiet && std::io::stderr().is_terminal();
     let mut progress = |s: &SecondStats| {
         if show_progress {
@@ -138,12 +147,28 @@ fn execute(workload: loadlab_engine::Workload, out: &OutputArgs) -> anyhow::Resu
             );
         }
     };
-    let opts = RunOptions {
-        command: std::env::args().collect(),
-        stop,
-        progress: Some(&mut progress),
+    let result = match coordinator {
+        Some(c) => {
+            let job = [(workload, cfg)];
+            let r = c.run_step(&job, &stop, Some(&mut progress)).pop();
+            c.finish(if stop.is_cancelled() {
+                "the coordinator was interrupted"
+            } else {
+                "the run is over"
+            });
+            r.expect("one result per workload")?
+        }
+        None => {
+            let mut engine_progress = |s: &SecondStats, _: &str| progress(s);
+            let opts = RunOptions {
+                command: std::env::args().collect(),
+                stop,
+                progress: Some(&mut engine_progress),
+                start_at: None,
+            };
+            loadlab_engine::run(&cfg, opts)?
+        }
     };
-    let result = loadlab_engine::run(&cfg, opts)?;
     print!("{}", summary::render(&result));
     std::io::stdout().flush().ok();
     if let Some(path) = &out.json {

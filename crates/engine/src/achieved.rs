@@ -170,7 +170,7 @@ mod tests {
                 ),
             }
         }
-        let m = merge(&[rec.finish()]);
+        let m = merge(vec![rec.finish()]);
         let model = LoadModel::Open { rate, arrival };
         let secs = (window.end_ns - window.measure_start_ns) as f64 / 1e9;
         let (rps, _) = achieved(

@@ -47,5 +47,5 @@ pub use config::{
 };
 pub use error::{EngineError, ErrorClass, ErrorCounts};
 pub use result::{RunResult, SecondStats};
-pub use runner::{run, RunOptions};
+pub use runner::{measure, run, summarize, Measurement, RunOptions, RunShape};
 pub use tokio_util::sync::CancellationToken;

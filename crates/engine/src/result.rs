@@ -254,8 +254,60 @@ pub struct RunResult {
     pub per_second: Vec<SecondStats>,
     /// The distributions above as HdrHistograms in µs, mergeable across runs and machines.
     pub histograms: Histograms,
-    /// Where the run happened.
+    /// Where the run happened (the coordinator's machine in a distributed run).
     pub environment: Environment,
+    /// A distributed run: each agent's share and its own figures (absent from local runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentShare>,
+}
+
+/// One agent's part of a distributed step: what it was given and what it measured alone.
+/// The step's own figures are these agents' records merged exactly (histograms added).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentShare {
+    /// The agent's name (`--name`, or its host name).
+    pub name: String,
+    /// Address the agent connected from, as the coordinator saw it.
+    pub address: String,
+    /// Worker threads the agent runs (the split's weight).
+    pub threads: usize,
+    /// Its share of the offered rate (open loop).
+    pub offered_rps: Option<f64>,
+    /// Its share of the connections.
+    pub connections: u64,
+    /// Its share of the concurrency (HTTP/2 streams, or the open-loop ceiling).
+    pub concurrency: u64,
+    /// Its share of the request count, when the step has one.
+    pub request_limit: Option<u64>,
+    /// Responses it received in the measured window.
+    pub requests: u64,
+    /// Of which successful.
+    pub successful: u64,
+    /// Its failed requests.
+    pub errors_total: u64,
+    /// Its achieved successes per second (its own window and trend).
+    pub achieved_rps: f64,
+    /// Its latency median, ms.
+    pub latency_p50_ms: Option<f64>,
+    /// Its latency 99th percentile, ms.
+    pub latency_p99_ms: Option<f64>,
+    /// Its clock minus the coordinator's, measured at join (four timestamps, best of
+    /// several round trips), ms.
+    pub clock_offset_ms: f64,
+    /// Round trip of that measurement, ms (the offset is known to ± half of it).
+    pub clock_rtt_ms: f64,
+    /// When its measured window began, minus the step's planned start, in the coordinator's
+    /// clock, ms.
+    pub start_skew_ms: f64,
+    /// Its CPU time over the step, seconds.
+    pub cpu_seconds: f64,
+    /// It limited its own share (see its notes).
+    pub generator_limited: bool,
+    /// Why.
+    pub generator_notes: Vec<String>,
+    /// Set when the agent was lost during the step (its figures are then missing): why.
+    #[serde(default)]
+    pub lost: Option<String>,
 }
 
 impl RunResult {
@@ -272,25 +324,33 @@ impl RunResult {
     }
 }
 
-/// Worker totals merged into one.
+/// Worker totals merged into one; also what one machine sends to be merged with others
+/// (see [`crate::runner::Measurement`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Merged {
     /// Latency, µs.
+    #[serde(with = "histogram_text")]
     pub latency: Histogram<u64>,
     /// Service time, µs.
+    #[serde(with = "histogram_text")]
     pub service: Histogram<u64>,
     /// Connect time, µs.
+    #[serde(with = "histogram_text")]
     pub connect: Histogram<u64>,
     /// Schedule lag, µs.
+    #[serde(with = "histogram_text")]
     pub lag: Histogram<u64>,
     /// Responses received in the measured window (any status).
     pub responses: u64,
     /// Of which status below 400 (gRPC: and `grpc-status` OK).
     pub successful: u64,
-    /// Latest intended send of a measured request.
+    /// Latest intended send of a measured request: clock ns from the workers, ns after the
+    /// start of the measured window in a [`crate::runner::Measurement`].
     pub last_intended_ns: u64,
     /// Latency trend sums of successful requests.
     pub trend: TrendSums,
     /// When successful responses completed, µs after the window's start.
+    #[serde(with = "histogram_text")]
     pub success_done: Histogram<u64>,
     /// Errors per class.
     pub errors: [u64; ErrorClass::COUNT],
@@ -306,64 +366,119 @@ pub struct Merged {
     pub server_closes: u64,
     /// Requests answered on connections the server closed gracefully.
     pub server_close_requests: u64,
-    /// Latest completion time seen (clock ns), 0 if none.
+    /// Latest completion time seen, 0 if none (same clock as `last_intended_ns`).
     pub last_completion_ns: u64,
     /// CPU utilization of each worker thread.
     pub worker_cpu: Vec<f64>,
 }
 
-/// Merges per-worker totals (the only place that does).
-pub fn merge(workers: &[WorkerTotals]) -> Merged {
-    let mut m = Merged {
-        latency: new_histogram(TOTAL_SIGFIG),
-        service: new_histogram(TOTAL_SIGFIG),
-        connect: new_histogram(TOTAL_SIGFIG),
-        lag: new_histogram(TOTAL_SIGFIG),
-        responses: 0,
-        successful: 0,
-        last_intended_ns: 0,
-        trend: TrendSums::default(),
-        success_done: crate::recorder::completion_histogram(),
-        errors: [0; ErrorClass::COUNT],
-        status: vec![0; 1000],
-        grpc: [0; GRPC_CODES],
-        connections_opened: 0,
-        resent_unprocessed: 0,
-        server_closes: 0,
-        server_close_requests: 0,
-        last_completion_ns: 0,
-        worker_cpu: Vec::new(),
-    };
+/// A histogram as JSON text, in the result format's encoding.
+mod histogram_text {
+    use hdrhistogram::Histogram;
+    use serde::{de::Error as _, Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::encode_histogram(h))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+        let text = String::deserialize(d)?;
+        super::decode_histogram(&text).map_err(D::Error::custom)
+    }
+}
+
+impl Merged {
+    /// Nothing recorded yet.
+    pub fn empty() -> Merged {
+        Merged {
+            latency: new_histogram(TOTAL_SIGFIG),
+            service: new_histogram(TOTAL_SIGFIG),
+            connect: new_histogram(TOTAL_SIGFIG),
+            lag: new_histogram(TOTAL_SIGFIG),
+            responses: 0,
+            successful: 0,
+            last_intended_ns: 0,
+            trend: TrendSums::default(),
+            success_done: crate::recorder::completion_histogram(),
+            errors: [0; ErrorClass::COUNT],
+            status: vec![0; 1000],
+            grpc: [0; GRPC_CODES],
+            connections_opened: 0,
+            resent_unprocessed: 0,
+            server_closes: 0,
+            server_close_requests: 0,
+            last_completion_ns: 0,
+            worker_cpu: Vec::new(),
+        }
+    }
+
+    /// Adds another record exactly: histograms added, counts summed, latest times kept,
+    /// trend sums merged, worker utilizations listed after ours. Fails only on histograms
+    /// of other bounds (a record from another loadlab build).
+    pub fn absorb(&mut self, o: &Merged) -> Result<(), String> {
+        let add = |a: &mut Histogram<u64>, b: &Histogram<u64>| {
+            a.add(b)
+                .map_err(|e| format!("histograms do not merge: {e:?}"))
+        };
+        add(&mut self.latency, &o.latency)?;
+        add(&mut self.service, &o.service)?;
+        add(&mut self.connect, &o.connect)?;
+        add(&mut self.lag, &o.lag)?;
+        add(&mut self.success_done, &o.success_done)?;
+        self.responses += o.responses;
+        self.successful += o.successful;
+        self.last_intended_ns = self.last_intended_ns.max(o.last_intended_ns);
+        self.trend.merge(&o.trend);
+        for (a, b) in self.errors.iter_mut().zip(o.errors.iter()) {
+            *a += b;
+        }
+        for (a, b) in self.status.iter_mut().zip(o.status.iter()) {
+            *a += b;
+        }
+        for (a, b) in self.grpc.iter_mut().zip(o.grpc.iter()) {
+            *a += b;
+        }
+        self.connections_opened += o.connections_opened;
+        self.resent_unprocessed += o.resent_unprocessed;
+        self.server_closes += o.server_closes;
+        self.server_close_requests += o.server_close_requests;
+        self.last_completion_ns = self.last_completion_ns.max(o.last_completion_ns);
+        self.worker_cpu.extend_from_slice(&o.worker_cpu);
+        Ok(())
+    }
+}
+
+/// Merges per-worker totals (the only place that does; records of several machines are
+/// added with [`Merged::absorb`]).
+pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
+    let mut m = Merged::empty();
     for w in workers {
+        let one = Merged {
+            latency: w.latency,
+            service: w.service,
+            connect: w.connect,
+            lag: w.lag,
+            responses: w.responses,
+            successful: w.successful,
+            last_intended_ns: w.last_intended_ns,
+            trend: w.trend,
+            success_done: w.success_done,
+            errors: w.errors,
+            status: w.status,
+            grpc: w.grpc,
+            connections_opened: w.connections_opened,
+            resent_unprocessed: w.resent_unprocessed,
+            server_closes: w.server_closes,
+            server_close_requests: w.server_close_requests,
+            last_completion_ns: w.last_completion_ns,
+            worker_cpu: vec![if w.thread_wall_seconds > 0.0 {
+                (w.thread_cpu_seconds / w.thread_wall_seconds).min(1.0)
+            } else {
+                0.0
+            }],
+        };
         // Same bounds everywhere, so adding cannot fail.
-        m.latency.add(&w.latency).expect("same bounds");
-        m.service.add(&w.service).expect("same bounds");
-        m.connect.add(&w.connect).expect("same bounds");
-        m.lag.add(&w.lag).expect("same bounds");
-        m.responses += w.responses;
-        m.successful += w.successful;
-        m.last_intended_ns = m.last_intended_ns.max(w.last_intended_ns);
-        m.trend.merge(&w.trend);
-        m.success_done.add(&w.success_done).expect("same bounds");
-        for (a, b) in m.errors.iter_mut().zip(w.errors.iter()) {
-            *a += b;
-        }
-        for (a, b) in m.status.iter_mut().zip(w.status.iter()) {
-            *a += b;
-        }
-        for (a, b) in m.grpc.iter_mut().zip(w.grpc.iter()) {
-            *a += b;
-        }
-        m.connections_opened += w.connections_opened;
-        m.resent_unprocessed += w.resent_unprocessed;
-        m.server_closes += w.server_closes;
-        m.server_close_requests += w.server_close_requests;
-        m.last_completion_ns = m.last_completion_ns.max(w.last_completion_ns);
-        m.worker_cpu.push(if w.thread_wall_seconds > 0.0 {
-            (w.thread_cpu_seconds / w.thread_wall_seconds).min(1.0)
-        } else {
-            0.0
-        });
+        m.absorb(&one).expect("same bounds");
     }
     m
 }

@@ -7,7 +7,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::mpsc;
 use std::sync::Arc;
 
+use std::time::{Duration, SystemTime};
+
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::achieved::achieved;
@@ -17,8 +20,8 @@ use crate::env::Environment;
 use crate::error::{EngineError, ErrorClass};
 use crate::recorder::{new_histogram, IntervalReport, WorkerTotals, INTERVAL_SIGFIG};
 use crate::result::{
-    encode_histogram, merge, Histograms, LagStats, LatencyStats, Merged, RunResult, SecondStats,
-    StopReason, SCHEMA_VERSION,
+    decode_histogram, encode_histogram, merge, Histograms, LagStats, LatencyStats, Merged,
+    RunResult, SecondStats, StopReason, SCHEMA_VERSION,
 };
 use crate::schedule::Window;
 use crate::transport::Request;
@@ -35,14 +38,21 @@ pub const MIN_LATE_SENDS: u64 = 5;
 /// A worker thread busier than this fraction of its time is CPU-bound.
 pub const CPU_BOUND: f64 = 0.9;
 
+/// Sees each finished second and its encoded latency histogram.
+pub type Progress<'a> = dyn FnMut(&SecondStats, &str) + 'a;
+
 /// How the caller steers a run.
 pub struct RunOptions<'a> {
     /// The command line, recorded in the environment.
     pub command: Vec<String>,
     /// Cancel to stop at once (Ctrl-C); what was measured is still returned.
     pub stop: CancellationToken,
-    /// Called once per finished second of the measured window.
-    pub progress: Option<&'a mut dyn FnMut(&SecondStats)>,
+    /// Called once per finished second of the measured window, with that second's
+    /// latency histogram (encoded as the result format stores it).
+    pub progress: Option<&'a mut Progress<'a>>,
+    /// Begin the load (its warm-up, if any) at this wall-clock instant rather than at once:
+    /// the steps of a distributed run start together.
+    pub start_at: Option<SystemTime>,
 }
 
 impl Default for RunOptions<'_> {
@@ -51,6 +61,7 @@ impl Default for RunOptions<'_> {
             command: Vec::new(),
             stop: CancellationToken::new(),
             progress: None,
+            start_at: None,
         }
     }
 }
@@ -111,14 +122,110 @@ struct Pending {
 }
 
 /// Runs the load and returns its result.
-pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, EngineError> {
-    check_fd_limit(cfg)?;
+pub fn run(cfg: &RunConfig, opts: RunOptions<'_>) -> Result<RunResult, EngineError> {
     let environment = Environment::capture(opts.command.clone());
+    let m = measure(cfg, opts)?;
+    Ok(summarize(&RunShape::of(cfg), m, environment))
+}
+
+/// What a run measured, before it is summarized into a [`RunResult`]: the form in which
+/// runs on several machines travel and are merged ([`Measurement::merge`]). Times are
+/// relative to the start of the measured window.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Measurement {
+    /// Every worker's totals, merged.
+    pub totals: Merged,
+    /// One entry per second of the measured window.
+    pub per_second: Vec<SecondStats>,
+    /// Each second's latency histogram, encoded.
+    pub per_second_latency: Vec<String>,
+    /// Why the run ended.
+    pub stop_reason: StopReason,
+    /// End of the measured window, ns after its start.
+    pub window_ns: u64,
+    /// Wall-clock time (Unix ns, this machine's clock) at which the measured window began.
+    pub measure_start_unix_ns: u64,
+    /// How much later than [`RunOptions::start_at`] the load began, ns (0 without one).
+    pub start_late_ns: u64,
+    /// CPU time of the process during the run, seconds.
+    pub cpu_seconds: f64,
+    /// Peak resident memory of the process, bytes.
+    pub peak_rss_bytes: u64,
+    /// What the reader should know, worded for the machine that ran the load.
+    pub warnings: Vec<String>,
+}
+
+/// The run as configured: what a [`RunResult`] repeats of its configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunShape {
+    /// Target URL (for gRPC, with the call's path).
+    pub url: String,
+    /// HTTP method as sent.
+    pub method: String,
+    /// Wire protocol.
+    pub protocol: Protocol,
+    /// Open loop at a rate, or closed.
+    pub load: LoadModel,
+    /// Connections (see [`RunResult::connections`]).
+    pub connections: u64,
+    /// Ceiling of the pool.
+    pub max_connections: u64,
+    /// Requests or streams in flight, or their ceiling.
+    pub concurrency: u64,
+    /// Worker threads.
+    pub threads: usize,
+    /// Connections reused.
+    pub keep_alive: bool,
+    /// HTTP/1.1 pipeline depth.
+    pub pipeline: u32,
+    /// Request timeout, ms.
+    pub timeout_ms: f64,
+    /// Warm-up, seconds.
+    pub warmup_s: f64,
+}
+
+impl RunShape {
+    /// The shape of a validated configuration.
+    pub fn of(cfg: &RunConfig) -> RunShape {
+        RunShape {
+            url: cfg.target.url.clone(),
+            method: cfg.method.clone(),
+            protocol: cfg.protocol,
+            load: cfg.model,
+            connections: cfg.connections,
+            max_connections: cfg.max_connections,
+            concurrency: cfg.concurrency,
+            threads: cfg.threads,
+            keep_alive: cfg.keep_alive,
+            pipeline: cfg.pipeline,
+            timeout_ms: cfg.timeout.as_secs_f64() * 1000.0,
+            warmup_s: cfg.warmup.as_secs_f64(),
+        }
+    }
+}
+
+/// Runs the load and returns what it measured, unsummarized.
+pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement, EngineError> {
+    check_fd_limit(cfg)?;
     let mut warnings = preflight(cfg);
     let cfg = Arc::new(cfg.clone());
     let clock = Clock::new();
-    // A little head start so every worker is running before the first arrival.
-    let start_ns = clock.now() + 20_000_000;
+    // A little head start so every worker is running before the first arrival, or the
+    // instant the caller asked for (a distributed step starts everywhere at once).
+    let head_start = Duration::from_millis(20);
+    let (lead, start_late_ns) = match opts.start_at {
+        None => (head_start, 0),
+        Some(at) => match at.duration_since(SystemTime::now()) {
+            Ok(d) => (
+                d.max(head_start),
+                head_start.saturating_sub(d).as_nanos() as u64,
+            ),
+            Err(e) => (head_start, (e.duration() + head_start).as_nanos() as u64),
+        },
+    };
+    // The wall clock at the clock's origin, to report when the window began.
+    let origin_unix_ns = unix_ns(SystemTime::now()).saturating_sub(clock.now());
+    let start_ns = clock.now() + lead.as_nanos() as u64;
     let measure_start_ns = start_ns + cfg.warmup.as_nanos() as u64;
     let window = Window {
         start_ns,
@@ -186,11 +293,10 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
     let (per_second, per_second_latency) = collect_seconds(rx, threads, opts.progress.as_mut());
     let totals = join_workers(handles)?;
     let end_now = clock.now();
-    let cpu = os::process_cpu_seconds() - cpu_before;
-    let m = merge(&totals);
+    let cpu_seconds = os::process_cpu_seconds() - cpu_before;
+    let mut m = merge(totals);
 
-    let interrupted = opts.stop.is_cancelled();
-    let stop_reason = if interrupted {
+    let stop_reason = if opts.stop.is_cancelled() {
         StopReason::Interrupted
     } else if cfg.requests.is_some()
         && (cfg.duration.is_none() || m.last_completion_ns < window.end_ns)
@@ -204,16 +310,119 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         StopReason::Requests => m.last_completion_ns.max(measure_start_ns + 1),
         StopReason::Interrupted => end_now.min(window.end_ns),
     };
-    let duration_s = window_end.saturating_sub(measure_start_ns) as f64 / 1e9;
-    let (achieved_rps, latency_trend) =
-        achieved(cfg.model, &m, stop_reason, measure_start_ns, window_end);
+    // From here on, times count from the start of the measured window.
+    m.last_intended_ns = m.last_intended_ns.saturating_sub(measure_start_ns);
+    m.last_completion_ns = m.last_completion_ns.saturating_sub(measure_start_ns);
+    warnings.extend(outcome_warnings(&m));
+    Ok(Measurement {
+        totals: m,
+        per_second,
+        per_second_latency,
+        stop_reason,
+        window_ns: window_end.saturating_sub(measure_start_ns),
+        measure_start_unix_ns: origin_unix_ns + measure_start_ns,
+        start_late_ns,
+        cpu_seconds,
+        peak_rss_bytes: os::peak_rss_bytes(),
+        warnings,
+    })
+}
 
+/// Nanoseconds since the Unix epoch.
+pub fn unix_ns(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Measurement {
+    /// Merges the measurements of runs that started together (a distributed step) exactly:
+    /// totals added ([`Merged::absorb`]), seconds aligned by wall clock from the earliest
+    /// window start (`measure_start_unix_ns` in one clock: the caller corrects each
+    /// machine's offset first), each second's histograms added, the longest window kept.
+    /// Warnings are the caller's to word. Fails only on histograms of another build.
+    pub fn merge(parts: &[Measurement]) -> Result<Measurement, String> {
+        let start = parts
+            .iter()
+            .map(|p| p.measure_start_unix_ns)
+            .min()
+            .unwrap_or(0);
+        let mut totals = Merged::empty();
+        let mut seconds: Vec<(SecondStats, Histogram<u64>)> = Vec::new();
+        for p in parts {
+            totals.absorb(&p.totals)?;
+            let shift = ((p.measure_start_unix_ns - start) as f64 / 1e9).round() as u64;
+            for (s, h) in p.per_second.iter().zip(&p.per_second_latency) {
+                let i = (s.second + shift) as usize;
+                while seconds.len() <= i {
+                    seconds.push((
+                        empty_second(seconds.len() as u64),
+                        new_histogram(INTERVAL_SIGFIG),
+                    ));
+                }
+                let (sum, hist) = &mut seconds[i];
+                sum.completed += s.completed;
+                sum.successful += s.successful;
+                sum.errors += s.errors;
+                hist.add(decode_histogram(h)?)
+                    .map_err(|e| format!("per-second histograms do not merge: {e:?}"))?;
+            }
+        }
+        let (per_second, per_second_latency) = seconds
+            .into_iter()
+            .map(|(mut s, h)| {
+                (s.latency_p50_ms, s.latency_p99_ms) = second_quantiles(&h);
+                (s, encode_histogram(&h))
+            })
+            .unzip();
+        let reasons = || parts.iter().map(|p| p.stop_reason);
+        let stop_reason = if reasons().any(|r| r == StopReason::Interrupted) {
+            StopReason::Interrupted
+        } else if reasons().len() > 0 && reasons().all(|r| r == StopReason::Requests) {
+            StopReason::Requests
+        } else {
+            StopReason::Duration
+        };
+        Ok(Measurement {
+            totals,
+            per_second,
+            per_second_latency,
+            stop_reason,
+            window_ns: parts.iter().map(|p| p.window_ns).max().unwrap_or(0),
+            measure_start_unix_ns: start,
+            start_late_ns: parts.iter().map(|p| p.start_late_ns).max().unwrap_or(0),
+            cpu_seconds: parts.iter().map(|p| p.cpu_seconds).sum(),
+            peak_rss_bytes: parts.iter().map(|p| p.peak_rss_bytes).max().unwrap_or(0),
+            warnings: Vec::new(),
+        })
+    }
+}
+
+fn empty_second(second: u64) -> SecondStats {
+    SecondStats {
+        second,
+        completed: 0,
+        successful: 0,
+        errors: 0,
+        latency_p50_ms: None,
+        latency_p99_ms: None,
+    }
+}
+
+/// A second's median and 99th percentile, ms (`None` when it recorded nothing).
+fn second_quantiles(h: &Histogram<u64>) -> (Option<f64>, Option<f64>) {
+    let q = |q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0);
+    (q(0.5), q(0.99))
+}
+
+/// Summarizes a measurement: achieved throughput and its trend, latency figures, whether
+/// the generator limited the run, errors and status codes.
+pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) -> RunResult {
+    let m = ms.totals;
+    let (achieved_rps, latency_trend) = achieved(shape.load, &m, ms.stop_reason, 0, ms.window_ns);
     let lag = LagStats::from_histogram(&m.lag);
     let generator_notes = generator_notes(&m, &lag);
-
     let errors = crate::error::ErrorCounts::from_array(m.errors);
     let errors_total = errors.total();
-    warnings.extend(outcome_warnings(&m));
     let status_codes = m
         .status
         .iter()
@@ -226,28 +435,28 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
         .filter(|c| m.grpc[usize::from(c.code())] > 0)
         .map(|c| (c.name().to_string(), m.grpc[usize::from(c.code())]))
         .collect();
-    let (model, arrival, offered_rps) = match cfg.model {
+    let (model, arrival, offered_rps) = match shape.load {
         LoadModel::Open { rate, arrival } => (Model::Open, Some(arrival), Some(rate)),
         LoadModel::Closed => (Model::Closed, None::<Arrival>, None),
     };
-    Ok(RunResult {
+    RunResult {
         schema_version: SCHEMA_VERSION,
-        url: cfg.target.url.clone(),
-        method: cfg.method.clone(),
-        protocol: cfg.protocol,
+        url: shape.url.clone(),
+        method: shape.method.clone(),
+        protocol: shape.protocol,
         model,
         arrival,
         offered_rps,
-        connections: cfg.connections,
-        max_connections: cfg.max_connections,
-        concurrency: cfg.concurrency,
-        threads,
-        keep_alive: cfg.keep_alive,
-        pipeline: cfg.pipeline,
-        timeout_ms: cfg.timeout.as_secs_f64() * 1000.0,
-        warmup_s: cfg.warmup.as_secs_f64(),
-        duration_s,
-        stop_reason,
+        connections: shape.connections,
+        max_connections: shape.max_connections,
+        concurrency: shape.concurrency,
+        threads: shape.threads,
+        keep_alive: shape.keep_alive,
+        pipeline: shape.pipeline,
+        timeout_ms: shape.timeout_ms,
+        warmup_s: shape.warmup_s,
+        duration_s: ms.window_ns as f64 / 1e9,
+        stop_reason: ms.stop_reason,
         requests: m.responses,
         successful: m.successful,
         achieved_rps,
@@ -267,11 +476,11 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
             .then(|| m.server_close_requests as f64 / m.server_closes as f64),
         generator_limited: !generator_notes.is_empty(),
         generator_notes,
-        generator_cpu_seconds: cpu,
-        generator_peak_rss_bytes: os::peak_rss_bytes(),
+        generator_cpu_seconds: ms.cpu_seconds,
+        generator_peak_rss_bytes: ms.peak_rss_bytes,
         worker_cpu_utilization: m.worker_cpu.clone(),
-        warnings,
-        per_second,
+        warnings: ms.warnings,
+        per_second: ms.per_second,
         histograms: Histograms {
             encoding: "hdrhistogram-v2-deflate-base64".into(),
             unit: "us".into(),
@@ -279,10 +488,11 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
             service_time: encode_histogram(&m.service),
             connect_time: encode_histogram(&m.connect),
             schedule_lag: encode_histogram(&m.lag),
-            per_second_latency,
+            per_second_latency: ms.per_second_latency,
         },
         environment,
-    })
+        agents: Vec::new(),
+    }
 }
 
 /// Collects the workers' per-second reports until every worker has finished. A second is
@@ -291,26 +501,27 @@ pub fn run(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<RunResult, Engin
 fn collect_seconds(
     rx: mpsc::Receiver<IntervalReport>,
     threads: usize,
-    mut progress: Option<&mut &mut dyn FnMut(&SecondStats)>,
+    mut progress: Option<&mut &mut Progress<'_>>,
 ) -> (Vec<SecondStats>, Vec<String>) {
     let mut watermark = vec![0u64; threads];
     let mut pending: BTreeMap<u64, Pending> = BTreeMap::new();
     let mut seconds: Vec<(SecondStats, String)> = Vec::new();
     let mut finalize = |sec: u64, p: Pending, seconds: &mut Vec<(SecondStats, String)>| {
         let h = p.latency.unwrap_or_else(|| new_histogram(INTERVAL_SIGFIG));
-        let q = |q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1000.0);
+        let (latency_p50_ms, latency_p99_ms) = second_quantiles(&h);
         let stats = SecondStats {
             second: sec,
             completed: p.completed,
             successful: p.successful,
             errors: p.errors,
-            latency_p50_ms: q(0.5),
-            latency_p99_ms: q(0.99),
+            latency_p50_ms,
+            latency_p99_ms,
         };
+        let encoded = encode_histogram(&h);
         if let Some(cb) = progress.as_mut() {
-            cb(&stats);
+            cb(&stats, &encoded);
         }
-        seconds.push((stats, encode_histogram(&h)));
+        seconds.push((stats, encoded));
     };
     while let Ok(r) = rx.recv() {
         if r.completed + r.errors > 0 {
@@ -343,14 +554,7 @@ fn collect_seconds(
     let mut latency = Vec::with_capacity(seconds.len());
     for (s, h) in seconds {
         for second in per_second.len() as u64..s.second {
-            per_second.push(SecondStats {
-                second,
-                completed: 0,
-                successful: 0,
-                errors: 0,
-                latency_p50_ms: None,
-                latency_p99_ms: None,
-            });
+            per_second.push(empty_second(second));
             latency.push(empty.clone());
         }
         per_second.push(s);

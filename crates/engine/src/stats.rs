@@ -20,7 +20,7 @@ pub const CONFIDENCE: f64 = 0.999;
 /// Least-squares sums of `y` (latency, s) on `x` (intended send time since the start of
 /// the measured window, s), kept as means and co-moments (Welford), so that long runs keep
 /// their precision and workers merge exactly (Chan et al.).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrendSums {
     n: u64,
     mean_x: f64,

@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loadlab_engine::config::CpuList;
-use loadlab_engine::{CancellationToken, RunOptions, RunResult};
+use loadlab_engine::{CancellationToken, RunConfig, RunOptions, RunResult, Workload};
+use loadlab_fleet::{Coordinator, FleetError};
 use loadlab_system::doctor::Finding;
 use loadlab_system::ports;
 use loadlab_system::probe::{ProbeReport, Prober};
@@ -33,6 +35,8 @@ pub struct LabOptions {
     /// The pre-flight findings written into the bundle (`doctor.json`, and `doctor.txt`
     /// as `loadlab doctor` shows them).
     pub doctor: Vec<Finding>,
+    /// Drive the steps from these agents instead of this process (`--agents N`).
+    pub fleet: Option<Arc<Coordinator>>,
 }
 
 /// Why an experiment could not run.
@@ -55,6 +59,16 @@ pub enum LabError {
         config: String,
         /// Cause.
         source: loadlab_engine::EngineError,
+    },
+    /// The agents could not run a step (`--agents`).
+    #[error("scenario `{scenario}` in configuration {config}: {source}")]
+    Agents {
+        /// Scenario.
+        scenario: String,
+        /// Configuration.
+        config: String,
+        /// Cause.
+        source: Box<FleetError>,
     },
 }
 
@@ -348,9 +362,15 @@ impl Runner<'_> {
                             }
                         };
                         if attempt == 0
-                            && signal == StepSignal::NotSustained(Limit::GeneratorLimited)
+                            && !self.opts.stop.is_cancelled()
+                            && matches!(
+                                signal,
+                                StepSignal::NotSustained(
+                                    Limit::GeneratorLimited | Limit::AgentLost
+                                )
+                            )
                         {
-                            self.say("  generator-limited: repeating the step once");
+                            self.say("  generator-limited or agent lost: repeating the step once");
                             continue;
                         }
                         return signal;
@@ -368,6 +388,64 @@ impl Runner<'_> {
                 Ok(crashed)
             }
         }
+    }
+
+    /// Runs a step's workloads at once, here (one engine per scenario) or on the agents.
+    fn run_jobs(
+        &self,
+        config: &Config,
+        scenarios: &[&ScenarioSpec],
+        jobs: &[(Workload, RunConfig)],
+        stop: &CancellationToken,
+    ) -> Vec<Result<RunResult, LabError>> {
+        if let Some(fleet) = &self.opts.fleet {
+            return fleet
+                .run_step(jobs, stop, None)
+                .into_iter()
+                .zip(scenarios)
+                .map(|(r, s)| {
+                    r.map_err(|e| LabError::Agents {
+                        scenario: s.name.clone(),
+                        config: config.id.clone(),
+                        source: Box::new(e),
+                    })
+                })
+                .collect();
+        }
+        let command = self.opts.command.clone();
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = jobs
+                .iter()
+                .map(|(_, cfg)| {
+                    let stop = stop.clone();
+                    let command = command.clone();
+                    sc.spawn(move || {
+                        loadlab_engine::run(
+                            cfg,
+                            RunOptions {
+                                command,
+                                stop,
+                                progress: None,
+                                start_at: None,
+                            },
+                        )
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .zip(scenarios)
+                .map(|(h, s)| {
+                    h.join()
+                        .expect("engine thread")
+                        .map_err(|e| LabError::Scenario {
+                            scenario: s.name.clone(),
+                            config: config.id.clone(),
+                            source: e,
+                        })
+                })
+                .collect()
+        })
     }
 
     fn pause(&self) {
@@ -389,7 +467,7 @@ impl Runner<'_> {
         value: Option<f64>,
         targets: &mut TargetSet,
     ) -> Result<(Vec<StepRecord>, Option<TargetExit>), LabError> {
-        let mut cfgs = Vec::new();
+        let mut jobs: Vec<(Workload, RunConfig)> = Vec::new();
         for s in scenarios {
             let workload = self.plan.workload(s, vars, value, self.load_cpus.clone());
             let cfg = workload.validate().map_err(|e| LabError::Scenario {
@@ -397,7 +475,7 @@ impl Runner<'_> {
                 config: config.id.clone(),
                 source: e.into(),
             })?;
-            cfgs.push(cfg);
+            jobs.push((workload, cfg));
         }
         let step_stop = self.opts.stop.child_token();
         let prober = Prober::start(targets.pids(), Duration::from_secs(1));
@@ -415,31 +493,7 @@ impl Runner<'_> {
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        let command = self.opts.command.clone();
-        let results: Vec<Result<RunResult, loadlab_engine::EngineError>> =
-            std::thread::scope(|sc| {
-                let handles: Vec<_> = cfgs
-                    .iter()
-                    .map(|cfg| {
-                        let stop = step_stop.clone();
-                        let command = command.clone();
-                        sc.spawn(move || {
-                            loadlab_engine::run(
-                                cfg,
-                                RunOptions {
-                                    command,
-                                    stop,
-                                    progress: None,
-                                },
-                            )
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("engine thread"))
-                    .collect()
-            });
+        let results = self.run_jobs(config, scenarios, &jobs, &step_stop);
         watching.cancel();
         let _ = watcher.join();
         let probes: ProbeReport = prober.stop();
@@ -466,11 +520,7 @@ impl Runner<'_> {
         );
         let mut records = Vec::new();
         for (s, r) in scenarios.iter().zip(results) {
-            let result = r.map_err(|e| LabError::Scenario {
-                scenario: s.name.clone(),
-                config: config.id.clone(),
-                source: e,
-            })?;
+            let result = r?;
             let verdict = judge(&result, &self.plan.slo, exit.is_some());
             let load = match self.plan.load.model {
                 Model::Open => result.offered_rps.unwrap_or(0.0),

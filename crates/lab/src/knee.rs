@@ -188,7 +188,7 @@ impl History {
 fn terminal(l: Limit) -> bool {
     matches!(
         l,
-        Limit::GeneratorLimited | Limit::TargetCrashed | Limit::Interrupted
+        Limit::GeneratorLimited | Limit::AgentLost | Limit::TargetCrashed | Limit::Interrupted
     )
 }
 
@@ -372,6 +372,11 @@ fn ended(history: History, lo: Option<f64>, at: f64, l: Limit) -> KneeOutcome {
     let what = match l {
         Limit::GeneratorLimited => format!(
             "search stopped at {}: loadlab was the bottleneck (generator-limited), so the server's knee is {}",
+            fmt(at),
+            lo.map_or("unknown".into(), |v| format!("at least {}", fmt(v)))
+        ),
+        Limit::AgentLost => format!(
+            "search stopped at {}: an agent was lost during the step, so the server's knee is {}",
             fmt(at),
             lo.map_or("unknown".into(), |v| format!("at least {}", fmt(v)))
         ),

@@ -14,6 +14,9 @@ pub enum Limit {
     TargetCrashed,
     /// loadlab itself fell behind: the step says nothing about the server.
     GeneratorLimited,
+    /// An agent of a distributed run was lost during the step: its share is missing, and
+    /// the step says nothing about the server.
+    AgentLost,
     /// More failed requests than the SLO allows.
     Errors,
     /// p99 latency above the SLO.
@@ -30,6 +33,7 @@ impl Limit {
         match self {
             Limit::TargetCrashed => "target crashed",
             Limit::GeneratorLimited => "generator-limited",
+            Limit::AgentLost => "agent lost",
             Limit::Errors => "errors",
             Limit::Latency => "latency",
             Limit::Throughput => "throughput",
@@ -111,6 +115,9 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     }
     if r.generator_limited {
         limits.push(Limit::GeneratorLimited);
+    }
+    if r.agents.iter().any(|a| a.lost.is_some()) {
+        limits.push(Limit::AgentLost);
     }
     let attempts =
         r.requests + r.errors_total - r.errors.sum_of(&[ErrorClass::Http4xx, ErrorClass::Http5xx]);

@@ -1,0 +1,125 @@
+//! `loadlab agent`, and the coordinator that `--agents N` starts inside `run`, `grpc` and
+//! `lab`.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use loadlab_engine::CancellationToken;
+use loadlab_fleet::{AgentError, AgentOptions, Coordinator, CoordinatorOptions, OnAgentLoss};
+
+use crate::args::{AgentArgs, AgentLoss, DistributedArgs};
+use crate::BadInput;
+
+/// Exit status of an agent the coordinator refused (token, version, run full).
+const EXIT_REFUSED: u8 = 3;
+
+/// Reads a token file: surrounding whitespace is dropped; empty is an error.
+fn read_token(path: &Path, flag: &str) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        BadInput(format!(
+            "{flag} {}: {e} (create one with `head -c 32 /dev/urandom | base64 > {}`)",
+            path.display(),
+            path.display()
+        ))
+    })?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(BadInput(format!("{flag} {}: the file is empty", path.display())).into());
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(BadInput(format!(
+            "{flag} {}: the token must be printable ASCII without spaces (base64 is)",
+            path.display()
+        ))
+        .into());
+    }
+    Ok(token)
+}
+
+fn read_file(path: &Path, flag: &str) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| BadInput(format!("{flag} {}: {e}", path.display())).into())
+}
+
+/// Starts the coordinator when `--agents` is given and waits for the agents to join.
+pub fn coordinator(
+    d: &DistributedArgs,
+    stop: &CancellationToken,
+    quiet: bool,
+) -> anyhow::Result<Option<Arc<Coordinator>>> {
+    let Some(agents) = d.agents else {
+        return Ok(None);
+    };
+    if agents == 0 {
+        return Err(BadInput(
+            "--agents 0: give at least one agent (or leave --agents out to run the load here)"
+                .into(),
+        )
+        .into());
+    }
+    let token_path = d.token_file.as_deref().ok_or_else(|| {
+        BadInput("--agents needs --token-file PATH: the secret agents must present (create one with `head -c 32 /dev/urandom | base64 > token`)".into())
+    })?;
+    let token = read_token(token_path, "--token-file")?;
+    let tls = match (&d.tls_cert, &d.tls_key) {
+        (Some(c), Some(k)) => Some((read_file(c, "--tls-cert")?, read_file(k, "--tls-key")?)),
+        _ => None,
+    };
+    let opts = CoordinatorOptions {
+        listen: d.listen,
+        token,
+        agents,
+        wait: d.agent_wait,
+        tls,
+        on_loss: match d.on_agent_loss {
+            AgentLoss::Continue => OnAgentLoss::Continue,
+            AgentLoss::Stop => OnAgentLoss::Stop,
+        },
+        run_stop: stop.clone(),
+        log: !quiet,
+        version: loadlab_fleet::version(),
+    };
+    let c = Coordinator::start(opts)?;
+    c.wait_for_agents(stop)?;
+    Ok(Some(Arc::new(c)))
+}
+
+/// `loadlab agent`.
+pub fn cmd_agent(a: &AgentArgs) -> anyhow::Result<ExitCode> {
+    let token = read_token(&a.token_file, "--token-file")?;
+    let tls_ca = a
+        .tls_ca
+        .as_deref()
+        .map(|p| read_file(p, "--tls-ca"))
+        .transpose()?;
+    if a.threads == Some(0) {
+        return Err(BadInput("--threads 0: give at least one".into()).into());
+    }
+    let name = a
+        .name
+        .clone()
+        .unwrap_or_else(|| loadlab_engine::env::Environment::capture(Vec::new()).hostname);
+    let opts = AgentOptions {
+        coordinator: a.coordinator.clone(),
+        token,
+        name,
+        threads: a
+            .threads
+            .unwrap_or_else(loadlab_engine::config::available_cores),
+        tls_ca,
+        tls_domain: a.tls_domain.clone(),
+        version: loadlab_fleet::version(),
+        wait: a.wait,
+        log: !a.quiet,
+    };
+    match loadlab_fleet::run_agent(&opts) {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(e @ AgentError::Refused { .. }) => {
+            eprintln!("loadlab: error: {e}");
+            Ok(ExitCode::from(EXIT_REFUSED))
+        }
+        Err(AgentError::Setup(msg)) => Err(BadInput(msg).into()),
+        Err(e) => Err(e).context("loadlab agent"),
+    }
+}

@@ -1,0 +1,850 @@
+//! The coordinator: a gRPC server the agents dial, inside `loadlab run --agents N` and
+//! `loadlab lab --agents N`. It checks each agent's token and version, measures its clock
+//! offset, and for each step splits the load ([`crate::split`]), sends one start instant
+//! (a few hundred ms ahead, in each agent's own clock), collects the agents' measurements
+//! and merges them ([`crate::merge`]). An agent lost mid-step leaves the step marked
+//! `agent lost` with what the others measured; the run goes on with the agents left, or
+//! stops ([`OnAgentLoss`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use loadlab_engine::env::Environment;
+use loadlab_engine::recorder::{new_histogram, INTERVAL_SIGFIG};
+use loadlab_engine::result::{decode_histogram, SecondStats};
+use loadlab_engine::{CancellationToken, Measurement, RunConfig, RunResult, RunShape, Workload};
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tonic::{Status, Streaming};
+
+use crate::agent::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
+use crate::clock::{estimate, now_unix_ns, Sample};
+use crate::merge::{merged_result, AgentInfo, Outcome, Part};
+use crate::proto::{
+    constant_time_eq, AgentMsg, CoordMsg, FleetServer, Outbound, Sessions, TOKEN_HEADER,
+};
+use crate::split::{share_workload, split, SplitError};
+
+/// Pings measuring an agent's clock offset at join.
+const CLOCK_PINGS: u32 = 8;
+/// The start instant is this far ahead of the Start messages (plus the slowest round trip).
+const START_LEAD: Duration = Duration::from_millis(400);
+/// An agent with no result this long after its step should have ended is lost.
+const RESULT_GRACE: Duration = Duration::from_secs(10);
+/// After a stop, agents have this long to return what they measured.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// What to do when an agent is lost during a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnAgentLoss {
+    /// Record the step as `agent lost` and go on with the agents left.
+    #[default]
+    Continue,
+    /// Record the step as `agent lost` and stop the run (as Ctrl-C would).
+    Stop,
+}
+
+impl FromStr for OnAgentLoss {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "continue" => Ok(OnAgentLoss::Continue),
+            "stop" => Ok(OnAgentLoss::Stop),
+            _ => Err(format!("`{s}`: expected continue or stop")),
+        }
+    }
+}
+
+/// How the coordinator is run.
+#[derive(Clone, Debug)]
+pub struct CoordinatorOptions {
+    /// Address to listen on for agents.
+    pub listen: SocketAddr,
+    /// The shared token.
+    pub token: String,
+    /// Agents to wait for.
+    pub agents: usize,
+    /// How long to wait for them.
+    pub wait: Duration,
+    /// PEM certificate chain and key: serve TLS.
+    pub tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// Policy on a lost agent.
+    pub on_loss: OnAgentLoss,
+    /// The run's stop token (cancelled on a lost agent under [`OnAgentLoss::Stop`]).
+    pub run_stop: CancellationToken,
+    /// Print joins, losses and refusals on stderr.
+    pub log: bool,
+    /// [`crate::version`].
+    pub version: String,
+}
+
+/// Why the distributed part of a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// The listening socket.
+    #[error("cannot listen for agents on {addr}: {source} (choose another --listen address)")]
+    Listen {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The TLS certificate or key.
+    #[error("--tls-cert/--tls-key: {0}")]
+    Tls(String),
+    /// Not enough agents joined in time.
+    #[error("{} of {wanted} agents joined within {waited:?}{}: start `loadlab agent --coordinator HOST:PORT --token-file FILE` on {} more machine(s) (or pods), and check that they reach {listen} and hold the same token", joined.len(), if joined.is_empty() { String::new() } else { format!(" ({})", joined.join(", ")) }, wanted - joined.len())]
+    Timeout {
+        /// Agents wanted.
+        wanted: usize,
+        /// Who joined (name and address).
+        joined: Vec<String>,
+        /// How long we waited.
+        waited: Duration,
+        /// Where we listened.
+        listen: SocketAddr,
+    },
+    /// Stopped while waiting for agents.
+    #[error("interrupted while waiting for agents ({} joined)", .0.len())]
+    Interrupted(Vec<String>),
+    /// Every agent is gone.
+    #[error("no agent is left to run the step (every agent was lost)")]
+    NoAgents,
+    /// The step cannot be split over the agents.
+    #[error(transparent)]
+    Split(#[from] SplitError),
+    /// An agent could not run its share.
+    #[error("agent {agent} could not run its share of the step: {error}")]
+    AgentFailed {
+        /// Agent name.
+        agent: String,
+        /// Its error.
+        error: String,
+    },
+    /// The agents' results do not merge (another build).
+    #[error("the agents' results do not merge: {0}")]
+    Merge(String),
+}
+
+struct AgentConn {
+    id: u64,
+    info: AgentInfo,
+    tx: mpsc::Sender<Result<CoordMsg, Status>>,
+}
+
+enum Event {
+    Second {
+        job: u64,
+        agent: u64,
+        stats: SecondStats,
+        latency: String,
+    },
+    Done {
+        job: u64,
+        agent: u64,
+        shape: RunShape,
+        measurement: Box<Measurement>,
+    },
+    Failed {
+        job: u64,
+        agent: u64,
+        error: String,
+    },
+    Lost {
+        agent: u64,
+        why: String,
+    },
+}
+
+#[derive(Default)]
+struct State {
+    agents: Vec<Arc<AgentConn>>,
+    /// Sessions past the checks, still measuring their clock.
+    joining: usize,
+    next_id: u64,
+    jobs: HashMap<u64, std_mpsc::Sender<Event>>,
+    next_job: u64,
+    /// The run is over: agents leaving now are not lost.
+    finishing: bool,
+}
+
+struct Shared {
+    opts: CoordinatorOptions,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn say(&self, msg: impl AsRef<str>) {
+        if self.opts.log {
+            eprintln!("loadlab coordinator: {}", msg.as_ref());
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("coordinator state")
+    }
+}
+
+impl Sessions for Shared {
+    async fn open(
+        self: Arc<Self>,
+        request: tonic::Request<Streaming<AgentMsg>>,
+    ) -> Result<tonic::Response<Outbound>, Status> {
+        let address = request
+            .remote_addr()
+            .map_or_else(|| "an unknown address".to_string(), |a| a.to_string());
+        let token_ok = request
+            .metadata()
+            .get(TOKEN_HEADER)
+            .is_some_and(|v| constant_time_eq(v.as_bytes(), self.opts.token.as_bytes()));
+        if !token_ok {
+            self.say(format!(
+                "refused an agent from {address}: wrong or missing token"
+            ));
+            return Err(Status::unauthenticated(
+                "wrong or missing token: the agent's --token-file must hold the coordinator's token",
+            ));
+        }
+        let mut inbound = request.into_inner();
+        let Ok(Ok(Some(AgentMsg::Hello(hello)))) =
+            tokio::time::timeout(Duration::from_secs(10), inbound.message()).await
+        else {
+            self.say(format!("refused an agent from {address}: no hello"));
+            return Err(Status::invalid_argument(
+                "the session must begin with the agent's hello",
+            ));
+        };
+        if hello.version != self.opts.version {
+            self.say(format!(
+                "refused agent {} from {address}: it runs loadlab {}, this coordinator runs loadlab {}",
+                hello.name, hello.version, self.opts.version
+            ));
+            return Err(Status::failed_precondition(format!(
+                "agent {} runs loadlab {}, but this coordinator runs loadlab {}: run the same version on both",
+                hello.name, hello.version, self.opts.version
+            )));
+        }
+        {
+            let mut st = self.state();
+            if st.finishing || st.agents.len() + st.joining >= self.opts.agents {
+                let names: Vec<String> = st.agents.iter().map(|a| a.info.name.clone()).collect();
+                self.say(format!(
+                    "refused agent {} from {address}: the run already has its {} agents",
+                    hello.name, self.opts.agents
+                ));
+                return Err(Status::resource_exhausted(format!(
+                    "the run already has its {} agents ({})",
+                    self.opts.agents,
+                    names.join(", ")
+                )));
+            }
+            st.joining += 1;
+        }
+        let (tx, rx) = mpsc::channel(1024);
+        tokio::spawn(self.clone().session(hello, address, inbound, tx));
+        let out: Outbound = Box::pin(ReceiverStream::new(rx));
+        Ok(tonic::Response::new(out))
+    }
+}
+
+impl Shared {
+    /// One agent's session after the checks: clock, registration, then its messages.
+    async fn session(
+        self: Arc<Self>,
+        hello: crate::proto::Hello,
+        address: String,
+        mut inbound: Streaming<AgentMsg>,
+        tx: mpsc::Sender<Result<CoordMsg, Status>>,
+    ) {
+        let version = self.opts.version.clone();
+        let mut samples = Vec::new();
+        let mut failure = None;
+        if tx.send(Ok(CoordMsg::Welcome { version })).await.is_err() {
+            failure = Some("the session closed".to_string());
+        }
+        for seq in 0..CLOCK_PINGS {
+            if failure.is_some() {
+                break;
+            }
+            let t1 = now_unix_ns();
+            if tx.send(Ok(CoordMsg::Ping { seq, t1 })).await.is_err() {
+                failure = Some("the session closed".into());
+                break;
+            }
+            match tokio::time::timeout(Duration::from_secs(5), inbound.message()).await {
+                Ok(Ok(Some(AgentMsg::Pong { seq: s, t1, t2, t3 }))) if s == seq => {
+                    samples.push(Sample {
+                        t1,
+                        t2,
+                        t3,
+                        t4: now_unix_ns(),
+                    });
+                }
+                other => {
+                    failure = Some(match other {
+                        Err(_) => "no answer to the clock probe within 5 s".into(),
+                        Ok(Err(s)) => s.message().to_string(),
+                        Ok(Ok(None)) => "the agent closed the session".into(),
+                        Ok(Ok(Some(_))) => "unexpected message during the clock probe".into(),
+                    });
+                }
+            }
+        }
+        let Some((offset_ns, rtt_ns)) = estimate(&samples).filter(|_| failure.is_none()) else {
+            self.state().joining -= 1;
+            self.changed.notify_all();
+            self.say(format!(
+                "agent {} from {address} did not finish joining: {}",
+                hello.name,
+                failure.unwrap_or_default()
+            ));
+            return;
+        };
+        let conn = {
+            let mut st = self.state();
+            st.joining -= 1;
+            st.next_id += 1;
+            let conn = Arc::new(AgentConn {
+                id: st.next_id,
+                info: AgentInfo {
+                    name: hello.name.clone(),
+                    address: address.clone(),
+                    threads: hello.threads.max(1),
+                    offset_ns,
+                    rtt_ns,
+                },
+                tx,
+            });
+            st.agents.push(conn.clone());
+            self.say(format!(
+                "agent {} joined from {address} (loadlab {}, {} threads on {} cores, clock offset {:+.3} ms ± {:.3}) [{} of {}]",
+                hello.name,
+                hello.version,
+                hello.threads,
+                hello.cores,
+                offset_ns as f64 / 1e6,
+                rtt_ns as f64 / 2e6,
+                st.agents.len(),
+                self.opts.agents
+            ));
+            conn
+        };
+        self.changed.notify_all();
+        let why = loop {
+            let msg = match inbound.message().await {
+                Ok(Some(m)) => m,
+                Ok(None) => break "the agent closed the session".to_string(),
+                Err(s) => break format!("{}: {}", s.code(), s.message()),
+            };
+            let (job, event) = match msg {
+                AgentMsg::Second {
+                    job,
+                    stats,
+                    latency,
+                } => (
+                    job,
+                    Event::Second {
+                        job,
+                        agent: conn.id,
+                        stats,
+                        latency,
+                    },
+                ),
+                AgentMsg::Done {
+                    job,
+                    shape,
+                    measurement,
+                } => (
+                    job,
+                    Event::Done {
+                        job,
+                        agent: conn.id,
+                        shape,
+                        measurement,
+                    },
+                ),
+                AgentMsg::Failed { job, error } => (
+                    job,
+                    Event::Failed {
+                        job,
+                        agent: conn.id,
+                        error,
+                    },
+                ),
+                AgentMsg::Hello(_) | AgentMsg::Pong { .. } => continue,
+            };
+            if let Some(tx) = self.state().jobs.get(&job) {
+                let _ = tx.send(event);
+            }
+        };
+        let finishing = {
+            let mut st = self.state();
+            st.agents.retain(|a| a.id != conn.id);
+            for tx in st.jobs.values() {
+                let _ = tx.send(Event::Lost {
+                    agent: conn.id,
+                    why: why.clone(),
+                });
+            }
+            st.finishing
+        };
+        self.changed.notify_all();
+        if !finishing {
+            self.say(format!("lost agent {} ({address}): {why}", hello.name));
+        }
+    }
+}
+
+/// The coordinator of a distributed run. Dropping it ends the run for the agents.
+pub struct Coordinator {
+    shared: Arc<Shared>,
+    rt: Option<tokio::runtime::Runtime>,
+    local_addr: SocketAddr,
+    shutdown: Mutex<Option<oneshot::Sender<()>>>,
+    finished: AtomicBool,
+}
+
+/// Where one agent's part of a step stands.
+enum Pending {
+    Running,
+    Ended(Outcome),
+    Failed(String),
+}
+
+impl Coordinator {
+    /// Listens for agents (they are accepted from now on).
+    pub fn start(opts: CoordinatorOptions) -> Result<Coordinator, FleetError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("loadlab-coordinator")
+            .enable_all()
+            .build()
+            .map_err(|e| FleetError::Listen {
+                addr: opts.listen,
+                source: e,
+            })?;
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(opts.listen))
+            .map_err(|e| FleetError::Listen {
+                addr: opts.listen,
+                source: e,
+            })?;
+        let local_addr = listener.local_addr().map_err(|e| FleetError::Listen {
+            addr: opts.listen,
+            source: e,
+        })?;
+        let mut builder = Server::builder()
+            .tcp_nodelay(true)
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT));
+        if let Some((cert, key)) = &opts.tls {
+            builder = builder
+                .tls_config(ServerTlsConfig::new().identity(Identity::from_pem(cert, key)))
+                .map_err(|e| FleetError::Tls(e.to_string()))?;
+        }
+        let shared = Arc::new(Shared {
+            opts,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        });
+        let router = builder.add_service(FleetServer::new(shared.clone()));
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+        let incoming = {
+            let _guard = rt.enter();
+            TcpListenerStream::new(listener)
+        };
+        rt.spawn(async move {
+            let _ = router
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = shutdown_rx.await;
+                })
+                .await;
+        });
+        Ok(Coordinator {
+            shared,
+            rt: Some(rt),
+            local_addr,
+            shutdown: Mutex::new(Some(shutdown_tx)),
+            finished: AtomicBool::new(false),
+        })
+    }
+
+    /// The address agents reach us on (with the port chosen, if `--listen` said port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The agents present, in the order they joined (name and address).
+    pub fn agents(&self) -> Vec<String> {
+        self.shared
+            .state()
+            .agents
+            .iter()
+            .map(|a| format!("{} ({})", a.info.name, a.info.address))
+            .collect()
+    }
+
+    /// Waits until every agent wanted has joined.
+    pub fn wait_for_agents(&self, stop: &CancellationToken) -> Result<(), FleetError> {
+        let wanted = self.shared.opts.agents;
+        let deadline = Instant::now() + self.shared.opts.wait;
+        self.shared.say(format!(
+            "waiting up to {:?} for {wanted} agent(s) on {} (`loadlab agent --coordinator HOST:{} --token-file FILE`)",
+            self.shared.opts.wait,
+            self.local_addr,
+            self.local_addr.port()
+        ));
+        let mut st = self.shared.state();
+        loop {
+            if st.agents.len() >= wanted {
+                return Ok(());
+            }
+            let joined = || {
+                st.agents
+                    .iter()
+                    .map(|a| format!("{} ({})", a.info.name, a.info.address))
+                    .collect::<Vec<_>>()
+            };
+            if stop.is_cancelled() {
+                return Err(FleetError::Interrupted(joined()));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(FleetError::Timeout {
+                    wanted,
+                    joined: joined(),
+                    waited: self.shared.opts.wait,
+                    listen: self.local_addr,
+                });
+            }
+            let slice = (deadline - now).min(Duration::from_millis(100));
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, slice)
+                .expect("coordinator state")
+                .0;
+        }
+    }
+
+    /// Runs several workloads at once (a step: one per scenario) on every agent present,
+    /// each split between them, all starting at the same instant; returns each merged
+    /// result. `stop` ends the step early (what was measured is kept); `progress` sees the
+    /// first workload's merged seconds as every agent finishes them.
+    pub fn run_step(
+        &self,
+        jobs: &[(Workload, RunConfig)],
+        stop: &CancellationToken,
+        mut progress: Option<&mut dyn FnMut(&SecondStats)>,
+    ) -> Vec<Result<RunResult, FleetError>> {
+        let all_err = |e: &dyn Fn() -> FleetError| jobs.iter().map(|_| Err(e())).collect();
+        let agents: Vec<Arc<AgentConn>> = self.shared.state().agents.clone();
+        if agents.is_empty() {
+            return all_err(&|| FleetError::NoAgents);
+        }
+        let threads: Vec<usize> = agents.iter().map(|a| a.info.threads).collect();
+        let mut shares = Vec::with_capacity(jobs.len());
+        for (_, cfg) in jobs {
+            match split(cfg, &threads) {
+                Ok(s) => shares.push(s),
+                Err(e) => return all_err(&|| FleetError::Split(e.clone())),
+            }
+        }
+        let (etx, erx) = std_mpsc::channel();
+        let ids: Vec<u64> = {
+            let mut st = self.shared.state();
+            jobs.iter()
+                .map(|_| {
+                    st.next_job += 1;
+                    let id = st.next_job;
+                    st.jobs.insert(id, etx.clone());
+                    id
+                })
+                .collect()
+        };
+        drop(etx);
+        let slowest = agents.iter().map(|a| a.info.rtt_ns).max().unwrap_or(0);
+        let start = now_unix_ns() + START_LEAD.as_nanos() as u64 + 2 * slowest;
+        let mut pending: Vec<Vec<Pending>> = jobs
+            .iter()
+            .map(|_| agents.iter().map(|_| Pending::Running).collect())
+            .collect();
+        for (j, (w, _)) in jobs.iter().enumerate() {
+            for (a, agent) in agents.iter().enumerate() {
+                let msg = CoordMsg::Start {
+                    job: ids[j],
+                    workload: Box::new(share_workload(w, &shares[j][a])),
+                    start_at_unix_ns: (start as i128 + agent.info.offset_ns as i128).max(0) as u64,
+                };
+                if agent.tx.try_send(Ok(msg)).is_err() {
+                    pending[j][a] = Pending::Ended(Outcome::Lost(
+                        "its session ended before the step started".into(),
+                    ));
+                }
+            }
+        }
+        // When each job's agents should have answered by.
+        let ends: Vec<Option<u64>> = jobs
+            .iter()
+            .map(|(_, cfg)| {
+                cfg.duration.map(|d| {
+                    start + (cfg.warmup + d + cfg.timeout + RESULT_GRACE).as_nanos() as u64
+                })
+            })
+            .collect();
+        let mut stopped_at: Option<Instant> = None;
+        let mut live = LiveSeconds::new(agents.len());
+        let index_of = |id: u64| agents.iter().position(|a| a.id == id);
+        loop {
+            let open = pending
+                .iter()
+                .any(|p| p.iter().any(|x| matches!(x, Pending::Running)));
+            if !open {
+                break;
+            }
+            let lost_any = pending.iter().any(|p| {
+                p.iter()
+                    .any(|x| matches!(x, Pending::Ended(Outcome::Lost(_))))
+            });
+            if lost_any
+                && self.shared.opts.on_loss == OnAgentLoss::Stop
+                && !self.shared.opts.run_stop.is_cancelled()
+            {
+                self.shared
+                    .say("an agent was lost: stopping the run (--on-agent-loss stop)");
+                self.shared.opts.run_stop.cancel();
+            }
+            if stopped_at.is_none()
+                && (stop.is_cancelled() || self.shared.opts.run_stop.is_cancelled())
+            {
+                stopped_at = Some(Instant::now());
+                for (j, id) in ids.iter().enumerate() {
+                    for (a, agent) in agents.iter().enumerate() {
+                        if matches!(pending[j][a], Pending::Running) {
+                            let _ = agent.tx.try_send(Ok(CoordMsg::Stop { job: *id }));
+                        }
+                    }
+                }
+            }
+            let now = now_unix_ns();
+            for (j, end) in ends.iter().enumerate() {
+                let late = end.is_some_and(|e| now > e)
+                    || stopped_at.is_some_and(|t| t.elapsed() > STOP_GRACE);
+                if !late {
+                    continue;
+                }
+                for (a, agent) in agents.iter().enumerate() {
+                    if matches!(pending[j][a], Pending::Running) {
+                        let _ = agent.tx.try_send(Ok(CoordMsg::Stop { job: ids[j] }));
+                        pending[j][a] = Pending::Ended(Outcome::Lost(
+                            "it returned no result in time (the step's end plus the timeout and 10 s)"
+                                .into(),
+                        ));
+                        self.shared.say(format!(
+                            "agent {} returned no result for the step in time",
+                            agent.info.name
+                        ));
+                    }
+                }
+            }
+            let event = match erx.recv_timeout(Duration::from_millis(50)) {
+                Ok(e) => e,
+                Err(std_mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            let job_of = |id: u64| ids.iter().position(|&x| x == id);
+            match event {
+                Event::Second {
+                    job,
+                    agent,
+                    stats,
+                    latency,
+                } => {
+                    if let (Some(cb), Some(0), Some(a)) =
+                        (progress.as_mut(), job_of(job), index_of(agent))
+                    {
+                        live.add(a, &stats, &latency, &mut **cb);
+                    }
+                }
+                Event::Done {
+                    job,
+                    agent,
+                    shape,
+                    measurement,
+                } => {
+                    if let (Some(j), Some(a)) = (job_of(job), index_of(agent)) {
+                        pending[j][a] = Pending::Ended(Outcome::Done { shape, measurement });
+                    }
+                }
+                Event::Failed { job, agent, error } => {
+                    if let (Some(j), Some(a)) = (job_of(job), index_of(agent)) {
+                        pending[j][a] = Pending::Failed(error);
+                    }
+                }
+                Event::Lost { agent, why } => {
+                    if let Some(a) = index_of(agent) {
+                        for p in pending.iter_mut() {
+                            if matches!(p[a], Pending::Running) {
+                                p[a] = Pending::Ended(Outcome::Lost(why.clone()));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        {
+            let mut st = self.shared.state();
+            for id in &ids {
+                st.jobs.remove(id);
+            }
+        }
+        let planned = |cfg: &RunConfig| start + cfg.warmup.as_nanos() as u64;
+        let environment = Environment::capture(std::env::args().collect());
+        jobs.iter()
+            .zip(pending)
+            .zip(shares)
+            .map(|(((_, cfg), pending), shares)| {
+                let mut parts = Vec::with_capacity(agents.len());
+                for ((p, agent), share) in pending.into_iter().zip(&agents).zip(shares) {
+                    let outcome = match p {
+                        Pending::Ended(o) => o,
+                        Pending::Failed(error) => {
+                            return Err(FleetError::AgentFailed {
+                                agent: agent.info.name.clone(),
+                                error,
+                            })
+                        }
+                        Pending::Running => Outcome::Lost("no result".into()),
+                    };
+                    parts.push(Part {
+                        agent: agent.info.clone(),
+                        share,
+                        outcome,
+                    });
+                }
+                merged_result(
+                    &RunShape::of(cfg),
+                    &parts,
+                    planned(cfg),
+                    environment.clone(),
+                )
+                .map_err(FleetError::Merge)
+            })
+            .collect()
+    }
+
+    /// Ends the run for the agents: each is told the reason and exits. Waits (at most 2 s)
+    /// for them to leave, then stops listening.
+    pub fn finish(&self, reason: &str) {
+        if self.finished.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let agents = {
+            let mut st = self.shared.state();
+            st.finishing = true;
+            st.agents.clone()
+        };
+        for a in &agents {
+            let _ = a.tx.try_send(Ok(CoordMsg::Bye {
+                reason: reason.to_string(),
+            }));
+        }
+        drop(agents);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut st = self.shared.state();
+        while !st.agents.is_empty() && Instant::now() < deadline {
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, Duration::from_millis(50))
+                .expect("coordinator state")
+                .0;
+        }
+        // Sessions still open end with the server.
+        st.agents.clear();
+        drop(st);
+        if let Some(tx) = self.shutdown.lock().expect("shutdown").take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Drop for Coordinator {
+    fn drop(&mut self) {
+        self.finish("the coordinator stopped");
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+/// Merges the agents' live seconds: a second is shown once every agent has moved past it.
+struct LiveSeconds {
+    watermark: Vec<Option<u64>>,
+    pending: BTreeMap<u64, (SecondStats, Histogram<u64>)>,
+}
+
+impl LiveSeconds {
+    fn new(agents: usize) -> LiveSeconds {
+        LiveSeconds {
+            watermark: vec![None; agents],
+            pending: BTreeMap::new(),
+        }
+    }
+
+    fn add(
+        &mut self,
+        agent: usize,
+        s: &SecondStats,
+        latency: &str,
+        cb: &mut dyn FnMut(&SecondStats),
+    ) {
+        let entry = self.pending.entry(s.second).or_insert_with(|| {
+            (
+                SecondStats {
+                    second: s.second,
+                    completed: 0,
+                    successful: 0,
+                    errors: 0,
+                    latency_p50_ms: None,
+                    latency_p99_ms: None,
+                },
+                new_histogram(INTERVAL_SIGFIG),
+            )
+        });
+        entry.0.completed += s.completed;
+        entry.0.successful += s.successful;
+        entry.0.errors += s.errors;
+        if let Ok(h) = decode_histogram(latency) {
+            let _ = entry.1.add(h);
+        }
+        self.watermark[agent] = Some(self.watermark[agent].map_or(s.second, |w| w.max(s.second)));
+        let Some(low) = self
+            .watermark
+            .iter()
+            .copied()
+            .collect::<Option<Vec<u64>>>()
+            .and_then(|w| w.into_iter().min())
+        else {
+            return;
+        };
+        while let Some(e) = self.pending.first_entry() {
+            if *e.key() >= low {
+                break;
+            }
+            let (mut s, h) = e.remove();
+            if !h.is_empty() {
+                s.latency_p50_ms = Some(h.value_at_quantile(0.5) as f64 / 1000.0);
+                s.latency_p99_ms = Some(h.value_at_quantile(0.99) as f64 / 1000.0);
+            }
+            cb(&s);
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! The control channel: one bidirectional gRPC stream per agent
+//! (`/loadlab.fleet.v1.Fleet/Session`), JSON messages in gRPC frames (a tonic codec of
+//! our own, so the messages are the engine's own serde types and need no `.proto`).
+//!
+//! An agent opens the stream with [`AgentMsg::Hello`] and its token in the
+//! [`TOKEN_HEADER`] metadata. The coordinator refuses a wrong token
+//! (`UNAUTHENTICATED`), another version (`FAILED_PRECONDITION`) or an agent too many
+//! (`RESOURCE_EXHAUSTED`), each with a message naming the cause; otherwise it answers
+//! [`CoordMsg::Welcome`], measures the clock offset with [`CoordMsg::Ping`]s, and then sends
+//! [`CoordMsg::Start`] and [`CoordMsg::Stop`] for each step, and [`CoordMsg::Bye`] at the
+//! end of the run.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, BufMut};
+use loadlab_engine::{Measurement, RunShape, SecondStats, Workload};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::{Status, Streaming};
+
+/// Revision of the messages below; part of [`crate::version`].
+pub const PROTOCOL: u32 = 1;
+/// The gRPC method.
+pub const SESSION_PATH: &str = "/loadlab.fleet.v1.Fleet/Session";
+/// The gRPC service.
+pub const SERVICE: &str = "loadlab.fleet.v1.Fleet";
+/// Metadata key carrying the shared token.
+pub const TOKEN_HEADER: &str = "x-loadlab-token";
+/// Largest message either side accepts (a step's result with its histograms is far
+/// smaller; a long step's per-second histograms grow it).
+pub const MAX_MESSAGE: usize = 256 * 1024 * 1024;
+
+/// What an agent says on joining.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// [`crate::version`] of the agent.
+    pub version: String,
+    /// `--name`, or the host name.
+    pub name: String,
+    /// Worker threads it runs (the weight of its share).
+    pub threads: usize,
+    /// CPUs it may run on.
+    pub cores: usize,
+}
+
+/// Agent to coordinator.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentMsg {
+    /// The first message.
+    Hello(Hello),
+    /// Answer to a [`CoordMsg::Ping`]: its send time, and this agent's receive and send
+    /// times (Unix ns, agent clock).
+    Pong {
+        /// Ping number.
+        seq: u32,
+        /// Coordinator's send time.
+        t1: u64,
+        /// Agent's receive time.
+        t2: u64,
+        /// Agent's send time.
+        t3: u64,
+    },
+    /// A finished second of a running step.
+    Second {
+        /// Step job.
+        job: u64,
+        /// Its counts.
+        stats: SecondStats,
+        /// Its latency histogram, encoded as the result format stores histograms.
+        latency: String,
+    },
+    /// A step's measurement.
+    Done {
+        /// Step job.
+        job: u64,
+        /// The share as the agent's engine configured it.
+        shape: RunShape,
+        /// What it measured.
+        measurement: Box<Measurement>,
+    },
+    /// A step the agent could not run (its share did not validate, the target did not
+    /// resolve, a limit was hit).
+    Failed {
+        /// Step job.
+        job: u64,
+        /// The engine's error.
+        error: String,
+    },
+}
+
+/// Coordinator to agent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CoordMsg {
+    /// Joined.
+    Welcome {
+        /// The coordinator's [`crate::version`].
+        version: String,
+    },
+    /// Clock probe (Unix ns, coordinator clock).
+    Ping {
+        /// Ping number.
+        seq: u32,
+        /// Send time.
+        t1: u64,
+    },
+    /// Run this share of a step, beginning at `start_at_unix_ns` in the agent's own clock.
+    Start {
+        /// Step job.
+        job: u64,
+        /// The agent's share.
+        workload: Box<Workload>,
+        /// Start instant, agent clock.
+        start_at_unix_ns: u64,
+    },
+    /// Stop a step now (what was measured is still returned).
+    Stop {
+        /// Step job.
+        job: u64,
+    },
+    /// The run is over: the agent exits.
+    Bye {
+        /// Why (finished, interrupted, ...).
+        reason: String,
+    },
+}
+
+/// gRPC codec carrying serde types as JSON.
+pub struct JsonCodec<E, D>(PhantomData<fn() -> (E, D)>);
+
+impl<E, D> Default for JsonCodec<E, D> {
+    fn default() -> Self {
+        JsonCodec(PhantomData)
+    }
+}
+
+/// Encoder half of [`JsonCodec`].
+pub struct JsonEncoder<E>(PhantomData<fn() -> E>);
+/// Decoder half of [`JsonCodec`].
+pub struct JsonDecoder<D>(PhantomData<fn() -> D>);
+
+impl<E: Serialize + Send + 'static, D: DeserializeOwned + Send + 'static> Codec
+    for JsonCodec<E, D>
+{
+    type Encode = E;
+    type Decode = D;
+    type Encoder = JsonEncoder<E>;
+    type Decoder = JsonDecoder<D>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        JsonEncoder(PhantomData)
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        JsonDecoder(PhantomData)
+    }
+}
+
+impl<E: Serialize> Encoder for JsonEncoder<E> {
+    type Item = E;
+    type Error = Status;
+
+    fn encode(&mut self, item: E, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        serde_json::to_writer(buf.writer(), &item)
+            .map_err(|e| Status::internal(format!("encoding a control message: {e}")))
+    }
+}
+
+impl<D: DeserializeOwned> Decoder for JsonDecoder<D> {
+    type Item = D;
+    type Error = Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<D>, Status> {
+        if !buf.has_remaining() {
+            return Ok(None);
+        }
+        serde_json::from_reader(buf.reader())
+            .map(Some)
+            .map_err(|e| Status::invalid_argument(format!("malformed control message: {e}")))
+    }
+}
+
+/// The coordinator's stream of messages to one agent.
+pub type Outbound = Pin<Box<dyn tokio_stream::Stream<Item = Result<CoordMsg, Status>> + Send>>;
+
+/// What the coordinator does with a new session.
+pub trait Sessions: Send + Sync + 'static {
+    /// Accepts (returning the stream of messages to the agent) or refuses a session.
+    fn open(
+        self: Arc<Self>,
+        request: tonic::Request<Streaming<AgentMsg>>,
+    ) -> impl Future<Output = Result<tonic::Response<Outbound>, Status>> + Send;
+}
+
+/// The gRPC service, written out by hand (one method; no code generation).
+pub struct FleetServer<S> {
+    sessions: Arc<S>,
+}
+
+impl<S> FleetServer<S> {
+    /// Serves `sessions`.
+    pub fn new(sessions: Arc<S>) -> Self {
+        FleetServer { sessions }
+    }
+}
+
+impl<S> Clone for FleetServer<S> {
+    fn clone(&self) -> Self {
+        FleetServer {
+            sessions: self.sessions.clone(),
+        }
+    }
+}
+
+impl<S> tonic::server::NamedService for FleetServer<S> {
+    const NAME: &'static str = SERVICE;
+}
+
+struct SessionMethod<S>(Arc<S>);
+
+impl<S: Sessions> tonic::server::StreamingService<AgentMsg> for SessionMethod<S> {
+    type Response = CoordMsg;
+    type ResponseStream = Outbound;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<tonic::Response<Self::ResponseStream>, Status>> + Send>>;
+
+    fn call(&mut self, request: tonic::Request<Streaming<AgentMsg>>) -> Self::Future {
+        let sessions = self.0.clone();
+        Box::pin(async move { sessions.open(request).await })
+    }
+}
+
+impl<S, B> tower_service::Service<http::Request<B>> for FleetServer<S>
+where
+    S: Sessions,
+    B: http_body::Body + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if req.uri().path() != SESSION_PATH {
+            return Box::pin(async {
+                let mut response = http::Response::new(tonic::body::Body::default());
+                let headers = response.headers_mut();
+                headers.insert(
+                    Status::GRPC_STATUS,
+                    (tonic::Code::Unimplemented as i32).into(),
+                );
+                headers.insert(
+                    http::header::CONTENT_TYPE,
+                    tonic::metadata::GRPC_CONTENT_TYPE,
+                );
+                Ok(response)
+            });
+        }
+        let method = SessionMethod(self.sessions.clone());
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(JsonCodec::<CoordMsg, AgentMsg>::default())
+                .apply_max_message_size_config(Some(MAX_MESSAGE), Some(MAX_MESSAGE));
+            Ok(grpc.streaming(method, req).await)
+        })
+    }
+}
+
+/// Compares two secrets in time that depends on their lengths only.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+
+    #[test]
+    fn messages_round_trip_as_json() {
+        let w = Workload {
+            url: "http://10.0.0.1:8080/".into(),
+            ..Workload::default()
+        };
+        let m = CoordMsg::Start {
+            job: 7,
+            workload: Box::new(w.clone()),
+            start_at_unix_ns: 1_700_000_000_000_000_000,
+        };
+        let text = serde_json::to_string(&m).unwrap();
+        let CoordMsg::Start {
+            job,
+            workload,
+            start_at_unix_ns,
+        } = serde_json::from_str(&text).unwrap()
+        else {
+            panic!("not a start: {text}");
+        };
+        assert_eq!(
+            (job, *workload, start_at_unix_ns),
+            (7, w, 1_700_000_000_000_000_000)
+        );
+    }
+}
