@@ -37,6 +37,52 @@ fn counts_line(out: &mut String, label: &str, counts: &std::collections::BTreeMa
     let _ = writeln!(out, "  {label:<15} {}", list.join(", "));
 }
 
+/// One line per agent of a distributed run: its share and what it measured alone.
+fn agent_lines(out: &mut String, r: &RunResult) {
+    if r.agents.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  agents          {} (figures above are theirs merged exactly: histograms added); each one's share:",
+        r.agents.len()
+    );
+    for a in &r.agents {
+        let offered = a
+            .offered_rps
+            .map_or(format!("{} conns", a.connections), |v| format!("{v:.1} req/s"));
+        match &a.lost {
+            Some(why) => {
+                let _ = writeln!(
+                    out,
+                    "    {:<12} {:<21} {offered:>14}  LOST during the step: {why}",
+                    a.name, a.address
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "    {:<12} {:<21} {offered:>14}  achieved {:>9.1}  p99 {:>9}  errors {:<5} clock {:+.3}ms  start {:+.1}ms{}",
+                    a.name,
+                    a.address,
+                    a.achieved_rps,
+                    ms(a.latency_p99_ms),
+                    a.errors_total,
+                    a.clock_offset_ms,
+                    a.start_skew_ms,
+                    if a.generator_limited { "  GENERATOR-LIMITED" } else { "" }
+                );
+            }
+        }
+    }
+    if r.agents.iter().any(|a| a.lost.is_some()) {
+        let _ = writeln!(
+            out,
+            "\n  WARNING: an agent was lost during the step: its share is missing, so these figures say nothing about the server."
+        );
+    }
+}
+
 /// Renders the summary of a run.
 pub fn render(r: &RunResult) -> String {
     let mut out = String::new();
@@ -188,6 +234,7 @@ pub fn render(r: &RunResult) -> String {
         r.generator_peak_rss_bytes as f64 / 1e6,
         r.connections_opened
     );
+    agent_lines(&mut out, r);
     if r.generator_limited {
         let _ = writeln!(
             out,

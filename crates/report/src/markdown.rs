@@ -52,6 +52,18 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
     if r.generator_limited {
         out.push("generator-limited".into());
     }
+    let lost: Vec<&str> = r
+        .agents
+        .iter()
+        .filter(|a| a.lost.is_some())
+        .map(|a| a.name.as_str())
+        .collect();
+    if !lost.is_empty() {
+        out.push(format!(
+            "agent lost ({}): its share is missing, not the server's doing",
+            lost.join(", ")
+        ));
+    }
     if r.all_failed() {
         out.push("every request failed".into());
     }
@@ -99,6 +111,63 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
         _ => {}
     }
     out.join("; ")
+}
+
+/// Each agent's share of every distributed step (nothing for a local run).
+fn agents_section(out: &mut String, steps: &[StepRecord]) {
+    let distributed: Vec<&StepRecord> = steps.iter().filter(|s| !s.result.agents.is_empty()).collect();
+    let Some(first) = distributed.first() else {
+        return;
+    };
+    let _ = writeln!(out, "## Agents
+");
+    let names: Vec<String> = first
+        .result
+        .agents
+        .iter()
+        .map(|a| format!("{} ({}, {} threads)", a.name, a.address, a.threads))
+        .collect();
+    let _ = writeln!(
+        out,
+        "The load came from {} agents: {}. Each step was split between them by worker threads, \
+         started on all at one instant, and their results merged exactly (histograms added, seconds \
+         aligned by wall clock); the tables above are the merged steps. Each agent's share and what \
+         it measured alone:\n",
+        first.result.agents.len(),
+        names.join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "| step | config | scenario | load | agent | offered share | achieved rps | p99 ms | errors | clock offset ms | start skew ms | note |"
+    );
+    let _ = writeln!(out, "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|");
+    for s in distributed {
+        for a in &s.result.agents {
+            let share = a
+                .offered_rps
+                .map_or(format!("{} conns", a.connections), |r| format!("{} req/s", num(r)));
+            let note = match (&a.lost, a.generator_limited) {
+                (Some(why), _) => format!("lost: {why}"),
+                (None, true) => "generator-limited".into(),
+                (None, false) => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {share} | {} | {} | {} | {:+.2} | {:+.1} | {note} |",
+                s.index,
+                s.config,
+                s.scenario,
+                num(s.load),
+                a.name,
+                num(a.achieved_rps),
+                ms(a.latency_p99_ms),
+                a.errors_total,
+                a.clock_offset_ms,
+                a.start_skew_ms,
+            );
+        }
+    }
+    let _ = writeln!(out);
 }
 
 /// What a closed-loop step counts: streams over HTTP/2 and gRPC, connections over HTTP/1.1.
@@ -530,6 +599,8 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
             }
         }
     }
+
+    agents_section(&mut out, &steps);
 
     let failed: Vec<&ConfigRecord> = configs
         .iter()
