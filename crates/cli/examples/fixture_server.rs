@@ -4,8 +4,12 @@
 //! fixture_server --port P [--capacity K] [--exit-after N] [--ignore-sigterm]
 //!                [--fork-child] [--never-ready] [--backlog B] [--accept-delay-ms D]
 //!                [--pid-file PATH] [--latency-ms A-B] [--queue-capacity K]
-//!                [--stall-at-ms T --stall-ms D]
+//!                [--stall-at-ms T --stall-ms D] [--bind HOST] [--count-file PATH]
 //! ```
+//! - `--bind HOST`: listen on HOST (default 127.0.0.1; a test's network namespace address).
+//! - `--count-file PATH`: keeps PATH up to date (every 50 ms, atomically) with the requests
+//!   answered per peer address, as JSON `{"IP": {"requests": N, "first_unix_ns": T,
+//!   "last_unix_ns": T}}`: the server's own count, to check what a generator reports.
 //! - `--capacity K`: a token bucket of K requests/s; requests over it get `503`.
 //! - `--exit-after N`: exits with status 3 after answering N requests.
 //! - `--ignore-sigterm`: SIGTERM does nothing (the lab must SIGKILL).
@@ -45,6 +49,8 @@ struct Opts {
     queue_capacity: Option<f64>,
     stall_at_ms: Option<u64>,
     stall_ms: u64,
+    bind: Option<String>,
+    count_file: Option<String>,
 }
 
 fn parse() -> Opts {
@@ -70,6 +76,8 @@ fn parse() -> Opts {
             "--queue-capacity" => o.queue_capacity = Some(val().parse().unwrap()),
             "--stall-at-ms" => o.stall_at_ms = Some(val().parse().unwrap()),
             "--stall-ms" => o.stall_ms = val().parse().unwrap(),
+            "--bind" => o.bind = Some(val()),
+            "--count-file" => o.count_file = Some(val()),
             "--mode" => match val().as_str() {
                 "never" => o.never_ready = true,
                 "crash" => o.exit_after = Some(150),
@@ -157,13 +165,53 @@ fn answer_at(o: &Opts, timing: &Mutex<Timing>) -> Instant {
     at
 }
 
-fn listener(port: u16, backlog: Option<i32>) -> TcpListener {
-    let l = TcpListener::bind(("127.0.0.1", port)).expect("bind");
+fn listener(host: &str, port: u16, backlog: Option<i32>) -> TcpListener {
+    let l = TcpListener::bind((host, port)).expect("bind");
     if let Some(b) = backlog {
         // SAFETY: re-listening on our own socket with a smaller backlog.
         unsafe { libc::listen(l.as_raw_fd(), b) };
     }
     l
+}
+
+/// Requests answered per peer address, for `--count-file`.
+#[derive(Default)]
+struct PeerCounts {
+    /// Peer IP -> (requests, first and last answer, Unix ns).
+    peers: std::collections::BTreeMap<String, (u64, u128, u128)>,
+    changed: bool,
+}
+
+fn unix_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Writes the counts whenever they changed, every 50 ms.
+fn write_counts(path: String, counts: Arc<Mutex<PeerCounts>>) {
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let text = {
+            let mut c = counts.lock().unwrap();
+            if !c.changed {
+                continue;
+            }
+            c.changed = false;
+            let rows: Vec<String> = c
+                .peers
+                .iter()
+                .map(|(ip, (n, first, last))| {
+                    format!("\"{ip}\": {{\"requests\": {n}, \"first_unix_ns\": {first}, \"last_unix_ns\": {last}}}")
+                })
+                .collect();
+            format!("{{{}}}\n", rows.join(", "))
+        };
+        let tmp = format!("{path}.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    }
 }
 
 fn serve(
@@ -172,7 +220,12 @@ fn serve(
     bucket: Arc<Mutex<Option<Bucket>>>,
     served: Arc<AtomicU64>,
     timing: Arc<Mutex<Timing>>,
+    counts: Arc<Mutex<PeerCounts>>,
 ) {
+    let peer = s
+        .peer_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -191,6 +244,14 @@ fn serve(
             };
             if s.write_all(resp).is_err() {
                 return;
+            }
+            if o.count_file.is_some() {
+                let now = unix_ns();
+                let mut c = counts.lock().unwrap();
+                let e = c.peers.entry(peer.clone()).or_insert((0, now, now));
+                e.0 += 1;
+                e.2 = now;
+                c.changed = true;
             }
             let n = served.fetch_add(1, Ordering::SeqCst) + 1;
             if o.exit_after.is_some_and(|max| n >= max) {
@@ -229,7 +290,7 @@ fn main() {
     if let Some(p) = &o.pid_file {
         std::fs::write(p, pids.join("\n")).unwrap();
     }
-    let l = listener(o.port, o.backlog);
+    let l = listener(o.bind.as_deref().unwrap_or("127.0.0.1"), o.port, o.backlog);
     println!("listening on {}", l.local_addr().unwrap());
     let bucket = Arc::new(Mutex::new(o.capacity.map(|rate| Bucket {
         rate,
@@ -238,12 +299,18 @@ fn main() {
     })));
     let served = Arc::new(AtomicU64::new(0));
     let timing = Arc::new(Mutex::new(Timing::default()));
+    let counts = Arc::new(Mutex::new(PeerCounts::default()));
+    if let Some(path) = o.count_file.clone() {
+        let c = counts.clone();
+        std::thread::spawn(move || write_counts(path, c));
+    }
     for s in l.incoming() {
         if o.accept_delay_ms > 0 {
             std::thread::sleep(Duration::from_millis(o.accept_delay_ms));
         }
         let Ok(s) = s else { continue };
         let (o, b, n, t) = (o.clone(), bucket.clone(), served.clone(), timing.clone());
-        std::thread::spawn(move || serve(s, o, b, n, t));
+        let c = counts.clone();
+        std::thread::spawn(move || serve(s, o, b, n, t, c));
     }
 }

@@ -50,7 +50,9 @@ fn agent_lines(out: &mut String, r: &RunResult) {
     for a in &r.agents {
         let offered = a
             .offered_rps
-            .map_or(format!("{} conns", a.connections), |v| format!("{v:.1} req/s"));
+            .map_or(format!("{} conns", a.connections), |v| {
+                format!("{v:.1} req/s")
+            });
         match &a.lost {
             Some(why) => {
                 let _ = writeln!(

@@ -115,12 +115,18 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
 
 /// Each agent's share of every distributed step (nothing for a local run).
 fn agents_section(out: &mut String, steps: &[StepRecord]) {
-    let distributed: Vec<&StepRecord> = steps.iter().filter(|s| !s.result.agents.is_empty()).collect();
+    let distributed: Vec<&StepRecord> = steps
+        .iter()
+        .filter(|s| !s.result.agents.is_empty())
+        .collect();
     let Some(first) = distributed.first() else {
         return;
     };
-    let _ = writeln!(out, "## Agents
-");
+    let _ = writeln!(
+        out,
+        "## Agents
+"
+    );
     let names: Vec<String> = first
         .result
         .agents
@@ -140,12 +146,17 @@ fn agents_section(out: &mut String, steps: &[StepRecord]) {
         out,
         "| step | config | scenario | load | agent | offered share | achieved rps | p99 ms | errors | clock offset ms | start skew ms | note |"
     );
-    let _ = writeln!(out, "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(
+        out,
+        "|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|"
+    );
     for s in distributed {
         for a in &s.result.agents {
             let share = a
                 .offered_rps
-                .map_or(format!("{} conns", a.connections), |r| format!("{} req/s", num(r)));
+                .map_or(format!("{} conns", a.connections), |r| {
+                    format!("{} req/s", num(r))
+                });
             let note = match (&a.lost, a.generator_limited) {
                 (Some(why), _) => format!("lost: {why}"),
                 (None, true) => "generator-limited".into(),

@@ -3,6 +3,7 @@
 //! is always checked against the committed schema.
 #![allow(dead_code)]
 
+pub mod fabric;
 pub mod goaway;
 pub mod h2;
 pub mod lab;

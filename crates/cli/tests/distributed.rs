@@ -1,0 +1,606 @@
+//! Distributed load end to end: `loadlab agent` processes and a coordinator inside
+//! `loadlab run`/`loadlab lab --agents N`. The agents run in network namespaces of their own
+//! (each its own address), the coordinator and the target in a hub namespace, so the
+//! server sees who sent what. One test at a time: they measure.
+
+mod util;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use util::fabric::{Fabric, HUB_IP};
+use util::lab::{fixture, lines};
+use util::{loadlab_bin, temp_path};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const TOKEN: &str = "dGVzdC10b2tlbi1mb3ItbG9hZGxhYg==";
+
+fn token_file() -> std::path::PathBuf {
+    let p = temp_path("token");
+    std::fs::write(&p, format!("{TOKEN}\n")).unwrap();
+    p
+}
+
+/// A command inside namespace `ns`, or here when `None`.
+fn command(ns: Option<&str>, program: &str) -> Command {
+    match ns {
+        Some(ns) => Fabric::command(ns, program),
+        None => Command::new(program),
+    }
+}
+
+/// Starts the fixture server on `host:port`, counting requests per peer into `counts`;
+/// returns once it listens.
+fn server(ns: Option<&str>, host: &str, port: u16, counts: &Path, extra: &[&str]) -> Child {
+    let mut child = command(ns, &fixture())
+        .args(["--bind", host, "--port", &port.to_string(), "--count-file"])
+        .arg(counts)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening on"), "fixture said {line:?}");
+    child
+}
+
+fn agent(ns: Option<&str>, coordinator: &str, token: &Path, name: &str, threads: u32) -> Child {
+    command(ns, loadlab_bin())
+        .args(["agent", "--coordinator", coordinator, "--token-file"])
+        .arg(token)
+        .args([
+            "--name",
+            name,
+            "--threads",
+            &threads.to_string(),
+            "--wait",
+            "60s",
+        ])
+        .stderr(std::fs::File::create(temp_path(&format!("{name}.log"))).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for a child at most `limit`; kills it and fails if it is still running.
+fn wait(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("{what} still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The server's own per-peer counts.
+fn served_counts(path: &Path) -> Value {
+    // The file is rewritten every 50 ms.
+    std::thread::sleep(Duration::from_millis(200));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn unix_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+#[test]
+fn three_agents_drive_a_fixed_rate_step_and_the_server_counts_what_they_report() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = Fabric::new(3);
+    let token = token_file();
+    let count_file = temp_path("counts.json");
+    let mut srv = server(Some(&f.hub), HUB_IP, 8080, &count_file, &[]);
+    let coordinator = format!("{HUB_IP}:7878");
+    // Weights 1, 1 and 2: shares of 150, 150 and 300 req/s.
+    let threads = [1, 1, 2];
+    let mut agents: Vec<Child> = (0..3)
+        .map(|i| {
+            agent(
+                Some(&f.leaves[i]),
+                &coordinator,
+                &token,
+                &format!("a{i}"),
+                threads[i],
+            )
+        })
+        .collect();
+    let json = temp_path("dist.json");
+    let mut run = command(Some(&f.hub), loadlab_bin())
+        .args([
+            "run",
+            &format!("http://{HUB_IP}:8080/"),
+            "--rate",
+            "600",
+            "-d",
+            "3s",
+        ])
+        .args([
+            "-c",
+            "8",
+            "--agents",
+            "3",
+            "--listen",
+            &coordinator,
+            "--token-file",
+        ])
+        .arg(&token)
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait(&mut run, Duration::from_secs(60), "the coordinator");
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut run.stdout.take().unwrap(), &mut stdout).unwrap();
+    assert!(st.success(), "{stdout}");
+    for (i, a) in agents.iter_mut().enumerate() {
+        let st = wait(a, Duration::from_secs(5), "an agent after the goodbye");
+        assert!(st.success(), "agent a{i}: {st}");
+    }
+    let served = served_counts(&count_file);
+    let _ = srv.kill();
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    util::assert_schema_valid(&r);
+    let agents = r["agents"].as_array().expect("agents");
+    assert_eq!(agents.len(), 3);
+    let mut total = 0;
+    let mut firsts = Vec::new();
+    for a in agents {
+        let i: usize = a["name"].as_str().unwrap()[1..].parse().unwrap();
+        // The split rule: the rate by threads, connections one each then by threads.
+        let share = 600.0 * f64::from(threads[i]) / 4.0;
+        assert_eq!(a["offered_rps"].as_f64(), Some(share), "{a}");
+        assert_eq!(a["connections"].as_u64(), Some([2, 2, 4][i]), "{a}");
+        assert_eq!(a["threads"].as_u64(), Some(u64::from(threads[i])), "{a}");
+        let ip = Fabric::leaf_ip(i);
+        assert!(a["address"].as_str().unwrap().starts_with(&ip), "{a}");
+        let reported = a["requests"].as_u64().unwrap();
+        let seen = served[&ip]["requests"].as_u64().unwrap();
+        // The server saw exactly what the agent reports (no warm-up; every request
+        // intended in the window is waited for).
+        assert_eq!(
+            seen, reported,
+            "agent a{i} from {ip}: server {seen}, agent {reported}"
+        );
+        let expected = share * 3.0;
+        assert!(
+            (reported as f64 - expected).abs() <= expected * 0.02,
+            "agent a{i}: {reported} requests for {expected}"
+        );
+        assert!(a["lost"].is_null());
+        total += reported;
+        firsts.push(served[&ip]["first_unix_ns"].as_u64().unwrap());
+        // Its measured window began when planned, by its own account.
+        assert!(a["start_skew_ms"].as_f64().unwrap().abs() < 50.0, "{a}");
+    }
+    assert_eq!(r["requests"].as_u64(), Some(total));
+    assert_eq!(
+        r["latency_ms"]["count"].as_u64(),
+        Some(total),
+        "merged histogram"
+    );
+    assert_eq!(r["offered_rps"].as_f64(), Some(600.0));
+    assert_eq!(r["errors_total"].as_u64(), Some(0));
+    // The agents' first requests reached the server within 50 ms of each other.
+    let spread = firsts.iter().max().unwrap() - firsts.iter().min().unwrap();
+    assert!(spread < 50_000_000, "first requests {spread} ns apart");
+    // Per-second series merged: three full seconds of 600.
+    let seconds: Vec<u64> = r["per_second"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["completed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seconds.len(), 3, "{seconds:?}");
+    assert!(
+        seconds.iter().all(|&n| (585..=615).contains(&n)),
+        "{seconds:?}"
+    );
+    assert!(stdout.contains("agents          3"), "{stdout}");
+}
+
+/// A knee-search plan against the token-bucket fixture (503 above 400 req/s) on the hub.
+fn knee_plan() -> std::path::PathBuf {
+    let text = format!(
+        r#"name = "distributed-knee"
+[[target]]
+name = "fixture"
+command = ["{fixture}", "--bind", "{HUB_IP}", "--port", "{{port}}", "--capacity", "400"]
+ready = {{ http = "http://{HUB_IP}:{{port}}/", status = 200 }}
+stop_grace = "1s"
+
+[[scenario]]
+name = "s"
+url = "http://{HUB_IP}:{{port}}/"
+timeout = "1s"
+
+[load]
+model = "open"
+knee = {{ start = 100, max = 3200, precision = 0.05 }}
+step_duration = "1s"
+warmup = "200ms"
+pause = "200ms"
+connections = 8
+threads = 1
+
+[slo]
+p99_ms = 100
+max_error_rate = 0.01
+min_achieved_ratio = 0.9
+"#,
+        fixture = fixture()
+    );
+    let p = temp_path("knee.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn knee_of(bundle: &Path) -> f64 {
+    let configs = lines(&bundle.join("configs.jsonl"));
+    let outcome = &configs[0]["knees"][0]["outcome"];
+    outcome["knee"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no knee: {outcome}"))
+}
+
+#[test]
+fn a_knee_search_with_three_agents_finds_the_knee_of_one_local_run() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = Fabric::new(3);
+    let plan = knee_plan();
+    let local = temp_path("knee-local");
+    let out = command(Some(&f.hub), loadlab_bin())
+        .args(["lab", "-q"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(&local)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = token_file();
+    let coordinator = format!("{HUB_IP}:7878");
+    let mut agents: Vec<Child> = (0..3)
+        .map(|i| {
+            agent(
+                Some(&f.leaves[i]),
+                &coordinator,
+                &token,
+                &format!("k{i}"),
+                1,
+            )
+        })
+        .collect();
+    let dist = temp_path("knee-dist");
+    let mut lab = command(Some(&f.hub), loadlab_bin())
+        .args(["lab", "-q"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(&dist)
+        .args(["--agents", "3", "--listen", &coordinator, "--token-file"])
+        .arg(&token)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait(
+        &mut lab,
+        Duration::from_secs(240),
+        "the distributed knee search",
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut lab.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(st.success(), "{err}");
+    for a in &mut agents {
+        assert!(wait(a, Duration::from_secs(5), "an agent").success());
+    }
+    let (k1, k3) = (knee_of(&local), knee_of(&dist));
+    assert!(
+        (k3 - k1).abs() <= 0.10 * k1,
+        "three agents found {k3}, one local run {k1}"
+    );
+    assert!(
+        (360.0..=440.0).contains(&k3),
+        "knee {k3} for a capacity of 400"
+    );
+    // Every step was driven by all three, merged, and its shares add up.
+    for step in lines(&dist.join("steps.jsonl")) {
+        let r = &step["result"];
+        util::assert_schema_valid(r);
+        let agents = r["agents"].as_array().unwrap();
+        assert_eq!(agents.len(), 3);
+        let offered: f64 = agents
+            .iter()
+            .map(|a| a["offered_rps"].as_f64().unwrap())
+            .sum();
+        assert!((offered - r["offered_rps"].as_f64().unwrap()).abs() < 1e-6);
+        let requests: u64 = agents.iter().map(|a| a["requests"].as_u64().unwrap()).sum();
+        assert_eq!(r["requests"].as_u64().unwrap(), requests);
+    }
+    let report = std::fs::read_to_string(dist.join("report.md")).unwrap();
+    assert!(report.contains("## Agents"), "{report}");
+    assert!(report.contains("| k2 |"), "{report}");
+}
+
+/// A plan of `steps` fixed 2 s steps at 200 req/s against the fixture on loopback.
+fn fixed_plan(port: u16, steps: usize, counts: &Path) -> std::path::PathBuf {
+    let text = format!(
+        r#"name = "distributed-fixed"
+[[target]]
+name = "fixture"
+command = ["{fixture}", "--port", "{port}", "--count-file", "{counts}"]
+ready = {{ http = "http://127.0.0.1:{port}/", status = 200 }}
+stop_grace = "1s"
+
+[[scenario]]
+name = "s"
+url = "http://127.0.0.1:{port}/"
+
+[load]
+model = "open"
+steps = [{steps}]
+step_duration = "2s"
+pause = "100ms"
+connections = 4
+
+[slo]
+p99_ms = 100
+"#,
+        fixture = fixture(),
+        counts = counts.display(),
+        steps = vec!["200"; steps].join(", ")
+    );
+    let p = temp_path("fixed.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// `loadlab lab PLAN --agents 2` on loopback with two agents; the second is killed once
+/// the first step is under way.
+fn lab_losing_an_agent(policy: &str) -> (std::path::PathBuf, ExitStatus, String) {
+    let port = free_port();
+    let counts = temp_path("counts.json");
+    let plan = fixed_plan(free_port(), 3, &counts);
+    let token = token_file();
+    let coordinator = format!("127.0.0.1:{port}");
+    let mut keep = agent(None, &coordinator, &token, "keep", 1);
+    let mut doomed = agent(None, &coordinator, &token, "doomed", 1);
+    let out = temp_path("lost-bundle");
+    let mut lab = Command::new(loadlab_bin())
+        .args(["lab", "-q"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(&out)
+        .args(["--agents", "2", "--listen", &coordinator, "--token-file"])
+        .arg(&token)
+        .args(["--on-agent-loss", policy])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the server has answered the doomed agent's first requests, kill it.
+    let end = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&counts).is_ok_and(|c| c.contains("requests")) {
+        assert!(Instant::now() < end, "no load reached the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    doomed.kill().unwrap();
+    let _ = doomed.wait();
+    let st = wait(&mut lab, Duration::from_secs(60), "the coordinator");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut lab.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        wait(&mut keep, Duration::from_secs(5), "the agent left").success(),
+        "the agent left is released"
+    );
+    (out, st, err)
+}
+
+#[test]
+fn an_agent_killed_mid_step_is_agent_lost_and_the_run_goes_on_without_it() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (out, st, err) = lab_losing_an_agent("continue");
+    assert!(st.success(), "{err}");
+    let steps = lines(&out.join("steps.jsonl"));
+    assert_eq!(steps.len(), 3, "every step ran");
+    let first = &steps[0];
+    assert_eq!(
+        first["verdict"]["limits"][0], "agent_lost",
+        "{}",
+        first["verdict"]
+    );
+    let agents = first["result"]["agents"].as_array().unwrap();
+    let doomed = agents.iter().find(|a| a["name"] == "doomed").unwrap();
+    let keep = agents.iter().find(|a| a["name"] == "keep").unwrap();
+    assert!(doomed["lost"].as_str().is_some(), "{doomed}");
+    assert_eq!(
+        first["result"]["requests"], keep["requests"],
+        "the step holds what the agent left measured"
+    );
+    // Its whole share: 100 req/s for 2 s.
+    assert!(keep["requests"].as_u64().unwrap() >= 195, "{keep}");
+    assert_eq!(first["result"]["generator_limited"], false);
+    // The rest ran on the agent left, with the whole load.
+    for s in &steps[1..] {
+        let a = s["result"]["agents"].as_array().unwrap();
+        assert_eq!(a.len(), 1, "{s}");
+        assert_eq!(a[0]["offered_rps"].as_f64(), Some(200.0));
+        assert_eq!(s["verdict"]["sustained"], true, "{}", s["verdict"]);
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("agent lost (doomed)"), "{report}");
+}
+
+#[test]
+fn with_on_agent_loss_stop_the_run_stops_and_keeps_what_it_measured() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (out, _st, err) = lab_losing_an_agent("stop");
+    let steps = lines(&out.join("steps.jsonl"));
+    assert_eq!(
+        steps.len(),
+        1,
+        "stopped after the step that lost an agent: {err}"
+    );
+    assert!(steps[0]["result"]["requests"].as_u64().unwrap() > 0);
+    assert!(
+        steps[0]["verdict"]["limits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l == "agent_lost"),
+        "{}",
+        steps[0]["verdict"]
+    );
+    assert!(out.join("report.md").exists());
+}
+
+#[test]
+fn ctrl_c_on_the_coordinator_stops_the_agents_within_a_second() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_port();
+    let counts = temp_path("counts.json");
+    let plan = fixed_plan(free_port(), 3, &counts);
+    let token = token_file();
+    let coordinator = format!("127.0.0.1:{port}");
+    let mut agents: Vec<Child> = ["c0", "c1"]
+        .iter()
+        .map(|n| agent(None, &coordinator, &token, n, 1))
+        .collect();
+    let out = temp_path("ctrlc-bundle");
+    let mut lab = Command::new(loadlab_bin())
+        .args(["lab", "-q"])
+        .arg(&plan)
+        .arg("--out")
+        .arg(&out)
+        .args(["--agents", "2", "--listen", &coordinator, "--token-file"])
+        .arg(&token)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt one second into the second step.
+    let end = Instant::now() + Duration::from_secs(30);
+    while lines_or_empty(&out.join("steps.jsonl")) < 1 {
+        assert!(Instant::now() < end, "the first step never finished");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    let interrupted = unix_ns();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(lab.id() as i32, libc::SIGINT) };
+    let st = wait(
+        &mut lab,
+        Duration::from_secs(20),
+        "the interrupted coordinator",
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut lab.stderr.take().unwrap(), &mut err).unwrap();
+    for a in &mut agents {
+        assert!(
+            wait(a, Duration::from_secs(5), "an agent").success(),
+            "{err}"
+        );
+    }
+    let _ = st;
+    // The server saw nothing more than a second after Ctrl-C.
+    assert!(counts.exists(), "the fixture wrote no counts");
+    let served = served_counts(&counts);
+    let last = served
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v["last_unix_ns"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert!(
+        u128::from(last) < interrupted + 1_000_000_000,
+        "load went on {} ms after Ctrl-C",
+        (u128::from(last) - interrupted) / 1_000_000
+    );
+    // Every finished step is in the bundle, the interrupted one marked so.
+    let steps = lines(&out.join("steps.jsonl"));
+    assert!(!steps.is_empty());
+    assert_eq!(
+        steps[0]["verdict"]["sustained"], true,
+        "{}",
+        steps[0]["verdict"]
+    );
+    if let Some(s) = steps.get(1) {
+        assert_eq!(s["result"]["stop_reason"], "interrupted", "{s}");
+    }
+    assert!(out.join("report.md").exists());
+}
+
+fn lines_or_empty(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
+}
+
+#[test]
+fn a_wrong_token_is_refused_with_its_message() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_port();
+    let coordinator = format!("127.0.0.1:{port}");
+    let token = token_file();
+    let mut run = Command::new(loadlab_bin())
+        .args(["run", "http://127.0.0.1:9/", "--rate", "10", "-d", "1s"])
+        .args([
+            "--agents",
+            "1",
+            "--listen",
+            &coordinator,
+            "--agent-wait",
+            "3s",
+            "--token-file",
+        ])
+        .arg(&token)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let bad = temp_path("bad-token");
+    std::fs::write(&bad, "not-the-token").unwrap();
+    // The agent may start before the coordinator listens: it retries until it answers.
+    let out = Command::new(loadlab_bin())
+        .args(["agent", "--coordinator", &coordinator, "--token-file"])
+        .arg(&bad)
+        .args(["--wait", "10s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("refused this agent: wrong or missing token"),
+        "{err}"
+    );
+    let st = wait(&mut run, Duration::from_secs(10), "the coordinator");
+    let mut cerr = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut cerr).unwrap();
+    assert_eq!(st.code(), Some(1), "{cerr}");
+    assert!(cerr.contains("refused an agent from 127.0.0.1"), "{cerr}");
+    assert!(cerr.contains("0 of 1 agents joined within 3s"), "{cerr}");
+}
