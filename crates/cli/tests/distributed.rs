@@ -162,6 +162,7 @@ fn three_agents_drive_a_fixed_rate_step_and_the_server_counts_what_they_report()
     }
     let served = served_counts(&count_file);
     let _ = srv.kill();
+    let _ = srv.wait();
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     util::assert_schema_valid(&r);
     let agents = r["agents"].as_array().expect("agents");
