@@ -605,3 +605,60 @@ fn a_wrong_token_is_refused_with_its_message() {
     assert!(cerr.contains("refused an agent from 127.0.0.1"), "{cerr}");
     assert!(cerr.contains("0 of 1 agents joined within 3s"), "{cerr}");
 }
+
+#[test]
+fn an_agent_stops_the_load_within_a_second_when_the_coordinator_is_gone() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let counts = temp_path("counts.json");
+    let target = free_port();
+    let mut srv = server(None, "127.0.0.1", target, &counts, &[]);
+    let coordinator = format!("127.0.0.1:{}", free_port());
+    let token = token_file();
+    let mut run = Command::new(loadlab_bin())
+        .args([
+            "run",
+            &format!("http://127.0.0.1:{target}/"),
+            "--rate",
+            "200",
+            "-d",
+            "20s",
+        ])
+        .args(["--agents", "1", "--listen", &coordinator, "--token-file"])
+        .arg(&token)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut a = Command::new(loadlab_bin())
+        .args(["agent", "--coordinator", &coordinator, "--token-file"])
+        .arg(&token)
+        .args(["--name", "orphan", "--wait", "2s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&counts).is_ok_and(|c| c.contains("requests")) {
+        assert!(Instant::now() < end, "no load reached the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    run.kill().unwrap();
+    let gone = unix_ns();
+    let _ = run.wait();
+    // The agent stops, tries to reconnect for its --wait, and gives up.
+    let st = wait(&mut a, Duration::from_secs(10), "the orphaned agent");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut a.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("lost the coordinator"), "{err}");
+    assert!(err.contains("no coordinator answered"), "{err}");
+    let served = served_counts(&counts);
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let last = served["127.0.0.1"]["last_unix_ns"].as_u64().unwrap();
+    assert!(
+        u128::from(last) < gone + 1_000_000_000,
+        "load went on {} ms after the coordinator died",
+        (u128::from(last) - gone) / 1_000_000
+    );
+}

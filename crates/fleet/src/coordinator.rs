@@ -324,10 +324,11 @@ impl Shared {
             });
             st.agents.push(conn.clone());
             self.say(format!(
-                "agent {} joined from {address} (loadlab {}, {} threads on {} cores, clock offset {:+.3} ms ± {:.3}) [{} of {}]",
+                "agent {} joined from {address} (loadlab {}, {} thread{} on {} cores, clock offset {:+.3} ms ± {:.3}) [{} of {}]",
                 hello.name,
                 hello.version,
                 hello.threads,
+                if hello.threads == 1 { "" } else { "s" },
                 hello.cores,
                 offset_ns as f64 / 1e6,
                 rtt_ns as f64 / 2e6,

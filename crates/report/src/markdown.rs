@@ -131,7 +131,10 @@ fn agents_section(out: &mut String, steps: &[StepRecord]) {
         .result
         .agents
         .iter()
-        .map(|a| format!("{} ({}, {} threads)", a.name, a.address, a.threads))
+        .map(|a| {
+            let plural = if a.threads == 1 { "" } else { "s" };
+            format!("{} ({}, {} thread{plural})", a.name, a.address, a.threads)
+        })
         .collect();
     let _ = writeln!(
         out,
@@ -397,14 +400,15 @@ struct FixedKnee {
 }
 
 /// The highest sustained step below the first step the server itself did not sustain
-/// (a generator-limited or interrupted step says nothing about the server).
+/// (a generator-limited, agent-lost or interrupted step says nothing about the server).
 fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
     let server_limit = |s: &StepRecord| {
-        s.verdict
-            .limits
-            .iter()
-            .copied()
-            .find(|l| !matches!(l, Limit::GeneratorLimited | Limit::Interrupted))
+        s.verdict.limits.iter().copied().find(|l| {
+            !matches!(
+                l,
+                Limit::GeneratorLimited | Limit::AgentLost | Limit::Interrupted
+            )
+        })
     };
     let fail = list
         .iter()

@@ -213,3 +213,15 @@ fn a_plan_named_without_a_directory_lives_in_the_current_one() {
     assert_eq!(plan_dir(Path::new("plans/p.toml")), here.join("plans"));
     assert_eq!(plan_dir(Path::new("/a/b/p.toml")), Path::new("/a/b"));
 }
+
+#[test]
+fn the_kubernetes_plan_loads() {
+    // deploy/kubernetes/plan.toml is mounted into the coordinator's pod: it must stay valid.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes/plan.toml");
+    let plan = Plan::load(&path, false).expect("deploy/kubernetes/plan.toml is a valid plan");
+    assert_eq!(plan.scenarios.len(), 1);
+    assert_eq!(
+        plan.scenarios[0].url,
+        "http://loadlab-coordinator:8080/health"
+    );
+}

@@ -1,0 +1,328 @@
+// Package check decodes every manifest in deploy/kubernetes strictly into the Kubernetes
+// API types (an unknown or misspelled field, or a duplicate one, fails), and checks what
+// the distributed run depends on: the agents' Indexed Job, its spread and whole cores, the
+// coordinator's agent count, the Service the agents dial, the token and the plan mounts.
+package check
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// strict decodes as the API server does with fieldValidation=Strict: YAML with duplicate
+// keys refused, then JSON matched case-sensitively with unknown fields refused.
+func strict(doc []byte, into any) error {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return err
+	}
+	problems, err := kjson.UnmarshalStrict(j, into)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("strict decoding: %v", errors.Join(problems...))
+	}
+	return nil
+}
+
+const dir = ".."
+
+// kustomization is the subset of kustomize's file this directory uses, decoded strictly.
+type kustomization struct {
+	APIVersion         string   `json:"apiVersion"`
+	Kind               string   `json:"kind"`
+	Resources          []string `json:"resources"`
+	ConfigMapGenerator []struct {
+		Name  string   `json:"name"`
+		Files []string `json:"files"`
+	} `json:"configMapGenerator"`
+	GeneratorOptions struct {
+		DisableNameSuffixHash bool `json:"disableNameSuffixHash"`
+	} `json:"generatorOptions"`
+}
+
+type manifests struct {
+	jobs     map[string]*batchv1.Job
+	services map[string]*corev1.Service
+	secrets  map[string]*corev1.Secret
+	kust     kustomization
+}
+
+// decode reads one YAML document strictly into the type its kind names.
+func decode(doc []byte, m *manifests) error {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(doc, &head); err != nil {
+		return err
+	}
+	switch head.APIVersion + "/" + head.Kind {
+	case "batch/v1/Job":
+		var j batchv1.Job
+		if err := strict(doc, &j); err != nil {
+			return err
+		}
+		m.jobs[j.Name] = &j
+	case "v1/Service":
+		var s corev1.Service
+		if err := strict(doc, &s); err != nil {
+			return err
+		}
+		m.services[s.Name] = &s
+	case "v1/Secret":
+		var s corev1.Secret
+		if err := strict(doc, &s); err != nil {
+			return err
+		}
+		m.secrets[s.Name] = &s
+	case "kustomize.config.k8s.io/v1beta1/Kustomization":
+		if err := strict(doc, &m.kust); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("unexpected kind %s/%s", head.APIVersion, head.Kind)
+	}
+	return nil
+}
+
+func documents(text []byte) [][]byte {
+	var out [][]byte
+	for _, d := range bytes.Split(text, []byte("\n---")) {
+		if len(bytes.TrimSpace(stripComments(d))) > 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func stripComments(d []byte) []byte {
+	var b bytes.Buffer
+	for _, l := range strings.Split(string(d), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.Bytes()
+}
+
+func load(t *testing.T, edit func(name string, text []byte) []byte) (*manifests, error) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in %s: %v", dir, err)
+	}
+	m := &manifests{jobs: map[string]*batchv1.Job{}, services: map[string]*corev1.Service{}, secrets: map[string]*corev1.Secret{}}
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if edit != nil {
+			text = edit(filepath.Base(f), text)
+		}
+		for i, doc := range documents(text) {
+			if err := decode(doc, m); err != nil {
+				return nil, fmt.Errorf("%s, document %d: %w", filepath.Base(f), i+1, err)
+			}
+		}
+	}
+	return m, nil
+}
+
+func arg(args []string, flag string) string {
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		return ""
+	}
+	return args[i+1]
+}
+
+// coordinatorArgs reads the flags of the `loadlab lab` line of the coordinator's script.
+func coordinatorArgs(c corev1.Container) []string {
+	script := strings.Join(append(append([]string{}, c.Command...), c.Args...), " ")
+	script = strings.ReplaceAll(script, "\\\n", " ")
+	return strings.Fields(script)
+}
+
+func TestManifestsDecodeStrictlyAndFitTogether(t *testing.T) {
+	m, err := load(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents, coord := m.jobs["loadlab-agents"], m.jobs["loadlab-coordinator"]
+	if agents == nil || coord == nil {
+		t.Fatalf("jobs: %v", m.jobs)
+	}
+	// The agents: an Indexed Job, all at once.
+	s := agents.Spec
+	if s.CompletionMode == nil || *s.CompletionMode != batchv1.IndexedCompletion {
+		t.Errorf("agents: completionMode must be Indexed")
+	}
+	if s.Completions == nil || s.Parallelism == nil || *s.Completions != *s.Parallelism {
+		t.Errorf("agents: completions must equal parallelism")
+	}
+	n := *s.Completions
+	pod := s.Template.Spec
+	spread := false
+	for _, c := range pod.TopologySpreadConstraints {
+		if c.TopologyKey == "kubernetes.io/hostname" && c.MaxSkew == 1 && c.LabelSelector != nil {
+			for k, v := range c.LabelSelector.MatchLabels {
+				if s.Template.Labels[k] != v {
+					t.Errorf("agents: spread selector %s=%s does not match the pod labels", k, v)
+				}
+			}
+			spread = true
+		}
+	}
+	if !spread {
+		t.Errorf("agents: no topology spread constraint over kubernetes.io/hostname")
+	}
+	// Whole cores, requests equal to limits, everywhere.
+	for name, j := range m.jobs {
+		for _, c := range j.Spec.Template.Spec.Containers {
+			req, lim := c.Resources.Requests.Cpu(), c.Resources.Limits.Cpu()
+			if req.IsZero() || req.Cmp(*lim) != 0 || req.MilliValue()%1000 != 0 {
+				t.Errorf("%s/%s: cpu request %v and limit %v must be equal whole cores", name, c.Name, req, lim)
+			}
+			mreq, mlim := c.Resources.Requests.Memory(), c.Resources.Limits.Memory()
+			if mreq.IsZero() || mreq.Cmp(*mlim) != 0 {
+				t.Errorf("%s/%s: memory request %v must equal its limit %v", name, c.Name, mreq, mlim)
+			}
+		}
+	}
+	a := pod.Containers[0]
+	if len(a.Args) == 0 || a.Args[0] != "agent" {
+		t.Errorf("agents: args must start with `agent`: %v", a.Args)
+	}
+	if th := arg(a.Args, "--threads"); th != fmt.Sprint(pod.Containers[0].Resources.Requests.Cpu().Value()) {
+		t.Errorf("agents: --threads %q should match the %v cores requested", th, pod.Containers[0].Resources.Requests.Cpu())
+	}
+	// The coordinator waits for as many agents as the Job runs.
+	cc := coord.Spec.Template.Spec.Containers[0]
+	cargs := coordinatorArgs(cc)
+	if got := arg(cargs, "--agents"); got != fmt.Sprint(n) {
+		t.Errorf("coordinator: --agents %q but the agents Job runs %d", got, n)
+	}
+	// The agents dial the Service, which selects the coordinator's pod and port.
+	host, port, _ := strings.Cut(arg(a.Args, "--coordinator"), ":")
+	svc := m.services[host]
+	if svc == nil {
+		t.Fatalf("agents dial %q: no such Service", host)
+	}
+	for k, v := range svc.Spec.Selector {
+		if coord.Spec.Template.Labels[k] != v {
+			t.Errorf("Service %s selects %s=%s, not the coordinator's pod", host, k, v)
+		}
+	}
+	found := false
+	for _, p := range svc.Spec.Ports {
+		if fmt.Sprint(p.Port) == port {
+			for _, cp := range cc.Ports {
+				if cp.Name == p.TargetPort.String() && strings.HasSuffix(arg(cargs, "--listen"), fmt.Sprint(":", cp.ContainerPort)) {
+					found = true
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("Service port %s does not reach the coordinator's --listen %s", port, arg(cargs, "--listen"))
+	}
+	// The token: one Secret, mounted where both read it.
+	for name, j := range map[string]*batchv1.Job{"agents": agents, "coordinator": coord} {
+		spec := j.Spec.Template.Spec
+		flags := spec.Containers[0].Args
+		if name == "coordinator" {
+			flags = cargs
+		}
+		tokenFile := arg(flags, "--token-file")
+		ok := false
+		for _, v := range spec.Volumes {
+			if v.Secret == nil {
+				continue
+			}
+			sec := m.secrets[v.Secret.SecretName]
+			if sec == nil {
+				t.Errorf("%s: Secret %s is not in the manifests", name, v.Secret.SecretName)
+				continue
+			}
+			for _, vm := range spec.Containers[0].VolumeMounts {
+				if vm.Name != v.Name {
+					continue
+				}
+				for key := range sec.StringData {
+					if filepath.Join(vm.MountPath, key) == tokenFile {
+						ok = true
+					}
+				}
+			}
+		}
+		if !ok {
+			t.Errorf("%s: --token-file %s is not a key of a mounted Secret", name, tokenFile)
+		}
+	}
+	// The plan: generated from plan.toml into the ConfigMap the coordinator mounts.
+	if len(m.kust.ConfigMapGenerator) != 1 || !m.kust.GeneratorOptions.DisableNameSuffixHash {
+		t.Fatalf("kustomization: one configMapGenerator without name suffix expected")
+	}
+	gen := m.kust.ConfigMapGenerator[0]
+	for _, f := range gen.Files {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("kustomization: %v", err)
+		}
+	}
+	for _, r := range m.kust.Resources {
+		if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
+			t.Errorf("kustomization: %v", err)
+		}
+	}
+	planOK := false
+	for _, v := range coord.Spec.Template.Spec.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == gen.Name {
+			for _, vm := range cc.VolumeMounts {
+				if vm.Name == v.Name && slices.Contains(cargs, filepath.Join(vm.MountPath, gen.Files[0])) {
+					planOK = true
+				}
+			}
+		}
+	}
+	if !planOK {
+		t.Errorf("coordinator: does not run the plan of ConfigMap %s", gen.Name)
+	}
+}
+
+func TestAMisspelledFieldFails(t *testing.T) {
+	for _, c := range []struct{ file, from, to string }{
+		{"agents.yaml", "completionMode:", "completionMod:"},
+		{"agents.yaml", "topologySpreadConstraints:", "topologySpreadConstraint:"},
+		{"coordinator.yaml", "targetPort:", "targetport:"},
+		{"coordinator.yaml", "readOnlyRootFilesystem:", "readOnlyRootFileSystem:"},
+		{"secret.yaml", "stringData:", "stringdata:"},
+		{"kustomization.yaml", "configMapGenerator:", "configMapGenerators:"},
+	} {
+		_, err := load(t, func(name string, text []byte) []byte {
+			if name != c.file {
+				return text
+			}
+			if !bytes.Contains(text, []byte(c.from)) {
+				t.Fatalf("%s has no %q to misspell", c.file, c.from)
+			}
+			return bytes.Replace(text, []byte(c.from), []byte(c.to), 1)
+		})
+		if err == nil || !strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("%s with %q: want an unknown-field error, got %v", c.file, c.to, err)
+		}
+	}
+}
