@@ -215,9 +215,15 @@ fn three_agents_drive_a_fixed_rate_step_and_the_server_counts_what_they_report()
         .iter()
         .map(|s| s["completed"].as_u64().unwrap())
         .collect();
-    assert_eq!(seconds.len(), 3, "{seconds:?}");
+    // (Responses are counted in the second they complete: the last requests of the window
+    // may complete just after it.)
     assert!(
-        seconds.iter().all(|&n| (585..=615).contains(&n)),
+        seconds.len() == 3 || seconds.len() == 4 && seconds[3] <= 10,
+        "{seconds:?}"
+    );
+    assert_eq!(seconds.iter().sum::<u64>(), total, "{seconds:?}");
+    assert!(
+        seconds[..3].iter().all(|&n| (585..=615).contains(&n)),
         "{seconds:?}"
     );
     assert!(stdout.contains("agents          3"), "{stdout}");

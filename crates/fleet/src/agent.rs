@@ -400,8 +400,12 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(c) = source {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
+        // hyper and tonic repeat their cause's words in their own message.
+        let text = c.to_string();
+        if !s.ends_with(&text) && !s.contains(&format!("{text}: ")) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
         source = c.source();
     }
     s

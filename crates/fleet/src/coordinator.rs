@@ -176,6 +176,8 @@ struct State {
 
 struct Shared {
     opts: CoordinatorOptions,
+    /// The first step has begun: from now on a lost agent is lost to the run.
+    started: AtomicBool,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -399,6 +401,14 @@ impl Shared {
         self.changed.notify_all();
         if !finishing {
             self.say(format!("lost agent {} ({address}): {why}", hello.name));
+            // Lost between steps: a step in progress says so itself (in `run_step`).
+            if self.opts.on_loss == OnAgentLoss::Stop
+                && self.started.load(Ordering::SeqCst)
+                && !self.opts.run_stop.is_cancelled()
+            {
+                self.say("stopping the run (--on-agent-loss stop)");
+                self.opts.run_stop.cancel();
+            }
         }
     }
 }
@@ -452,6 +462,7 @@ impl Coordinator {
         }
         let shared = Arc::new(Shared {
             opts,
+            started: AtomicBool::new(false),
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
         });
@@ -550,6 +561,7 @@ impl Coordinator {
         if agents.is_empty() {
             return all_err(&|| FleetError::NoAgents);
         }
+        self.shared.started.store(true, Ordering::SeqCst);
         let threads: Vec<usize> = agents.iter().map(|a| a.info.threads).collect();
         let mut shares = Vec::with_capacity(jobs.len());
         for (_, cfg) in jobs {
