@@ -6,6 +6,10 @@
 //!                [--pid-file PATH] [--latency-ms A-B] [--queue-capacity K]
 //!                [--stall-at-ms T --stall-ms D] [--bind HOST] [--count-file PATH]
 //! ```
+//! - `--pool N --service-ms S`: a pool of N slots; each request holds one for S ms (a
+//!   blocking worker pool: N × 1000 / S requests/s at most, with the CPU idle).
+//! - `--burn-us U`: every request spins the CPU for U µs before answering (CPU-bound).
+//! - `--leak-kb K`: every request leaks K KiB that are never freed (memory grows).
 //! - `--bind HOST`: listen on HOST (default 127.0.0.1; a test's network namespace address).
 //! - `--count-file PATH`: keeps PATH up to date (every 50 ms, atomically) with the requests
 //!   answered per peer address, as JSON `{"IP": {"requests": N, "first_unix_ns": T,
@@ -51,6 +55,10 @@ struct Opts {
     stall_ms: u64,
     bind: Option<String>,
     count_file: Option<String>,
+    pool: Option<usize>,
+    service_ms: u64,
+    burn_us: u64,
+    leak_kb: usize,
 }
 
 fn parse() -> Opts {
@@ -78,6 +86,10 @@ fn parse() -> Opts {
             "--stall-ms" => o.stall_ms = val().parse().unwrap(),
             "--bind" => o.bind = Some(val()),
             "--count-file" => o.count_file = Some(val()),
+            "--pool" => o.pool = Some(val().parse().unwrap()),
+            "--service-ms" => o.service_ms = val().parse().unwrap(),
+            "--burn-us" => o.burn_us = val().parse().unwrap(),
+            "--leak-kb" => o.leak_kb = val().parse().unwrap(),
             "--mode" => match val().as_str() {
                 "never" => o.never_ready = true,
                 "crash" => o.exit_after = Some(150),
@@ -174,6 +186,39 @@ fn listener(host: &str, port: u16, backlog: Option<i32>) -> TcpListener {
     l
 }
 
+/// `--pool`: free slots.
+static POOL: (Mutex<usize>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
+/// `--leak-kb`: what was never freed.
+static LEAKED: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+/// Holds a pool slot for the service time (`--pool`), spins (`--burn-us`), leaks
+/// (`--leak-kb`).
+fn work(o: &Opts) {
+    if o.pool.is_some() {
+        let (lock, cv) = &POOL;
+        let mut free = lock.lock().unwrap();
+        while *free == 0 {
+            free = cv.wait(free).unwrap();
+        }
+        *free -= 1;
+        drop(free);
+        std::thread::sleep(Duration::from_millis(o.service_ms));
+        *lock.lock().unwrap() += 1;
+        cv.notify_one();
+    }
+    if o.burn_us > 0 {
+        let end = Instant::now() + Duration::from_micros(o.burn_us);
+        let mut x = 1u64;
+        while Instant::now() < end {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+    }
+    if o.leak_kb > 0 {
+        LEAKED.lock().unwrap().push(vec![1u8; o.leak_kb * 1024]);
+    }
+}
+
 /// Requests answered per peer address, for `--count-file`.
 #[derive(Default)]
 struct PeerCounts {
@@ -231,6 +276,7 @@ fn serve(
     loop {
         while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             buf.drain(..end + 4);
+            work(&o);
             let at = answer_at(&o, &timing);
             let wait = at.saturating_duration_since(Instant::now());
             if !wait.is_zero() {
@@ -300,6 +346,9 @@ fn main() {
     let served = Arc::new(AtomicU64::new(0));
     let timing = Arc::new(Mutex::new(Timing::default()));
     let counts = Arc::new(Mutex::new(PeerCounts::default()));
+    if let Some(n) = o.pool {
+        *POOL.0.lock().unwrap() = n;
+    }
     if let Some(path) = o.count_file.clone() {
         let c = counts.clone();
         std::thread::spawn(move || write_counts(path, c));

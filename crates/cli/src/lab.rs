@@ -147,6 +147,7 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
     let root = a.out.clone().unwrap_or_else(|| default_out("demo"));
     let cwd = std::env::current_dir()?;
     let mut steps = 0;
+    let mut knees = Vec::new();
     for (name, text) in DEMO_PLANS {
         if stop.is_cancelled() {
             break;
@@ -155,6 +156,13 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
         let (summary, report) = run_lab(&plan, root.join(name), a.quiet, stop.clone(), None)?;
         steps += summary.steps;
         println!("{report}");
+        knees.extend(loadlab_report::knee_lines(&summary.bundle).unwrap_or_default());
+    }
+    if !knees.is_empty() {
+        println!("Knees, and why:");
+        for k in &knees {
+            println!("- {k}");
+        }
     }
     eprintln!("loadlab: demo bundles in {}", root.display());
     Ok(if steps == 0 {

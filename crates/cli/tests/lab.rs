@@ -173,4 +173,16 @@ fn probes_see_listen_overflows_and_the_target_process() {
     assert!(delta["fds_max"].as_u64().unwrap() >= 3);
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     assert!(report.contains("listen queue overflowed"), "{report}");
+    // The diagnosis names the accept queue, with the counts and somaxconn.
+    let findings = steps[0]["diagnosis"]["findings"].as_array().unwrap();
+    let q = findings
+        .iter()
+        .find(|f| f["bottleneck"] == "accept_queue")
+        .unwrap_or_else(|| panic!("no accept-queue finding: {findings:?}"));
+    let evidence = q["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("the plan set no backlog, somaxconn is"),
+        "{evidence}"
+    );
+    assert!(q["figures"]["listen_overflows"].as_f64().unwrap() > 0.0);
 }

@@ -56,6 +56,9 @@ pub struct StepRecord {
     pub probes: Option<loadlab_system::probe::ProbeReport>,
     /// The engine's full result (with mergeable histograms).
     pub result: RunResult,
+    /// Why the step was not sustained (absent for a sustained step, and in older bundles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<crate::diagnosis::Diagnosis>,
 }
 
 /// How a configuration ended.
@@ -82,6 +85,9 @@ pub struct ScenarioKnee {
     pub scenario: String,
     /// The search's outcome.
     pub outcome: KneeOutcome,
+    /// Why the knee is where it is: the diagnosis of the first value not sustained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<crate::diagnosis::Diagnosis>,
 }
 
 /// One finished configuration.

@@ -16,6 +16,7 @@ use loadlab_system::probe::{ProbeReport, Prober};
 use loadlab_system::procfs::process_running;
 
 use crate::bundle::{Bundle, ConfigRecord, ConfigStatus, ScenarioKnee, StepRecord, BUNDLE_VERSION};
+use crate::diagnosis::{Diagnosis, Tracker};
 use crate::knee::{self, KneeParams, Phase, StepSignal};
 use crate::matrix::{self, Config};
 use crate::plan::{Model, Plan, ScenarioSpec, Steps};
@@ -99,6 +100,10 @@ struct Runner<'a> {
     configs_total: usize,
     /// `load.cpus`, if this machine has those CPUs.
     load_cpus: Option<CpuList>,
+    /// Diagnoses each step against the earlier ones.
+    tracker: Tracker,
+    /// Diagnoses of the steps not sustained: configuration, scenario, load.
+    diagnoses: Vec<(String, String, f64, Diagnosis)>,
 }
 
 /// A knee search's step count is not known in advance; this many is typical.
@@ -154,6 +159,8 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
         started: Instant::now(),
         configs_total: configs.len(),
         load_cpus: target::usable_cpus(&plan.load.cpus).map(CpuList::new),
+        tracker: Tracker::for_this_machine(),
+        diagnoses: Vec::new(),
     };
     let mut done = Vec::new();
     for (i, config) in configs.iter().enumerate() {
@@ -381,13 +388,40 @@ impl Runner<'_> {
                     return Err(e);
                 }
                 self.say(format!("  {}: {}", group[0].name, outcome.summary));
+                let diagnosis = outcome.first_unsustained.and_then(|v| {
+                    self.diagnoses
+                        .iter()
+                        .find(|(c, sc, load, _)| {
+                            *c == config.id && *sc == group[0].name && (*load - v).abs() < 1e-9
+                        })
+                        .map(|(_, _, _, d)| d.clone())
+                });
+                if let Some(d) = &diagnosis {
+                    for f in &d.findings {
+                        self.say(format!("    why: {}", f.evidence));
+                    }
+                }
                 knees.push(ScenarioKnee {
                     scenario: group[0].name.clone(),
                     outcome,
+                    diagnosis,
                 });
                 Ok(crashed)
             }
         }
+    }
+
+    /// Diagnoses a step not sustained, against the scenario's earlier steps; remembers the
+    /// step for the next ones.
+    fn diagnose(&mut self, rec: &StepRecord) -> Option<Diagnosis> {
+        let d = self.tracker.step(rec)?;
+        self.diagnoses.push((
+            rec.config.clone(),
+            rec.scenario.clone(),
+            rec.load,
+            d.clone(),
+        ));
+        Some(d)
     }
 
     /// Runs a step's workloads at once, here (one engine per scenario) or on the agents.
@@ -527,7 +561,7 @@ impl Runner<'_> {
                 // Requests in flight: connections over HTTP/1.1, streams over HTTP/2.
                 Model::Closed => result.concurrency.max(1) as f64,
             };
-            let rec = StepRecord {
+            let mut rec = StepRecord {
                 bundle_version: BUNDLE_VERSION,
                 config: config.id.clone(),
                 params: config.params.clone(),
@@ -540,7 +574,9 @@ impl Runner<'_> {
                 crashed: exit.clone(),
                 probes: Some(probes.clone()),
                 result,
+                diagnosis: None,
             };
+            rec.diagnosis = self.diagnose(&rec);
             self.say(format!(
                 "  {} {:>9} {}: achieved {:.1} req/s, p99 {}, {} errors{} {eta}",
                 s.name,
@@ -556,9 +592,11 @@ impl Runner<'_> {
                     .p99
                     .map_or("-".into(), |v| format!("{v:.1} ms")),
                 rec.result.errors_total,
-                match rec.verdict.limits.first() {
-                    None => " (sustained)".to_string(),
-                    Some(l) => format!(" (not sustained: {})", l.describe()),
+                match (rec.verdict.limits.first(), &rec.diagnosis) {
+                    (None, _) => " (sustained)".to_string(),
+                    (Some(l), Some(d)) =>
+                        format!(" (not sustained: {}; why: {})", l.describe(), d.headline()),
+                    (Some(l), None) => format!(" (not sustained: {})", l.describe()),
                 }
             ));
             self.bundle

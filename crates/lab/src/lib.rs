@@ -11,6 +11,7 @@
 //! - [`doctor`]: what a plan asks of the machine, for the pre-flight checks.
 
 pub mod bundle;
+pub mod diagnosis;
 pub mod doctor;
 pub mod experiment;
 pub mod knee;

@@ -6,4 +6,4 @@
 
 pub mod markdown;
 
-pub use markdown::{render_bundle, write_report};
+pub use markdown::{knee_lines, render_bundle, write_report};

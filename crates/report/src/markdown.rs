@@ -11,6 +11,7 @@ use loadlab_engine::ErrorClass;
 use loadlab_lab::bundle::{
     read_configs, read_json, read_steps, ConfigRecord, ConfigStatus, StepRecord,
 };
+use loadlab_lab::diagnosis::Bottleneck;
 use loadlab_lab::knee::Phase;
 use loadlab_lab::plan::{Model, Plan, Steps};
 use loadlab_lab::verdict::Limit;
@@ -96,6 +97,15 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
                 1000.0 * t.slope,
                 100.0 * r.achieved_rps / offered
             ));
+        }
+    }
+    if let Some(d) = &step.diagnosis {
+        let f = &d.findings[0];
+        if !matches!(
+            f.bottleneck,
+            Bottleneck::Generator | Bottleneck::AgentLost | Bottleneck::Crash
+        ) {
+            out.push(format!("why: {}", f.bottleneck.label()));
         }
     }
     if !step.verdict.unresolved.is_empty() {
@@ -449,6 +459,16 @@ fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
 
 /// Renders the Markdown report of the bundle in `dir`.
 pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
+    render(dir).map(|(report, _)| report)
+}
+
+/// One line per knee of a bundle: where it is and why (what `loadlab demo` ends with).
+pub fn knee_lines(dir: &Path) -> std::io::Result<Vec<String>> {
+    render(dir).map(|(_, lines)| lines)
+}
+
+fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
+    let mut knee_lines = Vec::new();
     let plan: Plan = read_json(&dir.join("plan.json"))?;
     let env: Option<Environment> = read_json(&dir.join("environment.json")).ok();
     let steps = read_steps(dir)?;
@@ -527,10 +547,11 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
         let _ = writeln!(out, "## Knees\n");
         let _ = writeln!(
             out,
-            "| configuration | scenario | knee ({unit}) | limited by | confirmed |"
+            "| configuration | scenario | knee ({unit}) | limited by | why | confirmed |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|");
         let mut fixed_notes = Vec::new();
+        let mut whys = Vec::new();
         for c in &config_order {
             let record = configs.iter().find(|r| &r.config == c);
             for sc in &scenario_order {
@@ -557,9 +578,49 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
                         (f.best, f.fail, f.limit, "fixed steps")
                     }
                 };
+                // Why: the search's own diagnosis, or that of the step at the first value
+                // not sustained.
+                let diagnosis = searched.and_then(|k| k.diagnosis.as_ref()).or_else(|| {
+                    fail.and_then(|v| {
+                        list.iter()
+                            .filter(|s| (s.load - v).abs() < 1e-9)
+                            .find_map(|s| s.diagnosis.as_ref())
+                    })
+                });
+                let why = diagnosis.map_or("-".to_string(), |d| {
+                    let f = &d.findings[0];
+                    match &f.parameter {
+                        Some(p) => format!("{} (`{p}`)", f.bottleneck.label()),
+                        None => f.bottleneck.label().to_string(),
+                    }
+                });
+                knee_lines.push(format!(
+                    "{sc} ({c}): knee {} {unit}; {}",
+                    knee_cell(best, fail),
+                    match (diagnosis, limit) {
+                        (Some(d), _) => format!("why: {}", d.findings[0].evidence),
+                        (None, Some(l)) => format!("limited by {}", l.describe()),
+                        (None, None) => "not reached".into(),
+                    }
+                ));
+                if let (Some(d), Some(v)) = (diagnosis, fail) {
+                    let mut lines = vec![format!("- **{c} / {sc}** at {}:", num(v))];
+                    for f in &d.findings {
+                        lines.push(format!(
+                            "  - {}: {}. Try: {}.",
+                            f.bottleneck.label(),
+                            f.evidence,
+                            f.advice
+                        ));
+                    }
+                    if let Some(n) = &d.latency_note {
+                        lines.push(format!("  - Where the latency went: {n}."));
+                    }
+                    whys.push(lines.join("\n"));
+                }
                 let _ = writeln!(
                     out,
-                    "| {c} | {sc} | {} | {} | {confirmed} |",
+                    "| {c} | {sc} | {} | {} | {why} | {confirmed} |",
                     knee_cell(best, fail),
                     limit.map_or(
                         if best.is_some() { "not reached" } else { "-" }.to_string(),
@@ -582,6 +643,14 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
             .collect();
         if !searches.is_empty() {
             let _ = writeln!(out, "{}\n", searches.join("\n"));
+        }
+        if !whys.is_empty() {
+            let _ = writeln!(
+                out,
+                "### Why\n\nWhat the evidence of the first step not sustained says, each bottleneck in \
+                 the order its signal moved (see the README, \"Why it broke\"):\n\n{}\n",
+                whys.join("\n")
+            );
         }
     }
 
@@ -650,7 +719,7 @@ pub fn render_bundle(dir: &Path) -> std::io::Result<String> {
         out,
         "Files: `steps.jsonl` (every step, with mergeable HdrHistograms and probe series), `configs.jsonl`, `environment.json`, `doctor.txt`, `logs/`."
     );
-    Ok(out)
+    Ok((out, knee_lines))
 }
 
 /// Renders the report and writes it to `DIR/report.md`.

@@ -260,6 +260,51 @@ pub struct ProbeReport {
     pub samples: Vec<ProbeSecond>,
     /// First-to-last changes and peaks.
     pub delta: ProbeDelta,
+    /// What the targets may use, read when the probe started (absent in older bundles).
+    #[serde(default)]
+    pub limits: Option<TargetLimits>,
+}
+
+/// The limits of the probed processes, against which their use is judged.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TargetLimits {
+    /// CPUs the targets may use: the union of their affinity lists, capped by their cgroup's
+    /// CPU quota.
+    pub cpus: f64,
+    /// Where `cpus` comes from (`affinity`, or `cgroup quota`).
+    pub cpus_from: String,
+    /// The first target's soft `nofile` limit.
+    pub nofile_soft: Option<u64>,
+}
+
+impl TargetLimits {
+    /// Reads the limits of the processes `roots` (`None` without any).
+    pub fn read(roots: &[u32]) -> Option<TargetLimits> {
+        let first = *roots.first()?;
+        let affinity = roots
+            .iter()
+            .filter_map(|&p| procfs::cpus_allowed(p))
+            .max()?;
+        let quota = roots
+            .iter()
+            .filter_map(|&p| procfs::cgroup_cpu_quota(p))
+            .reduce(f64::min);
+        let (cpus, cpus_from) = match quota {
+            Some(q) if q < affinity as f64 => (q, format!("cgroup quota of {q:.2} CPUs")),
+            _ => (
+                affinity as f64,
+                format!(
+                    "affinity: {affinity} CPU{}",
+                    if affinity == 1 { "" } else { "s" }
+                ),
+            ),
+        };
+        Some(TargetLimits {
+            cpus,
+            cpus_from,
+            nofile_soft: procfs::nofile_soft(first),
+        })
+    }
 }
 
 /// Samples every `interval` on its own thread until stopped.
@@ -268,6 +313,8 @@ pub struct ProbeReport {
 pub struct Prober {
     /// Dropping or sending on it wakes the thread and makes it take its last sample.
     stop: mpsc::Sender<()>,
+    /// The targets' limits, read at start.
+    limits: Option<TargetLimits>,
     /// The sampling thread; returns the samples.
     thread: Option<JoinHandle<Vec<ProbeSecond>>>,
 }
@@ -287,6 +334,7 @@ impl Prober {
     /// sample before returning.
     pub fn start(roots: Vec<u32>, interval: Duration) -> Prober {
         let start = Instant::now();
+        let limits = TargetLimits::read(&roots);
         let first = sample(&roots, start);
         let interval = interval.max(Duration::from_millis(1));
         let (tx, rx) = mpsc::channel::<()>();
@@ -315,6 +363,7 @@ impl Prober {
             .expect("spawn the probe thread");
         Prober {
             stop: tx,
+            limits,
             thread: Some(thread),
         }
     }
@@ -328,7 +377,11 @@ impl Prober {
             .map(|t| t.join().unwrap_or_default())
             .unwrap_or_default();
         let delta = ProbeDelta::from_samples(&samples);
-        ProbeReport { samples, delta }
+        ProbeReport {
+            samples,
+            delta,
+            limits: self.limits.take(),
+        }
     }
 }
 

@@ -365,3 +365,88 @@ mod tests {
         assert!(!c.contains_key(&("Tcp".into(), "MaxConn".into())));
     }
 }
+
+/// CPUs process `pid` may run on: the count of its affinity list (`Cpus_allowed_list` in
+/// `/proc/PID/status`).
+pub fn cpus_allowed(pid: u32) -> Option<usize> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let list = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
+        .trim();
+    count_cpu_list(list)
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-3,8,10-11`.
+pub(crate) fn count_cpu_list(list: &str) -> Option<usize> {
+    let mut n = 0;
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        n += match part.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().ok()? - a.parse::<usize>().ok()? + 1,
+            None => {
+                part.parse::<usize>().ok()?;
+                1
+            }
+        };
+    }
+    (n > 0).then_some(n)
+}
+
+/// The CPU quota of the cgroup (v2) of process `pid`, in CPUs: the smallest `cpu.max`
+/// quota / period on the way from its cgroup to the root; `None` when none is set.
+pub fn cgroup_cpu_quota(pid: u32) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let mut dir = std::path::PathBuf::from("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+    let mut best: Option<f64> = None;
+    loop {
+        if let Ok(max) = std::fs::read_to_string(dir.join("cpu.max")) {
+            if let Some(q) = parse_cpu_max(&max) {
+                best = Some(best.map_or(q, |b: f64| b.min(q)));
+            }
+        }
+        if dir == std::path::Path::new("/sys/fs/cgroup") || !dir.pop() {
+            break;
+        }
+    }
+    best
+}
+
+/// `cpu.max` (`QUOTA PERIOD`, or `max PERIOD`) as CPUs.
+pub(crate) fn parse_cpu_max(text: &str) -> Option<f64> {
+    let mut it = text.split_whitespace();
+    let quota = it.next()?;
+    let period: f64 = it.next()?.parse().ok()?;
+    if quota == "max" || period <= 0.0 {
+        return None;
+    }
+    Some(quota.parse::<f64>().ok()? / period)
+}
+
+/// The soft `nofile` limit of process `pid` (`Max open files` in `/proc/PID/limits`).
+pub fn nofile_soft(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_and_quotas() {
+        assert_eq!(count_cpu_list("0-3,8,10-11"), Some(7));
+        assert_eq!(count_cpu_list("1"), Some(1));
+        assert_eq!(count_cpu_list(""), None);
+        assert_eq!(parse_cpu_max("150000 100000\n"), Some(1.5));
+        assert_eq!(parse_cpu_max("max 100000\n"), None);
+        let me = std::process::id();
+        assert!(cpus_allowed(me).is_some_and(|n| n >= 1));
+        assert!(nofile_soft(me).is_some_and(|n| n > 0));
+    }
+}

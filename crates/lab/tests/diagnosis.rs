@@ -1,0 +1,235 @@
+//! The diagnosis rules on recorded steps: real bundles of the source plans at `--quick`
+//! (committed under `tests/fixtures/diagnosis/`), replayed through the same tracker the lab
+//! uses, and variants of their steps where a rule must not fire.
+
+use std::path::Path;
+
+use loadlab_engine::ErrorClass;
+use loadlab_lab::bundle::StepRecord;
+use loadlab_lab::diagnosis::{Bottleneck, Diagnosis, Tracker};
+
+fn steps(name: &str) -> Vec<StepRecord> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/diagnosis")
+        .join(format!("{name}.steps.jsonl"));
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a step record"))
+        .collect()
+}
+
+fn tracker() -> Tracker {
+    let mut t = Tracker::default();
+    t.somaxconn = Some(4096);
+    t.ports = Some(28232);
+    t
+}
+
+/// Every step of a bundle through one tracker, in order.
+fn replay(steps: &[StepRecord]) -> Vec<Option<Diagnosis>> {
+    let mut t = tracker();
+    steps.iter().map(|s| t.step(s)).collect()
+}
+
+fn kinds(d: &Diagnosis) -> Vec<Bottleneck> {
+    d.findings.iter().map(|f| f.bottleneck).collect()
+}
+
+#[test]
+fn sleep_over_workers_names_the_workers_and_sustained_steps_have_no_diagnosis() {
+    let steps = steps("backlog-workers");
+    let mut named = 0;
+    for (s, d) in steps.iter().zip(replay(&steps)) {
+        if s.verdict.sustained {
+            // Health at 800 req/s included: no diagnosis for what held.
+            assert!(d.is_none(), "{} {} {}", s.config, s.scenario, s.load);
+            continue;
+        }
+        let d = d.expect("every step not sustained is diagnosed");
+        assert_eq!(s.scenario, "sleep");
+        let workers = &s.params.iter().find(|(k, _)| k == "workers").unwrap().1;
+        let c = d
+            .findings
+            .iter()
+            .find(|f| f.bottleneck == Bottleneck::ConcurrencyBound)
+            .unwrap_or_else(|| panic!("{} at {}: {:?}", s.config, s.load, kinds(&d)));
+        let n: f64 = workers.parse().unwrap();
+        let est = c.figures["in_service"];
+        assert!(
+            (est - n).abs() <= 0.2 * n,
+            "{} at {}: ≈{est} for {n} workers",
+            s.config,
+            s.load
+        );
+        assert_eq!(
+            c.parameter.as_deref(),
+            Some(format!("workers={workers}").as_str())
+        );
+        assert!(!kinds(&d).contains(&Bottleneck::CpuBound));
+        assert!(
+            !kinds(&d).contains(&Bottleneck::AcceptQueue),
+            "no overflow was recorded"
+        );
+        named += 1;
+    }
+    assert!(named >= 4, "{named} steps named their workers");
+}
+
+/// The first step not sustained of a configuration with 16 workers.
+fn saturated(steps: &[StepRecord]) -> (usize, StepRecord) {
+    let i = steps
+        .iter()
+        .position(|s| !s.verdict.sustained && s.config.contains("workers=16"))
+        .unwrap();
+    (i, steps[i].clone())
+}
+
+/// Replays the steps with step `i` replaced by `step`; its diagnosis.
+fn diagnose_variant(steps: &[StepRecord], i: usize, step: StepRecord) -> Option<Diagnosis> {
+    let mut v = steps[..i].to_vec();
+    v.push(step);
+    replay(&v).pop().unwrap()
+}
+
+#[test]
+fn cpu_bound_needs_the_cpu_figure_and_a_step_not_sustained() {
+    let steps = steps("backlog-workers");
+    let (i, mut s) = saturated(&steps);
+    // The same step with its target's CPUs full: CPU-bound, and no longer concurrency-bound
+    // (that rule needs the CPU low).
+    let p = s.probes.as_mut().unwrap();
+    let cpus = p.limits.as_ref().unwrap().cpus;
+    p.delta.cpu_percent = 97.0 * cpus;
+    let d = diagnose_variant(&steps, i, s.clone()).unwrap();
+    assert!(kinds(&d).contains(&Bottleneck::CpuBound), "{:?}", kinds(&d));
+    assert!(!kinds(&d).contains(&Bottleneck::ConcurrencyBound));
+    // CPU high but the step sustained: nothing to diagnose.
+    let mut held = s.clone();
+    held.verdict.sustained = true;
+    held.verdict.limits.clear();
+    assert!(diagnose_variant(&steps, i, held).is_none());
+    // Without the target's CPU limits (an older bundle), neither CPU rule fires.
+    s.probes.as_mut().unwrap().limits = None;
+    let d = diagnose_variant(&steps, i, s).unwrap();
+    assert!(!kinds(&d).contains(&Bottleneck::CpuBound));
+    assert!(!kinds(&d).contains(&Bottleneck::ConcurrencyBound));
+}
+
+#[test]
+fn a_few_overflows_after_latency_exploded_are_not_the_bottleneck() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    let with_overflows_at = |sample: usize, n: u64| {
+        let mut s = s.clone();
+        let p = s.probes.as_mut().unwrap();
+        for x in &mut p.samples[sample..] {
+            x.kernel.listen_overflows += n;
+        }
+        p.delta.listen_overflows += n;
+        s
+    };
+    // Three overflows in the last sample, long after latency rose: a symptom.
+    let last = s.probes.as_ref().unwrap().samples.len() - 1;
+    let d = diagnose_variant(&steps, i, with_overflows_at(last, 3)).unwrap();
+    assert!(
+        !kinds(&d).contains(&Bottleneck::AcceptQueue),
+        "{:?}",
+        kinds(&d)
+    );
+    // Many of them: named whenever they came.
+    let d = diagnose_variant(&steps, i, with_overflows_at(last, 5000)).unwrap();
+    let q = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::AcceptQueue)
+        .expect("accept queue");
+    assert!(
+        q.evidence
+            .contains("the plan set backlog=16, somaxconn is 4096"),
+        "{}",
+        q.evidence
+    );
+    // In the first interval, before latency rose: named, with the order said.
+    let d = diagnose_variant(&steps, i, with_overflows_at(1, 3)).unwrap();
+    let q = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::AcceptQueue)
+        .expect("accept queue");
+    assert!(q.evidence.contains("before latency rose"), "{}", q.evidence);
+}
+
+#[test]
+fn timeouts_with_the_cpu_low_and_the_latency_split() {
+    let steps = steps("backlog-workers");
+    let diagnoses = replay(&steps);
+    let (s, d) = steps
+        .iter()
+        .zip(&diagnoses)
+        .find(|(s, _)| s.result.errors.sum_of(&[ErrorClass::RequestTimeout]) > 0)
+        .expect("a step with timeouts");
+    let d = d.as_ref().unwrap();
+    let t = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::Timeouts)
+        .unwrap_or_else(|| panic!("{} at {}: {:?}", s.config, s.load, kinds(d)));
+    assert!(t.evidence.contains("requests timed out"), "{}", t.evidence);
+    // From the first step to this one, the latency grew in the server's service time
+    // (requests wait in the server's queue for a worker), not in loadlab.
+    let note = d.latency_note.as_deref().unwrap();
+    assert_eq!(d.latency_split.len(), 2);
+    let (a, b) = (&d.latency_split[0], &d.latency_split[1]);
+    assert!(
+        b.service_ms - a.service_ms > 0.5 * (b.latency_ms - a.latency_ms),
+        "{note}"
+    );
+}
+
+#[test]
+fn nothing_found_is_said_with_what_was_looked_at() {
+    let steps = steps("backlog-workers");
+    let (i, mut s) = saturated(&steps);
+    // Make the step's figures say nothing: no timeouts, CPU half used, throughput held.
+    s.result.errors = Default::default();
+    s.result.achieved_rps = s.load;
+    let p = s.probes.as_mut().unwrap();
+    p.delta.cpu_percent = 60.0 * p.limits.as_ref().unwrap().cpus;
+    let d = diagnose_variant(&steps, i, s).unwrap();
+    assert_eq!(kinds(&d), vec![Bottleneck::Unknown]);
+    let e = &d.findings[0].evidence;
+    assert!(
+        e.starts_with("no rule had its evidence; looked at: target CPU 60 %"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_small_pool_behind_nginx_times_out_with_the_cpu_low() {
+    // plans/proxy-pool.toml (document 003): three pages share a pool of 2 at 80 req/s in
+    // all; with 32 the same load is sustained.
+    let steps = steps("proxy-pool");
+    for (s, d) in steps.iter().zip(replay(&steps)) {
+        let pool = &s.params.iter().find(|(k, _)| k == "pool").unwrap().1;
+        if pool == "32" {
+            assert!(s.verdict.sustained && d.is_none(), "{}", s.config);
+            continue;
+        }
+        let d = d.expect("diagnosed");
+        let t = d
+            .findings
+            .iter()
+            .find(|f| f.bottleneck == Bottleneck::Timeouts)
+            .unwrap_or_else(|| panic!("{} {}: {:?}", s.config, s.scenario, kinds(&d)));
+        assert!(t.figures["utilization"] < 0.1, "{}", t.evidence);
+        // No sustained step of this scenario measured its service time unloaded: no
+        // Little's-law estimate is made (a saturated step's service time includes queueing
+        // inside the server, and the three pages share the pool).
+        assert!(
+            !kinds(&d).contains(&Bottleneck::ConcurrencyBound),
+            "{:?}",
+            kinds(&d)
+        );
+    }
+}
