@@ -233,3 +233,54 @@ fn a_small_pool_behind_nginx_times_out_with_the_cpu_low() {
         );
     }
 }
+
+#[test]
+fn ports_and_descriptors_say_which_side_ran_out() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    let with_errors = |class: ErrorClass, n: u64| {
+        let mut s = s.clone();
+        let mut counts = [0u64; ErrorClass::COUNT];
+        counts[class.index()] = n;
+        s.result.errors = loadlab_engine::ErrorCounts::from_array(counts);
+        s
+    };
+    let d = diagnose_variant(&steps, i, with_errors(ErrorClass::LocalPortExhaustion, 400)).unwrap();
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::ClientPorts)
+        .expect("client ports");
+    assert!(
+        f.evidence.contains("no free local port 400 times"),
+        "{}",
+        f.evidence
+    );
+    let d = diagnose_variant(&steps, i, with_errors(ErrorClass::FdExhaustion, 9)).unwrap();
+    assert!(
+        kinds(&d).contains(&Bottleneck::Descriptors),
+        "{:?}",
+        kinds(&d)
+    );
+    // The target at its own nofile limit.
+    let mut full = s.clone();
+    let p = full.probes.as_mut().unwrap();
+    let limit = p.limits.as_ref().unwrap().nofile_soft.unwrap();
+    p.delta.fds_max = limit;
+    let d = diagnose_variant(&steps, i, full).unwrap();
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::Descriptors)
+        .expect("descriptors");
+    assert!(
+        f.evidence
+            .contains(&format!("against its nofile limit of {limit}")),
+        "{}",
+        f.evidence
+    );
+    // Neither without its evidence.
+    let d = diagnose_variant(&steps, i, s).unwrap();
+    assert!(!kinds(&d).contains(&Bottleneck::ClientPorts));
+    assert!(!kinds(&d).contains(&Bottleneck::Descriptors));
+}

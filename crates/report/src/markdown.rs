@@ -597,10 +597,11 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
                 knee_lines.push(format!(
                     "{sc} ({c}): knee {} {unit}; {}",
                     knee_cell(best, fail),
-                    match (diagnosis, limit) {
-                        (Some(d), _) => format!("why: {}", d.findings[0].evidence),
-                        (None, Some(l)) => format!("limited by {}", l.describe()),
-                        (None, None) => "not reached".into(),
+                    match (diagnosis, limit, searched) {
+                        (Some(d), _, _) => format!("why: {}", d.findings[0].evidence),
+                        (None, Some(_), Some(k)) => k.outcome.summary.clone(),
+                        (None, Some(l), None) => format!("limited by {}", l.describe()),
+                        (None, None, _) => "not reached".into(),
                     }
                 ));
                 if let (Some(d), Some(v)) = (diagnosis, fail) {
