@@ -20,6 +20,8 @@
 //! - `client_ports`, `descriptors`: loadlab found no local port, or either side ran out of
 //!   file descriptors (the target's against its own `nofile` limit).
 //! - `memory_growth`: the target's RSS grew steadily through the step.
+//! - `refused`: the server answered 5xx to at least half of the failed requests: it shed
+//!   work it could not take (a full queue, mailbox or pool answering 503).
 //!
 //! Findings are ordered by when their signal first moved within the step.
 
@@ -68,6 +70,8 @@ pub enum Bottleneck {
     Descriptors,
     /// The target's memory grew through the step.
     MemoryGrowth,
+    /// The server answered with 5xx statuses: it shed work.
+    Refused,
     /// No rule had its evidence.
     Unknown,
 }
@@ -86,6 +90,7 @@ impl Bottleneck {
             Bottleneck::ClientPorts => "client ports",
             Bottleneck::Descriptors => "file descriptors",
             Bottleneck::MemoryGrowth => "memory growth",
+            Bottleneck::Refused => "server refused (5xx)",
             Bottleneck::Unknown => "unknown",
         }
     }
@@ -663,6 +668,37 @@ pub fn diagnose(step: &StepRecord, ctx: &Context<'_>) -> Option<Diagnosis> {
                 });
             }
         }
+    }
+
+    // The server shed work: 5xx answers are most of the failures.
+    let server_errors = r.errors.sum_of(&[ErrorClass::Http5xx]);
+    looked_at.push(format!("{server_errors} 5xx answers"));
+    if server_errors > 0 && server_errors * 2 >= r.errors_total {
+        let codes: Vec<String> = r
+            .status_codes
+            .iter()
+            .filter(|(c, _)| c.starts_with('5'))
+            .map(|(c, n)| format!("{c}: {n}"))
+            .collect();
+        findings.push(Finding {
+            bottleneck: Bottleneck::Refused,
+            evidence: format!(
+                "the server answered {server_errors} of {} requests with an error status ({}){}: it refused \
+                 work it could not take (a full queue, mailbox or pool)",
+                r.requests,
+                codes.join(", "),
+                cpu.as_ref().map_or(String::new(), |(u, c, _)| format!(" at {} CPU", pct(u / c)))
+            ),
+            advice: "see what the status means in the server's log, and raise the capacity behind it"
+                .into(),
+            figures: fig(&[("http_5xx", server_errors as f64), ("requests", r.requests as f64)]),
+            parameter: None,
+            onset_s: r
+                .per_second
+                .iter()
+                .find(|s| s.errors > 0)
+                .map(|s| s.second as f64),
+        });
     }
 
     if findings.is_empty() {

@@ -252,13 +252,26 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
 }
 
 fn together_table(out: &mut String, steps: &[&StepRecord], config: Option<&ConfigRecord>) {
-    let _ = writeln!(out, "| scenario | offered req/s | requests | mean ms | p99 ms | achieved rps | timeouts | errors | run time s |");
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "| scenario | offered req/s | requests | mean ms | p99 ms | achieved rps | timeouts | errors | run time s | why |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let mut whys = Vec::new();
     for s in steps {
         let r = &s.result;
+        let why = s.diagnosis.as_ref().map_or("-", |d| d.headline());
+        if let Some(d) = &s.diagnosis {
+            whys.push(format!(
+                "- {}: {}",
+                s.scenario,
+                d.findings
+                    .iter()
+                    .map(|f| format!("{}. Try: {}.", f.evidence, f.advice))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {why} |",
             s.scenario,
             num(s.load),
             r.requests,
@@ -281,6 +294,9 @@ fn together_table(out: &mut String, steps: &[&StepRecord], config: Option<&Confi
             .map(|c| format!("; configuration run time {:.1} s", c.duration_s))
             .unwrap_or_default()
     );
+    if !whys.is_empty() {
+        let _ = writeln!(out, "Why:\n\n{}\n", whys.join("\n"));
+    }
 }
 
 /// With several configurations (a matrix), one table per scenario and figure that puts
