@@ -91,6 +91,15 @@ fn served_counts(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// Waits until the server has counted requests (the load is under way).
+fn wait_for_load(counts: &Path) {
+    let end = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(counts).is_ok_and(|c| c.contains("requests")) {
+        assert!(Instant::now() < end, "no load reached the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -411,11 +420,7 @@ fn lab_losing_an_agent(policy: &str) -> (std::path::PathBuf, ExitStatus, String)
         .spawn()
         .unwrap();
     // Once the server has answered the doomed agent's first requests, kill it.
-    let end = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&counts).is_ok_and(|c| c.contains("requests")) {
-        assert!(Instant::now() < end, "no load reached the server");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_load(&counts);
     std::thread::sleep(Duration::from_millis(700));
     doomed.kill().unwrap();
     let _ = doomed.wait();
@@ -642,11 +647,7 @@ fn an_agent_stops_the_load_within_a_second_when_the_coordinator_is_gone() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let end = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&counts).is_ok_and(|c| c.contains("requests")) {
-        assert!(Instant::now() < end, "no load reached the server");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_load(&counts);
     std::thread::sleep(Duration::from_millis(500));
     run.kill().unwrap();
     let gone = unix_ns();

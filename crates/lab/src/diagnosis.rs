@@ -246,6 +246,14 @@ fn latency_onset(r: &RunResult, baseline_p99_ms: Option<f64>) -> Option<f64> {
         .map(|s| s.second as f64)
 }
 
+/// The first second of the measured window with a failed request.
+fn first_error_second(r: &RunResult) -> Option<f64> {
+    r.per_second
+        .iter()
+        .find(|s| s.errors > 0)
+        .map(|s| s.second as f64)
+}
+
 /// The resident memory of the targets through the step: (probe seconds, bytes).
 fn rss_series(p: &ProbeReport) -> Vec<(f64, f64)> {
     p.samples
@@ -582,11 +590,7 @@ pub fn diagnose(step: &StepRecord, ctx: &Context<'_>) -> Option<Diagnosis> {
                 .into(),
             figures: fig(&[("timeouts", timeouts as f64), ("utilization", u / c)]),
             parameter: None,
-            onset_s: r
-                .per_second
-                .iter()
-                .find(|s| s.errors > 0)
-                .map(|s| s.second as f64),
+            onset_s: first_error_second(r),
         });
     }
 
@@ -606,11 +610,7 @@ pub fn diagnose(step: &StepRecord, ctx: &Context<'_>) -> Option<Diagnosis> {
                 .into(),
             figures: fig(&[("port_errors", port_errors as f64), ("time_wait", tw as f64)]),
             parameter: None,
-            onset_s: r
-                .per_second
-                .iter()
-                .find(|s| s.errors > 0)
-                .map(|s| s.second as f64),
+            onset_s: first_error_second(r),
         });
     }
     let fd_errors = r.errors.sum_of(&[ErrorClass::FdExhaustion]);
@@ -693,11 +693,7 @@ pub fn diagnose(step: &StepRecord, ctx: &Context<'_>) -> Option<Diagnosis> {
                 .into(),
             figures: fig(&[("http_5xx", server_errors as f64), ("requests", r.requests as f64)]),
             parameter: None,
-            onset_s: r
-                .per_second
-                .iter()
-                .find(|s| s.errors > 0)
-                .map(|s| s.second as f64),
+            onset_s: first_error_second(r),
         });
     }
 
