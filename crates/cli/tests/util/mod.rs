@@ -319,7 +319,13 @@ pub fn loadlab_bin() -> &'static str {
 /// A fresh temporary path.
 pub fn temp_path(name: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
+    static FRESH: std::sync::Once = std::sync::Once::new();
     let dir = std::env::temp_dir().join(format!("loadlab-test-{}", std::process::id()));
+    // A directory left by an earlier process with the same id (ids are reused) must not
+    // hand this one its files: a stale result.json reads as a result this run wrote.
+    FRESH.call_once(|| {
+        let _ = std::fs::remove_dir_all(&dir);
+    });
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(format!("{}-{name}", N.fetch_add(1, Ordering::Relaxed)))
 }
