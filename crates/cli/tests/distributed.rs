@@ -463,13 +463,21 @@ fn an_agent_killed_mid_step_is_agent_lost_and_the_run_goes_on_without_it() {
     );
     // Its whole share: 100 req/s for 2 s.
     assert!(keep["requests"].as_u64().unwrap() >= 195, "{keep}");
-    assert_eq!(first["result"]["generator_limited"], false);
+    // The merged step is generator-limited exactly when the agent left was (a lost agent is
+    // not the generator's limit).
+    assert_eq!(
+        first["result"]["generator_limited"],
+        keep["generator_limited"]
+    );
     // The rest ran on the agent left, with the whole load.
     for s in &steps[1..] {
         let a = s["result"]["agents"].as_array().unwrap();
         assert_eq!(a.len(), 1, "{s}");
         assert_eq!(a[0]["offered_rps"].as_f64(), Some(200.0));
-        assert_eq!(s["verdict"]["sustained"], true, "{}", s["verdict"]);
+        let limits = s["verdict"]["limits"].as_array().unwrap();
+        assert!(!limits.iter().any(|l| l == "agent_lost"), "{s}");
+        // All of it: 200 req/s for 2 s.
+        assert!(s["result"]["requests"].as_u64().unwrap() >= 392, "{s}");
     }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("agent lost (doomed)"), "{report}");
@@ -564,10 +572,16 @@ fn ctrl_c_on_the_coordinator_stops_the_agents_within_a_second() {
     // Every finished step is in the bundle, the interrupted one marked so.
     let steps = lines(&out.join("steps.jsonl"));
     assert!(!steps.is_empty());
+    // (On two shared cores a step may be generator-limited; that is the verdict's business.)
     assert_eq!(
-        steps[0]["verdict"]["sustained"], true,
+        steps[0]["result"]["stop_reason"], "duration",
         "{}",
-        steps[0]["verdict"]
+        steps[0]
+    );
+    assert!(
+        steps[0]["result"]["requests"].as_u64().unwrap() >= 392,
+        "{}",
+        steps[0]
     );
     if let Some(s) = steps.get(1) {
         assert_eq!(s["result"]["stop_reason"], "interrupted", "{s}");
