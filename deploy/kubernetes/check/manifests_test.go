@@ -51,13 +51,32 @@ type kustomization struct {
 	GeneratorOptions struct {
 		DisableNameSuffixHash bool `json:"disableNameSuffixHash"`
 	} `json:"generatorOptions"`
+	// What `kustomize edit set image` and `kustomize edit set namespace` add (README).
+	Namespace string `json:"namespace,omitempty"`
+	Images    []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName,omitempty"`
+		NewTag  string `json:"newTag,omitempty"`
+		Digest  string `json:"digest,omitempty"`
+	} `json:"images,omitempty"`
 }
 
 type manifests struct {
-	jobs     map[string]*batchv1.Job
-	services map[string]*corev1.Service
-	secrets  map[string]*corev1.Secret
-	kust     kustomization
+	jobs       map[string]*batchv1.Job
+	services   map[string]*corev1.Service
+	secrets    map[string]*corev1.Secret
+	configMaps map[string]*corev1.ConfigMap
+	kust       kustomization
+	kinds      []string // kind/name of every document, in order
+}
+
+func newManifests() *manifests {
+	return &manifests{
+		jobs:       map[string]*batchv1.Job{},
+		services:   map[string]*corev1.Service{},
+		secrets:    map[string]*corev1.Secret{},
+		configMaps: map[string]*corev1.ConfigMap{},
+	}
 }
 
 // decode reads one YAML document strictly into the type its kind names.
@@ -88,6 +107,12 @@ func decode(doc []byte, m *manifests) error {
 			return err
 		}
 		m.secrets[s.Name] = &s
+	case "v1/ConfigMap":
+		var c corev1.ConfigMap
+		if err := strict(doc, &c); err != nil {
+			return err
+		}
+		m.configMaps[c.Name] = &c
 	case "kustomize.config.k8s.io/v1beta1/Kustomization":
 		if err := strict(doc, &m.kust); err != nil {
 			return err
@@ -95,6 +120,13 @@ func decode(doc []byte, m *manifests) error {
 	default:
 		return fmt.Errorf("unexpected kind %s/%s", head.APIVersion, head.Kind)
 	}
+	var meta struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	_ = yaml.Unmarshal(doc, &meta)
+	m.kinds = append(m.kinds, head.Kind+"/"+meta.Metadata.Name)
 	return nil
 }
 
@@ -124,7 +156,7 @@ func load(t *testing.T, edit func(name string, text []byte) []byte) (*manifests,
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in %s: %v", dir, err)
 	}
-	m := &manifests{jobs: map[string]*batchv1.Job{}, services: map[string]*corev1.Service{}, secrets: map[string]*corev1.Secret{}}
+	m := newManifests()
 	for _, f := range files {
 		text, err := os.ReadFile(f)
 		if err != nil {
@@ -192,7 +224,8 @@ func TestManifestsDecodeStrictlyAndFitTogether(t *testing.T) {
 	}
 	// Whole cores, requests equal to limits, everywhere.
 	for name, j := range m.jobs {
-		for _, c := range j.Spec.Template.Spec.Containers {
+		spec := j.Spec.Template.Spec
+		for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
 			req, lim := c.Resources.Requests.Cpu(), c.Resources.Limits.Cpu()
 			if req.IsZero() || req.Cmp(*lim) != 0 || req.MilliValue()%1000 != 0 {
 				t.Errorf("%s/%s: cpu request %v and limit %v must be equal whole cores", name, c.Name, req, lim)
@@ -324,5 +357,38 @@ func TestAMisspelledFieldFails(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "unknown field") {
 			t.Errorf("%s with %q: want an unknown-field error, got %v", c.file, c.to, err)
 		}
+	}
+}
+
+// TestRenderedKustomization decodes what `kubectl kustomize` makes of this directory (check.sh
+// renders it when kubectl is installed): the generated ConfigMap too, strictly, and exactly the
+// resources expected.
+func TestRenderedKustomization(t *testing.T) {
+	path := os.Getenv("LOADLAB_K8S_RENDERED")
+	if path == "" {
+		t.Skip("LOADLAB_K8S_RENDERED not set (check.sh sets it when kubectl is installed)")
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManifests()
+	for i, doc := range documents(text) {
+		if err := decode(doc, m); err != nil {
+			t.Fatalf("rendered document %d: %v", i+1, err)
+		}
+	}
+	got := slices.Clone(m.kinds)
+	slices.Sort(got)
+	want := []string{"ConfigMap/loadlab-plan", "Job/loadlab-agents", "Job/loadlab-coordinator", "Secret/loadlab-token", "Service/loadlab-coordinator"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rendered resources %v, want %v", got, want)
+	}
+	plan, err := os.ReadFile(filepath.Join(dir, "plan.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm := m.configMaps["loadlab-plan"]; cm == nil || cm.Data["plan.toml"] != string(plan) {
+		t.Errorf("the rendered ConfigMap loadlab-plan does not hold plan.toml")
 	}
 }
