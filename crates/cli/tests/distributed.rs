@@ -402,6 +402,28 @@ p99_ms = 100
     p
 }
 
+/// `loadlab lab PLAN --agents 2 --on-agent-loss POLICY`, quiet, its stderr piped.
+fn lab_with_two_agents(
+    plan: &Path,
+    out: &Path,
+    coordinator: &str,
+    token: &Path,
+    policy: &str,
+) -> Child {
+    Command::new(loadlab_bin())
+        .args(["lab", "-q"])
+        .arg(plan)
+        .arg("--out")
+        .arg(out)
+        .args(["--agents", "2", "--listen", coordinator, "--token-file"])
+        .arg(token)
+        .args(["--on-agent-loss", policy])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// `loadlab lab PLAN --agents 2` on loopback with two agents; the second is killed once
 /// the first step is under way.
 fn lab_losing_an_agent(policy: &str) -> (std::path::PathBuf, ExitStatus, String) {
@@ -413,18 +435,7 @@ fn lab_losing_an_agent(policy: &str) -> (std::path::PathBuf, ExitStatus, String)
     let mut keep = agent(None, &coordinator, &token, "keep", 1);
     let mut doomed = agent(None, &coordinator, &token, "doomed", 1);
     let out = temp_path("lost-bundle");
-    let mut lab = Command::new(loadlab_bin())
-        .args(["lab", "-q"])
-        .arg(&plan)
-        .arg("--out")
-        .arg(&out)
-        .args(["--agents", "2", "--listen", &coordinator, "--token-file"])
-        .arg(&token)
-        .args(["--on-agent-loss", policy])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut lab = lab_with_two_agents(&plan, &out, &coordinator, &token, policy);
     // Once the server has answered the doomed agent's first requests, kill it.
     wait_for_load(&counts);
     std::thread::sleep(Duration::from_millis(700));
@@ -519,17 +530,7 @@ fn ctrl_c_on_the_coordinator_stops_the_agents_within_a_second() {
         .map(|n| agent(None, &coordinator, &token, n, 1))
         .collect();
     let out = temp_path("ctrlc-bundle");
-    let mut lab = Command::new(loadlab_bin())
-        .args(["lab", "-q"])
-        .arg(&plan)
-        .arg("--out")
-        .arg(&out)
-        .args(["--agents", "2", "--listen", &coordinator, "--token-file"])
-        .arg(&token)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut lab = lab_with_two_agents(&plan, &out, &coordinator, &token, "continue");
     // Interrupt one second into the second step.
     let end = Instant::now() + Duration::from_secs(30);
     while lines_or_empty(&out.join("steps.jsonl")) < 1 {

@@ -377,7 +377,7 @@ impl Measurement {
         let reasons = || parts.iter().map(|p| p.stop_reason);
         let stop_reason = if reasons().any(|r| r == StopReason::Interrupted) {
             StopReason::Interrupted
-        } else if reasons().len() > 0 && reasons().all(|r| r == StopReason::Requests) {
+        } else if !parts.is_empty() && reasons().all(|r| r == StopReason::Requests) {
             StopReason::Requests
         } else {
             StopReason::Duration

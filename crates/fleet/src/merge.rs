@@ -151,16 +151,11 @@ pub fn merged_result(
     if !notes.is_empty() {
         result.generator_notes = notes;
     }
+    // The step is generator-limited when an agent was; a merged lag that no single agent
+    // shows counts only when every agent reported (a lost agent is not the generator's
+    // limit: the verdict reads it from `agents`).
     result.generator_limited = agents.iter().any(|a| a.generator_limited)
         || (result.generator_limited && agents.iter().all(|a| a.lost.is_none()));
-    if agents.iter().any(|a| a.lost.is_some()) && !agents.iter().any(|a| a.generator_limited) {
-        // Lost agents are said in the notes but are not the generator's limit: the verdict
-        // reads them from `agents`.
-        result.generator_limited = false;
-        result
-            .generator_notes
-            .retain(|n| n.contains("was lost during the step"));
-    }
     result.warnings.extend(warnings);
     result.agents = agents;
     Ok(result)
