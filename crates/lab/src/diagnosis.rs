@@ -327,7 +327,9 @@ pub fn diagnose(step: &StepRecord, ctx: &Context<'_>) -> Option<Diagnosis> {
     let mut looked_at: Vec<String> = Vec::new();
     let limits = &step.verdict.limits;
 
-    if r.generator_limited || limits.contains(&Limit::GeneratorLimited) {
+    // A lag the verdict found too small to explain the failure is not a finding: the
+    // verdict says so (`generator_excused`).
+    if limits.contains(&Limit::GeneratorLimited) {
         findings.push(Finding {
             bottleneck: Bottleneck::Generator,
             evidence: format!(

@@ -54,6 +54,10 @@ pub struct Verdict {
     /// the step.
     #[serde(default)]
     pub unresolved: Vec<String>,
+    /// Why loadlab's own lateness did not decide the step although the run noted it (see
+    /// [`lag_cannot_explain`]): one sentence with the figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_excused: Option<String>,
 }
 
 fn pct(x: f64) -> String {
@@ -113,9 +117,6 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     if r.stop_reason == loadlab_engine::result::StopReason::Interrupted {
         limits.push(Limit::Interrupted);
     }
-    if r.generator_limited {
-        limits.push(Limit::GeneratorLimited);
-    }
     if r.agents.iter().any(|a| a.lost.is_some()) {
         limits.push(Limit::AgentLost);
     }
@@ -152,10 +153,75 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
             )),
         }
     }
+    let mut generator_excused = None;
+    if r.generator_limited {
+        match lag_cannot_explain(r, slo, &limits) {
+            Some(why) => generator_excused = Some(why),
+            None => limits.push(Limit::GeneratorLimited),
+        }
+    }
     limits.sort();
     Verdict {
         sustained: limits.is_empty(),
         limits,
         unresolved,
+        generator_excused,
     }
+}
+
+/// A run noted as generator-limited only because some sends left late (no worker thread
+/// was CPU-bound) still judges the server when every clause that failed is far beyond what
+/// that lateness could cause. Latency counts from the intended send time, so a send `L`
+/// late adds at most `L` to its latency; the schedule's worst lag `L` is the bound used:
+/// - latency: the responses slower than the bound plus `L` still resolve above 1 %;
+/// - throughput: the server fell behind by `(1 − pace) × window`, at least ten times `L`;
+/// - errors: `L` is under a tenth of the request timeout (lateness cannot time requests out,
+///   and refusals and resets are not the generator's).
+///
+/// Returns the sentence saying so, or `None` when the step must stay generator-limited:
+/// nothing else failed, a worker was CPU-bound (responses were read late too, by an amount
+/// nothing bounds), or a clause is within reach of the lag.
+pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<String> {
+    let server: Vec<Limit> = failed
+        .iter()
+        .copied()
+        .filter(|l| matches!(l, Limit::Errors | Limit::Latency | Limit::Throughput))
+        .collect();
+    if server.is_empty()
+        || failed.iter().any(|l| *l == Limit::AgentLost)
+        || r.worker_cpu_utilization
+            .iter()
+            .any(|u| *u > loadlab_engine::runner::CPU_BOUND)
+    {
+        return None;
+    }
+    let lag_ms = r.schedule_lag_ms.max;
+    let far = |l: &Limit| match l {
+        Limit::Latency => match slo.p99_ms {
+            Some(bound) => {
+                stats::resolvably_above(slower_than(r, bound + lag_ms), r.latency_ms.count, 0.01)
+            }
+            None => false,
+        },
+        Limit::Throughput => r
+            .latency_trend
+            .as_ref()
+            .is_some_and(|t| (1.0 - t.pace) * r.duration_s * 1000.0 >= 10.0 * lag_ms),
+        Limit::Errors => r.timeout_ms > 0.0 && lag_ms * 10.0 < r.timeout_ms,
+        _ => false,
+    };
+    if !server.iter().all(far) {
+        return None;
+    }
+    Some(format!(
+        "loadlab sent some requests late (schedule lag p99 {:.2} ms, worst {:.2} ms), too little to cause \
+         what failed ({}): the step is the server's",
+        r.schedule_lag_ms.p99,
+        lag_ms,
+        server
+            .iter()
+            .map(|l| l.describe())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }

@@ -50,8 +50,13 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
     if step.verdict.limits.contains(&Limit::Interrupted) {
         out.push("interrupted".into());
     }
-    if r.generator_limited {
+    if step.verdict.limits.contains(&Limit::GeneratorLimited) {
         out.push("generator-limited".into());
+    } else if r.generator_limited {
+        out.push(format!(
+            "some sends late (lag p99 {:.2} ms), too little to explain the failure",
+            r.schedule_lag_ms.p99
+        ));
     }
     let lost: Vec<&str> = r
         .agents

@@ -1,0 +1,91 @@
+//! The verdict on recorded steps (the `backlog-workers` bundle of the diagnosis fixtures):
+//! the stored judgement is reproduced, and a run noted generator-limited only for a little
+//! schedule lag still judges a server that clearly failed, while real generator trouble
+//! (a CPU-bound worker, lag within reach of what failed, nothing else failing) does not.
+
+use std::path::Path;
+
+use loadlab_lab::bundle::StepRecord;
+use loadlab_lab::plan::Slo;
+use loadlab_lab::verdict::{judge, Limit};
+
+fn step(config: &str, scenario: &str, load: f64) -> StepRecord {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/diagnosis/backlog-workers.steps.jsonl");
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<StepRecord>(l).unwrap())
+        .find(|s| s.config == config && s.scenario == scenario && s.load == load)
+        .unwrap_or_else(|| panic!("no step {config} {scenario} {load}"))
+}
+
+/// `plans/backlog-workers.toml`'s SLO.
+const SLO: Slo = Slo {
+    p99_ms: Some(1000.0),
+    max_error_rate: 0.01,
+    min_achieved_ratio: 0.98,
+};
+
+/// The step marked as the engine marks a run whose sends were late by `p99`/`max` ms.
+fn lagging(s: &StepRecord, p99: f64, max: f64) -> loadlab_engine::RunResult {
+    let mut r = s.result.clone();
+    r.generator_limited = true;
+    r.generator_notes = vec![format!("schedule lag p99 is {p99:.2} ms")];
+    r.schedule_lag_ms.p99 = p99;
+    r.schedule_lag_ms.max = max;
+    r
+}
+
+#[test]
+fn the_recorded_verdicts_are_reproduced() {
+    for (config, scenario, load) in [
+        ("backlog=16,workers=2", "sleep", 800.0),
+        ("backlog=16,workers=2", "sleep", 50.0),
+        ("backlog=16,workers=2", "health", 800.0),
+    ] {
+        let s = step(config, scenario, load);
+        let v = judge(&s.result, &SLO, false);
+        assert_eq!(
+            v.sustained, s.verdict.sustained,
+            "{config} {scenario} {load}"
+        );
+        assert_eq!(v.limits, s.verdict.limits, "{config} {scenario} {load}");
+        assert_eq!(v.generator_excused, None);
+    }
+}
+
+#[test]
+fn a_little_lag_does_not_hide_a_server_that_failed() {
+    // 2 workers × 100 ms offered 800 req/s: errors, latency and throughput all failed, by
+    // seconds; 1.5 ms of schedule lag cannot have caused any of it.
+    let s = step("backlog=16,workers=2", "sleep", 800.0);
+    let v = judge(&lagging(&s, 1.5, 2.0), &SLO, false);
+    assert!(!v.sustained);
+    assert_eq!(
+        v.limits,
+        vec![Limit::Errors, Limit::Latency, Limit::Throughput]
+    );
+    let why = v.generator_excused.expect("the lag is named");
+    assert!(why.contains("p99 1.50 ms, worst 2.00 ms"), "{why}");
+    assert!(why.contains("errors, latency, throughput"), "{why}");
+}
+
+#[test]
+fn lag_that_could_explain_the_failure_keeps_the_step_generator_limited() {
+    let s = step("backlog=16,workers=2", "sleep", 800.0);
+    // A worst lag of 2 s: as large as the latency growth and a fifth of the timeout.
+    let v = judge(&lagging(&s, 1.5, 2000.0), &SLO, false);
+    assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    assert_eq!(v.generator_excused, None);
+    // A CPU-bound worker reads responses late too, by an amount nothing bounds.
+    let mut r = lagging(&s, 1.5, 2.0);
+    r.worker_cpu_utilization = vec![0.97, 0.4];
+    let v = judge(&r, &SLO, false);
+    assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    // A healthy step with lag: nothing else failed, so only the generator can be named.
+    let h = step("backlog=16,workers=2", "health", 800.0);
+    let v = judge(&lagging(&h, 1.5, 2.0), &SLO, false);
+    assert_eq!(v.limits, vec![Limit::GeneratorLimited]);
+    assert!(!v.sustained);
+}
