@@ -188,7 +188,7 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
         .filter(|l| matches!(l, Limit::Errors | Limit::Latency | Limit::Throughput))
         .collect();
     if server.is_empty()
-        || failed.iter().any(|l| *l == Limit::AgentLost)
+        || failed.contains(&Limit::AgentLost)
         || r.worker_cpu_utilization
             .iter()
             .any(|u| *u > loadlab_engine::runner::CPU_BOUND)
