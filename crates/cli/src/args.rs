@@ -265,6 +265,16 @@ pub enum OnOff {
     Off,
 }
 
+/// `--close-by`: which side closes a connection that is not reused (the engine's
+/// [`loadlab_engine::CloseBy`]).
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum CloseByArg {
+    /// The server, asked by `Connection: close`.
+    Server,
+    /// loadlab, after reading the response.
+    Client,
+}
+
 /// `--arrival`: spacing of open-loop requests (the engine's [`Arrival`]).
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum ArrivalArg {
@@ -362,6 +372,18 @@ pub struct RunArgs {
     /// Reuse connections (on) or open a new TCP connection per request (off, HTTP/1.1).
     #[arg(long, value_enum, default_value = "on", help_heading = "Connections")]
     pub keep_alive: OnOff,
+    /// With --keep-alive off, which side closes each connection, and so whose socket waits
+    /// 60 s in TIME_WAIT: `server` sends `Connection: close` and the server closes (wrk -H
+    /// "Connection: close", oha --disable-keepalive); `client` closes from loadlab after
+    /// the response, as a client without connection reuse does, holding one local port per
+    /// connection for 60 s (document 002's ab: the ephemeral range runs out).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "server",
+        help_heading = "Connections"
+    )]
+    pub close_by: CloseByArg,
     /// HTTP/1.1 closed loop with keep-alive: write N requests back to back before reading
     /// responses.
     #[arg(long, default_value_t = 1, help_heading = "Connections")]
@@ -482,6 +504,7 @@ impl LoadArgs {
             http2: false,
             grpc: None,
             keep_alive: true,
+            close_by: loadlab_engine::CloseBy::Server,
             pipeline: 1,
             connections: self.connections,
             max_connections: self.max_connections,
@@ -503,6 +526,10 @@ impl RunArgs {
         let transport = TransportFlags {
             http2: self.http2,
             keep_alive: self.keep_alive == OnOff::On,
+            close_by: match self.close_by {
+                CloseByArg::Server => loadlab_engine::CloseBy::Server,
+                CloseByArg::Client => loadlab_engine::CloseBy::Client,
+            },
             pipeline: self.pipeline,
             retry_unprocessed: self.retry_unprocessed,
             ..self.load.transport_flags()

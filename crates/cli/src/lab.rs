@@ -86,9 +86,11 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
     }
     println!("{report}");
     eprintln!(
-        "loadlab: {} steps in {} configurations{}; bundle {}",
+        "loadlab: {} step{} in {} configuration{}{}; bundle {}",
         summary.steps,
+        if summary.steps == 1 { "" } else { "s" },
         summary.configs.len(),
+        if summary.configs.len() == 1 { "" } else { "s" },
         if summary.interrupted {
             " (interrupted)"
         } else {
@@ -112,6 +114,7 @@ pub fn cmd_doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
             connections: DEFAULT_MAX_CONNECTIONS,
             backlog: None,
             new_connections_per_s: None,
+            server_closes: true,
             duration_s: DEFAULT_DURATION.as_secs_f64(),
             loopback: true,
             source_addrs: 1,

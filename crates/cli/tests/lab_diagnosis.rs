@@ -1,6 +1,8 @@
 //! Diagnoses end to end, against fixture servers built to break one way each: a fixed pool
 //! of N slots (the diagnosis must name ≈N and the matrix parameter), a CPU-bound server
-//! pinned to one CPU, one that leaks memory per request. One at a time: they measure.
+//! pinned to one CPU, one that leaks memory per request; and `plans/ephemeral-ports.toml`
+//! at `--quick` inside a network namespace with 200 ports (document 002: the client's
+//! ports). One at a time: they measure.
 
 mod util;
 
@@ -8,7 +10,8 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 use util::lab::{lab_ok, lines, plan_text, write_plan};
-use util::temp_path;
+use util::netns::Netns;
+use util::{loadlab_bin, temp_path};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -136,4 +139,122 @@ fn memory_growth_is_reported_with_its_rate() {
     let per_s = m["figures"]["bytes_per_s"].as_f64().unwrap() / 1048576.0;
     // 200 answers/s × 256 KiB = 50 MiB/s (the probe's seconds blur the edges).
     assert!((25.0..=75.0).contains(&per_s), "{per_s} MiB/s");
+}
+
+#[test]
+fn the_ephemeral_ports_plan_names_the_clients_ports() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Document 002 on 200 ports without TIME_WAIT reuse: 1,000 new connections/s that
+    // loadlab closes itself run the range dry in a fraction of a second; reused ones do not.
+    let ns = Netns::create(&format!("loadlab-diag-ports-{}", std::process::id()));
+    let plan = format!(
+        "{}/../../plans/ephemeral-ports.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let out = temp_path("ports-bundle");
+    let o = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.0,
+            loadlab_bin(),
+            "lab",
+            "-q",
+            "--quick",
+        ])
+        .arg(&plan)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let steps = lines(&out.join("steps.jsonl"));
+    let on = steps
+        .iter()
+        .find(|s| s["scenario"] == "keep-alive-on")
+        .expect("keep-alive-on ran");
+    assert_eq!(on["verdict"]["sustained"], true, "{}", on["verdict"]);
+    assert_eq!(on["result"]["errors"]["local_port_exhaustion"], 0);
+    let off = steps
+        .iter()
+        .find(|s| s["scenario"] == "keep-alive-off")
+        .expect("keep-alive-off ran");
+    assert_eq!(off["result"]["close_by"], "client", "{}", off["result"]);
+    let exhausted = off["result"]["errors"]["local_port_exhaustion"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        exhausted > 1000,
+        "{exhausted} port errors of ~5,000 requests"
+    );
+    assert_eq!(off["verdict"]["sustained"], false, "{}", off["verdict"]);
+    let f = off["diagnosis"]["findings"]
+        .as_array()
+        .expect("a diagnosis");
+    assert_eq!(f[0]["bottleneck"], "client_ports", "{f:?}");
+    assert!(
+        f[0]["evidence"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("no free local port {exhausted} times")),
+        "{}",
+        f[0]
+    );
+    assert!(
+        !kinds(f).contains(&"cpu_bound") && !kinds(f).contains(&"accept_queue"),
+        "the server is not blamed: {f:?}"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("| client ports |"), "{report}");
+    assert!(report.contains("[FAIL] ephemeral_ports"), "{report}");
+
+    // The same plan with the server closing (the default close_by): its TIME_WAIT holds
+    // none of loadlab's ports, and both scenarios hold, as the doctor predicts.
+    let ns = Netns::create(&format!("loadlab-diag-srv-{}", std::process::id()));
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let server_closes = write_plan(
+        "ports-server-closes",
+        &text.replace("close_by = \"client\"", "close_by = \"server\""),
+    );
+    assert_ne!(text, std::fs::read_to_string(&server_closes).unwrap());
+    let out = temp_path("ports-server-bundle");
+    let o = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.0,
+            loadlab_bin(),
+            "lab",
+            "-q",
+            "--quick",
+        ])
+        .arg(&server_closes)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for s in lines(&out.join("steps.jsonl")) {
+        assert_eq!(
+            s["verdict"]["sustained"], true,
+            "{} {}",
+            s["scenario"], s["verdict"]
+        );
+        assert_eq!(s["result"]["errors"]["local_port_exhaustion"], 0);
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("[OK]   ephemeral_ports: keep-alive off at 1000 new connections/s, each closed by the server"),
+        "{report}"
+    );
 }

@@ -43,7 +43,8 @@ pub mod transport;
 pub mod worker;
 
 pub use config::{
-    Arrival, ConfigError, GrpcCall, LoadModel, Model, Protocol, RunConfig, Transport, Workload,
+    Arrival, CloseBy, ConfigError, GrpcCall, LoadModel, Model, Protocol, RunConfig, Transport,
+    Workload,
 };
 pub use error::{EngineError, ErrorClass, ErrorCounts};
 pub use result::{RunResult, SecondStats};

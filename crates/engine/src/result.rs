@@ -8,7 +8,7 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Arrival, Model, Protocol};
+use crate::config::{Arrival, CloseBy, Model, Protocol};
 use crate::env::Environment;
 use crate::error::{ErrorClass, ErrorCounts};
 use crate::recorder::{new_histogram, WorkerTotals, GRPC_CODES, TOTAL_SIGFIG};
@@ -183,6 +183,10 @@ pub struct RunResult {
     pub threads: usize,
     /// Connections reused (`false`: `--keep-alive off`, one connection per request).
     pub keep_alive: bool,
+    /// With keep-alive off, which side closed each connection (`--close-by`); absent with
+    /// keep-alive on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_by: Option<CloseBy>,
     /// HTTP/1.1 requests written back to back per connection (1: no pipelining).
     pub pipeline: u32,
     /// Request timeout, ms.

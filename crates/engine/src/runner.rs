@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::achieved::achieved;
 use crate::clock::Clock;
-use crate::config::{Arrival, LoadModel, Model, Protocol, RunConfig};
+use crate::config::{Arrival, CloseBy, LoadModel, Model, Protocol, RunConfig};
 use crate::env::Environment;
 use crate::error::{EngineError, ErrorClass};
 use crate::recorder::{new_histogram, IntervalReport, WorkerTotals, INTERVAL_SIGFIG};
@@ -83,7 +83,8 @@ pub fn preflight(cfg: &RunConfig) -> Vec<String> {
     let LoadModel::Open { rate, .. } = cfg.model else {
         return out;
     };
-    if cfg.keep_alive {
+    // Connections the server closes leave their TIME_WAIT on the server's side.
+    if cfg.keep_alive || cfg.close_by == CloseBy::Server {
         return out;
     }
     let loopback = cfg.target.addrs[0].ip().is_loopback();
@@ -176,6 +177,8 @@ pub struct RunShape {
     pub threads: usize,
     /// Connections reused.
     pub keep_alive: bool,
+    /// With keep-alive off, which side closed each connection.
+    pub close_by: CloseBy,
     /// HTTP/1.1 pipeline depth.
     pub pipeline: u32,
     /// Request timeout, ms.
@@ -197,6 +200,7 @@ impl RunShape {
             concurrency: cfg.concurrency,
             threads: cfg.threads,
             keep_alive: cfg.keep_alive,
+            close_by: cfg.close_by,
             pipeline: cfg.pipeline,
             timeout_ms: cfg.timeout.as_secs_f64() * 1000.0,
             warmup_s: cfg.warmup.as_secs_f64(),
@@ -452,6 +456,7 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         concurrency: shape.concurrency,
         threads: shape.threads,
         keep_alive: shape.keep_alive,
+        close_by: (!shape.keep_alive).then_some(shape.close_by),
         pipeline: shape.pipeline,
         timeout_ms: shape.timeout_ms,
         warmup_s: shape.warmup_s,

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::config::Protocol;
+use crate::config::{CloseBy, Protocol};
 use crate::error::ErrorClass;
 use crate::result::{LatencyStats, RunResult, StopReason};
 
@@ -119,7 +119,11 @@ pub fn render(r: &RunResult) -> String {
     } else {
         format!(
             "keep-alive {}{}; pool {}..{} connections",
-            if r.keep_alive { "on" } else { "off" },
+            match (r.keep_alive, r.close_by) {
+                (true, _) => "on",
+                (false, Some(CloseBy::Client)) => "off (loadlab closes each connection)",
+                (false, _) => "off (the server closes each connection)",
+            },
             if r.pipeline > 1 {
                 format!(", pipeline {}", r.pipeline)
             } else {

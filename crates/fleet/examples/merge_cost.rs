@@ -92,6 +92,7 @@ fn main() {
         concurrency: 0,
         threads: agents,
         keep_alive: true,
+        close_by: loadlab_engine::CloseBy::Server,
         pipeline: 1,
         timeout_ms: 5000.0,
         warmup_s: 0.0,

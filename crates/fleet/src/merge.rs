@@ -184,6 +184,7 @@ mod tests {
             concurrency: 0,
             threads: 1,
             keep_alive: true,
+            close_by: loadlab_engine::CloseBy::Server,
             pipeline: 1,
             timeout_ms: 5000.0,
             warmup_s: 0.0,

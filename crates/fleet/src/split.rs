@@ -156,11 +156,13 @@ pub fn share_workload(w: &Workload, s: &Share) -> Workload {
     out.transport = match &w.transport {
         Transport::Http1 {
             keep_alive,
+            close_by,
             pipeline,
             retry_unprocessed,
             ..
         } => Transport::Http1 {
             keep_alive: *keep_alive,
+            close_by: *close_by,
             pipeline: *pipeline,
             max_connections: Some(s.max_connections),
             retry_unprocessed: *retry_unprocessed,

@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 
-use loadlab_engine::{ErrorClass, RunResult};
+use loadlab_engine::{CloseBy, ErrorClass, RunResult};
 use loadlab_system::probe::{ProbeReport, ProbeSecond};
 use serde::{Deserialize, Serialize};
 
@@ -599,13 +599,22 @@ pub fn diagnose(step: &StepRecord, ctx: &Context<'_>) -> Option<Diagnosis> {
     // Client ports and descriptors.
     let port_errors = r.errors.sum_of(&[ErrorClass::LocalPortExhaustion]);
     let tw = probes.map_or(0, |p| p.delta.time_wait_max);
-    if port_errors > 0 || ctx.ports.is_some_and(|n| tw as f64 >= 0.9 * n as f64) {
+    // TIME_WAIT counts every socket of the namespace: it holds loadlab's ports only when
+    // loadlab closed the connections (a server that closes keeps the TIME_WAIT itself).
+    let client_closed = r.close_by == Some(CloseBy::Client);
+    if port_errors > 0 || (client_closed && ctx.ports.is_some_and(|n| tw as f64 >= 0.9 * n as f64))
+    {
         findings.push(Finding {
             bottleneck: Bottleneck::ClientPorts,
             evidence: format!(
                 "loadlab found no free local port {port_errors} times, with {tw} sockets in TIME_WAIT \
-                 for {} ephemeral ports",
-                ctx.ports.map_or("?".into(), |n| n.to_string())
+                 for {} ephemeral ports{}",
+                ctx.ports.map_or("?".into(), |n| n.to_string()),
+                if client_closed {
+                    "; loadlab closed each connection itself (close_by = client), so each held its port for 60 s"
+                } else {
+                    ""
+                }
             ),
             advice: "the client ran out, not the server: keep-alive, more source addresses \
                      (--source-addrs), or net.ipv4.tcp_tw_reuse=1"

@@ -9,6 +9,7 @@ use crate::plan::{Model, Plan, Steps};
 use crate::template;
 
 use loadlab_engine::config::workload::DEFAULT_MAX_CONNECTIONS;
+use loadlab_engine::CloseBy;
 
 /// The most the plan will ask of the machine at any step.
 pub fn demand(plan: &Plan) -> Demand {
@@ -33,6 +34,11 @@ pub fn demand(plan: &Plan) -> Demand {
     };
     let keep_alive_off = plan.scenarios.iter().any(|s| !s.keep_alive);
     let new_connections_per_s = (keep_alive_off && l.model == Model::Open).then_some(largest_step);
+    // Only connections loadlab closes hold its ports in TIME_WAIT.
+    let server_closes = !plan
+        .scenarios
+        .iter()
+        .any(|s| !s.keep_alive && s.close_by == CloseBy::Client);
     let backlog = plan
         .matrix
         .iter()
@@ -54,6 +60,7 @@ pub fn demand(plan: &Plan) -> Demand {
         connections: per_run * parallel,
         backlog,
         new_connections_per_s,
+        server_closes,
         duration_s: (l.step_duration + l.warmup).as_secs_f64(),
         loopback,
         source_addrs,
@@ -78,5 +85,25 @@ mod tests {
         assert_eq!(demand(&plan("protocol = \"http2\"")).connections, 64);
         let grpc = "protocol = \"grpc\"\nproto = \"../../proto/helloworld.proto\"\ncall = \"helloworld.Greeter/SayHello\"";
         assert_eq!(demand(&plan(grpc)).connections, 64);
+    }
+
+    #[test]
+    fn only_connections_loadlab_closes_hold_its_ports() {
+        let open = |s: &str| {
+            let mut p = plan(s);
+            p.load.model = Model::Open;
+            demand(&p)
+        };
+        assert!(open("keep_alive = false").server_closes);
+        let d = open("keep_alive = false\nclose_by = \"client\"");
+        assert!(!d.server_closes);
+        assert_eq!(d.new_connections_per_s, Some(2048.0));
+        let text = "name = \"d\"\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:1\"\nkeep_alive = false\nclose_by = \"sometimes\"\n[load]\nsteps = [1]\n";
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let e = Plan::parse(text, "d.toml", dir, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("scenario[0].close_by"), "{e}");
+        assert!(e.contains("\"server\" or \"client\""), "{e}");
     }
 }

@@ -256,6 +256,34 @@ fn ports_and_descriptors_say_which_side_ran_out() {
         "{}",
         f.evidence
     );
+    // TIME_WAIT filling the range (28,232 ports here) without a port error: loadlab's
+    // ports only when loadlab closed the connections; a server that closes holds the
+    // TIME_WAIT itself, and the rule must not fire.
+    let waiting = |close_by: Option<loadlab_engine::CloseBy>| {
+        let mut s = s.clone();
+        s.result.keep_alive = close_by.is_none();
+        s.result.close_by = close_by;
+        s.probes.as_mut().unwrap().delta.time_wait_max = 27_000;
+        diagnose_variant(&steps, i, s).unwrap()
+    };
+    let d = waiting(Some(loadlab_engine::CloseBy::Client));
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::ClientPorts)
+        .expect("client ports from TIME_WAIT");
+    assert!(
+        f.evidence.contains("27000 sockets in TIME_WAIT"),
+        "{}",
+        f.evidence
+    );
+    assert!(f.evidence.contains("close_by = client"), "{}", f.evidence);
+    for other in [Some(loadlab_engine::CloseBy::Server), None] {
+        assert!(
+            !kinds(&waiting(other)).contains(&Bottleneck::ClientPorts),
+            "{other:?}"
+        );
+    }
     let d = diagnose_variant(&steps, i, with_errors(ErrorClass::FdExhaustion, 9)).unwrap();
     assert!(
         kinds(&d).contains(&Bottleneck::Descriptors),

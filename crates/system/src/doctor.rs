@@ -27,6 +27,10 @@ pub struct Demand {
     pub backlog: Option<u64>,
     /// New connections per second when keep-alive is off (`None`: keep-alive on).
     pub new_connections_per_s: Option<f64>,
+    /// With keep-alive off, the server closes each connection (loadlab asks it to with
+    /// `Connection: close`), so the TIME_WAIT lands on the server's side, not on loadlab's
+    /// ports; `false`: loadlab closes (`close_by = "client"`), holding each port 60 s.
+    pub server_closes: bool,
     /// How long the load lasts, seconds.
     pub duration_s: f64,
     /// The target is on a loopback address.
@@ -444,6 +448,20 @@ fn ephemeral_ports(d: &Demand, f: &Facts) -> Finding {
     };
 
     let tw = TIME_WAIT_SECONDS;
+    if d.server_closes {
+        return Finding::new(
+            CHECK,
+            Severity::Ok,
+            format!(
+                "keep-alive off at {rate:.0} new connections/s, each closed by the server \
+                 (loadlab sends `Connection: close`): the TIME_WAIT ({tw} s) stays on the \
+                 server's side and holds none of loadlab's {range}; with close_by = \"client\" \
+                 (--close-by client) loadlab would close and hold ~{} ports",
+                thousands(ports::ports_in_time_wait(rate))
+            ),
+            vec![],
+        );
+    }
     let peak = ports::ports_in_time_wait(rate);
     if budget.tw_reuse_effective {
         return Finding::new(
@@ -611,6 +629,7 @@ mod tests {
             connections: 1_000,
             backlog: Some(2_048),
             new_connections_per_s: None,
+            server_closes: false,
             duration_s: 60.0,
             loopback: true,
             source_addrs: 1,
@@ -764,6 +783,7 @@ mod tests {
             connections: 100,
             backlog: None,
             new_connections_per_s: Some(1_000.0),
+            server_closes: false,
             duration_s: 60.0,
             loopback: true,
             source_addrs: 1,
@@ -776,6 +796,23 @@ mod tests {
         assert!(x.message.contains("~16,384 requests"), "{}", x.message);
         assert!(x.message.contains("EADDRNOTAVAIL"));
         assert!(x.fix.iter().any(|c| c.starts_with("--keep-alive on")));
+        // The same load with the server closing each connection holds none of loadlab's
+        // ports: its TIME_WAIT is on the server's side.
+        let server = diagnose(
+            &Demand {
+                server_closes: true,
+                ..d.clone()
+            },
+            &doc002(),
+        );
+        let y = find(&server, "ephemeral_ports");
+        assert_eq!(y.severity, Severity::Ok, "{}", y.message);
+        assert!(
+            y.message.contains("stays on the server's side"),
+            "{}",
+            y.message
+        );
+        assert!(y.message.contains("~60,000 ports"), "{}", y.message);
         // 60,000 ports needed, 16,384 per address: 4 addresses.
         assert!(
             x.fix.iter().any(|c| c.starts_with("--source-addrs 4 ")),
@@ -799,6 +836,7 @@ mod tests {
         // So is keep-alive.
         let ka = Demand {
             new_connections_per_s: None,
+            server_closes: false,
             ..d.clone()
         };
         let x = diagnose(&ka, &doc002());
@@ -832,6 +870,7 @@ mod tests {
         // 200/s holds 12,000 ports at most: fine with 16,384 free...
         let d = Demand {
             new_connections_per_s: Some(200.0),
+            server_closes: false,
             backlog: None,
             ..demand()
         };
@@ -854,6 +893,7 @@ mod tests {
         let d = Demand {
             connections: 20_000,
             new_connections_per_s: None,
+            server_closes: false,
             ..demand()
         };
         let fs = diagnose(&d, &doc002());
@@ -883,6 +923,7 @@ mod tests {
         f.sysctls.insert("net.ipv4.tcp_tw_reuse".into(), "2".into());
         let d = Demand {
             new_connections_per_s: Some(1_000.0),
+            server_closes: false,
             loopback: false,
             ..demand()
         };
@@ -938,6 +979,7 @@ mod tests {
     fn fail_warn_ok() -> Vec<Finding> {
         let d = Demand {
             new_connections_per_s: Some(1_000.0),
+            server_closes: false,
             backlog: Some(7_168),
             ..demand()
         };

@@ -11,7 +11,10 @@ pub struct Netns(pub String);
 impl Netns {
     /// Creates `name` with 200 ephemeral ports (40000-40199) and tcp_tw_reuse=0.
     pub fn create(name: &str) -> Netns {
-        let _ = Command::new("ip").args(["netns", "del", name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", name])
+            .stderr(std::process::Stdio::null())
+            .status();
         let ok = Command::new("ip")
             .args(["netns", "add", name])
             .status()

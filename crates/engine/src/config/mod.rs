@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 pub use loadlab_grpc::GrpcCall;
 pub use validate::{ConfigError, Field};
 pub use values::{parse_duration, CpuList, SourceAddrs};
-pub use workload::{Request, Transport, TransportFlags, Workload};
+pub use workload::{CloseBy, Request, Transport, TransportFlags, Workload};
 
 /// How arrivals are spaced in open loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -178,6 +178,8 @@ pub struct RunConfig {
     pub warmup: Duration,
     /// Connection reuse (always on over HTTP/2 and gRPC).
     pub keep_alive: bool,
+    /// With keep-alive off, which side closes each connection.
+    pub close_by: CloseBy,
     /// Per-request deadline from intended send time.
     pub timeout: Duration,
     /// Worker threads (default: one per core); closed loop and HTTP/2: at most one per connection.

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use super::values::parse_header;
 use super::workload::{
-    Transport, Workload, DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS, DEFAULT_OPEN_STREAMS,
+    CloseBy, Transport, Workload, DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS, DEFAULT_OPEN_STREAMS,
     DEFAULT_STREAMS,
 };
 use super::{available_cores, LoadModel, Protocol, RunConfig, Scheme, Target};
@@ -39,6 +39,8 @@ pub enum Field {
     Pipeline,
     /// Connection reuse.
     KeepAlive,
+    /// Which side closes a connection that is not reused.
+    CloseBy,
     /// The HTTP method.
     Method,
     /// A request header.
@@ -51,7 +53,7 @@ pub enum Field {
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 16] = [
+    pub const ALL: [Field; 17] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -64,6 +66,7 @@ impl Field {
         Field::Threads,
         Field::Pipeline,
         Field::KeepAlive,
+        Field::CloseBy,
         Field::Method,
         Field::Header,
         Field::SourceAddrs,
@@ -85,6 +88,7 @@ impl Field {
             Field::Threads => "--threads",
             Field::Pipeline => "--pipeline",
             Field::KeepAlive => "--keep-alive",
+            Field::CloseBy => "--close-by",
             Field::Method => "-X/--method",
             Field::Header => "-H/--header",
             Field::SourceAddrs => "--source-addrs",
@@ -252,14 +256,15 @@ impl Workload {
                 self.streams(*concurrency, threads)?
             }
         };
-        let (keep_alive, pipeline, retry_unprocessed) = match self.transport {
+        let (keep_alive, close_by, pipeline, retry_unprocessed) = match self.transport {
             Transport::Http1 {
                 keep_alive,
+                close_by,
                 pipeline,
                 retry_unprocessed,
                 ..
-            } => (keep_alive, pipeline, retry_unprocessed),
-            _ => (true, 1, false),
+            } => (keep_alive, close_by, pipeline, retry_unprocessed),
+            _ => (true, CloseBy::Server, 1, false),
         };
         let grpc = match &self.transport {
             Transport::Grpc { call, .. } => {
@@ -326,6 +331,7 @@ impl Workload {
             requests: self.requests,
             warmup: self.warmup,
             keep_alive,
+            close_by,
             timeout: self.timeout,
             threads,
             method,

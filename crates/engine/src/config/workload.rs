@@ -25,6 +25,45 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The measured duration when neither a duration nor a request count is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 
+/// Which side closes a connection that is not reused (HTTP/1.1, keep-alive off), and so
+/// which side's socket waits in TIME_WAIT for 60 s afterwards.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseBy {
+    /// loadlab sends `Connection: close` and the server closes after its response: the
+    /// server's socket waits in TIME_WAIT, loadlab's port is free again at once (wrk with
+    /// `-H "Connection: close"`, oha `--disable-keepalive`).
+    #[default]
+    Server,
+    /// loadlab reads the response and closes the connection itself, as a client without
+    /// connection reuse does: each of loadlab's local ports waits in TIME_WAIT, and at
+    /// enough new connections per second the ephemeral range runs out (document 002).
+    Client,
+}
+
+impl CloseBy {
+    /// The value as `--close-by` and plans spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseBy::Server => "server",
+            CloseBy::Client => "client",
+        }
+    }
+}
+
+impl std::str::FromStr for CloseBy {
+    type Err = String;
+
+    /// Reads `server` or `client`.
+    fn from_str(s: &str) -> Result<CloseBy, String> {
+        match s {
+            "server" => Ok(CloseBy::Server),
+            "client" => Ok(CloseBy::Client),
+            _ => Err("\"server\" or \"client\"".into()),
+        }
+    }
+}
+
 /// How requests travel: the protocol and the settings that only it has.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "protocol", rename_all = "snake_case", deny_unknown_fields)]
@@ -33,6 +72,9 @@ pub enum Transport {
     Http1 {
         /// Reuse connections (`true`) or open one per request.
         keep_alive: bool,
+        /// With keep-alive off, which side closes each connection.
+        #[serde(default)]
+        close_by: CloseBy,
         /// Requests written back to back before reading responses (closed loop,
         /// keep-alive); 1 is no pipelining.
         pipeline: u32,
@@ -63,6 +105,7 @@ impl Default for Transport {
     fn default() -> Self {
         Transport::Http1 {
             keep_alive: true,
+            close_by: CloseBy::Server,
             pipeline: 1,
             max_connections: None,
             retry_unprocessed: false,
@@ -174,6 +217,8 @@ pub struct TransportFlags {
     pub grpc: Option<GrpcCall>,
     /// `--keep-alive on|off`.
     pub keep_alive: bool,
+    /// `--close-by server|client`.
+    pub close_by: CloseBy,
     /// `--pipeline`.
     pub pipeline: u32,
     /// `--connections` (HTTP/2 refuses a different `--max-connections`).
@@ -194,6 +239,13 @@ impl TransportFlags {
             (None, true) => (true, "--http2"),
             (None, false) => (false, ""),
         };
+        if self.close_by == CloseBy::Client && (multiplexed || self.keep_alive) {
+            return Err(value_err(
+                Field::CloseBy,
+                "client",
+                "only with --keep-alive off over HTTP/1.1: a reused connection is closed by neither side",
+            ));
+        }
         if !multiplexed {
             if let Some(c) = self.concurrency {
                 return Err(value_err(
@@ -204,6 +256,7 @@ impl TransportFlags {
             }
             return Ok(Transport::Http1 {
                 keep_alive: self.keep_alive,
+                close_by: self.close_by,
                 pipeline: self.pipeline,
                 max_connections: self.max_connections,
                 retry_unprocessed: self.retry_unprocessed,
@@ -251,6 +304,7 @@ mod tests {
             http2: false,
             grpc: None,
             keep_alive: true,
+            close_by: CloseBy::Server,
             pipeline: 1,
             connections: 64,
             max_connections: None,
@@ -284,6 +338,28 @@ mod tests {
         .transport()
         .unwrap_err();
         assert!(e.to_string().contains("--max-connections"), "{e}");
+        let e = TransportFlags {
+            close_by: CloseBy::Client,
+            ..flags()
+        }
+        .transport()
+        .unwrap_err();
+        assert!(e.to_string().starts_with("--close-by = client"), "{e}");
+        assert!(e.to_string().contains("--keep-alive off"), "{e}");
+        assert!(matches!(
+            TransportFlags {
+                close_by: CloseBy::Client,
+                keep_alive: false,
+                ..flags()
+            }
+            .transport()
+            .unwrap(),
+            Transport::Http1 {
+                close_by: CloseBy::Client,
+                keep_alive: false,
+                ..
+            }
+        ));
         assert_eq!(
             TransportFlags {
                 http2: true,

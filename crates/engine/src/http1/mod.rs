@@ -7,7 +7,7 @@ pub(crate) mod link;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::config::RunConfig;
+use crate::config::{CloseBy, RunConfig};
 use crate::error::ErrorClass;
 
 /// Encodes the run's request once.
@@ -49,7 +49,7 @@ pub fn encode_request(cfg: &RunConfig) -> Vec<u8> {
     if needs_length && !has("content-length") {
         out.extend_from_slice(format!("Content-Length: {}\r\n", cfg.body.len()).as_bytes());
     }
-    if !cfg.keep_alive && !has("connection") {
+    if !cfg.keep_alive && cfg.close_by == CloseBy::Server && !has("connection") {
         out.extend_from_slice(b"Connection: close\r\n");
     }
     out.extend_from_slice(b"\r\n");
@@ -294,6 +294,33 @@ fn contains_token(value: &[u8], token: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_server_closing_is_asked_for_with_connection_close() {
+        let encoded = |keep_alive: bool, close_by: CloseBy| {
+            let w = crate::config::Workload {
+                url: "http://127.0.0.1:8080/x".into(),
+                transport: crate::config::Transport::Http1 {
+                    keep_alive,
+                    close_by,
+                    pipeline: 1,
+                    max_connections: None,
+                    retry_unprocessed: false,
+                },
+                ..Default::default()
+            };
+            String::from_utf8(encode_request(&w.validate().unwrap())).unwrap()
+        };
+        assert!(encoded(false, CloseBy::Server).contains("\r\nConnection: close\r\n"));
+        // loadlab closes itself: the request is an ordinary HTTP/1.1 one, kept open by the
+        // server until loadlab closes after the response.
+        let client = encoded(false, CloseBy::Client);
+        assert!(
+            !client.to_ascii_lowercase().contains("connection:"),
+            "{client}"
+        );
+        assert!(!encoded(true, CloseBy::Server).contains("Connection:"));
+    }
 
     fn read_all(input: &[u8], method: &str, count: usize) -> Vec<Result<ResponseMeta, ErrorClass>> {
         let rt = tokio::runtime::Builder::new_current_thread()

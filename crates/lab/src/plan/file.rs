@@ -116,6 +116,10 @@ pub struct ScenarioFile {
     /// Connection reuse; `false` opens one connection per request (HTTP/1.1 only).
     #[serde(default = "default_true")]
     pub keep_alive: bool,
+    /// With keep-alive off, who closes each connection: `server` (loadlab sends
+    /// `Connection: close`) or `client` (loadlab closes; its ports wait in TIME_WAIT).
+    #[serde(default = "default_close_by")]
+    pub close_by: String,
     /// Per-request deadline, counted from the intended send time.
     #[serde(default = "default_timeout")]
     pub timeout: String,
@@ -138,6 +142,10 @@ pub struct ScenarioFile {
     /// gRPC: request metadata, `key: value` each.
     #[serde(default)]
     pub metadata: Vec<String>,
+}
+
+fn default_close_by() -> String {
+    "server".into()
 }
 
 fn default_protocol() -> String {

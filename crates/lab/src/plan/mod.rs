@@ -118,6 +118,10 @@ pub struct ScenarioSpec {
     pub body: String,
     /// `keep_alive` (default true); HTTP/2 and gRPC require it.
     pub keep_alive: bool,
+    /// `close_by` (default `server`): with keep-alive off, which side closes each
+    /// connection; `client` needs `keep_alive = false`.
+    #[serde(default)]
+    pub close_by: loadlab_engine::CloseBy,
     /// `timeout` (default 5 s): per-request deadline, above 0.
     pub timeout: Duration,
     /// `rate`: this scenario's requests/s in together mode; unused otherwise.

@@ -109,6 +109,10 @@ fn grpc_mistakes_name_their_field() {
             "scenario[0].keep_alive",
         ),
         (
+            grpc("call = \"helloworld.Greeter/SayHello\"\nclose_by = \"client\""),
+            "scenario[0].close_by",
+        ),
+        (
             grpc("call = \"helloworld.Greeter/SayHello\"\nmetadata = [\"no colon\"]"),
             "scenario[0].metadata",
         ),

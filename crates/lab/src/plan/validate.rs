@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use loadlab_engine::config::{parse_duration, CpuList, SourceAddrs};
-use loadlab_engine::{Arrival, GrpcCall, Protocol};
+use loadlab_engine::{Arrival, CloseBy, GrpcCall, Protocol};
 use loadlab_grpc::CallInput;
 
 use super::file::{KneeFile, LoadFile, SloFile, TargetFile};
@@ -307,6 +307,14 @@ fn scenarios(
             return Err(c.err(f("timeout"), s.timeout.clone(), "above 0"));
         }
         let (protocol, grpc) = scenario_protocol(c, dir, i, s)?;
+        let close_by: CloseBy = c.parsed(&f("close_by"), &s.close_by)?;
+        if close_by == CloseBy::Client && s.keep_alive {
+            return Err(c.err(
+                f("close_by"),
+                "\"client\"",
+                "\"server\" with keep_alive = true (a reused connection is closed by neither side); set keep_alive = false",
+            ));
+        }
         scenarios.push(ScenarioSpec {
             protocol,
             call: s.call.clone(),
@@ -317,6 +325,7 @@ fn scenarios(
             headers: s.headers.clone(),
             body: s.body.clone(),
             keep_alive: s.keep_alive,
+            close_by,
             timeout,
             rate: s.rate,
             requests: s.requests,

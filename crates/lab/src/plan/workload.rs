@@ -51,6 +51,7 @@ impl Plan {
             (Protocol::Http2, _) | (Protocol::Grpc, None) => Transport::Http2 { concurrency },
             (Protocol::Http1, _) => Transport::Http1 {
                 keep_alive: s.keep_alive,
+                close_by: s.close_by,
                 pipeline: 1,
                 max_connections: match l.model {
                     Model::Open => l.max_connections,
@@ -122,6 +123,7 @@ impl Plan {
             Field::Threads => "load.threads".into(),
             Field::Pipeline => "load".into(),
             Field::KeepAlive => format!("scenario[{i}].keep_alive"),
+            Field::CloseBy => format!("scenario[{i}].close_by"),
             Field::Method => format!("scenario[{i}].method"),
             Field::Header => format!("scenario[{i}].headers"),
             Field::SourceAddrs => "load.source_addrs".into(),
