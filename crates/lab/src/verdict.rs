@@ -170,32 +170,58 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
 }
 
 /// A run noted as generator-limited only because some sends left late (no worker thread
-/// was CPU-bound) still judges the server when every clause that failed is far beyond what
-/// that lateness could cause. Latency counts from the intended send time, so a send `L`
-/// late adds at most `L` to its latency; the schedule's worst lag `L` is the bound used:
-/// - latency: the responses slower than the bound plus `L` still resolve above 1 %;
-/// - throughput: the server fell behind by `(1 − pace) × window`, at least ten times `L`;
-/// - errors: `L` is under a tenth of the request timeout (lateness cannot time requests out,
-///   and refusals and resets are not the generator's).
+/// was CPU-bound, no agent lost) still judges the server when the lateness could not have
+/// changed the verdict. Every send left within the schedule's worst lag `L` of its
+/// intended instant, so:
+/// - the load was offered as planned but for the arrivals of the window's last `L`, which
+///   slipped past its end: when every clause held, the step is sustained if `L` is within
+///   the throughput clause's tolerance, `(1 − min_achieved_ratio) × window` (open loop);
+///   lateness only made latency look worse (it counts from the intended send time) and the
+///   arrivals burstier, never the load lighter;
+/// - when clauses failed, each must be far beyond what `L` can cause: latency — the
+///   responses slower than the bound plus `L` still resolve above 1 %; throughput — the
+///   server fell behind by `(1 − pace) × window`, at least ten times `L`; errors — `L` is
+///   under a tenth of the request timeout (lateness cannot time requests out, and refusals
+///   and resets are not the generator's).
 ///
-/// Returns the sentence saying so, or `None` when the step must stay generator-limited:
-/// nothing else failed, a worker was CPU-bound (responses were read late too, by an amount
-/// nothing bounds), or a clause is within reach of the lag.
+/// Returns the sentence saying so, or `None` when the step must stay generator-limited: a
+/// worker was CPU-bound (responses were read late too, by an amount nothing bounds), an
+/// agent was lost, or the lag is within reach of the verdict.
 pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<String> {
-    let server: Vec<Limit> = failed
-        .iter()
-        .copied()
-        .filter(|l| matches!(l, Limit::Errors | Limit::Latency | Limit::Throughput))
-        .collect();
-    if server.is_empty()
-        || failed.contains(&Limit::AgentLost)
+    if failed.contains(&Limit::AgentLost)
         || r.worker_cpu_utilization
             .iter()
             .any(|u| *u > loadlab_engine::runner::CPU_BOUND)
     {
         return None;
     }
+    let server: Vec<Limit> = failed
+        .iter()
+        .copied()
+        .filter(|l| matches!(l, Limit::Errors | Limit::Latency | Limit::Throughput))
+        .collect();
     let lag_ms = r.schedule_lag_ms.max;
+    let lag = format!(
+        "loadlab sent some requests late (schedule lag p99 {:.2} ms, worst {lag_ms:.2} ms)",
+        r.schedule_lag_ms.p99
+    );
+    let window_ms = r.duration_s * 1000.0;
+    if server.is_empty() {
+        let tolerance = 1.0 - slo.min_achieved_ratio;
+        let slipped = lag_ms / window_ms;
+        return (r.offered_rps.is_some()
+            && window_ms > 0.0
+            && failed.is_empty()
+            && slipped <= tolerance)
+            .then(|| {
+                format!(
+                    "{lag}: at most {} of the step's arrivals slipped past its end, within the {} \
+                     the throughput clause allows; every clause held with the load offered",
+                    pct(slipped),
+                    pct(tolerance)
+                )
+            });
+    }
     let far = |l: &Limit| match l {
         Limit::Latency => match slo.p99_ms {
             Some(bound) => {
@@ -206,7 +232,7 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
         Limit::Throughput => r
             .latency_trend
             .as_ref()
-            .is_some_and(|t| (1.0 - t.pace) * r.duration_s * 1000.0 >= 10.0 * lag_ms),
+            .is_some_and(|t| (1.0 - t.pace) * window_ms >= 10.0 * lag_ms),
         Limit::Errors => r.timeout_ms > 0.0 && lag_ms * 10.0 < r.timeout_ms,
         _ => false,
     };
@@ -214,10 +240,7 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
         return None;
     }
     Some(format!(
-        "loadlab sent some requests late (schedule lag p99 {:.2} ms, worst {:.2} ms), too little to cause \
-         what failed ({}): the step is the server's",
-        r.schedule_lag_ms.p99,
-        lag_ms,
+        "{lag}, too little to cause what failed ({}): the step is the server's",
         server
             .iter()
             .map(|l| l.describe())

@@ -54,8 +54,14 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
         out.push("generator-limited".into());
     } else if r.generator_limited {
         out.push(format!(
-            "some sends late (lag p99 {:.2} ms), too little to explain the failure",
-            r.schedule_lag_ms.p99
+            "some sends late (lag p99 {:.2} ms, worst {:.2} ms), {}",
+            r.schedule_lag_ms.p99,
+            r.schedule_lag_ms.max,
+            if step.verdict.sustained {
+                "too little to change the load offered"
+            } else {
+                "too little to explain the failure"
+            }
         ));
     }
     let lost: Vec<&str> = r
