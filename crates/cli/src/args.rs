@@ -354,6 +354,19 @@ pub struct OutputArgs {
     /// No per-second progress on stderr.
     #[arg(short = 'q', long, help_heading = "Output")]
     pub quiet: bool,
+    /// A gate on the final result, for CI (repeatable; k6-style thresholds): METRIC OP VALUE
+    /// with OP one of < <= > >=. Latency from the intended send time: p50, p75, p90, p95,
+    /// p99, p99.9, p99.99, p99.999, mean, max, with a unit (`p99<50ms`, `p99.9<=1s`);
+    /// `errors<0.1%` (failed over attempted); `achieved>=0.98` (over offered, open loop) or
+    /// `achieved>=5000/s`. Each gate is printed PASS or FAIL with its figure; the exit
+    /// status is 3 when one fails. Quote it from the shell.
+    #[arg(long = "slo", value_name = "GATE", value_parser = parse_gate, help_heading = "Gates")]
+    pub slo: Vec<loadlab_lab::gate::Gate>,
+}
+
+fn parse_gate(s: &str) -> Result<loadlab_lab::gate::Gate, String> {
+    s.parse()
+        .map_err(|e: loadlab_lab::gate::GateError| e.reason)
 }
 
 /// `loadlab run` arguments.

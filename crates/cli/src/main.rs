@@ -20,6 +20,8 @@ use args::{Cli, Command, GrpcArgs, OutputArgs, RunArgs};
 const EXIT_ALL_FAILED: u8 = 1;
 /// Exit status for invalid input (as clap uses for usage errors).
 const EXIT_BAD_INPUT: u8 = 2;
+/// Exit status when a `--slo` gate failed (or a lab run regressed against its baseline).
+pub(crate) const EXIT_GATE_FAILED: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -127,6 +129,11 @@ fn execute(
         Ok(c) => c,
         Err(e) => return Err(EngineError::Config(e).into()),
     };
+    let open_loop = matches!(cfg.model, loadlab_engine::LoadModel::Open { .. });
+    for g in &out.slo {
+        g.applies_to(open_loop)
+            .map_err(|e| BadInput(e.to_string()))?;
+    }
     if distributed.agents.is_none() {
         for w in loadlab_engine::runner::preflight(&cfg) {
             eprintln!("loadlab: warning: {w}");
@@ -170,12 +177,32 @@ fn execute(
         }
     };
     print!("{}", summary::render(&result));
+    let gates: Vec<_> = out.slo.iter().map(|g| g.check(&result)).collect();
+    if !gates.is_empty() {
+        println!("\nGates:");
+        for g in &gates {
+            println!("  {g}");
+        }
+    }
     std::io::stdout().flush().ok();
     if let Some(path) = &out.json {
         write_json(path, &result)?;
     }
+    let failed: Vec<&str> = gates
+        .iter()
+        .filter(|g| !g.passed)
+        .map(|g| g.gate.as_str())
+        .collect();
     Ok(if result.all_failed() {
         ExitCode::from(EXIT_ALL_FAILED)
+    } else if !failed.is_empty() {
+        eprintln!(
+            "loadlab: {} of {} gates failed: {}",
+            failed.len(),
+            gates.len(),
+            failed.join(", ")
+        );
+        ExitCode::from(EXIT_GATE_FAILED)
     } else {
         ExitCode::SUCCESS
     })

@@ -320,6 +320,15 @@ impl RunResult {
         self.successful == 0
     }
 
+    /// Requests that were attempted and ended one way or another: the responses plus the
+    /// failures that had no response (a 4xx or 5xx is both a response and an error).
+    pub fn attempts(&self) -> u64 {
+        self.requests + self.errors_total
+            - self
+                .errors
+                .sum_of(&[ErrorClass::Http4xx, ErrorClass::Http5xx])
+    }
+
     /// Failures by class, largest first, zeros left out.
     pub fn nonzero_errors(&self) -> Vec<(ErrorClass, u64)> {
         let mut v: Vec<_> = self.errors.iter().filter(|&(_, n)| n > 0).collect();

@@ -14,6 +14,7 @@ pub mod bundle;
 pub mod diagnosis;
 pub mod doctor;
 pub mod experiment;
+pub mod gate;
 pub mod knee;
 pub mod matrix;
 pub mod plan;

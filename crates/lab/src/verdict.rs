@@ -1,7 +1,7 @@
 //! Whether a step was sustained, and if not, what limited it.
 
 use loadlab_engine::stats;
-use loadlab_engine::{ErrorClass, RunResult};
+use loadlab_engine::RunResult;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::Slo;
@@ -120,8 +120,7 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     if r.agents.iter().any(|a| a.lost.is_some()) {
         limits.push(Limit::AgentLost);
     }
-    let attempts =
-        r.requests + r.errors_total - r.errors.sum_of(&[ErrorClass::Http4xx, ErrorClass::Http5xx]);
+    let attempts = r.attempts();
     if attempts == 0
         || count_clause(
             r.errors_total,

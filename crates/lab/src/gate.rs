@@ -1,0 +1,409 @@
+//! Gates for CI: thresholds on one run's final result, k6-style (`--slo 'p99<50ms'`).
+//!
+//! A gate is `METRIC OP VALUE`, with `OP` one of `<`, `<=`, `>`, `>=`:
+//! - latency: `p50`, `p75`, `p90`, `p95`, `p99`, `p99.9` (or `p999`), `p99.99`, `p99.999`
+//!   (read from the run's latency HdrHistogram, so from the intended send time), `mean`,
+//!   `max`; the value has a unit: `us`, `ms` or `s` (`p99<50ms`);
+//! - `errors`: the failed requests as a fraction of those attempted, `0.1%` or `0.001`;
+//! - `achieved`: open loop, achieved over offered as a ratio (`achieved>=0.98`), or in
+//!   requests per second with `/s` or `rps` (`achieved>=5000/s`, either model).
+//!
+//! A gate is a plain comparison of the run's figure, as k6 thresholds are; each outcome
+//! carries the count the figure rests on, so a reader can tell a p99 of 40 responses from
+//! one of 40,000. Parsing refuses what it cannot read, naming the gate and the forms it
+//! accepts, before any load is sent.
+
+use std::fmt;
+use std::str::FromStr;
+
+use loadlab_engine::RunResult;
+use serde::Serialize;
+
+/// What a gate measures.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// A latency percentile, 0 < q < 100.
+    Percentile(f64),
+    /// Mean latency.
+    Mean,
+    /// Largest latency.
+    Max,
+    /// Failed requests over attempted ones.
+    Errors,
+    /// Achieved over offered (open loop).
+    AchievedRatio,
+    /// Achieved requests per second.
+    AchievedRps,
+}
+
+/// A comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Op {
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl Op {
+    fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            Op::Lt => a < b,
+            Op::Le => a <= b,
+            Op::Gt => a > b,
+            Op::Ge => a >= b,
+        }
+    }
+}
+
+/// One gate, as parsed from `--slo`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Gate {
+    /// The text the user gave, for messages.
+    pub text: String,
+    /// What it measures.
+    pub metric: Metric,
+    /// How it compares.
+    pub op: Op,
+    /// The bound: ms for latency, a fraction for errors and ratios, req/s for rates.
+    pub bound: f64,
+}
+
+/// A gate that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("--slo `{text}`: {reason}")]
+pub struct GateError {
+    /// The gate as given.
+    pub text: String,
+    /// What is wrong and what would be right.
+    pub reason: String,
+}
+
+/// The percentiles a gate takes: the conventional ones, so that a typo (`p42`, `p9`) is
+/// refused rather than gated on.
+const PERCENTILES: [f64; 8] = [50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 99.999];
+
+const FORMS: &str = "give METRIC OP VALUE with OP one of < <= > >=, e.g. `p99<50ms`, \
+                     `p99.9<=1s`, `mean<20ms`, `errors<0.1%`, `achieved>=0.98`, `achieved>=5000/s`";
+
+impl FromStr for Gate {
+    type Err = GateError;
+
+    fn from_str(text: &str) -> Result<Gate, GateError> {
+        let err = |reason: String| GateError {
+            text: text.to_string(),
+            reason,
+        };
+        let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        let at = compact
+            .find(['<', '>'])
+            .ok_or_else(|| err(format!("no comparison: {FORMS}")))?;
+        let (name, rest) = compact.split_at(at);
+        let (op, value) = if let Some(v) = rest.strip_prefix("<=") {
+            (Op::Le, v)
+        } else if let Some(v) = rest.strip_prefix(">=") {
+            (Op::Ge, v)
+        } else if let Some(v) = rest.strip_prefix('<') {
+            (Op::Lt, v)
+        } else {
+            (Op::Gt, &rest[1..])
+        };
+        if value.is_empty() {
+            return Err(err(format!("no value after the comparison: {FORMS}")));
+        }
+        let number = |v: &str| -> Result<f64, GateError> {
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| err(format!("`{v}` is not a number of 0 or more")))
+        };
+        let name = name.to_ascii_lowercase();
+        let (metric, bound) = match name.as_str() {
+            "errors" => {
+                let f = match value.strip_suffix('%') {
+                    Some(p) => number(p)? / 100.0,
+                    None => number(value)?,
+                };
+                if f > 1.0 {
+                    return Err(err(format!(
+                        "an error rate is at most 100 % (`{value}`): write `0.1%` or `0.001`"
+                    )));
+                }
+                (Metric::Errors, f)
+            }
+            "achieved" => match value
+                .strip_suffix("/s")
+                .or_else(|| value.strip_suffix("rps"))
+            {
+                Some(rate) => (Metric::AchievedRps, number(rate)?),
+                None => (Metric::AchievedRatio, number(value)?),
+            },
+            "mean" | "max" | "min" => {
+                let metric = match name.as_str() {
+                    "mean" => Metric::Mean,
+                    "max" => Metric::Max,
+                    _ => Metric::Percentile(0.0),
+                };
+                if metric == Metric::Percentile(0.0) {
+                    return Err(err("`min` cannot fail a server; use a percentile".into()));
+                }
+                (metric, latency_ms(value).map_err(err)?)
+            }
+            p if p.starts_with('p') => {
+                let digits = &p[1..];
+                // `p999` is 99.9, `p9999` 99.99, as the result's fields spell them.
+                let q = match digits {
+                    "999" => Some(99.9),
+                    "9999" => Some(99.99),
+                    "99999" => Some(99.999),
+                    d => d.parse::<f64>().ok(),
+                }
+                .filter(|q| PERCENTILES.contains(q))
+                .ok_or_else(|| {
+                    err(format!(
+                        "`{p}` is not a percentile a gate takes: p50, p75, p90, p95, p99, p99.9 \
+                         (or p999), p99.99, p99.999"
+                    ))
+                })?;
+                (Metric::Percentile(q), latency_ms(value).map_err(err)?)
+            }
+            "" => return Err(err(format!("no metric before the comparison: {FORMS}"))),
+            other => {
+                return Err(err(format!(
+                    "unknown metric `{other}`: pN (a latency percentile), mean, max, errors or achieved"
+                )))
+            }
+        };
+        Ok(Gate {
+            text: text.trim().to_string(),
+            metric,
+            op,
+            bound,
+        })
+    }
+}
+
+/// A latency with its unit, in ms.
+fn latency_ms(v: &str) -> Result<f64, String> {
+    let (num, scale) = if let Some(n) = v.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix("us").or_else(|| v.strip_suffix("µs")) {
+        (n, 0.001)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        return Err(format!(
+            "a latency needs its unit: `{v}ms`, `{v}s` or `{v}us`"
+        ));
+    };
+    num.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .map(|x| x * scale)
+        .ok_or_else(|| format!("`{num}` is not a number of 0 or more"))
+}
+
+impl Gate {
+    /// Refuses a gate this kind of run cannot have (an achieved ratio in closed loop, which
+    /// offers no rate).
+    pub fn applies_to(&self, open_loop: bool) -> Result<(), GateError> {
+        if self.metric == Metric::AchievedRatio && !open_loop {
+            return Err(GateError {
+                text: self.text.clone(),
+                reason: "achieved as a ratio needs an offered rate (--rate); in closed loop \
+                         give requests per second, e.g. `achieved>=5000/s`"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks the gate against a run's result.
+    pub fn check(&self, r: &RunResult) -> GateOutcome {
+        let responses = r.latency_ms.count;
+        let (actual, basis) = match self.metric {
+            Metric::Percentile(q) => (
+                loadlab_engine::result::decode_histogram(&r.histograms.latency)
+                    .ok()
+                    .filter(|h| !h.is_empty())
+                    .map(|h| h.value_at_quantile(q / 100.0) as f64 / 1000.0),
+                format!("{} responses", thousands(responses)),
+            ),
+            Metric::Mean => (
+                r.latency_ms.mean,
+                format!("{} responses", thousands(responses)),
+            ),
+            Metric::Max => (
+                r.latency_ms.max,
+                format!("{} responses", thousands(responses)),
+            ),
+            Metric::Errors => {
+                let attempts = r.attempts();
+                (
+                    (attempts > 0).then(|| r.errors_total as f64 / attempts as f64),
+                    format!(
+                        "{} failed of {} attempted",
+                        thousands(r.errors_total),
+                        thousands(attempts)
+                    ),
+                )
+            }
+            Metric::AchievedRatio => (
+                r.offered_rps
+                    .filter(|o| *o > 0.0)
+                    .map(|o| r.achieved_rps / o),
+                format!(
+                    "{:.0} of {:.0} req/s offered",
+                    r.achieved_rps,
+                    r.offered_rps.unwrap_or(0.0)
+                ),
+            ),
+            Metric::AchievedRps => (
+                Some(r.achieved_rps),
+                format!("{} successful", thousands(r.successful)),
+            ),
+        };
+        let passed = actual.is_some_and(|a| self.op.holds(a, self.bound));
+        GateOutcome {
+            gate: self.text.clone(),
+            passed,
+            actual,
+            shown: match actual {
+                Some(a) => format!("{} ({basis})", self.show(a)),
+                None => format!("nothing to measure ({basis})"),
+            },
+        }
+    }
+
+    /// A value of this gate's metric, with its unit.
+    fn show(&self, v: f64) -> String {
+        let name = match self.metric {
+            Metric::Percentile(q) => format!("p{q}"),
+            Metric::Mean => "mean".into(),
+            Metric::Max => "max".into(),
+            Metric::Errors => return format!("errors {}", pct(v)),
+            Metric::AchievedRatio => return format!("achieved {v:.3} of offered"),
+            Metric::AchievedRps => return format!("achieved {v:.1} req/s"),
+        };
+        format!("{name} {}", ms(v))
+    }
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0} ms")
+    } else if v >= 1.0 {
+        format!("{v:.2} ms")
+    } else {
+        format!("{v:.3} ms")
+    }
+}
+
+fn pct(x: f64) -> String {
+    let p = 100.0 * x;
+    if p == 0.0 || p >= 1.0 {
+        format!("{p:.2} %")
+    } else {
+        format!("{p:.3} %")
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One gate checked.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GateOutcome {
+    /// The gate as given.
+    pub gate: String,
+    /// The figure held.
+    pub passed: bool,
+    /// The run's figure (ms, fraction or req/s); `None` when there was nothing to measure,
+    /// which fails the gate.
+    pub actual: Option<f64>,
+    /// The figure with its unit and the count it rests on.
+    pub shown: String,
+}
+
+impl fmt::Display for GateOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[{}] {}: {}",
+            if self.passed { "PASS" } else { "FAIL" },
+            self.gate,
+            self.shown
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(s: &str) -> Gate {
+        s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn every_form_parses() {
+        assert_eq!(gate("p99<50ms").metric, Metric::Percentile(99.0));
+        assert_eq!(gate("p99<50ms").bound, 50.0);
+        assert_eq!(gate("p99<50ms").op, Op::Lt);
+        assert_eq!(gate("p99.9 <= 1s").bound, 1000.0);
+        assert_eq!(gate("p99.9 <= 1s").op, Op::Le);
+        assert_eq!(gate("p999<1s").metric, Metric::Percentile(99.9));
+        assert_eq!(gate("p50<800us").bound, 0.8);
+        assert_eq!(gate("mean<20ms").metric, Metric::Mean);
+        assert_eq!(gate("max<2s").metric, Metric::Max);
+        let e = gate("errors<0.1%");
+        assert_eq!((e.metric, e.op), (Metric::Errors, Op::Lt));
+        assert!((e.bound - 0.001).abs() < 1e-12);
+        assert_eq!(gate("errors<=0.001").bound, 0.001);
+        assert_eq!(gate("achieved>=0.98").metric, Metric::AchievedRatio);
+        assert_eq!(gate("achieved>=0.98").op, Op::Ge);
+        assert_eq!(gate("achieved>5000/s").metric, Metric::AchievedRps);
+        assert_eq!(gate("achieved>5000rps").bound, 5000.0);
+        assert_eq!(gate("  P99 < 50ms ").text, "P99 < 50ms");
+    }
+
+    #[test]
+    fn malformed_gates_say_what_is_wrong() {
+        for (text, needle) in [
+            ("p99<", "no value"),
+            ("p42<1ms", "not a percentile"),
+            ("p42x<1ms", "not a percentile"),
+            ("p100<1ms", "not a percentile"),
+            ("p0<1ms", "not a percentile"),
+            ("errors<abc", "`abc` is not a number"),
+            ("errors<150%", "at most 100 %"),
+            ("p99<50", "needs its unit"),
+            ("p99=50ms", "no comparison"),
+            ("<50ms", "no metric"),
+            ("latency<50ms", "unknown metric `latency`"),
+            ("p99<-5ms", "not a number of 0 or more"),
+            ("min<1ms", "cannot fail"),
+        ] {
+            let e = text.parse::<Gate>().unwrap_err();
+            assert!(e.to_string().starts_with(&format!("--slo `{text}`")), "{e}");
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        let closed = gate("achieved>=0.98").applies_to(false).unwrap_err();
+        assert!(closed.to_string().contains("achieved>=5000/s"), "{closed}");
+        assert!(gate("achieved>=10/s").applies_to(false).is_ok());
+    }
+}
