@@ -17,6 +17,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use loadlab_engine::RunResult;
+use loadlab_system::doctor::thousands;
 use serde::Serialize;
 
 /// What a gate measures.
@@ -311,18 +312,6 @@ fn pct(x: f64) -> String {
     } else {
         format!("{p:.3} %")
     }
-}
-
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// One gate checked.

@@ -237,7 +237,7 @@ pub fn render(findings: &[Finding]) -> String {
 }
 
 /// `16384` → `16,384`.
-fn thousands(n: u64) -> String {
+pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
