@@ -55,15 +55,20 @@ fn run_lab(
             doctor::render(&findings)
         );
     }
+    let view = (!quiet).then(crate::live::LabView::new);
     let opts = LabOptions {
         out,
         stop,
-        progress: !quiet,
+        progress: view.clone().map(|v| v as Arc<dyn loadlab_lab::LabProgress>),
         command: std::env::args().collect(),
         doctor: findings,
         fleet,
     };
-    let summary = loadlab_lab::run_plan(plan, &opts)?;
+    let summary = loadlab_lab::run_plan(plan, &opts);
+    if let Some(v) = &view {
+        v.finish();
+    }
+    let summary = summary?;
     let path = loadlab_report::write_report(&summary.bundle)
         .with_context(|| format!("writing the report into {}", summary.bundle.display()))?;
     let report = std::fs::read_to_string(&path)?;

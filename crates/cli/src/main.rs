@@ -3,8 +3,9 @@
 mod args;
 mod fleet;
 mod lab;
+mod live;
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -142,18 +143,15 @@ fn execute(
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
     let coordinator = fleet::coordinator(distributed, &stop, out.quiet)?;
-    let show_progress = !out.quiet && std::io::stderr().is_terminal();
-    let mut progress = |s: &SecondStats| {
-        if show_progress {
-            let p99 = s.latency_p99_ms.map_or("-".into(), |v| format!("{v:.2}ms"));
-            eprintln!(
-                "  [{:>4}s] {:>8} ok {:>6} errors  p99 {p99}",
-                s.second + 1,
-                s.successful,
-                s.errors
-            );
-        }
-    };
+    let view = live::RunView::new(
+        out.quiet,
+        cfg.duration,
+        match cfg.model {
+            loadlab_engine::LoadModel::Open { rate, .. } => Some(rate),
+            loadlab_engine::LoadModel::Closed => None,
+        },
+    );
+    let mut progress = |s: &SecondStats| view.second(s);
     let result = match coordinator {
         Some(c) => {
             let job = [(workload, cfg)];
@@ -176,6 +174,7 @@ fn execute(
             loadlab_engine::run(&cfg, opts)?
         }
     };
+    drop(view);
     print!("{}", summary::render(&result));
     let gates: Vec<_> = out.slo.iter().map(|g| g.check(&result)).collect();
     if !gates.is_empty() {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loadlab_engine::config::CpuList;
-use loadlab_engine::{CancellationToken, RunConfig, RunOptions, RunResult, Workload};
+use loadlab_engine::{CancellationToken, RunConfig, RunOptions, RunResult, SecondStats, Workload};
 use loadlab_fleet::{Coordinator, FleetError};
 use loadlab_system::doctor::Finding;
 use loadlab_system::ports;
@@ -29,8 +29,8 @@ pub struct LabOptions {
     pub out: PathBuf,
     /// Cancel to stop (Ctrl-C): the current step ends, targets are stopped, the report is written.
     pub stop: CancellationToken,
-    /// Print progress lines on stderr.
-    pub progress: bool,
+    /// Where progress goes (`None`: nowhere).
+    pub progress: Option<Arc<dyn LabProgress>>,
     /// The command line (recorded in the environment).
     pub command: Vec<String>,
     /// The pre-flight findings written into the bundle (`doctor.json`, and `doctor.txt`
@@ -38,6 +38,45 @@ pub struct LabOptions {
     pub doctor: Vec<Finding>,
     /// Drive the steps from these agents instead of this process (`--agents N`).
     pub fleet: Option<Arc<Coordinator>>,
+}
+
+/// Where a lab run reports as it goes: the CLI draws it as one live status area on a
+/// terminal, or as plain lines.
+pub trait LabProgress: Send + Sync {
+    /// A line for the log: a configuration starting, a step's outcome, a knee, why.
+    fn line(&self, msg: &str);
+    /// A step is starting.
+    fn step(&self, step: &StepStart);
+    /// One second of the running step finished (in together mode, the first scenario's).
+    fn second(&self, s: &SecondStats);
+}
+
+/// A step about to run, for a live view.
+#[derive(Clone, Debug)]
+pub struct StepStart {
+    /// The configuration, `name=value,...`.
+    pub config: String,
+    /// Its position, from 1.
+    pub config_number: usize,
+    /// Configurations in the plan.
+    pub configs: usize,
+    /// The scenarios of the step, joined.
+    pub scenario: String,
+    /// Offered load: req/s, or connections/streams in closed loop.
+    pub load: f64,
+    /// `req/s`, `conns` or `streams`.
+    pub unit: &'static str,
+    /// The step's measured duration, seconds.
+    pub duration_s: f64,
+    /// This step's number, from 1, and the plan's estimate of all steps (`~` when a knee
+    /// search makes it a guess).
+    pub number: usize,
+    /// The estimate of all steps.
+    pub planned: usize,
+    /// True when `planned` is an estimate.
+    pub estimated: bool,
+    /// Wall time left, by the time steps have taken so far (`None` before the first).
+    pub left_s: Option<f64>,
 }
 
 /// Why an experiment could not run.
@@ -98,6 +137,8 @@ struct Runner<'a> {
     /// When the first configuration started (the ETA uses the observed time per step).
     started: Instant,
     configs_total: usize,
+    /// The configuration running, from 0.
+    config_index: usize,
     /// `load.cpus`, if this machine has those CPUs.
     load_cpus: Option<CpuList>,
     /// Diagnoses each step against the earlier ones.
@@ -158,6 +199,7 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
         steps_planned: planned_steps(plan, configs.len()),
         started: Instant::now(),
         configs_total: configs.len(),
+        config_index: 0,
         load_cpus: target::usable_cpus(&plan.load.cpus).map(CpuList::new),
         tracker: Tracker::for_this_machine(),
         diagnoses: Vec::new(),
@@ -212,8 +254,8 @@ fn variables(plan: &Plan, config: &Config, bundle: &std::path::Path) -> BTreeMap
 
 impl Runner<'_> {
     fn say(&self, msg: impl AsRef<str>) {
-        if self.opts.progress {
-            eprintln!("{}", msg.as_ref());
+        if let Some(p) = &self.opts.progress {
+            p.line(msg.as_ref());
         }
     }
 
@@ -225,6 +267,7 @@ impl Runner<'_> {
     }
 
     fn run_config(&mut self, i: usize, config: &Config) -> Result<ConfigRecord, LabError> {
+        self.config_index = i;
         let started = Instant::now();
         let vars = variables(self.plan, config, self.bundle.dir());
         self.say(format!(
@@ -432,9 +475,15 @@ impl Runner<'_> {
         jobs: &[(Workload, RunConfig)],
         stop: &CancellationToken,
     ) -> Vec<Result<RunResult, LabError>> {
+        let progress = self.opts.progress.clone();
+        let mut seconds = |s: &SecondStats| {
+            if let Some(p) = &progress {
+                p.second(s);
+            }
+        };
         if let Some(fleet) = &self.opts.fleet {
             return fleet
-                .run_step(jobs, stop, None)
+                .run_step(jobs, stop, Some(&mut seconds))
                 .into_iter()
                 .zip(scenarios)
                 .map(|(r, s)| {
@@ -450,16 +499,24 @@ impl Runner<'_> {
         std::thread::scope(|sc| {
             let handles: Vec<_> = jobs
                 .iter()
-                .map(|(_, cfg)| {
+                .enumerate()
+                .map(|(i, (_, cfg))| {
                     let stop = stop.clone();
                     let command = command.clone();
+                    // The live view follows the first scenario of a together step.
+                    let progress = self.opts.progress.clone().filter(|_| i == 0);
                     sc.spawn(move || {
+                        let mut seconds = |s: &SecondStats, _: &str| {
+                            if let Some(p) = &progress {
+                                p.second(s);
+                            }
+                        };
                         loadlab_engine::run(
                             cfg,
                             RunOptions {
                                 command,
                                 stop,
-                                progress: None,
+                                progress: Some(&mut seconds),
                                 start_at: None,
                             },
                         )
@@ -510,6 +567,35 @@ impl Runner<'_> {
                 source: e.into(),
             })?;
             jobs.push((workload, cfg));
+        }
+        if let Some(p) = &self.opts.progress {
+            let l = &self.plan.load;
+            let knee = matches!(l.steps, Steps::Knee { .. });
+            let first = scenarios[0];
+            p.step(&StepStart {
+                config: config.id.clone(),
+                config_number: self.config_index + 1,
+                configs: self.configs_total,
+                scenario: scenarios
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join("+"),
+                load: value.or(first.rate).unwrap_or(0.0),
+                unit: match l.model {
+                    Model::Open => "req/s",
+                    Model::Closed if first.protocol.multiplexed() => "streams",
+                    Model::Closed => "conns",
+                },
+                duration_s: l.step_duration.as_secs_f64(),
+                number: self.steps_run + 1,
+                planned: self.steps_planned.max(self.steps_run + 1),
+                estimated: knee,
+                left_s: (self.steps_run > 0).then(|| {
+                    let per_step = self.started.elapsed().as_secs_f64() / self.steps_run as f64;
+                    self.steps_planned.saturating_sub(self.steps_run) as f64 * per_step
+                }),
+            });
         }
         let step_stop = self.opts.stop.child_token();
         let prober = Prober::start(targets.pids(), Duration::from_secs(1));

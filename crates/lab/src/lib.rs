@@ -22,5 +22,5 @@ pub mod target;
 pub mod template;
 pub mod verdict;
 
-pub use experiment::{run_plan, LabError, LabOptions, LabSummary};
+pub use experiment::{run_plan, LabError, LabOptions, LabProgress, LabSummary, StepStart};
 pub use plan::{Plan, PlanError};

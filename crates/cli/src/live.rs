@@ -1,0 +1,154 @@
+//! The live view of long runs. When stderr is a terminal, one status area redrawn in place
+//! (an `indicatif` bar: configuration, step, offered, achieved, p99, errors, time left), with
+//! log lines printed above it; otherwise plain lines, as a CI log or a pipe wants them.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use loadlab_engine::SecondStats;
+use loadlab_lab::{LabProgress, StepStart};
+
+/// A bar on stderr, or `None` when stderr is not a terminal.
+fn terminal_bar() -> Option<ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(4));
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:20.cyan/blue}] {pos:>3}/{len}s {msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(250));
+    Some(bar)
+}
+
+fn p99(s: &SecondStats) -> String {
+    s.latency_p99_ms.map_or("-".into(), |v| {
+        if v >= 100.0 {
+            format!("{v:.0} ms")
+        } else {
+            format!("{v:.2} ms")
+        }
+    })
+}
+
+fn short(secs: f64) -> String {
+    let s = secs.round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// `loadlab run` and `loadlab grpc`: one bar over the measured seconds.
+pub struct RunView {
+    bar: Option<ProgressBar>,
+}
+
+impl RunView {
+    /// A view of a run of `duration` (`None`: bounded by a request count) at `offered`
+    /// req/s (`None`: closed loop); hidden when `quiet`.
+    pub fn new(quiet: bool, duration: Option<Duration>, offered: Option<f64>) -> RunView {
+        let bar = if quiet { None } else { terminal_bar() };
+        if let Some(b) = &bar {
+            b.set_length(duration.map_or(0, |d| d.as_secs().max(1)));
+            b.set_prefix(match offered {
+                Some(r) => format!("offered {r:.0} req/s"),
+                None => "closed loop".into(),
+            });
+            b.set_message("starting");
+        }
+        RunView { bar }
+    }
+
+    /// One finished second.
+    pub fn second(&self, s: &SecondStats) {
+        if let Some(b) = &self.bar {
+            b.set_position(s.second + 1);
+            b.set_message(format!(
+                "achieved {} req/s · {} errors · p99 {}",
+                s.successful,
+                s.errors,
+                p99(s)
+            ));
+        }
+    }
+}
+
+impl Drop for RunView {
+    fn drop(&mut self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// `loadlab lab` and `loadlab demo`: the step running, redrawn each second, with the lab's
+/// log lines above it.
+pub struct LabView {
+    bar: Option<ProgressBar>,
+}
+
+impl LabView {
+    /// A view for a lab run; plain lines when stderr is not a terminal.
+    pub fn new() -> Arc<LabView> {
+        Arc::new(LabView {
+            bar: terminal_bar(),
+        })
+    }
+
+    /// Clears the status area (the run is over).
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl LabProgress for LabView {
+    fn line(&self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.println(msg),
+            None => eprintln!("{msg}"),
+        }
+    }
+
+    fn step(&self, st: &StepStart) {
+        if let Some(b) = &self.bar {
+            b.set_length(st.duration_s.ceil().max(1.0) as u64);
+            b.set_position(0);
+            b.set_prefix(format!(
+                "config {}/{} {} · {} at {:.0} {} · step {} of {}{}{}",
+                st.config_number,
+                st.configs,
+                st.config,
+                st.scenario,
+                st.load,
+                st.unit,
+                st.number,
+                if st.estimated { "~" } else { "" },
+                st.planned,
+                st.left_s
+                    .map(|l| format!(" · ~{} left", short(l)))
+                    .unwrap_or_default(),
+            ));
+            b.set_message("starting");
+        }
+    }
+
+    fn second(&self, s: &SecondStats) {
+        if let Some(b) = &self.bar {
+            b.set_position(s.second + 1);
+            b.set_message(format!(
+                "achieved {} req/s · {} errors · p99 {}",
+                s.successful,
+                s.errors,
+                p99(s)
+            ));
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The live view: on a terminal (a pseudo-terminal made by `script`, from util-linux), one
+//! status area redrawn in place with the step, offered, achieved, p99 and errors; through a
+//! pipe, plain output without a control sequence.
+
+mod util;
+
+use std::process::Command;
+
+use util::lab::{plan_text, write_plan};
+use util::{loadlab_bin, temp_path, Behavior, TestServer};
+
+/// Runs `argv` under a pseudo-terminal; returns everything it wrote (stdout and stderr
+/// both go to the terminal).
+fn on_a_terminal(argv: &[&str]) -> String {
+    let cmd = argv
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let out = Command::new("script")
+        .args(["-qefc", &cmd, "/dev/null"])
+        .output()
+        .unwrap_or_else(|e| panic!("`script` (util-linux's bsdutils) is needed: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn run_redraws_one_status_line_on_a_terminal_and_none_through_a_pipe() {
+    let server = TestServer::start(Behavior::Ok);
+    let url = server.url("/");
+    let args = [loadlab_bin(), "run", &url, "--rate", "50", "-d", "3s"];
+    let tty = on_a_terminal(&args);
+    assert!(tty.contains("offered 50 req/s"), "{tty}");
+    assert!(tty.contains("achieved 50 req/s · 0 errors · p99 "), "{tty}");
+    // Redrawn in place (carriage return, clear line), then cleared before the summary.
+    assert!(tty.contains("\r\x1b[2K"), "{tty:?}");
+    assert!(tty.contains("successful"), "the summary follows: {tty}");
+
+    let piped = Command::new(loadlab_bin())
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&piped.stderr);
+    let out = String::from_utf8_lossy(&piped.stdout);
+    assert!(!err.contains('\x1b') && !out.contains('\x1b'), "{err}{out}");
+    assert!(!err.contains("achieved 50 req/s ·"), "{err}");
+}
+
+#[test]
+fn lab_shows_the_running_step_and_keeps_its_log_lines() {
+    let plan = write_plan(
+        "live",
+        &plan_text(
+            "",
+            "mode = [\"ok\"]",
+            "steps = [20, 40]\nstep_duration = \"2s\"\nconnections = 4\nthreads = 1",
+        ),
+    );
+    let out = temp_path("live-bundle");
+    let plan = plan.display().to_string();
+    let out = out.display().to_string();
+    let tty = on_a_terminal(&[loadlab_bin(), "lab", &plan, "--out", &out]);
+    assert!(
+        tty.contains("config 1/1 mode=ok · s at 20 req/s · step 1 of 2"),
+        "{tty}"
+    );
+    assert!(tty.contains("step 2 of 2"), "{tty}");
+    assert!(tty.contains("achieved 20 req/s"), "{tty}");
+    // The lab's own lines are printed above the status area, not lost.
+    assert!(tty.contains("(sustained)"), "{tty}");
+}
