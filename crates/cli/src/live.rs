@@ -25,14 +25,21 @@ fn terminal_bar() -> Option<ProgressBar> {
     Some(bar)
 }
 
-fn p99(s: &SecondStats) -> String {
-    s.latency_p99_ms.map_or("-".into(), |v| {
+/// One finished second on the bar: its position and what the second achieved.
+fn show_second(bar: Option<&ProgressBar>, s: &SecondStats) {
+    let Some(b) = bar else { return };
+    let p99 = s.latency_p99_ms.map_or("-".into(), |v| {
         if v >= 100.0 {
             format!("{v:.0} ms")
         } else {
             format!("{v:.2} ms")
         }
-    })
+    });
+    b.set_position(s.second + 1);
+    b.set_message(format!(
+        "achieved {} req/s · {} errors · p99 {p99}",
+        s.successful, s.errors
+    ));
 }
 
 fn short(secs: f64) -> String {
@@ -67,15 +74,7 @@ impl RunView {
 
     /// One finished second.
     pub fn second(&self, s: &SecondStats) {
-        if let Some(b) = &self.bar {
-            b.set_position(s.second + 1);
-            b.set_message(format!(
-                "achieved {} req/s · {} errors · p99 {}",
-                s.successful,
-                s.errors,
-                p99(s)
-            ));
-        }
+        show_second(self.bar.as_ref(), s);
     }
 }
 
@@ -141,14 +140,6 @@ impl LabProgress for LabView {
     }
 
     fn second(&self, s: &SecondStats) {
-        if let Some(b) = &self.bar {
-            b.set_position(s.second + 1);
-            b.set_message(format!(
-                "achieved {} req/s · {} errors · p99 {}",
-                s.successful,
-                s.errors,
-                p99(s)
-            ));
-        }
+        show_second(self.bar.as_ref(), s);
     }
 }

@@ -141,6 +141,31 @@ fn memory_growth_is_reported_with_its_rate() {
     assert!((25.0..=75.0).contains(&per_s), "{per_s} MiB/s");
 }
 
+/// `loadlab lab -q --quick PLAN --out OUT` inside `ns`, which must succeed.
+fn lab_in(ns: &Netns, plan: impl AsRef<std::ffi::OsStr>, out: &std::path::Path) {
+    let o = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.0,
+            loadlab_bin(),
+            "lab",
+            "-q",
+            "--quick",
+        ])
+        .arg(plan)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 #[test]
 fn the_ephemeral_ports_plan_names_the_clients_ports() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -152,27 +177,7 @@ fn the_ephemeral_ports_plan_names_the_clients_ports() {
         env!("CARGO_MANIFEST_DIR")
     );
     let out = temp_path("ports-bundle");
-    let o = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.0,
-            loadlab_bin(),
-            "lab",
-            "-q",
-            "--quick",
-        ])
-        .arg(&plan)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    lab_in(&ns, &plan, &out);
     let steps = lines(&out.join("steps.jsonl"));
     let on = steps
         .iter()
@@ -223,27 +228,7 @@ fn the_ephemeral_ports_plan_names_the_clients_ports() {
     );
     assert_ne!(text, std::fs::read_to_string(&server_closes).unwrap());
     let out = temp_path("ports-server-bundle");
-    let o = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.0,
-            loadlab_bin(),
-            "lab",
-            "-q",
-            "--quick",
-        ])
-        .arg(&server_closes)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    lab_in(&ns, &server_closes, &out);
     for s in lines(&out.join("steps.jsonl")) {
         assert_eq!(
             s["verdict"]["sustained"], true,

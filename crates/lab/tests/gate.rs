@@ -1,21 +1,12 @@
 //! Gates checked against recorded results (the `backlog-workers` bundle of the diagnosis
 //! fixtures): each figure is the run's own, each outcome says what it rests on.
 
-use std::path::Path;
+mod common;
 
-use loadlab_lab::bundle::StepRecord;
 use loadlab_lab::gate::Gate;
 
 fn result(scenario: &str, load: f64) -> loadlab_engine::RunResult {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/diagnosis/backlog-workers.steps.jsonl");
-    std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<StepRecord>(l).unwrap())
-        .find(|s| s.config == "backlog=16,workers=2" && s.scenario == scenario && s.load == load)
-        .unwrap()
-        .result
+    common::recorded_step("backlog=16,workers=2", scenario, load).result
 }
 
 fn check(gate: &str, r: &loadlab_engine::RunResult) -> loadlab_lab::gate::GateOutcome {

@@ -4,22 +4,12 @@
 //! offered as planned, while real generator trouble (a CPU-bound worker, lag within reach
 //! of the verdict) does not.
 
-use std::path::Path;
+mod common;
 
+use common::recorded_step as step;
 use loadlab_lab::bundle::StepRecord;
 use loadlab_lab::plan::Slo;
 use loadlab_lab::verdict::{judge, Limit};
-
-fn step(config: &str, scenario: &str, load: f64) -> StepRecord {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/diagnosis/backlog-workers.steps.jsonl");
-    std::fs::read_to_string(&path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<StepRecord>(l).unwrap())
-        .find(|s| s.config == config && s.scenario == scenario && s.load == load)
-        .unwrap_or_else(|| panic!("no step {config} {scenario} {load}"))
-}
 
 /// `plans/backlog-workers.toml`'s SLO.
 const SLO: Slo = Slo {
