@@ -103,7 +103,8 @@ fn a_cpu_bound_target_is_judged_against_its_one_cpu() {
         .find(|x| x["bottleneck"] == "cpu_bound")
         .unwrap_or_else(|| panic!("not CPU-bound: {f:?}"));
     assert_eq!(c["figures"]["cpus"], 1.0, "{c}");
-    assert!(c["figures"]["utilization"].as_f64().unwrap() >= 0.9, "{c}");
+    // Used, or wanted and waited for behind other processes on a busy machine.
+    assert!(c["figures"]["demand"].as_f64().unwrap() >= 0.9, "{c}");
     assert!(
         c["evidence"]
             .as_str()

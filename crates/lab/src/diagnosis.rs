@@ -39,8 +39,11 @@ use crate::verdict::Limit;
 pub const DIAGNOSIS_VERSION: u32 = 1;
 /// A target using at least this fraction of its CPUs is CPU-bound.
 pub const CPU_BOUND: f64 = 0.9;
-/// Below this fraction of its CPUs the target's CPU is "low".
+/// Below this fraction of its CPUs the target's CPU demand (used plus waited for) is "low".
 pub const CPU_LOW: f64 = 0.5;
+/// A target that waited at least this fraction of its CPUs' time for them, runnable, was
+/// starved by other processes when it used less than [`CPU_BOUND`] itself.
+pub const STARVED: f64 = 0.1;
 /// A matrix parameter is named when within this fraction of the estimated concurrency.
 pub const PARAM_MATCH: f64 = 0.2;
 /// Memory growth below this many bytes is noise.
@@ -385,48 +388,89 @@ pub fn diagnose(step: &StepRecord, ctx: &Context<'_>) -> Option<Diagnosis> {
     }
 
     let probes = step.probes.as_ref();
+    // CPU used, and CPU wanted but waited for (runnable behind other processes or its own
+    // threads), both in CPUs, against the CPUs the target may run on.
     let cpu = probes.and_then(|p| {
         let l = p.limits.as_ref()?;
-        Some((p.delta.cpu_percent / 100.0, l.cpus, l.cpus_from.clone()))
+        Some((
+            p.delta.cpu_percent / 100.0,
+            p.delta.cpu_wait_percent / 100.0,
+            l.cpus,
+            l.cpus_from.clone(),
+        ))
     });
     match &cpu {
-        Some((used, cpus, from)) => looked_at.push(format!(
-            "target CPU {} of its {} CPU{} ({from})",
+        Some((used, wait, cpus, from)) => looked_at.push(format!(
+            "target CPU {} of its {} CPU{} ({from}), {} waiting for it",
             pct(used / cpus),
             num(*cpus),
-            if *cpus == 1.0 { "" } else { "s" }
+            if *cpus == 1.0 { "" } else { "s" },
+            pct(wait / cpus)
         )),
         None => looked_at.push("target CPU not probed".into()),
     }
+    // What the target wanted of its CPUs: what it used plus what it waited for, at most all.
+    let demand = cpu
+        .as_ref()
+        .map(|(used, wait, cpus, _)| ((used + wait) / cpus).min(1.0));
     let load_words = match step.model {
         Model::Open => format!("{} req/s", num(step.load)),
         Model::Closed => format!("{} in flight", num(step.load)),
     };
 
-    // CPU-bound.
-    if let (Some((used, cpus, from)), Some(p)) = (&cpu, probes) {
+    // CPU-bound: the target used its CPUs, or wanted them and waited behind other
+    // processes (a CPU it shares is still the limit, but not one its handlers alone fill).
+    if let (Some((used, wait, cpus, from)), Some(p), Some(demand)) = (&cpu, probes, demand) {
         let util = used / cpus;
-        if util >= CPU_BOUND {
+        let waited = wait / cpus;
+        let starved = util < CPU_BOUND && waited >= STARVED;
+        if util >= CPU_BOUND || (starved && demand >= CPU_BOUND) {
             let onset = cpu_series(p)
                 .into_iter()
                 .find(|(_, c)| c / cpus >= CPU_BOUND)
                 .map(|(t, _)| (t - warmup).max(0.0));
+            let cpu_words = format!(
+                "{} CPU{} ({from})",
+                num(*cpus),
+                if *cpus == 1.0 { "" } else { "s" }
+            );
             findings.push(Finding {
                 bottleneck: Bottleneck::CpuBound,
-                evidence: format!(
-                    "the target used {} of its {} CPU{} ({from}) at {load_words}: CPU-bound",
-                    pct(util),
-                    num(*cpus),
-                    if *cpus == 1.0 { "" } else { "s" }
-                ),
-                advice: "more cores for the target, or cheaper handlers".into(),
-                figures: fig(&[("cpu_used", *used), ("cpus", *cpus), ("utilization", util)]),
+                evidence: if starved {
+                    format!(
+                        "the target used {} of its {cpu_words} and waited {} of the time for \
+                         them, runnable behind other processes, at {load_words}: CPU-bound on \
+                         CPUs it shares",
+                        pct(util),
+                        pct(waited)
+                    )
+                } else {
+                    format!(
+                        "the target used {} of its {cpu_words} at {load_words}: CPU-bound",
+                        pct(util)
+                    )
+                },
+                advice: if starved {
+                    "keep other processes off the target's CPUs (pin loadlab and the rest \
+                     elsewhere), or give it more cores"
+                } else {
+                    "more cores for the target, or cheaper handlers"
+                }
+                .into(),
+                figures: fig(&[
+                    ("cpu_used", *used),
+                    ("cpu_wait", *wait),
+                    ("cpus", *cpus),
+                    ("utilization", util),
+                    ("demand", demand),
+                ]),
                 parameter: None,
                 onset_s: onset,
             });
         }
     }
-    let cpu_low = cpu.as_ref().is_some_and(|(u, c, _)| u / c < CPU_LOW);
+    // Low CPU means low demand: a target starved of its CPUs is not idle.
+    let cpu_low = demand.is_some_and(|d| d < CPU_LOW);
 
     // Concurrency-bound: fewer in service than offered, CPU low.
     if let (true, Some(floor)) = (cpu_low, ctx.service_floor_ms.filter(|f| *f > 0.0)) {
@@ -481,7 +525,7 @@ pub fn diagnose(step: &StepRecord, ctx: &Context<'_>) -> Option<Diagnosis> {
                     tied[0].1.clone(),
                 )
             });
-            let (u, c, _) = cpu.as_ref().expect("cpu_low implies a CPU figure");
+            let (u, _, c, _) = cpu.as_ref().expect("cpu_low implies a CPU figure");
             let evidence = match &parameter {
                 Some((k, v)) => format!(
                     "≈{} requests in service at once (achieved {} req/s × service-time floor {} ms) with {} CPU: the {v} `{k}` are the limit",
@@ -578,7 +622,7 @@ pub fn diagnose(step: &StepRecord, ctx: &Context<'_>) -> Option<Diagnosis> {
         .sum_of(&[ErrorClass::RequestTimeout, ErrorClass::ConnectTimeout]);
     looked_at.push(format!("{timeouts} timeouts"));
     if timeouts > 0 && cpu_low {
-        let (u, c, _) = cpu.as_ref().expect("cpu_low implies a CPU figure");
+        let (u, _, c, _) = cpu.as_ref().expect("cpu_low implies a CPU figure");
         findings.push(Finding {
             bottleneck: Bottleneck::Timeouts,
             evidence: format!(
@@ -698,7 +742,7 @@ pub fn diagnose(step: &StepRecord, ctx: &Context<'_>) -> Option<Diagnosis> {
                  work it could not take (a full queue, mailbox or pool)",
                 r.requests,
                 codes.join(", "),
-                cpu.as_ref().map_or(String::new(), |(u, c, _)| format!(" at {} CPU", pct(u / c)))
+                cpu.as_ref().map_or(String::new(), |(u, _, c, _)| format!(" at {} CPU", pct(u / c)))
             ),
             advice: "see what the status means in the server's log, and raise the capacity behind it"
                 .into(),

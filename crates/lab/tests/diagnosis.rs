@@ -117,6 +117,46 @@ fn cpu_bound_needs_the_cpu_figure_and_a_step_not_sustained() {
 }
 
 #[test]
+fn a_target_starved_of_its_cpus_is_cpu_bound_not_idle() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    let with_cpu = |used: f64, waited: f64| {
+        let mut s = s.clone();
+        let p = s.probes.as_mut().unwrap();
+        let cpus = p.limits.as_ref().unwrap().cpus;
+        p.delta.cpu_percent = used * cpus;
+        p.delta.cpu_wait_percent = waited * cpus;
+        diagnose_variant(&steps, i, s).unwrap()
+    };
+    // Used 55 % of its CPUs and waited 40 % for them behind other processes: the CPU is
+    // the limit (a shared one), and the target is not idle, so no pool is blamed.
+    let d = with_cpu(55.0, 40.0);
+    let c = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::CpuBound)
+        .unwrap_or_else(|| panic!("{:?}", kinds(&d)));
+    assert!(c.evidence.contains("used 55 %"), "{}", c.evidence);
+    assert!(c.evidence.contains("waited 40 % of the time"), "{}", c.evidence);
+    assert!(c.evidence.contains("CPUs it shares"), "{}", c.evidence);
+    assert!((c.figures["demand"] - 0.95).abs() < 1e-9);
+    assert!(!kinds(&d).contains(&Bottleneck::ConcurrencyBound), "{:?}", kinds(&d));
+    assert!(!kinds(&d).contains(&Bottleneck::Timeouts), "{:?}", kinds(&d));
+    // Used 30 %, waited 5 %: idle enough; the CPU is not named, the pool is.
+    let d = with_cpu(30.0, 5.0);
+    assert!(!kinds(&d).contains(&Bottleneck::CpuBound), "{:?}", kinds(&d));
+    assert!(kinds(&d).contains(&Bottleneck::ConcurrencyBound), "{:?}", kinds(&d));
+    // Used 97 %: CPU-bound by its own work, said as before.
+    let d = with_cpu(97.0, 30.0);
+    let c = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::CpuBound)
+        .unwrap();
+    assert!(!c.evidence.contains("shares"), "{}", c.evidence);
+}
+
+#[test]
 fn a_few_overflows_after_latency_exploded_are_not_the_bottleneck() {
     let steps = steps("backlog-workers");
     let (i, s) = saturated(&steps);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::os;
-use crate::procfs::{self, all_processes, count_fds, read_stat};
+use crate::procfs::{self, all_processes, count_fds, read_stat, run_delay_s};
 
 /// Cumulative figures of a process tree (root + all descendants, found via /proc/*/stat ppid).
 ///
@@ -36,6 +36,10 @@ pub struct ProcessSample {
     pub threads: u64,
     /// Open file descriptors (entries of `/proc/PID/fd` that could be listed).
     pub fds: u64,
+    /// Seconds its threads spent runnable but waiting for a CPU, cumulative (schedstat of
+    /// the threads alive at the sample).
+    #[serde(default)]
+    pub run_delay_s: f64,
 }
 
 impl ProcessSample {
@@ -46,6 +50,7 @@ impl ProcessSample {
         self.rss_bytes += o.rss_bytes;
         self.threads += o.threads;
         self.fds += o.fds;
+        self.run_delay_s += o.run_delay_s;
     }
 }
 
@@ -96,6 +101,7 @@ fn sample_trees(roots: &[u32]) -> Option<ProcessSample> {
             rss_bytes: s.rss_pages * page,
             threads: s.threads,
             fds: count_fds(pid),
+            run_delay_s: run_delay_s(pid),
         });
     }
     Some(total)
@@ -186,6 +192,11 @@ pub struct ProbeDelta {
     /// CPU used, in percent of one core, over the wall time between the first and last
     /// samples that saw a process (200 = two cores busy).
     pub cpu_percent: f64,
+    /// Time its threads were runnable but waited for a CPU, in percent of one core over the
+    /// same wall time: CPU it wanted and did not get (other processes on its CPUs, or more
+    /// runnable threads than CPUs).
+    #[serde(default)]
+    pub cpu_wait_percent: f64,
     /// Largest resident memory seen, bytes.
     pub rss_max_bytes: u64,
     /// Most threads seen.
@@ -229,6 +240,7 @@ impl ProbeDelta {
             let wall = t1 - t0;
             if wall > 0.0 {
                 d.cpu_percent = (d.cpu_user_s + d.cpu_system_s) / wall * 100.0;
+                d.cpu_wait_percent = (p1.run_delay_s - p0.run_delay_s).max(0.0) / wall * 100.0;
             }
         }
         for (_, p) in with_process() {
@@ -406,6 +418,8 @@ mod tests {
             rss_bytes: rss,
             threads,
             fds,
+            // Waited half as long as it ran.
+            run_delay_s: (user + sys) / 2.0,
         };
         let k = |overflows: u64, rsts: u64, tw: u64, est: u64| KernelSample {
             listen_overflows: overflows,
@@ -427,6 +441,8 @@ mod tests {
         assert!((d.cpu_system_s - 0.4).abs() < 1e-9);
         // 1.6 CPU seconds over the 2 s between the first and last samples with a process.
         assert!((d.cpu_percent - 80.0).abs() < 1e-9);
+        // (3.1 - 1.5) / 2 s of waiting over 2 s.
+        assert!((d.cpu_wait_percent - 40.0).abs() < 1e-9);
         assert_eq!((d.rss_max_bytes, d.threads_max, d.fds_max), (900, 9, 50));
         assert_eq!(
             (d.listen_overflows, d.listen_drops, d.out_rsts),

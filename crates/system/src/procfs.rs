@@ -130,6 +130,22 @@ pub(crate) fn count_fds(pid: u32) -> u64 {
     }
 }
 
+/// Seconds the threads of a process have spent runnable but waiting for a CPU, summed over
+/// its current threads (`/proc/PID/task/TID/schedstat`, second field, ns); 0 when it cannot
+/// be read. Time another process held the CPU the target wanted shows here, not as its CPU.
+pub(crate) fn run_delay_s(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let ns: u64 = tasks
+        .filter_map(|t| {
+            let text = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
+            text.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .sum();
+    ns as f64 / 1e9
+}
+
 /// Every process of this PID namespace: pid → parsed stat. Processes that vanish while
 /// the directory is read are skipped.
 pub(crate) fn all_processes() -> io::Result<BTreeMap<u32, Stat>> {

@@ -175,6 +175,28 @@ fn prober_sees_a_busy_child() {
 }
 
 #[test]
+fn two_spinners_on_one_cpu_each_wait_for_it() {
+    // Two busy loops pinned to the same CPU: whatever else runs there, each is runnable all
+    // the time and runs at most part of it, so together they wait about as long as they run.
+    let child = spawn_sh("taskset -c 0 sh -c 'while :; do :; done' & taskset -c 0 sh -c 'while :; do :; done' & wait");
+    let pid = child.0.id();
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            sample_tree(pid).is_ok_and(|s| s.processes >= 3)
+        }),
+        "the spinners started"
+    );
+    let prober = Prober::start(vec![pid], Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(1_500));
+    let report = prober.stop();
+    drop(child);
+    let d = &report.delta;
+    // One CPU between them: at most ~100 % used, and the rest of 200 % wanted is waiting.
+    assert!(d.cpu_percent <= 110.0, "{d:?}");
+    assert!(d.cpu_wait_percent > 50.0, "{d:?}");
+}
+
+#[test]
 fn prober_of_a_missing_process_still_watches_the_kernel() {
     let prober = Prober::start(vec![u32::MAX], Duration::from_millis(50));
     std::thread::sleep(Duration::from_millis(120));
