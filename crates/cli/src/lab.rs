@@ -91,7 +91,7 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
     }
     println!("{report}");
     eprintln!(
-        "loadlab: {} step{} in {} configuration{}{}; bundle {}",
+        "loadlab: {} step{} in {} configuration{}{}; bundle {}; charts in {}",
         summary.steps,
         if summary.steps == 1 { "" } else { "s" },
         summary.configs.len(),
@@ -101,7 +101,8 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
         } else {
             ""
         },
-        summary.bundle.display()
+        summary.bundle.display(),
+        loadlab_report::html_path(&summary.bundle).display()
     );
     Ok(if summary.steps == 0 {
         ExitCode::from(1)
@@ -145,7 +146,11 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
     }
     let path = loadlab_report::write_report(&a.bundle)?;
     print!("{}", std::fs::read_to_string(&path)?);
-    eprintln!("loadlab: wrote {}", path.display());
+    eprintln!(
+        "loadlab: wrote {} and {}",
+        path.display(),
+        loadlab_report::html_path(&a.bundle).display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -156,6 +161,7 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
     let mut steps = 0;
     let mut knees = Vec::new();
+    let mut pages = Vec::new();
     for (name, text) in DEMO_PLANS {
         if stop.is_cancelled() {
             break;
@@ -165,12 +171,16 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
         steps += summary.steps;
         println!("{report}");
         knees.extend(loadlab_report::knee_lines(&summary.bundle).unwrap_or_default());
+        pages.push(loadlab_report::html_path(&summary.bundle));
     }
     if !knees.is_empty() {
         println!("Knees, and why:");
         for k in &knees {
             println!("- {k}");
         }
+    }
+    for p in &pages {
+        println!("Charts: {}", p.display());
     }
     eprintln!("loadlab: demo bundles in {}", root.display());
     Ok(if steps == 0 {

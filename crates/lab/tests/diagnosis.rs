@@ -137,15 +137,35 @@ fn a_target_starved_of_its_cpus_is_cpu_bound_not_idle() {
         .find(|f| f.bottleneck == Bottleneck::CpuBound)
         .unwrap_or_else(|| panic!("{:?}", kinds(&d)));
     assert!(c.evidence.contains("used 55 %"), "{}", c.evidence);
-    assert!(c.evidence.contains("waited 40 % of the time"), "{}", c.evidence);
+    assert!(
+        c.evidence.contains("waited 40 % of the time"),
+        "{}",
+        c.evidence
+    );
     assert!(c.evidence.contains("CPUs it shares"), "{}", c.evidence);
     assert!((c.figures["demand"] - 0.95).abs() < 1e-9);
-    assert!(!kinds(&d).contains(&Bottleneck::ConcurrencyBound), "{:?}", kinds(&d));
-    assert!(!kinds(&d).contains(&Bottleneck::Timeouts), "{:?}", kinds(&d));
+    assert!(
+        !kinds(&d).contains(&Bottleneck::ConcurrencyBound),
+        "{:?}",
+        kinds(&d)
+    );
+    assert!(
+        !kinds(&d).contains(&Bottleneck::Timeouts),
+        "{:?}",
+        kinds(&d)
+    );
     // Used 30 %, waited 5 %: idle enough; the CPU is not named, the pool is.
     let d = with_cpu(30.0, 5.0);
-    assert!(!kinds(&d).contains(&Bottleneck::CpuBound), "{:?}", kinds(&d));
-    assert!(kinds(&d).contains(&Bottleneck::ConcurrencyBound), "{:?}", kinds(&d));
+    assert!(
+        !kinds(&d).contains(&Bottleneck::CpuBound),
+        "{:?}",
+        kinds(&d)
+    );
+    assert!(
+        kinds(&d).contains(&Bottleneck::ConcurrencyBound),
+        "{:?}",
+        kinds(&d)
+    );
     // Used 97 %: CPU-bound by its own work, said as before.
     let d = with_cpu(97.0, 30.0);
     let c = d

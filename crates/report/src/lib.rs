@@ -3,7 +3,12 @@
 //!
 //! # Layout
 //! - [`markdown`]: `report.md`, tables in the shape of the source experiments.
+//! - [`html`]: `report.html`, the same with charts, one self-contained file.
+//! - [`svg`]: the line charts `report.html` draws.
 
+pub mod html;
 pub mod markdown;
+pub mod svg;
 
+pub use html::{html_path, write_html};
 pub use markdown::{knee_lines, render_bundle, write_report};

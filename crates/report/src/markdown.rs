@@ -750,10 +750,12 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
     Ok((out, knee_lines))
 }
 
-/// Renders the report and writes it to `DIR/report.md`.
+/// Renders the report and writes it to `DIR/report.md`, and its charted twin to
+/// `DIR/report.html` ([`crate::html`]); returns the path of `report.md`.
 pub fn write_report(dir: &Path) -> std::io::Result<PathBuf> {
     let text = render_bundle(dir)?;
     let path = dir.join("report.md");
     std::fs::write(&path, text)?;
+    crate::html::write_html(dir)?;
     Ok(path)
 }

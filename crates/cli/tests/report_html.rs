@@ -1,0 +1,53 @@
+//! `report.html` of a real bundle (a small plan run against the fixture server) opened in a
+//! real browser: Debian's `chromium`, headless. The page runs with no console message at
+//! all, and its DOM holds one latency chart per scenario and the knee. Fails, rather than
+//! skips, without chromium (`.ci/run` installs it).
+
+mod util;
+
+use std::process::Command;
+
+use util::lab::{lab_ok, plan_text, write_plan};
+use util::temp_path;
+
+#[test]
+fn the_html_report_opens_in_a_browser_with_its_charts_and_knee() {
+    // A capacity of 100 req/s: 50 is held, 400 is not; the knee lies between them.
+    let plan = write_plan(
+        "html",
+        &plan_text(
+            "\"--capacity\", \"100\"",
+            "mode = [\"ok\"]",
+            "steps = [50, 400]\nstep_duration = \"2s\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
+        ),
+    );
+    let out = temp_path("html-bundle");
+    lab_ok(&plan, &out);
+    let page = out.join("report.html");
+    assert!(page.exists(), "no report.html in {}", out.display());
+
+    let run = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap_or_else(|e| panic!("chromium is needed (apt-get install chromium): {e}"));
+    let dom = String::from_utf8_lossy(&run.stdout);
+    let log = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{log}");
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:?}");
+    assert_eq!(
+        dom.matches(">s: latency against load</text>").count(),
+        1,
+        "one latency chart for the one scenario"
+    );
+    assert!(dom.contains("<title>knee at 50: mode=ok</title>"), "{dom}");
+    assert!(dom.contains("data-toggle"), "legends are there");
+}

@@ -1,0 +1,523 @@
+//! `report.html`: the bundle as one self-contained page. Charts are inline SVG
+//! ([`crate::svg`]); the tables are `report.md` itself, rendered to HTML; a few lines of
+//! inline script toggle a chart's series from its legend (hover read-outs are the SVG's own
+//! `<title>`s). No network access, no external file: it opens from disk and prints.
+//!
+//! What it draws, per scenario: latency (p50, p99, p99.9, mean) against offered load, one
+//! colour per configuration, the SLO bound and each knee marked; achieved against offered
+//! with the diagonal; the percentile distribution of the steps on each side of each knee.
+//! Per step (folded): the per-second timeline (achieved, errors, p99) and the target's
+//! probes (CPU, RSS, listen overflows, TIME_WAIT) on the same time axis. Long series are
+//! downsampled for drawing ([`svg::downsample`], keeping spikes); percentiles always come
+//! from the full histograms.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use loadlab_engine::env::Environment;
+use loadlab_engine::result::decode_histogram;
+use loadlab_lab::bundle::{read_configs, read_json, read_steps, ConfigRecord, StepRecord};
+use loadlab_lab::plan::{Model, Plan};
+
+use crate::svg::{self, esc, Chart, Dash, Mark, Series};
+
+/// Points per drawn time series at most.
+const MAX_POINTS: usize = 300;
+
+/// The inline style sheet.
+const STYLE: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;padding:0 16px 48px;color:#222}
+h1{font-size:24px;margin-top:24px}h2{font-size:20px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}h3{font-size:16px}
+.env{color:#555}
+figure{display:inline-block;vertical-align:top;margin:8px 12px 16px 0;width:500px;max-width:100%}
+svg.chart{width:100%;height:auto;background:#fff}
+svg .title{font-size:13px;font-weight:600}svg .tick{font-size:10px;fill:#555}svg .label{font-size:11px;fill:#333}svg .mark{font-size:10px;fill:#444}
+svg .grid{stroke:#eee}svg .frame{fill:none;stroke:#bbb}svg .ref{stroke:#888;stroke-dasharray:4 3}
+.legend{display:flex;flex-wrap:wrap;gap:4px 10px;font-size:11px}
+.legend button{border:0;background:none;padding:0;font:inherit;cursor:pointer;color:#333}
+.legend button span{display:inline-block;width:22px;margin-right:4px;vertical-align:middle}
+.legend button.off{opacity:.35;text-decoration:line-through}
+details{border:1px solid #e4e4e4;border-radius:4px;padding:4px 8px;margin:6px 0}summary{cursor:pointer}
+.ok{color:#2a7a2a}.bad{color:#b22}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:2px 6px;font-size:13px}th{background:#f6f6f6}
+pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}code{font-size:12px}
+@media print{details{border:0}details>summary{list-style:none}.legend button.off{display:none}figure{break-inside:avoid}}
+"#;
+
+/// Toggles a series when its legend entry is clicked.
+const SCRIPT: &str = r#"
+document.querySelectorAll('.legend button').forEach(function(b){
+  b.addEventListener('click',function(){
+    var f=b.closest('figure'); if(!f) return;
+    var g=f.querySelector('[data-series="'+b.getAttribute('data-toggle')+'"]'); if(!g) return;
+    var hide=g.style.display!=='none'; g.style.display=hide?'none':''; b.classList.toggle('off',hide);
+  });
+});
+"#;
+
+/// Where `report.html` of a bundle is.
+pub fn html_path(dir: &Path) -> PathBuf {
+    dir.join("report.html")
+}
+
+/// Renders `report.html` of the bundle in `dir` and writes it; returns its path.
+pub fn write_html(dir: &Path) -> std::io::Result<PathBuf> {
+    let page = render_html(dir)?;
+    let path = html_path(dir);
+    std::fs::write(&path, page)?;
+    Ok(path)
+}
+
+/// The page for the bundle in `dir` (`report.md` is rendered fresh, not read).
+pub fn render_html(dir: &Path) -> std::io::Result<String> {
+    let plan: Plan = read_json(&dir.join("plan.json"))?;
+    let env: Option<Environment> = read_json(&dir.join("environment.json")).ok();
+    let steps = read_steps(dir)?;
+    let configs = read_configs(dir)?;
+    let markdown = crate::markdown::render_bundle(dir)?;
+
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>loadlab report: {}</title><style>{STYLE}</style></head><body>",
+        esc(&plan.name)
+    );
+    let _ = write!(o, "<h1>loadlab report: {}</h1>", esc(&plan.name));
+    if !plan.description.trim().is_empty() {
+        let _ = write!(o, "<p>{}</p>", esc(plan.description.trim()));
+    }
+    if let Some(e) = &env {
+        let _ = write!(
+            o,
+            "<p class=\"env\">Run {} on {} ({} cores), kernel {}, loadlab {}{}. Latency is measured from each request's intended send time. Hover a point for its value; click a legend entry to hide or show its line.</p>",
+            esc(&e.started_at),
+            esc(&e.cpu_model),
+            e.cores,
+            esc(&e.kernel),
+            esc(&e.loadlab_version),
+            if plan.quick { ", quick scale" } else { "" }
+        );
+    }
+
+    let config_order: Vec<&str> =
+        configs
+            .iter()
+            .map(|c| c.config.as_str())
+            .fold(Vec::new(), |mut v, c| {
+                if !v.contains(&c) {
+                    v.push(c);
+                }
+                v
+            });
+    let mut config_order = config_order;
+    for s in &steps {
+        if !config_order.contains(&s.config.as_str()) {
+            config_order.push(&s.config);
+        }
+    }
+    let color_of = |config: &str| config_order.iter().position(|c| *c == config).unwrap_or(0);
+    let unit = match plan.load.model {
+        Model::Open => "offered load (req/s)",
+        Model::Closed => "requests in flight",
+    };
+
+    for sc in &plan.scenarios {
+        let mine: Vec<&StepRecord> = steps.iter().filter(|s| s.scenario == sc.name).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let _ = write!(
+            o,
+            "<section class=\"scenario\" data-scenario=\"{0}\"><h2>{0}</h2>",
+            esc(&sc.name)
+        );
+        o.push_str(&scenario_charts(
+            &plan,
+            &sc.name,
+            &mine,
+            &configs,
+            &config_order,
+            unit,
+            &color_of,
+        ));
+        o.push_str("</section>");
+    }
+
+    // The tables of report.md, the same words.
+    o.push_str("<h2>Tables</h2><div class=\"md\">");
+    // report.md's title, description and run line are the page's header already.
+    let body = markdown
+        .find("Sustained means")
+        .map_or(markdown.as_str(), |i| &markdown[i..]);
+    let parser = pulldown_cmark::Parser::new_ext(body, pulldown_cmark::Options::ENABLE_TABLES);
+    let mut md = String::new();
+    pulldown_cmark::html::push_html(&mut md, parser);
+    o.push_str(&md);
+    o.push_str("</div>");
+
+    // Every step, folded.
+    o.push_str("<h2>Steps</h2><p>Each step's seconds: what loadlab measured (achieved, errors, p99) and what the probes saw of the target and the kernel, on one time axis (seconds of the measured window; the warm-up is negative).</p>");
+    for s in &steps {
+        o.push_str(&step_details(s));
+    }
+
+    o.push_str("<h2>Environment and plan</h2>");
+    if let Some(e) = &env {
+        let _ = write!(
+            o,
+            "<details><summary>environment.json</summary><pre>{}</pre></details>",
+            esc(&serde_json::to_string_pretty(e).unwrap_or_default())
+        );
+    }
+    let _ = write!(
+        o,
+        "<details><summary>plan</summary><pre>{}</pre></details>",
+        esc(&serde_json::to_string_pretty(&plan).unwrap_or_default())
+    );
+    let _ = write!(o, "<script>{SCRIPT}</script></body></html>");
+    Ok(o)
+}
+
+/// The runs of one scenario and configuration, one per load (the last run at a load
+/// stands for it: a confirmation repeats the search's), in load order.
+fn per_load<'a>(steps: &[&'a StepRecord], config: &str) -> Vec<&'a StepRecord> {
+    let mut by_load: BTreeMap<u64, &StepRecord> = BTreeMap::new();
+    for s in steps.iter().filter(|s| s.config == config) {
+        by_load.insert(s.load.to_bits(), s);
+    }
+    let mut v: Vec<&StepRecord> = by_load.into_values().collect();
+    v.sort_by(|a, b| a.load.total_cmp(&b.load));
+    v
+}
+
+fn scenario_charts(
+    plan: &Plan,
+    scenario: &str,
+    steps: &[&StepRecord],
+    configs: &[ConfigRecord],
+    config_order: &[&str],
+    unit: &str,
+    color_of: &dyn Fn(&str) -> usize,
+) -> String {
+    let mut latency = Chart {
+        title: format!("{scenario}: latency against load"),
+        x_label: unit.into(),
+        y_label: "latency (ms, log scale)".into(),
+        y_log: true,
+        ..Chart::default()
+    };
+    let mut achieved = Chart {
+        title: format!("{scenario}: achieved against offered"),
+        x_label: unit.into(),
+        y_label: "achieved (successful req/s)".into(),
+        diagonal: plan.load.model == Model::Open,
+        ..Chart::default()
+    };
+    let mut dist = Chart {
+        title: format!("{scenario}: latency percentiles, last step held and first not"),
+        x_label: "percentile".into(),
+        y_label: "latency (ms, log scale)".into(),
+        y_log: true,
+        x_ticks: [0.0, 90.0, 99.0, 99.9, 99.99, 99.999]
+            .iter()
+            .map(|p: &f64| (percentile_x(p / 100.0), format!("{p}%")))
+            .collect(),
+        ..Chart::default()
+    };
+    if let Some(p99) = plan.slo.p99_ms {
+        let slo = Mark {
+            at: p99,
+            label: format!("SLO p99 {p99} ms"),
+            note: String::new(),
+            color: None,
+        };
+        latency.h_marks.push(slo.clone());
+        dist.h_marks.push(slo);
+    }
+    // Knee values, with the configurations that have each.
+    let mut knees: BTreeMap<u64, Vec<(&str, usize)>> = BTreeMap::new();
+    for config in config_order {
+        let runs = per_load(steps, config);
+        if runs.is_empty() {
+            continue;
+        }
+        let c = color_of(config);
+        let stat = |f: &dyn Fn(&StepRecord) -> Option<f64>| -> Vec<(f64, f64)> {
+            runs.iter().filter_map(|s| Some((s.load, f(s)?))).collect()
+        };
+        for (name, dash, pts) in [
+            ("p50", Dash::Dotted, stat(&|s| s.result.latency_ms.p50)),
+            ("p99", Dash::Solid, stat(&|s| s.result.latency_ms.p99)),
+            ("p99.9", Dash::Dashed, stat(&|s| s.result.latency_ms.p999)),
+            ("mean", Dash::DashDot, stat(&|s| s.result.latency_ms.mean)),
+        ] {
+            latency.series.push(Series {
+                name: format!("{config} {name}"),
+                points: pts,
+                color: c,
+                dash,
+            });
+        }
+        achieved.series.push(Series {
+            name: config.to_string(),
+            points: stat(&|s| Some(s.result.achieved_rps)),
+            color: c,
+            dash: Dash::Solid,
+        });
+        let searched = configs
+            .iter()
+            .find(|r| r.config == *config)
+            .and_then(|r| r.knees.iter().find(|k| k.scenario == scenario));
+        let (knee, first_unsustained) = match searched {
+            Some(k) => (k.outcome.knee, k.outcome.first_unsustained),
+            None => fixed_knee(&runs),
+        };
+        {
+            // A knee is marked where a step was not sustained above it.
+            if let (Some(v), Some(_)) = (knee, first_unsustained) {
+                knees.entry(v.to_bits()).or_default().push((config, c));
+            }
+            // The distributions on either side of the knee.
+            // Without a knee, the highest step held.
+            let held = knee.or_else(|| {
+                runs.iter()
+                    .filter(|s| s.verdict.sustained)
+                    .map(|s| s.load)
+                    .reduce(f64::max)
+            });
+            let below = held.and_then(|v| runs.iter().find(|s| s.load == v));
+            let above = first_unsustained.and_then(|v| runs.iter().find(|s| s.load == v));
+            for (s, dash, what) in [
+                (below, Dash::Solid, "sustained"),
+                (above, Dash::Dashed, "not sustained"),
+            ] {
+                if let Some(s) = s {
+                    dist.series.push(Series {
+                        name: format!("{config} at {} ({what})", svg::short_num(s.load)),
+                        points: percentile_curve(s),
+                        color: c,
+                        dash,
+                    });
+                }
+            }
+        }
+    }
+    for (bits, at) in knees {
+        let v = f64::from_bits(bits);
+        let mark = Mark {
+            at: v,
+            label: format!("knee {}", svg::short_num(v)),
+            note: format!(
+                "knee at {}: {}",
+                svg::short_num(v),
+                at.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", ")
+            ),
+            color: (at.len() == 1).then(|| at[0].1),
+        };
+        latency.v_marks.push(mark.clone());
+        achieved.v_marks.push(mark);
+    }
+    let mut o = String::new();
+    for chart in [latency, achieved, dist] {
+        if chart.series.iter().all(|s| s.points.is_empty()) {
+            continue;
+        }
+        let _ = write!(o, "<figure>{}</figure>", chart.render());
+    }
+    o
+}
+
+/// Fixed steps: the highest load sustained below the first one not sustained, and that one.
+fn fixed_knee(runs: &[&StepRecord]) -> (Option<f64>, Option<f64>) {
+    let first_bad = runs
+        .iter()
+        .filter(|s| !s.verdict.sustained)
+        .map(|s| s.load)
+        .reduce(f64::min);
+    let knee = runs
+        .iter()
+        .filter(|s| s.verdict.sustained && first_bad.is_none_or(|b| s.load < b))
+        .map(|s| s.load)
+        .reduce(f64::max);
+    (knee, first_bad)
+}
+
+/// x of the percentile plot: `-log10(1 - q)` (0 % at 0, 90 % at 1, 99 % at 2, ...).
+fn percentile_x(q: f64) -> f64 {
+    -(1.0 - q).max(1e-6).log10()
+}
+
+/// The step's latency at percentiles from 0 to 99.999 %, from its full histogram.
+fn percentile_curve(s: &StepRecord) -> Vec<(f64, f64)> {
+    let Ok(h) = decode_histogram(&s.result.histograms.latency) else {
+        return Vec::new();
+    };
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut x = 0.0;
+    while x <= 5.0 + 1e-9 {
+        let q = 1.0 - 10f64.powf(-x);
+        out.push((x, h.value_at_quantile(q) as f64 / 1000.0));
+        x += 0.1;
+    }
+    out
+}
+
+/// One step, folded: its verdict in the summary, its timeline charts inside.
+fn step_details(s: &StepRecord) -> String {
+    let r = &s.result;
+    let warmup = r.warmup_s;
+    let verdict = if s.verdict.sustained {
+        "<span class=\"ok\">sustained</span>".to_string()
+    } else {
+        format!(
+            "<span class=\"bad\">not sustained: {}</span>",
+            esc(&s
+                .verdict
+                .limits
+                .iter()
+                .map(|l| l.describe())
+                .collect::<Vec<_>>()
+                .join(", "))
+        )
+    };
+    let why = s
+        .diagnosis
+        .as_ref()
+        .map(|d| format!("; why: {}", esc(d.headline())))
+        .unwrap_or_default();
+    let mut o = format!(
+        "<details class=\"step\"><summary>{} · {} · {} {} — {verdict}{why}</summary>",
+        esc(&s.config),
+        esc(&s.scenario),
+        svg::short_num(s.load),
+        match s.model {
+            Model::Open => "req/s",
+            Model::Closed => "in flight",
+        }
+    );
+    let secs = |f: &dyn Fn(&loadlab_engine::SecondStats) -> Option<f64>| -> Vec<(f64, f64)> {
+        svg::downsample(
+            &r.per_second
+                .iter()
+                .filter_map(|x| Some((x.second as f64, f(x)?)))
+                .collect::<Vec<_>>(),
+            MAX_POINTS,
+        )
+    };
+    let time = "time (s of the measured window)".to_string();
+    let load = Chart {
+        title: "per second: achieved and errors".into(),
+        x_label: time.clone(),
+        y_label: "requests per second".into(),
+        series: vec![
+            Series {
+                name: "achieved".into(),
+                points: secs(&|x| Some(x.successful as f64)),
+                color: 0,
+                dash: Dash::Solid,
+            },
+            Series {
+                name: "errors".into(),
+                points: secs(&|x| Some(x.errors as f64)),
+                color: 1,
+                dash: Dash::Solid,
+            },
+        ],
+        ..Chart::default()
+    };
+    let p99 = Chart {
+        title: "per second: p99 latency".into(),
+        x_label: time.clone(),
+        y_label: "p99 (ms)".into(),
+        series: vec![Series {
+            name: "p99".into(),
+            points: secs(&|x| x.latency_p99_ms),
+            color: 3,
+            dash: Dash::Solid,
+        }],
+        ..Chart::default()
+    };
+    let _ = write!(
+        o,
+        "<figure>{}</figure><figure>{}</figure>",
+        load.render(),
+        p99.render()
+    );
+    if let Some(p) = &s.probes {
+        // Per interval: CPU as percent of one core, overflows per second; RSS and
+        // TIME_WAIT as seen.
+        let mut cpu = Vec::new();
+        let mut rss = Vec::new();
+        let mut overflows = Vec::new();
+        let mut tw = Vec::new();
+        for w in p.samples.windows(2) {
+            let t = w[1].t_s - warmup;
+            let dt = (w[1].t_s - w[0].t_s).max(1e-3);
+            if let (Some(a), Some(b)) = (&w[0].process, &w[1].process) {
+                let used = (b.cpu_user_s + b.cpu_system_s) - (a.cpu_user_s + a.cpu_system_s);
+                cpu.push((t, (used / dt * 100.0).max(0.0)));
+                rss.push((t, b.rss_bytes as f64 / 1048576.0));
+            }
+            overflows.push((
+                t,
+                w[1].kernel
+                    .listen_overflows
+                    .saturating_sub(w[0].kernel.listen_overflows) as f64
+                    / dt,
+            ));
+            tw.push((t, w[1].kernel.time_wait as f64));
+        }
+        let target = Chart {
+            title: "target: CPU and memory".into(),
+            x_label: time.clone(),
+            y_label: "CPU (% of one core) · RSS (MB)".into(),
+            series: vec![
+                Series {
+                    name: "CPU %".into(),
+                    points: svg::downsample(&cpu, MAX_POINTS),
+                    color: 2,
+                    dash: Dash::Solid,
+                },
+                Series {
+                    name: "RSS MB".into(),
+                    points: svg::downsample(&rss, MAX_POINTS),
+                    color: 4,
+                    dash: Dash::Dashed,
+                },
+            ],
+            ..Chart::default()
+        };
+        let kernel = Chart {
+            title: "kernel: listen overflows and TIME_WAIT".into(),
+            x_label: time,
+            y_label: "overflows per s · sockets in TIME_WAIT".into(),
+            series: vec![
+                Series {
+                    name: "listen overflows/s".into(),
+                    points: svg::downsample(&overflows, MAX_POINTS),
+                    color: 1,
+                    dash: Dash::Solid,
+                },
+                Series {
+                    name: "TIME_WAIT".into(),
+                    points: svg::downsample(&tw, MAX_POINTS),
+                    color: 5,
+                    dash: Dash::Dashed,
+                },
+            ],
+            ..Chart::default()
+        };
+        let _ = write!(
+            o,
+            "<figure>{}</figure><figure>{}</figure>",
+            target.render(),
+            kernel.render()
+        );
+    }
+    o.push_str("</details>");
+    o
+}

@@ -1,0 +1,124 @@
+//! `report.html` of a recorded bundle (`backlog-workers` at --quick: its plan and
+//! environment here, its steps from the diagnosis fixtures of the lab): the charts each
+//! scenario needs, the knee and the SLO marked, every string from the bundle escaped,
+//! nothing fetched from anywhere, and a 100-step bundle kept small.
+
+use std::path::{Path, PathBuf};
+
+/// A fresh copy of the fixture bundle, with `edit` applied to its plan's JSON.
+fn bundle(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!("loadlab-html-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = here.join("tests/fixtures/backlog-workers");
+    for f in ["environment.json", "configs.jsonl"] {
+        std::fs::copy(fixture.join(f), dir.join(f)).unwrap();
+    }
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("plan.json")).unwrap()).unwrap();
+    edit(&mut plan);
+    std::fs::write(dir.join("plan.json"), plan.to_string()).unwrap();
+    std::fs::copy(
+        here.join("../lab/tests/fixtures/diagnosis/backlog-workers.steps.jsonl"),
+        dir.join("steps.jsonl"),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn each_scenario_has_its_charts_with_the_knee_and_the_slo() {
+    let dir = bundle("charts", |_| {});
+    let path = loadlab_report::write_report(&dir).unwrap();
+    assert_eq!(path, dir.join("report.md"));
+    let html = std::fs::read_to_string(loadlab_report::html_path(&dir)).unwrap();
+    for scenario in ["health", "sleep"] {
+        assert_eq!(
+            html.matches(&format!("{scenario}: latency against load</text>"))
+                .count(),
+            1,
+            "{scenario}"
+        );
+        assert!(html.contains(&format!("{scenario}: achieved against offered</text>")));
+        assert!(html.contains(&format!(
+            "{scenario}: latency percentiles, last step held and first not</text>"
+        )));
+    }
+    // /sleep: 2 workers held 10 req/s, not 50; 16 workers held 50, not 200.
+    assert!(
+        html.contains("<title>knee at 10: backlog=16,workers=2</title>"),
+        "knee 10"
+    );
+    assert!(
+        html.contains("<title>knee at 50: backlog=16,workers=16</title>"),
+        "knee 50"
+    );
+    // /health held everywhere: no knee is drawn for it.
+    // Two knees, in two charts each, read out on the line and on its label.
+    assert_eq!(html.matches("<title>knee at").count(), 8);
+    assert!(html.contains("SLO p99 1000 ms"));
+    // The percentile curves on either side of each knee.
+    assert!(html.contains("backlog=16,workers=2 at 10 (sustained)"));
+    assert!(html.contains("backlog=16,workers=2 at 50 (not sustained)"));
+    // Every step folded with its timeline and probes.
+    assert_eq!(html.matches("<details class=\"step\">").count(), 16);
+    assert_eq!(
+        html.matches(">kernel: listen overflows and TIME_WAIT</text>")
+            .count(),
+        16
+    );
+    // report.md's tables, as HTML.
+    assert!(html.contains("<th>configuration</th>"), "the Knees table");
+    // Self-contained: nothing loaded from anywhere (URLs appear only as text: the plan's).
+    for needle in [
+        "src=", "href=", "@import", "url(", "<link", "<img", "<iframe",
+    ] {
+        assert!(!html.contains(needle), "found {needle}");
+    }
+}
+
+#[test]
+fn strings_from_the_bundle_are_escaped() {
+    let dir = bundle("hostile", |p| {
+        p["name"] = "<script>alert(1)</script>".into();
+        p["description"] = "a \"quoted\" <b>bold</b> & more".into();
+    });
+    loadlab_report::write_report(&dir).unwrap();
+    let html = std::fs::read_to_string(loadlab_report::html_path(&dir)).unwrap();
+    assert!(!html.contains("<script>alert(1)"), "the name is escaped");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(!html.contains("<b>bold</b>"));
+    // The page's own script is the only one.
+    assert_eq!(html.matches("<script>").count(), 1);
+}
+
+#[test]
+fn a_hundred_step_bundle_stays_small() {
+    let dir = bundle("big", |_| {});
+    let text = std::fs::read_to_string(dir.join("steps.jsonl")).unwrap();
+    let mut lines = Vec::new();
+    for k in 0..7 {
+        for (i, l) in text.lines().enumerate() {
+            let mut s: serde_json::Value = serde_json::from_str(l).unwrap();
+            s["load"] = (1000.0 * k as f64 + i as f64 + 1.0).into();
+            lines.push(s.to_string());
+        }
+    }
+    assert!(lines.len() >= 100);
+    std::fs::write(dir.join("steps.jsonl"), lines.join("\n") + "\n").unwrap();
+    loadlab_report::write_report(&dir).unwrap();
+    let size = std::fs::metadata(loadlab_report::html_path(&dir))
+        .unwrap()
+        .len();
+    assert!(
+        size < 5 * 1024 * 1024,
+        "{size} bytes for {} steps",
+        lines.len()
+    );
+    let html = std::fs::read_to_string(loadlab_report::html_path(&dir)).unwrap();
+    assert_eq!(
+        html.matches("<details class=\"step\">").count(),
+        lines.len()
+    );
+}
