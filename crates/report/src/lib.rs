@@ -5,7 +5,12 @@
 //! - [`markdown`]: `report.md`, tables in the shape of the source experiments.
 //! - [`html`]: `report.html`, the same with charts, one self-contained file.
 //! - [`svg`]: the line charts `report.html` draws.
+//! - [`compare`]: `loadlab compare`, bundles or run results side by side, each difference
+//!   tested against the noise.
+//! - [`baseline`]: `loadlab lab --baseline`: the gate on regressions, and its report section.
 
+pub mod baseline;
+pub mod compare;
 pub mod html;
 pub mod markdown;
 pub mod svg;

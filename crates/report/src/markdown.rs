@@ -23,7 +23,7 @@ const BLOWUP: f64 = 10.0;
 /// Within this factor of the lowest mean latency of a table is "near the latency floor".
 const FLOOR: f64 = 1.5;
 
-fn ms(v: Option<f64>) -> String {
+pub(crate) fn ms(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
         Some(x) if x >= 100.0 => format!("{x:.0}"),
@@ -32,7 +32,7 @@ fn ms(v: Option<f64>) -> String {
     }
 }
 
-fn num(v: f64) -> String {
+pub(crate) fn num(v: f64) -> String {
     if v >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
@@ -206,7 +206,7 @@ fn agents_section(out: &mut String, steps: &[StepRecord]) {
 }
 
 /// What a closed-loop step counts: streams over HTTP/2 and gRPC, connections over HTTP/1.1.
-fn closed_unit<'a>(mut steps: impl Iterator<Item = &'a StepRecord>) -> &'static str {
+pub(crate) fn closed_unit<'a>(mut steps: impl Iterator<Item = &'a StepRecord>) -> &'static str {
     if steps.any(|s| s.result.protocol.multiplexed()) {
         "concurrent streams"
     } else {
@@ -418,7 +418,7 @@ fn side_by_side(
 
 /// The knee as a range: "between 775 and 800", "at least 800" (never unsustained), "below
 /// 100" (not even the lowest).
-fn knee_cell(best: Option<f64>, fail: Option<f64>) -> String {
+pub(crate) fn knee_cell(best: Option<f64>, fail: Option<f64>) -> String {
     match (best, fail) {
         (Some(b), Some(f)) => format!("between {} and {}", num(b), num(f)),
         (Some(b), None) => format!("at least {}", num(b)),
@@ -428,17 +428,20 @@ fn knee_cell(best: Option<f64>, fail: Option<f64>) -> String {
 }
 
 /// What fixed steps say of the knee.
-struct FixedKnee {
-    best: Option<f64>,
-    fail: Option<f64>,
-    limit: Option<Limit>,
+pub(crate) struct FixedKnee {
+    /// The highest sustained step below `fail`.
+    pub(crate) best: Option<f64>,
+    /// The first step the server itself did not sustain.
+    pub(crate) fail: Option<f64>,
+    /// What failed there.
+    pub(crate) limit: Option<Limit>,
     /// A sustained step above one that was not.
-    non_monotonic: Option<String>,
+    pub(crate) non_monotonic: Option<String>,
 }
 
 /// The highest sustained step below the first step the server itself did not sustain
 /// (a generator-limited, agent-lost or interrupted step says nothing about the server).
-fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
+pub(crate) fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
     let server_limit = |s: &StepRecord| {
         s.verdict.limits.iter().copied().find(|l| {
             !matches!(
@@ -742,6 +745,9 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
     }
     if steps.is_empty() {
         let _ = writeln!(out, "No step finished.\n");
+    }
+    if let Some(section) = crate::baseline::section(dir) {
+        out.push_str(&section);
     }
     let _ = writeln!(
         out,

@@ -1,0 +1,445 @@
+//! What `loadlab compare` reads: a result bundle (every scenario and configuration, their
+//! steps and knees) or one `loadlab run --json` result (one step), each refused with the
+//! path and the cause when it is neither.
+
+use std::path::{Path, PathBuf};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use loadlab_engine::env::Environment;
+use loadlab_engine::result::{decode_histogram, SCHEMA_VERSION};
+use loadlab_engine::{Model, RunResult};
+use loadlab_lab::bundle::{read_configs, read_json, read_steps, StepRecord};
+use loadlab_lab::plan::{Plan, Steps};
+use loadlab_lab::verdict::Limit;
+
+use super::bootstrap::QuantileTable;
+use super::{InputSummary, KneeRange, KneeSource, SeriesKey, StepFigures};
+use crate::markdown::{closed_unit, fixed_knee};
+
+/// Why an input cannot be compared.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The path does not exist or cannot be read.
+    #[error("{}: cannot read: {source}", .path.display())]
+    Read {
+        /// The input.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A directory that is not a result bundle (or a broken one).
+    #[error("{} is not a loadlab result bundle: {why}", .path.display())]
+    NotABundle {
+        /// The input.
+        path: PathBuf,
+        /// What is missing or broken.
+        why: String,
+    },
+    /// A file that is not a `loadlab run --json` result.
+    #[error("{} is not a loadlab run result (`loadlab run --json`): {why}", .path.display())]
+    NotARunResult {
+        /// The input.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+/// What an input is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// A `loadlab lab` result bundle.
+    Bundle,
+    /// A `loadlab run --json` result.
+    RunResult,
+}
+
+/// One input, read and decoded.
+pub struct Input {
+    path: PathBuf,
+    kind: InputKind,
+    name: String,
+    started_at: Option<String>,
+    steps: usize,
+    pub(super) series: Vec<Series>,
+}
+
+/// One scenario in one configuration.
+pub(super) struct Series {
+    pub scenario: String,
+    pub config: String,
+    pub model: Model,
+    pub unit: &'static str,
+    pub knee: Option<KneeRange>,
+    /// Ascending load.
+    pub levels: Vec<Level>,
+}
+
+/// Every run of a series at one load.
+pub(super) struct Level {
+    pub load: f64,
+    /// Runs that say something about the server.
+    pub runs: Vec<Run>,
+    /// Runs left out (generator-limited, agent lost, interrupted).
+    pub excluded: u32,
+}
+
+/// One run (a step of a bundle, or a run result).
+pub(super) struct Run {
+    p99_ms: Option<f64>,
+    achieved_rps: f64,
+    /// `None` for a run result (no verdict).
+    pub sustained: Option<bool>,
+    /// The verdict lists clauses missed by less than the count resolves.
+    pub unresolved: bool,
+    generator_limited: bool,
+    latency: Histogram<u64>,
+    seconds: Vec<Histogram<u64>>,
+    window_successes: Vec<u64>,
+}
+
+impl Input {
+    /// Reads a bundle directory or a run result file.
+    pub fn load(path: &Path) -> Result<Input, InputError> {
+        let meta = std::fs::metadata(path).map_err(|source| InputError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if meta.is_dir() {
+            load_bundle(path)
+        } else {
+            load_run(path)
+        }
+    }
+
+    /// The input's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A bundle or a run result.
+    pub fn kind(&self) -> InputKind {
+        self.kind
+    }
+
+    /// Scenario and configuration of every series, in order.
+    pub fn keys(&self) -> Vec<SeriesKey> {
+        self.series.iter().map(Series::key).collect()
+    }
+
+    pub(super) fn summary(&self, label: &str) -> InputSummary {
+        InputSummary {
+            label: label.to_string(),
+            path: self.path.display().to_string(),
+            kind: self.kind,
+            name: self.name.clone(),
+            started_at: self.started_at.clone(),
+            steps: self.steps,
+        }
+    }
+}
+
+impl Series {
+    pub fn key(&self) -> SeriesKey {
+        SeriesKey {
+            scenario: self.scenario.clone(),
+            config: self.config.clone(),
+        }
+    }
+}
+
+impl Level {
+    /// True when every run that counts was sustained with no unresolved clause (and there
+    /// is at least one).
+    pub fn cleanly_sustained(&self) -> bool {
+        !self.runs.is_empty()
+            && self
+                .runs
+                .iter()
+                .all(|r| r.sustained == Some(true) && !r.unresolved)
+    }
+
+    pub fn figures(&self) -> StepFigures {
+        let p99_ms = match self.runs.as_slice() {
+            [] => None,
+            [one] => one.p99_ms,
+            runs => {
+                let mut all = runs[0].latency.clone();
+                // Histograms of one loadlab build share their bounds; a run that does
+                // not merge is left out of the pooled figure rather than failing it.
+                for r in &runs[1..] {
+                    let _ = all.add(&r.latency);
+                }
+                (!all.is_empty()).then(|| all.value_at_quantile(0.99) as f64 / 1000.0)
+            }
+        };
+        let n = self.runs.len();
+        StepFigures {
+            runs: n as u32,
+            excluded_runs: self.excluded,
+            sustained: if self.runs.iter().any(|r| r.sustained.is_none()) {
+                None
+            } else {
+                Some(self.runs.iter().all(|r| r.sustained == Some(true)))
+            },
+            p99_ms,
+            achieved_rps: (n > 0)
+                .then(|| self.runs.iter().map(|r| r.achieved_rps).sum::<f64>() / n as f64),
+            run_p99_ms: self.runs.iter().filter_map(|r| r.p99_ms).collect(),
+            run_achieved_rps: self.runs.iter().map(|r| r.achieved_rps).collect(),
+            latency_seconds: self
+                .runs
+                .iter()
+                .map(|r| r.seconds.iter().filter(|h| !h.is_empty()).count() as u32)
+                .sum(),
+            window_seconds: self
+                .runs
+                .iter()
+                .map(|r| r.window_successes.len() as u32)
+                .sum(),
+            generator_limited: self.runs.iter().any(|r| r.generator_limited),
+        }
+    }
+
+    /// The per-second latency histograms of every run, for the bootstrap.
+    pub fn latency_table(&self) -> QuantileTable {
+        let seconds: Vec<Histogram<u64>> = self
+            .runs
+            .iter()
+            .flat_map(|r| r.seconds.iter().cloned())
+            .collect();
+        QuantileTable::new(&seconds)
+    }
+
+    /// The successes of each full second of every run's measured window.
+    pub fn window_successes(&self) -> Vec<u64> {
+        self.runs
+            .iter()
+            .flat_map(|r| r.window_successes.iter().copied())
+            .collect()
+    }
+}
+
+/// Limits after which a step says nothing about the server.
+fn says_nothing(limits: &[Limit]) -> bool {
+    limits.iter().any(|l| {
+        matches!(
+            l,
+            Limit::GeneratorLimited | Limit::AgentLost | Limit::Interrupted
+        )
+    })
+}
+
+/// A run's figures and decoded histograms.
+fn run_of(r: &RunResult, sustained: Option<bool>, unresolved: bool) -> Result<Run, String> {
+    let latency = decode_histogram(&r.histograms.latency)
+        .map_err(|e| format!("histograms.latency: {e}"))?;
+    let seconds = r
+        .histograms
+        .per_second_latency
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            decode_histogram(h).map_err(|e| format!("histograms.per_second_latency[{i}]: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // Only the full seconds of the measured window: the seconds after it hold the drain of
+    // whatever was still queued, and the window's last fraction of a second is partial.
+    let window_successes = r
+        .per_second
+        .iter()
+        .filter(|s| (s.second + 1) as f64 <= r.duration_s + 1e-6)
+        .map(|s| s.successful)
+        .collect();
+    Ok(Run {
+        p99_ms: r.latency_ms.p99,
+        achieved_rps: r.achieved_rps,
+        sustained,
+        unresolved,
+        generator_limited: r.generator_limited,
+        latency,
+        seconds,
+        window_successes,
+    })
+}
+
+fn load_run(path: &Path) -> Result<Input, InputError> {
+    let not_run = |why: String| InputError::NotARunResult {
+        path: path.to_path_buf(),
+        why,
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    // The version first, so that a result of another loadlab says so rather than naming
+    // whichever field changed.
+    let version: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| not_run(format!("not JSON: {e}")))?;
+    match version.get("schema_version").and_then(|v| v.as_u64()) {
+        Some(v) if v == u64::from(SCHEMA_VERSION) => {}
+        Some(v) => {
+            return Err(not_run(format!(
+                "schema_version {v}, this loadlab reads {SCHEMA_VERSION}"
+            )))
+        }
+        None => return Err(not_run("no schema_version".into())),
+    }
+    let r: RunResult = serde_json::from_value(version).map_err(|e| not_run(e.to_string()))?;
+    let load = match r.offered_rps {
+        Some(rate) => rate,
+        None if r.protocol.multiplexed() => r.concurrency as f64,
+        None => r.connections as f64,
+    };
+    let unit = match (r.model, r.protocol.multiplexed()) {
+        (Model::Open, _) => "req/s",
+        (Model::Closed, true) => "concurrent streams",
+        (Model::Closed, false) => "connections",
+    };
+    let run = run_of(&r, None, false).map_err(not_run)?;
+    Ok(Input {
+        path: path.to_path_buf(),
+        kind: InputKind::RunResult,
+        name: format!("{} {}", r.method, r.url),
+        started_at: Some(r.environment.started_at.clone()),
+        steps: 1,
+        series: vec![Series {
+            scenario: "run".into(),
+            config: r.url.clone(),
+            model: r.model,
+            unit,
+            knee: None,
+            levels: vec![Level {
+                load,
+                runs: vec![run],
+                excluded: 0,
+            }],
+        }],
+    })
+}
+
+fn load_bundle(dir: &Path) -> Result<Input, InputError> {
+    let not_bundle = |why: String| InputError::NotABundle {
+        path: dir.to_path_buf(),
+        why,
+    };
+    if !dir.join("plan.json").exists() {
+        return Err(not_bundle("no plan.json".into()));
+    }
+    let plan: Plan = read_json(&dir.join("plan.json")).map_err(|e| not_bundle(e.to_string()))?;
+    if !dir.join("steps.jsonl").exists() {
+        return Err(not_bundle("no steps.jsonl".into()));
+    }
+    let steps = read_steps(dir).map_err(|e| not_bundle(e.to_string()))?;
+    if steps.is_empty() {
+        return Err(not_bundle("no step finished (steps.jsonl is empty)".into()));
+    }
+    let configs = read_configs(dir).map_err(|e| not_bundle(e.to_string()))?;
+    let env: Option<Environment> = read_json(&dir.join("environment.json")).ok();
+
+    // Series in the report's order: configurations as they ran, scenarios in plan order.
+    let mut config_order: Vec<&str> = Vec::new();
+    for s in &steps {
+        if !config_order.contains(&s.config.as_str()) {
+            config_order.push(&s.config);
+        }
+    }
+    let together = plan.load.steps == Steps::Together;
+    let model = plan.load.model;
+    let mut series = Vec::new();
+    for config in config_order {
+        for scenario in &plan.scenarios {
+            let list: Vec<&StepRecord> = steps
+                .iter()
+                .filter(|s| s.config == config && s.scenario == scenario.name)
+                .collect();
+            if list.is_empty() {
+                continue;
+            }
+            let unit = match model {
+                Model::Open => "req/s",
+                Model::Closed => closed_unit(list.iter().copied()),
+            };
+            let knee = (!together).then(|| {
+                let searched = configs
+                    .iter()
+                    .find(|c| c.config == config)
+                    .and_then(|c| c.knees.iter().find(|k| k.scenario == scenario.name));
+                match searched {
+                    Some(k) => KneeRange {
+                        sustained: k.outcome.knee,
+                        not_sustained: k.outcome.first_unsustained,
+                        limited_by: k.outcome.limited_by,
+                        source: KneeSource::Search,
+                        confirmed: k.outcome.confirmed,
+                        non_monotonic: !k.outcome.non_monotonic.is_empty(),
+                    },
+                    None => {
+                        let f = fixed_knee(&list);
+                        KneeRange {
+                            sustained: f.best,
+                            not_sustained: f.fail,
+                            limited_by: f.limit,
+                            source: KneeSource::FixedSteps,
+                            confirmed: false,
+                            non_monotonic: f.non_monotonic.is_some(),
+                        }
+                    }
+                }
+            });
+            let mut levels: Vec<Level> = Vec::new();
+            for s in &list {
+                let i = match levels
+                    .iter()
+                    .position(|l| super::same_load(l.load, s.load))
+                {
+                    Some(i) => i,
+                    None => {
+                        levels.push(Level {
+                            load: s.load,
+                            runs: Vec::new(),
+                            excluded: 0,
+                        });
+                        levels.len() - 1
+                    }
+                };
+                if says_nothing(&s.verdict.limits) {
+                    levels[i].excluded += 1;
+                    continue;
+                }
+                let run = run_of(
+                    &s.result,
+                    Some(s.verdict.sustained),
+                    !s.verdict.unresolved.is_empty(),
+                )
+                .map_err(|e| {
+                    not_bundle(format!(
+                        "steps.jsonl: {config} / {} step {}: {e}",
+                        s.scenario, s.index
+                    ))
+                })?;
+                levels[i].runs.push(run);
+            }
+            levels.sort_by(|a, b| a.load.total_cmp(&b.load));
+            series.push(Series {
+                scenario: scenario.name.clone(),
+                config: config.to_string(),
+                model,
+                unit,
+                knee,
+                levels,
+            });
+        }
+    }
+    Ok(Input {
+        path: dir.to_path_buf(),
+        kind: InputKind::Bundle,
+        name: plan.name.clone(),
+        started_at: env.map(|e| e.started_at),
+        steps: steps.len(),
+        series,
+    })
+}

@@ -1,0 +1,1 @@
+//! Tests of the comparison on synthetic bundles.

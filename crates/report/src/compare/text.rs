@@ -1,0 +1,392 @@
+//! `loadlab compare` as text: one aligned table per scenario and configuration, each figure
+//! with its change and how sure it is.
+
+use std::fmt::Write as _;
+
+use super::{
+    Comparison, Finding, InputKind, KneeComparison, MetricChange, PairComparison,
+    SeriesComparison, StepFigures,
+};
+
+/// A load or rate as the report prints it.
+pub fn num(v: f64) -> String {
+    crate::markdown::num(v)
+}
+
+/// Milliseconds as the report prints them.
+pub fn ms(v: f64) -> String {
+    crate::markdown::ms(Some(v))
+}
+
+/// A signed change in percent: `+38 %`, `-2.5 %`.
+pub fn pct(x: f64) -> String {
+    let v = 100.0 * x;
+    if v.abs() >= 10.0 {
+        format!("{v:+.0} %")
+    } else {
+        format!("{v:+.1} %")
+    }
+}
+
+/// A fraction as an unsigned percentage: `5 %`.
+pub fn pct_abs(x: f64) -> String {
+    let v = 100.0 * x;
+    if v.fract() == 0.0 || v >= 10.0 {
+        format!("{v:.0} %")
+    } else {
+        format!("{v:.1} %")
+    }
+}
+
+/// An interval of changes: `+30..+47 %`.
+pub fn pct_range(lo: f64, hi: f64) -> String {
+    let one = |x: f64| {
+        let v = 100.0 * x;
+        if v.abs() >= 10.0 {
+            format!("{v:+.0}")
+        } else {
+            format!("{v:+.1}")
+        }
+    };
+    format!("{}..{} %", one(lo), one(hi))
+}
+
+/// `99.9 %`.
+pub fn confidence(c: f64) -> String {
+    let v = 100.0 * c;
+    if v.fract() == 0.0 {
+        format!("{v:.0} %")
+    } else {
+        format!("{v} %")
+    }
+}
+
+/// Aligns columns with two spaces between them; the last column is not padded.
+fn table(out: &mut String, indent: &str, rows: &[Vec<String>]) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0; cols];
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    for r in rows {
+        let mut line = String::from(indent);
+        for (i, c) in r.iter().enumerate() {
+            line.push_str(c);
+            if i + 1 < r.len() {
+                let pad = widths[i] - c.chars().count() + 2;
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+/// The short word for a finding in a table cell.
+fn word(f: Finding) -> &'static str {
+    match f {
+        Finding::Better => "better",
+        Finding::Worse => "WORSE",
+        Finding::WithinNoise => "noise",
+        Finding::BelowThreshold => "below threshold",
+        Finding::WithinRepeatSpread => "repeats overlap",
+        Finding::SameRange => "same range",
+        Finding::NotResolvedBySteps => "not resolved by the step spacing",
+        Finding::Borderline => "borderline step",
+        Finding::TooLittleData => "too short to test",
+        Finding::NotComparable => "n/a",
+    }
+}
+
+fn metric_cell(m: &MetricChange, seconds: (u32, u32)) -> String {
+    let Some(change) = m.change else {
+        return word(m.finding).to_string();
+    };
+    match m.ci {
+        Some([lo, hi]) => format!(
+            "{} {} ({}, {}+{} s)",
+            word(m.finding),
+            pct(change),
+            pct_range(lo, hi),
+            seconds.0,
+            seconds.1
+        ),
+        None => format!(
+            "{} {} ({}+{} s)",
+            word(m.finding),
+            pct(change),
+            seconds.0,
+            seconds.1
+        ),
+    }
+}
+
+fn knee_cell(k: &KneeComparison) -> String {
+    match (k.finding, k.change, k.change_range) {
+        (Finding::Better | Finding::Worse, Some(c), [Some(lo), Some(hi)]) => format!(
+            "{} {} (somewhere in {})",
+            if k.finding == Finding::Better {
+                "higher"
+            } else {
+                "LOWER"
+            },
+            pct(c),
+            pct_range(lo, hi)
+        ),
+        (Finding::Better, _, [Some(lo), None]) => format!("higher: {} or more", pct(lo)),
+        (Finding::Better | Finding::Worse, _, _) => {
+            (if k.finding == Finding::Better {
+                "higher"
+            } else {
+                "LOWER"
+            })
+            .to_string()
+        }
+        (f, _, _) => word(f).to_string(),
+    }
+}
+
+fn value(v: Option<f64>, f: &StepFigures, fmt: fn(f64) -> String) -> String {
+    let mut s = v.map_or("-".to_string(), fmt);
+    if f.sustained == Some(false) {
+        s.push_str(" ✗");
+    }
+    if f.runs > 1 {
+        let _ = write!(s, " ({} runs)", f.runs);
+    }
+    s
+}
+
+fn series(out: &mut String, pair: &PairComparison, s: &SeriesComparison) {
+    let config = if s.config == s.other_config {
+        s.config.clone()
+    } else {
+        format!("{} against {}", s.other_config, s.config)
+    };
+    let _ = writeln!(out, "  {} / {config}", s.scenario);
+    if let Some(why) = &s.not_comparable {
+        let _ = writeln!(out, "    not comparable: {why}\n");
+        return;
+    }
+    let (a, b) = (&pair.baseline, &pair.other);
+    let mut rows = vec![vec![
+        String::new(),
+        a.clone(),
+        b.clone(),
+        format!("{b} against {a} (change, CI, seconds resampled)"),
+    ]];
+    if let Some(k) = &s.knee {
+        rows.push(vec![
+            format!("knee ({})", s.unit),
+            k.baseline.describe(),
+            k.other.describe(),
+            knee_cell(k),
+        ]);
+    }
+    let load_unit = if s.unit == "req/s" { "" } else { " " };
+    let load_suffix = if s.unit == "req/s" {
+        String::new()
+    } else {
+        format!("{load_unit}{}", s.unit)
+    };
+    for st in &s.steps {
+        let at = format!("{}{load_suffix}", num(st.load));
+        rows.push(vec![
+            format!("p99 at {at}"),
+            value(st.p99.baseline, &st.baseline, |v| format!("{} ms", ms(v))),
+            value(st.p99.other, &st.other, |v| format!("{} ms", ms(v))),
+            metric_cell(
+                &st.p99,
+                (st.baseline.latency_seconds, st.other.latency_seconds),
+            ),
+        ]);
+        rows.push(vec![
+            format!("achieved at {at}"),
+            value(st.achieved.baseline, &st.baseline, num),
+            value(st.achieved.other, &st.other, num),
+            metric_cell(
+                &st.achieved,
+                (st.baseline.window_seconds, st.other.window_seconds),
+            ),
+        ]);
+    }
+    table(out, "    ", &rows);
+    if let Some(k) = &s.knee {
+        let _ = writeln!(out, "    knee: {}", k.why);
+    }
+    let mut left_out = Vec::new();
+    for st in &s.steps {
+        for (label, f) in [(a, &st.baseline), (b, &st.other)] {
+            if f.excluded_runs > 0 {
+                left_out.push(format!(
+                    "{label} at {}: {} run{} left out (generator-limited, agent lost or interrupted)",
+                    num(st.load),
+                    f.excluded_runs,
+                    if f.excluded_runs == 1 { "" } else { "s" }
+                ));
+            }
+            if f.generator_limited {
+                left_out.push(format!(
+                    "{label} at {}: loadlab flagged the run generator-limited; its figures may be loadlab's",
+                    num(st.load)
+                ));
+            }
+        }
+    }
+    for l in left_out {
+        let _ = writeln!(out, "    {l}");
+    }
+    for (label, loads) in [
+        (a, &s.loads_only_in_baseline),
+        (b, &s.loads_only_in_other),
+    ] {
+        if !loads.is_empty() {
+            let list: Vec<String> = loads.iter().map(|l| num(*l)).collect();
+            let _ = writeln!(
+                out,
+                "    loads only {label} ran: {} (not compared)",
+                list.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(out);
+}
+
+/// Counts of findings over a pair, for its summary line.
+fn summary(pair: &PairComparison) -> String {
+    let mut worse = Vec::new();
+    let mut better = Vec::new();
+    let mut quiet = 0;
+    let mut unresolved_knees = 0;
+    let mut untested = 0;
+    for s in &pair.series {
+        let name = format!("{} / {}", s.scenario, s.config);
+        if let Some(k) = &s.knee {
+            match k.finding {
+                Finding::Worse => worse.push(format!("knee of {name}")),
+                Finding::Better => better.push(format!("knee of {name}")),
+                Finding::NotResolvedBySteps | Finding::Borderline => unresolved_knees += 1,
+                Finding::SameRange => quiet += 1,
+                _ => {}
+            }
+        }
+        for st in &s.steps {
+            for (what, m) in [("p99", &st.p99), ("achieved", &st.achieved)] {
+                let item = format!("{what} at {} of {name}", num(st.load));
+                match m.finding {
+                    Finding::Worse => worse.push(item),
+                    Finding::Better => better.push(item),
+                    Finding::WithinNoise
+                    | Finding::BelowThreshold
+                    | Finding::WithinRepeatSpread => quiet += 1,
+                    _ => untested += 1,
+                }
+            }
+        }
+    }
+    let mut parts = Vec::new();
+    if !worse.is_empty() {
+        parts.push(format!("worse: {}", worse.join(", ")));
+    }
+    if !better.is_empty() {
+        parts.push(format!("better: {}", better.join(", ")));
+    }
+    if worse.is_empty() && better.is_empty() {
+        parts.push("no difference beyond the noise".into());
+    }
+    parts.push(format!("{quiet} within the noise"));
+    if unresolved_knees > 0 {
+        parts.push(format!(
+            "{unresolved_knees} knee{} not resolved by the steps",
+            if unresolved_knees == 1 { "" } else { "s" }
+        ));
+    }
+    if untested > 0 {
+        parts.push(format!("{untested} not tested (too little data)"));
+    }
+    format!("{} against {}: {}", pair.other, pair.baseline, parts.join("; "))
+}
+
+/// Renders the comparison for a terminal.
+pub fn render(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "loadlab compare: {} inputs, {} is the baseline",
+        c.inputs.len(),
+        c.inputs.first().map_or("A", |i| i.label.as_str())
+    );
+    let rows: Vec<Vec<String>> = c
+        .inputs
+        .iter()
+        .map(|i| {
+            let what = match i.kind {
+                InputKind::Bundle => format!(
+                    "bundle of plan {}, {} step{}",
+                    i.name,
+                    i.steps,
+                    if i.steps == 1 { "" } else { "s" }
+                ),
+                InputKind::RunResult => format!("run result: {}", i.name),
+            };
+            vec![
+                i.label.clone(),
+                i.path.clone(),
+                what,
+                i.started_at.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(&mut out, "  ", &rows);
+    let m = &c.method;
+    let _ = writeln!(
+        out,
+        "\np99 and achieved at each load both ran: the change, its {} confidence interval from a \
+         bootstrap over seconds ({} resamples of the per-second histograms and successes), and \
+         the seconds resampled on each side. A change is called only when the interval excludes \
+         no change, reaches beyond ±{} (--noise-threshold), and repeated runs do not overlap. \
+         Knees are ranges: called only when a step sustained cleanly by one side separates \
+         them. ✗: not sustained.\n",
+        confidence(m.confidence),
+        m.resamples,
+        pct_abs(m.noise_threshold)
+    );
+    for pair in &c.pairs {
+        let _ = writeln!(out, "{} against {}\n", pair.other, pair.baseline);
+        if let Some([a, b]) = &pair.paired_configs {
+            let _ = writeln!(
+                out,
+                "  paired the only configuration of each: {}'s {a} with {}'s {b}\n",
+                pair.baseline, pair.other
+            );
+        }
+        for s in &pair.series {
+            series(&mut out, pair, s);
+        }
+        for (label, keys) in [
+            (&pair.baseline, &pair.only_in_baseline),
+            (&pair.other, &pair.only_in_other),
+        ] {
+            if !keys.is_empty() {
+                let list: Vec<String> = keys
+                    .iter()
+                    .map(|k| format!("{} / {}", k.scenario, k.config))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "  only in {label} (not matched by scenario and configuration): {}",
+                    list.join(", ")
+                );
+            }
+        }
+        if pair.series.is_empty() {
+            let _ = writeln!(
+                out,
+                "  nothing matched: no scenario and configuration in common"
+            );
+        }
+        let _ = writeln!(out, "\n{}\n", summary(pair));
+    }
+    out
+}
