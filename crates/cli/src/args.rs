@@ -62,6 +62,25 @@ pub enum Command {
     Grpc(Box<GrpcArgs>),
     /// Re-render report.md from a result bundle on disk.
     Report(ReportArgs),
+    /// Compare result bundles (or `loadlab run --json` results) side by side, the first as
+    /// the baseline: each knee, and p99 and achieved at every load both ran, with the
+    /// change in percent and whether the measurement resolves it.
+    ///
+    /// Series are matched by scenario and configuration name (when each side has a single
+    /// configuration, those two are paired); what did not match is listed. p99 and
+    /// achieved: a bootstrap over the seconds of each step (their latency histograms and
+    /// successes resampled with replacement) gives a 99.9 % confidence interval of the
+    /// ratio; a change is called only when that interval excludes no change, reaches beyond
+    /// --noise-threshold, and repeated runs of the step do not overlap. Knees are ranges
+    /// between two steps: a change only when the ranges are apart and a step that one side
+    /// sustained cleanly separates them, otherwise "not resolved by the step spacing".
+    /// Runs judged generator-limited, agent-lost or interrupted are left out.
+    #[command(after_help = "Examples:\n  \
+        loadlab compare results/before results/after\n  \
+        loadlab compare results/before results/after-1 results/after-2 --json > comparison.json\n  \
+        loadlab compare base.json candidate.json          (two `loadlab run --json` results)\n\n\
+        Exit status: 0 compared (whatever the differences); 2 an input is not a bundle or run result.")]
+    Compare(CompareArgs),
     /// Start the reference scenario server on a free port and run a short experiment
     /// (a knee search on /health, then a few endpoints), then print the tables.
     Demo(DemoArgs),
@@ -224,8 +243,58 @@ pub struct LabArgs {
     /// No progress lines on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// After the run, compare the new bundle with this baseline bundle (as `loadlab
+    /// compare` does) and exit 3 if a knee, or p99 at a load the baseline sustained, is
+    /// worse by more than --max-regression beyond the noise; each regression is named on
+    /// stderr and in report.md. Read and checked before any load (exit 2 if unusable).
+    #[arg(long, value_name = "DIR", help_heading = "Regression gate")]
+    pub baseline: Option<PathBuf>,
+    /// The regression allowed against --baseline, e.g. 10% or 0.1: a knee must be resolved
+    /// lower, or a p99 higher, by more than this even at the closest the measurement allows
+    /// (the knees' step ranges, the p99's 99.9 % interval) [default: 10%].
+    #[arg(long, value_name = "FRACTION", requires = "baseline", value_parser = parse_fraction, help_heading = "Regression gate")]
+    pub max_regression: Option<f64>,
     #[command(flatten)]
     pub distributed: DistributedArgs,
+}
+
+/// `loadlab compare` arguments.
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Result bundle directories or `loadlab run --json` files; the first is the baseline.
+    #[arg(required = true, num_args = 2.., value_name = "A B [C...]")]
+    pub inputs: Vec<PathBuf>,
+    /// Print the comparison as JSON (versioned: `comparison_version`) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// A change whose whole confidence interval lies within ± this is reported as below
+    /// the threshold, not as a change (5% or 0.05).
+    #[arg(long, default_value = "5%", value_name = "FRACTION", value_parser = parse_fraction)]
+    pub noise_threshold: f64,
+}
+
+/// A fraction written as a percentage (`10%`) or a number from 0 to 1 (`0.1`).
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (number, percent) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), true),
+        None => (t, false),
+    };
+    let v: f64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a fraction: write e.g. 10% or 0.1"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("`{s}`: a fraction of 0 or more, e.g. 10% or 0.1"));
+    }
+    if percent {
+        Ok(v / 100.0)
+    } else if v > 1.0 {
+        Err(format!(
+            "`{s}` is ambiguous: write {v}% for a percentage, or a fraction from 0 to 1 (0.1 is 10 %)"
+        ))
+    } else {
+        Ok(v)
+    }
 }
 
 /// `loadlab doctor` arguments.
@@ -619,5 +688,47 @@ mod tests {
     fn clap_definition_is_valid() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn fractions_parse_as_percentages_or_numbers() {
+        assert_eq!(parse_fraction("10%"), Ok(0.1));
+        assert_eq!(parse_fraction(" 2.5 % "), Ok(0.025));
+        assert_eq!(parse_fraction("0.1"), Ok(0.1));
+        assert_eq!(parse_fraction("0"), Ok(0.0));
+        assert_eq!(parse_fraction("150%"), Ok(1.5));
+        for bad in ["10", "abc", "%", "-5%", "-0.1", "NaN", ""] {
+            assert!(parse_fraction(bad).is_err(), "{bad} accepted");
+        }
+        assert!(parse_fraction("10").unwrap_err().contains("10%"));
+    }
+
+    #[test]
+    fn max_regression_needs_a_baseline_and_compare_two_inputs() {
+        use clap::Parser;
+        let lab =
+            |args: &[&str]| Cli::try_parse_from([&["loadlab", "lab", "p.toml"], args].concat());
+        let Command::Lab(a) = lab(&["--baseline", "b", "--max-regression", "20%"])
+            .unwrap()
+            .command
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (a.baseline.unwrap(), a.max_regression),
+            ("b".into(), Some(0.2))
+        );
+        assert!(lab(&["--max-regression", "20%"]).is_err());
+        assert!(Cli::try_parse_from(["loadlab", "compare", "a"]).is_err());
+        let Command::Compare(c) =
+            Cli::try_parse_from(["loadlab", "compare", "a", "b", "c", "--json"])
+                .unwrap()
+                .command
+        else {
+            panic!()
+        };
+        assert_eq!(c.inputs.len(), 3);
+        assert!(c.json);
+        assert_eq!(c.noise_threshold, 0.05);
     }
 }

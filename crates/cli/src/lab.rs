@@ -11,7 +11,7 @@ use loadlab_lab::{LabOptions, Plan};
 use loadlab_system::doctor::{self, Facts, Finding, Severity};
 
 use crate::args::{DemoArgs, DoctorArgs, LabArgs, ReportArgs};
-use crate::{cancel_on_signal, BadInput};
+use crate::{cancel_on_signal, BadInput, EXIT_ALL_FAILED, EXIT_GATE_FAILED};
 use loadlab_engine::config::workload::{DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS};
 
 /// The demo's plans, built into the binary.
@@ -77,11 +77,18 @@ fn run_lab(
 
 pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
     let plan = load_plan(&a.plan, a.quick)?;
+    // The baseline is read and matched against the plan before any load.
+    let baseline = match &a.baseline {
+        Some(dir) => {
+            Some(loadlab_report::baseline::load(dir, &plan).map_err(|e| BadInput(e.to_string()))?)
+        }
+        None => None,
+    };
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
     let out = a.out.clone().unwrap_or_else(|| default_out(&plan.name));
     let fleet = crate::fleet::coordinator(&a.distributed, &stop, a.quiet)?;
-    let (summary, report) = run_lab(&plan, out, a.quiet, stop.clone(), fleet.clone())?;
+    let (summary, mut report) = run_lab(&plan, out, a.quiet, stop.clone(), fleet.clone())?;
     if let Some(c) = fleet {
         c.finish(if stop.is_cancelled() {
             "the coordinator was interrupted"
@@ -89,6 +96,21 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
             "the run is over"
         });
     }
+    // Against the baseline: report.md gets its section before it is printed; the
+    // regressions are named on stderr after the summary line.
+    let check = match &baseline {
+        Some(base) if summary.steps > 0 => {
+            let max = a
+                .max_regression
+                .unwrap_or(loadlab_report::baseline::DEFAULT_MAX_REGRESSION);
+            let check = loadlab_report::baseline::check(&summary.bundle, base, max)?;
+            let path = loadlab_report::write_report(&summary.bundle)
+                .with_context(|| format!("writing the report into {}", summary.bundle.display()))?;
+            report = std::fs::read_to_string(&path)?;
+            Some(check)
+        }
+        _ => None,
+    };
     println!("{report}");
     eprintln!(
         "loadlab: {} step{} in {} configuration{}{}; bundle {}; charts in {}",
@@ -104,11 +126,35 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
         summary.bundle.display(),
         loadlab_report::html_path(&summary.bundle).display()
     );
-    Ok(if summary.steps == 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    if summary.steps == 0 {
+        return Ok(ExitCode::from(EXIT_ALL_FAILED));
+    }
+    Ok(match check {
+        Some(check) if report_regressions(&check) => ExitCode::from(EXIT_GATE_FAILED),
+        _ => ExitCode::SUCCESS,
     })
+}
+
+/// Names each regression against the baseline on stderr; true when there is one.
+fn report_regressions(check: &loadlab_report::baseline::BaselineCheck) -> bool {
+    let against = format!(
+        "against the baseline {} (allowed: {})",
+        check.baseline,
+        loadlab_report::compare::text::pct_abs(check.max_regression)
+    );
+    if check.regressions.is_empty() {
+        eprintln!("loadlab: no regression {against}");
+        return false;
+    }
+    let n = check.regressions.len();
+    eprintln!(
+        "loadlab: {n} regression{} {against}:",
+        if n == 1 { "" } else { "s" }
+    );
+    for r in &check.regressions {
+        eprintln!("  - {}", r.sentence);
+    }
+    true
 }
 
 pub fn cmd_doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {

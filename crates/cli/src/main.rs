@@ -1,6 +1,7 @@
 //! The `loadlab` binary: parses arguments and calls the libraries.
 
 mod args;
+mod compare;
 mod fleet;
 mod lab;
 mod live;
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
         Command::Lab(a) => lab::cmd_lab(&a),
         Command::Doctor(a) => lab::cmd_doctor(&a),
         Command::Report(a) => lab::cmd_report(&a),
+        Command::Compare(a) => compare::cmd_compare(&a),
         Command::Demo(a) => lab::cmd_demo(&a),
         Command::Agent(a) => fleet::cmd_agent(&a),
     };

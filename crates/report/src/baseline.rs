@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use loadlab_lab::plan::Plan;
 
-use crate::compare::text::{num, pct_abs};
+use crate::compare::text::{ms, num, pct, pct_abs};
 use crate::compare::{
     compare, sole_configs, Comparison, Finding, Input, InputError, InputKind, Method,
     PairComparison, SeriesKey,
@@ -128,8 +128,7 @@ pub fn load(dir: &Path, plan: &Plan) -> Result<Input, BaselineError> {
     let paired = sole_configs(&base_configs, &plan_configs);
     let common = base.iter().any(|k| {
         plan.scenarios.iter().any(|s| s.name == k.scenario)
-            && (configs.contains(&k.config)
-                || paired.as_ref().is_some_and(|[b, _]| *b == k.config))
+            && (configs.contains(&k.config) || paired.as_ref().is_some_and(|[b, _]| *b == k.config))
     });
     if !common {
         let list = |keys: Vec<String>| keys.join(", ");
@@ -143,7 +142,11 @@ pub fn load(dir: &Path, plan: &Plan) -> Result<Input, BaselineError> {
             plan: list(
                 configs
                     .iter()
-                    .flat_map(|c| plan.scenarios.iter().map(move |s| format!("{} / {c}", s.name)))
+                    .flat_map(|c| {
+                        plan.scenarios
+                            .iter()
+                            .map(move |s| format!("{} / {c}", s.name))
+                    })
                     .collect(),
             ),
         });
@@ -169,7 +172,7 @@ pub fn check(
     let regressions = comparison
         .pairs
         .first()
-        .map(|p| regressions(p, max_regression))
+        .map(|p| regressions(p, &method, max_regression))
         .unwrap_or_default();
     let check = BaselineCheck {
         baseline: baseline.path().display().to_string(),
@@ -187,7 +190,7 @@ pub fn check(
 }
 
 /// The regressions of one comparison beyond `max` (see the module comment).
-pub fn regressions(pair: &PairComparison, max: f64) -> Vec<Regression> {
+pub fn regressions(pair: &PairComparison, method: &Method, max: f64) -> Vec<Regression> {
     let mut out = Vec::new();
     for s in &pair.series {
         if let Some(k) = &s.knee {
@@ -198,12 +201,14 @@ pub fn regressions(pair: &PairComparison, max: f64) -> Vec<Regression> {
                         config: s.config.clone(),
                         figure: RegressedFigure::Knee,
                         sentence: format!(
-                            "{} / {}: knee at least {} lower, more than the {} allowed; {}",
-                            s.scenario,
-                            s.config,
+                            "{}: knee {} → {} {}: at least {} lower, more than the {} allowed ({}; A is the baseline)",
+                            s.name(),
+                            k.baseline.describe(),
+                            k.other.describe(),
+                            s.unit,
                             pct_abs(-closest),
                             pct_abs(max),
-                            k.why
+                            k.evidence
                         ),
                     });
                 }
@@ -211,7 +216,15 @@ pub fn regressions(pair: &PairComparison, max: f64) -> Vec<Regression> {
         }
         for st in &s.steps {
             let p = &st.p99;
-            let Some(ci) = p.ci else { continue };
+            let (Some(ci), Some(a), Some(b), Some(change), Some(interval)) = (
+                p.ci,
+                p.baseline,
+                p.other,
+                p.change,
+                p.interval_text(method.confidence),
+            ) else {
+                continue;
+            };
             if st.baseline.sustained == Some(true) && p.finding == Finding::Worse && ci[0] > max {
                 let unit = if s.unit == "req/s" {
                     String::new()
@@ -223,11 +236,13 @@ pub fn regressions(pair: &PairComparison, max: f64) -> Vec<Regression> {
                     config: s.config.clone(),
                     figure: RegressedFigure::P99 { load: st.load },
                     sentence: format!(
-                        "{} / {}: p99 at {}{unit} {}; more than the {} allowed even at the interval's low end",
-                        s.scenario,
-                        s.config,
+                        "{}: p99 at {}{unit} {} → {} ms, {} ({}): more than the {} allowed even at the interval's low end",
+                        s.name(),
                         num(st.load),
-                        p.why,
+                        ms(a),
+                        ms(b),
+                        pct(change),
+                        interval,
                         pct_abs(max)
                     ),
                 });
@@ -241,9 +256,18 @@ pub fn regressions(pair: &PairComparison, max: f64) -> Vec<Regression> {
 /// (`None` when the run had no baseline).
 pub fn section(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join(FILE)).ok()?;
-    let check: BaselineCheck = serde_json::from_str(&text).ok()?;
     let mut out = String::new();
     let _ = writeln!(out, "## Against the baseline\n");
+    let check: BaselineCheck = match serde_json::from_str(&text) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "`{FILE}` could not be read ({e}): the check is not shown.\n"
+            );
+            return Some(out);
+        }
+    };
     let base = check.comparison.inputs.first();
     let _ = writeln!(
         out,
@@ -283,10 +307,11 @@ pub fn section(dir: &Path) -> Option<String> {
         for s in &pair.series {
             if let Some(k) = &s.knee {
                 if k.finding.is_difference()
-                    && !check
-                        .regressions
-                        .iter()
-                        .any(|r| r.figure == RegressedFigure::Knee && r.scenario == s.scenario && r.config == s.config)
+                    && !check.regressions.iter().any(|r| {
+                        r.figure == RegressedFigure::Knee
+                            && r.scenario == s.scenario
+                            && r.config == s.config
+                    })
                 {
                     other.push(format!("- {} / {}: knee {}", s.scenario, s.config, k.why));
                 }

@@ -13,9 +13,28 @@ use rand::{Rng, SeedableRng};
 /// Resamples per interval: at 99.9 % two-sided confidence each tail holds 10 of them.
 pub const RESAMPLES: u32 = 20_000;
 
-/// Fewer seconds than this on either side tell noise from a change too poorly to try (one
-/// second has no spread at all).
-pub const MIN_SECONDS: usize = 3;
+/// Whether `a` seconds against `b` can resolve anything at `confidence` (two-sided): even
+/// when every second of one side lies beyond every second of the other, chance orders
+/// exchangeable seconds so once in `C(a + b, a) / 2` draws (the smallest p-value of a rank
+/// test). A bootstrap of fewer seconds would claim more than any test of them could (its
+/// percentile interval then spans little more than the most extreme single seconds), so
+/// such figures are left untested rather than called.
+pub fn resolvable(a: usize, b: usize, confidence: f64) -> bool {
+    if a < 2 || b < 2 {
+        return false;
+    }
+    // C(a + b, a) = Π (b + i) / i, in floating point (it overflows to infinity, which is fine).
+    let (small, large) = (a.min(b), a.max(b));
+    let orderings = (1..=small).fold(1.0f64, |c, i| c * (large + i) as f64 / i as f64);
+    2.0 / orderings <= 1.0 - confidence
+}
+
+/// The fewest seconds, as many on each side, that [`resolvable`] accepts: 7 at 99.9 %.
+pub fn min_seconds(confidence: f64) -> usize {
+    (2..)
+        .find(|&n| resolvable(n, n, confidence))
+        .expect("some n resolves")
+}
 
 /// The resampling is seeded, so the same bundles always give the same intervals.
 const SEED: u64 = 0x10ad_1ab5;
@@ -113,8 +132,8 @@ impl QuantileTable {
 ///
 /// `baseline(w)` and `other(w)` compute the figure of a resample whose `i`-th second is
 /// taken `w[i]` times (`None`: the resample holds nothing to compute it on, and is drawn
-/// again). Returns `None` when either side has fewer than [`MIN_SECONDS`] seconds or a
-/// figure is undefined on the full sample.
+/// again). Returns `None` when the seconds are too few to resolve anything at this
+/// confidence ([`resolvable`]) or a figure is undefined on the full sample.
 pub fn relative_interval(
     baseline_seconds: usize,
     other_seconds: usize,
@@ -123,7 +142,7 @@ pub fn relative_interval(
     confidence: f64,
     resamples: u32,
 ) -> Option<[f64; 2]> {
-    if baseline_seconds < MIN_SECONDS || other_seconds < MIN_SECONDS {
+    if !resolvable(baseline_seconds, other_seconds, confidence) {
         return None;
     }
     let full_ratio = other(&vec![1; other_seconds])? / baseline(&vec![1; baseline_seconds])?;
@@ -211,14 +230,8 @@ mod tests {
 
     fn p99_interval(a: &[Histogram<u64>], b: &[Histogram<u64>]) -> Option<[f64; 2]> {
         let (ta, tb) = (QuantileTable::new(a), QuantileTable::new(b));
-        relative_interval(
-            ta.len(),
-            tb.len(),
-            &ta.figure(0.99),
-            &tb.figure(0.99),
-            CONFIDENCE,
-            RESAMPLES,
-        )
+        let (fa, fb) = (ta.figure(0.99), tb.figure(0.99));
+        relative_interval(ta.len(), tb.len(), &fa, &fb, CONFIDENCE, RESAMPLES)
     }
 
     fn merged_p99(seconds: &[Histogram<u64>]) -> f64 {
@@ -233,7 +246,8 @@ mod tests {
     fn the_table_gives_the_quantile_of_the_merged_histograms() {
         let s = seconds(1, 7, 300, 10_000.0);
         let table = QuantileTable::new(&s);
-        for q in [0.0, 0.5, 0.9, 0.99, 0.999, 1.0] {
+        // (q = 0 is the one HdrHistogram reads as the lowest equivalent value instead.)
+        for q in [0.001, 0.5, 0.9, 0.99, 0.999, 1.0] {
             let mut merged = histogram();
             for h in &s {
                 merged.add(h).unwrap();
@@ -250,7 +264,10 @@ mod tests {
         twice.add(&s[0]).unwrap();
         twice.add(&s[3]).unwrap();
         let w = [2, 0, 0, 1, 0, 0, 0];
-        assert_eq!(table.quantile(&w, 0.99), Some(twice.value_at_quantile(0.99)));
+        assert_eq!(
+            table.quantile(&w, 0.99),
+            Some(twice.value_at_quantile(0.99))
+        );
         assert_eq!(table.quantile(&[0; 7], 0.99), None);
         // Empty seconds are left out of the table.
         let with_empty = vec![s[0].clone(), histogram(), s[1].clone()];
@@ -290,8 +307,21 @@ mod tests {
     }
 
     #[test]
-    fn too_few_seconds_give_no_interval() {
-        let a = seconds(4, MIN_SECONDS - 1, 100, 10_000.0);
+    fn seconds_too_few_for_the_confidence_are_not_resampled() {
+        // 6 against 6: every one of B's seconds above A's happens once in 924 / 2 orderings
+        // by chance, too often for 99.9 %; 7 against 7, once in 1716.
+        assert!(!resolvable(6, 6, CONFIDENCE));
+        assert!(resolvable(7, 7, CONFIDENCE));
+        assert_eq!(min_seconds(CONFIDENCE), 7);
+        assert_eq!(min_seconds(0.95), 4);
+        // Few on one side need many on the other: C(17, 4) = 2380.
+        assert!(!resolvable(4, 12, CONFIDENCE));
+        assert!(resolvable(4, 13, CONFIDENCE));
+        assert!(!resolvable(1, 1_000_000, CONFIDENCE));
+        assert!(resolvable(30, 30, CONFIDENCE));
+
+        // 3 against 10: C(13, 3) = 286.
+        let a = seconds(4, 3, 100, 10_000.0);
         let b = seconds(5, 10, 100, 10_000.0);
         assert_eq!(p99_interval(&a, &b), None);
         assert_eq!(p99_interval(&b, &a), None);
@@ -299,8 +329,8 @@ mod tests {
 
     #[test]
     fn counts_per_second_resample_to_a_rate() {
-        let a = [100u64, 98, 102, 100, 99, 101];
-        let b = [150u64, 149, 151, 150, 152, 148];
+        let a = [100u64, 98, 102, 100, 99, 101, 100, 100];
+        let b = [150u64, 149, 151, 150, 152, 148, 150, 150];
         let rel = relative_interval(
             a.len(),
             b.len(),
@@ -312,7 +342,7 @@ mod tests {
         .unwrap();
         // The ratio is 1.5 to within a few percent.
         assert!(rel[0] > 0.95 && rel[1] < 1.05, "{rel:?}");
-        assert_eq!(weighted_mean(&a, &[0; 6]), None);
+        assert_eq!(weighted_mean(&a, &[0; 8]), None);
         assert_eq!(weighted_mean(&[10, 20], &[3, 1]), Some(12.5));
     }
 }

@@ -223,6 +223,47 @@ impl Level {
     }
 }
 
+#[cfg(test)]
+impl Input {
+    /// A bundle holding these series.
+    pub(super) fn synthetic(series: Vec<Series>) -> Input {
+        Input {
+            path: PathBuf::from("synthetic"),
+            kind: InputKind::Bundle,
+            name: "synthetic".into(),
+            started_at: None,
+            steps: series.iter().map(|s| s.levels.len()).sum(),
+            series,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Run {
+    /// A run made of these seconds (latency histograms and successes), judged so.
+    pub(super) fn synthetic(
+        seconds: Vec<Histogram<u64>>,
+        successes: Vec<u64>,
+        sustained: Option<bool>,
+        unresolved: bool,
+    ) -> Run {
+        let mut latency = Histogram::new_with_bounds(1, 3_600_000_000, 2).unwrap();
+        for h in &seconds {
+            latency.add(h).unwrap();
+        }
+        Run {
+            p99_ms: (!latency.is_empty()).then(|| latency.value_at_quantile(0.99) as f64 / 1000.0),
+            achieved_rps: successes.iter().sum::<u64>() as f64 / successes.len().max(1) as f64,
+            sustained,
+            unresolved,
+            generator_limited: false,
+            latency,
+            seconds,
+            window_successes: successes,
+        }
+    }
+}
+
 /// Limits after which a step says nothing about the server.
 fn says_nothing(limits: &[Limit]) -> bool {
     limits.iter().any(|l| {
@@ -235,8 +276,8 @@ fn says_nothing(limits: &[Limit]) -> bool {
 
 /// A run's figures and decoded histograms.
 fn run_of(r: &RunResult, sustained: Option<bool>, unresolved: bool) -> Result<Run, String> {
-    let latency = decode_histogram(&r.histograms.latency)
-        .map_err(|e| format!("histograms.latency: {e}"))?;
+    let latency =
+        decode_histogram(&r.histograms.latency).map_err(|e| format!("histograms.latency: {e}"))?;
     let seconds = r
         .histograms
         .per_second_latency
@@ -259,7 +300,9 @@ fn run_of(r: &RunResult, sustained: Option<bool>, unresolved: bool) -> Result<Ru
         achieved_rps: r.achieved_rps,
         sustained,
         unresolved,
-        generator_limited: r.generator_limited,
+        // A bundle's verdict has already judged the run's lateness (a run it held against
+        // loadlab is left out); a run result has no verdict, only the flag.
+        generator_limited: sustained.is_none() && r.generator_limited,
         latency,
         seconds,
         window_successes,
@@ -392,10 +435,7 @@ fn load_bundle(dir: &Path) -> Result<Input, InputError> {
             });
             let mut levels: Vec<Level> = Vec::new();
             for s in &list {
-                let i = match levels
-                    .iter()
-                    .position(|l| super::same_load(l.load, s.load))
-                {
+                let i = match levels.iter().position(|l| super::same_load(l.load, s.load)) {
                     Some(i) => i,
                     None => {
                         levels.push(Level {

@@ -3,7 +3,7 @@
 //! comment of [`super`]).
 
 use super::input::Series;
-use super::text::{num, pct};
+use super::text::{num, pct, pct_range};
 use super::{Finding, KneeComparison, KneeRange};
 
 /// The range as numbers: `[sustained or 0, not_sustained or ∞]`.
@@ -26,12 +26,11 @@ fn separating_step(side: &Series, from: f64, to: f64) -> Option<f64> {
         .map(|l| l.load)
 }
 
-/// Compares the baseline's knee `ka` (of series `a`) with `kb` (of `b`).
+/// Compares the baseline's knee `ka` (of series `a`, labelled `la`) with `kb` (of `b`,
+/// labelled `lb`).
 pub(super) fn compare(
-    ka: &KneeRange,
-    a: &Series,
-    kb: &KneeRange,
-    b: &Series,
+    (ka, a, la): (&KneeRange, &Series, &str),
+    (kb, b, lb): (&KneeRange, &Series, &str),
     unit: &str,
 ) -> KneeComparison {
     let mut out = KneeComparison {
@@ -40,16 +39,13 @@ pub(super) fn compare(
         change: None,
         change_range: [None, None],
         finding: Finding::NotComparable,
+        evidence: String::new(),
         why: String::new(),
     };
     let (Some((a_lo, a_hi)), Some((b_lo, b_hi))) = (bounds(ka), bounds(kb)) else {
         out.why = format!(
-            "not comparable: the {} knee is unknown (loadlab itself was the limit)",
-            if bounds(ka).is_none() {
-                "baseline's"
-            } else {
-                "other side's"
-            }
+            "not comparable: {}'s knee is unknown (loadlab itself was the limit)",
+            if bounds(ka).is_none() { la } else { lb }
         );
         return out;
     };
@@ -69,14 +65,14 @@ pub(super) fn compare(
         },
     ];
     let ranges = format!(
-        "{} {unit} → {} {unit}",
+        "{la} {} {unit}, {lb} {} {unit}",
         ka.describe(),
         kb.describe()
     );
     let mut caveats = Vec::new();
-    for (k, who) in [(ka, "the baseline's"), (kb, "the other's")] {
+    for (k, who) in [(ka, la), (kb, lb)] {
         if k.non_monotonic {
-            caveats.push(format!("{who} steps were non-monotonic"));
+            caveats.push(format!("{who}'s steps were non-monotonic"));
         }
     }
     let caveat = if caveats.is_empty() {
@@ -89,7 +85,7 @@ pub(super) fn compare(
         None => String::new(),
     };
     let span = match out.change_range {
-        [Some(lo), Some(hi)] => format!("somewhere in {}..{}", pct(lo), pct(hi)),
+        [Some(lo), Some(hi)] => format!("somewhere in {}", pct_range(lo, hi)),
         [Some(lo), None] => format!("{} or more", pct(lo)),
         [None, Some(hi)] => format!("{} or less", pct(hi)),
         [None, None] => "unbounded".into(),
@@ -98,59 +94,69 @@ pub(super) fn compare(
         k.limited_by
             .map_or(String::new(), |l| format!(" ({})", l.describe()))
     };
-    if a_lo == b_lo && a_hi == b_hi {
-        out.finding = Finding::SameRange;
-        out.why = format!("same range: {ranges}{caveat}");
+    let held = |who: &str, from: f64, to: f64| {
+        if from == to {
+            format!(
+                "{who} held {} only within what its request count could resolve",
+                num(from)
+            )
+        } else {
+            format!(
+                "{who} held from {} to {} only within what its request counts could resolve",
+                num(from),
+                num(to)
+            )
+        }
+    };
+    let (finding, evidence) = if a_lo == b_lo && a_hi == b_hi {
+        (Finding::SameRange, String::new())
     } else if a_hi <= b_lo {
         // The other knee is higher if it sustained, cleanly, a load the baseline failed at
         // or above.
         match separating_step(b, a_hi, b_lo) {
-            Some(at) => {
-                out.finding = Finding::Better;
-                out.why = format!(
-                    "higher: {ranges}, {change}{span}: the baseline was not sustained at {}{}, the other sustained {} with every clause resolved{caveat}",
+            Some(at) => (
+                Finding::Better,
+                format!(
+                    "{la} was not sustained at {}{}, {lb} sustained {} with every clause resolved",
                     num(a_hi),
                     limited(ka),
                     num(at)
-                );
-            }
-            None => {
-                out.finding = Finding::Borderline;
-                out.why = format!(
-                    "{}: {ranges}: the other side held from {} to {} only within what its request counts could resolve{caveat}",
-                    Finding::Borderline.describe(),
-                    num(a_hi),
-                    num(b_lo)
-                );
-            }
+                ),
+            ),
+            None => (Finding::Borderline, held(lb, a_hi, b_lo)),
         }
     } else if b_hi <= a_lo {
         match separating_step(a, b_hi, a_lo) {
-            Some(at) => {
-                out.finding = Finding::Worse;
-                out.why = format!(
-                    "lower: {ranges}, {change}{span}: the other side was not sustained at {}{}, the baseline sustained {} with every clause resolved{caveat}",
+            Some(at) => (
+                Finding::Worse,
+                format!(
+                    "{lb} was not sustained at {}{}, {la} sustained {} with every clause resolved",
                     num(b_hi),
                     limited(kb),
                     num(at)
-                );
-            }
-            None => {
-                out.finding = Finding::Borderline;
-                out.why = format!(
-                    "{}: {ranges}: the baseline held from {} to {} only within what its request counts could resolve{caveat}",
-                    Finding::Borderline.describe(),
-                    num(b_hi),
-                    num(a_lo)
-                );
-            }
+                ),
+            ),
+            None => (Finding::Borderline, held(la, b_hi, a_lo)),
         }
     } else {
-        out.finding = Finding::NotResolvedBySteps;
-        out.why = format!(
-            "{}: {ranges} overlap; steps between them would tell{caveat}",
-            Finding::NotResolvedBySteps.describe()
-        );
-    }
+        (
+            Finding::NotResolvedBySteps,
+            "the ranges overlap; steps between them would tell".to_string(),
+        )
+    };
+    out.finding = finding;
+    out.why = match finding {
+        Finding::SameRange => format!("same range: {ranges}{caveat}"),
+        Finding::Better | Finding::Worse => format!(
+            "{}: {ranges}, {change}{span}: {evidence}{caveat}",
+            if finding == Finding::Better {
+                "higher"
+            } else {
+                "lower"
+            }
+        ),
+        _ => format!("{}: {ranges}: {evidence}{caveat}", finding.describe()),
+    };
+    out.evidence = evidence;
     out
 }

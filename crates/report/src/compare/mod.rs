@@ -25,9 +25,13 @@
 //! digits, the achieved rate of the step's definition), and the interval is the
 //! bootstrap's relative spread around them. Achieved throughput resamples the successes
 //! of the *full seconds of the measured window* (the seconds after it hold only the queue's
-//! drain, a partial second that would fake a spread). With few seconds the interval
-//! widens by itself (it then reaches the most extreme single seconds); below
-//! [`bootstrap::MIN_SECONDS`] seconds a side the figure is not tested at all.
+//! drain, a partial second that would fake a spread). The percentile bootstrap is only
+//! approximate with few seconds, and with very few it would claim what no test of them
+//! could: with 6 seconds a side, every second of one side beyond every second of the other
+//! happens by chance once in 462 orderings, too often for 99.9 %. So a figure is tested
+//! only when the seconds could resolve a difference at the confidence at all
+//! ([`bootstrap::resolvable`]: 7 a side at 99.9 %, i.e. steps of 7 s or more, or repeats);
+//! otherwise it is "too little data to test", never a difference.
 //!
 //! **A difference is called** only when (1) the interval excludes "no change", (2) it is not
 //! entirely inside ± the noise threshold (5 % by default: criterion's rule, so a change of
@@ -63,7 +67,7 @@ use loadlab_lab::verdict::Limit;
 
 pub use input::{Input, InputError, InputKind};
 
-use bootstrap::{MIN_SECONDS, RESAMPLES};
+use bootstrap::RESAMPLES;
 use input::{Level, Series};
 
 /// Version of the [`Comparison`] JSON; bumped on incompatible changes.
@@ -82,7 +86,8 @@ pub struct Method {
     /// A change whose interval lies entirely within ± this fraction is "below the
     /// threshold", not a change.
     pub noise_threshold: f64,
-    /// Seconds a side needs before a figure is tested.
+    /// Seconds a side (with as many on the other) before a figure can be tested at
+    /// `confidence` (see [`bootstrap::resolvable`]).
     pub min_seconds: u32,
 }
 
@@ -92,7 +97,7 @@ impl Default for Method {
             confidence: CONFIDENCE,
             resamples: RESAMPLES,
             noise_threshold: DEFAULT_NOISE_THRESHOLD,
-            min_seconds: MIN_SECONDS as u32,
+            min_seconds: bootstrap::min_seconds(CONFIDENCE) as u32,
         }
     }
 }
@@ -175,6 +180,21 @@ pub struct SeriesComparison {
     pub loads_only_in_baseline: Vec<f64>,
     /// Loads only the other side ran.
     pub loads_only_in_other: Vec<f64>,
+}
+
+impl SeriesComparison {
+    /// `sleep / workers=16`, or `sleep / workers=2 against workers=16` when the
+    /// configurations were paired as the only ones.
+    pub fn name(&self) -> String {
+        if self.config == self.other_config {
+            format!("{} / {}", self.scenario, self.config)
+        } else {
+            format!(
+                "{} / {} against {}",
+                self.scenario, self.other_config, self.config
+            )
+        }
+    }
 }
 
 /// What a comparison concluded about one figure.
@@ -273,7 +293,10 @@ pub struct KneeComparison {
     pub change_range: [Option<f64>; 2],
     /// The conclusion.
     pub finding: Finding,
-    /// One sentence: the conclusion and its evidence.
+    /// The verdicts that decide it: "B was not sustained at 40 (latency), A sustained 40
+    /// with every clause resolved" (empty for the same range or an unknown knee).
+    pub evidence: String,
+    /// One sentence: the conclusion, the ranges, the change and the evidence.
     pub why: String,
 }
 
@@ -337,6 +360,20 @@ pub struct MetricChange {
     pub why: String,
 }
 
+impl MetricChange {
+    /// `99.9 % CI +30..+47 %, bootstrap over 30+30 per-second histograms` (`None`: not
+    /// tested).
+    pub fn interval_text(&self, confidence: f64) -> Option<String> {
+        let [lo, hi] = self.ci?;
+        Some(format!(
+            "{} CI {}, {}",
+            text::confidence(confidence),
+            text::pct_range(lo, hi),
+            self.test
+        ))
+    }
+}
+
 /// Compares each input after the first with the first.
 pub fn compare(inputs: &[&Input], method: &Method) -> Comparison {
     let labels: Vec<String> = (0..inputs.len()).map(label).collect();
@@ -392,7 +429,8 @@ fn compare_pair(
     b_label: &str,
     method: &Method,
 ) -> PairComparison {
-    let configs = |i: &Input| -> Vec<String> { i.series.iter().map(|s| s.config.clone()).collect() };
+    let configs =
+        |i: &Input| -> Vec<String> { i.series.iter().map(|s| s.config.clone()).collect() };
     let (ca, cb) = (configs(a), configs(b));
     let ca: Vec<&str> = ca.iter().map(String::as_str).collect();
     let cb: Vec<&str> = cb.iter().map(String::as_str).collect();
@@ -413,7 +451,11 @@ fn compare_pair(
         match found {
             Some(i) => {
                 matched[i] = true;
-                series.push(compare_series(sa, &b.series[i], method));
+                series.push(compare_series(
+                    (sa, a_label),
+                    (&b.series[i], b_label),
+                    method,
+                ));
             }
             None => only_in_baseline.push(sa.key()),
         }
@@ -435,7 +477,11 @@ fn compare_pair(
     }
 }
 
-fn compare_series(a: &Series, b: &Series, method: &Method) -> SeriesComparison {
+fn compare_series(
+    (a, la): (&Series, &str),
+    (b, lb): (&Series, &str),
+    method: &Method,
+) -> SeriesComparison {
     let mut out = SeriesComparison {
         scenario: a.scenario.clone(),
         config: a.config.clone(),
@@ -448,14 +494,11 @@ fn compare_series(a: &Series, b: &Series, method: &Method) -> SeriesComparison {
         loads_only_in_other: Vec::new(),
     };
     if a.model != b.model || a.unit != b.unit {
-        out.not_comparable = Some(format!(
-            "the baseline's steps are {}, the other's {}",
-            a.unit, b.unit
-        ));
+        out.not_comparable = Some(format!("{la}'s steps are {}, {lb}'s {}", a.unit, b.unit));
         return out;
     }
     out.knee = match (&a.knee, &b.knee) {
-        (Some(ka), Some(kb)) => Some(knee::compare(ka, a, kb, b, &a.unit)),
+        (Some(ka), Some(kb)) => Some(knee::compare((ka, a, la), (kb, b, lb), a.unit)),
         _ => None,
     };
     for la in &a.levels {
@@ -576,10 +619,7 @@ fn judge(
     method: &Method,
 ) -> MetricChange {
     let (a, b) = (metric.value(fa), metric.value(fb));
-    let test = format!(
-        "bootstrap over {na}+{nb} {}",
-        metric.seconds_kind()
-    );
+    let test = format!("bootstrap over {na}+{nb} {}", metric.seconds_kind());
     let mut out = MetricChange {
         baseline: a,
         other: b,
@@ -593,7 +633,11 @@ fn judge(
         out.why = format!(
             "not comparable: no {} on {}",
             metric.name(),
-            if a.is_none() { "the baseline's side" } else { "the other side" }
+            if a.is_none() {
+                "the baseline's side"
+            } else {
+                "the other side"
+            }
         );
         return out;
     };
@@ -607,20 +651,17 @@ fn judge(
     let Some(rel) = interval else {
         out.finding = Finding::TooLittleData;
         out.why = format!(
-            "{}, not tested: {na} and {nb} {} (at least {MIN_SECONDS} a side)",
+            "{}, not tested: {na}+{nb} {} are too few to resolve any change at {} ({} a side would do: longer steps or repeats)",
             text::pct(change),
-            metric.seconds_kind()
+            metric.seconds_kind(),
+            text::confidence(method.confidence),
+            bootstrap::min_seconds(method.confidence)
         );
         return out;
     };
     let ci = [ratio * rel[0] - 1.0, ratio * rel[1] - 1.0];
     out.ci = Some(ci);
-    let interval_text = format!(
-        "{} CI {}, {}",
-        text::confidence(method.confidence),
-        text::pct_range(ci[0], ci[1]),
-        out.test
-    );
+    let interval_text = out.interval_text(method.confidence).unwrap_or_default();
     let nt = method.noise_threshold;
     let (runs_a, runs_b) = (metric.runs(fa), metric.runs(fb));
     let separated = if change > 0.0 {

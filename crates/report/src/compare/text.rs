@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    Comparison, Finding, InputKind, KneeComparison, MetricChange, PairComparison,
-    SeriesComparison, StepFigures,
+    Comparison, Finding, InputKind, KneeComparison, MetricChange, PairComparison, SeriesComparison,
+    StepFigures,
 };
 
 /// A load or rate as the report prints it.
@@ -83,6 +83,25 @@ fn table(out: &mut String, indent: &str, rows: &[Vec<String>]) {
     }
 }
 
+/// Breaks `text` into lines of at most `width` characters (at spaces).
+fn wrap(text: &str, width: usize) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for w in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + w.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines.join("\n")
+}
+
 /// The short word for a finding in a table cell.
 fn word(f: Finding) -> &'static str {
     match f {
@@ -135,14 +154,12 @@ fn knee_cell(k: &KneeComparison) -> String {
             pct_range(lo, hi)
         ),
         (Finding::Better, _, [Some(lo), None]) => format!("higher: {} or more", pct(lo)),
-        (Finding::Better | Finding::Worse, _, _) => {
-            (if k.finding == Finding::Better {
-                "higher"
-            } else {
-                "LOWER"
-            })
-            .to_string()
-        }
+        (Finding::Better | Finding::Worse, _, _) => (if k.finding == Finding::Better {
+            "higher"
+        } else {
+            "LOWER"
+        })
+        .to_string(),
         (f, _, _) => word(f).to_string(),
     }
 }
@@ -159,12 +176,7 @@ fn value(v: Option<f64>, f: &StepFigures, fmt: fn(f64) -> String) -> String {
 }
 
 fn series(out: &mut String, pair: &PairComparison, s: &SeriesComparison) {
-    let config = if s.config == s.other_config {
-        s.config.clone()
-    } else {
-        format!("{} against {}", s.other_config, s.config)
-    };
-    let _ = writeln!(out, "  {} / {config}", s.scenario);
+    let _ = writeln!(out, "  {}", s.name());
     if let Some(why) = &s.not_comparable {
         let _ = writeln!(out, "    not comparable: {why}\n");
         return;
@@ -237,10 +249,7 @@ fn series(out: &mut String, pair: &PairComparison, s: &SeriesComparison) {
     for l in left_out {
         let _ = writeln!(out, "    {l}");
     }
-    for (label, loads) in [
-        (a, &s.loads_only_in_baseline),
-        (b, &s.loads_only_in_other),
-    ] {
+    for (label, loads) in [(a, &s.loads_only_in_baseline), (b, &s.loads_only_in_other)] {
         if !loads.is_empty() {
             let list: Vec<String> = loads.iter().map(|l| num(*l)).collect();
             let _ = writeln!(
@@ -253,7 +262,8 @@ fn series(out: &mut String, pair: &PairComparison, s: &SeriesComparison) {
     let _ = writeln!(out);
 }
 
-/// Counts of findings over a pair, for its summary line.
+/// The pair's findings in one line: what is worse, what is better (by series), and how
+/// many figures were within the noise or could not be told.
 fn summary(pair: &PairComparison) -> String {
     let mut worse = Vec::new();
     let mut better = Vec::new();
@@ -261,11 +271,11 @@ fn summary(pair: &PairComparison) -> String {
     let mut unresolved_knees = 0;
     let mut untested = 0;
     for s in &pair.series {
-        let name = format!("{} / {}", s.scenario, s.config);
+        let (mut w, mut b) = (Vec::new(), Vec::new());
         if let Some(k) = &s.knee {
             match k.finding {
-                Finding::Worse => worse.push(format!("knee of {name}")),
-                Finding::Better => better.push(format!("knee of {name}")),
+                Finding::Worse => w.push("knee".to_string()),
+                Finding::Better => b.push("knee".to_string()),
                 Finding::NotResolvedBySteps | Finding::Borderline => unresolved_knees += 1,
                 Finding::SameRange => quiet += 1,
                 _ => {}
@@ -273,10 +283,10 @@ fn summary(pair: &PairComparison) -> String {
         }
         for st in &s.steps {
             for (what, m) in [("p99", &st.p99), ("achieved", &st.achieved)] {
-                let item = format!("{what} at {} of {name}", num(st.load));
+                let item = format!("{what} at {}", num(st.load));
                 match m.finding {
-                    Finding::Worse => worse.push(item),
-                    Finding::Better => better.push(item),
+                    Finding::Worse => w.push(item),
+                    Finding::Better => b.push(item),
                     Finding::WithinNoise
                     | Finding::BelowThreshold
                     | Finding::WithinRepeatSpread => quiet += 1,
@@ -284,13 +294,18 @@ fn summary(pair: &PairComparison) -> String {
                 }
             }
         }
+        for (list, items) in [(&mut worse, w), (&mut better, b)] {
+            if !items.is_empty() {
+                list.push(format!("{} ({})", s.name(), items.join(", ")));
+            }
+        }
     }
     let mut parts = Vec::new();
     if !worse.is_empty() {
-        parts.push(format!("worse: {}", worse.join(", ")));
+        parts.push(format!("worse: {}", worse.join("; ")));
     }
     if !better.is_empty() {
-        parts.push(format!("better: {}", better.join(", ")));
+        parts.push(format!("better: {}", better.join("; ")));
     }
     if worse.is_empty() && better.is_empty() {
         parts.push("no difference beyond the noise".into());
@@ -305,7 +320,12 @@ fn summary(pair: &PairComparison) -> String {
     if untested > 0 {
         parts.push(format!("{untested} not tested (too little data)"));
     }
-    format!("{} against {}: {}", pair.other, pair.baseline, parts.join("; "))
+    format!(
+        "{} against {}: {}",
+        pair.other,
+        pair.baseline,
+        parts.join(". ")
+    )
 }
 
 /// Renders the comparison for a terminal.
@@ -340,18 +360,18 @@ pub fn render(c: &Comparison) -> String {
         .collect();
     table(&mut out, "  ", &rows);
     let m = &c.method;
-    let _ = writeln!(
-        out,
-        "\np99 and achieved at each load both ran: the change, its {} confidence interval from a \
+    let how = format!(
+        "p99 and achieved at each load both ran: the change, its {} confidence interval from a \
          bootstrap over seconds ({} resamples of the per-second histograms and successes), and \
          the seconds resampled on each side. A change is called only when the interval excludes \
          no change, reaches beyond ±{} (--noise-threshold), and repeated runs do not overlap. \
-         Knees are ranges: called only when a step sustained cleanly by one side separates \
-         them. ✗: not sustained.\n",
+         Knees are ranges: called only when a step one side sustained cleanly separates \
+         them. ✗: not sustained.",
         confidence(m.confidence),
-        m.resamples,
+        loadlab_system::doctor::thousands(u64::from(m.resamples)),
         pct_abs(m.noise_threshold)
     );
+    let _ = writeln!(out, "\n{}\n", wrap(&how, 92));
     for pair in &c.pairs {
         let _ = writeln!(out, "{} against {}\n", pair.other, pair.baseline);
         if let Some([a, b]) = &pair.paired_configs {

@@ -1,0 +1,41 @@
+//! `loadlab compare`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use loadlab_report::compare::{self, Input, Method};
+
+use crate::args::CompareArgs;
+use crate::BadInput;
+
+pub fn cmd_compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
+    if a.inputs.len() < 2 {
+        return Err(BadInput(format!(
+            "compare needs at least two inputs (a baseline and one to compare with it), got {}",
+            a.inputs.len()
+        ))
+        .into());
+    }
+    let inputs = a
+        .inputs
+        .iter()
+        .map(|p| Input::load(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| BadInput(e.to_string()))?;
+    let method = Method {
+        noise_threshold: a.noise_threshold,
+        ..Method::default()
+    };
+    let refs: Vec<&Input> = inputs.iter().collect();
+    let comparison = compare::compare(&refs, &method);
+    let mut stdout = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut stdout, &comparison).context("writing the comparison")?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", compare::text::render(&comparison))?;
+    }
+    stdout.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
