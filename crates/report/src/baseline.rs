@@ -110,14 +110,15 @@ pub struct Regression {
 /// Reads the baseline bundle and checks that it shares at least one scenario and
 /// configuration with the plan (before any load is offered).
 pub fn load(dir: &Path, plan: &Plan) -> Result<Input, BaselineError> {
-    let input = Input::load(dir)?;
-    if input.kind() != InputKind::Bundle {
+    if dir.exists() && !dir.is_dir() {
         return Err(InputError::NotABundle {
             path: dir.to_path_buf(),
             why: "a file; --baseline takes the directory `loadlab lab` wrote".into(),
         }
         .into());
     }
+    let input = Input::load(dir)?;
+    debug_assert_eq!(input.kind(), InputKind::Bundle);
     let base = input.keys();
     let configs: Vec<String> = loadlab_lab::matrix::expand(plan)
         .into_iter()
@@ -226,19 +227,15 @@ pub fn regressions(pair: &PairComparison, method: &Method, max: f64) -> Vec<Regr
                 continue;
             };
             if st.baseline.sustained == Some(true) && p.finding == Finding::Worse && ci[0] > max {
-                let unit = if s.unit == "req/s" {
-                    String::new()
-                } else {
-                    format!(" {}", s.unit)
-                };
                 out.push(Regression {
                     scenario: s.scenario.clone(),
                     config: s.config.clone(),
                     figure: RegressedFigure::P99 { load: st.load },
                     sentence: format!(
-                        "{}: p99 at {}{unit} {} → {} ms, {} ({}): more than the {} allowed even at the interval's low end",
+                        "{}: p99 at {} {}: {} → {} ms, {} ({}): more than the {} allowed even at the interval's low end",
                         s.name(),
                         num(st.load),
+                        s.unit,
                         ms(a),
                         ms(b),
                         pct(change),

@@ -225,7 +225,8 @@ fn series(out: &mut String, pair: &PairComparison, s: &SeriesComparison) {
     }
     table(out, "    ", &rows);
     if let Some(k) = &s.knee {
-        let _ = writeln!(out, "    knee: {}", k.why);
+        let why = wrap(&format!("knee: {}", k.why), 88).replace('\n', "\n      ");
+        let _ = writeln!(out, "    {why}");
     }
     let mut left_out = Vec::new();
     for st in &s.steps {
@@ -406,7 +407,10 @@ pub fn render(c: &Comparison) -> String {
                 "  nothing matched: no scenario and configuration in common"
             );
         }
-        let _ = writeln!(out, "\n{}\n", summary(pair));
+        if !out.ends_with("\n\n") {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "{}\n", wrap(&summary(pair), 92));
     }
     out
 }
