@@ -39,6 +39,61 @@ pub fn min_seconds(confidence: f64) -> usize {
 /// The resampling is seeded, so the same bundles always give the same intervals.
 const SEED: u64 = 0x10ad_1ab5;
 
+/// What the comparison keeps of a histogram: its recorded buckets as (highest equivalent
+/// value, count), ascending. A second of latency holds a few dozen of them, where the
+/// decoded histogram holds thousands of counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts(Vec<(u64, u64)>);
+
+impl Counts {
+    /// The recorded buckets of `h`.
+    pub fn of(h: &Histogram<u64>) -> Counts {
+        Counts(
+            h.iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect(),
+        )
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Several of them added (exact for histograms of one precision, as loadlab's are).
+    pub fn merged<'a>(all: impl IntoIterator<Item = &'a Counts>) -> Counts {
+        let mut pairs: Vec<(u64, u64)> =
+            all.into_iter().flat_map(|c| c.0.iter().copied()).collect();
+        pairs.sort_unstable_by_key(|p| p.0);
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(pairs.len());
+        for (v, n) in pairs {
+            match out.last_mut() {
+                Some(last) if last.0 == v => last.1 += n,
+                _ => out.push((v, n)),
+            }
+        }
+        Counts(out)
+    }
+
+    /// The `q` quantile as HdrHistogram's `value_at_quantile` gives it (for `q` above 0): the
+    /// smallest recorded value with at least ⌈q·N⌉ values at or below it.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        let total: u64 = self.0.iter().map(|p| p.1).sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for &(v, n) in &self.0 {
+            seen += n;
+            if seen >= rank {
+                return Some(v);
+            }
+        }
+        self.0.last().map(|p| p.0)
+    }
+}
+
 /// The per-second latency histograms of one side, arranged so that the quantile of any
 /// resample (any multiset of seconds) costs a binary search, not a merge: the distinct
 /// values recorded in any second, and for each second how many of its values are at or
@@ -52,23 +107,21 @@ pub struct QuantileTable {
 
 impl QuantileTable {
     /// Arranges these seconds; empty ones are left out (they hold no latency).
-    pub fn new(seconds: &[Histogram<u64>]) -> QuantileTable {
+    pub fn new<'a>(seconds: impl IntoIterator<Item = &'a Counts>) -> QuantileTable {
+        let seconds: Vec<&Counts> = seconds.into_iter().filter(|c| !c.is_empty()).collect();
         let mut values: Vec<u64> = seconds
             .iter()
-            .flat_map(|h| h.iter_recorded().map(|v| v.value_iterated_to()))
+            .flat_map(|c| c.0.iter().map(|p| p.0))
             .collect();
         values.sort_unstable();
         values.dedup();
         let cumulative = seconds
             .iter()
-            .filter(|h| !h.is_empty())
-            .map(|h| {
+            .map(|c| {
                 let mut counts = vec![0u64; values.len()];
-                for v in h.iter_recorded() {
-                    let i = values
-                        .binary_search(&v.value_iterated_to())
-                        .expect("every value was collected");
-                    counts[i] += v.count_at_value();
+                for &(v, n) in &c.0 {
+                    let i = values.binary_search(&v).expect("every value was collected");
+                    counts[i] += n;
                 }
                 let mut total = 0;
                 for c in &mut counts {
@@ -228,8 +281,13 @@ mod tests {
             .collect()
     }
 
+    fn table(seconds: &[Histogram<u64>]) -> QuantileTable {
+        let counts: Vec<Counts> = seconds.iter().map(Counts::of).collect();
+        QuantileTable::new(&counts)
+    }
+
     fn p99_interval(a: &[Histogram<u64>], b: &[Histogram<u64>]) -> Option<[f64; 2]> {
-        let (ta, tb) = (QuantileTable::new(a), QuantileTable::new(b));
+        let (ta, tb) = (table(a), table(b));
         let (fa, fb) = (ta.figure(0.99), tb.figure(0.99));
         relative_interval(ta.len(), tb.len(), &fa, &fb, CONFIDENCE, RESAMPLES)
     }
@@ -245,18 +303,19 @@ mod tests {
     #[test]
     fn the_table_gives_the_quantile_of_the_merged_histograms() {
         let s = seconds(1, 7, 300, 10_000.0);
-        let table = QuantileTable::new(&s);
+        let t = table(&s);
+        let mut merged = histogram();
+        for h in &s {
+            merged.add(h).unwrap();
+        }
+        let counts: Vec<Counts> = s.iter().map(Counts::of).collect();
+        let merged_counts = Counts::merged(&counts);
+        assert_eq!(merged_counts, Counts::of(&merged));
         // (q = 0 is the one HdrHistogram reads as the lowest equivalent value instead.)
         for q in [0.001, 0.5, 0.9, 0.99, 0.999, 1.0] {
-            let mut merged = histogram();
-            for h in &s {
-                merged.add(h).unwrap();
-            }
-            assert_eq!(
-                table.quantile(&[1; 7], q),
-                Some(merged.value_at_quantile(q)),
-                "q {q}"
-            );
+            let expected = Some(merged.value_at_quantile(q));
+            assert_eq!(t.quantile(&[1; 7], q), expected, "q {q}");
+            assert_eq!(merged_counts.quantile(q), expected, "q {q}");
         }
         // Weights count a second that many times; zero leaves it out.
         let mut twice = histogram();
@@ -264,14 +323,12 @@ mod tests {
         twice.add(&s[0]).unwrap();
         twice.add(&s[3]).unwrap();
         let w = [2, 0, 0, 1, 0, 0, 0];
-        assert_eq!(
-            table.quantile(&w, 0.99),
-            Some(twice.value_at_quantile(0.99))
-        );
-        assert_eq!(table.quantile(&[0; 7], 0.99), None);
+        assert_eq!(t.quantile(&w, 0.99), Some(twice.value_at_quantile(0.99)));
+        assert_eq!(t.quantile(&[0; 7], 0.99), None);
         // Empty seconds are left out of the table.
         let with_empty = vec![s[0].clone(), histogram(), s[1].clone()];
-        assert_eq!(QuantileTable::new(&with_empty).len(), 2);
+        assert_eq!(table(&with_empty).len(), 2);
+        assert_eq!(Counts::default().quantile(0.99), None);
     }
 
     #[test]

@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use loadlab_engine::env::Environment;
@@ -14,7 +13,7 @@ use loadlab_lab::bundle::{read_configs, read_json, read_steps, StepRecord};
 use loadlab_lab::plan::{Plan, Steps};
 use loadlab_lab::verdict::Limit;
 
-use super::bootstrap::QuantileTable;
+use super::bootstrap::{Counts, QuantileTable};
 use super::{InputSummary, KneeRange, KneeSource, SeriesKey, StepFigures};
 use crate::markdown::{closed_unit, fixed_knee};
 
@@ -96,8 +95,11 @@ pub(super) struct Run {
     /// The verdict lists clauses missed by less than the count resolves.
     pub unresolved: bool,
     generator_limited: bool,
-    latency: Histogram<u64>,
-    seconds: Vec<Histogram<u64>>,
+    /// The whole window's latency (for pooling repeats).
+    latency: Counts,
+    /// Each second's latency.
+    seconds: Vec<Counts>,
+    /// Successes of each full second of the measured window.
     window_successes: Vec<u64>,
 }
 
@@ -166,15 +168,9 @@ impl Level {
         let p99_ms = match self.runs.as_slice() {
             [] => None,
             [one] => one.p99_ms,
-            runs => {
-                let mut all = runs[0].latency.clone();
-                // Histograms of one loadlab build share their bounds; a run that does
-                // not merge is left out of the pooled figure rather than failing it.
-                for r in &runs[1..] {
-                    let _ = all.add(&r.latency);
-                }
-                (!all.is_empty()).then(|| all.value_at_quantile(0.99) as f64 / 1000.0)
-            }
+            runs => Counts::merged(runs.iter().map(|r| &r.latency))
+                .quantile(0.99)
+                .map(|us| us as f64 / 1000.0),
         };
         let n = self.runs.len();
         StepFigures {
@@ -193,7 +189,7 @@ impl Level {
             latency_seconds: self
                 .runs
                 .iter()
-                .map(|r| r.seconds.iter().filter(|h| !h.is_empty()).count() as u32)
+                .map(|r| r.seconds.iter().filter(|c| !c.is_empty()).count() as u32)
                 .sum(),
             window_seconds: self
                 .runs
@@ -206,12 +202,7 @@ impl Level {
 
     /// The per-second latency histograms of every run, for the bootstrap.
     pub fn latency_table(&self) -> QuantileTable {
-        let seconds: Vec<Histogram<u64>> = self
-            .runs
-            .iter()
-            .flat_map(|r| r.seconds.iter().cloned())
-            .collect();
-        QuantileTable::new(&seconds)
+        QuantileTable::new(self.runs.iter().flat_map(|r| &r.seconds))
     }
 
     /// The successes of each full second of every run's measured window.
@@ -242,17 +233,15 @@ impl Input {
 impl Run {
     /// A run made of these seconds (latency histograms and successes), judged so.
     pub(super) fn synthetic(
-        seconds: Vec<Histogram<u64>>,
+        seconds: Vec<hdrhistogram::Histogram<u64>>,
         successes: Vec<u64>,
         sustained: Option<bool>,
         unresolved: bool,
     ) -> Run {
-        let mut latency = Histogram::new_with_bounds(1, 3_600_000_000, 2).unwrap();
-        for h in &seconds {
-            latency.add(h).unwrap();
-        }
+        let seconds: Vec<Counts> = seconds.iter().map(Counts::of).collect();
+        let latency = Counts::merged(&seconds);
         Run {
-            p99_ms: (!latency.is_empty()).then(|| latency.value_at_quantile(0.99) as f64 / 1000.0),
+            p99_ms: latency.quantile(0.99).map(|us| us as f64 / 1000.0),
             achieved_rps: successes.iter().sum::<u64>() as f64 / successes.len().max(1) as f64,
             sustained,
             unresolved,
@@ -276,15 +265,18 @@ fn says_nothing(limits: &[Limit]) -> bool {
 
 /// A run's figures and decoded histograms.
 fn run_of(r: &RunResult, sustained: Option<bool>, unresolved: bool) -> Result<Run, String> {
-    let latency =
-        decode_histogram(&r.histograms.latency).map_err(|e| format!("histograms.latency: {e}"))?;
+    let latency = decode_histogram(&r.histograms.latency)
+        .map(|h| Counts::of(&h))
+        .map_err(|e| format!("histograms.latency: {e}"))?;
     let seconds = r
         .histograms
         .per_second_latency
         .iter()
         .enumerate()
         .map(|(i, h)| {
-            decode_histogram(h).map_err(|e| format!("histograms.per_second_latency[{i}]: {e}"))
+            decode_histogram(h)
+                .map(|h| Counts::of(&h))
+                .map_err(|e| format!("histograms.per_second_latency[{i}]: {e}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
     // Only the full seconds of the measured window: the seconds after it hold the drain of
