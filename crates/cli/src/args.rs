@@ -261,8 +261,9 @@ pub struct LabArgs {
 /// `loadlab compare` arguments.
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// Result bundle directories or `loadlab run --json` files; the first is the baseline.
-    #[arg(required = true, num_args = 2.., value_name = "A B [C...]")]
+    /// Result bundle directories or `loadlab run --json` files, at least two; the first is
+    /// the baseline (A), the others (B, C...) are each compared with it.
+    #[arg(required = true, num_args = 2.., value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
     /// Print the comparison as JSON (versioned: `comparison_version`) instead of text.
     #[arg(long)]

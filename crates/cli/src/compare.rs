@@ -1,4 +1,5 @@
-//! `loadlab compare`.
+//! `loadlab compare`: reads every input (exit 2 naming the one that is neither a bundle nor a
+//! run result), compares, prints text or `--json`.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -10,13 +11,7 @@ use crate::args::CompareArgs;
 use crate::BadInput;
 
 pub fn cmd_compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
-    if a.inputs.len() < 2 {
-        return Err(BadInput(format!(
-            "compare needs at least two inputs (a baseline and one to compare with it), got {}",
-            a.inputs.len()
-        ))
-        .into());
-    }
+    // clap has already required two inputs or more.
     let inputs = a
         .inputs
         .iter()

@@ -296,7 +296,7 @@ fn bad_inputs_are_refused_naming_the_path_and_the_cause() {
     let missing = temp_path("missing");
     let fx = path(&fixture);
     let cases: [(Vec<&str>, &str); 6] = [
-        (vec![fx], "A B [C...]"),
+        (vec![fx], "2 values required"),
         (vec![fx, path(&missing)], "missing: cannot read"),
         (
             vec![fx, path(&empty_dir)],

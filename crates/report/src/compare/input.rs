@@ -176,7 +176,7 @@ impl Level {
         StepFigures {
             runs: n as u32,
             excluded_runs: self.excluded,
-            sustained: if self.runs.iter().any(|r| r.sustained.is_none()) {
+            sustained: if self.runs.is_empty() || self.runs.iter().any(|r| r.sustained.is_none()) {
                 None
             } else {
                 Some(self.runs.iter().all(|r| r.sustained == Some(true)))

@@ -25,7 +25,9 @@
 //! digits, the achieved rate of the step's definition), and the interval is the
 //! bootstrap's relative spread around them. Achieved throughput resamples the successes
 //! of the *full seconds of the measured window* (the seconds after it hold only the queue's
-//! drain, a partial second that would fake a spread). The percentile bootstrap is only
+//! drain, a partial second that would fake a spread; the first second, whose completions
+//! start one latency late, stays in and widens short steps' intervals, never narrows
+//! them). The percentile bootstrap is only
 //! approximate with few seconds, and with very few it would claim what no test of them
 //! could: with 6 seconds a side, every second of one side beyond every second of the other
 //! happens by chance once in 462 orderings, too often for 99.9 %. So a figure is tested
@@ -53,7 +55,8 @@
 //! ends, with the range it could span given both ranges.
 //!
 //! The result is a typed [`Comparison`] (serializable, [`COMPARISON_VERSION`]), rendered as
-//! text by [`text::render`]; `loadlab compare --json` writes it as is.
+//! text by [`text::render`]; `loadlab compare --json` writes it as is (the committed
+//! contract: `schema/comparison.schema.json`).
 
 pub mod bootstrap;
 mod input;
@@ -323,7 +326,8 @@ pub struct StepFigures {
     /// Runs left out: generator-limited, agent lost or interrupted (they say nothing about
     /// the server).
     pub excluded_runs: u32,
-    /// Every compared run was sustained (`None`: a run result, which has no verdict).
+    /// Every compared run was sustained (`None`: no run to compare, or a run result, which
+    /// has no verdict).
     pub sustained: Option<bool>,
     /// p99 latency of the runs' merged histograms, ms.
     pub p99_ms: Option<f64>,
