@@ -360,3 +360,163 @@ pub fn section(dir: &Path) -> Option<String> {
 fn key(k: &SeriesKey) -> String {
     format!("{} / {}", k.scenario, k.config)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::{
+        KneeComparison, KneeRange, KneeSource, MetricChange, SeriesComparison, StepComparison,
+        StepFigures,
+    };
+
+    fn figures(sustained: bool) -> StepFigures {
+        StepFigures {
+            runs: 1,
+            excluded_runs: 0,
+            sustained: Some(sustained),
+            p99_ms: Some(100.0),
+            achieved_rps: Some(50.0),
+            run_p99_ms: vec![100.0],
+            run_achieved_rps: vec![50.0],
+            latency_seconds: 10,
+            window_seconds: 10,
+            generator_limited: false,
+        }
+    }
+
+    fn metric(finding: Finding, change: f64, ci: [f64; 2]) -> MetricChange {
+        MetricChange {
+            baseline: Some(100.0),
+            other: Some(100.0 * (1.0 + change)),
+            change: Some(change),
+            ci: Some(ci),
+            finding,
+            test: "bootstrap over 10+10 per-second histograms".into(),
+            why: format!("{}: ...", finding.describe()),
+        }
+    }
+
+    fn range(sustained: f64, not_sustained: f64) -> KneeRange {
+        KneeRange {
+            sustained: Some(sustained),
+            not_sustained: Some(not_sustained),
+            limited_by: None,
+            source: KneeSource::FixedSteps,
+            confirmed: false,
+            non_monotonic: false,
+        }
+    }
+
+    /// One series: the knee moved from [100, 400] to [10, 30]; p99 at 50 changed by `change`
+    /// within `ci`, the baseline's step sustained or not.
+    fn pair(change: f64, ci: [f64; 2], baseline_sustained: bool) -> PairComparison {
+        PairComparison {
+            baseline: "A".into(),
+            other: "B".into(),
+            paired_configs: None,
+            only_in_baseline: Vec::new(),
+            only_in_other: Vec::new(),
+            series: vec![SeriesComparison {
+                scenario: "sleep".into(),
+                config: "workers=16".into(),
+                other_config: "workers=16".into(),
+                unit: "req/s".into(),
+                not_comparable: None,
+                knee: Some(KneeComparison {
+                    baseline: range(100.0, 400.0),
+                    other: range(10.0, 30.0),
+                    change: Some(-0.9),
+                    change_range: [Some(-0.975), Some(-0.7)],
+                    finding: Finding::Worse,
+                    evidence: "B was not sustained at 30, A sustained 30".into(),
+                    why: "lower: ...".into(),
+                }),
+                steps: vec![StepComparison {
+                    load: 50.0,
+                    baseline: figures(baseline_sustained),
+                    other: figures(true),
+                    p99: metric(
+                        if ci[0] > 0.0 {
+                            Finding::Worse
+                        } else {
+                            Finding::WithinNoise
+                        },
+                        change,
+                        ci,
+                    ),
+                    achieved: metric(Finding::WithinNoise, 0.0, [-0.01, 0.01]),
+                }],
+                loads_only_in_baseline: Vec::new(),
+                loads_only_in_other: Vec::new(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_regression_must_exceed_the_allowance_even_at_the_closest() {
+        let m = Method::default();
+        let figures_of = |p: &PairComparison, max: f64| -> Vec<RegressedFigure> {
+            regressions(p, &m, max)
+                .into_iter()
+                .map(|r| r.figure)
+                .collect()
+        };
+        // p99 +30 % (CI +20..+40 %), knee at least 70 % lower: both beyond 10 %.
+        let p = pair(0.3, [0.2, 0.4], true);
+        assert_eq!(
+            figures_of(&p, 0.1),
+            vec![RegressedFigure::Knee, RegressedFigure::P99 { load: 50.0 }]
+        );
+        let r = &regressions(&p, &m, 0.1)[1];
+        assert!(
+            r.sentence.starts_with(
+                "sleep / workers=16: p99 at 50 req/s: 100 → 130 ms, +30 % (99.9 % CI +20..+40 %"
+            ),
+            "{}",
+            r.sentence
+        );
+        // Allowed 25 %: the p99 could be +20 %, the knee is still at least 70 % lower.
+        assert_eq!(figures_of(&p, 0.25), vec![RegressedFigure::Knee]);
+        // Allowed 75 %: nothing.
+        assert!(figures_of(&p, 0.75).is_empty());
+        // A p99 within the noise, or at a load the baseline did not sustain, is no regression.
+        assert_eq!(
+            figures_of(&pair(0.3, [-0.1, 0.6], true), 0.1),
+            vec![RegressedFigure::Knee]
+        );
+        assert_eq!(
+            figures_of(&pair(0.3, [0.2, 0.4], false), 0.1),
+            vec![RegressedFigure::Knee]
+        );
+    }
+
+    #[test]
+    fn the_report_section_comes_from_the_bundle_file() {
+        let dir = std::env::temp_dir().join(format!("loadlab-baseline-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(section(&dir), None);
+        let p = pair(0.3, [0.2, 0.4], true);
+        let check = BaselineCheck {
+            baseline: "results/main".into(),
+            max_regression: 0.1,
+            regressions: regressions(&p, &Method::default(), 0.1),
+            comparison: Comparison {
+                comparison_version: crate::compare::COMPARISON_VERSION,
+                method: Method::default(),
+                inputs: Vec::new(),
+                pairs: vec![p],
+            },
+        };
+        std::fs::write(dir.join(FILE), serde_json::to_string(&check).unwrap()).unwrap();
+        let text = section(&dir).unwrap();
+        assert!(text.starts_with("## Against the baseline\n"), "{text}");
+        assert!(text.contains("Compared with `results/main`"), "{text}");
+        assert!(text.contains("**2 regressions beyond 10 %:**"), "{text}");
+        assert!(text.contains("- sleep / workers=16: knee between 100 and 400 → between 10 and 30 req/s: at least 70 % lower"), "{text}");
+        // A file that does not decode says so instead of vanishing.
+        std::fs::write(dir.join(FILE), "{}").unwrap();
+        assert!(section(&dir).unwrap().contains("could not be read"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
