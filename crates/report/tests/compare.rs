@@ -1,0 +1,102 @@
+//! `loadlab compare`'s inputs on the committed bundle (`tests/fixtures/queue`) and broken
+//! copies of it: each refusal names the path and the cause.
+
+use std::path::{Path, PathBuf};
+
+use loadlab_report::compare::{compare, Finding, Input, InputError, Method};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/queue")
+}
+
+/// A copy of the fixture in a fresh directory, with `steps.jsonl` replaced by `steps`.
+fn copy_with_steps(name: &str, steps: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("loadlab-compare-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["plan.json", "environment.json", "configs.jsonl"] {
+        std::fs::copy(fixture().join(f), dir.join(f)).unwrap();
+    }
+    std::fs::write(dir.join("steps.jsonl"), steps).unwrap();
+    dir
+}
+
+#[test]
+fn the_committed_bundle_against_itself_shows_no_difference() {
+    let a = Input::load(&fixture()).unwrap();
+    let c = compare(&[&a, &a], &Method::default());
+    let pair = &c.pairs[0];
+    // Both configurations of the one scenario matched by name.
+    assert_eq!(pair.series.len(), 2);
+    assert!(pair.only_in_baseline.is_empty() && pair.only_in_other.is_empty());
+    for s in &pair.series {
+        assert_eq!(s.knee.as_ref().unwrap().finding, Finding::SameRange);
+        assert_eq!(
+            s.steps.iter().map(|st| st.load).collect::<Vec<_>>(),
+            vec![100.0, 300.0]
+        );
+        for st in &s.steps {
+            // Its 2 s steps hold too few seconds to test anything at 99.9 %.
+            assert_eq!(st.p99.finding, Finding::TooLittleData, "{}", st.p99.why);
+            assert_eq!(st.p99.change, Some(0.0));
+        }
+    }
+}
+
+#[test]
+fn broken_bundles_are_refused_with_the_cause() {
+    let steps = std::fs::read_to_string(fixture().join("steps.jsonl")).unwrap();
+    let first = steps.lines().next().unwrap();
+    let err = |dir: &Path| match Input::load(dir) {
+        Err(e) => e,
+        Ok(_) => panic!("{} was accepted", dir.display()),
+    };
+
+    let empty = copy_with_steps("empty", "");
+    let e = err(&empty);
+    assert!(matches!(e, InputError::NotABundle { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .ends_with("is not a loadlab result bundle: no step finished (steps.jsonl is empty)"),
+        "{e}"
+    );
+
+    // A histogram that does not decode names the step and the histogram.
+    let mut step: serde_json::Value = serde_json::from_str(first).unwrap();
+    step["result"]["histograms"]["per_second_latency"][1] = "not base64!".into();
+    let bad = copy_with_steps("histogram", &format!("{step}\n{first}\n"));
+    let e = err(&bad).to_string();
+    assert!(e.contains("steps.jsonl: capacity=150 / queue step"), "{e}");
+    assert!(
+        e.contains("histograms.per_second_latency[1]: bad base64"),
+        "{e}"
+    );
+
+    // A line that is not a step (not the torn last line of a killed run).
+    let torn = copy_with_steps("garbled", &format!("{{\"x\": 1}}\n{first}\n"));
+    assert!(
+        err(&torn).to_string().contains("steps.jsonl line 1"),
+        "{}",
+        err(&torn)
+    );
+
+    // Without plan.json it is no bundle at all.
+    std::fs::remove_file(empty.join("plan.json")).unwrap();
+    assert!(err(&empty)
+        .to_string()
+        .ends_with("is not a loadlab result bundle: no plan.json"));
+
+    // A step of the bundle is not a run result: the file names what is missing.
+    let file = empty.join("step.json");
+    std::fs::write(&file, first).unwrap();
+    let e = err(&file).to_string();
+    assert!(
+        e.contains(
+            "step.json is not a loadlab run result (`loadlab run --json`): no schema_version"
+        ),
+        "{e}"
+    );
+    for d in [empty, bad, torn] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
