@@ -378,6 +378,7 @@ mod tests {
             achieved_rps: Some(50.0),
             run_p99_ms: vec![100.0],
             run_achieved_rps: vec![50.0],
+            responses: 2000,
             latency_seconds: 10,
             window_seconds: 10,
             generator_limited: false,

@@ -29,6 +29,19 @@ pub fn resolvable(a: usize, b: usize, confidence: f64) -> bool {
     2.0 / orderings <= 1.0 - confidence
 }
 
+/// Responses a side must have beyond a quantile before that quantile is compared: with
+/// fewer, the p99 is one of a handful of slowest responses (of 90 responses, the slowest
+/// itself), which one stray request moves, and the bootstrap is known to fail for such
+/// extreme order statistics (a second holding the one slow request is drawn in most
+/// resamples, so a single outlier reads as a resolved change). 10 beyond the p99 means
+/// 1,000 responses.
+pub const MIN_TAIL: u64 = 10;
+
+/// Whether `responses` hold [`MIN_TAIL`] beyond the `q` quantile.
+pub fn tail_testable(responses: u64, q: f64) -> bool {
+    (responses as f64 * (1.0 - q) + 1e-9).floor() >= MIN_TAIL as f64
+}
+
 /// The fewest seconds, as many on each side, that [`resolvable`] accepts: 7 at 99.9 %.
 pub fn min_seconds(confidence: f64) -> usize {
     (2..)
@@ -60,6 +73,11 @@ impl Counts {
         self.0.is_empty()
     }
 
+    /// Values recorded.
+    pub fn total(&self) -> u64 {
+        self.0.iter().map(|p| p.1).sum()
+    }
+
     /// Several of them added (exact for histograms of one precision, as loadlab's are).
     pub fn merged<'a>(all: impl IntoIterator<Item = &'a Counts>) -> Counts {
         let mut pairs: Vec<(u64, u64)> =
@@ -78,7 +96,7 @@ impl Counts {
     /// The `q` quantile as HdrHistogram's `value_at_quantile` gives it (for `q` above 0): the
     /// smallest recorded value with at least ⌈q·N⌉ values at or below it.
     pub fn quantile(&self, q: f64) -> Option<u64> {
-        let total: u64 = self.0.iter().map(|p| p.1).sum();
+        let total = self.total();
         if total == 0 {
             return None;
         }
@@ -132,6 +150,11 @@ impl QuantileTable {
             })
             .collect();
         QuantileTable { values, cumulative }
+    }
+
+    /// Values recorded in all the seconds.
+    pub fn total(&self) -> u64 {
+        self.cumulative.iter().filter_map(|c| c.last()).sum()
     }
 
     /// Seconds that recorded something.
@@ -328,6 +351,7 @@ mod tests {
         // Empty seconds are left out of the table.
         let with_empty = vec![s[0].clone(), histogram(), s[1].clone()];
         assert_eq!(table(&with_empty).len(), 2);
+        assert_eq!(table(&with_empty).total(), 600);
         assert_eq!(Counts::default().quantile(0.99), None);
     }
 
@@ -376,6 +400,10 @@ mod tests {
         assert!(resolvable(4, 13, CONFIDENCE));
         assert!(!resolvable(1, 1_000_000, CONFIDENCE));
         assert!(resolvable(30, 30, CONFIDENCE));
+        // A p99 is tested from 1,000 responses: 10 beyond it.
+        assert!(!tail_testable(999, 0.99));
+        assert!(tail_testable(1000, 0.99));
+        assert!(tail_testable(100, 0.9));
 
         // 3 against 10: C(13, 3) = 286.
         let a = seconds(4, 3, 100, 10_000.0);

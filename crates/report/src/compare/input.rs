@@ -186,6 +186,12 @@ impl Level {
                 .then(|| self.runs.iter().map(|r| r.achieved_rps).sum::<f64>() / n as f64),
             run_p99_ms: self.runs.iter().filter_map(|r| r.p99_ms).collect(),
             run_achieved_rps: self.runs.iter().map(|r| r.achieved_rps).collect(),
+            responses: self
+                .runs
+                .iter()
+                .flat_map(|r| &r.seconds)
+                .map(Counts::total)
+                .sum(),
             latency_seconds: self
                 .runs
                 .iter()

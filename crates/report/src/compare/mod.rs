@@ -92,6 +92,9 @@ pub struct Method {
     /// Seconds a side (with as many on the other) before a figure can be tested at
     /// `confidence` (see [`bootstrap::resolvable`]).
     pub min_seconds: u32,
+    /// Responses a side must have beyond its p99 before the p99 is tested
+    /// ([`bootstrap::MIN_TAIL`]: 1,000 responses).
+    pub min_tail: u32,
 }
 
 impl Default for Method {
@@ -101,6 +104,7 @@ impl Default for Method {
             resamples: RESAMPLES,
             noise_threshold: DEFAULT_NOISE_THRESHOLD,
             min_seconds: bootstrap::min_seconds(CONFIDENCE) as u32,
+            min_tail: bootstrap::MIN_TAIL as u32,
         }
     }
 }
@@ -337,6 +341,8 @@ pub struct StepFigures {
     pub run_p99_ms: Vec<f64>,
     /// Each run's achieved throughput, req/s.
     pub run_achieved_rps: Vec<f64>,
+    /// Responses in the runs' latency histograms (what the p99 rests on).
+    pub responses: u64,
     /// Per-second latency histograms resampled (every second with a response).
     pub latency_seconds: u32,
     /// Full seconds of the measured windows resampled for throughput.
@@ -529,14 +535,26 @@ fn compare_step(a: &Level, b: &Level, method: &Method) -> StepComparison {
     let (fa, fb) = (a.figures(), b.figures());
     let p99 = {
         let (ta, tb) = (a.latency_table(), b.latency_table());
-        let interval = bootstrap::relative_interval(
-            ta.len(),
-            tb.len(),
-            &ta.figure(0.99),
-            &tb.figure(0.99),
-            method.confidence,
-            method.resamples,
-        );
+        let short = [ta.total(), tb.total()]
+            .into_iter()
+            .find(|&n| !bootstrap::tail_testable(n, 0.99));
+        let interval = match short {
+            Some(n) => Err(format!(
+                "a p99 of {n} responses rests on the slowest {}; testing it needs {} responses a side ({} beyond the p99)",
+                n.div_ceil(100).max(1),
+                loadlab_system::doctor::thousands(100 * bootstrap::MIN_TAIL),
+                bootstrap::MIN_TAIL
+            )),
+            None => bootstrap::relative_interval(
+                ta.len(),
+                tb.len(),
+                &ta.figure(0.99),
+                &tb.figure(0.99),
+                method.confidence,
+                method.resamples,
+            )
+            .ok_or_else(|| too_few_seconds(Metric::P99, ta.len(), tb.len(), method)),
+        };
         judge(
             Metric::P99,
             (&fa, &fb),
@@ -554,7 +572,8 @@ fn compare_step(a: &Level, b: &Level, method: &Method) -> StepComparison {
             &|w| bootstrap::weighted_mean(&sb, w),
             method.confidence,
             method.resamples,
-        );
+        )
+        .ok_or_else(|| too_few_seconds(Metric::Achieved, sa.len(), sb.len(), method));
         judge(
             Metric::Achieved,
             (&fa, &fb),
@@ -569,6 +588,23 @@ fn compare_step(a: &Level, b: &Level, method: &Method) -> StepComparison {
         other: fb,
         p99,
         achieved,
+    }
+}
+
+/// Why a figure was not tested, when its interval could not be had.
+fn too_few_seconds(metric: Metric, na: usize, nb: usize, method: &Method) -> String {
+    if bootstrap::resolvable(na, nb, method.confidence) {
+        format!(
+            "the {} are undefined in too many resamples",
+            metric.seconds_kind()
+        )
+    } else {
+        format!(
+            "{na}+{nb} {} are too few to resolve any change at {} ({} a side would do: longer steps or repeats)",
+            metric.seconds_kind(),
+            text::confidence(method.confidence),
+            bootstrap::min_seconds(method.confidence)
+        )
     }
 }
 
@@ -619,7 +655,7 @@ fn judge(
     metric: Metric,
     (fa, fb): (&StepFigures, &StepFigures),
     (na, nb): (usize, usize),
-    interval: Option<[f64; 2]>,
+    interval: Result<[f64; 2], String>,
     method: &Method,
 ) -> MetricChange {
     let (a, b) = (metric.value(fa), metric.value(fb));
@@ -652,16 +688,13 @@ fn judge(
     let ratio = b / a;
     let change = ratio - 1.0;
     out.change = Some(change);
-    let Some(rel) = interval else {
-        out.finding = Finding::TooLittleData;
-        out.why = format!(
-            "{}, not tested: {na}+{nb} {} are too few to resolve any change at {} ({} a side would do: longer steps or repeats)",
-            text::pct(change),
-            metric.seconds_kind(),
-            text::confidence(method.confidence),
-            bootstrap::min_seconds(method.confidence)
-        );
-        return out;
+    let rel = match interval {
+        Ok(rel) => rel,
+        Err(why) => {
+            out.finding = Finding::TooLittleData;
+            out.why = format!("{}, not tested: {why}", text::pct(change));
+            return out;
+        }
     };
     let ci = [ratio * rel[0] - 1.0, ratio * rel[1] - 1.0];
     out.ci = Some(ci);

@@ -223,8 +223,8 @@ fn identical_steps_are_within_the_noise() {
     // Other draws of the same latency: within the noise too.
     for seed in 10..20 {
         let s = step(
-            vec![run(seed, 8, 100, 90.0, 110.0)],
-            vec![run(seed + 100, 8, 100, 90.0, 110.0)],
+            vec![run(seed, 8, 150, 90.0, 110.0)],
+            vec![run(seed + 100, 8, 150, 90.0, 110.0)],
         );
         assert!(!s.p99.finding.is_difference(), "{}", s.p99.why);
     }
@@ -261,8 +261,8 @@ fn overlapping_repeats_hold_back_a_resolved_change() {
 fn too_few_seconds_are_not_tested() {
     // Ten times slower, but 3 seconds a side could be ordered so by chance 1 time in 10.
     let s = step(
-        vec![run(10, 3, 100, 90.0, 110.0)],
-        vec![run(11, 3, 100, 900.0, 1100.0)],
+        vec![run(10, 3, 400, 90.0, 110.0)],
+        vec![run(11, 3, 400, 900.0, 1100.0)],
     );
     assert_eq!(s.p99.finding, Finding::TooLittleData, "{}", s.p99.why);
     assert_eq!(s.achieved.finding, Finding::TooLittleData);
@@ -317,4 +317,25 @@ fn single_configurations_are_paired_and_the_rest_listed() {
     // The JSON shape decodes back into the same value.
     let json = serde_json::to_string(&c).unwrap();
     assert_eq!(serde_json::from_str::<Comparison>(&json).unwrap(), c);
+}
+
+#[test]
+fn a_p99_that_is_a_few_slowest_responses_is_not_tested() {
+    // 10 req/s for 9 s: the p99 of 90 responses is the slowest one. One stray slow response
+    // in the baseline (a second at 134 ms, the others near 106 ms) must not read as a change.
+    let mut rng = SmallRng::seed_from_u64(12);
+    let mut seconds: Vec<Histogram<u64>> =
+        (0..9).map(|_| second(&mut rng, 10, 104.0, 110.0)).collect();
+    seconds[6].record(134_000).unwrap();
+    let a = Run::synthetic(seconds, vec![10; 9], Some(true), false);
+    let s = step(vec![a], vec![run(13, 9, 10, 101.0, 106.0)]);
+    assert_eq!(s.p99.finding, Finding::TooLittleData, "{}", s.p99.why);
+    assert!(
+        s.p99
+            .why
+            .contains("rests on the slowest 1; testing it needs 1,000 responses a side"),
+        "{}",
+        s.p99.why
+    );
+    assert!(s.p99.change.unwrap() < -0.15, "{:?}", s.p99.change);
 }

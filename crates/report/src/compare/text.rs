@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    Comparison, Finding, InputKind, KneeComparison, MetricChange, PairComparison, SeriesComparison,
-    StepFigures,
+    Comparison, Finding, InputKind, KneeComparison, Method, MetricChange, PairComparison,
+    SeriesComparison, StepFigures,
 };
 
 /// A load or rate as the report prints it.
@@ -113,31 +113,24 @@ fn word(f: Finding) -> &'static str {
         Finding::SameRange => "same range",
         Finding::NotResolvedBySteps => "not resolved by the step spacing",
         Finding::Borderline => "borderline step",
-        Finding::TooLittleData => "too short to test",
+        Finding::TooLittleData => "not tested",
         Finding::NotComparable => "n/a",
     }
 }
 
-fn metric_cell(m: &MetricChange, seconds: (u32, u32)) -> String {
+/// A figure's change cell; `sample` says what the test rested on ("9+9 s").
+fn metric_cell(m: &MetricChange, sample: &str) -> String {
     let Some(change) = m.change else {
         return word(m.finding).to_string();
     };
     match m.ci {
         Some([lo, hi]) => format!(
-            "{} {} ({}, {}+{} s)",
+            "{} {} ({}, {sample})",
             word(m.finding),
             pct(change),
-            pct_range(lo, hi),
-            seconds.0,
-            seconds.1
+            pct_range(lo, hi)
         ),
-        None => format!(
-            "{} {} ({}+{} s)",
-            word(m.finding),
-            pct(change),
-            seconds.0,
-            seconds.1
-        ),
+        None => format!("{} {} ({sample})", word(m.finding), pct(change)),
     }
 }
 
@@ -175,7 +168,7 @@ fn value(v: Option<f64>, f: &StepFigures, fmt: fn(f64) -> String) -> String {
     s
 }
 
-fn series(out: &mut String, pair: &PairComparison, s: &SeriesComparison) {
+fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesComparison) {
     let _ = writeln!(out, "  {}", s.name());
     if let Some(why) = &s.not_comparable {
         let _ = writeln!(out, "    not comparable: {why}\n");
@@ -186,7 +179,7 @@ fn series(out: &mut String, pair: &PairComparison, s: &SeriesComparison) {
         String::new(),
         a.clone(),
         b.clone(),
-        format!("{b} against {a} (change, CI, seconds resampled)"),
+        format!("{b} against {a} (change, CI, sample)"),
     ]];
     if let Some(k) = &s.knee {
         rows.push(vec![
@@ -208,10 +201,18 @@ fn series(out: &mut String, pair: &PairComparison, s: &SeriesComparison) {
             format!("p99 at {at}"),
             value(st.p99.baseline, &st.baseline, |v| format!("{} ms", ms(v))),
             value(st.p99.other, &st.other, |v| format!("{} ms", ms(v))),
-            metric_cell(
-                &st.p99,
-                (st.baseline.latency_seconds, st.other.latency_seconds),
-            ),
+            metric_cell(&st.p99, &{
+                let (a, b) = (st.baseline.responses, st.other.responses);
+                let tail = 100 * u64::from(method.min_tail);
+                if st.p99.finding == Finding::TooLittleData && a.min(b) < tail {
+                    format!("{a}+{b} responses")
+                } else {
+                    format!(
+                        "{}+{} s",
+                        st.baseline.latency_seconds, st.other.latency_seconds
+                    )
+                }
+            }),
         ]);
         rows.push(vec![
             format!("achieved at {at}"),
@@ -219,7 +220,10 @@ fn series(out: &mut String, pair: &PairComparison, s: &SeriesComparison) {
             value(st.achieved.other, &st.other, num),
             metric_cell(
                 &st.achieved,
-                (st.baseline.window_seconds, st.other.window_seconds),
+                &format!(
+                    "{}+{} s",
+                    st.baseline.window_seconds, st.other.window_seconds
+                ),
             ),
         ]);
     }
@@ -364,13 +368,16 @@ pub fn render(c: &Comparison) -> String {
     let how = format!(
         "p99 and achieved at each load both ran: the change, its {} confidence interval from a \
          bootstrap over seconds ({} resamples of the per-second histograms and successes), and \
-         the seconds resampled on each side. A change is called only when the interval excludes \
-         no change, reaches beyond ±{} (--noise-threshold), and repeated runs do not overlap. \
-         Knees are ranges: called only when a step one side sustained cleanly separates \
-         them. ✗: not sustained.",
+         the sample on each side. A change is called only when the interval excludes no \
+         change, reaches beyond ±{} (--noise-threshold), and repeated runs do not overlap; a \
+         figure is tested only from {} seconds a side, a p99 only from {} responses. Knees \
+         are ranges: called only when a step one side sustained cleanly separates them. ✗: \
+         not sustained.",
         confidence(m.confidence),
         loadlab_system::doctor::thousands(u64::from(m.resamples)),
-        pct_abs(m.noise_threshold)
+        pct_abs(m.noise_threshold),
+        m.min_seconds,
+        loadlab_system::doctor::thousands(100 * u64::from(m.min_tail)),
     );
     let _ = writeln!(out, "\n{}\n", wrap(&how, 92));
     for pair in &c.pairs {
@@ -383,7 +390,7 @@ pub fn render(c: &Comparison) -> String {
             );
         }
         for s in &pair.series {
-            series(&mut out, pair, s);
+            series(&mut out, m, pair, s);
         }
         for (label, keys) in [
             (&pair.baseline, &pair.only_in_baseline),
