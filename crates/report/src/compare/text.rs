@@ -189,11 +189,11 @@ fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesCo
             knee_cell(k),
         ]);
     }
-    let load_unit = if s.unit == "req/s" { "" } else { " " };
+    // Rates go without their unit (the knee row names it); connections and streams say so.
     let load_suffix = if s.unit == "req/s" {
         String::new()
     } else {
-        format!("{load_unit}{}", s.unit)
+        format!(" {}", s.unit)
     };
     for st in &s.steps {
         let at = format!("{}{load_suffix}", num(st.load));
