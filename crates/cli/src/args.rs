@@ -268,6 +268,10 @@ pub struct CompareArgs {
     /// Print the comparison as JSON (versioned: `comparison_version`) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also write the comparison as one self-contained HTML page: the text, and each
+    /// series' p99 and achieved of both sides overlaid, knees marked.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<std::path::PathBuf>,
     /// A change whose whole confidence interval lies within ± this is reported as below
     /// the threshold, not as a change (5% or 0.05).
     #[arg(long, default_value = "5%", value_name = "FRACTION", value_parser = parse_fraction)]

@@ -24,6 +24,11 @@ pub fn cmd_compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     };
     let refs: Vec<&Input> = inputs.iter().collect();
     let comparison = compare::compare(&refs, &method);
+    if let Some(path) = &a.html {
+        std::fs::write(path, loadlab_report::html::render_comparison(&comparison))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("loadlab: wrote {}", path.display());
+    }
     let mut stdout = std::io::stdout().lock();
     if a.json {
         serde_json::to_writer_pretty(&mut stdout, &comparison).context("writing the comparison")?;

@@ -521,3 +521,107 @@ fn step_details(s: &StepRecord) -> String {
     o.push_str("</details>");
     o
 }
+
+/// `loadlab compare --html`: the comparison's text, and per pair and series the figures of
+/// both sides overlaid (p99 and achieved at the loads both ran, the knee ranges marked),
+/// one self-contained page like `report.html`.
+pub fn render_comparison(c: &crate::compare::Comparison) -> String {
+    use crate::compare::text;
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>loadlab compare</title><style>{STYLE}</style></head><body><h1>loadlab compare</h1><ul>"
+    );
+    for i in &c.inputs {
+        let _ = write!(
+            o,
+            "<li><b>{}</b>: {} ({}, {} step{}{})</li>",
+            esc(&i.label),
+            esc(&i.path),
+            esc(&i.name),
+            i.steps,
+            if i.steps == 1 { "" } else { "s" },
+            i.started_at
+                .as_deref()
+                .map(|t| format!(", run {}", esc(t)))
+                .unwrap_or_default()
+        );
+    }
+    o.push_str("</ul><p class=\"env\">Solid: the baseline; dashed: the other side. Only the loads both ran are drawn; hover a point for its value. The verdict on each difference, with its interval and what it rests on, is in the text below the charts.</p>");
+    for p in &c.pairs {
+        let _ = write!(o, "<h2>{} against {}</h2>", esc(&p.other), esc(&p.baseline));
+        for s in &p.series {
+            if s.steps.is_empty() && s.knee.is_none() {
+                continue;
+            }
+            let _ = write!(o, "<section class=\"series\"><h3>{}</h3>", esc(&s.name()));
+            let side =
+                |label: &str,
+                 dash: Dash,
+                 color: usize,
+                 f: &dyn Fn(&crate::compare::StepComparison) -> Option<f64>| {
+                    Series {
+                        name: label.to_string(),
+                        points: s
+                            .steps
+                            .iter()
+                            .filter_map(|st| Some((st.load, f(st)?)))
+                            .collect(),
+                        color,
+                        dash,
+                    }
+                };
+            let mut knee_marks = Vec::new();
+            if let Some(k) = &s.knee {
+                for (label, range, color) in
+                    [(&p.baseline, &k.baseline, 0), (&p.other, &k.other, 1)]
+                {
+                    if let (Some(v), Some(_)) = (range.sustained, range.not_sustained) {
+                        knee_marks.push(Mark {
+                            at: v,
+                            label: format!("knee {label} {}", svg::short_num(v)),
+                            note: format!("{label}: knee {}", range.describe()),
+                            color: Some(color),
+                        });
+                    }
+                }
+            }
+            let latency = Chart {
+                title: format!("{}: p99 latency", s.scenario),
+                x_label: format!("load ({})", s.unit),
+                y_label: "p99 (ms, log scale)".into(),
+                y_log: true,
+                series: vec![
+                    side(&p.baseline, Dash::Solid, 0, &|st| st.p99.baseline),
+                    side(&p.other, Dash::Dashed, 1, &|st| st.p99.other),
+                ],
+                v_marks: knee_marks.clone(),
+                ..Chart::default()
+            };
+            let achieved = Chart {
+                title: format!("{}: achieved", s.scenario),
+                x_label: format!("load ({})", s.unit),
+                y_label: "achieved (successful req/s)".into(),
+                diagonal: s.unit == "req/s",
+                series: vec![
+                    side(&p.baseline, Dash::Solid, 0, &|st| st.achieved.baseline),
+                    side(&p.other, Dash::Dashed, 1, &|st| st.achieved.other),
+                ],
+                v_marks: knee_marks,
+                ..Chart::default()
+            };
+            for chart in [latency, achieved] {
+                if chart.series.iter().any(|x| !x.points.is_empty()) {
+                    let _ = write!(o, "<figure>{}</figure>", chart.render());
+                }
+            }
+            o.push_str("</section>");
+        }
+    }
+    let _ = write!(
+        o,
+        "<h2>The comparison</h2><pre>{}</pre><script>{SCRIPT}</script></body></html>",
+        esc(&text::render(c))
+    );
+    o
+}

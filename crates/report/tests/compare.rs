@@ -100,3 +100,33 @@ fn broken_bundles_are_refused_with_the_cause() {
         std::fs::remove_dir_all(d).unwrap();
     }
 }
+
+#[test]
+fn the_html_comparison_overlays_both_sides_and_escapes_what_it_shows() {
+    // The fixture under a name a browser would read as markup.
+    let steps = std::fs::read_to_string(fixture().join("steps.jsonl")).unwrap();
+    let odd = copy_with_steps("<b>odd</b>", &steps);
+    let a = Input::load(&fixture()).unwrap();
+    let b = Input::load(&odd).unwrap();
+    let c = compare(&[&a, &b], &Method::default());
+    let html = loadlab_report::html::render_comparison(&c);
+    // One section per matched series, each with both charts, each chart with both sides.
+    assert_eq!(html.matches("<section class=\"series\">").count(), 2);
+    assert_eq!(html.matches("queue: p99 latency</text>").count(), 2);
+    assert_eq!(html.matches("queue: achieved</text>").count(), 2);
+    assert_eq!(
+        html.matches("data-toggle=\"1\"").count(),
+        4,
+        "B in every chart"
+    );
+    // The text of `loadlab compare`, below the charts.
+    assert!(
+        html.contains("<h2>The comparison</h2><pre>loadlab compare: 2 inputs, A is the baseline")
+    );
+    assert!(html.contains("B against A"));
+    assert!(!html.contains("<b>odd</b>") && html.contains("&lt;b&gt;odd&lt;/b&gt;"));
+    for needle in ["src=", "href=", "<link", "url("] {
+        assert!(!html.contains(needle), "found {needle}");
+    }
+    std::fs::remove_dir_all(odd).unwrap();
+}
