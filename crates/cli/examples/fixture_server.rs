@@ -8,7 +8,8 @@
 //! ```
 //! - `--pool N --service-ms S`: a pool of N slots; each request holds one for S ms (a
 //!   blocking worker pool: N × 1000 / S requests/s at most, with the CPU idle).
-//! - `--burn-us U`: every request spins the CPU for U µs before answering (CPU-bound).
+//! - `--burn-us U`: every request spins until its thread used U µs of CPU before answering
+//!   (CPU-bound: a capacity of 1e6 / U requests/s per CPU, however many threads).
 //! - `--leak-kb K`: every request leaks K KiB that are never freed (memory grows).
 //! - `--bind HOST`: listen on HOST (default 127.0.0.1; a test's network namespace address).
 //! - `--count-file PATH`: keeps PATH up to date (every 50 ms, atomically) with the requests
@@ -207,16 +208,32 @@ fn work(o: &Opts) {
         cv.notify_one();
     }
     if o.burn_us > 0 {
-        let end = Instant::now() + Duration::from_micros(o.burn_us);
+        // Spin until this thread has *used* U µs of CPU, not until U µs have passed: with
+        // several requests spinning on one CPU, wall time would pass for all of them at once
+        // and the capacity would be whatever the scheduler made it.
+        let end = thread_cpu() + Duration::from_micros(o.burn_us);
         let mut x = 1u64;
-        while Instant::now() < end {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        while thread_cpu() < end {
+            for _ in 0..64 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
         }
         std::hint::black_box(x);
     }
     if o.leak_kb > 0 {
         LEAKED.lock().unwrap().push(vec![1u8; o.leak_kb * 1024]);
     }
+}
+
+/// CPU time this thread has used.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Requests answered per peer address, for `--count-file`.
