@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 use loadlab_report::baseline::{BaselineCheck, RegressedFigure};
 use loadlab_report::compare::{Comparison, Finding};
+use util::lab::lab_ok;
 use util::{loadlab_bin, run, temp_path, Behavior, TestServer};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -136,8 +137,7 @@ fn workers_2_against_16_differ_and_two_runs_of_16_do_not() {
     let slow = sleep_plan(2, 100, "[10, 30]");
 
     let base = temp_path("w16-base");
-    let o = loadlab(&["lab", "-q", path(&fast), "--out", path(&base)]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    lab_ok(&fast, &base);
 
     // 2 workers against the 16-worker baseline: a regression, exit 3, named on stderr and in
     // the report (the knee: at least 80 against between 10 and 30; p99 at 30).
@@ -257,8 +257,7 @@ fn a_slower_handler_is_a_resolved_p99_regression() {
     // 8 s (1,200 responses a side) keeps 15 or 30 of the 64 workers busy, far from the limit.
     let (fast, slow) = (sleep_plan(64, 100, "[150]"), sleep_plan(64, 200, "[150]"));
     let base = temp_path("sleep-100");
-    let o = loadlab(&["lab", "-q", path(&fast), "--out", path(&base)]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    lab_ok(&fast, &base);
     let after = temp_path("sleep-200");
     let o = loadlab(&[
         "lab",
