@@ -361,7 +361,9 @@ pub enum ArrivalArg {
 /// Load shape, connections and timing: shared by `loadlab run` and `loadlab grpc`.
 #[derive(Args, Debug)]
 pub struct LoadArgs {
-    /// Open loop at this many requests per second (all threads together). Without it: closed loop.
+    /// Open loop at this many requests per second (all threads together; at most
+    /// 10,000,000). Without it: closed loop. A rate the machine cannot generate still ends
+    /// on time: arrivals that fall more than --timeout behind are counted as never sent.
     #[arg(
         short = 'r',
         long,
@@ -374,28 +376,30 @@ pub struct LoadArgs {
     pub arrival: ArrivalArg,
     /// Closed loop: exactly this many connections, opened up front. Open loop: the initial
     /// pool, each connection opened on first use. HTTP/2 and gRPC: the connections that
-    /// carry the --concurrency streams.
+    /// carry the --concurrency streams. 1 to 1,000,000.
     #[arg(short = 'c', long, default_value_t = DEFAULT_CONNECTIONS, help_heading = "Load")]
     pub connections: u64,
     /// HTTP/2 and gRPC: requests in flight as streams over the connections (closed loop:
     /// exactly; open loop: the ceiling) [default: closed 64 or --connections if larger;
-    /// open 1024].
+    /// open 1024]. At most 1,000,000.
     #[arg(long, help_heading = "Load")]
     pub concurrency: Option<u64>,
     /// HTTP/1.1 open loop: the pool may grow to this many connections when all are busy
-    /// [default: the larger of --connections and 1024].
+    /// [default: the larger of --connections and 1024]. At most 1,000,000.
     #[arg(long, help_heading = "Load")]
     pub max_connections: Option<u64>,
-    /// Measured duration, e.g. 10s, 2m, 500ms [default: 10s unless --requests is given].
+    /// Measured duration, e.g. 10s, 2m, 500ms; at most 8h [default: 10s unless --requests
+    /// is given].
     #[arg(short = 'd', long, value_parser = parse_duration, allow_hyphen_values = true, help_heading = "Load")]
     pub duration: Option<Duration>,
-    /// Measured request count; with --duration, whichever ends first.
+    /// Measured request count; with --duration, whichever ends first (without it, the run
+    /// still stops after 8h).
     #[arg(short = 'n', long, help_heading = "Load")]
     pub requests: Option<u64>,
-    /// Load applied before measuring, not recorded.
+    /// Load applied before measuring, not recorded; at most 1h.
     #[arg(long, value_parser = parse_duration, default_value = "0s", help_heading = "Load")]
     pub warmup: Duration,
-    /// Worker threads, each with its own event loop [default: number of cores].
+    /// Worker threads, each with its own event loop; 1 to 1024 [default: number of cores].
     #[arg(short = 't', long, help_heading = "Load")]
     pub threads: Option<usize>,
     /// Seed for --arrival poisson (random by default).
@@ -408,6 +412,7 @@ pub struct LoadArgs {
 
     /// Per-request deadline (connect + response), counted from the intended send time.
     /// gRPC: also sent as grpc-timeout; a passed deadline counts as DEADLINE_EXCEEDED.
+    /// At most 1h.
     #[arg(long, value_parser = parse_duration, default_value = "5s", help_heading = "Connections")]
     pub timeout: Duration,
     /// Local source addresses for new connections: 127.0.0.2-127.0.0.17, a list A,B,C, or a
@@ -472,7 +477,7 @@ pub struct RunArgs {
     )]
     pub close_by: CloseByArg,
     /// HTTP/1.1 closed loop with keep-alive: write N requests back to back before reading
-    /// responses.
+    /// responses. 1 to 1024.
     #[arg(long, default_value_t = 1, help_heading = "Connections")]
     pub pipeline: u32,
     /// Also re-send POST and PATCH requests that a server closing its connection gracefully

@@ -91,6 +91,8 @@ pub struct WorkerTotals {
     pub server_close_requests: u64,
     /// Latest completion time seen (clock ns), 0 if none.
     pub last_completion_ns: u64,
+    /// Measured arrivals never sent (open loop).
+    pub unsent: Unsent,
     /// This worker thread's CPU seconds (user + system).
     pub thread_cpu_seconds: f64,
     /// Wall seconds the worker thread was running its load.
@@ -117,9 +119,34 @@ impl WorkerTotals {
             server_closes: 0,
             server_close_requests: 0,
             last_completion_ns: 0,
+            unsent: Unsent::default(),
             thread_cpu_seconds: 0.0,
             thread_wall_seconds: 0.0,
         }
+    }
+}
+
+/// Open loop: measured arrivals loadlab never put on the wire, by why. They are counted
+/// once each, in bulk, and are not errors of the server: the run is generator-limited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Unsent {
+    /// The dispatcher fell more than the timeout behind its schedule: these arrivals' deadlines
+    /// had passed before they could be released (a rate the generator cannot keep).
+    pub late: u64,
+    /// Released while the queue of arrivals waiting for a free connection was full.
+    pub queue_full: u64,
+}
+
+impl Unsent {
+    /// Both causes together.
+    pub fn total(&self) -> u64 {
+        self.late + self.queue_full
+    }
+
+    /// Adds another count.
+    pub fn add(&mut self, o: Unsent) {
+        self.late += o.late;
+        self.queue_full += o.queue_full;
     }
 }
 
@@ -285,6 +312,18 @@ impl Recorder {
             self.totals
                 .lag
                 .saturating_record(us(released_ns.saturating_sub(intended_ns)));
+        }
+    }
+
+    /// `measured` arrivals were skipped because their deadline passed before release.
+    pub fn unsent_late(&mut self, measured: u64) {
+        self.totals.unsent.late += measured;
+    }
+
+    /// An arrival intended at `intended_ns` found the queue of waiting arrivals full.
+    pub fn unsent_queue_full(&mut self, intended_ns: u64) {
+        if self.measured(intended_ns) {
+            self.totals.unsent.queue_full += 1;
         }
     }
 

@@ -242,6 +242,11 @@ pub struct RunResult {
     /// when it closed none.
     #[serde(default)]
     pub requests_per_server_close: Option<f64>,
+    /// Open loop: measured arrivals loadlab never sent, because it fell more than the
+    /// timeout behind its schedule or its queue of arrivals waiting for a connection was
+    /// full. Not errors of the server: a run with any is generator-limited.
+    #[serde(default)]
+    pub unsent: u64,
     /// The generator, not the server, may have limited this run.
     pub generator_limited: bool,
     /// Why `generator_limited` is set.
@@ -381,6 +386,9 @@ pub struct Merged {
     pub server_close_requests: u64,
     /// Latest completion time seen, 0 if none (same clock as `last_intended_ns`).
     pub last_completion_ns: u64,
+    /// Open loop: measured arrivals never sent.
+    #[serde(default)]
+    pub unsent: crate::recorder::Unsent,
     /// CPU utilization of each worker thread.
     pub worker_cpu: Vec<f64>,
 }
@@ -421,6 +429,7 @@ impl Merged {
             server_closes: 0,
             server_close_requests: 0,
             last_completion_ns: 0,
+            unsent: crate::recorder::Unsent::default(),
             worker_cpu: Vec::new(),
         }
     }
@@ -456,6 +465,7 @@ impl Merged {
         self.server_closes += o.server_closes;
         self.server_close_requests += o.server_close_requests;
         self.last_completion_ns = self.last_completion_ns.max(o.last_completion_ns);
+        self.unsent.add(o.unsent);
         self.worker_cpu.extend_from_slice(&o.worker_cpu);
         Ok(())
     }
@@ -484,6 +494,7 @@ pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
             server_closes: w.server_closes,
             server_close_requests: w.server_close_requests,
             last_completion_ns: w.last_completion_ns,
+            unsent: w.unsent,
             worker_cpu: vec![if w.thread_wall_seconds > 0.0 {
                 (w.thread_cpu_seconds / w.thread_wall_seconds).min(1.0)
             } else {

@@ -25,7 +25,7 @@ use crate::result::{
 };
 use crate::schedule::Window;
 use crate::transport::Request;
-use crate::worker::{run_worker, WorkerPlan};
+use crate::worker::{run_worker, WorkerPlan, QUEUE_CAP_TOTAL};
 use loadlab_grpc::GrpcStatus;
 use loadlab_system::ports::{self, PortBudget};
 use loadlab_system::{os, procfs};
@@ -234,9 +234,12 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     let window = Window {
         start_ns,
         measure_start_ns,
-        end_ns: cfg
-            .duration
-            .map_or(u64::MAX, |d| measure_start_ns + d.as_nanos() as u64),
+        // `--requests` alone still ends: after the longest duration allowed.
+        end_ns: measure_start_ns
+            + cfg
+                .duration
+                .unwrap_or(crate::config::MAX_DURATION)
+                .as_nanos() as u64,
         requests: cfg.requests,
     };
     // Validation already built the HTTP/2 template once: this cannot fail for a validated
@@ -479,6 +482,7 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         server_closes: m.server_closes,
         requests_per_server_close: (m.server_closes > 0)
             .then(|| m.server_close_requests as f64 / m.server_closes as f64),
+        unsent: m.unsent.total(),
         generator_limited: !generator_notes.is_empty(),
         generator_notes,
         generator_cpu_seconds: ms.cpu_seconds,
@@ -604,6 +608,22 @@ fn generator_notes(m: &Merged, lag: &LagStats) -> Vec<String> {
             "schedule lag p99 is {:.2} ms (limit {LAG_LIMIT_MS} ms; {late} sends later than that): \
              loadlab released requests late",
             lag.p99
+        ));
+    }
+    if m.unsent.late > 0 {
+        notes.push(format!(
+            "{} arrivals were never sent: loadlab fell more than the timeout behind its schedule \
+             (a rate this machine cannot generate); add --threads or cores, lower --rate, or spread \
+             the load with --agents",
+            m.unsent.late
+        ));
+    }
+    if m.unsent.queue_full > 0 {
+        notes.push(format!(
+            "{} arrivals were never sent: the queue of arrivals waiting for a free connection was \
+             full ({QUEUE_CAP_TOTAL} across workers); raise --max-connections (or --concurrency) or \
+             lower --timeout",
+            m.unsent.queue_full
         ));
     }
     for (i, u) in m.worker_cpu.iter().enumerate() {

@@ -8,6 +8,7 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Poisson};
 
 use crate::config::Arrival;
 
@@ -40,6 +41,8 @@ enum Kind {
         step: u64,
         /// Global index limit (exclusive) from the request count.
         limit_k: u64,
+        /// First global index in the measured window.
+        warm_k: u64,
     },
     Poisson {
         rng: SmallRng,
@@ -76,6 +79,7 @@ impl WorkerSchedule {
                     next_k: worker,
                     step: threads,
                     limit_k,
+                    warm_k,
                 }
             }
             Arrival::Poisson => {
@@ -97,6 +101,95 @@ impl WorkerSchedule {
     }
 }
 
+/// Arrivals passed over by [`WorkerSchedule::skip_before`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// All of them.
+    pub total: u64,
+    /// Those in the measured window.
+    pub measured: u64,
+}
+
+impl WorkerSchedule {
+    /// Passes over every arrival intended before `t_ns` in constant time, whatever the
+    /// rate, and says how many there were. For Poisson arrivals the count is drawn from
+    /// the Poisson distribution of the interval, and the process restarts at `t_ns`: by
+    /// the memorylessness of exponential gaps, the schedule that follows is distributed
+    /// exactly as if every skipped arrival had been drawn.
+    pub fn skip_before(&mut self, t_ns: u64) -> Skipped {
+        let w = self.window;
+        let t_ns = t_ns.min(w.end_ns);
+        match &mut self.kind {
+            Kind::Constant {
+                interval_ns,
+                next_k,
+                step,
+                limit_k,
+                warm_k,
+            } => {
+                if t_ns <= w.start_ns || *next_k >= *limit_k {
+                    return Skipped::default();
+                }
+                // The first global index intended at or after `t_ns`.
+                let first_k = ((t_ns - w.start_ns) as f64 / *interval_ns).ceil() as u64;
+                let stop_k = first_k.min(*limit_k);
+                if stop_k <= *next_k {
+                    return Skipped::default();
+                }
+                // This worker's indices in [next_k, stop_k): next_k, next_k + step, ...
+                let count = |from: u64| -> u64 {
+                    let from = from.max(*next_k);
+                    if from >= stop_k {
+                        return 0;
+                    }
+                    // Align `from` up to this worker's residue.
+                    let offset = (from - *next_k).div_ceil(*step) * *step;
+                    let from = *next_k + offset;
+                    if from >= stop_k {
+                        0
+                    } else {
+                        (stop_k - from).div_ceil(*step)
+                    }
+                };
+                let skipped = Skipped {
+                    total: count(*next_k),
+                    measured: count(*warm_k),
+                };
+                *next_k += skipped.total * *step;
+                skipped
+            }
+            Kind::Poisson {
+                rng,
+                mean_gap_ns,
+                t_ns: at,
+                measured,
+                limit,
+            } => {
+                let t = t_ns as f64;
+                if t <= *at || *measured >= *limit {
+                    return Skipped::default();
+                }
+                let mut draw = |from: f64, to: f64| -> u64 {
+                    let mean = (to - from) / *mean_gap_ns;
+                    match Poisson::new(mean) {
+                        Ok(p) => p.sample(rng) as u64,
+                        Err(_) => 0,
+                    }
+                };
+                let split = (w.measure_start_ns as f64).clamp(*at, t);
+                let warm = draw(*at, split);
+                let in_window = draw(split, t).min(*limit - *measured);
+                *measured += in_window;
+                *at = t;
+                Skipped {
+                    total: warm + in_window,
+                    measured: in_window,
+                }
+            }
+        }
+    }
+}
+
 impl Iterator for WorkerSchedule {
     type Item = u64;
 
@@ -108,6 +201,7 @@ impl Iterator for WorkerSchedule {
                 next_k,
                 step,
                 limit_k,
+                ..
             } => {
                 if *next_k >= *limit_k {
                     return None;
@@ -200,6 +294,78 @@ mod tests {
         let min = *gaps.iter().min().unwrap();
         let max = *gaps.iter().max().unwrap();
         assert!(max > 4 * min.max(1));
+    }
+
+    #[test]
+    fn skipping_counts_what_iterating_would_have_yielded() {
+        let mut w = window(2);
+        w.measure_start_ns = w.start_ns + 500_000_000;
+        for threads in [1usize, 3] {
+            for worker in 0..threads {
+                let all: Vec<u64> =
+                    WorkerSchedule::new(Arrival::Constant, 1000.0, worker, threads, w, 0).collect();
+                for cut in [
+                    w.start_ns,
+                    w.start_ns + 1,
+                    w.measure_start_ns + 7_777_777,
+                    w.end_ns + 5,
+                ] {
+                    let mut s =
+                        WorkerSchedule::new(Arrival::Constant, 1000.0, worker, threads, w, 0);
+                    let skipped = s.skip_before(cut);
+                    let before: Vec<&u64> = all.iter().filter(|&&t| t < cut).collect();
+                    let measured = before.iter().filter(|&&&t| t >= w.measure_start_ns).count();
+                    assert_eq!(skipped.total as usize, before.len(), "cut {cut}");
+                    assert_eq!(skipped.measured as usize, measured, "cut {cut}");
+                    // The rest of the schedule is unchanged.
+                    let rest: Vec<u64> = s.collect();
+                    assert_eq!(rest, all[before.len()..].to_vec());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn skipping_a_huge_schedule_takes_constant_time() {
+        // 1e12 arrivals would take hours to iterate; skipping them is arithmetic.
+        let w = window(1000);
+        let mut c = WorkerSchedule::new(Arrival::Constant, 1e9, 0, 2, w, 0);
+        let s = c.skip_before(w.end_ns);
+        assert_eq!(s.total, 500_000_000_000);
+        assert_eq!(c.next(), None);
+        let mut p = WorkerSchedule::new(Arrival::Poisson, 1e9, 0, 2, w, 3);
+        let s = p.skip_before(w.end_ns);
+        // Mean 5e11, standard deviation about 7e5.
+        assert!(
+            (499_990_000_000..=500_010_000_000).contains(&s.total),
+            "{s:?}"
+        );
+        assert_eq!(s.total, s.measured);
+        assert_eq!(p.next(), None);
+    }
+
+    #[test]
+    fn poisson_skip_keeps_the_rate_and_the_request_limit() {
+        let w = window(10);
+        let mut n = 0;
+        let mut skipped = 0;
+        for i in 0..2 {
+            let mut s = WorkerSchedule::new(Arrival::Poisson, 2000.0, i, 2, w, 42);
+            skipped += s.skip_before(w.start_ns + 5_000_000_000).total;
+            n += s.count() as u64;
+        }
+        // 20000 expected in all; the standard deviation is about 141.
+        assert!(
+            (19_300..=20_700).contains(&(n + skipped)),
+            "{n} + {skipped}"
+        );
+        assert!((9_300..=10_700).contains(&skipped), "{skipped}");
+        let mut lw = window(1000);
+        lw.requests = Some(100);
+        let mut s = WorkerSchedule::new(Arrival::Poisson, 500.0, 0, 1, lw, 1);
+        let k = s.skip_before(lw.start_ns + 60_000_000_000);
+        assert_eq!(k.measured, 100);
+        assert_eq!(s.next(), None);
     }
 
     #[test]

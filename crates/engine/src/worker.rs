@@ -82,6 +82,8 @@ struct Ctx {
     tickets: Arc<AtomicU64>,
     /// Open loop: released arrivals waiting for a connection.
     queue: RefCell<VecDeque<u64>>,
+    /// Open loop: the most arrivals `queue` may hold.
+    queue_cap: usize,
     /// Open loop: connection tasks waiting for an arrival.
     idle: Cell<usize>,
     wake: Notify,
@@ -127,6 +129,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         window: plan.window,
         tickets: plan.tickets,
         queue: RefCell::new(VecDeque::new()),
+        queue_cap: (QUEUE_CAP_TOTAL / plan.threads.max(1)).max(MIN_QUEUE_CAP),
         idle: Cell::new(0),
         wake: Notify::new(),
         dispatch_done: Cell::new(false),
@@ -226,18 +229,41 @@ async fn tick(ctx: Rc<Ctx>) {
 /// latency like any other.
 pub const MIN_WAKE_GAP_NS: u64 = 200_000;
 
+/// The most arrivals waiting for a free connection, all workers together (8 bytes each):
+/// the queue's memory is bounded whatever the rate and the timeout. An arrival released
+/// when its worker's share is full is never sent and counted as such.
+pub const QUEUE_CAP_TOTAL: usize = 1 << 22;
+/// The smallest share of [`QUEUE_CAP_TOTAL`] a worker gets.
+const MIN_QUEUE_CAP: usize = 1 << 12;
+
 /// Open loop: releases each arrival at its intended time.
-async fn dispatch(ctx: Rc<Ctx>, sched: WorkerSchedule, timer: PreciseTimer) {
+///
+/// Its work is bounded by the run's time, not by the rate: arrivals it could not release
+/// before their deadline (it fell more than the timeout behind, at a rate the machine
+/// cannot generate) are skipped all at once and counted as never sent, so it ends at the
+/// latest one timeout after the window, and the queue it fills is capped.
+async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: PreciseTimer) {
     let mut behind = 0u32;
     let mut last_wake = 0u64;
-    for intended in sched {
-        if ctx.io.clock.now() < intended {
+    while let Some(intended) = sched.next() {
+        let mut now = ctx.io.clock.now();
+        if now < intended {
             behind = 0;
             let wake_at = intended.max(last_wake + MIN_WAKE_GAP_NS);
             if timer.sleep_until(wake_at).await.is_err() {
                 tokio::time::sleep_until(ctx.io.clock.instant(wake_at).into()).await;
             }
             last_wake = ctx.io.clock.now();
+            now = last_wake;
+        } else if now >= intended + ctx.timeout_ns {
+            // This arrival, and every one after it whose deadline has passed too, could only
+            // be counted as timeouts it was loadlab's fault to miss.
+            let skipped = sched.skip_before(now + 1 - ctx.timeout_ns);
+            let mut rec = ctx.io.recorder.borrow_mut();
+            rec.lag(intended, now);
+            let this = u64::from(rec.measured(intended));
+            rec.unsent_late(skipped.measured + this);
+            continue;
         } else {
             // Catching up: let connection tasks run now and then.
             behind += 1;
@@ -245,11 +271,10 @@ async fn dispatch(ctx: Rc<Ctx>, sched: WorkerSchedule, timer: PreciseTimer) {
                 tokio::task::yield_now().await;
             }
         }
-        ctx.io
-            .recorder
-            .borrow_mut()
-            .lag(intended, ctx.io.clock.now());
-        ctx.queue.borrow_mut().push_back(intended);
+        ctx.io.recorder.borrow_mut().lag(intended, now);
+        if !ctx.enqueue(intended, now) {
+            continue;
+        }
         if ctx.idle.get() > 0 {
             ctx.idle.set(ctx.idle.get() - 1);
             ctx.wake.notify_one();
@@ -305,6 +330,32 @@ impl Ctx {
         }
     }
 
+    /// Counts every queued arrival whose deadline has passed as a timeout.
+    fn expire_queued(&self, now: u64) {
+        let mut queue = self.queue.borrow_mut();
+        while let Some(&t) = queue.front() {
+            if t + self.timeout_ns > now {
+                break;
+            }
+            queue.pop_front();
+            self.record_failure(t, now, ErrorClass::RequestTimeout);
+        }
+    }
+
+    /// Queues a released arrival for the next free connection; `false` if the queue is full
+    /// even after the arrivals whose deadline has passed are counted as timeouts.
+    fn enqueue(&self, intended: u64, now: u64) -> bool {
+        if self.queue.borrow().len() >= self.queue_cap {
+            self.expire_queued(now);
+            if self.queue.borrow().len() >= self.queue_cap {
+                self.io.recorder.borrow_mut().unsent_queue_full(intended);
+                return false;
+            }
+        }
+        self.queue.borrow_mut().push_back(intended);
+        true
+    }
+
     /// Sends the batch on the loop's transport (connecting first if needed), reads the
     /// responses and records everything. Returns `false` if the exchange failed.
     async fn exchange(&self, link: &mut Link, batch: &[u64]) -> bool {
@@ -314,6 +365,9 @@ impl Ctx {
             for &t in batch {
                 self.record_failure(t, now, ErrorClass::RequestTimeout);
             }
+            // The arrivals queued behind it are older than the next ones released: those
+            // whose deadline has passed too are counted now, not one wake-up each.
+            self.expire_queued(now);
             return false;
         }
         let connecting = Cell::new(false);

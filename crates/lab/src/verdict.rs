@@ -187,7 +187,9 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
 /// worker was CPU-bound (responses were read late too, by an amount nothing bounds), an
 /// agent was lost, or the lag is within reach of the verdict.
 pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<String> {
+    // Arrivals never sent are not late sends: the load was not offered as planned.
     if failed.contains(&Limit::AgentLost)
+        || r.unsent > 0
         || r.worker_cpu_utilization
             .iter()
             .any(|u| *u > loadlab_engine::runner::CPU_BOUND)

@@ -74,6 +74,12 @@ fn lag_that_could_explain_the_failure_keeps_the_step_generator_limited() {
     r.worker_cpu_utilization = vec![0.97, 0.4];
     let v = judge(&r, &SLO, false);
     assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    // Arrivals that were never sent: the load was not the load planned, whatever the lag.
+    let mut r = lagging(&s, 1.5, 2.0);
+    r.unsent = 40;
+    let v = judge(&r, &SLO, false);
+    assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    assert_eq!(v.generator_excused, None);
 }
 
 #[test]

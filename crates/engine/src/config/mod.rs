@@ -18,7 +18,10 @@ use serde::{Deserialize, Serialize};
 pub use loadlab_grpc::GrpcCall;
 pub use validate::{ConfigError, Field};
 pub use values::{parse_duration, CpuList, SourceAddrs};
-pub use workload::{CloseBy, Request, Transport, TransportFlags, Workload};
+pub use workload::{
+    CloseBy, Request, Transport, TransportFlags, Workload, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE,
+    MAX_TIMEOUT, MAX_WARMUP,
+};
 
 /// How arrivals are spaced in open loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]

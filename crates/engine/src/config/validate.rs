@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use super::values::parse_header;
 use super::workload::{
     CloseBy, Transport, Workload, DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS, DEFAULT_OPEN_STREAMS,
-    DEFAULT_STREAMS,
+    DEFAULT_STREAMS, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_TIMEOUT, MAX_WARMUP,
 };
 use super::{available_cores, LoadModel, Protocol, RunConfig, Scheme, Target};
 
@@ -212,33 +212,26 @@ impl Workload {
     fn build(&self, resolve: Resolve) -> Result<RunConfig, ConfigError> {
         let mut target = parse_target(&self.url, resolve)?;
         if let LoadModel::Open { rate, .. } = self.load {
-            if !(rate.is_finite() && rate > 0.0) {
+            if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
                 return Err(value_err(
                     Field::Rate,
                     rate,
-                    "a number of requests per second above 0",
+                    format!("a number of requests per second above 0 and at most {MAX_RATE:.0}"),
                 ));
             }
         }
-        if self.connections == 0 {
-            return Err(value_err(Field::Connections, 0, "at least 1"));
-        }
-        if self.duration.is_some_and(|d| d.is_zero()) {
+        if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
             return Err(value_err(
-                Field::Duration,
-                "0s",
-                "a duration above 0, e.g. 10s",
+                Field::Connections,
+                self.connections,
+                format!("1 to {MAX_CONNECTIONS}"),
             ));
         }
+        check_duration(Field::Duration, self.duration, MAX_DURATION, "10s")?;
+        check_duration(Field::Warmup, Some(self.warmup), MAX_WARMUP, "")?;
+        check_duration(Field::Timeout, Some(self.timeout), MAX_TIMEOUT, "5s")?;
         if self.requests == Some(0) {
             return Err(value_err(Field::Requests, 0, "at least 1"));
-        }
-        if self.timeout.is_zero() {
-            return Err(value_err(
-                Field::Timeout,
-                "0s",
-                "a duration above 0, e.g. 5s",
-            ));
         }
         let threads = self.threads.unwrap_or_else(available_cores);
         if threads == 0 || threads > 1024 {
@@ -389,6 +382,13 @@ impl Workload {
             return Ok((c, c, c, threads.min(c as usize)));
         }
         let max = max_connections.unwrap_or_else(|| c.max(DEFAULT_MAX_CONNECTIONS));
+        if max > MAX_CONNECTIONS {
+            return Err(value_err(
+                Field::MaxConnections,
+                max,
+                format!("at most {MAX_CONNECTIONS}"),
+            ));
+        }
         if max < c {
             return Err(value_err(
                 Field::MaxConnections,
@@ -411,6 +411,13 @@ impl Workload {
             (None, LoadModel::Closed) => c.max(DEFAULT_STREAMS),
             (None, LoadModel::Open { .. }) => c.max(DEFAULT_OPEN_STREAMS),
         };
+        if concurrency > MAX_CONNECTIONS {
+            return Err(value_err(
+                Field::Concurrency,
+                concurrency,
+                format!("at most {MAX_CONNECTIONS} streams in flight"),
+            ));
+        }
         if concurrency < c {
             return Err(value_err(
                 Field::Concurrency,
@@ -423,6 +430,32 @@ impl Workload {
         // A worker owns whole connections.
         Ok((c, c, concurrency, threads.min(c as usize)))
     }
+}
+
+/// A duration above 0 (unless `zero_example` is empty: then 0 is allowed) and at most `max`.
+fn check_duration(
+    field: Field,
+    value: Option<std::time::Duration>,
+    max: std::time::Duration,
+    zero_example: &str,
+) -> Result<(), ConfigError> {
+    let Some(d) = value else { return Ok(()) };
+    let text = humantime::format_duration(d).to_string();
+    if d.is_zero() && !zero_example.is_empty() {
+        return Err(value_err(
+            field,
+            text,
+            format!("a duration above 0, e.g. {zero_example}"),
+        ));
+    }
+    if d > max {
+        return Err(value_err(
+            field,
+            text,
+            format!("at most {}", humantime::format_duration(max)),
+        ));
+    }
+    Ok(())
 }
 
 fn parse_target(raw: &str, resolve: Resolve) -> Result<Target, ConfigError> {

@@ -25,6 +25,23 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The measured duration when neither a duration nor a request count is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 
+// The limits below bound the work and memory of one run, whatever number is typed. A value
+// outside them is refused (exit 2) with the allowed range, before anything is sent.
+
+/// The highest open-loop rate, requests per second (all threads, or all agents, together).
+/// One generator core drives at most a few hundred thousand; a rate far above what the
+/// machine can schedule still ends on time, with the arrivals it never sent counted.
+pub const MAX_RATE: f64 = 10_000_000.0;
+/// The most connections, pool ceiling or streams in flight one run may ask for.
+pub const MAX_CONNECTIONS: u64 = 1_000_000;
+/// The longest measured duration. A run with `--requests` and no duration also stops
+/// after this long.
+pub const MAX_DURATION: Duration = Duration::from_secs(8 * 3600);
+/// The longest warm-up.
+pub const MAX_WARMUP: Duration = Duration::from_secs(3600);
+/// The longest per-request deadline (latency histograms hold one hour).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// Which side closes a connection that is not reused (HTTP/1.1, keep-alive off), and so
 /// which side's socket waits in TIME_WAIT for 60 s afterwards.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -141,8 +141,8 @@ impl Drop for Server {
     }
 }
 
-/// A starting binary that must serve: the server, or `None` after printing `SKIPPED` when
-/// it is an io_uring runtime that exited with [`EXIT_UNAVAILABLE`]. Any other exit fails.
+/// A starting binary that must serve: the server, or `None` when it is an io_uring runtime
+/// that exited with [`EXIT_UNAVAILABLE`] and skips are being counted. Any other exit fails.
 pub fn serving_or_skipped(program: &str, args: &[&str], uses_io_uring: bool) -> Option<Server> {
     match start(program, args) {
         Started::Ready(server) => Some(server),
@@ -150,13 +150,43 @@ pub fn serving_or_skipped(program: &str, args: &[&str], uses_io_uring: bool) -> 
             if uses_io_uring && status.code() == Some(EXIT_UNAVAILABLE) =>
         {
             let name = program.rsplit('/').next().unwrap_or(program);
-            eprintln!("SKIPPED: {name}: {stderr}");
+            let cause = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            skipped(&format!("{name} did not run: {cause}"));
             None
         }
         Started::Exited { status, stderr } => {
             panic!("{program} exited before its ready line ({status}): {stderr}")
         }
     }
+}
+
+/// The file, named by `LOADLAB_SKIPPED`, where checks that could not run on this machine
+/// are listed; `.ci/run` sets it and prints the list in its closing tally.
+pub const SKIP_LOG: &str = "LOADLAB_SKIPPED";
+
+/// A check that cannot run here. With [`SKIP_LOG`] set, it is appended there (test name and
+/// reason) and the test goes on; without it the test fails: a skipped check is never
+/// reported as a passing one.
+pub fn skipped(reason: &str) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("unnamed test")
+        .to_string();
+    let Some(path) = std::env::var_os(SKIP_LOG) else {
+        panic!(
+            "{test}: {reason}\nThis check cannot run on this machine. To count it as skipped \
+             instead of failed, set {SKIP_LOG}=FILE (as .ci/run does): each skip is then listed \
+             with its reason in the closing tally."
+        );
+    };
+    use std::io::Write;
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{SKIP_LOG}={}: {e}", path.to_string_lossy()));
+    writeln!(log, "targets/runtimes {test}: {reason}").expect("writing the skip log");
+    eprintln!("SKIPPED: {test}: {reason}");
 }
 
 fn request(name: &str) -> HelloRequest {
