@@ -48,6 +48,13 @@ pub enum Behavior {
     SilentCloseAfter(u64),
     /// `200 OK`; the n-th response of each connection is cut in the middle of its body.
     CutAfter(u64),
+    /// These bytes, as they are, answer every request (hostile framings).
+    Answer(Vec<u8>),
+    /// These bytes are written as soon as a connection is accepted, before any request;
+    /// then every request is answered `200 OK`.
+    Greet(Vec<u8>),
+    /// Accepts and never reads nor answers: the client's writes fill the socket buffers.
+    NeverRead,
 }
 
 /// Counters a test server keeps.
@@ -240,6 +247,18 @@ async fn connection(
     c: Arc<Counters>,
     stall: Arc<Mutex<Stall>>,
 ) {
+    match &behavior {
+        Behavior::Greet(bytes) => {
+            if sock.write_all(bytes).await.is_err() {
+                return;
+            }
+        }
+        Behavior::NeverRead => {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            return;
+        }
+        _ => {}
+    }
     let mut buf = Vec::new();
     let mut on_conn = 0u64;
     while let Some(close) = read_request(&mut sock, &mut buf).await {
@@ -286,7 +305,11 @@ async fn connection(
                 let _ = sock.shutdown().await;
                 return;
             }
-            Behavior::CloseAfter(_) | Behavior::CutAfter(_) => response(200, "ok"),
+            Behavior::Answer(bytes) => bytes.clone(),
+            Behavior::CloseAfter(_)
+            | Behavior::CutAfter(_)
+            | Behavior::Greet(_)
+            | Behavior::NeverRead => response(200, "ok"),
         };
         if sock.write_all(&out).await.is_err() {
             return;

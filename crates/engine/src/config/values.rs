@@ -18,11 +18,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         ));
     }
     if let Ok(secs) = t.parse::<f64>() {
-        return if secs.is_finite() && secs >= 0.0 {
-            Ok(Duration::from_secs_f64(secs))
-        } else {
-            Err(format!("`{s}` is not a duration: use e.g. 10s, 500ms, 2m"))
-        };
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("`{s}` is not a duration: use e.g. 10s, 500ms, 2m"));
     }
     humantime::parse_duration(t)
         .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 10s, 500ms, 2m"))

@@ -24,7 +24,15 @@ pub(crate) struct Http1Link {
     reader: ResponseReader,
     /// Responses read on `conn` so far.
     served: u64,
+    /// When the last response on `conn` completed (clock ns).
+    last_done: u64,
 }
+
+/// A kept-alive connection idle for this long is checked for bytes the server sent unasked
+/// before it is reused (one non-blocking read)...
+const PEEK_IDLE_NS: u64 = 1_000_000;
+/// ...and so are its first and every this-many-th reuse (closed loop reuses at once).
+const PEEK_EVERY: u64 = 16;
 
 impl Http1Link {
     /// A link that sends `request` (the encoded request repeated `cfg.pipeline` times).
@@ -35,6 +43,7 @@ impl Http1Link {
             conn: None,
             reader: ResponseReader::new(&cfg.method),
             served: 0,
+            last_done: 0,
         }
     }
 
@@ -70,6 +79,8 @@ impl Http1Link {
     ) -> Result<(), ErrorClass> {
         let mut resends = 0;
         'connection: loop {
+            // Opened before this exchange: pre-connected, or kept alive.
+            let opened_before = self.conn.is_some();
             if self.conn.is_none() {
                 connecting.set(true);
                 let c0 = io.clock.now();
@@ -83,15 +94,25 @@ impl Http1Link {
             let c = self.conn.as_mut().expect("connected above");
             let rest = &batch[done.get()..];
             let sent = io.clock.now();
+            // Bytes on a connection no request is waiting on: the server answers out of
+            // turn, and every response read from here on could be another request's.
+            let peek = self.served == 1
+                || self.served % PEEK_EVERY == 0
+                || sent - self.last_done >= PEEK_IDLE_NS;
+            if opened_before && self.reader.unsolicited(c, peek) {
+                self.conn = None;
+                return Err(ErrorClass::MalformedResponse);
+            }
             c.write_all(&self.request[..self.request_len * rest.len()])
                 .await
                 .map_err(|e| ErrorClass::from_io(&e, false))?;
             for &t in rest {
                 match self.reader.read(c).await {
                     Ok(meta) => {
+                        self.last_done = io.clock.now();
                         io.recorder
                             .borrow_mut()
-                            .response(t, sent, io.clock.now(), meta.status);
+                            .response(t, sent, self.last_done, meta.status);
                         done.set(done.get() + 1);
                         self.served += 1;
                         if !meta.close {

@@ -5,7 +5,10 @@
 
 pub(crate) mod link;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
 use crate::config::{CloseBy, RunConfig};
 use crate::error::ErrorClass;
@@ -111,6 +114,32 @@ impl ResponseReader {
         self.began
     }
 
+    /// Whether the server sent bytes no request asked for, checked before a request is
+    /// written on a kept-alive connection: bytes left over after the last complete response
+    /// (a second response for one request, a 204 or 304 with a body), or, with `peek`, bytes
+    /// readable right now without waiting (a response sent before its request: every
+    /// answer then lands one request late). One non-blocking read, done only when `peek`;
+    /// a clean close or an error is left for the next read to meet.
+    pub fn unsolicited<S: AsyncRead + Unpin>(&mut self, s: &mut S, peek: bool) -> bool {
+        if self.start != self.end {
+            return true;
+        }
+        if !peek {
+            return false;
+        }
+        self.start = 0;
+        self.end = 0;
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut out = ReadBuf::new(&mut self.buf[..]);
+        match Pin::new(s).poll_read(&mut cx, &mut out) {
+            Poll::Ready(Ok(())) => {
+                self.end = out.filled().len();
+                self.end > 0
+            }
+            Poll::Ready(Err(_)) | Poll::Pending => false,
+        }
+    }
+
     /// Reads more bytes; returns how many (0 at end of stream).
     async fn fill<S: AsyncRead + Unpin>(&mut self, s: &mut S) -> Result<usize, ErrorClass> {
         if self.start == self.end {
@@ -191,15 +220,21 @@ impl ResponseReader {
         let mut close = resp.version == Some(0);
         let mut length = None;
         let mut chunked = false;
+        let mut encoded = false;
         for h in resp.headers.iter() {
             if h.name.eq_ignore_ascii_case("content-length") {
                 let v = std::str::from_utf8(h.value).map_err(|_| ErrorClass::MalformedResponse)?;
-                length = Some(
-                    v.trim()
-                        .parse::<usize>()
-                        .map_err(|_| ErrorClass::MalformedResponse)?,
-                );
+                let n = v
+                    .trim()
+                    .parse::<usize>()
+                    .map_err(|_| ErrorClass::MalformedResponse)?;
+                // RFC 9112 §6.3: differing lengths leave the message's end unknown.
+                if length.is_some_and(|l| l != n) {
+                    return Err(ErrorClass::MalformedResponse);
+                }
+                length = Some(n);
             } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                encoded = true;
                 chunked = contains_token(h.value, b"chunked");
             } else if h.name.eq_ignore_ascii_case("connection") {
                 if contains_token(h.value, b"close") {
@@ -216,7 +251,16 @@ impl ResponseReader {
         {
             Body::None
         } else if chunked {
+            // RFC 9112 §6.3: with both, Transfer-Encoding wins and the connection must not
+            // be reused (the length may be a smuggling attempt).
+            if length.is_some() {
+                close = true;
+            }
             Body::Chunked
+        } else if encoded {
+            // A transfer coding other than chunked last: the body ends at the close.
+            close = true;
+            Body::UntilClose
         } else if let Some(n) = length {
             Body::Length(n)
         } else {

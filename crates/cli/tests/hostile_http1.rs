@@ -1,0 +1,233 @@
+//! Hostile HTTP/1.1 servers: each breaks the protocol one way, and each run ends on time
+//! with that break counted under a named error class, the well-formed answers still
+//! counted as successes, and the exit status saying whether anything succeeded.
+
+mod util;
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use util::{Behavior, RunOutput, TestServer};
+
+const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+/// `loadlab run` against `behavior` with `args` (and `-q`), checked to end within
+/// `limit`: the run's duration and timeout plus slack for a loaded machine.
+fn run(behavior: Behavior, args: &[&str], limit: Duration) -> (RunOutput, TestServer) {
+    let server = TestServer::start(behavior);
+    let url = server.url("/");
+    let mut argv = vec![url.as_str()];
+    argv.extend_from_slice(args);
+    argv.push("-q");
+    let started = Instant::now();
+    let r = util::run(&argv);
+    let took = started.elapsed();
+    assert!(took < limit, "{args:?} took {took:?} (limit {limit:?})");
+    (r, server)
+}
+
+fn closed_loop(behavior: Behavior) -> RunOutput {
+    let args = ["-c", "2", "-d", "1s", "--timeout", "1s"];
+    run(behavior, &args, Duration::from_secs(15)).0
+}
+
+fn open_loop(behavior: Behavior) -> RunOutput {
+    let args = ["--rate", "200", "-c", "2", "-d", "1s", "--timeout", "1s"];
+    run(behavior, &args, Duration::from_secs(15)).0
+}
+
+fn answer(parts: &[&[u8]]) -> Behavior {
+    Behavior::Answer(parts.concat())
+}
+
+#[test]
+fn two_responses_for_one_request_are_malformed_not_the_next_answer() {
+    for r in [closed_loop(answer(&[OK, OK])), open_loop(answer(&[OK, OK]))] {
+        assert!(r.error_count("malformed_response") > 0, "{}", r.json());
+        // Each connection's first answer is taken before the extra one shows.
+        assert!(r.json()["successful"].as_u64().unwrap() > 0);
+        assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn a_response_before_the_request_is_caught_on_the_idle_connection() {
+    for r in [
+        closed_loop(Behavior::Greet(OK.to_vec())),
+        open_loop(Behavior::Greet(OK.to_vec())),
+    ] {
+        assert!(r.error_count("malformed_response") > 0, "{}", r.json());
+        assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn no_content_and_not_modified_with_a_body_are_malformed() {
+    for status in ["204 No Content", "304 Not Modified"] {
+        let head = format!("HTTP/1.1 {status}\r\nContent-Length: 5\r\n\r\nhello");
+        let r = closed_loop(Behavior::Answer(head.into_bytes()));
+        assert!(
+            r.error_count("malformed_response") > 0,
+            "{status}: {}",
+            r.json()
+        );
+        // The status line was valid: the first answer on each connection counts.
+        assert!(r.json()["status_codes"][&status[..3]].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn continue_then_a_final_response_is_one_success() {
+    let r = closed_loop(answer(&[b"HTTP/1.1 100 Continue\r\n\r\n", OK]));
+    let j = r.json();
+    assert_eq!(j["errors_total"], 0, "{j}");
+    assert!(j["successful"].as_u64().unwrap() > 10, "{j}");
+    assert_eq!(j["status_codes"].as_object().unwrap().len(), 1, "{j}");
+    assert_eq!(r.code(), Some(0));
+}
+
+#[test]
+fn an_endless_header_block_is_malformed_and_memory_stays_bounded() {
+    // 1 MiB of headers with no end: the reader gives up at its 64 KiB limit.
+    let mut head = b"HTTP/1.1 200 OK\r\n".to_vec();
+    while head.len() < 1 << 20 {
+        head.extend_from_slice(b"X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+    }
+    let r = closed_loop(Behavior::Answer(head));
+    assert!(r.error_count("malformed_response") > 0, "{}", r.json());
+    assert_eq!(r.json()["successful"], 0);
+    assert_eq!(r.code(), Some(1), "nothing succeeded");
+    let rss = r.json()["generator_peak_rss_bytes"].as_u64().unwrap();
+    assert!(rss < 200 << 20, "peak RSS {rss}");
+}
+
+#[test]
+fn obsolete_line_folding_is_refused() {
+    let r = closed_loop(answer(&[
+        b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n  b\r\nContent-Length: 2\r\n\r\nok",
+    ]));
+    assert!(r.error_count("malformed_response") > 0, "{}", r.json());
+    assert_eq!(r.json()["successful"], 0);
+    assert_eq!(r.code(), Some(1));
+}
+
+#[test]
+fn transfer_encoding_wins_over_content_length_and_the_connection_is_not_reused() {
+    let r = closed_loop(answer(&[
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 100\r\n\r\n",
+        b"2\r\nok\r\n0\r\n\r\n",
+    ]));
+    let j = r.json();
+    assert_eq!(j["errors_total"], 0, "{j}");
+    let ok = j["successful"].as_u64().unwrap();
+    assert!(ok > 10, "{j}");
+    // One connection per response: none was reused after such a framing.
+    let opened = j["connections_opened"].as_u64().unwrap();
+    assert!(opened >= ok, "{opened} connections for {ok} responses");
+}
+
+#[test]
+fn differing_content_lengths_are_malformed() {
+    let r = closed_loop(answer(&[
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+    ]));
+    assert!(r.error_count("malformed_response") > 0, "{}", r.json());
+    assert_eq!(r.json()["successful"], 0);
+}
+
+#[test]
+fn a_server_that_never_reads_times_out_on_time() {
+    // A large body fills the socket buffers, so the write itself blocks.
+    let body = util::temp_path("body");
+    std::fs::write(&body, vec![b'x'; 8 << 20]).unwrap();
+    let body = body.to_str().unwrap();
+    for args in [
+        vec!["-c", "2", "-d", "1s", "--timeout", "1s"],
+        vec![
+            "-c",
+            "2",
+            "-d",
+            "1s",
+            "--timeout",
+            "1s",
+            "-X",
+            "POST",
+            "--body-file",
+            body,
+        ],
+        vec![
+            "--rate",
+            "50",
+            "-d",
+            "1s",
+            "--timeout",
+            "1s",
+            "-X",
+            "POST",
+            "--body-file",
+            body,
+        ],
+    ] {
+        let (r, _server) = run(Behavior::NeverRead, &args, Duration::from_secs(20));
+        assert!(r.error_count("request_timeout") > 0, "{}", r.json());
+        assert_eq!(r.json()["successful"], 0);
+        assert_eq!(r.code(), Some(1));
+    }
+}
+
+/// A server that answers for `serve_for`, then closes its listening socket (its accepted
+/// connections close with it).
+fn closing_listener(serve_for: Duration) -> (String, std::thread::JoinHandle<u64>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    listener.set_nonblocking(true).unwrap();
+    let handle = std::thread::spawn(move || {
+        let until = Instant::now() + serve_for;
+        let mut answered = 0;
+        while Instant::now() < until {
+            match listener.accept() {
+                Ok((mut sock, _)) => {
+                    // keep-alive off: one request per connection.
+                    sock.set_nonblocking(false).unwrap();
+                    sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+                    let mut buf = [0u8; 4096];
+                    if matches!(sock.read(&mut buf), Ok(n) if n > 0) {
+                        use std::io::Write;
+                        let _ = sock.write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                        );
+                        answered += 1;
+                    }
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        answered
+    });
+    (url, handle)
+}
+
+#[test]
+fn a_listener_closed_mid_run_refuses_what_follows_and_keeps_what_came_before() {
+    let (url, server) = closing_listener(Duration::from_millis(1500));
+    let started = Instant::now();
+    let r = util::run(&[
+        &url,
+        "--rate",
+        "100",
+        "--keep-alive",
+        "off",
+        "-d",
+        "3s",
+        "--timeout",
+        "1s",
+        "-q",
+    ]);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let answered = server.join().unwrap();
+    let j = r.json();
+    assert!(answered > 0);
+    assert!(j["successful"].as_u64().unwrap() > 0, "{j}");
+    assert!(r.error_count("connect_refused") > 0, "{j}");
+    assert_eq!(r.code(), Some(0));
+}
