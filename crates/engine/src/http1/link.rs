@@ -97,7 +97,7 @@ impl Http1Link {
             // Bytes on a connection no request is waiting on: the server answers out of
             // turn, and every response read from here on could be another request's.
             let peek = self.served == 1
-                || self.served % PEEK_EVERY == 0
+                || self.served.is_multiple_of(PEEK_EVERY)
                 || sent - self.last_done >= PEEK_IDLE_NS;
             if opened_before && self.reader.unsolicited(c, peek) {
                 self.conn = None;
