@@ -248,11 +248,7 @@ async fn connection(
     stall: Arc<Mutex<Stall>>,
 ) {
     match &behavior {
-        Behavior::Greet(bytes) => {
-            if sock.write_all(bytes).await.is_err() {
-                return;
-            }
-        }
+        Behavior::Greet(bytes) if sock.write_all(bytes).await.is_err() => return,
         Behavior::NeverRead => {
             tokio::time::sleep(Duration::from_secs(60)).await;
             return;
