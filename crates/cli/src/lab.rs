@@ -48,6 +48,12 @@ fn run_lab(
     stop: CancellationToken,
     fleet: Option<Arc<Coordinator>>,
 ) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
+    // A keeper process kills what is left of the targets' process trees if loadlab is
+    // killed (best effort: without it, only the targets themselves die with loadlab).
+    if let Err(e) = std::env::current_exe().and_then(|exe| loadlab_lab::target::start_keeper(&exe))
+    {
+        eprintln!("loadlab: warning: no keeper process ({e}): if loadlab is killed, processes its targets forked may survive it");
+    }
     let findings = preflight(plan);
     if doctor::worst(&findings) != Severity::Ok && !quiet {
         eprintln!(

@@ -26,6 +26,14 @@ const EXIT_BAD_INPUT: u8 = 2;
 pub(crate) const EXIT_GATE_FAILED: u8 = 3;
 
 fn main() -> ExitCode {
+    // The keeper a lab starts beside itself (not a command for people: not in --help).
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == loadlab_lab::target::KEEPER_ARG)
+    {
+        loadlab_lab::target::keeper_main();
+        return ExitCode::SUCCESS;
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(a) => return serve(&a),
@@ -44,6 +52,8 @@ fn main() -> ExitCode {
             eprintln!("loadlab: error: {e:#}");
             let bad_input = e.downcast_ref::<BadInput>().is_some()
                 || e.downcast_ref::<loadlab_lab::PlanError>().is_some()
+                || e.downcast_ref::<loadlab_lab::experiment::LabError>()
+                    .is_some_and(|e| matches!(e, loadlab_lab::experiment::LabError::OutTaken(_)))
                 || e.downcast_ref::<EngineError>().is_some_and(|e| {
                     matches!(e, EngineError::Config(_) | EngineError::FdLimit { .. })
                 });

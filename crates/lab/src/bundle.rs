@@ -10,6 +10,7 @@
 //! steps.jsonl        one line per finished step, appended and flushed at once
 //! configs.jsonl      one line per finished configuration (status, knee per scenario)
 //! logs/              each target's stdout and stderr, per configuration
+//! .lock              held (flock) by the run writing the bundle; holds its pid
 //! report.md          rendered from the files above (`loadlab report DIR` re-renders it)
 //! ```
 
@@ -114,6 +115,40 @@ pub struct Bundle {
     dir: PathBuf,
     steps: File,
     configs: File,
+    /// Locked while this process writes the bundle (released when it exits, however).
+    _lock: File,
+}
+
+/// Takes the bundle directory's lock: a second run writing to the same directory is
+/// refused (`ResourceBusy`, naming the other run's pid). The kernel drops the lock when
+/// its holder exits, even by SIGKILL, so a crashed run never blocks the next one.
+fn lock_dir(dir: &Path) -> std::io::Result<File> {
+    let path = dir.join(".lock");
+    let mut lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ResourceBusy,
+                format!(
+                    "{} is being written by another loadlab run (pid {}): choose another --out, \
+                     or wait for that run to end",
+                    dir.display(),
+                    holder.trim()
+                ),
+            ));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
+    lock.set_len(0)?;
+    writeln!(lock, "{}", std::process::id())?;
+    Ok(lock)
 }
 
 fn append_line<T: Serialize>(file: &mut File, value: &T) -> std::io::Result<()> {
@@ -150,6 +185,7 @@ impl Bundle {
         doctor: &[Finding],
     ) -> std::io::Result<Bundle> {
         std::fs::create_dir_all(dir.join("logs"))?;
+        let lock = lock_dir(dir)?;
         if dir.join("steps.jsonl").exists() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
@@ -174,6 +210,7 @@ impl Bundle {
             dir: dir.to_path_buf(),
             steps: open("steps.jsonl")?,
             configs: open("configs.jsonl")?,
+            _lock: lock,
         })
     }
 

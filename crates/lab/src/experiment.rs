@@ -82,6 +82,9 @@ pub struct StepStart {
 /// Why an experiment could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
+    /// The bundle directory is another run's, or already holds a bundle.
+    #[error("{0}")]
+    OutTaken(String),
     /// The bundle could not be written.
     #[error("result bundle {path}: {source}")]
     Bundle {
@@ -187,8 +190,15 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
     // Too low a hard limit is the doctor's `nofile` finding; each step's run reports it.
     let _ = ports::reserve_fds(demand.connections);
     let environment = loadlab_engine::env::Environment::capture(opts.command.clone());
-    let bundle = Bundle::create(&opts.out, plan, &environment, &opts.doctor)
-        .map_err(bundle_err(&opts.out))?;
+    let bundle =
+        Bundle::create(&opts.out, plan, &environment, &opts.doctor).map_err(|e| {
+            match e.kind() {
+                std::io::ErrorKind::ResourceBusy | std::io::ErrorKind::AlreadyExists => {
+                    LabError::OutTaken(e.to_string())
+                }
+                _ => bundle_err(&opts.out)(e),
+            }
+        })?;
     let configs = matrix::expand(plan);
     let mut runner = Runner {
         plan,

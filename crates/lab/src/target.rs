@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use loadlab_system::os::{self, GroupSignal};
+use loadlab_system::procfs;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{Ready, TargetSpec};
@@ -289,6 +290,7 @@ impl TargetSet {
         })?;
         let pgid = child.id() as i32;
         register(pgid);
+        tell_keeper(child.id());
         self.running.push(Running {
             name: spec.name.clone(),
             child,
@@ -347,13 +349,19 @@ impl TargetSet {
 
     /// Stops every target, last started first: SIGTERM to its group, up to its grace for
     /// the group to empty, then SIGKILL to the group; descendants are reaped.
+    ///
+    /// Descendants that left the group (`setsid`, `setpgid`) are found by their parent
+    /// links, before the SIGTERM and again before the SIGKILL, and killed one by one.
     pub fn stop(&mut self) {
         while let Some(mut r) = self.running.pop() {
+            let root = r.child.id();
+            let mut tree = procfs::descendants(root);
             let _ = os::signal_group(r.pgid, GroupSignal::Term);
             let deadline = Instant::now() + r.grace;
             while Instant::now() < deadline && group_alive(r.pgid, &mut r.child) {
                 std::thread::sleep(Duration::from_millis(20));
             }
+            tree.extend(procfs::descendants(root));
             let _ = os::signal_group(r.pgid, GroupSignal::Kill);
             let _ = r.child.wait();
             // Members orphaned by the leader's death are reparented to loadlab: reap them
@@ -363,6 +371,7 @@ impl TargetSet {
                 let _ = os::signal_group(r.pgid, GroupSignal::Kill);
                 std::thread::sleep(Duration::from_millis(10));
             }
+            kill_tree(&tree, deadline);
             unregister(r.pgid);
         }
     }
@@ -372,6 +381,110 @@ impl Drop for TargetSet {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// SIGKILLs every process of `tree` (pid, start time) still running, until none is or
+/// `deadline` passes, and reaps those that were reparented to loadlab.
+fn kill_tree(tree: &[(u32, u64)], deadline: Instant) {
+    loop {
+        let alive: Vec<&(u32, u64)> = tree
+            .iter()
+            .filter(|(pid, start)| procfs::start_time(*pid) == Some(*start))
+            .collect();
+        for &&(pid, start) in &alive {
+            os::kill_process(pid, start);
+        }
+        if alive.is_empty() || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for &(pid, start) in tree {
+        // Reaps the zombies among them (the kill is skipped: they are not running).
+        os::kill_process(pid, start);
+    }
+}
+
+/// The keeper (`loadlab __keeper`): a process of its own that outlives loadlab. loadlab
+/// tells it each target's pid on a pipe; it follows their process trees (every
+/// [`KEEPER_SCAN`]) and, when the pipe closes because loadlab died (even by SIGKILL),
+/// kills every process it saw in them that still runs. Parent-death signals alone cannot
+/// do this: they are not inherited by a target's own children.
+static KEEPER: Mutex<Option<std::process::ChildStdin>> = Mutex::new(None);
+
+/// The hidden argument that makes the loadlab binary run [`keeper_main`].
+pub const KEEPER_ARG: &str = "__keeper";
+
+/// How often the keeper follows the targets' process trees: a grandchild that escapes
+/// less than this before loadlab dies may be missed.
+pub const KEEPER_SCAN: Duration = Duration::from_millis(250);
+
+/// Starts the keeper from `program` (the loadlab binary). Best effort: without it, targets
+/// still die with loadlab (parent-death signal), their escaped descendants may not.
+pub fn start_keeper(program: &Path) -> std::io::Result<()> {
+    let mut child = Command::new(program)
+        .arg(KEEPER_ARG)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    if let Ok(mut k) = KEEPER.lock() {
+        *k = child.stdin.take();
+    }
+    Ok(())
+}
+
+fn tell_keeper(pid: u32) {
+    if let Ok(mut k) = KEEPER.lock() {
+        if let Some(pipe) = k.as_mut() {
+            let _ = writeln!(pipe, "{pid}");
+        }
+    }
+}
+
+/// The keeper's loop: reads target pids from stdin until it closes, then kills what is
+/// left of their trees. Returns the number of processes it killed.
+pub fn keeper_main() -> usize {
+    let (tx, rx) = std::sync::mpsc::channel::<u32>();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut line = String::new();
+        while stdin.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if let Ok(pid) = line.trim().parse() {
+                let _ = tx.send(pid);
+            }
+            line.clear();
+        }
+    });
+    let mut roots: Vec<(u32, u64)> = Vec::new();
+    let mut seen: BTreeMap<u32, u64> = BTreeMap::new();
+    let follow = |roots: &mut Vec<(u32, u64)>, seen: &mut BTreeMap<u32, u64>| {
+        roots.retain(|(pid, start)| procfs::start_time(*pid) == Some(*start));
+        for &(root, _) in roots.iter() {
+            seen.extend(procfs::descendants(root));
+        }
+        seen.retain(|pid, start| procfs::start_time(*pid) == Some(*start));
+    };
+    loop {
+        match rx.recv_timeout(KEEPER_SCAN) {
+            Ok(pid) => {
+                if let Some(start) = procfs::start_time(pid) {
+                    roots.push((pid, start));
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if !roots.is_empty() {
+            follow(&mut roots, &mut seen);
+        }
+    }
+    // loadlab is gone: its targets die by their parent-death signal; their trees do here.
+    follow(&mut roots, &mut seen);
+    let killed = seen.len();
+    let tree: Vec<(u32, u64)> = seen.into_iter().collect();
+    kill_tree(&tree, Instant::now() + Duration::from_secs(5));
+    killed
 }
 
 /// Whether any process of the group is still running (zombies are reaped on the way).

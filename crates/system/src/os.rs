@@ -256,6 +256,19 @@ pub fn reap_group(pgid: i32) -> usize {
     reaped
 }
 
+/// SIGKILLs process `pid` if it is still the process that started at `starttime` (a pid
+/// may have been reused), then reaps it if it is this process's child (the subreaper's
+/// orphans are).
+pub fn kill_process(pid: u32, starttime: u64) {
+    let Some(p) = Pid::from_raw(pid as i32) else {
+        return;
+    };
+    if crate::procfs::start_time(pid) == Some(starttime) {
+        let _ = rustix::process::kill_process(p, Signal::KILL);
+    }
+    let _ = rustix::process::waitpid(Some(p), WaitOptions::NOHANG);
+}
+
 /// The name of a signal number as a process's exit status reports it (`SIGKILL`), or
 /// `signal` for one loadlab has no name for.
 pub fn signal_name(sig: i32) -> &'static str {

@@ -5,7 +5,6 @@
 //! A [`Prober`] samples both on its own thread, once at start (the baseline), every
 //! interval, and once at stop, so a [`ProbeDelta`] covers the whole step however short.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -67,27 +66,9 @@ fn sample_trees(roots: &[u32]) -> Option<ProcessSample> {
             }
         }
     }
-    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for (&pid, s) in &stats {
-        if pid != s.ppid {
-            children.entry(s.ppid).or_default().push(pid);
-        }
-    }
-    let mut seen = BTreeSet::new();
-    let mut stack: Vec<u32> = roots
-        .iter()
-        .copied()
-        .filter(|r| stats.contains_key(r))
-        .collect();
-    if stack.is_empty() {
+    let seen = procfs::tree_members(roots, &stats);
+    if seen.is_empty() {
         return None;
-    }
-    while let Some(pid) = stack.pop() {
-        if seen.insert(pid) {
-            if let Some(kids) = children.get(&pid) {
-                stack.extend(kids.iter().copied());
-            }
-        }
     }
     let ticks = os::clock_ticks_per_second() as f64;
     let page = os::page_size();

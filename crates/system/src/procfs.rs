@@ -146,6 +146,57 @@ pub(crate) fn run_delay_s(pid: u32) -> f64 {
     ns as f64 / 1e9
 }
 
+/// The processes of the trees rooted at `roots` (roots included), by parent links in
+/// `stats`, whatever their process group or session.
+pub(crate) fn tree_members(roots: &[u32], stats: &BTreeMap<u32, Stat>) -> Vec<u32> {
+    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for (&pid, s) in stats {
+        if pid != s.ppid {
+            children.entry(s.ppid).or_default().push(pid);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut stack: Vec<u32> = roots
+        .iter()
+        .copied()
+        .filter(|r| stats.contains_key(r))
+        .collect();
+    while let Some(pid) = stack.pop() {
+        if seen.insert(pid) {
+            if let Some(kids) = children.get(&pid) {
+                stack.extend(kids.iter().copied());
+            }
+        }
+    }
+    seen.into_iter().collect()
+}
+
+/// Every live process descending from `root` (itself included), with its start time:
+/// what a stop must kill, including descendants that left the root's process group or
+/// session. Empty when `root` is gone.
+pub fn descendants(root: u32) -> Vec<(u32, u64)> {
+    let Ok(mut stats) = all_processes() else {
+        return Vec::new();
+    };
+    if let Ok(s) = read_stat(root) {
+        stats.insert(root, s);
+    }
+    tree_members(&[root], &stats)
+        .into_iter()
+        .map(|pid| (pid, stats[&pid].starttime))
+        .collect()
+}
+
+/// The start time of process `pid` (clock ticks after boot), `None` once it is gone or a
+/// zombie.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    if matches!(parse_state(&text), Some('Z' | 'X')) {
+        return None;
+    }
+    parse_stat(&text).map(|s| s.starttime)
+}
+
 /// Every process of this PID namespace: pid → parsed stat. Processes that vanish while
 /// the directory is read are skipped.
 pub(crate) fn all_processes() -> io::Result<BTreeMap<u32, Stat>> {
@@ -198,6 +249,8 @@ pub(crate) struct Stat {
     pub threads: u64,
     /// Resident set, pages.
     pub rss_pages: u64,
+    /// Start time after boot, clock ticks (with the pid, names one process for good).
+    pub starttime: u64,
 }
 
 /// Parses `/proc/PID/stat`. The command name (field 2) may contain spaces and parentheses,
@@ -221,6 +274,7 @@ pub(crate) fn parse_stat(text: &str) -> Option<Stat> {
         cstime: num(17)?,
         threads: num(20)?,
         rss_pages: num(24)?,
+        starttime: num(22)?,
     })
 }
 
@@ -282,6 +336,7 @@ mod tests {
                 cstime: 3,
                 threads: 7,
                 rss_pages: 2048,
+                starttime: 123456,
             }
         );
     }

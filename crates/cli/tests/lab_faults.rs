@@ -1,0 +1,258 @@
+//! The lab under faults: a target whose descendants leave its process group, loadlab
+//! itself killed with SIGKILL, two runs writing to one bundle, and the bundle's disk
+//! filling up mid-run. Each ends in bounded time, with nothing left running and every
+//! finished step readable.
+
+mod util;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use util::lab::{fixture, lab, lines, pids, running, write_plan};
+use util::{loadlab_bin, temp_path};
+
+/// A target that ignores SIGTERM and, before it starts serving, forks a `sleep` into a
+/// session of its own (out of the target's process group), writing that pid to
+/// `{bundle}/escapee.pids` and its own to `{bundle}/target.pids`.
+fn escaping_plan(steps: usize) -> std::path::PathBuf {
+    let steps = vec!["50"; steps].join(", ");
+    write_plan(
+        "escape",
+        &format!(
+            r#"name = "escape"
+[[target]]
+name = "fx"
+shell = true
+command = ["setsid sleep 300 & echo $! > {{bundle}}/escapee.pids; exec FIXTURE --port {{port}} --ignore-sigterm --pid-file {{bundle}}/target.pids"]
+ready = {{ http = "http://127.0.0.1:{{port}}/", status = 200 }}
+ready_timeout = "5s"
+stop_grace = "500ms"
+[[scenario]]
+name = "s"
+url = "http://127.0.0.1:{{port}}/"
+timeout = "1s"
+[load]
+steps = [{steps}]
+step_duration = "1s"
+connections = 2
+threads = 1
+"#
+        ),
+    )
+}
+
+fn spawn_lab(plan: &Path, out: &Path) -> Child {
+    Command::new(loadlab_bin())
+        .args(["lab", "-q"])
+        .arg(plan)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `cond` holds (panics after `limit`).
+fn wait_for(what: &str, limit: Duration, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: not after {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn assert_all_gone(out: &Path, within: Duration) {
+    let all: Vec<u32> = ["escapee.pids", "target.pids"]
+        .iter()
+        .flat_map(|f| pids(&out.join(f)))
+        .collect();
+    assert!(
+        all.len() >= 2,
+        "pids of the target and its escapee: {all:?}"
+    );
+    let deadline = Instant::now() + within;
+    loop {
+        let alive: Vec<u32> = all.iter().copied().filter(|p| running(*p)).collect();
+        if alive.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes left behind: {alive:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn descendants_that_left_the_group_are_stopped_with_their_target() {
+    let plan = escaping_plan(1);
+    let out = temp_path("escape-stop");
+    let started = Instant::now();
+    let o = lab(&plan, &out);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(lines(&out.join("steps.jsonl")).len(), 1);
+    // Stopped by the lab itself: gone by the time it exits.
+    assert_all_gone(&out, Duration::ZERO);
+}
+
+#[test]
+fn a_bundle_in_use_is_refused_and_sigkill_of_loadlab_leaves_no_process() {
+    let plan = escaping_plan(20);
+    let out = temp_path("escape-kill");
+    let mut first = spawn_lab(&plan, &out);
+    // The keeper has seen the escapee once a step has finished.
+    wait_for("a first step", Duration::from_secs(30), || {
+        !lines(&out.join("steps.jsonl")).is_empty() && out.join("escapee.pids").exists()
+    });
+    std::thread::sleep(Duration::from_millis(600));
+
+    // A second run on the same directory is refused at once, naming the first.
+    let started = Instant::now();
+    let second = lab(&plan, &out);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "is being written by another loadlab run (pid {})",
+            first.id()
+        )),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // SIGKILL: loadlab can clean nothing up itself.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_all_gone(&out, Duration::from_secs(5));
+    assert!(!lines(&out.join("steps.jsonl")).is_empty());
+
+    // Its lock died with it: the next run is refused for the bundle already there, not for
+    // a run that no longer exists.
+    let third = lab(&plan, &out);
+    let stderr = String::from_utf8_lossy(&third.stderr);
+    assert_eq!(third.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("already holds a bundle"), "{stderr}");
+    assert!(!stderr.contains("another loadlab run"), "{stderr}");
+}
+
+/// Lines of a JSON-lines file that parse.
+fn intact_lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+        .count()
+}
+
+/// A small tmpfs mounted for the test and unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Tmpfs {
+        let dir = temp_path("tmpfs");
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(
+            ok.success(),
+            "mount tmpfs on {} (this test needs root)",
+            dir.display()
+        );
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_stops_the_run_with_its_cause_and_keeps_the_finished_steps() {
+    let disk = Tmpfs::mount("8m");
+    let out = disk.0.join("bundle");
+    let plan = write_plan(
+        "full",
+        r#"name = "full"
+[[target]]
+name = "fx"
+command = ["FIXTURE", "--port", "{port}", "--pid-file", "{bundle}/fx.pids"]
+ready = { http = "http://127.0.0.1:{port}/", status = 200 }
+[[scenario]]
+name = "s"
+url = "http://127.0.0.1:{port}/"
+timeout = "1s"
+[load]
+steps = [50, 50, 50, 50, 50, 50, 50, 50, 50, 50]
+step_duration = "1s"
+connections = 2
+threads = 1
+"#,
+    );
+    let _ = fixture();
+    let mut run = spawn_lab(&plan, &out);
+    wait_for("two steps", Duration::from_secs(30), || {
+        intact_lines(&out.join("steps.jsonl")) >= 2
+    });
+    // Fill the disk: what is left goes to a filler file.
+    let filler = disk.0.join("filler");
+    let _ = Command::new("dd")
+        .args(["if=/dev/zero", "bs=64k"])
+        .arg(format!("of={}", filler.display()))
+        .stderr(Stdio::null())
+        .status();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the run did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(stderr.contains(&out.display().to_string()), "{stderr}");
+    // Every step written before the disk filled is intact and the report renders it (a
+    // line torn by the full disk is the last, and only, one that does not parse).
+    let text = std::fs::read_to_string(out.join("steps.jsonl")).unwrap();
+    let all: Vec<&str> = text.lines().collect();
+    let intact = intact_lines(&out.join("steps.jsonl"));
+    assert!(intact >= 2, "{intact} steps");
+    assert!(
+        all.len() - intact <= 1,
+        "{} lines, {intact} intact",
+        all.len()
+    );
+    std::fs::remove_file(&filler).unwrap();
+    let report = Command::new(loadlab_bin())
+        .arg("report")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert!(String::from_utf8_lossy(&report.stdout).contains("| 50 |"));
+    // And its target was stopped.
+    assert!(!pids(&out.join("fx.pids")).iter().any(|p| running(*p)));
+}
