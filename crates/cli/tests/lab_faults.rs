@@ -256,3 +256,91 @@ threads = 1
     // And its target was stopped.
     assert!(!pids(&out.join("fx.pids")).iter().any(|p| running(*p)));
 }
+
+#[test]
+fn a_target_that_floods_its_output_gets_a_capped_log_and_the_run_goes_on() {
+    // 40 MB of output before it serves, then a normal step.
+    let plan = write_plan(
+        "flood",
+        r#"name = "flood"
+[[target]]
+name = "fx"
+shell = true
+command = ["head -c 40000000 /dev/zero | tr '\\0' x; echo; echo last words; exec FIXTURE --port {port}"]
+ready = { http = "http://127.0.0.1:{port}/", status = 200 }
+ready_timeout = "30s"
+[[scenario]]
+name = "s"
+url = "http://127.0.0.1:{port}/"
+timeout = "1s"
+[load]
+steps = [50]
+step_duration = "1s"
+connections = 2
+threads = 1
+"#,
+    );
+    let out = temp_path("flood");
+    let started = Instant::now();
+    let o = lab(&plan, &out);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(90));
+    assert!(
+        stderr.contains("target `fx` wrote more than 16 MiB")
+            && stderr.contains("bytes of its output were dropped"),
+        "{stderr}"
+    );
+    assert_eq!(lines(&out.join("steps.jsonl")).len(), 1);
+    let log = std::fs::read_dir(out.join("logs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .expect("the target's log");
+    let size = std::fs::metadata(&log).unwrap().len();
+    assert!(size < (16 << 20) + (65 << 10), "log of {size} bytes");
+    let text = std::fs::read(&log).unwrap();
+    let end = String::from_utf8_lossy(&text[text.len() - (64 << 10)..]).into_owned();
+    assert!(end.contains("last words"), "the end of the output is kept");
+    assert!(String::from_utf8_lossy(&text).contains("[loadlab: this log is capped at 16 MiB: "));
+}
+
+#[test]
+fn a_target_that_exits_before_ready_is_shown_with_its_message() {
+    let plan = write_plan(
+        "exits",
+        r#"name = "exits"
+[[target]]
+name = "bad"
+command = ["sh", "-c", "echo 'bind: address 127.0.0.1:{port} already in use' >&2; exit 4"]
+ready = { tcp = "127.0.0.1:{port}" }
+ready_timeout = "10s"
+[[scenario]]
+name = "s"
+url = "http://127.0.0.1:{port}/"
+[load]
+steps = [10]
+step_duration = "1s"
+"#,
+    );
+    let out = temp_path("exits");
+    let started = Instant::now();
+    let o = lab(&plan, &out);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    // It exited at once: no waiting for the readiness timeout.
+    assert!(started.elapsed() < Duration::from_secs(8));
+    assert_eq!(o.status.code(), Some(1), "no step finished: {stderr}");
+    assert!(
+        stderr.contains("exited before it was ready: exit status 4"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("already in use"), "{stderr}");
+    let configs = lines(&out.join("configs.jsonl"));
+    assert_eq!(configs[0]["status"], "not_ready");
+    assert!(configs[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("already in use"));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("already in use"), "{report}");
+}

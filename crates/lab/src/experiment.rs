@@ -269,6 +269,14 @@ impl Runner<'_> {
         }
     }
 
+    /// Something the user must see even without progress (`-q`): on stderr then.
+    fn warn(&self, msg: impl AsRef<str>) {
+        match &self.opts.progress {
+            Some(p) => p.line(msg.as_ref()),
+            None => eprintln!("loadlab: {}", msg.as_ref().trim_start()),
+        }
+    }
+
     /// True if `exit` is its target's declared "cannot run here" status.
     fn unavailable(&self, exit: &TargetExit) -> bool {
         self.plan.targets.iter().any(|t| {
@@ -316,13 +324,21 @@ impl Runner<'_> {
                         break;
                     }
                     Err(e) => {
-                        self.say(format!("  not started: {e}"));
+                        self.warn(format!("  {}: not started: {e}", config.id));
                         status = ConfigStatus::NotReady;
                         message = Some(e.to_string());
                         break;
                     }
                 };
             let crashed = self.run_group(config, &vars, &group, &mut targets, &mut knees)?;
+            for (name, bytes) in targets.capped_logs() {
+                self.warn(format!(
+                    "  {}: target `{name}` wrote more than {} MiB: {bytes} bytes of its output were dropped from its log (the last {} KiB are kept)",
+                    config.id,
+                    crate::target::LOG_CAP >> 20,
+                    crate::target::LOG_KEEP_END >> 10
+                ));
+            }
             targets.stop();
             if let Some(exit) = crashed {
                 status = ConfigStatus::Crashed;

@@ -11,7 +11,8 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use loadlab_system::os::{self, GroupSignal};
@@ -117,6 +118,68 @@ struct Running {
     log: PathBuf,
     grace: Duration,
     exit: Option<ExitStatus>,
+    /// Bytes of output dropped from its log past [`LOG_CAP`].
+    dropped: Arc<AtomicU64>,
+    /// Set when its log thread has written everything (every holder of the pipe exited).
+    log_done: Arc<AtomicBool>,
+}
+
+/// The most bytes of a target's output its log keeps from the start; past it, output is
+/// still read (the target never blocks on it) but dropped, except the last [`LOG_KEEP_END`]
+/// bytes, written after a line that says how much was dropped.
+pub const LOG_CAP: u64 = 16 << 20;
+/// The end of a capped log that is kept (where a crash's last words are).
+pub const LOG_KEEP_END: usize = 64 << 10;
+
+/// Copies a target's output from `pipe` to `log` until every holder of the pipe has
+/// exited, keeping at most [`LOG_CAP`] bytes and then the last [`LOG_KEEP_END`].
+fn pump_log(
+    mut pipe: std::io::PipeReader,
+    mut log: File,
+    dropped: Arc<AtomicU64>,
+    done: Arc<AtomicBool>,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("loadlab-log".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 << 10];
+            let mut written = 0u64;
+            let mut end: Vec<u8> = Vec::new();
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let keep = (LOG_CAP - written).min(n as u64) as usize;
+                if keep > 0 {
+                    // A full disk is the bundle's problem, reported when steps are written.
+                    let _ = log.write_all(&buf[..keep]);
+                    written += keep as u64;
+                }
+                if keep < n {
+                    dropped.fetch_add((n - keep) as u64, Ordering::Relaxed);
+                    end.extend_from_slice(&buf[keep..n]);
+                    if end.len() > 2 * LOG_KEEP_END {
+                        end.drain(..end.len() - LOG_KEEP_END);
+                    }
+                }
+            }
+            let lost = dropped.load(Ordering::Relaxed);
+            if lost > 0 {
+                let end = &end[end.len().saturating_sub(LOG_KEEP_END)..];
+                let _ = write!(
+                    log,
+                    "\n[loadlab: this log is capped at {} MiB: {} bytes of output were dropped; the last {} follow]\n",
+                    LOG_CAP >> 20,
+                    lost,
+                    end.len()
+                );
+                let _ = log.write_all(end);
+            }
+            done.store(true, Ordering::Release);
+        });
+    if let Err(e) = spawned {
+        eprintln!("loadlab: warning: cannot start a log thread ({e}): a target's output is lost");
+    }
 }
 
 /// The targets of one configuration, in start order.
@@ -251,14 +314,17 @@ impl TargetSet {
             c
         };
         let log = log_dir.join(format!("{log_prefix}{}.log", spec.name));
-        let file = File::create(&log).map_err(|e| StartError::Log {
+        let log_err = |e| StartError::Log {
             path: log.clone(),
             source: e,
-        })?;
-        let err_file = file.try_clone().map_err(|e| StartError::Log {
-            path: log.clone(),
-            source: e,
-        })?;
+        };
+        let file = File::create(&log).map_err(log_err)?;
+        // Output goes through a pipe that a thread always drains, into a capped log.
+        let (pipe, out) = std::io::pipe().map_err(log_err)?;
+        let err_out = out.try_clone().map_err(log_err)?;
+        let dropped = Arc::new(AtomicU64::new(0));
+        let log_done = Arc::new(AtomicBool::new(false));
+        pump_log(pipe, file, dropped.clone(), log_done.clone());
         cmd.current_dir(&spec.cwd)
             .envs(
                 spec.env
@@ -266,8 +332,8 @@ impl TargetSet {
                     .map(|(k, v)| (k, template::render(v, &mut lookup))),
             )
             .stdin(Stdio::null())
-            .stdout(file)
-            .stderr(err_file)
+            .stdout(out)
+            .stderr(err_out)
             .process_group(0);
         // If loadlab dies without cleaning up, the target's leader is killed (its group is
         // still cleaned by `stop` otherwise).
@@ -288,6 +354,9 @@ impl TargetSet {
             program: argv[0].clone(),
             source: e,
         })?;
+        // The command holds the pipe's write ends: only the target's processes may, or its
+        // log would never see the end.
+        drop(cmd);
         let pgid = child.id() as i32;
         register(pgid);
         tell_keeper(child.id());
@@ -298,6 +367,8 @@ impl TargetSet {
             log: log.clone(),
             grace: spec.stop_grace,
             exit: None,
+            dropped,
+            log_done,
         });
         let deadline = Instant::now() + spec.ready_timeout;
         loop {
@@ -335,6 +406,12 @@ impl TargetSet {
             if r.exit.is_none() {
                 if let Ok(Some(st)) = r.child.try_wait() {
                     r.exit = Some(st);
+                    // Its last words may still be in the pipe: let the log thread catch up
+                    // (unless a descendant keeps the pipe open).
+                    let deadline = Instant::now() + Duration::from_millis(500);
+                    while !r.log_done.load(Ordering::Acquire) && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
                     return Some(TargetExit {
                         target: r.name.clone(),
                         status: describe_status(st),
@@ -345,6 +422,15 @@ impl TargetSet {
             }
         }
         None
+    }
+
+    /// Targets whose output went past [`LOG_CAP`], with the bytes dropped so far.
+    pub fn capped_logs(&self) -> Vec<(String, u64)> {
+        self.running
+            .iter()
+            .map(|r| (r.name.clone(), r.dropped.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
     }
 
     /// Stops every target, last started first: SIGTERM to its group, up to its grace for

@@ -731,15 +731,28 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
                 ConfigStatus::Interrupted => "interrupted",
                 ConfigStatus::Completed => "completed",
             };
-            // An unavailable target's own explanation is its last log line (cause and fix).
-            let lines = c.message.as_deref().unwrap_or("").lines();
-            let msg = if c.status == ConfigStatus::Unavailable {
-                lines.last()
-            } else {
-                lines.into_iter().next()
+            // An unavailable target's own explanation is its last log line (cause and fix);
+            // otherwise the message, then the target's last log lines as they were.
+            let mut lines = c.message.as_deref().unwrap_or("").lines();
+            if c.status == ConfigStatus::Unavailable {
+                let why = lines.next_back().unwrap_or("");
+                let _ = writeln!(out, "- **{}**: {status}. {why}", c.config);
+                continue;
             }
-            .unwrap_or("");
-            let _ = writeln!(out, "- **{}**: {status}. {msg}", c.config);
+            let _ = writeln!(
+                out,
+                "- **{}**: {status}. {}",
+                c.config,
+                lines.next().unwrap_or("")
+            );
+            let tail: Vec<&str> = lines.filter(|l| !l.trim().is_empty()).collect();
+            if !tail.is_empty() {
+                let _ = writeln!(out, "\n  ```text");
+                for l in tail {
+                    let _ = writeln!(out, "  {}", l.replace("```", "'''"));
+                }
+                let _ = writeln!(out, "  ```");
+            }
         }
         let _ = writeln!(out, "\nTarget logs are in `logs/`.\n");
     }
