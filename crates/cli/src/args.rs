@@ -422,6 +422,10 @@ pub struct LoadArgs {
     /// Skip TLS certificate verification for https:// targets.
     #[arg(short = 'k', long, help_heading = "Connections")]
     pub insecure: bool,
+    /// Trust the certificates of this PEM file besides the public roots (a private CA, a
+    /// server's self-signed certificate), as curl --cacert does.
+    #[arg(long, value_name = "FILE", help_heading = "Connections")]
+    pub cacert: Option<PathBuf>,
 }
 
 /// Where the result goes.
@@ -562,8 +566,15 @@ pub struct GrpcArgs {
 impl LoadArgs {
     /// A workload for `url` over `transport` with these load settings (request fields at
     /// their defaults).
-    pub fn to_workload(&self, url: String, transport: Transport) -> Workload {
-        Workload {
+    pub fn to_workload(&self, url: String, transport: Transport) -> anyhow::Result<Workload> {
+        let ca_pem = match &self.cacert {
+            Some(p) => Some(
+                std::fs::read_to_string(p)
+                    .map_err(|e| anyhow::anyhow!("--cacert {}: cannot read: {e}", p.display()))?,
+            ),
+            None => None,
+        };
+        Ok(Workload {
             url,
             load: match self.rate {
                 Some(rate) => LoadModel::Open {
@@ -583,11 +594,12 @@ impl LoadArgs {
             timeout: self.timeout,
             threads: self.threads,
             insecure: self.insecure,
+            ca_pem,
             source_addrs: self.source_addrs.clone(),
             seed: self.seed,
             cpus: self.cpus.clone(),
             ..Workload::default()
-        }
+        })
     }
 
     /// The transport flags these load settings contribute to.
@@ -633,7 +645,7 @@ impl RunArgs {
                 headers: self.headers.clone(),
                 body,
             },
-            ..self.load.to_workload(self.url.clone(), transport)
+            ..self.load.to_workload(self.url.clone(), transport)?
         })
     }
 }
@@ -662,7 +674,7 @@ impl GrpcArgs {
             ..self.load.transport_flags()
         }
         .transport()?;
-        Ok(self.load.to_workload(url, transport))
+        self.load.to_workload(url, transport)
     }
 }
 

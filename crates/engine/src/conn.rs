@@ -147,9 +147,10 @@ pub fn tls_config(cfg: &RunConfig) -> Option<Arc<rustls::ClientConfig>> {
             .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
             .with_no_client_auth()
     } else {
-        let roots = rustls::RootCertStore {
+        let mut roots = rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         };
+        roots.add_parsable_certificates(cfg.ca_certs.iter().cloned());
         builder.with_root_certificates(roots).with_no_client_auth()
     };
     config.alpn_protocols = if cfg.protocol.multiplexed() {

@@ -86,8 +86,9 @@ pub(crate) enum Link {
 
 impl Link {
     /// Opens the connection before the window starts (closed loop, as wrk does); a failure
-    /// is left for the first exchange to meet and count.
-    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) {
+    /// is left for the first exchange to meet and count, except a connection still not up
+    /// at `deadline`: `true` then, and that attempt is the first request's.
+    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) -> bool {
         match self {
             Link::Http1(l) => l.preconnect(io, deadline).await,
             Link::Http2(l) => l.preconnect(io, deadline).await,

@@ -411,11 +411,15 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
     // queue and be measured as the server's problem.
     if ctx.io.cfg.keep_alive && ctx.io.cfg.model == LoadModel::Closed {
         let c0 = ctx.io.clock.now();
-        let deadline = ctx
-            .io
-            .clock
-            .instant(ctx.window.start_ns.max(c0) + ctx.timeout_ns);
-        link.preconnect(&ctx.io, deadline.into()).await;
+        let first = ctx.window.start_ns.max(c0);
+        let deadline = ctx.io.clock.instant(first + ctx.timeout_ns);
+        if link.preconnect(&ctx.io, deadline.into()).await {
+            // The first request waited for this connection past its deadline (a handshake
+            // that never completes): without this, a run whose every connection stalls
+            // would report nothing attempted.
+            let now = ctx.io.clock.now();
+            ctx.record_failure(first, now, ErrorClass::ConnectTimeout);
+        }
     }
     let mut batch = Vec::with_capacity(ctx.io.cfg.pipeline as usize);
     while ctx.next_batch(&mut batch).await {

@@ -524,6 +524,13 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
         env.as_ref().map_or_else(unknown, |e| e.loadlab_version.clone()),
         if plan.quick { ", quick scale" } else { "" }
     );
+    for s in plan.scenarios.iter().filter(|s| s.insecure) {
+        let _ = writeln!(
+            out,
+            "**TLS not verified**: scenario `{}` ran with `insecure = true`; its server's certificate was not checked.\n",
+            s.name
+        );
+    }
     let slo = &plan.slo;
     let _ = writeln!(
         out,

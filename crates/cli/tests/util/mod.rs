@@ -8,6 +8,7 @@ pub mod goaway;
 pub mod h2;
 pub mod lab;
 pub mod netns;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;

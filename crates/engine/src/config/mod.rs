@@ -200,6 +200,8 @@ pub struct RunConfig {
     pub resend_unprocessed: bool,
     /// Skip certificate checks.
     pub insecure: bool,
+    /// Certificates trusted besides the public roots.
+    pub ca_certs: Vec<rustls::pki_types::CertificateDer<'static>>,
     /// Source addresses (empty: let the kernel choose).
     pub source_addrs: Vec<IpAddr>,
     /// Seed for random arrivals.

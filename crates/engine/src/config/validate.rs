@@ -49,11 +49,13 @@ pub enum Field {
     SourceAddrs,
     /// CPUs for the worker threads.
     Cpus,
+    /// Certificates trusted besides the public roots.
+    CaCert,
 }
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 17] = [
+    pub const ALL: [Field; 18] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -71,6 +73,7 @@ impl Field {
         Field::Header,
         Field::SourceAddrs,
         Field::Cpus,
+        Field::CaCert,
     ];
 
     /// The `loadlab run` flag that sets it.
@@ -93,6 +96,7 @@ impl Field {
             Field::Header => "-H/--header",
             Field::SourceAddrs => "--source-addrs",
             Field::Cpus => "--cpus",
+            Field::CaCert => "--cacert",
         }
     }
 }
@@ -333,6 +337,10 @@ impl Workload {
             pipeline,
             resend_unprocessed,
             insecure: self.insecure,
+            ca_certs: match &self.ca_pem {
+                Some(pem) => parse_ca(pem)?,
+                None => Vec::new(),
+            },
             source_addrs,
             seed: self.seed.unwrap_or_else(rand::random),
             cpus: self
@@ -430,6 +438,19 @@ impl Workload {
         // A worker owns whole connections.
         Ok((c, c, concurrency, threads.min(c as usize)))
     }
+}
+
+/// The certificates of a PEM text (at least one; anything else in it is an error).
+fn parse_ca(pem: &str) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, ConfigError> {
+    use rustls::pki_types::pem::PemObject;
+    let allowed = "a PEM file of certificates (-----BEGIN CERTIFICATE-----)";
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| value_err(Field::CaCert, format!("unreadable PEM ({e})"), allowed))?;
+    if certs.is_empty() {
+        return Err(value_err(Field::CaCert, "no certificate", allowed));
+    }
+    Ok(certs)
 }
 
 /// A duration above 0 (unless `zero_example` is empty: then 0 is allowed) and at most `max`.

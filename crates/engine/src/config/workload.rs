@@ -195,6 +195,9 @@ pub struct Workload {
     pub request: Request,
     /// Skip TLS certificate verification.
     pub insecure: bool,
+    /// Certificates (PEM) trusted besides the public roots, e.g. a private CA's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_pem: Option<String>,
     /// Local source addresses for new connections.
     pub source_addrs: Option<SourceAddrs>,
     /// Seed for Poisson arrivals [default: random].
@@ -217,6 +220,7 @@ impl Default for Workload {
             threads: None,
             request: Request::default(),
             insecure: false,
+            ca_pem: None,
             source_addrs: None,
             seed: None,
             cpus: None,

@@ -53,11 +53,17 @@ impl Http1Link {
     }
 
     /// Connects before the window starts, if the connection opens by `deadline`.
-    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) {
+    /// `true` if the deadline passed before the connection (and its TLS handshake) was up.
+    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) -> bool {
         let c0 = io.clock.now();
-        if let Ok(Ok(c)) = tokio::time::timeout_at(deadline, io.connector.connect()).await {
-            io.recorder.borrow_mut().connect(io.clock.now() - c0);
-            self.conn = Some(c);
+        match tokio::time::timeout_at(deadline, io.connector.connect()).await {
+            Ok(Ok(c)) => {
+                io.recorder.borrow_mut().connect(io.clock.now() - c0);
+                self.conn = Some(c);
+                false
+            }
+            Ok(Err(_)) => false,
+            Err(_elapsed) => true,
         }
     }
 

@@ -37,11 +37,16 @@ impl Http2Link {
     }
 
     /// Opens the slot's connection (if no other slot has) before the window starts.
-    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) {
+    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) -> bool {
         let unused = Cell::new(false);
         let attempt = connection(io, &self.slot.conn, &unused);
-        if let Ok(Ok(live)) = tokio::time::timeout_at(deadline, attempt).await {
-            self.slot.cached = Some(live);
+        match tokio::time::timeout_at(deadline, attempt).await {
+            Ok(Ok(live)) => {
+                self.slot.cached = Some(live);
+                false
+            }
+            Ok(Err(_)) => false,
+            Err(_elapsed) => true,
         }
     }
 

@@ -142,6 +142,13 @@ pub struct ScenarioFile {
     /// gRPC: request metadata, `key: value` each.
     #[serde(default)]
     pub metadata: Vec<String>,
+    /// `https://`: skip certificate checks (the report says so). Off by default: a plan
+    /// verifies certificates like any client.
+    #[serde(default)]
+    pub insecure: bool,
+    /// `https://`: a PEM file of certificates to trust besides the public roots (a private
+    /// CA, a target's self-signed certificate), relative to the plan's directory.
+    pub cacert: Option<String>,
 }
 
 fn default_close_by() -> String {

@@ -136,6 +136,12 @@ pub struct ScenarioSpec {
     /// gRPC: the call resolved from the proto.
     #[serde(skip)]
     pub grpc: Option<loadlab_engine::GrpcCall>,
+    /// `insecure` (default false): certificates are not checked.
+    #[serde(default)]
+    pub insecure: bool,
+    /// `cacert`: the certificates (PEM) the scenario trusts besides the public roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_pem: Option<String>,
 }
 
 /// How steps are chosen.

@@ -315,7 +315,19 @@ fn scenarios(
                 "\"server\" with keep_alive = true (a reused connection is closed by neither side); set keep_alive = false",
             ));
         }
+        let ca_pem = match &s.cacert {
+            Some(file) => Some(std::fs::read_to_string(dir.join(file)).map_err(|e| {
+                c.err(
+                    f("cacert"),
+                    file.clone(),
+                    format!("a readable PEM file, relative to the plan ({e})"),
+                )
+            })?),
+            None => None,
+        };
         scenarios.push(ScenarioSpec {
+            insecure: s.insecure,
+            ca_pem,
             protocol,
             call: s.call.clone(),
             grpc,

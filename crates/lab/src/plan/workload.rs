@@ -79,8 +79,9 @@ impl Plan {
                     .collect(),
                 body: template::render(&s.body, &mut lookup).into_bytes(),
             },
-            // Plans drive servers they start (often with self-signed certificates).
-            insecure: true,
+            // Verified unless the scenario says `insecure = true` (the report says so).
+            insecure: s.insecure,
+            ca_pem: s.ca_pem.clone(),
             source_addrs: l.source_addrs.clone(),
             seed: None,
             cpus,
@@ -128,6 +129,7 @@ impl Plan {
             Field::Header => format!("scenario[{i}].headers"),
             Field::SourceAddrs => "load.source_addrs".into(),
             Field::Cpus => "load.cpus".into(),
+            Field::CaCert => format!("scenario[{i}].cacert"),
         }
     }
 }
