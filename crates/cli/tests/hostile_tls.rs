@@ -8,7 +8,7 @@ mod util;
 
 use std::time::{Duration, Instant};
 
-use util::lab::{lab, lines, write_plan};
+use util::lab::{lab, lines};
 use util::tls::{stalled_handshake_server, tls_server, Ca};
 use util::{temp_path, RunOutput};
 
