@@ -215,6 +215,23 @@ pub(crate) fn from_h2(err: &h2::Error, connecting: bool) -> ErrorClass {
     if let Some(io) = err.get_io() {
         return ErrorClass::from_io(io, connecting);
     }
+    // A frame the server got wrong (too large, undecodable headers, a flow-control breach,
+    // a flood of CONTINUATION frames):
+    // h2 closes the connection itself; that is the server's malformed reply, not a reset.
+    if err.is_library()
+        && matches!(
+            err.reason(),
+            Some(
+                h2::Reason::PROTOCOL_ERROR
+                    | h2::Reason::FRAME_SIZE_ERROR
+                    | h2::Reason::COMPRESSION_ERROR
+                    | h2::Reason::FLOW_CONTROL_ERROR
+                    | h2::Reason::ENHANCE_YOUR_CALM
+            )
+        )
+    {
+        return ErrorClass::MalformedResponse;
+    }
     if err.is_go_away() || err.is_reset() {
         return ErrorClass::StreamReset;
     }

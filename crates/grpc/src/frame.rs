@@ -56,9 +56,129 @@ pub fn decode(frame: &[u8]) -> Result<&[u8], GrpcError> {
     Ok(message)
 }
 
+/// Follows the frames of a reply body as its chunks arrive, without copying or buffering
+/// them: what a client checks of messages it does not decode. Any split of the body into
+/// chunks gives the same verdict.
+#[derive(Clone, Debug, Default)]
+pub struct FrameScan {
+    /// Header bytes of the frame being read (0 to 5).
+    header: [u8; HEADER_LEN],
+    /// How many of `header` have arrived.
+    have: usize,
+    /// Message bytes still due in the current frame.
+    remaining: u64,
+    /// Some frame set the compressed flag.
+    compressed: bool,
+    /// Some frame had a flag other than 0 or 1.
+    bad_flag: Option<u8>,
+    /// Complete frames seen.
+    frames: u64,
+}
+
+/// What is wrong with a reply body, as [`FrameScan::finish`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameFault {
+    /// The body ends inside a frame: its length prefix promised more than was sent.
+    Truncated,
+    /// A frame is compressed, but the reply named no `grpc-encoding` to decode it with.
+    CompressedWithoutEncoding,
+    /// A frame's flag is neither 0 nor 1.
+    UnknownFlag(u8),
+}
+
+impl std::fmt::Display for FrameFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameFault::Truncated => f.write_str("the body ends inside a message"),
+            FrameFault::CompressedWithoutEncoding => {
+                f.write_str("a compressed message without grpc-encoding")
+            }
+            FrameFault::UnknownFlag(b) => write!(f, "unknown compressed flag {b}"),
+        }
+    }
+}
+
+impl FrameScan {
+    /// Takes the next chunk of the body.
+    pub fn feed(&mut self, mut chunk: &[u8]) {
+        while !chunk.is_empty() {
+            if self.remaining > 0 {
+                let take = self.remaining.min(chunk.len() as u64);
+                self.remaining -= take;
+                chunk = &chunk[take as usize..];
+                if self.remaining == 0 {
+                    self.frames += 1;
+                }
+                continue;
+            }
+            let take = (HEADER_LEN - self.have).min(chunk.len());
+            self.header[self.have..self.have + take].copy_from_slice(&chunk[..take]);
+            self.have += take;
+            chunk = &chunk[take..];
+            if self.have == HEADER_LEN {
+                self.have = 0;
+                match self.header[0] {
+                    0 => {}
+                    1 => self.compressed = true,
+                    flag => {
+                        self.bad_flag.get_or_insert(flag);
+                    }
+                }
+                self.remaining = u64::from(u32::from_be_bytes([
+                    self.header[1],
+                    self.header[2],
+                    self.header[3],
+                    self.header[4],
+                ]));
+                if self.remaining == 0 {
+                    self.frames += 1;
+                }
+            }
+        }
+    }
+
+    /// The body is over: its fault, if any (`encoded`: the reply named a `grpc-encoding`).
+    pub fn finish(&self, encoded: bool) -> Result<u64, FrameFault> {
+        if let Some(flag) = self.bad_flag {
+            return Err(FrameFault::UnknownFlag(flag));
+        }
+        if self.have > 0 || self.remaining > 0 {
+            return Err(FrameFault::Truncated);
+        }
+        if self.compressed && !encoded {
+            return Err(FrameFault::CompressedWithoutEncoding);
+        }
+        Ok(self.frames)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scans_frames_across_any_split() {
+        let body: Vec<u8> = [encode(b"abc"), encode(b""), encode(&[7; 300])].concat();
+        for cut in 0..body.len() {
+            let mut s = FrameScan::default();
+            s.feed(&body[..cut]);
+            s.feed(&body[cut..]);
+            assert_eq!(s.finish(false), Ok(3), "cut at {cut}");
+        }
+        let mut s = FrameScan::default();
+        s.feed(&body[..body.len() - 1]);
+        assert_eq!(s.finish(false), Err(FrameFault::Truncated));
+        let mut s = FrameScan::default();
+        s.feed(&[0, 0, 0]);
+        assert_eq!(s.finish(false), Err(FrameFault::Truncated));
+        let mut s = FrameScan::default();
+        s.feed(&[1, 0, 0, 0, 1, 9]);
+        assert_eq!(s.finish(false), Err(FrameFault::CompressedWithoutEncoding));
+        assert_eq!(s.finish(true), Ok(1));
+        let mut s = FrameScan::default();
+        s.feed(&[4, 0, 0, 0, 0]);
+        assert_eq!(s.finish(true), Err(FrameFault::UnknownFlag(4)));
+    }
 
     #[test]
     fn round_trip() {

@@ -25,6 +25,12 @@ pub enum H2Behavior {
     },
     /// `200` `ok`, but once, `after` the first request, every answer is held for `hold`.
     StallOnce { after: Duration, hold: Duration },
+    /// gRPC: `content-type: application/grpc`, this body as it is, then these trailers
+    /// (hostile framings and statuses).
+    GrpcRaw {
+        body: &'static [u8],
+        trailers: &'static [(&'static str, &'static str)],
+    },
 }
 
 /// What the server saw.
@@ -137,6 +143,22 @@ async fn answer(
                 return;
             };
             let _ = s.send_data(Bytes::from_static(b"ok"), true);
+        }
+        H2Behavior::GrpcRaw { body, trailers } => {
+            let mut r = Response::new(());
+            r.headers_mut()
+                .insert("content-type", HeaderValue::from_static("application/grpc"));
+            let Ok(mut s) = respond.send_response(r, false) else {
+                return;
+            };
+            if s.send_data(Bytes::from_static(body), false).is_err() {
+                return;
+            }
+            let mut t = HeaderMap::new();
+            for (name, value) in trailers {
+                t.insert(*name, HeaderValue::from_static(value));
+            }
+            let _ = s.send_trailers(t);
         }
         H2Behavior::Grpc { status, delay } => {
             if !delay.is_zero() {

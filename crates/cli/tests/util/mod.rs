@@ -6,6 +6,7 @@
 pub mod fabric;
 pub mod goaway;
 pub mod h2;
+pub mod hostile_h2;
 pub mod lab;
 pub mod netns;
 pub mod tls;

@@ -7,6 +7,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use loadlab_grpc::frame::FrameScan;
+use loadlab_grpc::GrpcStatus;
 use tokio::time::Instant;
 
 use super::{ConnState, GoAwayWatch, H2Conn, Live, Slot, Template};
@@ -129,16 +131,28 @@ impl Http2Link {
         let response = response.await.map_err(&failed)?;
         let status = response.status().as_u16();
         let mut grpc = super::grpc_status(response.headers());
+        let encoded = response.headers().contains_key("grpc-encoding");
         let mut body = response.into_body();
         let after_headers = |e: h2::Error| StreamFailure::Failed(from_h2(&e, false));
+        // gRPC: the messages are not decoded, but their framing is checked as they pass.
+        let mut frames = template.is_grpc().then(FrameScan::default);
         while let Some(chunk) = body.data().await {
             let chunk = chunk.map_err(after_headers)?;
+            if let Some(f) = frames.as_mut() {
+                f.feed(&chunk);
+            }
             let _ = body.flow_control().release_capacity(chunk.len());
         }
         if template.is_grpc() && grpc.is_none() {
             if let Some(trailers) = body.trailers().await.map_err(after_headers)? {
                 grpc = super::grpc_status(&trailers);
             }
+        }
+        // A reply whose messages are cut short or compressed with no encoding named is an
+        // INTERNAL error for a gRPC client, whatever its status says.
+        if grpc.is_some_and(GrpcStatus::is_ok) && frames.is_some_and(|f| f.finish(encoded).is_err())
+        {
+            grpc = Some(GrpcStatus::Internal);
         }
         let now = io.clock.now();
         let mut rec = io.recorder.borrow_mut();
@@ -180,6 +194,9 @@ async fn connection(
             .initial_window_size(super::STREAM_WINDOW)
             .initial_connection_window_size(super::CONNECTION_WINDOW)
             .enable_push(false)
+            // A server's header block is refused past this (and a CONTINUATION flood with
+            // it), so a response's headers cost bounded memory.
+            .max_header_list_size(super::MAX_HEADER_LIST)
             .handshake::<_, Bytes>(watched)
             .await
             .map_err(|e| from_h2(&e, true))?;

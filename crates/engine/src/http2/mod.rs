@@ -34,6 +34,8 @@ use tokio::sync::Notify;
 
 use crate::config::{Protocol, RunConfig, Scheme};
 
+/// The largest response header block accepted (decoded, as HTTP/2 counts it).
+pub const MAX_HEADER_LIST: u32 = 256 << 10;
 /// Stream-level flow-control window the client announces: large enough that response
 /// bodies are never held back by the client's window.
 pub const STREAM_WINDOW: u32 = 1 << 20;

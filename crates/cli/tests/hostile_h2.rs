@@ -1,0 +1,147 @@
+//! Hostile HTTP/2 servers, broken frame by frame: each run ends on time (its duration plus
+//! its timeout, and slack for a loaded machine), counts the break under a named error
+//! class, keeps its memory bounded, and exits 1 when nothing succeeded.
+
+mod util;
+
+use std::time::{Duration, Instant};
+
+use util::hostile_h2::{RawH2, RawH2Server};
+use util::RunOutput;
+
+/// `loadlab run --http2` (or `loadlab grpc` with `grpc`) for 1 s, timeout 1 s.
+fn run(behavior: RawH2, extra: &[&str], grpc: bool) -> RunOutput {
+    let server = RawH2Server::start(behavior);
+    let url = server.url();
+    let addr = server.addr.to_string();
+    let proto = util::helloworld_proto();
+    let mut args: Vec<&str> = if grpc {
+        vec![
+            &addr,
+            "--proto",
+            &proto,
+            "--call",
+            "helloworld.Greeter/SayHello",
+            "-D",
+            r#"{"name":"x"}"#,
+        ]
+    } else {
+        vec!["--http2", &url]
+    };
+    args.extend_from_slice(&["-d", "1s", "--timeout", "1s", "-c", "2", "-q"]);
+    args.extend_from_slice(extra);
+    let started = Instant::now();
+    let r = if grpc {
+        util::grpc(&args)
+    } else {
+        util::run(&args)
+    };
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(20),
+        "{behavior:?} {extra:?}: took {took:?}"
+    );
+    let rss = r.json()["generator_peak_rss_bytes"].as_u64().unwrap();
+    assert!(rss < 200 << 20, "{behavior:?}: peak RSS {rss}");
+    r
+}
+
+fn assert_failed_as(r: &RunOutput, class: &str, what: &str) {
+    assert!(
+        r.error_count(class) > 0,
+        "{what}: {} {}",
+        r.json()["errors"],
+        &r.stderr[..r.stderr.len().min(600)]
+    );
+    assert_eq!(r.json()["successful"], 0, "{what}");
+    assert_eq!(r.code(), Some(1), "{what}: {}", r.stderr);
+}
+
+#[test]
+fn no_preface_times_out_and_a_wrong_one_is_malformed() {
+    for extra in [&[][..], &["--rate", "50"][..]] {
+        // The client's handshake does not wait for the server's SETTINGS: the requests do.
+        assert_failed_as(
+            &run(RawH2::Silent, extra, false),
+            "request_timeout",
+            "silent",
+        );
+        assert_failed_as(
+            &run(RawH2::WrongPreface, extra, false),
+            "malformed_response",
+            "DATA first",
+        );
+        assert_failed_as(
+            &run(RawH2::Http1Text, extra, false),
+            "malformed_response",
+            "HTTP/1.1 text",
+        );
+    }
+}
+
+#[test]
+fn no_stream_allowed_times_out() {
+    for extra in [&[][..], &["--rate", "50"][..]] {
+        assert_failed_as(
+            &run(RawH2::MaxStreamsZero, extra, false),
+            "request_timeout",
+            "max streams 0",
+        );
+    }
+}
+
+#[test]
+fn a_window_that_never_opens_holds_only_requests_with_a_body() {
+    // The control: GET has no body, so the window does not matter.
+    let r = run(RawH2::ZeroWindow, &[], false);
+    assert!(r.json()["successful"].as_u64().unwrap() > 0, "{}", r.json());
+    assert_eq!(r.json()["errors_total"], 0);
+    // A gRPC call has a message to send: it waits for the window until its deadline.
+    let r = run(RawH2::ZeroWindow, &[], true);
+    assert!(
+        r.json()["grpc_status"]["DEADLINE_EXCEEDED"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{}",
+        r.json()
+    );
+    assert_eq!(r.json()["successful"], 0);
+}
+
+#[test]
+fn every_stream_reset_is_stream_reset() {
+    for extra in [&[][..], &["--rate", "50"][..]] {
+        assert_failed_as(
+            &run(RawH2::RstEveryStream, extra, false),
+            "stream_reset",
+            "RST_STREAM",
+        );
+    }
+}
+
+#[test]
+fn a_header_block_too_large_and_a_continuation_flood_are_malformed_in_bounded_memory() {
+    assert_failed_as(
+        &run(RawH2::HugeHeaders, &[], false),
+        "malformed_response",
+        "20 kB HEADERS",
+    );
+    assert_failed_as(
+        &run(RawH2::ContinuationFlood, &[], false),
+        "malformed_response",
+        "CONTINUATION flood",
+    );
+}
+
+#[test]
+fn a_ping_flood_does_not_stop_the_answers() {
+    let r = run(RawH2::PingFlood, &[], false);
+    assert!(
+        r.json()["successful"].as_u64().unwrap() > 10,
+        "{}",
+        r.json()
+    );
+    assert_eq!(r.json()["errors_total"], 0, "{}", r.json());
+    assert_eq!(r.code(), Some(0));
+}
