@@ -53,6 +53,15 @@ fn mistakes_name_their_field() {
         (with("", "steps=[1]\narrival=\"bursty\""), "load.arrival"),
         (with("", "steps=[1]\nsource_addrs=\"127.0.0.9-127.0.0.2\""), "load.source_addrs"),
         (with("protocol = \"h3\"", "steps=[1]"), "scenario[0].protocol"),
+        // A billion configurations: refused by counting, before anything is expanded.
+        (
+            {
+                let values = (0..1000).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+                format!("name = \"x\"\n[matrix]\na=[{values}]\nb=[{values}]\nc=[{values}]\n{SCENARIO}[load]\nsteps=[1]\n")
+            },
+            "matrix = 1000000000 configurations (a: 1000, b: 1000, c: 1000)",
+        ),
+        (with("", "steps=[1e9]"), "load.steps"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let e = refused(text);

@@ -139,8 +139,27 @@ fn matrix(c: &Checker<'_>, file: &PlanFile) -> Result<Vec<(String, Vec<String>)>
             .collect::<Result<Vec<_>, _>>()?;
         matrix.push((k.clone(), vals));
     }
+    // Counted before anything is expanded: a typo of a few zeros must not take the machine.
+    let configs = matrix
+        .iter()
+        .fold(1u64, |n, (_, v)| n.saturating_mul(v.len() as u64));
+    if configs > MAX_CONFIGS {
+        let sizes: Vec<String> = matrix
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", v.len()))
+            .collect();
+        return Err(c.err(
+            "matrix",
+            format!("{configs} configurations ({})", sizes.join(", ")),
+            format!("at most {MAX_CONFIGS} configurations (the product of the value counts)"),
+        ));
+    }
     Ok(matrix)
 }
+
+/// The most configurations a plan's matrix may make (each starts its targets and runs its
+/// steps: a thousand is already days of load).
+pub const MAX_CONFIGS: u64 = 10_000;
 
 /// `[[exclude]]`: combinations left out, each key a matrix parameter.
 fn exclude(c: &Checker<'_>, file: &PlanFile) -> Result<Vec<BTreeMap<String, String>>, PlanError> {
