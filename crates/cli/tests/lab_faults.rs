@@ -344,3 +344,42 @@ step_duration = "1s"
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("already in use"), "{report}");
 }
+
+#[test]
+fn a_command_argument_is_passed_as_it_is_not_to_a_shell() {
+    // Through a shell, this argument would write the pid to `pid` and create `x`.
+    let plan = write_plan(
+        "literal",
+        r#"name = "literal"
+[[target]]
+name = "fx"
+command = ["FIXTURE", "--port", "{port}", "--pid-file", "{bundle}/pid;touch x"]
+ready = { http = "http://127.0.0.1:{port}/", status = 200 }
+[[scenario]]
+name = "s"
+url = "http://127.0.0.1:{port}/"
+[load]
+steps = [10]
+step_duration = "1s"
+connections = 1
+threads = 1
+"#,
+    );
+    let out = temp_path("literal");
+    let o = lab(&plan, &out);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.join("pid;touch x").exists(),
+        "the argument did not arrive whole"
+    );
+    assert!(!out.join("pid").exists());
+    assert!(
+        !plan.parent().unwrap().join("x").exists(),
+        "a shell ran `touch x`"
+    );
+}
