@@ -36,26 +36,38 @@ fn open_loop(behavior: Behavior) -> RunOutput {
     run(behavior, &args, Duration::from_secs(15)).0
 }
 
+/// The same server in closed loop, then in open loop.
+fn both_loops(behavior: Behavior) -> [RunOutput; 2] {
+    [closed_loop(behavior.clone()), open_loop(behavior)]
+}
+
 fn answer(parts: &[&[u8]]) -> Behavior {
     Behavior::Answer(parts.concat())
 }
 
+fn count(r: &RunOutput, key: &str) -> u64 {
+    r.json()[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key}: {}", r.json()))
+}
+
 #[test]
 fn two_responses_for_one_request_are_malformed_not_the_next_answer() {
-    for r in [closed_loop(answer(&[OK, OK])), open_loop(answer(&[OK, OK]))] {
+    for r in both_loops(answer(&[OK, OK])) {
         assert!(r.error_count("malformed_response") > 0, "{}", r.json());
-        // Each connection's first answer is taken before the extra one shows.
-        assert!(r.json()["successful"].as_u64().unwrap() > 0);
+        // Each connection's first answer is taken before the extra one shows...
+        let ok = count(&r, "successful");
+        assert!(ok > 0, "{}", r.json());
+        // ...and the extra one is never taken as the next request's answer: no connection
+        // is reused after it, so no connection yields two successes.
+        assert!(ok <= count(&r, "connections_opened"), "{}", r.json());
         assert_eq!(r.code(), Some(0), "{}", r.stderr);
     }
 }
 
 #[test]
 fn a_response_before_the_request_is_caught_on_the_idle_connection() {
-    for r in [
-        closed_loop(Behavior::Greet(OK.to_vec())),
-        open_loop(Behavior::Greet(OK.to_vec())),
-    ] {
+    for r in both_loops(Behavior::Greet(OK.to_vec())) {
         assert!(r.error_count("malformed_response") > 0, "{}", r.json());
         assert_eq!(r.code(), Some(0), "{}", r.stderr);
     }
@@ -65,25 +77,30 @@ fn a_response_before_the_request_is_caught_on_the_idle_connection() {
 fn no_content_and_not_modified_with_a_body_are_malformed() {
     for status in ["204 No Content", "304 Not Modified"] {
         let head = format!("HTTP/1.1 {status}\r\nContent-Length: 5\r\n\r\nhello");
-        let r = closed_loop(Behavior::Answer(head.into_bytes()));
-        assert!(
-            r.error_count("malformed_response") > 0,
-            "{status}: {}",
-            r.json()
-        );
-        // The status line was valid: the first answer on each connection counts.
-        assert!(r.json()["status_codes"][&status[..3]].as_u64().unwrap() > 0);
+        for r in both_loops(Behavior::Answer(head.into_bytes())) {
+            let j = r.json();
+            assert!(r.error_count("malformed_response") > 0, "{status}: {j}");
+            // The status line was valid: the first answer on each connection counts, and
+            // the body is never taken as the next answer.
+            let answered = j["status_codes"][&status[..3]].as_u64().unwrap();
+            assert!(answered > 0, "{status}: {j}");
+            assert!(answered <= count(&r, "connections_opened"), "{status}: {j}");
+            assert_eq!(r.code(), Some(0), "{status}: {}", r.stderr);
+        }
     }
 }
 
 #[test]
 fn continue_then_a_final_response_is_one_success() {
-    let r = closed_loop(answer(&[b"HTTP/1.1 100 Continue\r\n\r\n", OK]));
-    let j = r.json();
-    assert_eq!(j["errors_total"], 0, "{j}");
-    assert!(j["successful"].as_u64().unwrap() > 10, "{j}");
-    assert_eq!(j["status_codes"].as_object().unwrap().len(), 1, "{j}");
-    assert_eq!(r.code(), Some(0));
+    for r in both_loops(answer(&[b"HTTP/1.1 100 Continue\r\n\r\n", OK])) {
+        let j = r.json();
+        assert_eq!(j["errors_total"], 0, "{j}");
+        assert!(count(&r, "successful") > 10, "{j}");
+        // One response per request: no 100 counted, every request one success.
+        assert_eq!(j["status_codes"].as_object().unwrap().len(), 1, "{j}");
+        assert_eq!(j["successful"], j["status_codes"]["200"], "{j}");
+        assert_eq!(r.code(), Some(0));
+    }
 }
 
 #[test]
@@ -93,46 +110,66 @@ fn an_endless_header_block_is_malformed_and_memory_stays_bounded() {
     while head.len() < 1 << 20 {
         head.extend_from_slice(b"X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
     }
-    let r = closed_loop(Behavior::Answer(head));
-    assert!(r.error_count("malformed_response") > 0, "{}", r.json());
-    assert_eq!(r.json()["successful"], 0);
-    assert_eq!(r.code(), Some(1), "nothing succeeded");
-    let rss = r.json()["generator_peak_rss_bytes"].as_u64().unwrap();
-    assert!(rss < 200 << 20, "peak RSS {rss}");
+    // And one header line of 1 MiB.
+    let mut line = b"HTTP/1.1 200 OK\r\nX-Long: ".to_vec();
+    line.resize(1 << 20, b'a');
+    for r in [
+        closed_loop(Behavior::Answer(head.clone())),
+        open_loop(Behavior::Answer(head)),
+        closed_loop(Behavior::Answer(line)),
+    ] {
+        assert!(r.error_count("malformed_response") > 0, "{}", r.json());
+        assert_eq!(r.json()["successful"], 0);
+        assert_eq!(r.code(), Some(1), "nothing succeeded");
+        let rss = count(&r, "generator_peak_rss_bytes");
+        assert!(rss < 200 << 20, "peak RSS {rss}");
+    }
 }
 
 #[test]
 fn obsolete_line_folding_is_refused() {
-    let r = closed_loop(answer(&[
+    for r in both_loops(answer(&[
         b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n  b\r\nContent-Length: 2\r\n\r\nok",
-    ]));
-    assert!(r.error_count("malformed_response") > 0, "{}", r.json());
-    assert_eq!(r.json()["successful"], 0);
-    assert_eq!(r.code(), Some(1));
+    ])) {
+        assert!(r.error_count("malformed_response") > 0, "{}", r.json());
+        assert_eq!(r.json()["successful"], 0);
+        assert_eq!(r.code(), Some(1));
+    }
 }
 
 #[test]
 fn transfer_encoding_wins_over_content_length_and_the_connection_is_not_reused() {
-    let r = closed_loop(answer(&[
+    for r in both_loops(answer(&[
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 100\r\n\r\n",
         b"2\r\nok\r\n0\r\n\r\n",
-    ]));
-    let j = r.json();
-    assert_eq!(j["errors_total"], 0, "{j}");
-    let ok = j["successful"].as_u64().unwrap();
-    assert!(ok > 10, "{j}");
-    // One connection per response: none was reused after such a framing.
-    let opened = j["connections_opened"].as_u64().unwrap();
-    assert!(opened >= ok, "{opened} connections for {ok} responses");
+    ])) {
+        let j = r.json();
+        assert_eq!(j["errors_total"], 0, "{j}");
+        let ok = count(&r, "successful");
+        assert!(ok > 10, "{j}");
+        // One connection per response: none was reused after such a framing.
+        let opened = count(&r, "connections_opened");
+        assert!(opened >= ok, "{opened} connections for {ok} responses");
+        assert_eq!(r.code(), Some(0));
+    }
 }
 
 #[test]
-fn differing_content_lengths_are_malformed() {
-    let r = closed_loop(answer(&[
-        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
-    ]));
-    assert!(r.error_count("malformed_response") > 0, "{}", r.json());
-    assert_eq!(r.json()["successful"], 0);
+fn differing_or_signed_content_lengths_are_malformed() {
+    for head in [
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+        "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok",
+    ] {
+        for r in both_loops(Behavior::Answer(head.into())) {
+            assert!(
+                r.error_count("malformed_response") > 0,
+                "{head}: {}",
+                r.json()
+            );
+            assert_eq!(r.json()["successful"], 0);
+            assert_eq!(r.code(), Some(1));
+        }
+    }
 }
 
 #[test]
@@ -209,25 +246,21 @@ fn closing_listener(serve_for: Duration) -> (String, std::thread::JoinHandle<u64
 
 #[test]
 fn a_listener_closed_mid_run_refuses_what_follows_and_keeps_what_came_before() {
-    let (url, server) = closing_listener(Duration::from_millis(1500));
-    let started = Instant::now();
-    let r = util::run(&[
-        &url,
-        "--rate",
-        "100",
-        "--keep-alive",
-        "off",
-        "-d",
-        "3s",
-        "--timeout",
-        "1s",
-        "-q",
-    ]);
-    assert!(started.elapsed() < Duration::from_secs(20));
-    let answered = server.join().unwrap();
-    let j = r.json();
-    assert!(answered > 0);
-    assert!(j["successful"].as_u64().unwrap() > 0, "{j}");
-    assert!(r.error_count("connect_refused") > 0, "{j}");
-    assert_eq!(r.code(), Some(0));
+    for load in [["--rate", "100"], ["-c", "2"]] {
+        let (url, server) = closing_listener(Duration::from_millis(1500));
+        let started = Instant::now();
+        let mut args = vec![url.as_str()];
+        args.extend_from_slice(&load);
+        args.extend_from_slice(&["--keep-alive", "off", "-d", "3s", "--timeout", "1s", "-q"]);
+        let r = util::run(&args);
+        // 3 s of load and a 1 s timeout, with slack for a loaded machine.
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(20), "{load:?} took {took:?}");
+        let answered = server.join().unwrap();
+        let j = r.json();
+        assert!(answered > 0, "{load:?}");
+        assert!(j["successful"].as_u64().unwrap() > 0, "{load:?}: {j}");
+        assert!(r.error_count("connect_refused") > 0, "{load:?}: {j}");
+        assert_eq!(r.code(), Some(0), "{load:?}");
+    }
 }

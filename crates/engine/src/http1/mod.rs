@@ -223,19 +223,17 @@ impl ResponseReader {
         let mut encoded = false;
         for h in resp.headers.iter() {
             if h.name.eq_ignore_ascii_case("content-length") {
-                let v = std::str::from_utf8(h.value).map_err(|_| ErrorClass::MalformedResponse)?;
-                let n = v
-                    .trim()
-                    .parse::<usize>()
-                    .map_err(|_| ErrorClass::MalformedResponse)?;
+                let n = content_length(h.value).ok_or(ErrorClass::MalformedResponse)?;
                 // RFC 9112 §6.3: differing lengths leave the message's end unknown.
                 if length.is_some_and(|l| l != n) {
                     return Err(ErrorClass::MalformedResponse);
                 }
                 length = Some(n);
             } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                // The codings of every Transfer-Encoding line, in order: the body is
+                // chunked only if chunked is the last of them (RFC 9112 §6.3).
                 encoded = true;
-                chunked = contains_token(h.value, b"chunked");
+                chunked = last_token(h.value).eq_ignore_ascii_case(b"chunked");
             } else if h.name.eq_ignore_ascii_case("connection") {
                 if contains_token(h.value, b"close") {
                     close = true;
@@ -327,6 +325,25 @@ impl ResponseReader {
             }
         }
     }
+}
+
+/// A Content-Length value: ASCII digits only (RFC 9110 §8.6; `+5` or `5 5` are not lengths),
+/// `None` if it is not one or does not fit.
+fn content_length(value: &[u8]) -> Option<usize> {
+    let v = value.trim_ascii();
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+/// The last element of a comma-separated header value, trimmed (empty elements skipped).
+fn last_token(value: &[u8]) -> &[u8] {
+    value
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .rfind(|t| !t.is_empty())
+        .unwrap_or_default()
 }
 
 fn contains_token(value: &[u8], token: &[u8]) -> bool {
@@ -491,6 +508,145 @@ mod tests {
             assert_eq!(r.read(&mut s).await.unwrap().status, 200);
             assert_eq!(r.read(&mut s).await.unwrap().status, 404);
             assert_eq!(r.buf.len(), INITIAL_BUF);
+        });
+    }
+
+    #[test]
+    fn content_length_is_digits_and_one_value() {
+        let head = |cl: &str| format!("HTTP/1.1 200 OK\r\n{cl}\r\n\r\nok");
+        for bad in [
+            "Content-Length: +2",
+            "Content-Length: 2, 2",
+            "Content-Length: -2",
+            "Content-Length: 2\r\nContent-Length: 3",
+            "Content-Length: 99999999999999999999999",
+        ] {
+            let r = read_all(head(bad).as_bytes(), "GET", 1);
+            assert_eq!(r[0], Err(ErrorClass::MalformedResponse), "{bad}");
+        }
+        // The same length twice is one length.
+        let r = read_all(
+            head("Content-Length: 2\r\nContent-Length:  2 ").as_bytes(),
+            "GET",
+            2,
+        );
+        assert_eq!(r[0].map(|m| m.status), Ok(200));
+        assert_eq!(r[1], Err(ErrorClass::ConnectionClosed));
+    }
+
+    #[test]
+    fn transfer_encoding_framing() {
+        // Chunked with a Content-Length: chunked wins, the connection is not reused.
+        let input =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 99\r\n\r\n2\r\nok\r\n0\r\n\r\n";
+        let r = read_all(input, "GET", 2);
+        assert_eq!(
+            r[0],
+            Ok(ResponseMeta {
+                status: 200,
+                close: true
+            })
+        );
+        assert_eq!(r[1], Err(ErrorClass::ConnectionClosed));
+        // Chunked not last (or on an earlier line only): the body runs to the close.
+        for te in [
+            "Transfer-Encoding: chunked, gzip",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip",
+        ] {
+            let input = format!("HTTP/1.1 200 OK\r\n{te}\r\n\r\n2\r\nok\r\n0\r\n\r\n");
+            let r = read_all(input.as_bytes(), "GET", 1);
+            assert_eq!(
+                r[0],
+                Ok(ResponseMeta {
+                    status: 200,
+                    close: true
+                }),
+                "{te}"
+            );
+        }
+        // Chunked last, with empty list elements, is chunked.
+        let input = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked ,\r\n\r\n0\r\n\r\n";
+        assert_eq!(read_all(input, "GET", 1)[0].map(|m| m.close), Ok(false));
+    }
+
+    #[test]
+    fn obsolete_line_folding_is_malformed() {
+        let input = b"HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(
+            read_all(input, "GET", 1)[0],
+            Err(ErrorClass::MalformedResponse)
+        );
+    }
+
+    #[test]
+    fn an_endless_header_block_stops_at_the_limit() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut input = b"HTTP/1.1 200 OK\r\n".to_vec();
+        while input.len() < 4 * MAX_HEAD {
+            input.extend_from_slice(
+                b"X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n",
+            );
+        }
+        // One long header line too.
+        let mut long = b"HTTP/1.1 200 OK\r\nX-Long: ".to_vec();
+        long.resize(4 * MAX_HEAD, b'a');
+        for input in [input, long] {
+            rt.block_on(async {
+                let mut r = ResponseReader::new("GET");
+                let mut s = &input[..];
+                assert_eq!(r.read(&mut s).await, Err(ErrorClass::MalformedResponse));
+                assert!(r.buf.len() <= MAX_HEAD, "{}", r.buf.len());
+            });
+        }
+    }
+
+    /// Hands out its bytes once, then is never ready again (an open, quiet connection).
+    struct Quiet<'a>(&'a [u8]);
+    impl AsyncRead for Quiet<'_> {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            if self.0.is_empty() {
+                return Poll::Pending;
+            }
+            let n = self.0.len().min(buf.remaining());
+            buf.put_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[test]
+    fn bytes_on_an_idle_connection_are_unsolicited() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // Left over after a complete response: found without a read.
+            let mut r = ResponseReader::new("GET");
+            let mut s = Quiet(b"HTTP/1.1 204 No Content\r\n\r\nhello");
+            assert_eq!(r.read(&mut s).await.unwrap().status, 204);
+            assert!(r.unsolicited(&mut s, false));
+            // A quiet connection: nothing, with or without a peek.
+            let mut r = ResponseReader::new("GET");
+            let mut s = Quiet(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            r.read(&mut s).await.unwrap();
+            assert!(!r.unsolicited(&mut s, false));
+            assert!(!r.unsolicited(&mut s, true));
+            // Bytes that arrive later: only a peek sees them.
+            let mut r = ResponseReader::new("GET");
+            let mut s = Quiet(b"HTTP/1.1 200 OK\r\n\r\n");
+            assert!(!r.unsolicited(&mut s, false));
+            assert!(r.unsolicited(&mut s, true));
+            // A clean close is left for the next read.
+            let mut r = ResponseReader::new("GET");
+            let mut s: &[u8] = b"";
+            assert!(!r.unsolicited(&mut s, true));
+            assert_eq!(r.read(&mut s).await, Err(ErrorClass::ConnectionClosed));
         });
     }
 }
