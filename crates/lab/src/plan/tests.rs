@@ -53,6 +53,7 @@ fn mistakes_name_their_field() {
         (with("", "steps=[1]\narrival=\"bursty\""), "load.arrival"),
         (with("", "steps=[1]\nsource_addrs=\"127.0.0.9-127.0.0.2\""), "load.source_addrs"),
         (with("protocol = \"h3\"", "steps=[1]"), "scenario[0].protocol"),
+        (format!("name = \"x\"\n[[target]]\nname=\"../../tmp/x\"\ncommand=[\"x\"]\nready={{tcp=\"127.0.0.1:1\"}}\n{SCENARIO}[load]\nsteps=[1]\n"), "target.name = \"../../tmp/x\" is not allowed"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let e = refused(text);
