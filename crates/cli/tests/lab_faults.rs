@@ -12,11 +12,25 @@ use std::time::{Duration, Instant};
 use util::lab::{fixture, lab, lines, pids, running, write_plan};
 use util::{loadlab_bin, temp_path};
 
+/// How a target's descendant escapes its process group.
+#[derive(Clone, Copy)]
+enum Escape {
+    /// A child of the target in a session of its own (`setsid`).
+    Setsid,
+    /// A daemon: `setsid` in a subshell that exits at once, so its parent link to the
+    /// target is gone (loadlab, the subreaper, adopts it).
+    DoubleFork,
+}
+
 /// A target that ignores SIGTERM and, before it starts serving, forks a `sleep` into a
 /// session of its own (out of the target's process group), writing that pid to
 /// `{bundle}/escapee.pids` and its own to `{bundle}/target.pids`.
-fn escaping_plan(steps: usize) -> std::path::PathBuf {
+fn escaping_plan(steps: usize, escape: Escape) -> std::path::PathBuf {
     let steps = vec!["50"; steps].join(", ");
+    let fork = match escape {
+        Escape::Setsid => "setsid sleep 300 & echo $! > {bundle}/escapee.pids",
+        Escape::DoubleFork => "(setsid sleep 300 & echo $! > {bundle}/escapee.pids)",
+    };
     write_plan(
         "escape",
         &format!(
@@ -24,7 +38,7 @@ fn escaping_plan(steps: usize) -> std::path::PathBuf {
 [[target]]
 name = "fx"
 shell = true
-command = ["setsid sleep 300 & echo $! > {{bundle}}/escapee.pids; exec FIXTURE --port {{port}} --ignore-sigterm --pid-file {{bundle}}/target.pids"]
+command = ["{fork}; exec FIXTURE --port {{port}} --ignore-sigterm --pid-file {{bundle}}/target.pids"]
 ready = {{ http = "http://127.0.0.1:{{port}}/", status = 200 }}
 ready_timeout = "5s"
 stop_grace = "500ms"
@@ -88,8 +102,19 @@ fn assert_all_gone(out: &Path, within: Duration) {
 
 #[test]
 fn descendants_that_left_the_group_are_stopped_with_their_target() {
-    let plan = escaping_plan(1);
-    let out = temp_path("escape-stop");
+    stopped_with_their_target(Escape::Setsid, "escape-stop");
+}
+
+#[test]
+fn a_double_forked_daemon_is_stopped_with_its_target() {
+    stopped_with_their_target(Escape::DoubleFork, "daemon-stop");
+}
+
+/// A one-step lab over [`escaping_plan`]: exit 0, and no process of the target's tree
+/// left once loadlab has exited.
+fn stopped_with_their_target(escape: Escape, name: &str) {
+    let plan = escaping_plan(1, escape);
+    let out = temp_path(name);
     let started = Instant::now();
     let o = lab(&plan, &out);
     assert_eq!(
@@ -106,7 +131,7 @@ fn descendants_that_left_the_group_are_stopped_with_their_target() {
 
 #[test]
 fn a_bundle_in_use_is_refused_and_sigkill_of_loadlab_leaves_no_process() {
-    let plan = escaping_plan(20);
+    let plan = escaping_plan(20, Escape::Setsid);
     let out = temp_path("escape-kill");
     let mut first = spawn_lab(&plan, &out);
     // The keeper has seen the escapee once a step has finished.
@@ -142,6 +167,28 @@ fn a_bundle_in_use_is_refused_and_sigkill_of_loadlab_leaves_no_process() {
     assert_eq!(third.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("already holds a bundle"), "{stderr}");
     assert!(!stderr.contains("another loadlab run"), "{stderr}");
+}
+
+#[test]
+fn sigkill_of_loadlab_leaves_no_double_forked_daemon() {
+    let plan = escaping_plan(20, Escape::DoubleFork);
+    let out = temp_path("daemon-kill");
+    let mut run = spawn_lab(&plan, &out);
+    wait_for("a first step", Duration::from_secs(30), || {
+        !lines(&out.join("steps.jsonl")).is_empty() && out.join("escapee.pids").exists()
+    });
+    // The keeper follows the trees every 250 ms: let it see the adopted daemon.
+    std::thread::sleep(Duration::from_millis(600));
+    let daemon = pids(&out.join("escapee.pids"));
+    assert!(
+        daemon.iter().all(|&p| running(p)),
+        "the daemon runs before the kill: {daemon:?}"
+    );
+    let killed = Instant::now();
+    run.kill().unwrap();
+    run.wait().unwrap();
+    assert_all_gone(&out, Duration::from_secs(5));
+    assert!(killed.elapsed() < Duration::from_secs(10));
 }
 
 /// Lines of a JSON-lines file that parse.
@@ -346,26 +393,40 @@ step_duration = "1s"
 }
 
 #[test]
-fn a_command_argument_is_passed_as_it_is_not_to_a_shell() {
-    // Through a shell, this argument would write the pid to `pid` and create `x`.
+fn shell_metacharacters_in_a_command_are_passed_literally() {
+    // Markers a shell would create if it saw these arguments as a command line.
+    let marks = temp_path("argv-marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let m = marks.display();
+    let literal = format!("a; touch {m}/one $(touch {m}/two) `touch {m}/three` && touch {m}/four");
+    let value = format!("b; touch {m}/five | touch {m}/six");
+    // The target prints its own arguments, one a line, then serves; `{word}` is a matrix
+    // value rendered into its argument list.
     let plan = write_plan(
-        "literal",
-        r#"name = "literal"
+        "argv",
+        &format!(
+            r#"name = "argv"
+[matrix]
+word = [{value:?}]
 [[target]]
 name = "fx"
-command = ["FIXTURE", "--port", "{port}", "--pid-file", "{bundle}/pid;touch x"]
-ready = { http = "http://127.0.0.1:{port}/", status = 200 }
+command = ["sh", "-c", "printf '%s\n' \"$1\" \"$2\" > {{bundle}}/argv.txt; exec FIXTURE --port {{port}}", "sh", {literal:?}, "{{word}}"]
+ready = {{ http = "http://127.0.0.1:{{port}}/", status = 200 }}
+ready_timeout = "10s"
 [[scenario]]
 name = "s"
-url = "http://127.0.0.1:{port}/"
+url = "http://127.0.0.1:{{port}}/"
+timeout = "1s"
 [load]
-steps = [10]
+steps = [20]
 step_duration = "1s"
 connections = 1
 threads = 1
-"#,
+"#
+        ),
     );
-    let out = temp_path("literal");
+    let out = temp_path("argv");
+    let started = Instant::now();
     let o = lab(&plan, &out);
     assert_eq!(
         o.status.code(),
@@ -373,13 +434,12 @@ threads = 1
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    assert!(
-        out.join("pid;touch x").exists(),
-        "the argument did not arrive whole"
-    );
-    assert!(!out.join("pid").exists());
-    assert!(
-        !plan.parent().unwrap().join("x").exists(),
-        "a shell ran `touch x`"
-    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let argv = std::fs::read_to_string(out.join("argv.txt")).unwrap();
+    assert_eq!(argv, format!("{literal}\n{value}\n"));
+    let made: Vec<_> = std::fs::read_dir(&marks)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(made.is_empty(), "a shell ran the arguments: {made:?}");
 }

@@ -11,7 +11,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -437,17 +437,22 @@ impl TargetSet {
     /// the group to empty, then SIGKILL to the group; descendants are reaped.
     ///
     /// Descendants that left the group (`setsid`, `setpgid`) are found by their parent
-    /// links, before the SIGTERM and again before the SIGKILL, and killed one by one.
+    /// links, before the SIGTERM and again before the SIGKILL, and killed one by one; so
+    /// are those whose parent died (a daemon's double fork), which loadlab adopted as the
+    /// subreaper: every child of this process that is not a target's leader or the keeper
+    /// (a program using this library must start no other children while targets run).
     pub fn stop(&mut self) {
         while let Some(mut r) = self.running.pop() {
             let root = r.child.id();
             let mut tree = procfs::descendants(root);
+            tree.extend(adopted());
             let _ = os::signal_group(r.pgid, GroupSignal::Term);
             let deadline = Instant::now() + r.grace;
             while Instant::now() < deadline && group_alive(r.pgid, &mut r.child) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             tree.extend(procfs::descendants(root));
+            tree.extend(adopted());
             let _ = os::signal_group(r.pgid, GroupSignal::Kill);
             let _ = r.child.wait();
             // Members orphaned by the leader's death are reparented to loadlab: reap them
@@ -467,6 +472,18 @@ impl Drop for TargetSet {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The processes loadlab adopted as the subreaper of its targets (a descendant whose parent
+/// died, typically a daemon that double-forked out of its target's group) and their trees.
+/// Every child of loadlab is a target leader or the keeper; any other was a target's.
+fn adopted() -> Vec<(u32, u64)> {
+    let mut known: Vec<u32> = GROUPS
+        .lock()
+        .map(|g| g.iter().map(|&p| p as u32).collect())
+        .unwrap_or_default();
+    known.push(KEEPER_PID.load(Ordering::Relaxed));
+    procfs::adopted(std::process::id(), &known)
 }
 
 /// SIGKILLs every process of `tree` (pid, start time) still running, until none is or
@@ -497,6 +514,8 @@ fn kill_tree(tree: &[(u32, u64)], deadline: Instant) {
 /// kills every process it saw in them that still runs. Parent-death signals alone cannot
 /// do this: they are not inherited by a target's own children.
 static KEEPER: Mutex<Option<std::process::ChildStdin>> = Mutex::new(None);
+/// The keeper's pid (0 when there is none): a child of loadlab that is not a target's.
+static KEEPER_PID: AtomicU32 = AtomicU32::new(0);
 
 /// The hidden argument that makes the loadlab binary run [`keeper_main`].
 pub const KEEPER_ARG: &str = "__keeper";
@@ -510,10 +529,12 @@ pub const KEEPER_SCAN: Duration = Duration::from_millis(250);
 pub fn start_keeper(program: &Path) -> std::io::Result<()> {
     let mut child = Command::new(program)
         .arg(KEEPER_ARG)
+        .arg(std::process::id().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .process_group(0)
         .spawn()?;
+    KEEPER_PID.store(child.id(), Ordering::Relaxed);
     if let Ok(mut k) = KEEPER.lock() {
         *k = child.stdin.take();
     }
@@ -529,8 +550,16 @@ fn tell_keeper(pid: u32) {
 }
 
 /// The keeper's loop: reads target pids from stdin until it closes, then kills what is
-/// left of their trees. Returns the number of processes it killed.
+/// left of their trees, and of the processes loadlab adopted from them (loadlab's pid is
+/// the argument after [`KEEPER_ARG`]). Returns the number of processes it killed.
 pub fn keeper_main() -> usize {
+    // loadlab, if it is still our parent: its other children are targets' adopted orphans
+    // (a pid that is not our parent any more could be anyone's).
+    let loadlab = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse::<u32>().ok())
+        .filter(|&p| p == std::os::unix::process::parent_id());
+    let me = std::process::id();
     let (tx, rx) = std::sync::mpsc::channel::<u32>();
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
@@ -548,6 +577,10 @@ pub fn keeper_main() -> usize {
         roots.retain(|(pid, start)| procfs::start_time(*pid) == Some(*start));
         for &(root, _) in roots.iter() {
             seen.extend(procfs::descendants(root));
+        }
+        if let Some(loadlab) = loadlab {
+            let known: Vec<u32> = roots.iter().map(|r| r.0).chain([me]).collect();
+            seen.extend(procfs::adopted(loadlab, &known));
         }
         seen.retain(|pid, start| procfs::start_time(*pid) == Some(*start));
     };

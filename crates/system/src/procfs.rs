@@ -187,6 +187,25 @@ pub fn descendants(root: u32) -> Vec<(u32, u64)> {
         .collect()
 }
 
+/// Every live process descending from a child of `parent` other than those in `known`,
+/// with its start time: what a subreaper (loadlab, the keeper's parent) adopted when a
+/// target's process died under a descendant that had left its group (a double fork).
+/// Empty when `parent` has no other children.
+pub fn adopted(parent: u32, known: &[u32]) -> Vec<(u32, u64)> {
+    let Ok(stats) = all_processes() else {
+        return Vec::new();
+    };
+    let roots: Vec<u32> = stats
+        .iter()
+        .filter(|(pid, s)| s.ppid == parent && **pid != parent && !known.contains(pid))
+        .map(|(pid, _)| *pid)
+        .collect();
+    tree_members(&roots, &stats)
+        .into_iter()
+        .map(|pid| (pid, stats[&pid].starttime))
+        .collect()
+}
+
 /// The start time of process `pid` (clock ticks after boot), `None` once it is gone or a
 /// zombie.
 pub fn start_time(pid: u32) -> Option<u64> {

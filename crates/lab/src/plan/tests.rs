@@ -62,6 +62,7 @@ fn mistakes_name_their_field() {
             "matrix = 1000000000 configurations (a: 1000, b: 1000, c: 1000)",
         ),
         (with("", "steps=[1e9]"), "load.steps"),
+        (format!("name = \"x\"\n[[target]]\nname=\"../../tmp/x\"\ncommand=[\"x\"]\nready={{tcp=\"127.0.0.1:1\"}}\n{SCENARIO}[load]\nsteps=[1]\n"), "target.name = \"../../tmp/x\" is not allowed"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let e = refused(text);

@@ -192,6 +192,20 @@ fn placeholders(
     known.extend(matrix.iter().map(|(k, _)| k.clone()));
     let mut names = BTreeSet::new();
     for t in &file.target {
+        // The name makes a log file's name and a `{name_port}` placeholder: no paths.
+        if t.name.is_empty()
+            || t.name.starts_with('.')
+            || !t
+                .name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+        {
+            return Err(c.err(
+                "target.name",
+                format!("{:?}", t.name),
+                "letters, digits, '-', '_' and '.' (not first): it names the target's log file",
+            ));
+        }
         if !names.insert(t.name.clone()) {
             return Err(c.err("target.name", t.name.clone(), "unique target names"));
         }
