@@ -12,7 +12,7 @@ use loadlab_grpc::CallInput;
 use super::file::{KneeFile, LoadFile, SloFile, TargetFile};
 use super::{
     LoadSpec, Model, Plan, PlanError, PlanFile, Ready, ScenarioFile, ScenarioSpec, Slo, Steps,
-    TargetSpec, BUILTINS,
+    TargetSpec, BUILTINS, MAX_CONFIGURATIONS,
 };
 use crate::template;
 
@@ -138,6 +138,21 @@ fn matrix(c: &Checker<'_>, file: &PlanFile) -> Result<Vec<(String, Vec<String>)>
             })
             .collect::<Result<Vec<_>, _>>()?;
         matrix.push((k.clone(), vals));
+    }
+    // Bounded work: the product is refused before anything expands it.
+    let product = matrix
+        .iter()
+        .try_fold(1usize, |n, (_, v)| n.checked_mul(v.len()));
+    if product.is_none_or(|n| n > MAX_CONFIGURATIONS) {
+        let sizes: Vec<String> = matrix.iter().map(|(_, v)| v.len().to_string()).collect();
+        return Err(c.err(
+            "matrix",
+            format!("{} configurations", sizes.join(" x ")),
+            format!(
+                "at most {MAX_CONFIGURATIONS} configurations (the product of the lists, \
+                 before [[exclude]]): shorten the lists or split the plan"
+            ),
+        ));
     }
     Ok(matrix)
 }
