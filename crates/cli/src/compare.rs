@@ -18,6 +18,13 @@ pub fn cmd_compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
         .map(|p| Input::load(p))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| BadInput(e.to_string()))?;
+    for torn in a
+        .inputs
+        .iter()
+        .flat_map(|p| loadlab_lab::bundle::torn_lines(p))
+    {
+        eprintln!("loadlab: warning: {torn}");
+    }
     let method = Method {
         noise_threshold: a.noise_threshold,
         ..Method::default()

@@ -198,6 +198,9 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
     }
     let path = loadlab_report::write_report(&a.bundle)?;
     print!("{}", std::fs::read_to_string(&path)?);
+    for torn in loadlab_lab::bundle::torn_lines(&a.bundle) {
+        eprintln!("loadlab: warning: {torn}");
+    }
     eprintln!(
         "loadlab: wrote {} and {}",
         path.display(),

@@ -15,7 +15,7 @@
 //! ```
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use loadlab_engine::RunResult;
@@ -235,31 +235,117 @@ impl Bundle {
     }
 }
 
-/// Reads JSON lines, ignoring a torn last line (a run killed mid-write).
-fn read_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> std::io::Result<Vec<T>> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+/// A record that carries the bundle format version it was written with.
+trait Versioned {
+    fn bundle_version(&self) -> u32;
+}
+
+impl Versioned for StepRecord {
+    fn bundle_version(&self) -> u32 {
+        self.bundle_version
+    }
+}
+
+impl Versioned for ConfigRecord {
+    fn bundle_version(&self) -> u32 {
+        self.bundle_version
+    }
+}
+
+/// Only the version of a line, to explain a line that does not fit this loadlab's records.
+#[derive(Deserialize)]
+struct VersionOnly {
+    bundle_version: u32,
+}
+
+/// A torn last line of a JSON-lines file (a run killed mid-write), which the readers skip:
+/// every line before it is read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornLine {
+    /// The file.
+    pub path: PathBuf,
+    /// Its line number, from 1.
+    pub line: usize,
+}
+
+impl std::fmt::Display for TornLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} line {} is cut short (the run stopped while writing it): skipped; the lines before it are intact",
+            self.path.display(),
+            self.line
+        )
+    }
+}
+
+/// Reads JSON lines, skipping a torn last line (returned). Any other line that does not
+/// read, or a record of another bundle version, is an error naming the file and the line.
+fn read_lines_torn<T: for<'de> Deserialize<'de> + Versioned>(
+    path: &Path,
+) -> std::io::Result<(Vec<T>, Option<TornLine>)> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), None)),
         Err(e) => return Err(e),
     };
-    let lines: Vec<String> = BufReader::new(file).lines().collect::<Result<_, _>>()?;
+    let invalid = |line: usize, why: String| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} line {line}: {why}", path.display()),
+        )
+    };
+    let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    let last = lines.iter().rposition(|l| !l.trim_ascii().is_empty());
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
+        if line.trim_ascii().is_empty() {
             continue;
         }
-        match serde_json::from_str(line) {
-            Ok(v) => out.push(v),
-            Err(_) if i + 1 == lines.len() => break,
+        match serde_json::from_slice::<T>(line) {
+            Ok(v) if v.bundle_version() == BUNDLE_VERSION => out.push(v),
+            Ok(v) => return Err(invalid(i + 1, other_version(v.bundle_version()))),
+            // Cut mid-way: only the last line can be, by a run that stopped writing.
+            Err(e) if e.is_eof() && Some(i) == last => {
+                let torn = TornLine {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                };
+                return Ok((out, Some(torn)));
+            }
             Err(e) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("{} line {}: {e}", path.display(), i + 1),
-                ))
+                let why = match serde_json::from_slice::<VersionOnly>(line) {
+                    Ok(v) if v.bundle_version != BUNDLE_VERSION => other_version(v.bundle_version),
+                    _ => e.to_string(),
+                };
+                return Err(invalid(i + 1, why));
             }
         }
     }
-    Ok(out)
+    Ok((out, None))
+}
+
+fn other_version(v: u32) -> String {
+    format!(
+        "a record of bundle version {v}, but this loadlab reads version {BUNDLE_VERSION}: \
+         render it with the loadlab that wrote it"
+    )
+}
+
+fn read_lines<T: for<'de> Deserialize<'de> + Versioned>(path: &Path) -> std::io::Result<Vec<T>> {
+    read_lines_torn(path).map(|(records, _)| records)
+}
+
+/// The torn last lines of a bundle's `steps.jsonl` and `configs.jsonl`, which
+/// [`read_steps`] and [`read_configs`] skip, for a warning. A file that does not read at
+/// all is left for those readers to report.
+pub fn torn_lines(dir: &Path) -> Vec<TornLine> {
+    let steps = read_lines_torn::<StepRecord>(&dir.join("steps.jsonl"));
+    let configs = read_lines_torn::<ConfigRecord>(&dir.join("configs.jsonl"));
+    [steps.map(|r| r.1), configs.map(|r| r.1)]
+        .into_iter()
+        .filter_map(|r| r.ok().flatten())
+        .collect()
 }
 
 /// The finished steps of a bundle.

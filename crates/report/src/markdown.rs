@@ -524,6 +524,18 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
         env.as_ref().map_or_else(unknown, |e| e.loadlab_version.clone()),
         if plan.quick { ", quick scale" } else { "" }
     );
+    for torn in loadlab_lab::bundle::torn_lines(dir) {
+        let _ = writeln!(out, "**Warning**: {torn}.\n");
+    }
+    for s in &steps {
+        if let Err(e) = loadlab_engine::result::decode_histogram(&s.result.histograms.latency) {
+            let _ = writeln!(
+                out,
+                "**Warning**: steps.jsonl: {} / {} step {}: the latency histogram does not decode ({e}): its percentile curve is left out of report.html.\n",
+                s.config, s.scenario, s.index
+            );
+        }
+    }
     for s in plan.scenarios.iter().filter(|s| s.insecure) {
         let _ = writeln!(
             out,

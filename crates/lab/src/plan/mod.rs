@@ -27,6 +27,10 @@ pub use loadlab_engine::Model;
 /// Placeholders loadlab fills in itself (beside the matrix parameters and `{NAME_port}`).
 pub const BUILTINS: [&str; 5] = ["loadlab", "port", "plan_dir", "bundle", "files"];
 
+/// The most configurations a `[matrix]` may make (the product of its lists, before
+/// `[[exclude]]`): each runs every scenario's steps, so more is refused, never expanded.
+pub const MAX_CONFIGURATIONS: usize = 10_000;
+
 /// A validated plan: durations parsed, templates and every scenario's workload checked.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {

@@ -12,7 +12,7 @@ use loadlab_grpc::CallInput;
 use super::file::{KneeFile, LoadFile, SloFile, TargetFile};
 use super::{
     LoadSpec, Model, Plan, PlanError, PlanFile, Ready, ScenarioFile, ScenarioSpec, Slo, Steps,
-    TargetSpec, BUILTINS,
+    TargetSpec, BUILTINS, MAX_CONFIGURATIONS,
 };
 use crate::template;
 
@@ -143,7 +143,7 @@ fn matrix(c: &Checker<'_>, file: &PlanFile) -> Result<Vec<(String, Vec<String>)>
     let configs = matrix
         .iter()
         .fold(1u64, |n, (_, v)| n.saturating_mul(v.len() as u64));
-    if configs > MAX_CONFIGS {
+    if configs > MAX_CONFIGURATIONS as u64 {
         let sizes: Vec<String> = matrix
             .iter()
             .map(|(k, v)| format!("{k}: {}", v.len()))
@@ -151,15 +151,14 @@ fn matrix(c: &Checker<'_>, file: &PlanFile) -> Result<Vec<(String, Vec<String>)>
         return Err(c.err(
             "matrix",
             format!("{configs} configurations ({})", sizes.join(", ")),
-            format!("at most {MAX_CONFIGS} configurations (the product of the value counts)"),
+            format!(
+                "at most {MAX_CONFIGURATIONS} configurations (the product of the value counts, \
+                 before [[exclude]]): shorten the lists or split the plan"
+            ),
         ));
     }
     Ok(matrix)
 }
-
-/// The most configurations a plan's matrix may make (each starts its targets and runs its
-/// steps: a thousand is already days of load).
-pub const MAX_CONFIGS: u64 = 10_000;
 
 /// `[[exclude]]`: combinations left out, each key a matrix parameter.
 fn exclude(c: &Checker<'_>, file: &PlanFile) -> Result<Vec<BTreeMap<String, String>>, PlanError> {
