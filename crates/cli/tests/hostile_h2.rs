@@ -145,3 +145,52 @@ fn a_ping_flood_does_not_stop_the_answers() {
     assert_eq!(r.json()["errors_total"], 0, "{}", r.json());
     assert_eq!(r.code(), Some(0));
 }
+
+#[test]
+fn a_goaway_that_covers_no_stream_is_resent_a_bounded_number_of_times() {
+    for extra in [&[][..], &["--rate", "50"][..]] {
+        let r = run(RawH2::GoAwayNone, extra, false);
+        // Never processed, so sent again on a new connection (counted), and given up as a
+        // reset after a bounded number of tries.
+        assert_failed_as(&r, "stream_reset", "GOAWAY last_stream_id 0");
+        let resent = r.json()["resent_unprocessed"].as_u64().unwrap();
+        assert!(resent > 0, "{}", r.json());
+    }
+}
+
+#[test]
+fn a_goaway_covering_a_stream_then_a_dropped_connection_is_connection_reset() {
+    for extra in [&[][..], &["--rate", "50"][..]] {
+        let r = run(RawH2::GoAwayCoveredThenClose, extra, false);
+        // The server said it processed the stream, then dropped the connection unread (an
+        // RST): that stream is lost and counted so (the ones above it are sent again).
+        assert_failed_as(&r, "connection_reset", "GOAWAY covering, then a drop");
+    }
+}
+
+#[test]
+fn grpc_calls_on_broken_http2_fail_with_a_named_error_on_time() {
+    let cases = [
+        (RawH2::Silent, "grpc_status"),
+        (RawH2::WrongPreface, "malformed_response"),
+        (RawH2::Http1Text, "malformed_response"),
+        (RawH2::MaxStreamsZero, "grpc_status"),
+        (RawH2::RstEveryStream, "stream_reset"),
+        (RawH2::HugeHeaders, "malformed_response"),
+        (RawH2::ContinuationFlood, "malformed_response"),
+        (RawH2::GoAwayNone, "stream_reset"),
+        (RawH2::GoAwayCoveredThenClose, "connection_reset"),
+    ];
+    for (behavior, class) in cases {
+        for extra in [&[][..], &["--rate", "50"][..]] {
+            let r = run(behavior, extra, true);
+            assert_failed_as(&r, class, &format!("gRPC {behavior:?} {extra:?}"));
+            assert_eq!(r.json()["grpc_status"].get("OK"), None, "{behavior:?}");
+            if class == "grpc_status" {
+                // The call's deadline passed.
+                let late = &r.json()["grpc_status"]["DEADLINE_EXCEEDED"];
+                assert!(late.as_u64().unwrap_or(0) > 0, "{behavior:?}: {}", r.json());
+            }
+        }
+    }
+}

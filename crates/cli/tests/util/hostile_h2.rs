@@ -1,6 +1,7 @@
 //! A bare HTTP/2 (h2c) server that breaks the protocol one chosen way, frame by frame (no
 //! library would): no preface, a wrong one, no streams allowed, a window that never opens,
-//! every stream reset, a header block too large, an endless CONTINUATION, a PING flood.
+//! every stream reset, a header block too large, an endless CONTINUATION, a PING flood,
+//! a `GOAWAY` that covers no stream, one that covers a stream the server then drops.
 //! Answers, when it gives any, are `:status: 200` (one static-table byte) and `ok`.
 
 use std::net::SocketAddr;
@@ -12,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::goaway::{
-    frame, ACK, DATA, END_HEADERS, END_STREAM, HEADERS, PING, PREFACE, RST_STREAM, SETTINGS,
+    frame, ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, PREFACE, RST_STREAM, SETTINGS,
 };
 use super::{accept_loop, Background};
 
@@ -42,6 +43,12 @@ pub enum RawH2 {
     ContinuationFlood,
     /// Answers every stream, with 1,000 PINGs before each answer.
     PingFlood,
+    /// `GOAWAY` with `last_stream_id` 0 at the first stream of each connection: no stream
+    /// is ever processed (the connection stays open until the client closes it).
+    GoAwayNone,
+    /// `GOAWAY` whose `last_stream_id` covers the first stream (processed), then the
+    /// connection closes without answering it.
+    GoAwayCoveredThenClose,
 }
 
 pub struct RawH2Server {
@@ -176,6 +183,16 @@ async fn connection(mut sock: TcpStream, behavior: RawH2, answered: Arc<AtomicU6
                     }
                     answer(&mut out, id);
                     answered.fetch_add(1, Ordering::Relaxed);
+                }
+                RawH2::GoAwayNone | RawH2::GoAwayCoveredThenClose => {
+                    let last = if behavior == RawH2::GoAwayNone { 0 } else { id };
+                    let mut payload = last.to_be_bytes().to_vec();
+                    payload.extend_from_slice(&0u32.to_be_bytes());
+                    frame(&mut out, GOAWAY, 0, 0, &payload);
+                    if sock.write_all(&out).await.is_err() || last != 0 {
+                        return;
+                    }
+                    return sink(sock).await;
                 }
                 RawH2::ZeroWindow if flags & END_STREAM != 0 => {
                     answer(&mut out, id);

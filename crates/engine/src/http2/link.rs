@@ -145,7 +145,8 @@ impl Http2Link {
         }
         if template.is_grpc() && grpc.is_none() {
             if let Some(trailers) = body.trailers().await.map_err(after_headers)? {
-                grpc = super::grpc_status(&trailers);
+                // Trailers without `grpc-status` end the call as UNKNOWN (gRPC over HTTP/2).
+                grpc = Some(super::grpc_status(&trailers).unwrap_or(GrpcStatus::Unknown));
             }
         }
         // A reply whose messages are cut short or compressed with no encoding named is an
@@ -158,7 +159,7 @@ impl Http2Link {
         let mut rec = io.recorder.borrow_mut();
         match (template.is_grpc(), status, grpc) {
             (true, 200, Some(code)) => rec.grpc_reply(intended, sent, now, code),
-            // A 200 without grpc-status is not a gRPC reply.
+            // A 200 with no grpc-status and no trailers at all is not a gRPC reply.
             (true, 200, None) => return Err(StreamFailure::Failed(ErrorClass::MalformedResponse)),
             // A proxy's error page, or a plain HTTP/2 reply.
             _ => rec.response(intended, sent, now, status),
