@@ -85,6 +85,17 @@ pub fn frame(out: &mut Vec<u8>, ty: u8, flags: u8, stream: u32, payload: &[u8]) 
     out.extend_from_slice(payload);
 }
 
+/// Reads one frame: `(type, flags, stream id, payload)`, `None` at the end of the stream.
+pub async fn read_frame(sock: &mut TcpStream) -> Option<(u8, u8, u32, Vec<u8>)> {
+    let mut head = [0u8; 9];
+    sock.read_exact(&mut head).await.ok()?;
+    let len = (head[0] as usize) << 16 | (head[1] as usize) << 8 | head[2] as usize;
+    let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+    let mut payload = vec![0u8; len];
+    sock.read_exact(&mut payload).await.ok()?;
+    Some((head[3], head[4], id, payload))
+}
+
 async fn connection(
     mut sock: TcpStream,
     per_connection: u64,
@@ -103,17 +114,9 @@ async fn connection(
     }
     let mut streams = 0u64;
     loop {
-        let mut head = [0u8; 9];
-        if sock.read_exact(&mut head).await.is_err() {
+        let Some((ty, flags, id, payload)) = read_frame(&mut sock).await else {
             return;
-        }
-        let len = (head[0] as usize) << 16 | (head[1] as usize) << 8 | head[2] as usize;
-        let (ty, flags) = (head[3], head[4]);
-        let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-        let mut payload = vec![0u8; len];
-        if sock.read_exact(&mut payload).await.is_err() {
-            return;
-        }
+        };
         out.clear();
         match ty {
             SETTINGS if flags & ACK == 0 => frame(&mut out, SETTINGS, ACK, 0, &[]),

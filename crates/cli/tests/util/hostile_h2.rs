@@ -13,7 +13,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::goaway::{
-    frame, ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, PREFACE, RST_STREAM, SETTINGS,
+    frame, read_frame, ACK, DATA, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, PREFACE,
+    RST_STREAM, SETTINGS,
 };
 use super::{accept_loop, Background};
 
@@ -139,17 +140,9 @@ async fn connection(mut sock: TcpStream, behavior: RawH2, answered: Arc<AtomicU6
     let started = Instant::now();
     let mut out = Vec::new();
     loop {
-        let mut head = [0u8; 9];
-        if sock.read_exact(&mut head).await.is_err() {
+        let Some((ty, flags, id, payload)) = read_frame(&mut sock).await else {
             return;
-        }
-        let len = (head[0] as usize) << 16 | (head[1] as usize) << 8 | head[2] as usize;
-        let (ty, flags) = (head[3], head[4]);
-        let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-        let mut payload = vec![0u8; len];
-        if sock.read_exact(&mut payload).await.is_err() {
-            return;
-        }
+        };
         out.clear();
         match ty {
             SETTINGS if flags & ACK == 0 => frame(&mut out, SETTINGS, ACK, 0, &[]),
