@@ -67,14 +67,26 @@ fn knee_range_contains_the_capacity_of_a_queueing_server_with_latency_spread() {
     lab_ok(&plan, &out_dir);
     let configs = lines(&out_dir.join("configs.jsonl"));
     let outcome = &configs[0]["knees"][0]["outcome"];
+    // Each step's load and verdict, for the failure messages.
+    let steps: Vec<String> = lines(&out_dir.join("steps.jsonl"))
+        .iter()
+        .map(|s| format!("{} {}", s["load"], s["verdict"]))
+        .collect();
     let range = outcome["range"]
         .as_array()
-        .unwrap_or_else(|| panic!("no range: {outcome}"));
+        .unwrap_or_else(|| panic!("no range: {outcome}\nsteps:\n{}", steps.join("\n")));
     let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
     // The range holds the capacity, or sits just below it by less than the precision
     // (a step 2 % over capacity keeps pace with 98 % of arrivals: the SLO's own slack).
-    assert!(hi >= 400.0 * 0.95, "range {lo}-{hi} below 400: {outcome}");
-    assert!(lo <= 400.0 * 1.025, "range {lo}-{hi} above 400: {outcome}");
+    let steps = steps.join("\n");
+    assert!(
+        hi >= 400.0 * 0.95,
+        "range {lo}-{hi} below 400: {outcome}\n{steps}"
+    );
+    assert!(
+        lo <= 400.0 * 1.025,
+        "range {lo}-{hi} above 400: {outcome}\n{steps}"
+    );
     assert!((hi - lo) / lo <= 0.05 + 1e-9, "{outcome}");
     assert_eq!(outcome["limited_by"], "throughput", "{outcome}");
     // Both ends were repeated.

@@ -20,7 +20,14 @@ use crate::stats::LatencyTrend;
 /// the successes completed (between the quartiles of their completion times): a saturated
 /// server completes at its capacity from the first success to the last, in whatever order
 /// it serves and whether or not late requests time out, while the edges, which latency
-/// spread smears, are left out. Closed loop has no arrivals to fall behind.
+/// spread smears, are left out; the quartiles of `n` completions move by about
+/// `1.2/√n` (4 % at 800 successes). When every request succeeded, the figure is also at
+/// most the successes' rate over `1 + slope`: a server answering in arrival order
+/// completes a request sent at `x` at `x (1 + slope)`, so its queue's growth gives its
+/// delivery rate to a fraction of a percent (a server answering out of order hides part
+/// of its queue from the slope, and the quartiles then give the lower figure). Timeouts
+/// cut the latencies the slope sees, so with failures only the quartiles count. Closed
+/// loop has no arrivals to fall behind.
 pub(crate) fn achieved(
     model: LoadModel,
     m: &Merged,
@@ -47,7 +54,10 @@ pub(crate) fn achieved(
     let over_window = m.successful as f64 / window_s;
     let achieved = match (model, &mut trend) {
         (LoadModel::Open { .. }, Some(t)) if t.resolved => {
-            let rate = middle_completion_rate(&m.success_done).unwrap_or(over_window);
+            let mut rate = middle_completion_rate(&m.success_done).unwrap_or(over_window);
+            if every_attempt_succeeded(m) {
+                rate = rate.min(over_window / (1.0 + t.slope));
+            }
             let achieved = over_window.min(rate);
             t.pace = achieved / over_window;
             achieved
@@ -55,6 +65,12 @@ pub(crate) fn achieved(
         _ => over_window,
     };
     (achieved, trend)
+}
+
+/// No measured request failed or was refused: the trend saw every latency, none cut off
+/// at the timeout, so the slope is the queue's growth.
+fn every_attempt_succeeded(m: &Merged) -> bool {
+    m.errors.iter().all(|&e| e == 0) && m.responses == m.successful
 }
 
 /// Successes per second between the first and third quartiles of their completion times.
@@ -315,6 +331,47 @@ mod tests {
             prop_assert!(
                 (rps - capacity).abs() <= 0.05 * capacity,
                 "achieved {rps} for capacity {capacity} offered {rate}"
+            );
+        }
+
+        /// A server just past its capacity (3 to 10 % over: the SLO's 2 % slack and a
+        /// little more) that answers in arrival order falls short of a 98 % pace on a 2 to
+        /// 5 s step, whatever its service times, a fixed delay on top (which costs no
+        /// capacity, like the lab fixture's `--latency-ms`) or answers flushed in batches
+        /// every `flush` seconds. The quartiles of the completion times alone land on batch
+        /// edges and moved by several percent: a step 3 % over capacity passed as sustained,
+        /// twice in a row. (Evenly spaced arrivals: Poisson arrivals this close to capacity
+        /// may really arrive below it.)
+        #[test]
+        fn steps_just_past_capacity_fall_short_of_the_slack(
+            capacity in 100.0..2000.0f64,
+            overload in 1.03..1.10f64,
+            secs in 2.0..5.0f64,
+            delay in 0.0..0.1f64,
+            jitter in 0.0..0.5f64,
+            flush in prop_oneof![Just(0.0), 0.02..0.2f64],
+            seed in any::<u64>(),
+        ) {
+            let arrival = Arrival::Constant;
+            let rate = capacity * overload;
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let (window, times) = arrivals(rate, secs, 0.2, arrival, seed);
+            let flush_ns = (flush * 1e9) as u64;
+            let answered = |done: u64, rng: &mut SmallRng| {
+                let done = done + (rng.gen_range(0.0..=delay) * 1e9) as u64;
+                if flush_ns == 0 { done } else { done.div_ceil(flush_ns) * flush_ns }
+            };
+            let outcomes: Vec<_> = queue(&times, capacity, jitter, Order::Fifo, None, &mut rng)
+                .into_iter()
+                .filter(|(t, _)| *t >= window.measure_start_ns)
+                .map(|(t, done)| (t, done.map(|d| answered(d, &mut rng))))
+                .collect();
+            prop_assume!(outcomes.len() >= 600);
+            let (rps, all) = achieved_of(window, rate, arrival, &outcomes, 10.0);
+            prop_assert!(
+                rps < 0.98 * all,
+                "pace {:.4} at {overload:.3}x capacity {capacity}: achieved {rps} of {all}",
+                rps / all
             );
         }
     }
