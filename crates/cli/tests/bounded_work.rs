@@ -116,8 +116,11 @@ fn the_queue_of_waiting_arrivals_is_capped() {
         "4000000",
         "-d",
         "2s",
+        // Long enough that the queue fills before its oldest arrival expires, even from a
+        // debug build's dispatcher on a busy machine (it needs 420,000 releases a second;
+        // with 3 s it needed 1.4 million and once fell short).
         "--timeout",
-        "3s",
+        "10s",
         "-c",
         "1",
         "--max-connections",

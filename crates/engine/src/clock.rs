@@ -19,6 +19,8 @@ pub struct Clock {
     origin: Instant,
     /// `CLOCK_MONOTONIC` at `origin`, in nanoseconds.
     origin_mono_ns: u64,
+    /// `CLOCK_REALTIME` at `origin`, in nanoseconds (for the kernel's receive timestamps).
+    origin_real_ns: u64,
 }
 
 impl Clock {
@@ -27,9 +29,11 @@ impl Clock {
         // Instant is CLOCK_MONOTONIC on Linux; read both back to back.
         let origin = Instant::now();
         let origin_mono_ns = os::monotonic_ns();
+        let origin_real_ns = os::realtime_ns();
         Clock {
             origin,
             origin_mono_ns,
+            origin_real_ns,
         }
     }
 
@@ -37,6 +41,16 @@ impl Clock {
     #[inline]
     pub fn now(&self) -> u64 {
         self.origin.elapsed().as_nanos() as u64
+    }
+
+    /// The clock reading of a kernel receive timestamp (`CLOCK_REALTIME` ns), kept within
+    /// `[not_before, now]`: a step of the wall clock during the run cannot move a
+    /// completion before its send or after the moment it was read.
+    #[inline]
+    pub fn from_realtime(&self, real_ns: u64, not_before: u64, now: u64) -> u64 {
+        real_ns
+            .saturating_sub(self.origin_real_ns)
+            .clamp(not_before.min(now), now)
     }
 
     /// The `Instant` of a clock reading, for tokio timers.

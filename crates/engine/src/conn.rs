@@ -24,8 +24,21 @@ use crate::error::ErrorClass;
 pub enum Conn {
     /// Plain TCP.
     Plain(TcpStream),
+    /// Plain TCP whose reads carry the kernel's receive timestamp ([`Conn::received_at`]).
+    Stamped(TcpStream, u64),
     /// TLS over TCP.
     Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Conn {
+    /// When the newest bytes read so far arrived (`CLOCK_REALTIME` ns, from the kernel):
+    /// `None` unless the connection was opened with receive timestamps.
+    pub fn received_at(&self) -> Option<u64> {
+        match self {
+            Conn::Stamped(_, at) if *at > 0 => Some(*at),
+            _ => None,
+        }
+    }
 }
 
 impl AsyncRead for Conn {
@@ -36,6 +49,25 @@ impl AsyncRead for Conn {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Stamped(s, at) => loop {
+                std::task::ready!(s.poll_read_ready(cx))?;
+                let unfilled = buf.initialize_unfilled();
+                let read = s.try_io(tokio::io::Interest::READABLE, || {
+                    loadlab_system::os::recv_timestamped(s.as_fd(), unfilled)
+                });
+                match read {
+                    Ok((n, stamp)) => {
+                        if let Some(t) = stamp {
+                            *at = t;
+                        }
+                        buf.advance(n);
+                        return Poll::Ready(Ok(()));
+                    }
+                    // Readiness was stale: try_io cleared it, wait again.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            },
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
@@ -48,19 +80,19 @@ impl AsyncWrite for Conn {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Plain(s) | Conn::Stamped(s, _) => Pin::new(s).poll_write(cx, buf),
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
+            Conn::Plain(s) | Conn::Stamped(s, _) => Pin::new(s).poll_flush(cx),
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Plain(s) | Conn::Stamped(s, _) => Pin::new(s).poll_shutdown(cx),
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
@@ -74,6 +106,8 @@ pub struct Connector {
     next_source: std::cell::Cell<usize>,
     stride: usize,
     tls: Option<(TlsConnector, ServerName<'static>)>,
+    /// Plain connections read with the kernel's receive timestamps.
+    stamped: bool,
 }
 
 impl Connector {
@@ -95,7 +129,21 @@ impl Connector {
             next_source: std::cell::Cell::new(worker),
             stride: threads.max(1),
             tls,
+            stamped: false,
         }
+    }
+
+    /// Opens plain connections with receive timestamps from now on
+    /// ([`Conn::received_at`]); no effect on TLS.
+    #[must_use]
+    pub fn with_rx_timestamps(mut self) -> Connector {
+        self.stamped = self.tls.is_none();
+        self
+    }
+
+    /// True if plain connections are opened with receive timestamps.
+    pub fn stamps_receipts(&self) -> bool {
+        self.stamped
     }
 
     /// Opens one connection.
@@ -119,6 +167,10 @@ impl Connector {
         let stream = sock.connect(self.addr).await.map_err(classify)?;
         let _ = stream.set_nodelay(true);
         match &self.tls {
+            None if self.stamped => {
+                loadlab_system::os::enable_rx_timestamps(stream.as_fd()).map_err(classify)?;
+                Ok(Conn::Stamped(stream, 0))
+            }
             None => Ok(Conn::Plain(stream)),
             Some((connector, name)) => connector
                 .connect(name.clone(), stream)
@@ -195,5 +247,58 @@ impl ServerCertVerifier for NoVerify {
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A stamped connection read late still knows when its bytes arrived: the open-loop
+    /// worker that sleeps through responses charges the server only for its own time.
+    #[test]
+    fn stamped_reads_keep_the_arrival_time() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/", l.local_addr().unwrap());
+            let cfg = crate::config::Workload {
+                url,
+                ..Default::default()
+            }
+            .validate()
+            .unwrap();
+            for stamped in [true, false] {
+                let mut c = Connector::new(&cfg, None, 0, 1);
+                if stamped {
+                    c = c.with_rx_timestamps();
+                }
+                assert_eq!(c.stamps_receipts(), stamped);
+                let (conn, accepted) = tokio::join!(c.connect(), l.accept());
+                let (mut conn, (mut server, _)) = (conn.unwrap(), accepted.unwrap());
+                let before = loadlab_system::os::realtime_ns();
+                server.write_all(b"ok").await.unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+                let mut buf = [0u8; 8];
+                let n = conn.read(&mut buf).await.unwrap();
+                assert_eq!(&buf[..n], b"ok");
+                let read = loadlab_system::os::realtime_ns();
+                match conn.received_at() {
+                    Some(at) => {
+                        assert!(stamped);
+                        assert!(at >= before, "stamped before the write");
+                        assert!(
+                            read - at >= 25_000_000,
+                            "stamped when read, not when it arrived"
+                        );
+                    }
+                    None => assert!(!stamped, "no timestamp on a stamped connection"),
+                }
+            }
+        });
     }
 }

@@ -119,7 +119,14 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         spawned: Cell::new(0),
         timeout_ns: plan.cfg.timeout.as_nanos() as u64,
         io: Io {
-            connector: Connector::new(&plan.cfg, plan.tls, plan.index, plan.threads),
+            connector: {
+                let c = Connector::new(&plan.cfg, plan.tls, plan.index, plan.threads);
+                if coalesces_reads(&plan.cfg) {
+                    c.with_rx_timestamps()
+                } else {
+                    c
+                }
+            },
             cfg: plan.cfg,
             clock: plan.clock,
             recorder: RefCell::new(recorder),
@@ -189,6 +196,8 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
 /// older kernels ignore or refuse it, and nothing else changes.
 fn request_short_slice() {
     loadlab_system::os::request_short_slice(SHORT_SLICE_NS);
+    // The dispatcher's sleeps end on time, not up to 50 µs late (the default slack).
+    loadlab_system::os::set_timer_slack(1_000);
 }
 
 /// The time slice worker threads ask for (the kernel's minimum is 0.1 ms).
@@ -229,6 +238,24 @@ async fn tick(ctx: Rc<Ctx>) {
 /// latency like any other.
 pub const MIN_WAKE_GAP_NS: u64 = 200_000;
 
+/// Open loop over plain HTTP/1.1: a wait until the next release this short is slept
+/// through (the thread blocked, no event loop), so that the responses landing meanwhile are
+/// read together at the release, their latency taken from the kernel's receive timestamps.
+/// A wake-up per response costs about as much CPU as the request itself (a context switch
+/// and an `epoll_wait`); waits longer than this (rates under a few thousand per second per
+/// worker, where the CPU does not matter) wake for each response as before, so that a
+/// connection is free for the next arrival as soon as its answer is in.
+pub const COALESCE_MAX_NS: u64 = 1_000_000;
+
+/// Whether a run's workers sleep through responses between releases and read them with
+/// receive timestamps: open loop, HTTP/1.1 without TLS (a TLS or HTTP/2 reader cannot tell
+/// which bytes completed a response).
+fn coalesces_reads(cfg: &RunConfig) -> bool {
+    matches!(cfg.model, LoadModel::Open { .. })
+        && cfg.protocol == Protocol::Http1
+        && cfg.target.scheme != crate::config::Scheme::Https
+}
+
 /// The most arrivals waiting for a free connection, all workers together (8 bytes each):
 /// the queue's memory is bounded whatever the rate and the timeout. An arrival released
 /// when its worker's share is full is never sent and counted as such.
@@ -250,7 +277,18 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: PreciseTimer) 
         if now < intended {
             behind = 0;
             let wake_at = intended.max(last_wake + MIN_WAKE_GAP_NS);
-            if timer.sleep_until(wake_at).await.is_err() {
+            if ctx.io.connector.stamps_receipts() && wake_at - now <= COALESCE_MAX_NS {
+                // Sleep through the responses that land before the next release: the
+                // thread wakes once, reads them all (stamped with their arrival by the
+                // kernel) and sends what is due, instead of waking for each. The
+                // connection tasks send what was just released first.
+                tokio::task::yield_now().await;
+                let now = ctx.io.clock.now();
+                if now < wake_at {
+                    std::thread::sleep(Duration::from_nanos(wake_at - now));
+                }
+                tokio::task::yield_now().await;
+            } else if timer.sleep_until(wake_at).await.is_err() {
                 tokio::time::sleep_until(ctx.io.clock.instant(wake_at).into()).await;
             }
             last_wake = ctx.io.clock.now();

@@ -1,12 +1,13 @@
 //! Every operating-system call loadlab makes outside the standard library, in one place:
 //! resource limits, CPU affinity and the scheduler slice, CPU and memory use, the
-//! monotonic clock and `timerfd`, process groups and signals, and one socket option.
+//! monotonic and real-time clocks and `timerfd`, process groups and signals, two socket
+//! options and receive timestamps.
 //!
-//! Most go through `rustix`, which wraps each call in a safe function. Three calls it does
+//! Most go through `rustix`, which wraps each call in a safe function. The calls it does
 //! not offer stay on `libc` here, each behind a safe function with its reason:
 //! `getrusage` (thread and process CPU, peak memory), `sched_setattr` (the short time
-//! slice) and `IP_BIND_ADDRESS_NO_PORT` (socket2 lacks it too). The only other `unsafe`
-//! left in loadlab's crates is a library contract, not a system call: `pre_exec` for the
+//! slice), `IP_BIND_ADDRESS_NO_PORT`, and `SO_TIMESTAMPNS` with the `recvmsg` that reads
+//! it (socket2 lacks them too). The only other `unsafe` left in loadlab's crates is a library contract, not a system call: `pre_exec` for the
 //! targets and tokio's `AsyncFd::register_with_interest` for the timer. Linux only.
 
 use std::io;
@@ -59,6 +60,12 @@ pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
     }
     rustix::thread::sched_setaffinity(None, &set)?;
     Ok(())
+}
+
+/// Sets the calling thread's timer slack (`PR_SET_TIMERSLACK`): how late the kernel may
+/// fire its sleeps to batch wake-ups (50 µs by default). Best effort.
+pub fn set_timer_slack(slack_ns: u64) {
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(slack_ns));
 }
 
 /// Asks the scheduler for a time slice of `slice_ns` for the calling thread
@@ -141,6 +148,82 @@ pub fn page_size() -> u64 {
 pub fn monotonic_ns() -> u64 {
     let ts = rustix::time::clock_gettime(ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `CLOCK_REALTIME` now, nanoseconds since the epoch (vDSO): the clock of the kernel's
+/// receive timestamps.
+#[inline]
+pub fn realtime_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(ClockId::Realtime);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Asks the kernel to stamp every segment `socket` receives with the time it arrived
+/// (`SO_TIMESTAMPNS`, software, `CLOCK_REALTIME`), read back by [`recv_timestamped`].
+/// Neither rustix nor socket2 offers the option.
+pub fn enable_rx_timestamps(socket: BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let one: libc::c_int = 1;
+    // SAFETY: a valid socket fd and an option buffer of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// One non-blocking `recvmsg` into `buf`: the bytes read and, on a socket with
+/// [`enable_rx_timestamps`], when the last of them arrived (`CLOCK_REALTIME` ns; for TCP the
+/// kernel reports the newest segment the read consumed). rustix's ancillary messages do not
+/// include timestamps.
+pub fn recv_timestamped(
+    socket: BorrowedFd<'_>,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<u64>)> {
+    use std::os::fd::AsRawFd;
+    // Room for one `struct timespec` control message, 8-byte aligned.
+    let mut control = [0u64; 8];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: zeroed msghdr is a valid empty header; every pointer set below outlives the
+    // call, and the lengths are those of the buffers they point to.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: as above.
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the kernel filled `msg_controllen` bytes of `control`; the CMSG macros walk
+    // them within that length.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                if ts.tv_sec > 0 {
+                    stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
 }
 
 /// A new non-blocking, close-on-exec `timerfd` on `CLOCK_MONOTONIC`, disarmed.
@@ -389,5 +472,37 @@ mod tests {
         assert_eq!(signal_name(15), "SIGTERM");
         assert_eq!(signal_name(6), "SIGABRT");
         assert_eq!(signal_name(10), "signal");
+    }
+
+    #[test]
+    fn receive_timestamps_tell_when_bytes_arrived_not_when_they_were_read() {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stamped = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let plain = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut to_stamped, _) = listener.accept().unwrap();
+        let (mut to_plain, _) = listener.accept().unwrap();
+        enable_rx_timestamps(stamped.as_fd()).unwrap();
+        let mut buf = [0u8; 16];
+        // Nothing to read: the call does not block.
+        let e = recv_timestamped(stamped.as_fd(), &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        let before = realtime_ns();
+        to_stamped.write_all(b"hello").unwrap();
+        to_plain.write_all(b"hello").unwrap();
+        let sent = realtime_ns();
+        std::thread::sleep(Duration::from_millis(50));
+        let (n, at) = recv_timestamped(stamped.as_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        let at = at.expect("a timestamp on a socket that asked for them");
+        assert!(
+            at >= before && at <= sent + 1_000_000,
+            "arrived {} µs after the send began, read 50 ms later",
+            (at as i64 - before as i64) / 1000
+        );
+        // A socket that did not ask gets the bytes and no timestamp.
+        let (n, at) = recv_timestamped(plain.as_fd(), &mut buf).unwrap();
+        assert_eq!((&buf[..n], at), (&b"hello"[..], None));
     }
 }

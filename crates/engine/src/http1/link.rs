@@ -115,7 +115,13 @@ impl Http1Link {
             for &t in rest {
                 match self.reader.read(c).await {
                     Ok(meta) => {
-                        self.last_done = io.clock.now();
+                        // When the response's last bytes arrived, if the kernel stamped
+                        // them: a worker that reads late (it wakes once per dispatch
+                        // tick) must not charge its own delay to the server.
+                        let now = io.clock.now();
+                        self.last_done = c
+                            .received_at()
+                            .map_or(now, |at| io.clock.from_realtime(at, sent, now));
                         io.recorder
                             .borrow_mut()
                             .response(t, sent, self.last_done, meta.status);
