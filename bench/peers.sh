@@ -14,7 +14,8 @@
 #   DURATION     seconds per run                         (10)
 #   ROUNDS       interleaved rounds                      (3)
 #   CONNECTIONS  connections per closed-loop run         (64)
-#   RATE         open-loop rate, requests/s              (20000)
+#   RATES        open-loop rates, requests/s, comma list (20000,50000,100000)
+#   RATE         one open-loop rate (overrides RATES; kept for older scripts)
 #   LOADLAB      loadlab binary                          (target/release/loadlab)
 #   TOOLS        comma list from loadlab,wrk,ab,h2load,oha (all)
 #   MODES        comma list from keepalive,close,openloop (all)
@@ -30,7 +31,7 @@ PY="python3 $HERE/peers.py"
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-64}
-RATE=${RATE:-20000}
+RATES=${RATE:-${RATES:-20000,50000,100000}}
 LOADLAB=${LOADLAB:-$ROOT/target/release/loadlab}
 TOOLS=${TOOLS:-loadlab,wrk,ab,h2load,oha}
 MODES=${MODES:-keepalive,close,openloop}
@@ -50,7 +51,10 @@ BENCH_NAME=peers.sh
 [[ $DURATION =~ ^[0-9]+$ && $DURATION -gt 0 ]] || die "DURATION must be a positive integer (seconds)"
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -gt 0 ]] || die "ROUNDS must be a positive integer"
 [[ $CONNECTIONS =~ ^[0-9]+$ && $CONNECTIONS -gt 0 ]] || die "CONNECTIONS must be a positive integer"
-[[ $RATE =~ ^[0-9]+$ && $RATE -gt 0 ]] || die "RATE must be a positive integer (requests/s)"
+IFS=, read -r -a WANT_RATES <<<"$RATES"
+for r in "${WANT_RATES[@]}"; do
+    [[ $r =~ ^[0-9]+$ && $r -gt 0 ]] || die "RATES must be positive integers (requests/s), got '$r'"
+done
 
 IFS=, read -r -a WANT_TOOLS <<<"$TOOLS"
 IFS=, read -r -a WANT_MODES <<<"$MODES"
@@ -162,7 +166,7 @@ if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
 fi
 HOSTDESC="$(uname -srm); $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
 log "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on $URL (pid $NGX_PID, CPU $SERVER_CPU); generators on CPU $GEN_CPU"
-log "duration ${DURATION}s, rounds $ROUNDS, connections $CONNECTIONS, open-loop rate $RATE/s"
+log "duration ${DURATION}s, rounds $ROUNDS, connections $CONNECTIONS, open-loop rates ${WANT_RATES[*]} req/s"
 log "tools: ${WANT_TOOLS[*]}; modes: ${WANT_MODES[*]}"
 log "raw output: $RAW"
 for t in "${WANT_TOOLS[@]}"; do
@@ -230,25 +234,33 @@ run_one() {
     sleep 1   # let sockets / TIME_WAIT churn settle between runs
 }
 
-for mode in keepalive close openloop; do
-    has_mode "$mode" || continue
+# Phases: the two closed-loop modes, then open loop once per rate ("openloop-20000", ...).
+PHASE_LIST=()
+for mode in keepalive close; do
+    has_mode "$mode" && PHASE_LIST+=("$mode:$mode:")
+done
+if has_mode openloop; then
+    for r in "${WANT_RATES[@]}"; do PHASE_LIST+=("openloop-$r:openloop:$r"); done
+fi
+for entry in "${PHASE_LIST[@]}"; do
+    IFS=: read -r phase mode RATE <<<"$entry"
     tools=()
     for t in "${WANT_TOOLS[@]}"; do
         if is_skipped "$t"; then
-            $PY skip --out "$RESULTS" --phase "$mode" --tool "$t" --reason "not installed"
+            $PY skip --out "$RESULTS" --phase "$phase" --tool "$t" --reason "not installed"
         elif ! tool_cmd "$mode" "$t" "$DURATION" /dev/null; then
-            $PY skip --out "$RESULTS" --phase "$mode" --tool "$t" --reason "$SKIP_REASON"
+            $PY skip --out "$RESULTS" --phase "$phase" --tool "$t" --reason "$SKIP_REASON"
         else
             tools+=("$t")
         fi
     done
     ((${#tools[@]})) || continue
     for ((r = 1; r <= ROUNDS; r++)); do
-        log "== $mode, round $r/$ROUNDS"
+        log "== $phase, round $r/$ROUNDS"
         n=${#tools[@]}
         for ((i = 0; i < n; i++)); do
             t=${tools[$(((i + r - 1) % n))]}   # rotate start each round
-            run_one "$mode" "$r" "$mode" "$t" "$DURATION"
+            run_one "$phase" "$r" "$mode" "$t" "$DURATION"
         done
     done
 done
@@ -263,7 +275,7 @@ if [[ $MEMCHECK == 1 ]] && has_tool loadlab && has_mode keepalive; then
 fi
 
 log ""
-$PY report "$RESULTS" --md "$RAW/summary.md" --rate "$RATE" \
+$PY report "$RESULTS" --md "$RAW/summary.md" \
     --gen-cpu "$GEN_CPU" --server-cpu "$SERVER_CPU" --host "$HOSTDESC"
 log ""
 log "raw results: $RESULTS"

@@ -216,5 +216,51 @@ class Tables(unittest.TestCase):
         self.assertEqual((lib.fmt(None), lib.fmt(1234.5), lib.fmt(0.5, 3)), ("-", "1,234", "0.500"))
 
 
+
+class PeerTargets(unittest.TestCase):
+    """Issue 17's targets, judged from summarized runs: each PASS or FAIL on its own figure."""
+
+    @staticmethod
+    def rec(phase, tool, req_per_cpu_s, lag_p99=None, rate=None):
+        r = {"phase": phase, "tool": tool, "ok": True, "rps": 1000.0, "cpu_s": 1.0,
+             "req_per_cpu_s": req_per_cpu_s, "rss_kb": 9000, "requests": 10000,
+             "duration_s": 10, "round": 1}
+        if lag_p99 is not None:
+            r["schedule_lag_ms"] = {"p99": lag_p99}
+        if rate is not None:
+            r["rate"] = rate
+        return r
+
+    def test_open_loop_phases_by_rate_and_targets(self):
+        recs = [
+            self.rec("keepalive", "loadlab", 130000), self.rec("keepalive", "wrk", 100000),
+            self.rec("close", "loadlab", 21000), self.rec("close", "wrk", 20000),
+            self.rec("openloop-50000", "loadlab", 90000, 0.2),
+            self.rec("openloop-20000", "loadlab", 125000, 0.25),
+            self.rec("openloop-20000", "oha", 60000),
+        ]
+        summ = peers.summarize(recs)
+        self.assertEqual(peers.open_phases(summ),
+                         [("openloop-20000", 20000.0), ("openloop-50000", 50000.0)])
+        lines = peers.target_checks(summ, [])
+        self.assertIn("[PASS] loadlab vs wrk, keep-alive on: 1.30×", lines[0])
+        self.assertIn("[FAIL] loadlab vs wrk, keep-alive off: 1.05×", lines[1])
+        # 1e6 / 125,000 = 8 µs per request; lag 0.25 ms; 125,000 / 60,000 = 2.08x oha.
+        self.assertIn("[PASS] loadlab open loop at 20,000 req/s: 8.0 µs", lines[2])
+        self.assertIn("[PASS] loadlab open-loop schedule lag p99 at 20,000 req/s: 0.250 ms", lines[3])
+        self.assertIn("[PASS] loadlab vs oha, open loop at 20,000 req/s: 2.08×", lines[4])
+        rows, _ = peers.open_rows(summ["openloop-50000"], 50000)
+        self.assertEqual(rows[0][4], "11.1")  # µs per request at 50,000 req/s
+
+    def test_open_loop_misses_and_older_files(self):
+        recs = [self.rec("openloop", "loadlab", 60000, 0.5, rate=20000)]
+        summ = peers.summarize(recs)
+        self.assertEqual(peers.open_phases(summ), [("openloop", 20000)])
+        lines = peers.target_checks(summ, [])
+        self.assertTrue(any(l.startswith("[FAIL] loadlab open loop at 20,000 req/s: 16.7 µs")
+                            for l in lines), lines)
+        self.assertTrue(any(l.startswith("[FAIL] loadlab open-loop schedule lag p99") for l in lines))
+        self.assertTrue(any(l.startswith("[ -- ] loadlab vs oha") for l in lines))
+
 if __name__ == "__main__":
     unittest.main()
