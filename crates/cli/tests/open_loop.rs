@@ -135,3 +135,36 @@ fn achieved_shows_a_saturated_server() {
         "achieved {achieved}, capacity 20"
     );
 }
+
+/// At 2,000 req/s the worker sleeps through responses between releases and takes their
+/// completion from the kernel's receive timestamps: those are real instants on loadlab's
+/// clock, never before the server could have answered (a wrong clock conversion would put
+/// them there), and every request is still counted once.
+#[test]
+fn receive_timestamps_are_on_loadlabs_clock() {
+    let s = TestServer::start(Behavior::Delay(std::time::Duration::from_millis(4)));
+    let r = run(&[
+        &s.url("/"),
+        "--rate",
+        "2000",
+        "-d",
+        "2s",
+        "-c",
+        "32",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(num(j, &["successful"]), 4000.0, "{j}");
+    for what in ["latency_ms", "service_time_ms"] {
+        let min = num(j, &[what, "min"]);
+        assert!(
+            min >= 4.0,
+            "{what} min {min} ms: before the server's 4 ms delay"
+        );
+        let p50 = num(j, &[what, "p50"]);
+        assert!(p50 < 100.0, "{what} p50 {p50} ms");
+    }
+}

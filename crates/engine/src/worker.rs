@@ -106,9 +106,16 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
             )
         })?;
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    // Open loop over plain HTTP/1.1: when the dispatcher waits for its next release, the
+    // thread sleeps until then before it parks on the event loop (see `COALESCE_MAX_NS`).
+    let park_until = Arc::new(AtomicU64::new(0));
+    let rt = {
+        let (park_until, clock) = (park_until.clone(), plan.clock);
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_park(move || sleep_until_release(&park_until, clock))
+            .build()?
+    };
     let local = tokio::task::LocalSet::new();
     let cpu_start = thread_cpu_seconds();
     let recorder = Recorder::new(plan.index, plan.window.measure_start_ns, plan.tx);
@@ -162,7 +169,8 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
                     ctx.io.cfg.seed,
                 );
                 let timer = PreciseTimer::new(ctx.io.clock)?;
-                tokio::task::spawn_local(dispatch(ctx.clone(), sched, timer));
+                let coalesce = ctx.io.connector.stamps_receipts().then_some(park_until);
+                tokio::task::spawn_local(dispatch(ctx.clone(), sched, timer, coalesce));
             }
             tokio::task::spawn_local(tick(ctx.clone()));
             tokio::select! {
@@ -239,13 +247,28 @@ async fn tick(ctx: Rc<Ctx>) {
 pub const MIN_WAKE_GAP_NS: u64 = 200_000;
 
 /// Open loop over plain HTTP/1.1: a wait until the next release this short is slept
-/// through (the thread blocked, no event loop), so that the responses landing meanwhile are
+/// through (the thread blocked before it waits for events), so that the responses landing meanwhile are
 /// read together at the release, their latency taken from the kernel's receive timestamps.
 /// A wake-up per response costs about as much CPU as the request itself (a context switch
 /// and an `epoll_wait`); waits longer than this (rates under a few thousand per second per
 /// worker, where the CPU does not matter) wake for each response as before, so that a
 /// connection is free for the next arrival as soon as its answer is in.
 pub const COALESCE_MAX_NS: u64 = 1_000_000;
+
+/// Called by the worker's event loop when every task is idle, just before it waits for
+/// events: while the dispatcher waits for a release under `COALESCE_MAX_NS` away, sleep
+/// until then (the kernel stamps the responses that land meanwhile), so that the wait for
+/// events returns them all with the dispatcher's timer instead of one wake-up each.
+fn sleep_until_release(park_until: &AtomicU64, clock: Clock) {
+    let until = park_until.load(Ordering::Relaxed);
+    if until == 0 {
+        return;
+    }
+    let now = clock.now();
+    if now < until {
+        std::thread::sleep(Duration::from_nanos(until - now));
+    }
+}
 
 /// Whether a run's workers sleep through responses between releases and read them with
 /// receive timestamps: open loop, HTTP/1.1 without TLS (a TLS or HTTP/2 reader cannot tell
@@ -269,7 +292,12 @@ const MIN_QUEUE_CAP: usize = 1 << 12;
 /// before their deadline (it fell more than the timeout behind, at a rate the machine
 /// cannot generate) are skipped all at once and counted as never sent, so it ends at the
 /// latest one timeout after the window, and the queue it fills is capped.
-async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: PreciseTimer) {
+async fn dispatch(
+    ctx: Rc<Ctx>,
+    mut sched: WorkerSchedule,
+    timer: PreciseTimer,
+    park_until: Option<Arc<AtomicU64>>,
+) {
     let mut behind = 0u32;
     let mut last_wake = 0u64;
     while let Some(intended) = sched.next() {
@@ -277,19 +305,20 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: PreciseTimer) 
         if now < intended {
             behind = 0;
             let wake_at = intended.max(last_wake + MIN_WAKE_GAP_NS);
-            if ctx.io.connector.stamps_receipts() && wake_at - now <= COALESCE_MAX_NS {
-                // Sleep through the responses that land before the next release: the
-                // thread wakes once, reads them all (stamped with their arrival by the
-                // kernel) and sends what is due, instead of waking for each. The
-                // connection tasks send what was just released first.
-                tokio::task::yield_now().await;
-                let now = ctx.io.clock.now();
-                if now < wake_at {
-                    std::thread::sleep(Duration::from_nanos(wake_at - now));
-                }
-                tokio::task::yield_now().await;
-            } else if timer.sleep_until(wake_at).await.is_err() {
+            // Sleep through the responses that land before a near release: when every
+            // task is idle the thread sleeps until `wake_at` (`sleep_until_release`), then
+            // reads them all at once, stamped with their arrival by the kernel.
+            let coalesce = park_until
+                .as_ref()
+                .filter(|_| wake_at - now <= COALESCE_MAX_NS);
+            if let Some(p) = coalesce {
+                p.store(wake_at, Ordering::Relaxed);
+            }
+            if timer.sleep_until(wake_at).await.is_err() {
                 tokio::time::sleep_until(ctx.io.clock.instant(wake_at).into()).await;
+            }
+            if let Some(p) = coalesce {
+                p.store(0, Ordering::Relaxed);
             }
             last_wake = ctx.io.clock.now();
             now = last_wake;
