@@ -85,12 +85,9 @@ impl Jvm {
             let _ = r.read_to_string(&mut rest);
             rest
         });
-        let line = match rx.recv_timeout(READY_LIMIT) {
-            Ok(l) => l,
-            Err(_) => {
-                let _ = child.kill();
-                panic!("no ready line within {READY_LIMIT:?}");
-            }
+        let Ok(line) = rx.recv_timeout(READY_LIMIT) else {
+            let _ = child.kill();
+            panic!("no ready line within {READY_LIMIT:?}");
         };
         let addr = line
             .trim_end()
