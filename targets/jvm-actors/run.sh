@@ -31,6 +31,10 @@ if [ "$major" -lt 11 ]; then
   exit "$unavailable"
 fi
 if [ ! -f "$jar" ]; then
+  if [ -n "${LOADLAB_JVM_JAR:-}" ]; then
+    echo "jvm-actors: $jar (LOADLAB_JVM_JAR) is not built; the build of this checkout's jar is: $build" >&2
+    exit "$unavailable"
+  fi
   echo "jvm-actors: $jar is not built; build it with: $build" >&2
   exit "$unavailable"
 fi
