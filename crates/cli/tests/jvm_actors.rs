@@ -251,13 +251,27 @@ fn pages_ask_timeouts_stats_and_a_graceful_stop() {
     );
 }
 
+/// `--warmup-requests`: the server sends itself that many requests before its ready line
+/// (and before `/health` answers 200); its counters start from zero afterwards.
+#[test]
+fn the_warm_up_comes_before_the_ready_line() {
+    let jvm = Jvm::start(&["--warmup-requests", "400"]);
+    let stats = jvm.stats();
+    assert_eq!(stats["requests"]["/page"], 0, "{stats}");
+    assert_eq!(stats["requests"]["/health"], 0, "{stats}");
+    assert_eq!(stats["dispatcher"]["completed"], 0, "{stats}");
+    assert_eq!(stats["pages"], serde_json::json!({}), "{stats}");
+    assert_eq!(get(jvm.addr, "/health").0, 200);
+}
+
 #[test]
 fn bad_flags_exit_non_zero_naming_the_flag() {
     require_jar();
     let held = TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = held.local_addr().unwrap().to_string();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--routees", "0"], "--routees"),
+        (&["--warmup-requests", "-1"], "--warmup-requests"),
         (&["--parallelism-factor", "-1"], "--parallelism-factor"),
         (
             &["--parallelism-min", "9", "--parallelism-max", "2"],

@@ -21,6 +21,8 @@ final class Options {
     long askTimeoutMs = 4_000;
     /** Seconds in-flight requests may take to finish after SIGTERM. */
     long shutdownTimeoutS = 30;
+    /** Requests the server sends itself before it is ready, so the JIT has compiled them. */
+    int warmupRequests = 0;
     /** {@code --help} was given. */
     boolean help;
 
@@ -49,6 +51,7 @@ final class Options {
         "  --parallelism-max N         page dispatcher: most threads [24]",
         "  --ask-timeout-ms MS         how long a page waits for its actor before answering 503 [4000]",
         "  --shutdown-timeout SECS     grace for in-flight requests after SIGTERM [30]",
+        "  --warmup-requests N         requests sent to itself before the ready line (/health answers 503 until then) [0]",
         "  --help                      this text",
         "");
 
@@ -100,6 +103,9 @@ final class Options {
                 case "--shutdown-timeout":
                     o.shutdownTimeoutS = integer(flag, value, 0, 3_600);
                     break;
+                case "--warmup-requests":
+                    o.warmupRequests = (int) integer(flag, value, 0, 1_000_000);
+                    break;
                 default:
                     throw new IllegalStateException(flag);
             }
@@ -112,7 +118,7 @@ final class Options {
     }
 
     private static final String KNOWN =
-        "|--bind|--routees|--parallelism-min|--parallelism-factor|--parallelism-max|--ask-timeout-ms|--shutdown-timeout|";
+        "|--bind|--routees|--parallelism-min|--parallelism-factor|--parallelism-max|--ask-timeout-ms|--shutdown-timeout|--warmup-requests|";
 
     private static long integer(String flag, String value, long min, long max) throws Invalid {
         long n;

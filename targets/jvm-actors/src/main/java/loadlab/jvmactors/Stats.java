@@ -46,6 +46,17 @@ final class Stats {
         return pages.computeIfAbsent(name, k -> new Page());
     }
 
+    /** Back to zero after the warm-up; the gauges are left as they are (zero by then). */
+    void reset() {
+        for (AtomicLong c : new AtomicLong[] {health, page, stats, other, askTimeouts, completed, completedAfterTimeout}) {
+            c.set(0);
+        }
+        pages.clear();
+        otherPages.requests.set(0);
+        otherPages.ok.set(0);
+        otherPages.timeouts.set(0);
+    }
+
     /** The document of {@code /stats}. */
     String json(Options o, int cpus) {
         StringBuilder b = new StringBuilder(256);
