@@ -186,3 +186,76 @@ fn probes_see_listen_overflows_and_the_target_process() {
     );
     assert!(q["figures"]["listen_overflows"].as_f64().unwrap() > 0.0);
 }
+
+/// Scenarios run together over a matrix (document 003): the report opens with one row per
+/// configuration, its timeouts, run time and the targets' CPU, like the document's table.
+#[test]
+fn together_configurations_side_by_side() {
+    let plan = write_plan(
+        "together",
+        r#"
+name = "together"
+[[target]]
+name = "fx"
+command = ["FIXTURE", "--port", "{port}", "--pool", "{pool}", "--service-ms", "200"]
+ready = { http = "http://127.0.0.1:{port}/", status = 200 }
+ready_timeout = "5s"
+stop_grace = "1s"
+
+[matrix]
+pool = [1, 16]
+
+[[scenario]]
+name = "a"
+url = "http://127.0.0.1:{port}/a"
+rate = 20
+requests = 20
+timeout = "1s"
+
+[[scenario]]
+name = "b"
+url = "http://127.0.0.1:{port}/b"
+rate = 10
+requests = 10
+timeout = "1s"
+
+[load]
+together = true
+step_duration = "10s"
+"#,
+    );
+    let out = temp_path("together-bundle");
+    lab_ok(&plan, &out);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let table: Vec<&str> = report
+        .split("## Configurations side by side")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no side-by-side table: {report}"))
+        .lines()
+        .filter(|l| l.starts_with("| pool="))
+        .collect();
+    assert_eq!(table.len(), 2, "{report}");
+    let cells = |row: &str| -> Vec<String> {
+        row.split('|')
+            .map(|c| c.trim().to_string())
+            .filter(|c| !c.is_empty())
+            .collect()
+    };
+    // configuration | answered | timeouts | errors | run time s | targets' CPU
+    let small = cells(table[0]);
+    let large = cells(table[1]);
+    assert_eq!(
+        (small[0].as_str(), large[0].as_str()),
+        ("pool=1", "pool=16")
+    );
+    let timeouts = |row: &[String]| row[2].parse::<u64>().unwrap();
+    assert!(timeouts(&small) > 0, "{report}");
+    assert_eq!(timeouts(&large), 0, "{report}");
+    assert_eq!(
+        large[1], "30",
+        "every request of both scenarios answered: {report}"
+    );
+    assert!(large[4].parse::<f64>().unwrap() > 0.0, "{report}");
+    assert!(large[5].parse::<f64>().is_ok(), "a CPU figure: {report}");
+    assert!(report.contains("% of one core (and waited"), "{report}");
+}

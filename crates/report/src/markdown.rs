@@ -300,14 +300,74 @@ fn together_table(out: &mut String, steps: &[&StepRecord], config: Option<&Confi
         .sum();
     let _ = writeln!(
         out,
-        "\nTimeouts in all: **{timeouts}**{}.\n",
+        "\nTimeouts in all: **{timeouts}**{}{}.\n",
         config
             .map(|c| format!("; configuration run time {:.1} s", c.duration_s))
+            .unwrap_or_default(),
+        targets_cpu(steps)
+            .map(|(used, wait)| format!(
+                "; the targets used {used:.0} % of one core (and waited {wait:.0} % of one for a CPU)"
+            ))
             .unwrap_or_default()
     );
     if !whys.is_empty() {
         let _ = writeln!(out, "Why:\n\n{}\n", whys.join("\n"));
     }
+}
+
+/// The targets' CPU over a group of scenarios run together (one probe covers the group):
+/// percent of one core used, and percent of one core spent runnable but waiting for a CPU.
+fn targets_cpu(steps: &[&StepRecord]) -> Option<(f64, f64)> {
+    steps
+        .iter()
+        .find_map(|s| s.probes.as_ref())
+        .map(|p| (p.delta.cpu_percent, p.delta.cpu_wait_percent))
+}
+
+/// With scenarios run together over several configurations, document 003's result table:
+/// per configuration, the requests that timed out, the run time and the targets' CPU.
+fn together_summary(out: &mut String, steps: &[StepRecord], configs: &[ConfigRecord]) {
+    if configs.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## Configurations side by side\n\nEvery scenario ran together in each configuration. Over all of them: the responses \
+         received (any status), the requests that timed out, every error, the configuration's \
+         run time (targets started, load, targets stopped) and the CPU its targets used, in \
+         percent of one core.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| configuration | answered | timeouts | errors | run time s | targets' CPU, % of one core |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+    for c in configs {
+        let list: Vec<&StepRecord> = steps
+            .iter()
+            .filter(|s| s.config == c.config && s.phase == Phase::Together)
+            .collect();
+        if list.is_empty() {
+            let status = match c.status {
+                ConfigStatus::Unavailable => "unavailable",
+                _ => "not run",
+            };
+            let _ = writeln!(out, "| {} | {status} | - | - | - | - |", c.config);
+            continue;
+        }
+        let sum = |f: fn(&StepRecord) -> u64| list.iter().map(|s| f(s)).sum::<u64>();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {:.1} | {} |",
+            c.config,
+            sum(|s| s.result.requests),
+            sum(|s| s.result.errors.sum_of(&TIMEOUTS)),
+            sum(|s| s.result.errors_total),
+            c.duration_s,
+            targets_cpu(&list).map_or("-".into(), |(used, _)| format!("{used:.0}"))
+        );
+    }
+    let _ = writeln!(out);
 }
 
 /// With several configurations (a matrix), one table per scenario and figure that puts
@@ -709,6 +769,7 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
     }
 
     if together {
+        together_summary(&mut out, &steps, &configs);
         for c in &config_order {
             let _ = writeln!(out, "## {c}\n");
             let list: Vec<&StepRecord> = steps
