@@ -5,9 +5,9 @@
 //! the jar is missing, with the command that builds it; and `loadlab lab` reporting such a
 //! configuration unavailable instead of failing the run.
 //!
-//! Java and the built jar must be there (`.ci/run` installs a JDK and Maven and builds the
-//! jar with `mvn -q -B -f targets/jvm-actors/pom.xml package -DskipTests`); without them the
-//! serving test fails with that command, it does not skip.
+//! Java and Maven must be there (`.ci/run` installs them); the tests build the jar with
+//! `mvn -q -B -f targets/jvm-actors/pom.xml package -DskipTests` when it is missing. Without
+//! them the serving tests fail naming what to install, they do not skip.
 
 mod util;
 
@@ -37,9 +37,29 @@ fn launcher() -> PathBuf {
 
 const BUILD: &str = "mvn -q -B -f targets/jvm-actors/pom.xml package -DskipTests";
 
-/// Fails (never skips) without the jar, naming the command that builds it.
+/// Builds the jar if it is missing (once per test binary; Maven caches its dependencies in
+/// `~/.m2`), so that `cargo test --workspace` needs only a JDK and Maven. Fails (never
+/// skips) when they are missing or the build fails, naming the command that builds it.
 fn require_jar() {
+    static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
     let jar = target_dir().join("target/jvm-actors.jar");
+    if !jar.exists() {
+        let built = Command::new("mvn")
+            .args(["-q", "-B", "-f"])
+            .arg(target_dir().join("pom.xml"))
+            .args(["package", "-DskipTests"])
+            .stdin(Stdio::null())
+            .status();
+        match built {
+            Ok(s) if s.success() => {}
+            Ok(s) => panic!("`{BUILD}` failed ({s}); its output is above"),
+            Err(e) => panic!(
+                "cannot run Maven ({e}): install a JDK 11+ and Maven (Debian: apt-get install \
+                 default-jdk-headless maven), or build the jar with `{BUILD}`"
+            ),
+        }
+    }
     assert!(
         jar.exists(),
         "{} is not built: run `{BUILD}` first (.ci/run does; it needs a JDK 11+ and Maven)",
