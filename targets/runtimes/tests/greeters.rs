@@ -51,7 +51,11 @@ fn greeter_serves_and_stops((program, extra, uses_io_uring): Greeter) {
     // A second client, so that with one listener per thread another thread may answer.
     assert_eq!(check_say_hello(server.addr(), 50), 1);
     // Many connections and streams at once: every call answered, and correctly.
-    assert_eq!(check_many(server.addr(), 16, 64), 16 * 64, "{program} {extra:?}");
+    assert_eq!(
+        check_many(server.addr(), 16, 64),
+        16 * 64,
+        "{program} {extra:?}"
+    );
     let (status, took) = server.terminate();
     assert!(
         status.success(),

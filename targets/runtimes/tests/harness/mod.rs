@@ -440,7 +440,8 @@ impl RawCall {
                 .expect("connect in time")
                 .expect("connect");
             stream.set_nodelay(true).expect("nodelay");
-            let (client, mut connection) = h2::client::handshake(stream).await.expect("h2 handshake");
+            let (client, mut connection) =
+                h2::client::handshake(stream).await.expect("h2 handshake");
             let mut ping = connection.ping_pong().expect("ping_pong");
             let connection = tokio::spawn(async move {
                 let _ = connection.await;
@@ -452,7 +453,8 @@ impl RawCall {
                 .body(())
                 .expect("request");
             let (response, mut body) = client.send_request(request, false).expect("send request");
-            body.send_data(message.slice(..sent), false).expect("send data");
+            body.send_data(message.slice(..sent), false)
+                .expect("send data");
             tokio::time::timeout(WAIT_LIMIT, ping.ping(h2::Ping::opaque()))
                 .await
                 .expect("ping answered in time")
@@ -490,10 +492,17 @@ impl RawCall {
                 let _ = body.flow_control().release_capacity(chunk.len());
                 data.extend_from_slice(&chunk);
             }
-            let trailers = body.trailers().await.expect("trailers").expect("trailers sent");
+            let trailers = body
+                .trailers()
+                .await
+                .expect("trailers")
+                .expect("trailers sent");
             assert_eq!(trailers["grpc-status"], "0", "{trailers:?}");
             assert!(data.len() >= 5 && data[0] == 0, "{data:?}");
-            let reply = <loadlab_target_common::proto::helloworld::HelloReply as prost::Message>::decode(&data[5..])
+            let reply =
+                <loadlab_target_common::proto::helloworld::HelloReply as prost::Message>::decode(
+                    &data[5..],
+                )
                 .expect("a HelloReply");
             assert_eq!(reply, expected);
         });

@@ -150,11 +150,9 @@ pub(super) fn start(
         listeners,
         events,
         move |index, listener| {
-            super::pin_to_cpu(cpus[index % cpus.len()]).map_err(|source| {
-                StartError::Runtime {
-                    runtime: "minimal",
-                    source,
-                }
+            super::pin_to_cpu(cpus[index % cpus.len()]).map_err(|source| StartError::Runtime {
+                runtime: "minimal",
+                source,
             })?;
             let executor = Executor::new(mode).map_err(|source| {
                 if mode.uses_io_uring() && uring::is_refusal(&source) {

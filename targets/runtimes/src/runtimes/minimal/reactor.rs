@@ -430,7 +430,12 @@ impl Reactor {
         Ok(())
     }
 
-    fn poll_read(&self, key: usize, cx: &Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        &self,
+        key: usize,
+        cx: &Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let mut inner = self.inner.borrow_mut();
         let inner = &mut *inner;
         let socket = inner.socket(key);
@@ -462,7 +467,8 @@ impl Reactor {
             loop {
                 let unfilled = buf.initialize_unfilled();
                 // SAFETY: receives at most `unfilled.len()` bytes into that initialized slice.
-                let n = unsafe { libc::recv(fd, unfilled.as_mut_ptr().cast(), unfilled.len(), flags) };
+                let n =
+                    unsafe { libc::recv(fd, unfilled.as_mut_ptr().cast(), unfilled.len(), flags) };
                 if n >= 0 {
                     buf.advance(n as usize);
                     return Poll::Ready(Ok(()));
@@ -498,7 +504,12 @@ impl Reactor {
         }
     }
 
-    fn poll_write(&self, key: usize, cx: &Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        &self,
+        key: usize,
+        cx: &Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         let mut inner = self.inner.borrow_mut();
         let inner = &mut *inner;
         let socket = inner.socket(key);
@@ -592,7 +603,8 @@ impl Reactor {
                 };
             loop {
                 // SAFETY: accept4(2) on our listener, without the peer's address.
-                let accepted = unsafe { libc::accept4(fd, std::ptr::null_mut(), std::ptr::null_mut(), flags) };
+                let accepted =
+                    unsafe { libc::accept4(fd, std::ptr::null_mut(), std::ptr::null_mut(), flags) };
                 if accepted >= 0 {
                     return Poll::Ready(Ok(accepted));
                 }
