@@ -19,7 +19,7 @@ use std::task::{Context, Poll, Waker};
 use io_uring::{opcode, squeue, types, IoUring};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::executor::Wakeups;
+use super::executor::{spend_budget, Wakeups};
 use super::IoMode;
 use crate::uring;
 
@@ -436,6 +436,9 @@ impl Reactor {
         cx: &Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if !spend_budget(cx) {
+            return Poll::Pending;
+        }
         let mut inner = self.inner.borrow_mut();
         let inner = &mut *inner;
         let socket = inner.socket(key);
@@ -510,6 +513,9 @@ impl Reactor {
         cx: &Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if !spend_budget(cx) {
+            return Poll::Pending;
+        }
         let mut inner = self.inner.borrow_mut();
         let inner = &mut *inner;
         let socket = inner.socket(key);
