@@ -102,7 +102,7 @@ enum Driver {
         epoll: OwnedFd,
         events: Vec<libc::epoll_event>,
     },
-    Uring(IoUring),
+    Uring(Box<IoUring>),
 }
 
 struct Inner {
@@ -126,7 +126,7 @@ impl Reactor {
     pub(super) fn new(mode: IoMode, wakeups: Arc<Wakeups>) -> io::Result<Self> {
         let driver = if mode.uses_io_uring() {
             let ring = IoUring::builder().build(uring::MINIMAL.entries)?;
-            Driver::Uring(ring)
+            Driver::Uring(Box::new(ring))
         } else {
             // SAFETY: epoll_create1(2) with a valid flag; checked below.
             let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
