@@ -17,11 +17,15 @@
 //!   next `epoll_wait` wakes it. Needs no io_uring.
 //! - **`uring-poll`**: io_uring only for readiness. Reads and writes are the same ordinary
 //!   non-blocking syscalls; on `EAGAIN` the socket arms a one-shot `IORING_OP_POLL_ADD`
-//!   (`POLLIN` or `POLLOUT`) instead of an epoll registration. The document's fastest mode
-//!   (~704k req/s against epoll's ~606k): the polls of a whole turn go to the kernel in one
-//!   `io_uring_enter`, which also waits, where epoll needs `epoll_ctl` calls and a wait.
+//!   (`POLLIN` or `POLLOUT`) instead of relying on an epoll registration. The document's
+//!   fastest mode (~704k req/s against epoll's ~606k): the polls armed during a turn go to
+//!   the kernel in the same `io_uring_enter` that waits for the next completions. (This
+//!   crate's epoll mode registers each socket once, edge-triggered, so it needs no
+//!   `epoll_ctl` per wait either; the two differ by a `POLL_ADD` per wait against the
+//!   `epoll_wait` of every turn.)
 //! - **`uring`**: fully asynchronous io_uring. `IORING_OP_ACCEPT`, `IORING_OP_RECV` and
-//!   `IORING_OP_SEND` completions; no socket syscall is made outside the ring. A socket owns
+//!   `IORING_OP_SEND` completions; no `accept`, `recv` or `send` outside the ring (only
+//!   `setsockopt(TCP_NODELAY)`, `shutdown` and `close` are direct calls). A socket owns
 //!   a receive buffer the kernel fills (the bytes are then copied into h2's buffer) and a
 //!   send buffer: `poll_write` copies h2's frames into it and returns at once, one `SEND`
 //!   at a time carries what accumulated, and `poll_flush` waits for it. The sockets are
