@@ -111,6 +111,8 @@ struct Inner {
     free: Vec<usize>,
     /// The completions of one turn (`user_data`, result), reused.
     completions: Vec<(u64, i32)>,
+    /// Entries the ring could not take yet (see `Inner::push`).
+    backlog: VecDeque<squeue::Entry>,
 }
 
 /// One thread's reactor.
@@ -125,7 +127,11 @@ impl Reactor {
     /// watches the executor's eventfd.
     pub(super) fn new(mode: IoMode, wakeups: Arc<Wakeups>) -> io::Result<Self> {
         let driver = if mode.uses_io_uring() {
-            let ring = IoUring::builder().build(uring::MINIMAL.entries)?;
+            // A completion queue four times the submission queue: a turn may reap the
+            // completions of several submissions (receives, sends, polls of every socket).
+            let ring = IoUring::builder()
+                .setup_cqsize(4 * uring::MINIMAL.entries)
+                .build(uring::MINIMAL.entries)?;
             Driver::Uring(Box::new(ring))
         } else {
             // SAFETY: epoll_create1(2) with a valid flag; checked below.
@@ -147,6 +153,7 @@ impl Reactor {
                 sockets: Vec::new(),
                 free: Vec::new(),
                 completions: Vec::new(),
+                backlog: VecDeque::new(),
             }),
         };
         {
@@ -167,6 +174,7 @@ impl Reactor {
     pub(super) fn turn(&self, idle: bool) -> io::Result<()> {
         let mut inner = self.inner.borrow_mut();
         let inner = &mut *inner;
+        inner.drain_backlog();
         let block = idle && self.wakeups.park();
         let result = match &mut inner.driver {
             Driver::Epoll { epoll, events } => {
@@ -650,11 +658,17 @@ impl Inner {
             .expect("a socket's slot lives while its handle does")
     }
 
-    /// Queues an entry on the ring, submitting the queue first when it is full.
+    /// Queues an entry on the ring, submitting the queue first when it is full. When the
+    /// kernel cannot take more (its completion queue overflowing: `EBUSY`), the entry waits
+    /// in `backlog` for the next turn, after the completions have been reaped.
     fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
         let Driver::Uring(ring) = &mut self.driver else {
             unreachable!("only the io_uring modes queue entries");
         };
+        if !self.backlog.is_empty() {
+            self.backlog.push_back(entry);
+            return Ok(());
+        }
         loop {
             // SAFETY: every buffer an entry points to lives in its socket's slot, which is
             // kept until the entry's completion has been reaped (see `release_if_done`).
@@ -663,13 +677,28 @@ impl Inner {
             }
             match ring.submit() {
                 Ok(_) => {}
-                Err(error) if error.raw_os_error() == Some(libc::EBUSY) => {
-                    // The completion queue is full: let the kernel catch up.
-                    ring.submit_and_wait(1)?;
-                }
                 Err(error) if error.raw_os_error() == Some(libc::EINTR) => {}
+                Err(error) if error.raw_os_error() == Some(libc::EBUSY) => {
+                    self.backlog.push_back(entry);
+                    return Ok(());
+                }
                 Err(error) => return Err(error),
             }
+        }
+    }
+
+    /// Moves what `push` could not queue onto the ring, as far as it has room.
+    fn drain_backlog(&mut self) {
+        let Driver::Uring(ring) = &mut self.driver else {
+            return;
+        };
+        let mut queue = ring.submission();
+        while let Some(entry) = self.backlog.front() {
+            // SAFETY: as in `push`.
+            if unsafe { queue.push(entry) }.is_err() {
+                break;
+            }
+            self.backlog.pop_front();
         }
     }
 
