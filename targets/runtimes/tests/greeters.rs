@@ -1,6 +1,6 @@
 //! Every greeter binary (and `greeter-minimal` in each `--io` mode) answers `SayHello` like
 //! `greeter::reply`: one call and 50 at once over one HTTP/2 connection, then 64 at once on
-//! each of 16 connections; it survives clients that go away mid-call, answers a call in
+//! each of 16 connections, then 8 calls of 1 MiB each way at once; it survives clients that go away mid-call, answers a call in
 //! flight when `SIGTERM` arrives, and exits promptly. An io_uring runtime that reports
 //! io_uring unavailable fails its test, unless `LOADLAB_SKIPPED` names a file where the
 //! skip is listed with its reason (`.ci/run` does, and prints the list in its tally).
@@ -9,7 +9,7 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::{check_many, check_say_hello, hello_frame, serving_or_skipped, RawCall};
+use harness::{check_large, check_many, check_say_hello, hello_frame, serving_or_skipped, RawCall};
 
 /// What `SIGTERM` may take: the binaries' grace period is 3 s.
 const EXIT_LIMIT: Duration = Duration::from_secs(5);
@@ -56,6 +56,9 @@ fn greeter_serves_and_stops((program, extra, uses_io_uring): Greeter) {
         16 * 64,
         "{program} {extra:?}"
     );
+    // Large messages (1 MiB each way, 8 at once on one connection): many reads, flow
+    // control, writes larger than a socket buffer.
+    check_large(server.addr(), 1 << 20, 8);
     let (status, took) = server.terminate();
     assert!(
         status.success(),

@@ -413,6 +413,44 @@ pub fn check_many(addr: SocketAddr, connections: usize, calls: usize) -> usize {
     })
 }
 
+/// Calls `SayHello` `concurrent` times at once over one HTTP/2 connection with names of
+/// `size` bytes (each call's own letter), so that requests and replies cross in many
+/// frames, reads and partial writes; checks every reply against [`greeter::reply`].
+pub fn check_large(addr: SocketAddr, size: usize, concurrent: usize) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    runtime.block_on(async move {
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .expect("endpoint")
+            .connect_timeout(WAIT_LIMIT)
+            .timeout(WAIT_LIMIT)
+            .connect()
+            .await
+            .expect("connect to greeter");
+        let client = GreeterClient::new(channel);
+        let calls = (0..concurrent).map(|i| {
+            let mut client = client.clone();
+            async move {
+                let letter = char::from(b'a' + (i % 26) as u8);
+                let name: String = std::iter::repeat_n(letter, size).collect();
+                let reply = client.say_hello(request(&name)).await;
+                (name, reply)
+            }
+        });
+        for (name, reply) in futures::future::join_all(calls).await {
+            let reply = reply
+                .unwrap_or_else(|status| panic!("SayHello({} bytes): {status}", name.len()))
+                .into_inner();
+            assert!(
+                reply == greeter::reply(&request(&name)),
+                "a wrong reply to a large call"
+            );
+        }
+    });
+}
+
 /// A gRPC call made with a bare h2 client, so that the test decides when the request body
 /// ends and when the connection goes away.
 pub struct RawCall {

@@ -203,6 +203,88 @@ async fn accept(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Bytes that tell their own position (a shifted or lost chunk shows).
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
+    /// An executor in `mode`, or `None` when io_uring is refused here and the skip is
+    /// listed in the file `LOADLAB_SKIPPED` names (the convention of `tests/harness`;
+    /// without it the test fails).
+    fn executor_or_skipped(mode: IoMode) -> Option<Executor> {
+        match Executor::new(mode) {
+            Ok(executor) => Some(executor),
+            Err(error) if mode.uses_io_uring() && uring::is_refusal(&error) => {
+                let reason = format!("greeter-minimal --io {mode}: io_uring refused: {error}");
+                let path = std::env::var_os("LOADLAB_SKIPPED")
+                    .unwrap_or_else(|| panic!("{reason} (set LOADLAB_SKIPPED=FILE to skip)"));
+                let mut log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .expect("the LOADLAB_SKIPPED file");
+                writeln!(log, "targets/runtimes minimal::tests: {reason}").expect("skip log");
+                None
+            }
+            Err(error) => panic!("{mode}: {error}"),
+        }
+    }
+
+    /// 8 MiB each way through one socket, against a peer that reads slowly at first with a
+    /// small receive buffer: writes meet a full socket (EAGAIN, partial sends, the send
+    /// buffer's limit), reads come in many pieces, and the peer's close reads as EOF.
+    #[test]
+    fn large_transfers_cross_intact_in_every_mode() {
+        const LEN: usize = 8 << 20;
+        for mode in IoMode::ALL {
+            let Some(executor) = executor_or_skipped(mode) else {
+                continue;
+            };
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let peer = std::thread::spawn(move || {
+                let socket =
+                    socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                        .unwrap();
+                socket.set_recv_buffer_size(4096).unwrap();
+                socket.connect(&addr.into()).unwrap();
+                let mut stream = std::net::TcpStream::from(socket);
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(30)))
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(200));
+                let mut received = vec![0; LEN];
+                stream.read_exact(&mut received).unwrap();
+                assert!(
+                    received == pattern(LEN),
+                    "{mode}: the server's bytes arrived changed"
+                );
+                stream.write_all(&pattern(LEN)).unwrap();
+                stream.shutdown(std::net::Shutdown::Write).unwrap();
+            });
+            let reactor = executor.reactor();
+            let outcome = executor.block_on(async move {
+                let listener = reactor::TcpListener::new(reactor, listener)?;
+                let mut stream = listener.accept().await?;
+                stream.write_all(&pattern(LEN)).await?;
+                stream.flush().await?;
+                let mut received = Vec::new();
+                stream.read_to_end(&mut received).await?;
+                assert!(
+                    received == pattern(LEN),
+                    "{mode}: the peer's bytes arrived changed"
+                );
+                stream.shutdown().await
+            });
+            outcome.unwrap_or_else(|error| panic!("{mode}: {error}"));
+            peer.join().unwrap();
+        }
+    }
 
     #[test]
     fn io_modes_parse_their_names() {
