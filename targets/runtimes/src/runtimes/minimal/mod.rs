@@ -53,8 +53,9 @@
 //! # Buffers and the kernel
 //! A buffer the kernel writes into or reads from belongs to its socket's slot in the
 //! reactor, and that slot lives until the last completion of the socket has been reaped,
-//! even after the [`TcpStream`] is dropped (its operations are cancelled with
-//! `IORING_OP_ASYNC_CANCEL` and the descriptor closed at once). A reactor dropped with
+//! even after the [`TcpStream`] is dropped: its operations are cancelled with
+//! `IORING_OP_ASYNC_CANCEL`, and its descriptor is closed only with the slot, so that the
+//! number cannot be reused by a new connection while an entry naming it is still queued. A reactor dropped with
 //! operations still in flight leaks their buffers rather than free memory the kernel may
 //! still write.
 

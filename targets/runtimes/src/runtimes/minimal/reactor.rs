@@ -3,8 +3,8 @@
 //!
 //! Every socket has a slot in the reactor. In the io_uring modes an operation's
 //! `user_data` is the slot's key and the operation's kind, and the slot holds the buffers
-//! the kernel uses; it is freed only once the socket is closed and its last completion
-//! reaped.
+//! the kernel uses and the descriptor; both are released only once the socket's handle is
+//! dropped and its last completion reaped.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -367,8 +367,10 @@ impl Reactor {
         Ok(key)
     }
 
-    /// The socket's handle is gone: cancels its operations, closes the descriptor, and
-    /// frees the slot once no completion is outstanding.
+    /// The socket's handle is gone: cancels its operations, then closes the descriptor and
+    /// frees the slot once no completion is outstanding. The descriptor stays open until
+    /// then, so that its number cannot go to a new connection while an entry naming it
+    /// may still be waiting to be submitted.
     fn close(&self, key: usize) {
         let mut inner = self.inner.borrow_mut();
         let Some(socket) = inner.sockets.get_mut(key).and_then(Option::as_mut) else {
@@ -377,9 +379,6 @@ impl Reactor {
         socket.open = false;
         socket.read_waker = None;
         socket.write_waker = None;
-        // SAFETY: the descriptor is the socket's own and closed once, here; operations in
-        // flight hold their own reference to the file until they complete.
-        unsafe { libc::close(socket.fd) };
         for fd in socket.accepted.drain(..) {
             // SAFETY: accepted descriptors nobody else has seen.
             unsafe { libc::close(fd) };
@@ -401,8 +400,8 @@ impl Reactor {
             }
         }
         for cancel in cancels {
-            // A failed push leaves the operation to complete on its own (the descriptor is
-            // closed); the slot waits for it either way.
+            // A failed push leaves the operation to complete on its own; the slot (and the
+            // descriptor) wait for it either way.
             let _ = inner.push(cancel);
         }
         inner.release_if_done(key);
@@ -702,10 +701,14 @@ impl Inner {
         }
     }
 
-    /// Frees the slot of a closed socket with no operation in flight.
+    /// Closes the descriptor and frees the slot of a socket whose handle is gone and
+    /// which has no operation in flight.
     fn release_if_done(&mut self, key: usize) {
         if let Some(Some(socket)) = self.sockets.get(key) {
             if !socket.open && socket.in_flight == 0 {
+                // SAFETY: the socket's own descriptor, closed once, here, as its slot goes;
+                // no entry names it any more. (Closing removes it from an epoll set too.)
+                unsafe { libc::close(socket.fd) };
                 self.sockets[key] = None;
                 self.free.push(key);
             }
@@ -722,11 +725,8 @@ impl Drop for Inner {
                 std::mem::take(&mut socket.recv).leak();
                 std::mem::take(&mut socket.sending).leak();
             }
-            if socket.open {
-                // SAFETY: the handle of an open socket is being dropped with its executor.
-                unsafe { libc::close(socket.fd) };
-                socket.open = false;
-            }
+            // SAFETY: every slot still here owns its descriptor; the reactor is going.
+            unsafe { libc::close(socket.fd) };
         }
     }
 }
