@@ -90,7 +90,8 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
         loadlab serve scenario --bind 127.0.0.1:8080 --workers 4\n  \
         loadlab serve hello --bind 127.0.0.1:50051 --latency uniform:2ms..300ms\n  \
-        loadlab serve greeter-glommio --bind 127.0.0.1:50051 --threads 1")]
+        loadlab serve greeter-glommio --bind 127.0.0.1:50051 --threads 1\n  \
+        loadlab serve greeter-minimal --io uring --bind 127.0.0.1:50051 --threads 1")]
     Serve(ServeArgs),
     /// Run load for a coordinator on another machine: dial it (retrying until it answers),
     /// run the steps it sends with the same engine as `loadlab run`, return every result
@@ -216,6 +217,18 @@ pub enum Server {
     GreeterGlommio,
     /// helloworld.Greeter on monoio (io_uring, thread per core; exit 3 without io_uring).
     GreeterMonoio,
+    /// helloworld.Greeter on the minimal thread-per-core runtime of document 001,
+    /// `--io epoll|uring-poll|uring|hybrid` (default uring-poll; exit 3 without io_uring
+    /// except with epoll).
+    GreeterMinimal,
+    /// greeter-minimal with `--io epoll` by default (the plans' row names).
+    GreeterMinimalEpoll,
+    /// greeter-minimal with `--io uring-poll` by default.
+    GreeterMinimalUringPoll,
+    /// greeter-minimal with `--io uring` by default.
+    GreeterMinimalUring,
+    /// greeter-minimal with `--io hybrid` by default.
+    GreeterMinimalHybrid,
 }
 
 /// `loadlab serve` arguments.

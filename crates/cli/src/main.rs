@@ -69,7 +69,7 @@ fn main() -> ExitCode {
 /// Runs a reference server in this process, with its own command line.
 fn serve(a: &args::ServeArgs) -> ExitCode {
     use args::Server;
-    use loadlab_greeters::runtimes::Runtime;
+    use loadlab_greeters::runtimes::{IoMode, Runtime};
     let runtime = match a.server {
         Server::Scenario | Server::Hello => None,
         Server::GreeterTokio => Some(Runtime::Tokio),
@@ -78,6 +78,12 @@ fn serve(a: &args::ServeArgs) -> ExitCode {
         Server::GreeterAsyncStd => Some(Runtime::AsyncStd),
         Server::GreeterGlommio => Some(Runtime::Glommio),
         Server::GreeterMonoio => Some(Runtime::Monoio),
+        Server::GreeterMinimal | Server::GreeterMinimalUringPoll => {
+            Some(Runtime::Minimal(IoMode::UringPoll))
+        }
+        Server::GreeterMinimalEpoll => Some(Runtime::Minimal(IoMode::Epoll)),
+        Server::GreeterMinimalUring => Some(Runtime::Minimal(IoMode::Uring)),
+        Server::GreeterMinimalHybrid => Some(Runtime::Minimal(IoMode::Hybrid)),
     };
     let name = match (a.server, runtime) {
         (_, Some(r)) => format!("loadlab serve {}", r.binary()),

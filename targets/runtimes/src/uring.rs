@@ -76,6 +76,15 @@ pub const MONOIO: Requirements = Requirements {
     min_memlock: 0,
 };
 
+/// The minimal runtime of this crate (`greeter-minimal` in an io_uring mode): Linux 5.6
+/// or newer for `IORING_OP_ACCEPT`, `RECV` and `SEND`, 1024-entry rings.
+pub const MINIMAL: Requirements = Requirements {
+    runtime: "greeter-minimal",
+    min_kernel: KernelVersion::new(5, 6),
+    entries: 1024,
+    min_memlock: 0,
+};
+
 /// The facts about this process and kernel that decide whether io_uring starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Host {

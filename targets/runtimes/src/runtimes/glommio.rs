@@ -21,7 +21,7 @@ pub(super) fn start(
     stop: CancellationToken,
     events: &mpsc::Sender<Event>,
 ) -> Result<usize, StartError> {
-    let cpus = allowed_cpus().map_err(|source| StartError::Runtime {
+    let cpus = super::allowed_cpus().map_err(|source| StartError::Runtime {
         runtime: "glommio",
         source,
     })?;
@@ -84,23 +84,4 @@ fn start_error(error: GlommioError<()>) -> StartError {
             source: io::Error::other(other.to_string()),
         },
     }
-}
-
-/// The CPUs this thread may run on (`sched_getaffinity`), in order.
-fn allowed_cpus() -> io::Result<Vec<usize>> {
-    // SAFETY: cpu_set_t is plain old data; zeroed is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
-    let status = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
-    if status != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `cpu` is below CPU_SETSIZE, inside `set`.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect();
-    if cpus.is_empty() {
-        return Err(io::Error::other("no CPU in this process's affinity mask"));
-    }
-    Ok(cpus)
 }

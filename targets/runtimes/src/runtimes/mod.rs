@@ -1,5 +1,5 @@
-//! The six ways of running the greeter: which listeners each runtime gets, and how its
-//! threads start.
+//! The ways of running the greeter (six runtimes, and the minimal runtime in four I/O
+//! modes): which listeners each runtime gets, and how its threads start.
 //!
 //! [`start`] returns once every thread's runtime is up (an io_uring runtime that cannot
 //! start fails here, before the ready line), and each thread reports on the event channel
@@ -8,6 +8,7 @@
 
 mod async_std;
 mod glommio;
+mod minimal;
 mod monoio;
 mod smol;
 mod tokio;
@@ -24,6 +25,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::uring::{self, Requirements, Unavailable};
+
+pub use self::minimal::{IoMode, UnknownIoMode};
 
 /// A runtime the greeter is served on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,6 +46,10 @@ pub enum Runtime {
     /// h2 on `--threads` monoio runtimes (io_uring driver), each on its own thread with its
     /// own `SO_REUSEPORT` listener.
     Monoio,
+    /// h2 on the minimal runtime of document 001 (`greeter-minimal`): `--threads`
+    /// executors of this crate's own, each pinned to a CPU with its own `SO_REUSEPORT`
+    /// listener, doing I/O in the given mode.
+    Minimal(IoMode),
 }
 
 /// How a runtime's threads receive connections.
@@ -55,14 +62,18 @@ pub enum Listeners {
 }
 
 impl Runtime {
-    /// Every runtime, in the order of the comparison.
-    pub const ALL: [Runtime; 6] = [
+    /// Every runtime (the minimal one in each I/O mode), in the order of the comparison.
+    pub const ALL: [Runtime; 10] = [
         Runtime::Tokio,
         Runtime::TokioPerCore,
         Runtime::Smol,
         Runtime::AsyncStd,
         Runtime::Glommio,
         Runtime::Monoio,
+        Runtime::Minimal(IoMode::Epoll),
+        Runtime::Minimal(IoMode::UringPoll),
+        Runtime::Minimal(IoMode::Uring),
+        Runtime::Minimal(IoMode::Hybrid),
     ];
 
     /// The binary serving the greeter on this runtime.
@@ -74,6 +85,7 @@ impl Runtime {
             Runtime::AsyncStd => "greeter-async-std",
             Runtime::Glommio => "greeter-glommio",
             Runtime::Monoio => "greeter-monoio",
+            Runtime::Minimal(_) => "greeter-minimal",
         }
     }
 
@@ -82,6 +94,7 @@ impl Runtime {
         match self {
             Runtime::Glommio => Some(&uring::GLOMMIO),
             Runtime::Monoio => Some(&uring::MONOIO),
+            Runtime::Minimal(mode) if mode.uses_io_uring() => Some(&uring::MINIMAL),
             _ => None,
         }
     }
@@ -90,14 +103,19 @@ impl Runtime {
     pub fn listeners(self) -> Listeners {
         match self {
             Runtime::Tokio | Runtime::Smol | Runtime::AsyncStd => Listeners::Shared,
-            Runtime::TokioPerCore | Runtime::Glommio | Runtime::Monoio => Listeners::PerThread,
+            Runtime::TokioPerCore | Runtime::Glommio | Runtime::Monoio | Runtime::Minimal(_) => {
+                Listeners::PerThread
+            }
         }
     }
 }
 
 impl fmt::Display for Runtime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.binary())
+        match self {
+            Runtime::Minimal(mode) => write!(f, "{} --io {mode}", self.binary()),
+            _ => f.write_str(self.binary()),
+        }
     }
 }
 
@@ -161,6 +179,7 @@ pub fn start(
         Runtime::AsyncStd => self::async_std::start(listeners, threads, stop, events),
         Runtime::Glommio => self::glommio::start(listeners, stop, events),
         Runtime::Monoio => self::monoio::start(listeners, stop, events),
+        Runtime::Minimal(mode) => self::minimal::start(mode, listeners, stop, events),
     }
 }
 
@@ -239,4 +258,36 @@ fn single(listeners: Vec<TcpListener>) -> TcpListener {
         .expect("a shared-listener runtime gets one listener");
     debug_assert!(listeners.next().is_none());
     listener
+}
+
+/// The CPUs this thread may run on (`sched_getaffinity`), in order.
+fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain old data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
+    let status = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    if status != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `cpu` is below CPU_SETSIZE, inside `set`.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect();
+    if cpus.is_empty() {
+        return Err(io::Error::other("no CPU in this process's affinity mask"));
+    }
+    Ok(cpus)
+}
+
+/// Pins the calling thread to `cpu` (`sched_setaffinity`).
+fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain old data; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` comes from `allowed_cpus`, below CPU_SETSIZE.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; 0 is the calling thread.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

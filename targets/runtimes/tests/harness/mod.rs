@@ -113,15 +113,26 @@ impl Server {
     }
 
     /// Sends `SIGTERM`; returns the exit status and how long the exit took.
-    pub fn terminate(mut self) -> (ExitStatus, Duration) {
-        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits pid_t");
+    pub fn terminate(self) -> (ExitStatus, Duration) {
         let started = Instant::now();
+        self.sigterm();
+        self.wait_since(started)
+    }
+
+    /// Sends `SIGTERM` and returns at once.
+    pub fn sigterm(&self) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits pid_t");
         // SAFETY: kill(2) has no memory-safety preconditions; `pid` is our own child.
         assert_eq!(
             unsafe { libc::kill(pid, libc::SIGTERM) },
             0,
             "kill -TERM {pid}"
         );
+    }
+
+    /// Waits for the exit (after [`Server::sigterm`] at `started`); returns the status and
+    /// the time since `started`.
+    pub fn wait_since(mut self, started: Instant) -> (ExitStatus, Duration) {
         while started.elapsed() < WAIT_LIMIT {
             if let Some(status) = self.child.try_wait().expect("poll greeter") {
                 return (status, started.elapsed());
@@ -359,4 +370,197 @@ pub fn limit_memlock(command: &mut Command, bytes: u64) {
             Ok(())
         });
     }
+}
+
+/// Calls `SayHello` `calls` times at once on each of `connections` HTTP/2 connections (all
+/// in flight together) and checks every reply against [`greeter::reply`]; returns the
+/// number of calls answered, which must be `connections * calls`.
+pub fn check_many(addr: SocketAddr, connections: usize, calls: usize) -> usize {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    runtime.block_on(async move {
+        let mut clients = Vec::with_capacity(connections);
+        for _ in 0..connections {
+            let channel = Endpoint::from_shared(format!("http://{addr}"))
+                .expect("endpoint")
+                .connect_timeout(WAIT_LIMIT)
+                .timeout(WAIT_LIMIT)
+                .connect()
+                .await
+                .expect("connect to greeter");
+            clients.push(GreeterClient::new(channel));
+        }
+        let calls = clients.iter().enumerate().flat_map(|(c, client)| {
+            (0..calls).map(move |i| {
+                let mut client = client.clone();
+                async move {
+                    let name = format!("connection {c} call {i}");
+                    let reply = client.say_hello(request(&name)).await;
+                    (name, reply)
+                }
+            })
+        });
+        let replies = futures::future::join_all(calls).await;
+        let mut answered = 0;
+        for (name, reply) in replies {
+            let reply = reply.unwrap_or_else(|status| panic!("SayHello({name}): {status}"));
+            assert_eq!(reply.into_inner(), greeter::reply(&request(&name)));
+            answered += 1;
+        }
+        answered
+    })
+}
+
+/// Calls `SayHello` `concurrent` times at once over one HTTP/2 connection with names of
+/// `size` bytes (each call's own letter), so that requests and replies cross in many
+/// frames, reads and partial writes; checks every reply against [`greeter::reply`].
+pub fn check_large(addr: SocketAddr, size: usize, concurrent: usize) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    runtime.block_on(async move {
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .expect("endpoint")
+            .connect_timeout(WAIT_LIMIT)
+            .timeout(WAIT_LIMIT)
+            .connect()
+            .await
+            .expect("connect to greeter");
+        let client = GreeterClient::new(channel);
+        let calls = (0..concurrent).map(|i| {
+            let mut client = client.clone();
+            async move {
+                let letter = char::from(b'a' + (i % 26) as u8);
+                let name: String = std::iter::repeat_n(letter, size).collect();
+                let reply = client.say_hello(request(&name)).await;
+                (name, reply)
+            }
+        });
+        for (name, reply) in futures::future::join_all(calls).await {
+            let reply = reply
+                .unwrap_or_else(|status| panic!("SayHello({} bytes): {status}", name.len()))
+                .into_inner();
+            assert!(
+                reply == greeter::reply(&request(&name)),
+                "a wrong reply to a large call"
+            );
+        }
+    });
+}
+
+/// A gRPC call made with a bare h2 client, so that the test decides when the request body
+/// ends and when the connection goes away.
+pub struct RawCall {
+    runtime: tokio::runtime::Runtime,
+    response: Option<h2::client::ResponseFuture>,
+    body: h2::SendStream<bytes::Bytes>,
+    connection: tokio::task::JoinHandle<()>,
+    name: String,
+}
+
+impl RawCall {
+    /// Connects to `addr` and starts `SayHello(name)`: headers and the first `sent` bytes
+    /// of the message, without ending the stream. Returns once the server has the bytes
+    /// (a ping round trip after them).
+    pub fn start(addr: SocketAddr, name: &str, sent: usize) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("client runtime");
+        let message = hello_frame(name);
+        let (response, body, connection) = runtime.block_on(async {
+            let stream = tokio::time::timeout(WAIT_LIMIT, tokio::net::TcpStream::connect(addr))
+                .await
+                .expect("connect in time")
+                .expect("connect");
+            stream.set_nodelay(true).expect("nodelay");
+            let (client, mut connection) =
+                h2::client::handshake(stream).await.expect("h2 handshake");
+            let mut ping = connection.ping_pong().expect("ping_pong");
+            let connection = tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            let mut client = client.ready().await.expect("h2 ready");
+            let request = http::Request::post(format!("http://{addr}/helloworld.Greeter/SayHello"))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .expect("request");
+            let (response, mut body) = client.send_request(request, false).expect("send request");
+            body.send_data(message.slice(..sent), false)
+                .expect("send data");
+            tokio::time::timeout(WAIT_LIMIT, ping.ping(h2::Ping::opaque()))
+                .await
+                .expect("ping answered in time")
+                .expect("ping");
+            (response, body, connection)
+        });
+        RawCall {
+            runtime,
+            response: Some(response),
+            body,
+            connection,
+            name: name.to_owned(),
+        }
+    }
+
+    /// Sends the rest of the message, ends the stream and checks the reply: status 200,
+    /// the message of [`greeter::reply`], `grpc-status: 0`.
+    pub fn finish(mut self, sent: usize) {
+        let message = hello_frame(&self.name);
+        self.body
+            .send_data(message.slice(sent..), true)
+            .expect("send the rest");
+        let response = self.response.take().expect("not finished twice");
+        let expected = greeter::reply(&request(&self.name));
+        self.runtime.block_on(async move {
+            let response = tokio::time::timeout(WAIT_LIMIT, response)
+                .await
+                .expect("response in time")
+                .expect("response");
+            assert_eq!(response.status(), 200);
+            let mut body = response.into_body();
+            let mut data = Vec::new();
+            while let Some(chunk) = body.data().await {
+                let chunk = chunk.expect("response data");
+                let _ = body.flow_control().release_capacity(chunk.len());
+                data.extend_from_slice(&chunk);
+            }
+            let trailers = body
+                .trailers()
+                .await
+                .expect("trailers")
+                .expect("trailers sent");
+            assert_eq!(trailers["grpc-status"], "0", "{trailers:?}");
+            assert!(data.len() >= 5 && data[0] == 0, "{data:?}");
+            let reply =
+                <loadlab_target_common::proto::helloworld::HelloReply as prost::Message>::decode(
+                    &data[5..],
+                )
+                .expect("a HelloReply");
+            assert_eq!(reply, expected);
+        });
+    }
+
+    /// Drops the connection with the call unfinished (the client goes away mid-call).
+    pub fn disconnect(self) {
+        self.connection.abort();
+        drop(self.body);
+        drop(self.response);
+        self.runtime.shutdown_timeout(Duration::from_secs(1));
+    }
+}
+
+/// `SayHello(name)` as one length-prefixed gRPC message.
+pub fn hello_frame(name: &str) -> bytes::Bytes {
+    let message = prost::Message::encode_to_vec(&request(name));
+    let mut frame = Vec::with_capacity(5 + message.len());
+    frame.push(0);
+    frame.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&message);
+    frame.into()
 }
