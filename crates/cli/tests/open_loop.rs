@@ -136,10 +136,9 @@ fn achieved_shows_a_saturated_server() {
     );
 }
 
-/// At 2,000 req/s the worker sleeps through responses between releases and takes their
-/// completion from the kernel's receive timestamps: those are real instants on loadlab's
-/// clock, never before the server could have answered (a wrong clock conversion would put
-/// them there), and every request is still counted once.
+/// Open loop takes each response's completion from the kernel's receive timestamp: those
+/// are real instants on loadlab's clock, never before the server could have answered (a
+/// wrong clock conversion would put them there), and every request is still counted once.
 #[test]
 fn receive_timestamps_are_on_loadlabs_clock() {
     let s = TestServer::start(Behavior::Delay(std::time::Duration::from_millis(4)));

@@ -116,8 +116,8 @@ impl Http1Link {
                 match self.reader.read(c).await {
                     Ok(meta) => {
                         // When the response's last bytes arrived, if the kernel stamped
-                        // them: a worker that reads late (it wakes once per dispatch
-                        // tick) must not charge its own delay to the server.
+                        // them: a worker that reads late (busy sending, or preempted)
+                        // must not charge its own delay to the server.
                         let now = io.clock.now();
                         self.last_done = c
                             .received_at()
