@@ -119,14 +119,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         spawned: Cell::new(0),
         timeout_ns: plan.cfg.timeout.as_nanos() as u64,
         io: Io {
-            connector: {
-                let c = Connector::new(&plan.cfg, plan.tls, plan.index, plan.threads);
-                if stamps_receipts(&plan.cfg) {
-                    c.with_rx_timestamps()
-                } else {
-                    c
-                }
-            },
+            connector: Connector::new(&plan.cfg, plan.tls, plan.index, plan.threads),
             cfg: plan.cfg,
             clock: plan.clock,
             recorder: RefCell::new(recorder),
@@ -237,23 +230,6 @@ async fn tick(ctx: Rc<Ctx>) {
 /// The lateness this adds (at most the gap) is recorded as schedule lag and charged to
 /// latency like any other.
 pub const MIN_WAKE_GAP_NS: u64 = 200_000;
-
-/// Whether a run's connections read with the kernel's receive timestamps, so that a
-/// response that waited in the socket while the worker was busy (sending a release's
-/// requests, recording, or preempted) is charged its arrival, not loadlab's delay: open
-/// loop, HTTP/1.1 without TLS (a TLS or HTTP/2 reader cannot tell which bytes completed a
-/// response).
-///
-/// Tried and left out: sleeping through the responses between releases, to read them
-/// together. It cut wake-ups per request fivefold (`epoll_wait` 0.95 to 0.19, context
-/// switches 0.7 to 0.19 at 20,000 req/s) and saved no CPU on this VM: per request the cost
-/// is waking the idle server (`sock_def_readable`, 14 % of loadlab's CPU) and loadlab's
-/// own switch to idle and back, which a sleep pays as much as a wait for events.
-fn stamps_receipts(cfg: &RunConfig) -> bool {
-    matches!(cfg.model, LoadModel::Open { .. })
-        && cfg.protocol == Protocol::Http1
-        && cfg.target.scheme != crate::config::Scheme::Https
-}
 
 /// The most arrivals waiting for a free connection, all workers together (8 bytes each):
 /// the queue's memory is bounded whatever the rate and the timeout. An arrival released
