@@ -178,9 +178,9 @@ impl Connector {
 /// TCP (nor can a TLS one).
 ///
 /// Tried and left out: sleeping through the responses between releases, to read them
-/// together. It cut wake-ups per request fivefold (`epoll_wait` 0.95 to 0.19, context
+/// together. It cut loadlab's wake-ups per request (`epoll_wait` 0.95 to 0.19, context
 /// switches 0.7 to 0.19 at 20,000 req/s) and saved no CPU on this VM: per request the cost
-/// is waking the idle server (`sock_def_readable`, 14 % of loadlab's CPU) and loadlab's
+/// is waking the idle server (`sock_def_readable`, 7 to 14 % of loadlab's CPU) and loadlab's
 /// own switch to idle and back, which a sleep pays as much as a wait for events.
 fn stamps_receipts(cfg: &RunConfig) -> bool {
     matches!(cfg.model, crate::config::LoadModel::Open { .. })

@@ -189,8 +189,6 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
 /// older kernels ignore or refuse it, and nothing else changes.
 fn request_short_slice() {
     loadlab_system::os::request_short_slice(SHORT_SLICE_NS);
-    // The dispatcher's sleeps end on time, not up to 50 µs late (the default slack).
-    loadlab_system::os::set_timer_slack(1_000);
 }
 
 /// The time slice worker threads ask for (the kernel's minimum is 0.1 ms).

@@ -62,12 +62,6 @@ pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
     Ok(())
 }
 
-/// Sets the calling thread's timer slack (`PR_SET_TIMERSLACK`): how late the kernel may
-/// fire its sleeps to batch wake-ups (50 µs by default). Best effort.
-pub fn set_timer_slack(slack_ns: u64) {
-    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(slack_ns));
-}
-
 /// Asks the scheduler for a time slice of `slice_ns` for the calling thread
 /// (`sched_setattr` with `SCHED_OTHER` and `sched_runtime`, EEVDF kernels 6.6+). Best
 /// effort: older kernels ignore or refuse it, and nothing else changes.
