@@ -91,7 +91,9 @@ pub fn merged_result(
         }
         match &p.outcome {
             Outcome::Lost(why) => {
-                notes.push(format!(
+                // A warning, not a generator note: a lost agent does not make the step
+                // generator-limited (the verdict reads the loss from `agents`).
+                warnings.push(format!(
                     "agent {} was lost during the step ({why}): the figures are the other agents' only",
                     a.name
                 ));
@@ -304,7 +306,12 @@ mod tests {
         assert_eq!(r.requests, 500);
         assert_eq!(r.agents[1].lost.as_deref(), Some("connection reset"));
         assert!(!r.generator_limited);
-        assert!(r.generator_notes[0].contains("agent b was lost during the step"));
+        // Notes explain the flag, so there are none; the loss is a warning.
+        assert!(r.generator_notes.is_empty(), "{:?}", r.generator_notes);
+        assert!(r
+            .warnings
+            .iter()
+            .any(|w| w.contains("agent b was lost during the step")));
     }
 
     #[test]

@@ -40,6 +40,15 @@ pub(crate) fn num(v: f64) -> String {
     }
 }
 
+/// Why lateness the verdict excused does not matter, as the note says it.
+fn excused(step: &StepRecord) -> &'static str {
+    if step.verdict.sustained {
+        "too little to change the load offered"
+    } else {
+        "too little to explain the failure"
+    }
+}
+
 /// The note column of one row, written by loadlab.
 pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>) -> String {
     let r = &step.result;
@@ -57,11 +66,7 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
             "some sends late (lag p99 {:.2} ms, worst {:.2} ms), {}",
             r.schedule_lag_ms.p99,
             r.schedule_lag_ms.max,
-            if step.verdict.sustained {
-                "too little to change the load offered"
-            } else {
-                "too little to explain the failure"
-            }
+            excused(step)
         ));
     }
     let lost: Vec<&str> = r
@@ -181,9 +186,14 @@ fn agents_section(out: &mut String, steps: &[StepRecord]) {
                 .map_or(format!("{} conns", a.connections), |r| {
                     format!("{} req/s", num(r))
                 });
+            // The agent's own flag is the engine's (any lag past 1 ms); the step's verdict
+            // may have excused that lag as too small to matter, and then so does the row.
             let note = match (&a.lost, a.generator_limited) {
                 (Some(why), _) => format!("lost: {why}"),
-                (None, true) => "generator-limited".into(),
+                (None, true) if s.verdict.limits.contains(&Limit::GeneratorLimited) => {
+                    "generator-limited".into()
+                }
+                (None, true) => format!("some sends late, {}", excused(s)),
                 (None, false) => String::new(),
             };
             let _ = writeln!(

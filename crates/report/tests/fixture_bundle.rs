@@ -116,3 +116,71 @@ fn an_older_bundle_without_later_fields_still_renders() {
     assert!(!report.contains("## Pre-flight"), "{report}");
     std::fs::remove_dir_all(&old).unwrap();
 }
+
+/// One agent's share as a distributed step records it.
+fn agent_share(name: &str, generator_limited: bool) -> serde_json::Value {
+    serde_json::json!({
+        "name": name, "address": "10.77.0.2:40000", "threads": 1, "offered_rps": 50.0,
+        "connections": 2, "concurrency": 0, "request_limit": null, "requests": 500,
+        "successful": 500, "errors_total": 0, "achieved_rps": 50.0, "latency_p50_ms": 1.0,
+        "latency_p99_ms": 2.0, "clock_offset_ms": 0.0, "clock_rtt_ms": 0.1,
+        "start_skew_ms": 0.0, "cpu_seconds": 0.1, "generator_limited": generator_limited,
+        "generator_notes": if generator_limited {
+            vec!["schedule lag p99 is 1.50 ms (limit 1 ms)"]
+        } else {
+            vec![]
+        },
+        "lost": null
+    })
+}
+
+/// An agent whose own lag tripped the engine's 1 ms flag reads as the step does: excused
+/// when the verdict found the lag too small to matter, generator-limited when it did not.
+#[test]
+fn an_agents_row_agrees_with_its_steps_verdict_on_lateness() {
+    let dir = std::env::temp_dir().join(format!("loadlab-agents-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in std::fs::read_dir(fixture()).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
+    }
+    let text = std::fs::read_to_string(dir.join("steps.jsonl")).unwrap();
+    let mut steps: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Step 0 of capacity=150: sustained, its lag excused. Step 0 of capacity=400: judged
+    // generator-limited.
+    steps[0]["result"]["generator_limited"] = true.into();
+    steps[0]["result"]["agents"] =
+        serde_json::json!([agent_share("late-a", true), agent_share("calm-b", false)]);
+    steps[2]["result"]["generator_limited"] = true.into();
+    steps[2]["verdict"]["sustained"] = false.into();
+    steps[2]["verdict"]["limits"] = serde_json::json!(["generator_limited"]);
+    steps[2]["result"]["agents"] =
+        serde_json::json!([agent_share("late-c", true), agent_share("calm-d", false)]);
+    let body: String = steps.iter().map(|s| format!("{s}\n")).collect();
+    std::fs::write(dir.join("steps.jsonl"), body).unwrap();
+    let report = loadlab_report::render_bundle(&dir).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let row = |name: &str| {
+        report
+            .lines()
+            .find(|l| l.contains(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{report}"))
+            .to_string()
+    };
+    assert!(
+        row("late-a").ends_with("| some sends late, too little to change the load offered |"),
+        "{}",
+        row("late-a")
+    );
+    assert!(row("calm-b").ends_with("|  |"), "{}", row("calm-b"));
+    assert!(
+        row("late-c").ends_with("| generator-limited |"),
+        "{}",
+        row("late-c")
+    );
+    assert!(row("calm-d").ends_with("|  |"), "{}", row("calm-d"));
+}
