@@ -62,6 +62,14 @@ fn mistakes_name_their_field() {
             "matrix = 1000000000 configurations (a: 1000, b: 1000, c: 1000)",
         ),
         (with("", "steps=[1e9]"), "load.steps"),
+        // Waits a plan sets are bounded, and so is the knee search's climb.
+        (with("", "knee={start=10,max=100000,growth=1.000001}"), "load.knee.growth = 1.000001 is not allowed: a factor that reaches max from start in at most 100 steps (here 9210345): at least 1.0965"),
+        (with("", "steps=[1]\npause=\"1000h\""), "load.pause = \"1000h\" is not allowed: at most 1h"),
+        (with("", "steps=[1]\nstep_duration=\"9h\""), "load.step_duration = \"9h\" is not allowed: at most 8h"),
+        (with("", "steps=[1]\nwarmup=\"2h\""), "load.warmup"),
+        (with("timeout=\"2h\"", "steps=[1]"), "scenario[0].timeout"),
+        (format!("name = \"x\"\n[[target]]\nname=\"a\"\ncommand=[\"x\"]\nready={{tcp=\"127.0.0.1:1\"}}\nready_timeout=\"2h\"\n{SCENARIO}[load]\nsteps=[1]\n"), "target[0].ready_timeout = \"2h\" is not allowed: at most 1h"),
+        (format!("name = \"x\"\n[[target]]\nname=\"a\"\ncommand=[\"x\"]\nready={{tcp=\"127.0.0.1:1\"}}\nstop_grace=\"1h\"\n{SCENARIO}[load]\nsteps=[1]\n"), "target[0].stop_grace = \"1h\" is not allowed: at most 10m"),
         (format!("name = \"x\"\n[[target]]\nname=\"../../tmp/x\"\ncommand=[\"x\"]\nready={{tcp=\"127.0.0.1:1\"}}\n{SCENARIO}[load]\nsteps=[1]\n"), "target.name = \"../../tmp/x\" is not allowed"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {

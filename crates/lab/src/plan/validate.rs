@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use loadlab_engine::config::{parse_duration, CpuList, SourceAddrs};
+use loadlab_engine::config::{
+    parse_duration, CpuList, SourceAddrs, MAX_DURATION, MAX_TIMEOUT, MAX_WARMUP,
+};
 use loadlab_engine::{Arrival, CloseBy, GrpcCall, Protocol};
 use loadlab_grpc::CallInput;
 
@@ -15,6 +17,16 @@ use super::{
     TargetSpec, BUILTINS, MAX_CONFIGURATIONS,
 };
 use crate::template;
+
+/// The longest a target may take to become ready.
+const MAX_READY_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The longest a target is given to stop after SIGTERM.
+const MAX_STOP_GRACE: Duration = Duration::from_secs(600);
+/// The longest pause between steps.
+const MAX_PAUSE: Duration = Duration::from_secs(3600);
+/// The most steps a knee search may climb before it reaches `max`: a growth factor barely
+/// above 1 would otherwise plan millions of steps.
+pub const MAX_KNEE_CLIMB: f64 = 100.0;
 
 /// Builds errors that name the plan file.
 struct Checker<'a> {
@@ -44,6 +56,19 @@ impl Checker<'_> {
                 "a duration such as \"10s\", \"500ms\", \"2m\"",
             )
         })
+    }
+
+    /// A duration no longer than `max`: every wait a plan sets is bounded, whatever it says.
+    fn duration_at_most(&self, field: &str, v: &str, max: Duration) -> Result<Duration, PlanError> {
+        let d = self.duration(field, v)?;
+        if d > max {
+            return Err(self.err(
+                field,
+                format!("{v:?}"),
+                format!("at most {}", humantime::format_duration(max)),
+            ));
+        }
+        Ok(d)
     }
 
     fn parsed<T: std::str::FromStr<Err = String>>(
@@ -293,8 +318,8 @@ fn target(
             .as_ref()
             .map_or_else(|| dir.to_path_buf(), |d| dir.join(d)),
         ready,
-        ready_timeout: c.duration(&f("ready_timeout"), &t.ready_timeout)?,
-        stop_grace: c.duration(&f("stop_grace"), &t.stop_grace)?,
+        ready_timeout: c.duration_at_most(&f("ready_timeout"), &t.ready_timeout, MAX_READY_TIMEOUT)?,
+        stop_grace: c.duration_at_most(&f("stop_grace"), &t.stop_grace, MAX_STOP_GRACE)?,
         files: t.files.clone(),
         cpus: c.cpu_list(&f("cpus"), t.cpus.as_deref())?,
         unavailable_exit: t.unavailable_exit,
@@ -334,7 +359,7 @@ fn scenarios(
         if s.requests == Some(0) {
             return Err(c.err(f("requests"), "0", "at least 1"));
         }
-        let timeout = c.duration(&f("timeout"), &s.timeout)?;
+        let timeout = c.duration_at_most(&f("timeout"), &s.timeout, MAX_TIMEOUT)?;
         if timeout.is_zero() {
             return Err(c.err(f("timeout"), s.timeout.clone(), "above 0"));
         }
@@ -446,7 +471,7 @@ fn load(c: &Checker<'_>, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<Loa
     let model: Model = c.parsed("load.model", &l.model)?;
     let steps = steps(c, l, model, scenarios)?;
     let arrival: Arrival = c.parsed("load.arrival", &l.arrival)?;
-    let step_duration = c.duration("load.step_duration", &l.step_duration)?;
+    let step_duration = c.duration_at_most("load.step_duration", &l.step_duration, MAX_DURATION)?;
     if step_duration.is_zero() {
         return Err(c.err("load.step_duration", l.step_duration.clone(), "above 0"));
     }
@@ -462,8 +487,8 @@ fn load(c: &Checker<'_>, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<Loa
         model,
         steps,
         step_duration,
-        warmup: c.duration("load.warmup", &l.warmup)?,
-        pause: c.duration("load.pause", &l.pause)?,
+        warmup: c.duration_at_most("load.warmup", &l.warmup, MAX_WARMUP)?,
+        pause: c.duration_at_most("load.pause", &l.pause, MAX_PAUSE)?,
         connections: l.connections,
         max_connections: l.max_connections,
         concurrency: l.concurrency,
@@ -546,6 +571,19 @@ fn knee(c: &Checker<'_>, k: &KneeFile) -> Result<Steps, PlanError> {
             "load.knee.growth",
             k.growth.to_string(),
             "a factor above 1, e.g. 2",
+        ));
+    }
+    // Steps from start to max at this growth (the search climbs by it until a step fails).
+    let climb = (k.max / k.start).ln() / k.growth.ln();
+    if climb > MAX_KNEE_CLIMB {
+        return Err(c.err(
+            "load.knee.growth",
+            k.growth.to_string(),
+            format!(
+                "a factor that reaches max from start in at most {MAX_KNEE_CLIMB:.0} steps \
+                 (here {climb:.0}): at least {:.4}",
+                (k.max / k.start).powf(1.0 / MAX_KNEE_CLIMB)
+            ),
         ));
     }
     if k.confirm > 10 {
