@@ -258,6 +258,11 @@ mod tests {
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("-1s").unwrap_err().contains("negative"));
         assert!(parse_duration("soon").is_err());
+        // Regression (found by the property tests): a number too large for a Duration
+        // panicked in Duration::from_secs_f64; now it is an error.
+        for huge in ["1e30", "1e30s", "1e300ms", "inf", "NaN"] {
+            assert!(parse_duration(huge).is_err(), "{huge}");
+        }
     }
 
     #[test]

@@ -318,7 +318,11 @@ fn target(
             .as_ref()
             .map_or_else(|| dir.to_path_buf(), |d| dir.join(d)),
         ready,
-        ready_timeout: c.duration_at_most(&f("ready_timeout"), &t.ready_timeout, MAX_READY_TIMEOUT)?,
+        ready_timeout: c.duration_at_most(
+            &f("ready_timeout"),
+            &t.ready_timeout,
+            MAX_READY_TIMEOUT,
+        )?,
         stop_grace: c.duration_at_most(&f("stop_grace"), &t.stop_grace, MAX_STOP_GRACE)?,
         files: t.files.clone(),
         cpus: c.cpu_list(&f("cpus"), t.cpus.as_deref())?,
