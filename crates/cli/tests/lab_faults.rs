@@ -227,58 +227,63 @@ impl Drop for Tmpfs {
     }
 }
 
-#[test]
-fn a_full_disk_stops_the_run_with_its_cause_and_keeps_the_finished_steps() {
+/// A lab run whose bundle directory fails after two steps (`break_disk`) stops within 30 s
+/// with exit 1 and the cause (`cause`) and the bundle's path; every step written before is
+/// intact and, once `repair` ran, `loadlab report` renders it; its target was stopped.
+fn a_failing_bundle_disk_keeps_the_finished_steps(
+    name: &str,
+    break_disk: impl Fn(&Tmpfs),
+    cause: &str,
+    repair: impl Fn(&Tmpfs),
+) {
     let disk = Tmpfs::mount("8m");
     let out = disk.0.join("bundle");
     let plan = write_plan(
-        "full",
-        r#"name = "full"
+        name,
+        &format!(
+            r#"name = "{name}"
 [[target]]
 name = "fx"
-command = ["FIXTURE", "--port", "{port}", "--pid-file", "{bundle}/fx.pids"]
-ready = { http = "http://127.0.0.1:{port}/", status = 200 }
+command = ["FIXTURE", "--port", "{{port}}", "--pid-file", "{{bundle}}/fx.pids"]
+ready = {{ http = "http://127.0.0.1:{{port}}/", status = 200 }}
 [[scenario]]
 name = "s"
-url = "http://127.0.0.1:{port}/"
+url = "http://127.0.0.1:{{port}}/"
 timeout = "1s"
 [load]
 steps = [50, 50, 50, 50, 50, 50, 50, 50, 50, 50]
 step_duration = "1s"
 connections = 2
 threads = 1
-"#,
+"#
+        ),
     );
     let _ = fixture();
     let mut run = spawn_lab(&plan, &out);
     wait_for("two steps", Duration::from_secs(30), || {
         intact_lines(&out.join("steps.jsonl")) >= 2
     });
-    // Fill the disk: what is left goes to a filler file.
-    let filler = disk.0.join("filler");
-    let _ = Command::new("dd")
-        .args(["if=/dev/zero", "bs=64k"])
-        .arg(format!("of={}", filler.display()))
-        .stderr(Stdio::null())
-        .status();
+    break_disk(&disk);
     let started = Instant::now();
     let status = loop {
         if let Some(s) = run.try_wait().unwrap() {
             break s;
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the run did not stop"
-        );
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = run.kill();
+            repair(&disk);
+            panic!("the run did not stop within 30 s of its disk failing ({cause})");
+        }
         std::thread::sleep(Duration::from_millis(100));
     };
     let mut stderr = String::new();
     std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    repair(&disk);
     assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(stderr.contains(cause), "{stderr}");
     assert!(stderr.contains(&out.display().to_string()), "{stderr}");
-    // Every step written before the disk filled is intact and the report renders it (a
-    // line torn by the full disk is the last, and only, one that does not parse).
+    // Every step written before the disk failed is intact and the report renders it (a
+    // line torn by the failure is the last, and only, one that does not parse).
     let text = std::fs::read_to_string(out.join("steps.jsonl")).unwrap();
     let all: Vec<&str> = text.lines().collect();
     let intact = intact_lines(&out.join("steps.jsonl"));
@@ -288,7 +293,6 @@ threads = 1
         "{} lines, {intact} intact",
         all.len()
     );
-    std::fs::remove_file(&filler).unwrap();
     let report = Command::new(loadlab_bin())
         .arg("report")
         .arg(&out)
@@ -302,6 +306,47 @@ threads = 1
     assert!(String::from_utf8_lossy(&report.stdout).contains("| 50 |"));
     // And its target was stopped.
     assert!(!pids(&out.join("fx.pids")).iter().any(|p| running(*p)));
+}
+
+#[test]
+fn a_full_disk_stops_the_run_with_its_cause_and_keeps_the_finished_steps() {
+    let filler = |disk: &Tmpfs| disk.0.join("filler");
+    a_failing_bundle_disk_keeps_the_finished_steps(
+        "full",
+        // What is left goes to a filler file.
+        |disk| {
+            let _ = Command::new("dd")
+                .args(["if=/dev/zero", "bs=64k"])
+                .arg(format!("of={}", filler(disk).display()))
+                .stderr(Stdio::null())
+                .status();
+        },
+        "No space left on device",
+        |disk| {
+            let _ = std::fs::remove_file(filler(disk));
+        },
+    );
+}
+
+/// Root ignores permission bits, so the bundle directory stops being writable by the
+/// immutable attribute (files already open can still be appended to, as on a real disk whose
+/// directory was locked: the run goes on until it needs a new file).
+#[test]
+fn a_bundle_directory_that_stops_being_writable_stops_the_run_and_keeps_the_finished_steps() {
+    let chattr = |flag: &str, disk: &Tmpfs| {
+        let ok = Command::new("chattr")
+            .arg(flag)
+            .arg(disk.0.join("bundle"))
+            .status()
+            .expect("chattr (e2fsprogs)");
+        assert!(ok.success(), "chattr {flag}");
+    };
+    a_failing_bundle_disk_keeps_the_finished_steps(
+        "locked",
+        |disk| chattr("+i", disk),
+        "Operation not permitted",
+        |disk| chattr("-i", disk),
+    );
 }
 
 #[test]
