@@ -419,7 +419,7 @@ pub struct LoadArgs {
     #[arg(long, help_heading = "Load")]
     pub seed: Option<u64>,
     /// Pin worker threads to these CPUs, e.g. 1 or 2-3 (worker i takes the i-th), to keep
-    /// loadlab off the server's cores.
+    /// loadlab off the server's cores. CPU numbers 0 to 4095.
     #[arg(long, help_heading = "Load")]
     pub cpus: Option<CpuList>,
 
@@ -429,7 +429,7 @@ pub struct LoadArgs {
     #[arg(long, value_parser = parse_duration, default_value = "5s", help_heading = "Connections")]
     pub timeout: Duration,
     /// Local source addresses for new connections: 127.0.0.2-127.0.0.17, a list A,B,C, or a
-    /// count N (127.0.0.2 onwards, loopback targets).
+    /// count N (127.0.0.2 onwards, loopback targets). At most 65,000 addresses.
     #[arg(long, help_heading = "Connections")]
     pub source_addrs: Option<SourceAddrs>,
     /// Skip TLS certificate verification for https:// targets.

@@ -82,6 +82,59 @@ fn unreachable_host_says_so_and_still_writes_the_result() {
         .contains("no request succeeded"));
 }
 
+/// Every flag with a limit states it in `--help` (the limits `bounded_work.rs` enforces).
+#[test]
+fn help_states_every_limit() {
+    let out = Command::new(loadlab_bin())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    // Each option's entry: its header line (`  -d, --duration <DURATION>`) and the lines
+    // below it, joined (clap wraps at the terminal width).
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let t = line.trim_start();
+        let header = t
+            .strip_prefix("-")
+            .map(|r| r.split_once(", ").map_or(t, |(_, f)| f));
+        match header {
+            Some(h) if line.starts_with("  ") && h.starts_with("--") => {
+                let flag = h.split_whitespace().next().unwrap().to_string();
+                entries.push((flag, String::new()));
+            }
+            _ => {
+                if let Some((_, text)) = entries.last_mut() {
+                    text.push(' ');
+                    text.push_str(t);
+                }
+            }
+        }
+    }
+    for (flag, limit) in [
+        ("--rate", "at most 10,000,000"),
+        ("--connections", "1 to 1,000,000"),
+        ("--max-connections", "At most 1,000,000"),
+        ("--concurrency", "At most 1,000,000"),
+        ("--duration", "at most 8h"),
+        ("--requests", "still stops after 8h"),
+        ("--warmup", "at most 1h"),
+        ("--threads", "1 to 1024"),
+        ("--cpus", "0 to 4095"),
+        ("--timeout", "At most 1h"),
+        ("--source-addrs", "At most 65,000 addresses"),
+        ("--pipeline", "1 to 1024"),
+    ] {
+        let (_, text) = entries
+            .iter()
+            .find(|(f, _)| f == flag)
+            .unwrap_or_else(|| panic!("--help lacks {flag}"));
+        assert!(
+            text.contains(limit),
+            "{flag}'s help does not state its limit ({limit}): {text}"
+        );
+    }
+}
+
 #[test]
 fn help_lists_both_loop_models() {
     let out = Command::new(loadlab_bin())
