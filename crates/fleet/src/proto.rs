@@ -276,12 +276,18 @@ where
     }
 }
 
-/// Compares two secrets in time that depends on their lengths only.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
+/// Compares a presented token with the secret in time that depends on the presented
+/// token's length only: neither the secret's bytes nor its length show in the timing (the
+/// loop runs over `presented`, reading the secret cyclically).
+pub fn constant_time_eq(presented: &[u8], secret: &[u8]) -> bool {
+    let mut diff = presented.len() ^ secret.len();
+    if secret.is_empty() {
         return false;
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    for (i, p) in presented.iter().enumerate() {
+        diff |= usize::from(p ^ secret[i % secret.len()]);
+    }
+    diff == 0
 }
 
 #[cfg(test)]
@@ -294,6 +300,13 @@ mod tests {
         assert!(!constant_time_eq(b"secret", b"secreT"));
         assert!(!constant_time_eq(b"secret", b"secret2"));
         assert!(!constant_time_eq(b"", b"x"));
+        assert!(!constant_time_eq(b"x", b""));
+        assert!(
+            !constant_time_eq(b"", b""),
+            "an empty secret matches nothing"
+        );
+        // A prefix repeated is not the secret.
+        assert!(!constant_time_eq(b"abab", b"ab"));
     }
 
     #[test]
