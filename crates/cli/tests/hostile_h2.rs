@@ -122,28 +122,45 @@ fn every_stream_reset_is_stream_reset() {
 
 #[test]
 fn a_header_block_too_large_and_a_continuation_flood_are_malformed_in_bounded_memory() {
-    assert_failed_as(
-        &run(RawH2::HugeHeaders, &[], false),
-        "malformed_response",
-        "20 kB HEADERS",
-    );
-    assert_failed_as(
-        &run(RawH2::ContinuationFlood, &[], false),
-        "malformed_response",
-        "CONTINUATION flood",
-    );
+    for extra in [&[][..], &["--rate", "50"][..]] {
+        assert_failed_as(
+            &run(RawH2::HugeHeaders, extra, false),
+            "malformed_response",
+            "20 kB HEADERS",
+        );
+        assert_failed_as(
+            &run(RawH2::ContinuationFlood, extra, false),
+            "malformed_response",
+            "CONTINUATION flood",
+        );
+    }
+}
+
+/// A header list past the 256 KiB limit in frames that are each within size: refused as
+/// malformed, in bounded memory, closed and open loop.
+#[test]
+fn a_header_list_over_the_limit_is_malformed() {
+    for extra in [&[][..], &["--rate", "50"][..]] {
+        assert_failed_as(
+            &run(RawH2::HugeHeaderList, extra, false),
+            "malformed_response",
+            "320 KiB header list",
+        );
+    }
 }
 
 #[test]
 fn a_ping_flood_does_not_stop_the_answers() {
-    let r = run(RawH2::PingFlood, &[], false);
-    assert!(
-        r.json()["successful"].as_u64().unwrap() > 10,
-        "{}",
-        r.json()
-    );
-    assert_eq!(r.json()["errors_total"], 0, "{}", r.json());
-    assert_eq!(r.code(), Some(0));
+    for extra in [&[][..], &["--rate", "50"][..]] {
+        let r = run(RawH2::PingFlood, extra, false);
+        assert!(
+            r.json()["successful"].as_u64().unwrap() > 10,
+            "{}",
+            r.json()
+        );
+        assert_eq!(r.json()["errors_total"], 0, "{}", r.json());
+        assert_eq!(r.code(), Some(0));
+    }
 }
 
 #[test]

@@ -42,6 +42,9 @@ pub enum RawH2 {
     HugeHeaders,
     /// HEADERS without END_HEADERS, then CONTINUATION frames without end.
     ContinuationFlood,
+    /// A header list of about 320 KiB, correctly framed (HEADERS, CONTINUATIONs, the last
+    /// with END_HEADERS): more than the client's 256 KiB limit, every frame within size.
+    HugeHeaderList,
     /// Answers every stream, with 1,000 PINGs before each answer.
     PingFlood,
     /// `GOAWAY` with `last_stream_id` 0 at the first stream of each connection: no stream
@@ -154,6 +157,15 @@ async fn connection(mut sock: TcpStream, behavior: RawH2, answered: Arc<AtomicU6
                     block.extend(flood_headers(20_000 - 1));
                     block.resize(20_000, 0x88);
                     frame(&mut out, HEADERS, END_HEADERS | END_STREAM, id, &block);
+                }
+                RawH2::HugeHeaderList => {
+                    let block = flood_headers(16_000);
+                    frame(&mut out, HEADERS, 0, id, &[0x88]);
+                    for i in 0..20 {
+                        let last = if i == 19 { END_HEADERS } else { 0 };
+                        frame(&mut out, CONTINUATION, last, id, &block);
+                    }
+                    frame(&mut out, DATA, END_STREAM, id, b"ok");
                 }
                 RawH2::ContinuationFlood => {
                     frame(&mut out, HEADERS, 0, id, &[0x88]);
