@@ -395,6 +395,23 @@ threads = 1
     let end = String::from_utf8_lossy(&text[text.len() - (64 << 10)..]).into_owned();
     assert!(end.contains("last words"), "the end of the output is kept");
     assert!(String::from_utf8_lossy(&text).contains("[loadlab: this log is capped at 16 MiB: "));
+    // The cap is in the bundle (configs.jsonl) and in the report, not only on stderr:
+    // 40,000,012 bytes of output and a few of the fixture's, less the 16 MiB kept.
+    let configs = lines(&out.join("configs.jsonl"));
+    let capped = &configs[0]["capped_logs"][0];
+    assert_eq!(capped["target"], "fx", "{}", configs[0]);
+    let dropped = capped["dropped_bytes"].as_u64().unwrap();
+    assert!(
+        (23_000_000..23_300_000).contains(&dropped),
+        "{dropped} bytes dropped"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains(&format!(
+            "target `fx` wrote more than the 16 MiB log cap: {dropped} bytes of its output were dropped"
+        )),
+        "{report}"
+    );
 }
 
 #[test]

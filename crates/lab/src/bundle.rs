@@ -108,6 +108,18 @@ pub struct ConfigRecord {
     pub knees: Vec<ScenarioKnee>,
     /// Wall time of the configuration, seconds (start of targets to their stop).
     pub duration_s: f64,
+    /// Targets whose output passed the log cap, and how much of it was dropped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capped_logs: Vec<CappedLog>,
+}
+
+/// A target log that reached [`crate::target::LOG_CAP`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CappedLog {
+    /// The target's name in the plan.
+    pub target: String,
+    /// Bytes of its output dropped from the log (its last ones are kept).
+    pub dropped_bytes: u64,
 }
 
 /// A bundle being written.

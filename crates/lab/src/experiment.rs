@@ -15,7 +15,9 @@ use loadlab_system::ports;
 use loadlab_system::probe::{ProbeReport, Prober};
 use loadlab_system::procfs::process_running;
 
-use crate::bundle::{Bundle, ConfigRecord, ConfigStatus, ScenarioKnee, StepRecord, BUNDLE_VERSION};
+use crate::bundle::{
+    Bundle, CappedLog, ConfigRecord, ConfigStatus, ScenarioKnee, StepRecord, BUNDLE_VERSION,
+};
 use crate::diagnosis::{Diagnosis, Tracker};
 use crate::knee::{self, KneeParams, Phase, StepSignal};
 use crate::matrix::{self, Config};
@@ -301,6 +303,7 @@ impl Runner<'_> {
             _ => self.plan.scenarios.iter().map(|s| vec![s]).collect(),
         };
         let mut knees = Vec::new();
+        let mut capped_logs = Vec::new();
         let mut status = ConfigStatus::Completed;
         let mut message = None;
         for group in groups {
@@ -332,6 +335,10 @@ impl Runner<'_> {
                 };
             let crashed = self.run_group(config, &vars, &group, &mut targets, &mut knees)?;
             for (name, bytes) in targets.capped_logs() {
+                capped_logs.push(CappedLog {
+                    target: name.clone(),
+                    dropped_bytes: bytes,
+                });
                 self.warn(format!(
                     "  {}: target `{name}` wrote more than {} MiB: {bytes} bytes of its output were dropped from its log (the last {} KiB are kept)",
                     config.id,
@@ -356,6 +363,7 @@ impl Runner<'_> {
             message,
             knees,
             duration_s: started.elapsed().as_secs_f64(),
+            capped_logs,
         })
     }
 

@@ -807,6 +807,34 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
 
     agents_section(&mut out, &steps);
 
+    // A target's output past the log cap was dropped (its last bytes kept): say so, the
+    // log in `logs/` is not all it wrote.
+    let capped: Vec<String> = configs
+        .iter()
+        .flat_map(|c| {
+            c.capped_logs.iter().map(move |l| {
+                format!(
+                    "- **{}**: target `{}` wrote more than the {} MiB log cap: {} bytes of its output were dropped from its log (the last {} KiB are kept).",
+                    c.config,
+                    l.target,
+                    loadlab_lab::target::LOG_CAP >> 20,
+                    l.dropped_bytes,
+                    loadlab_lab::target::LOG_KEEP_END >> 10
+                )
+            })
+        })
+        .collect();
+    if !capped.is_empty() {
+        let _ = writeln!(
+            out,
+            "## Target logs capped
+
+{}
+",
+            capped.join("\n")
+        );
+    }
+
     let failed: Vec<&ConfigRecord> = configs
         .iter()
         .filter(|c| c.status != ConfigStatus::Completed)
