@@ -7,7 +7,7 @@ mod util;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use util::{loadlab_bin, Behavior, TestServer};
+use util::{loadlab_bin, output_within, Behavior, TestServer};
 
 /// A loopback port where nothing listens (bound, then closed).
 fn closed_port() -> u16 {
@@ -31,13 +31,10 @@ fn absurd_numbers_are_refused_with_the_allowed_range() {
         (&["--pipeline", "5000"], "--pipeline = 5000 is not allowed: 1 to 1024"),
     ];
     for (args, needle) in cases {
-        let started = Instant::now();
-        let out = Command::new(loadlab_bin())
-            .arg("run")
-            .arg(&url)
-            .args(*args)
-            .output()
-            .unwrap();
+        let (out, took) = output_within(
+            Command::new(loadlab_bin()).arg("run").arg(&url).args(*args),
+            Duration::from_secs(60),
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
@@ -46,7 +43,7 @@ fn absurd_numbers_are_refused_with_the_allowed_range() {
         );
         // Refused before anything is sent: no measurement, no waiting.
         assert!(out.stdout.is_empty(), "{args:?}");
-        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}");
+        assert!(took < Duration::from_secs(10), "{args:?}: took {took:?}");
     }
 }
 
@@ -133,6 +130,9 @@ fn the_queue_of_waiting_arrivals_is_capped() {
     assert!(took < Duration::from_secs(30), "took {took:?}");
     let j = r.json();
     assert!(r.error_count("request_timeout") > 0, "{j}");
+    // Nothing was ever answered: exit 1.
+    assert_eq!(j["successful"], 0, "{j}");
+    assert_eq!(r.code(), Some(1), "{}", r.stderr);
     assert!(j["unsent"].as_u64().unwrap() > 0, "{j}");
     assert_eq!(j["generator_limited"], true);
     let rss = j["generator_peak_rss_bytes"].as_u64().unwrap();
