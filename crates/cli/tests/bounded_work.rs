@@ -138,3 +138,36 @@ fn the_queue_of_waiting_arrivals_is_capped() {
     let rss = j["generator_peak_rss_bytes"].as_u64().unwrap();
     assert!(rss < 300 << 20, "peak RSS {rss}");
 }
+
+/// The harness's own bound: a command still running past it is killed, and the test fails
+/// with `loadlab hung`, the command and what it wrote, instead of hanging (and CI with it).
+#[test]
+fn a_command_past_its_bound_is_killed_and_fails_the_test() {
+    let started = Instant::now();
+    let failed = std::panic::catch_unwind(|| {
+        output_within(
+            Command::new("sh").args(["-c", "echo pid $$; exec sleep 60"]),
+            Duration::from_secs(1),
+        )
+    })
+    .expect_err("a command past its bound fails the test");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let message = failed
+        .downcast_ref::<String>()
+        .expect("a formatted panic message");
+    assert!(
+        message.starts_with("loadlab hung: ") && message.contains("still running after 1s"),
+        "{message}"
+    );
+    assert!(message.contains("sleep 60"), "{message}");
+    let pid: u32 = message
+        .split_once("stdout:\npid ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {message}"));
+    // Killed and reaped: no such process any more.
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} still there"
+    );
+}
