@@ -2,16 +2,28 @@
 
 mod util;
 
-use std::process::Command;
+use std::process::{Command, Output};
+use std::time::Duration;
 
-use util::loadlab_bin;
+use util::{loadlab_bin, output_within};
+
+/// A refusal comes before anything is sent or waited for: a bound that catches a hang (a
+/// name that does not resolve included), not a performance threshold.
+const REFUSED_WITHIN: Duration = Duration::from_secs(20);
+
+/// `loadlab ARGS`, killed (and the test failed) past a minute; checked to end within
+/// [`REFUSED_WITHIN`].
+fn loadlab(args: &[&str]) -> Output {
+    let (out, took) = output_within(
+        Command::new(loadlab_bin()).args(args),
+        Duration::from_secs(60),
+    );
+    assert!(took < REFUSED_WITHIN, "{args:?} took {took:?}");
+    out
+}
 
 fn run_err(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(loadlab_bin())
-        .arg("run")
-        .args(args)
-        .output()
-        .unwrap();
+    let out = loadlab(&[&["run"], args].concat());
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -70,6 +82,8 @@ fn each_mistake_names_its_cause() {
 fn unreachable_host_says_so_and_still_writes_the_result() {
     let r = util::run(&["http://127.0.0.1:1/", "-d", "1s", "-c", "2", "-q"]);
     assert_eq!(r.code(), Some(1));
+    // 1 s of refused connects and the 5 s timeout at most: a bound for a loaded machine.
+    assert!(r.took < Duration::from_secs(20), "took {:?}", r.took);
     assert!(r.stdout.contains("EVERY REQUEST FAILED"), "{}", r.stdout);
     assert!(r.stdout.contains("is the server running"), "{}", r.stdout);
     let j = r.json();
@@ -85,10 +99,7 @@ fn unreachable_host_says_so_and_still_writes_the_result() {
 /// Every flag with a limit states it in `--help` (the limits `bounded_work.rs` enforces).
 #[test]
 fn help_states_every_limit() {
-    let out = Command::new(loadlab_bin())
-        .args(["run", "--help"])
-        .output()
-        .unwrap();
+    let out = loadlab(&["run", "--help"]);
     // Each option's entry: its header line (`  -d, --duration <DURATION>`) and the lines
     // below it, joined (clap wraps at the terminal width).
     let mut entries: Vec<(String, String)> = Vec::new();
@@ -137,10 +148,7 @@ fn help_states_every_limit() {
 
 #[test]
 fn help_lists_both_loop_models() {
-    let out = Command::new(loadlab_bin())
-        .args(["run", "--help"])
-        .output()
-        .unwrap();
+    let out = loadlab(&["run", "--help"]);
     let text = String::from_utf8_lossy(&out.stdout);
     for needle in [
         "--rate",

@@ -7,7 +7,7 @@ mod util;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use util::{loadlab_bin, Behavior, TestServer};
+use util::{loadlab_bin, output_within, Behavior, TestServer};
 
 /// A loopback port where nothing listens (bound, then closed).
 fn closed_port() -> u16 {
@@ -31,13 +31,10 @@ fn absurd_numbers_are_refused_with_the_allowed_range() {
         (&["--pipeline", "5000"], "--pipeline = 5000 is not allowed: 1 to 1024"),
     ];
     for (args, needle) in cases {
-        let started = Instant::now();
-        let out = Command::new(loadlab_bin())
-            .arg("run")
-            .arg(&url)
-            .args(*args)
-            .output()
-            .unwrap();
+        let (out, took) = output_within(
+            Command::new(loadlab_bin()).arg("run").arg(&url).args(*args),
+            Duration::from_secs(60),
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
@@ -46,7 +43,7 @@ fn absurd_numbers_are_refused_with_the_allowed_range() {
         );
         // Refused before anything is sent: no measurement, no waiting.
         assert!(out.stdout.is_empty(), "{args:?}");
-        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}");
+        assert!(took < Duration::from_secs(10), "{args:?}: took {took:?}");
     }
 }
 
@@ -133,8 +130,44 @@ fn the_queue_of_waiting_arrivals_is_capped() {
     assert!(took < Duration::from_secs(30), "took {took:?}");
     let j = r.json();
     assert!(r.error_count("request_timeout") > 0, "{j}");
+    // Nothing was ever answered: exit 1.
+    assert_eq!(j["successful"], 0, "{j}");
+    assert_eq!(r.code(), Some(1), "{}", r.stderr);
     assert!(j["unsent"].as_u64().unwrap() > 0, "{j}");
     assert_eq!(j["generator_limited"], true);
     let rss = j["generator_peak_rss_bytes"].as_u64().unwrap();
     assert!(rss < 300 << 20, "peak RSS {rss}");
+}
+
+/// The harness's own bound: a command still running past it is killed, and the test fails
+/// with `loadlab hung`, the command and what it wrote, instead of hanging (and CI with it).
+#[test]
+fn a_command_past_its_bound_is_killed_and_fails_the_test() {
+    let started = Instant::now();
+    let failed = std::panic::catch_unwind(|| {
+        output_within(
+            Command::new("sh").args(["-c", "echo pid $$; exec sleep 60"]),
+            Duration::from_secs(1),
+        )
+    })
+    .expect_err("a command past its bound fails the test");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let message = failed
+        .downcast_ref::<String>()
+        .expect("a formatted panic message");
+    assert!(
+        message.starts_with("loadlab hung: ") && message.contains("still running after 1s"),
+        "{message}"
+    );
+    assert!(message.contains("sleep 60"), "{message}");
+    let pid: u32 = message
+        .split_once("stdout:\npid ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {message}"));
+    // Killed and reaped: no such process any more.
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "{pid} still there"
+    );
 }

@@ -13,8 +13,8 @@ use std::sync::Mutex;
 
 use loadlab_report::baseline::{BaselineCheck, RegressedFigure};
 use loadlab_report::compare::{Comparison, Finding};
-use util::lab::lab_ok;
-use util::{loadlab_bin, run, temp_path, Behavior, TestServer};
+use util::lab::{lab_ok, LAB_BOUND};
+use util::{loadlab_bin, output_within, run, temp_path, Behavior, TestServer};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -55,8 +55,10 @@ p99_ms = 1000
     plan
 }
 
+/// `loadlab ARGS` (a lab, a report or a comparison), killed (and the test failed) past
+/// [`LAB_BOUND`].
 fn loadlab(args: &[&str]) -> Output {
-    Command::new(loadlab_bin()).args(args).output().unwrap()
+    output_within(Command::new(loadlab_bin()).args(args), LAB_BOUND).0
 }
 
 fn path(p: &Path) -> &str {

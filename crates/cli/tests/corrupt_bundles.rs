@@ -5,13 +5,12 @@
 
 mod util;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
-use util::{loadlab_bin, temp_path};
+use util::{loadlab_bin, output_within, temp_path};
 
 /// A generous hang bound, not a performance threshold.
 const HANG_BOUND: Duration = Duration::from_secs(60);
@@ -23,42 +22,13 @@ struct Ran {
     stderr: String,
 }
 
-/// Runs loadlab with `args`, killing it if it outlives [`HANG_BOUND`].
+/// Runs loadlab with `args`, killing it (and failing) if it outlives [`HANG_BOUND`].
 fn loadlab(args: &[&Path]) -> Ran {
-    let mut child = Command::new(loadlab_bin())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let stdout = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let stderr = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > HANG_BOUND {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("loadlab {args:?} hung past {HANG_BOUND:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (out, _) = output_within(Command::new(loadlab_bin()).args(args), HANG_BOUND);
     Ran {
-        code: status.code(),
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
 

@@ -87,7 +87,7 @@ fn doctor_fails_when_nofile_cannot_be_raised() {
             Ok(())
         });
     }
-    let out = cmd.output().unwrap();
+    let (out, _) = util::output_within(&mut cmd, std::time::Duration::from_secs(60));
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     let line = text.lines().find(|l| l.contains("nofile")).unwrap();

@@ -5,7 +5,14 @@ mod util;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use util::{run, Behavior, TestServer};
+use util::{run, Behavior, RunOutput, TestServer};
+
+/// At most 20 requests, 2 at a time, each ending at once or at its timeout (5 s at most
+/// here, and none of these servers makes a request wait that long): a bound that catches a
+/// hang, not a performance threshold.
+fn assert_on_time(r: &RunOutput) {
+    assert!(r.took < Duration::from_secs(60), "took {:?}", r.took);
+}
 
 fn assert_all(class: &str, behavior: Behavior, extra: &[&str]) -> util::RunOutput {
     let s = TestServer::start(behavior);
@@ -28,6 +35,7 @@ fn assert_all(class: &str, behavior: Behavior, extra: &[&str]) -> util::RunOutpu
         "every request failed, so exit 1\n{}",
         r.stdout
     );
+    assert_on_time(&r);
     r
 }
 
@@ -77,6 +85,7 @@ fn connect_refused() {
     ]);
     assert_eq!(r.error_count("connect_refused"), 20);
     assert_eq!(r.code(), Some(1));
+    assert_on_time(&r);
     assert!(r.stdout.contains("EVERY REQUEST FAILED"), "{}", r.stdout);
     assert!(
         !r.stdout.contains("p99"),
@@ -115,5 +124,8 @@ fn connect_timeout() {
         "expected connect timeouts, got {:?}",
         r.json()["errors"]
     );
+    assert_eq!(r.json()["successful"], 0, "{}", r.json());
+    assert_eq!(r.code(), Some(1), "{}", r.stderr);
+    assert_on_time(&r);
     drop(l);
 }

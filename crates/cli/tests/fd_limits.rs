@@ -6,8 +6,12 @@ mod util;
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::time::Duration;
 
-use util::{finish, loadlab_bin, temp_path, Behavior, TestServer};
+use util::{finish, loadlab_bin, output_within, temp_path, Behavior, TestServer};
+
+/// Killed (and the test failed) past this: a refusal, or 300 requests to a local server.
+const HANG_BOUND: Duration = Duration::from_secs(60);
 
 fn limited(limit: u64, occupy_up_to: i32) -> Command {
     let devnull = std::fs::File::open("/dev/null").unwrap();
@@ -35,10 +39,10 @@ fn limited(limit: u64, occupy_up_to: i32) -> Command {
 
 #[test]
 fn too_many_connections_for_nofile_is_refused_with_the_fix() {
-    let out = limited(64, 0)
-        .args(["run", "http://127.0.0.1:1/", "-c", "100", "-n", "10"])
-        .output()
-        .unwrap();
+    let (out, _) = output_within(
+        limited(64, 0).args(["run", "http://127.0.0.1:1/", "-c", "100", "-n", "10"]),
+        HANG_BOUND,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("nofile limit is 64"), "{stderr}");
@@ -51,22 +55,21 @@ fn running_out_of_descriptors_is_counted_as_fd_exhaustion() {
     let json = temp_path("fd.json");
     // 64 allowed, about 50 taken before loadlab starts: 30 connections fit the up-front
     // check (30 + 32 reserved <= 64) but not the descriptors actually free.
-    let out = limited(64, 50)
-        .args([
-            "run",
-            &s.url("/"),
-            "-c",
-            "30",
-            "-t",
-            "1",
-            "-n",
-            "300",
-            "-q",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .unwrap();
+    let mut cmd = limited(64, 50);
+    cmd.args([
+        "run",
+        &s.url("/"),
+        "-c",
+        "30",
+        "-t",
+        "1",
+        "-n",
+        "300",
+        "-q",
+        "--json",
+    ])
+    .arg(&json);
+    let (out, _) = output_within(&mut cmd, HANG_BOUND);
     let r = finish(out, &json);
     let j = r.json();
     assert!(

@@ -7,6 +7,7 @@
 mod util;
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use util::goaway::{GoAwayServer, LastStream};
 use util::{grpc, helloworld_proto, run, Behavior, TestServer};
@@ -25,6 +26,18 @@ fn h2_run(s: &GoAwayServer, n: &str) -> util::RunOutput {
     ])
 }
 
+/// At most 20,000 requests to a local server that closes gracefully: a request left
+/// waiting would end in the 5 s default timeout, a connection left waiting for its close
+/// in a hang. A generous bound for a loaded machine, not a performance threshold.
+const MID_STEP_BOUND: Duration = Duration::from_secs(60);
+
+/// The run ended on its own within [`MID_STEP_BOUND`] with exit status `code` (0: some
+/// request succeeded).
+fn assert_ended(r: &util::RunOutput, code: i32) {
+    assert_eq!(r.code(), Some(code), "{}", r.stderr);
+    assert!(r.took < MID_STEP_BOUND, "took {:?}", r.took);
+}
+
 fn u(v: &serde_json::Value, key: &str) -> u64 {
     v[key]
         .as_u64()
@@ -36,6 +49,7 @@ fn http1_requests_pipelined_behind_connection_close_are_resent_once() {
     // Every 100th response says Connection: close; 16 requests are in flight behind it.
     let s = TestServer::start(Behavior::CloseAfter(100));
     let r = run(&[&s.url("/"), "-c", "4", "--pipeline", "16", "-n", "20000"]);
+    assert_ended(&r, 0);
     let j = r.json();
     assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
     assert_eq!(u(j, "successful"), 20_000);
@@ -55,6 +69,7 @@ fn http1_idle_connection_closed_after_a_complete_response_is_resent() {
     // The server closes after every 50th response without saying so.
     let s = TestServer::start(Behavior::SilentCloseAfter(50));
     let r = run(&[&s.url("/"), "-c", "2", "-n", "2000"]);
+    assert_ended(&r, 0);
     let j = r.json();
     assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
     assert_eq!(u(j, "successful"), 2000);
@@ -66,8 +81,15 @@ fn http1_idle_connection_closed_after_a_complete_response_is_resent() {
 fn http1_close_in_the_middle_of_a_response_stays_an_error() {
     let s = TestServer::start(Behavior::CutAfter(10));
     let r = run(&[&s.url("/"), "-c", "1", "-n", "100"]);
+    assert_ended(&r, 0);
     let j = r.json();
     assert!(u(j, "errors_total") >= 9, "{}", r.stdout);
+    // Each cut response is a connection closed mid-response, not re-sent.
+    assert_eq!(
+        r.error_count("connection_closed"),
+        u(j, "errors_total"),
+        "{j}"
+    );
     assert_eq!(u(j, "resent_unprocessed"), 0);
 }
 
@@ -86,11 +108,13 @@ fn http1_post_is_resent_only_when_allowed() {
         "400",
     ];
     let r = run(&args);
+    assert_ended(&r, 0);
     assert!(r.error_count("connection_closed") > 0, "{}", r.stdout);
     assert_eq!(u(r.json(), "resent_unprocessed"), 0);
     let mut allowed = args.to_vec();
     allowed.push("--retry-unprocessed");
     let r = run(&allowed);
+    assert_ended(&r, 0);
     assert_eq!(u(r.json(), "errors_total"), 0, "{}", r.stdout);
     assert!(u(r.json(), "resent_unprocessed") > 0);
 }
@@ -99,6 +123,7 @@ fn http1_post_is_resent_only_when_allowed() {
 fn http2_streams_above_goaway_are_resent_and_every_request_is_answered_once() {
     let s = GoAwayServer::start(100, LastStream::Answer, false);
     let r = h2_run(&s, "5000");
+    assert_ended(&r, 0);
     let j = r.json();
     assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
     assert_eq!(u(j, "successful"), 5000);
@@ -115,6 +140,8 @@ fn http2_streams_the_server_processed_and_then_reset_are_errors() {
     // The last stream before each GOAWAY is reset: processed, then failed.
     let s = GoAwayServer::start(100, LastStream::Reset, false);
     let r = h2_run(&s, "3000");
+    // Some requests failed, most succeeded: exit 0 (1 is for nothing succeeded).
+    assert_ended(&r, 0);
     let j = r.json();
     let reset = s.counters.reset.load(Ordering::Relaxed);
     assert!(reset >= 29, "{reset}");
@@ -144,6 +171,7 @@ fn grpc_calls_above_goaway_are_resent() {
         "-n",
         "1000",
     ]);
+    assert_ended(&r, 0);
     let j = r.json();
     assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
     assert_eq!(j["grpc_status"]["OK"], 1000, "{j}");

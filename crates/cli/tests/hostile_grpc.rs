@@ -67,6 +67,7 @@ fn a_well_framed_reply_is_ok() {
     let r = call(&[0, 0, 0, 0, 0], OK, &[]);
     assert!(r.json()["successful"].as_u64().unwrap() > 0, "{}", r.json());
     assert_eq!(r.json()["errors_total"], 0);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
 }
 
 #[test]

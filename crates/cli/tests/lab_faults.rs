@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use util::lab::{fixture, lab, lines, pids, running, write_plan};
-use util::{loadlab_bin, temp_path};
+use util::{loadlab_bin, output_within, temp_path};
 
 /// How a target's descendant escapes its process group.
 #[derive(Clone, Copy)]
@@ -293,11 +293,10 @@ threads = 1
         "{} lines, {intact} intact",
         all.len()
     );
-    let report = Command::new(loadlab_bin())
-        .arg("report")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let (report, _) = output_within(
+        Command::new(loadlab_bin()).arg("report").arg(&out),
+        Duration::from_secs(60),
+    );
     assert!(
         report.status.success(),
         "{}",

@@ -4,6 +4,7 @@
 mod util;
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use util::run;
 use util::tls::{self_signed, tls_server};
@@ -16,6 +17,8 @@ fn https_with_insecure_succeeds() {
     assert_eq!(r.code(), Some(0), "{}\n{}", r.stdout, r.stderr);
     assert_eq!(r.json()["successful"], 200);
     assert_eq!(served.load(Ordering::Relaxed), 200);
+    // 200 requests to a local server: a bound that catches a hang, not a threshold.
+    assert!(r.took < Duration::from_secs(60), "took {:?}", r.took);
 }
 
 #[test]
@@ -30,4 +33,6 @@ fn https_with_untrusted_certificate_fails_the_handshake() {
         "{:?}",
         r.json()["errors"]
     );
+    // 10 handshakes refused at once: a bound that catches a hang, not a threshold.
+    assert!(r.took < Duration::from_secs(60), "took {:?}", r.took);
 }

@@ -3,10 +3,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{loadlab_bin, temp_path};
+use super::{loadlab_bin, output_within, temp_path};
+
+/// How long a `loadlab lab` of these tests may take before it counts as hung and is
+/// killed: far more than any plan here needs (a few steps of at most 10 s each, or a knee
+/// search of 1-2 s steps), a backstop that turns a hang into a failure, not a performance
+/// threshold (tests check their own time where it matters).
+pub const LAB_BOUND: Duration = Duration::from_secs(300);
 
 /// The fixture server (an example of this package, built by `cargo test`).
 pub fn fixture() -> String {
@@ -32,14 +39,22 @@ pub fn write_plan(name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// `loadlab lab -q PLAN --out OUT`, killed (and the test failed) past [`LAB_BOUND`].
 pub fn lab(plan: &Path, out: &Path) -> Output {
-    Command::new(loadlab_bin())
-        .args(["lab", "-q"])
-        .arg(plan)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap()
+    lab_within(plan, out, LAB_BOUND).0
+}
+
+/// `loadlab lab -q PLAN --out OUT` and the time it took, killed (and the test failed) past
+/// `bound`.
+pub fn lab_within(plan: &Path, out: &Path, bound: Duration) -> (Output, Duration) {
+    output_within(
+        Command::new(loadlab_bin())
+            .args(["lab", "-q"])
+            .arg(plan)
+            .arg("--out")
+            .arg(out),
+        bound,
+    )
 }
 
 /// Each plan text must be refused (exit 2) with its needle in the message, before

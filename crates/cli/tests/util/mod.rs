@@ -11,12 +11,13 @@ pub mod lab;
 pub mod netns;
 pub mod tls;
 
+use std::io::Read;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -358,6 +359,8 @@ pub struct RunOutput {
     pub stderr: String,
     /// The JSON result, validated against the schema (None if none was written).
     pub json: Option<Value>,
+    /// From start to exit (zero when the output was not timed).
+    pub took: Duration,
 }
 
 impl RunOutput {
@@ -404,11 +407,137 @@ fn subcommand(cmd_prefix: &[&str], sub: &str, args: &[&str]) -> RunOutput {
     argv.extend(args.iter().map(|s| s.to_string()));
     argv.push("--json".into());
     argv.push(json_path.display().to_string());
-    let output = Command::new(&argv[0])
-        .args(&argv[1..])
-        .output()
-        .expect("running loadlab");
-    finish(output, &json_path)
+    let (output, took) = output_within(Command::new(&argv[0]).args(&argv[1..]), run_bound(args));
+    let mut r = finish(output, &json_path);
+    r.took = took;
+    r
+}
+
+/// How long `loadlab run`/`grpc` with `args` may take before it counts as hung: twice its
+/// measured duration (10 s when `-d` is not given, `-n` runs included), warmup and request
+/// timeout (5 s by default), plus a minute for a loaded machine; at most 5 minutes (a value
+/// past loadlab's own limits is refused at once). A backstop that turns a hang into a
+/// failure, far above any test's own time check, not a performance threshold.
+pub fn run_bound(args: &[&str]) -> Duration {
+    let value = |names: &[&str]| {
+        let mut found = None;
+        for (i, a) in args.iter().enumerate() {
+            for n in names {
+                if a == n {
+                    found = args.get(i + 1).copied();
+                } else if let Some(v) = a.strip_prefix(n).and_then(|v| v.strip_prefix('=')) {
+                    found = Some(v);
+                }
+            }
+        }
+        found.and_then(|v| loadlab_engine::config::parse_duration(v).ok())
+    };
+    let duration = value(&["-d", "--duration"]).unwrap_or(Duration::from_secs(10));
+    let warmup = value(&["--warmup"]).unwrap_or_default();
+    let timeout = value(&["--timeout"]).unwrap_or(Duration::from_secs(5));
+    let bound = Duration::from_secs(60) + 2 * (duration + warmup + timeout);
+    bound.min(Duration::from_secs(300))
+}
+
+/// Runs `cmd` (stdin empty, stdout and stderr captured as `Command::output` does), and
+/// returns its output with the time it took. A command still running after `bound` is
+/// killed, and the test fails with `loadlab hung: ...` and what it had written: a hang
+/// fails the test instead of hanging it (and CI).
+pub fn output_within(cmd: &mut Command, bound: Duration) -> (Output, Duration) {
+    let what = format!("{cmd:?}");
+    let started = Instant::now();
+    let deadline = started + bound;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {what}: {e}"));
+    let stdout = Drain::start(child.stdout.take().expect("piped"));
+    let stderr = Drain::start(child.stderr.take().expect("piped"));
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for loadlab") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = started.elapsed();
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        // What it wrote before the kill (a descendant may still hold the pipes).
+        let grace = Instant::now() + Duration::from_secs(2);
+        stdout.finished_by(grace);
+        stderr.finished_by(grace);
+        panic!(
+            "loadlab hung: {what} still running after {bound:?} (killed)\nstdout:\n{}\nstderr:\n{}",
+            stdout.tail(),
+            stderr.tail()
+        );
+    };
+    // Exited, but the output ends only when every holder of the pipes has closed them.
+    if !(stdout.finished_by(deadline) && stderr.finished_by(deadline)) {
+        panic!(
+            "loadlab hung: {what} exited ({status}) but its output was still open after {bound:?} (a descendant holds it)\nstdout:\n{}\nstderr:\n{}",
+            stdout.tail(),
+            stderr.tail()
+        );
+    }
+    let output = Output {
+        status,
+        stdout: stdout.take(),
+        stderr: stderr.take(),
+    };
+    (output, took)
+}
+
+/// A pipe read to its end on a thread of its own, its bytes readable at any time.
+struct Drain {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    done: mpsc::Receiver<()>,
+}
+
+impl Drain {
+    fn start(mut pipe: impl Read + Send + 'static) -> Drain {
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let (tx, done) = mpsc::channel();
+        let into = bytes.clone();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 16 << 10];
+            loop {
+                match pipe.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => into.lock().unwrap().extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(());
+        });
+        Drain { bytes, done }
+    }
+
+    /// Whether the pipe reached its end by `deadline`.
+    fn finished_by(&self, deadline: Instant) -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        !matches!(
+            self.done.recv_timeout(left),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        )
+    }
+
+    fn take(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.bytes.lock().unwrap())
+    }
+
+    /// The last 16 KiB read, as text (for a failure message).
+    fn tail(&self) -> String {
+        let b = self.bytes.lock().unwrap();
+        String::from_utf8_lossy(&b[b.len().saturating_sub(16 << 10)..]).into_owned()
+    }
 }
 
 /// Runs `loadlab run ARGS --json TMP`.
@@ -428,6 +557,7 @@ pub fn finish(output: Output, json_path: &std::path::Path) -> RunOutput {
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         output,
         json,
+        took: Duration::ZERO,
     }
 }
 
