@@ -93,23 +93,6 @@ fn served_counts(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// Waits until the server has counted requests (the load is under way).
-fn wait_for_load(counts: &Path) {
-    let end = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(counts).is_ok_and(|c| c.contains("requests")) {
-        assert!(Instant::now() < end, "no load reached the server");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn unix_ns() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -294,13 +277,14 @@ fn a_knee_search_with_three_agents_finds_the_knee_of_one_local_run() {
     let f = Fabric::new(3);
     let plan = knee_plan();
     let local = temp_path("knee-local");
-    let out = command(Some(&f.hub), loadlab_bin())
-        .args(["lab", "-q"])
-        .arg(&plan)
-        .arg("--out")
-        .arg(&local)
-        .output()
-        .unwrap();
+    let (out, _) = util::output_within(
+        command(Some(&f.hub), loadlab_bin())
+            .args(["lab", "-q"])
+            .arg(&plan)
+            .arg("--out")
+            .arg(&local),
+        util::lab::LAB_BOUND,
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -369,19 +353,20 @@ fn a_knee_search_with_three_agents_finds_the_knee_of_one_local_run() {
     assert!(report.contains("| k2 |"), "{report}");
 }
 
-/// A plan of `steps` fixed 2 s steps at 200 req/s against the fixture on loopback.
-fn fixed_plan(port: u16, steps: usize, counts: &Path) -> std::path::PathBuf {
+/// A plan of `steps` fixed 2 s steps at 200 req/s against the fixture on the hub, which
+/// counts requests per peer into `counts`.
+fn fixed_plan(steps: usize, counts: &Path) -> std::path::PathBuf {
     let text = format!(
         r#"name = "distributed-fixed"
 [[target]]
 name = "fixture"
-command = ["{fixture}", "--port", "{port}", "--count-file", "{counts}"]
-ready = {{ http = "http://127.0.0.1:{port}/", status = 200 }}
+command = ["{fixture}", "--bind", "{HUB_IP}", "--port", "{{port}}", "--count-file", "{counts}"]
+ready = {{ http = "http://{HUB_IP}:{{port}}/", status = 200 }}
 stop_grace = "1s"
 
 [[scenario]]
 name = "s"
-url = "http://127.0.0.1:{port}/"
+url = "http://{HUB_IP}:{{port}}/"
 
 [load]
 model = "open"
@@ -402,20 +387,25 @@ p99_ms = 100
     p
 }
 
-/// `loadlab lab PLAN --agents 2 --on-agent-loss POLICY`, quiet, its stderr piped.
-fn lab_with_two_agents(
-    plan: &Path,
-    out: &Path,
-    coordinator: &str,
-    token: &Path,
-    policy: &str,
-) -> Child {
-    Command::new(loadlab_bin())
+/// The coordinator's address on the hub.
+fn hub_coordinator() -> String {
+    format!("{HUB_IP}:7878")
+}
+
+/// `loadlab lab PLAN --agents 2 --on-agent-loss POLICY` on the hub, quiet, its stderr piped.
+fn lab_with_two_agents(f: &Fabric, plan: &Path, out: &Path, token: &Path, policy: &str) -> Child {
+    command(Some(&f.hub), loadlab_bin())
         .args(["lab", "-q"])
         .arg(plan)
         .arg("--out")
         .arg(out)
-        .args(["--agents", "2", "--listen", coordinator, "--token-file"])
+        .args([
+            "--agents",
+            "2",
+            "--listen",
+            &hub_coordinator(),
+            "--token-file",
+        ])
         .arg(token)
         .args(["--on-agent-loss", policy])
         .stdout(Stdio::null())
@@ -424,31 +414,55 @@ fn lab_with_two_agents(
         .unwrap()
 }
 
-/// `loadlab lab PLAN --agents 2` on loopback with two agents; the second is killed once
-/// the first step is under way.
+/// The stderr a finished child wrote to its pipe.
+fn stderr_of(child: &mut Child) -> String {
+    let mut err = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut pipe, &mut err).unwrap();
+    }
+    err
+}
+
+/// `loadlab lab PLAN --agents 2` on the hub with two agents in their leaves; the second is
+/// killed once the first step is under way.
 fn lab_losing_an_agent(policy: &str) -> (std::path::PathBuf, ExitStatus, String) {
-    let port = free_port();
+    let f = Fabric::new(2);
     let counts = temp_path("counts.json");
-    let plan = fixed_plan(free_port(), 3, &counts);
+    let plan = fixed_plan(3, &counts);
     let token = token_file();
-    let coordinator = format!("127.0.0.1:{port}");
-    let mut keep = agent(None, &coordinator, &token, "keep", 1);
-    let mut doomed = agent(None, &coordinator, &token, "doomed", 1);
+    let mut keep = agent(Some(&f.leaves[0]), &hub_coordinator(), &token, "keep", 1);
+    let mut doomed = agent(Some(&f.leaves[1]), &hub_coordinator(), &token, "doomed", 1);
     let out = temp_path("lost-bundle");
-    let mut lab = lab_with_two_agents(&plan, &out, &coordinator, &token, policy);
+    let mut lab = lab_with_two_agents(&f, &plan, &out, &token, policy);
     // Once the server has answered the doomed agent's first requests, kill it.
-    wait_for_load(&counts);
+    let doomed_ip = Fabric::leaf_ip(1);
+    wait_for_load_from(&counts, &doomed_ip);
     std::thread::sleep(Duration::from_millis(700));
     doomed.kill().unwrap();
     let _ = doomed.wait();
     let st = wait(&mut lab, Duration::from_secs(60), "the coordinator");
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut lab.stderr.take().unwrap(), &mut err).unwrap();
+    let err = stderr_of(&mut lab);
     assert!(
         wait(&mut keep, Duration::from_secs(5), "the agent left").success(),
         "the agent left is released"
     );
     (out, st, err)
+}
+
+/// Waits until the server has counted requests from `ip`.
+fn wait_for_load_from(counts: &Path, ip: &str) {
+    let end = Instant::now() + Duration::from_secs(30);
+    let served = || {
+        std::fs::read_to_string(counts)
+            .ok()
+            .and_then(|c| serde_json::from_str::<Value>(&c).ok())
+            .and_then(|v| v[ip]["requests"].as_u64())
+            .unwrap_or(0)
+    };
+    while served() == 0 {
+        assert!(Instant::now() < end, "no load from {ip} reached the server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -468,6 +482,13 @@ fn an_agent_killed_mid_step_is_agent_lost_and_the_run_goes_on_without_it() {
     let doomed = agents.iter().find(|a| a["name"] == "doomed").unwrap();
     let keep = agents.iter().find(|a| a["name"] == "keep").unwrap();
     assert!(doomed["lost"].as_str().is_some(), "{doomed}");
+    assert!(
+        doomed["address"]
+            .as_str()
+            .unwrap()
+            .starts_with(&Fabric::leaf_ip(1)),
+        "{doomed}"
+    );
     assert_eq!(
         first["result"]["requests"], keep["requests"],
         "the step holds what the agent left measured"
@@ -475,10 +496,17 @@ fn an_agent_killed_mid_step_is_agent_lost_and_the_run_goes_on_without_it() {
     // Its whole share: 100 req/s for 2 s.
     assert!(keep["requests"].as_u64().unwrap() >= 195, "{keep}");
     // The merged step is generator-limited exactly when the agent left was (a lost agent is
-    // not the generator's limit).
+    // not the generator's limit), and the loss is a warning, not a generator note.
     assert_eq!(
         first["result"]["generator_limited"],
         keep["generator_limited"]
+    );
+    assert!(
+        first["result"]["warnings"]
+            .to_string()
+            .contains("agent doomed was lost during the step"),
+        "{}",
+        first["result"]["warnings"]
     );
     // The rest ran on the agent left, with the whole load.
     for s in &steps[1..] {
@@ -497,7 +525,14 @@ fn an_agent_killed_mid_step_is_agent_lost_and_the_run_goes_on_without_it() {
 #[test]
 fn with_on_agent_loss_stop_the_run_stops_and_keeps_what_it_measured() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (out, _st, err) = lab_losing_an_agent("stop");
+    let (out, st, err) = lab_losing_an_agent("stop");
+    // The run stopped on purpose after a measured step: not a failure of loadlab.
+    assert!(st.success(), "{err}");
+    // Said even with -q: the run ended early, and why.
+    assert!(
+        err.contains("stopping the run") && err.contains("(--on-agent-loss stop)"),
+        "{err}"
+    );
     let steps = lines(&out.join("steps.jsonl"));
     assert_eq!(
         steps.len(),
@@ -520,17 +555,17 @@ fn with_on_agent_loss_stop_the_run_stops_and_keeps_what_it_measured() {
 #[test]
 fn ctrl_c_on_the_coordinator_stops_the_agents_within_a_second() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let port = free_port();
+    let f = Fabric::new(2);
     let counts = temp_path("counts.json");
-    let plan = fixed_plan(free_port(), 3, &counts);
+    let plan = fixed_plan(3, &counts);
     let token = token_file();
-    let coordinator = format!("127.0.0.1:{port}");
     let mut agents: Vec<Child> = ["c0", "c1"]
         .iter()
-        .map(|n| agent(None, &coordinator, &token, n, 1))
+        .enumerate()
+        .map(|(i, n)| agent(Some(&f.leaves[i]), &hub_coordinator(), &token, n, 1))
         .collect();
     let out = temp_path("ctrlc-bundle");
-    let mut lab = lab_with_two_agents(&plan, &out, &coordinator, &token, "continue");
+    let mut lab = lab_with_two_agents(&f, &plan, &out, &token, "continue");
     // Interrupt one second into the second step.
     let end = Instant::now() + Duration::from_secs(30);
     while lines_or_empty(&out.join("steps.jsonl")) < 1 {
@@ -539,37 +574,35 @@ fn ctrl_c_on_the_coordinator_stops_the_agents_within_a_second() {
     }
     std::thread::sleep(Duration::from_millis(1200));
     let interrupted = unix_ns();
-    // SAFETY: signalling our own child.
+    // SAFETY: signalling our own child (`ip netns exec` became loadlab).
     unsafe { libc::kill(lab.id() as i32, libc::SIGINT) };
     let st = wait(
         &mut lab,
         Duration::from_secs(20),
         "the interrupted coordinator",
     );
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut lab.stderr.take().unwrap(), &mut err).unwrap();
+    let err = stderr_of(&mut lab);
     for a in &mut agents {
         assert!(
             wait(a, Duration::from_secs(5), "an agent").success(),
             "{err}"
         );
     }
-    let _ = st;
-    // The server saw nothing more than a second after Ctrl-C.
+    // Interrupted after a finished step: the bundle holds it, and loadlab exits 0 (a lab
+    // exits 1 only when no step ran).
+    assert!(st.success(), "{err}");
+    // The server saw nothing from either agent more than a second after Ctrl-C.
     assert!(counts.exists(), "the fixture wrote no counts");
     let served = served_counts(&counts);
-    let last = served
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|v| v["last_unix_ns"].as_u64().unwrap())
-        .max()
-        .unwrap();
-    assert!(
-        u128::from(last) < interrupted + 1_000_000_000,
-        "load went on {} ms after Ctrl-C",
-        (u128::from(last) - interrupted) / 1_000_000
-    );
+    for i in 0..2 {
+        let ip = Fabric::leaf_ip(i);
+        let last = served[&ip]["last_unix_ns"].as_u64().unwrap();
+        assert!(
+            u128::from(last) < interrupted + 1_000_000_000,
+            "load from {ip} went on {} ms after Ctrl-C",
+            (u128::from(last) - interrupted) / 1_000_000
+        );
+    }
     // Every finished step is in the bundle, the interrupted one marked so.
     let steps = lines(&out.join("steps.jsonl"));
     assert!(!steps.is_empty());
@@ -594,19 +627,42 @@ fn lines_or_empty(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |t| t.lines().count())
 }
 
+/// A `loadlab agent` in `ns` that is expected to be refused: its exit status and stderr,
+/// within 20 s (it retries until the coordinator answers, then stops at the refusal).
+fn refused_agent(ns: &str, token: &Path) -> (Option<i32>, String) {
+    let (out, took) = util::output_within(
+        command(Some(ns), loadlab_bin())
+            .args(["agent", "--coordinator", &hub_coordinator(), "--token-file"])
+            .arg(token)
+            .args(["--name", "stranger", "--wait", "10s"]),
+        Duration::from_secs(60),
+    );
+    assert!(took < Duration::from_secs(20), "refused after {took:?}");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn a_wrong_token_is_refused_with_its_message() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let port = free_port();
-    let coordinator = format!("127.0.0.1:{port}");
+    let f = Fabric::new(1);
     let token = token_file();
-    let mut run = Command::new(loadlab_bin())
-        .args(["run", "http://127.0.0.1:9/", "--rate", "10", "-d", "1s"])
+    let mut run = command(Some(&f.hub), loadlab_bin())
+        .args([
+            "run",
+            &format!("http://{HUB_IP}:9/"),
+            "--rate",
+            "10",
+            "-d",
+            "1s",
+        ])
         .args([
             "--agents",
             "1",
             "--listen",
-            &coordinator,
+            &hub_coordinator(),
             "--agent-wait",
             "3s",
             "--token-file",
@@ -618,75 +674,232 @@ fn a_wrong_token_is_refused_with_its_message() {
     let bad = temp_path("bad-token");
     std::fs::write(&bad, "not-the-token").unwrap();
     // The agent may start before the coordinator listens: it retries until it answers.
-    let out = Command::new(loadlab_bin())
-        .args(["agent", "--coordinator", &coordinator, "--token-file"])
-        .arg(&bad)
-        .args(["--wait", "10s"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
+    let (code, err) = refused_agent(&f.leaves[0], &bad);
+    assert_eq!(code, Some(3), "{err}");
     assert!(
         err.contains("refused this agent: wrong or missing token"),
         "{err}"
     );
     let st = wait(&mut run, Duration::from_secs(10), "the coordinator");
-    let mut cerr = String::new();
-    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut cerr).unwrap();
+    let cerr = stderr_of(&mut run);
     assert_eq!(st.code(), Some(1), "{cerr}");
-    assert!(cerr.contains("refused an agent from 127.0.0.1"), "{cerr}");
+    assert!(
+        cerr.contains(&format!("refused an agent from {}", Fabric::leaf_ip(0))),
+        "{cerr}"
+    );
     assert!(cerr.contains("0 of 1 agents joined within 3s"), "{cerr}");
+}
+
+/// An agent of another loadlab version is refused at join, both versions named on both
+/// sides: a real `loadlab agent` dials a coordinator (the real one, in an example program)
+/// that claims another version.
+#[test]
+fn an_agent_of_another_version_is_refused_naming_both() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = Fabric::new(1);
+    let token = token_file();
+    let other = "0.0.1 (fleet protocol 0)";
+    let mut coordinator = command(
+        Some(&f.hub),
+        &util::lab::example("other_version_coordinator"),
+    )
+    .args(["--listen", &hub_coordinator(), "--token-file"])
+    .arg(&token)
+    .args(["--version", other, "--wait", "3"])
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let (code, err) = refused_agent(&f.leaves[0], &token);
+    let ours = loadlab_fleet::version();
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains(&format!(
+            "runs loadlab {ours}, but this coordinator runs loadlab {other}"
+        )),
+        "{err}"
+    );
+    let st = wait(&mut coordinator, Duration::from_secs(10), "the coordinator");
+    let cerr = stderr_of(&mut coordinator);
+    assert_eq!(st.code(), Some(1), "{cerr}");
+    assert!(
+        cerr.contains(&format!(
+            "refused agent stranger from {}",
+            Fabric::leaf_ip(0)
+        )) && cerr.contains(&format!(
+            "it runs loadlab {ours}, this coordinator runs loadlab {other}"
+        )),
+        "{cerr}"
+    );
 }
 
 #[test]
 fn an_agent_stops_the_load_within_a_second_when_the_coordinator_is_gone() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = Fabric::new(1);
     let counts = temp_path("counts.json");
-    let target = free_port();
-    let mut srv = server(None, "127.0.0.1", target, &counts, &[]);
-    let coordinator = format!("127.0.0.1:{}", free_port());
+    let mut srv = server(Some(&f.hub), HUB_IP, 8080, &counts, &[]);
     let token = token_file();
-    let mut run = Command::new(loadlab_bin())
+    let mut run = command(Some(&f.hub), loadlab_bin())
         .args([
             "run",
-            &format!("http://127.0.0.1:{target}/"),
+            &format!("http://{HUB_IP}:8080/"),
             "--rate",
             "200",
             "-d",
             "20s",
         ])
-        .args(["--agents", "1", "--listen", &coordinator, "--token-file"])
+        .args([
+            "--agents",
+            "1",
+            "--listen",
+            &hub_coordinator(),
+            "--token-file",
+        ])
         .arg(&token)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut a = Command::new(loadlab_bin())
-        .args(["agent", "--coordinator", &coordinator, "--token-file"])
+    let mut a = command(Some(&f.leaves[0]), loadlab_bin())
+        .args(["agent", "--coordinator", &hub_coordinator(), "--token-file"])
         .arg(&token)
         .args(["--name", "orphan", "--wait", "2s"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_load(&counts);
+    let ip = Fabric::leaf_ip(0);
+    wait_for_load_from(&counts, &ip);
     std::thread::sleep(Duration::from_millis(500));
     run.kill().unwrap();
     let gone = unix_ns();
     let _ = run.wait();
     // The agent stops, tries to reconnect for its --wait, and gives up.
     let st = wait(&mut a, Duration::from_secs(10), "the orphaned agent");
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut a.stderr.take().unwrap(), &mut err).unwrap();
+    let err = stderr_of(&mut a);
     assert_eq!(st.code(), Some(1), "{err}");
     assert!(err.contains("lost the coordinator"), "{err}");
     assert!(err.contains("no coordinator answered"), "{err}");
     let served = served_counts(&counts);
     let _ = srv.kill();
     let _ = srv.wait();
-    let last = served["127.0.0.1"]["last_unix_ns"].as_u64().unwrap();
+    let last = served[&ip]["last_unix_ns"].as_u64().unwrap();
     assert!(
         u128::from(last) < gone + 1_000_000_000,
         "load went on {} ms after the coordinator died",
         (u128::from(last) - gone) / 1_000_000
     );
+}
+
+/// `loadlab grpc --agents 2` over TLS: the coordinator has a certificate from a private CA
+/// (`--tls-cert`, `--tls-key`), the agents trust that CA (`--tls-ca`) and reach it by its
+/// name (`--tls-domain`); an agent that does not trust it never joins. The gRPC calls are
+/// split and merged like HTTP requests.
+#[test]
+fn grpc_load_from_two_agents_over_a_tls_control_channel() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = Fabric::new(3);
+    let token = token_file();
+    let ca = util::tls::Ca::new();
+    let (cert, key) = ca.issue_pem(&["coordinator.test"]);
+    let (cert_file, key_file, ca_file) = (
+        temp_path("coord.pem"),
+        temp_path("coord.key"),
+        temp_path("ca.pem"),
+    );
+    std::fs::write(&cert_file, cert).unwrap();
+    std::fs::write(&key_file, key).unwrap();
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let mut greeter = command(Some(&f.hub), "taskset")
+        .args(["-c", "0", loadlab_bin(), "serve", "greeter-tokio"])
+        .args(["--bind", &format!("{HUB_IP}:50051"), "--threads", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let tls_agent = |i: usize| {
+        command(Some(&f.leaves[i]), "taskset")
+            .args(["-c", "1", loadlab_bin()])
+            .args(["agent", "--coordinator", &hub_coordinator(), "--token-file"])
+            .arg(&token)
+            .args([
+                "--name",
+                &format!("g{i}"),
+                "--threads",
+                "1",
+                "--wait",
+                "60s",
+            ])
+            .arg("--tls-ca")
+            .arg(&ca_file)
+            .args(["--tls-domain", "coordinator.test"])
+            .stderr(std::fs::File::create(temp_path(&format!("g{i}.log"))).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let mut agents: Vec<Child> = (0..2).map(tls_agent).collect();
+    // Without the CA it cannot join: it gives up after its --wait.
+    let (untrusting, _) = util::output_within(
+        command(Some(&f.leaves[2]), loadlab_bin())
+            .args(["agent", "--coordinator", &hub_coordinator(), "--token-file"])
+            .arg(&token)
+            .args(["--name", "untrusting", "--wait", "2s"]),
+        Duration::from_secs(60),
+    );
+    let json = temp_path("grpc-dist.json");
+    let (out, took) = util::output_within(
+        command(Some(&f.hub), loadlab_bin())
+            .args(["grpc", &format!("{HUB_IP}:50051"), "--proto"])
+            .arg(util::helloworld_proto())
+            .args([
+                "--call",
+                "helloworld.Greeter/SayHello",
+                "-D",
+                r#"{"name":"d"}"#,
+            ])
+            .args(["--rate", "200", "-d", "2s", "-c", "2", "-q"])
+            .args([
+                "--agents",
+                "2",
+                "--listen",
+                &hub_coordinator(),
+                "--token-file",
+            ])
+            .arg(&token)
+            .arg("--tls-cert")
+            .arg(&cert_file)
+            .arg("--tls-key")
+            .arg(&key_file)
+            .arg("--json")
+            .arg(&json),
+        Duration::from_secs(120),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+    for a in &mut agents {
+        assert!(wait(a, Duration::from_secs(5), "an agent").success());
+    }
+    let _ = greeter.kill();
+    let _ = greeter.wait();
+    let uerr = String::from_utf8_lossy(&untrusting.stderr);
+    assert_eq!(untrusting.status.code(), Some(1), "{uerr}");
+    assert!(uerr.contains("no coordinator answered"), "{uerr}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    util::assert_schema_valid(&r);
+    assert_eq!(r["protocol"], "grpc", "{r}");
+    let agents = r["agents"].as_array().expect("agents");
+    assert_eq!(agents.len(), 2, "{r}");
+    let mut total = 0;
+    for a in agents {
+        // One thread each: half the rate, one connection each.
+        assert_eq!(a["offered_rps"].as_f64(), Some(100.0), "{a}");
+        assert_eq!(a["connections"].as_u64(), Some(1), "{a}");
+        let n = a["requests"].as_u64().unwrap();
+        assert!((195..=205).contains(&n), "{a}");
+        total += n;
+    }
+    assert_eq!(r["requests"].as_u64(), Some(total));
+    assert_eq!(r["successful"].as_u64(), Some(total), "{r}");
+    assert_eq!(r["grpc_status"]["OK"].as_u64(), Some(total), "{r}");
+    assert_eq!(r["latency_ms"]["count"].as_u64(), Some(total));
 }

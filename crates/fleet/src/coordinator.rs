@@ -406,7 +406,10 @@ impl Shared {
                 && self.started.load(Ordering::SeqCst)
                 && !self.opts.run_stop.is_cancelled()
             {
-                self.say("stopping the run (--on-agent-loss stop)");
+                warn(&format!(
+                    "lost agent {}: stopping the run (--on-agent-loss stop)",
+                    hello.name
+                ));
                 self.opts.run_stop.cancel();
             }
         }
@@ -630,8 +633,9 @@ impl Coordinator {
                 && self.shared.opts.on_loss == OnAgentLoss::Stop
                 && !self.shared.opts.run_stop.is_cancelled()
             {
-                self.shared
-                    .say("an agent was lost: stopping the run (--on-agent-loss stop)");
+                warn(
+                    "an agent was lost during the step: stopping the run after it (--on-agent-loss stop)",
+                );
                 self.shared.opts.run_stop.cancel();
             }
             if stopped_at.is_none()
@@ -860,4 +864,9 @@ impl LiveSeconds {
             cb(&s);
         }
     }
+}
+
+/// What changes the run's outcome is said even when quiet.
+fn warn(msg: &str) {
+    eprintln!("loadlab coordinator: {msg}");
 }

@@ -17,20 +17,25 @@ pub const LAB_BOUND: Duration = Duration::from_secs(300);
 
 /// The fixture server (an example of this package, built by `cargo test`).
 pub fn fixture() -> String {
+    example("fixture_server")
+}
+
+/// An example program of this package (`cargo test` builds them beside the tests).
+pub fn example(name: &str) -> String {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe
+    let path = exe
         .parent()
         .unwrap()
         .parent()
         .unwrap()
         .join("examples")
-        .join("fixture_server");
+        .join(name);
     assert!(
-        dir.exists(),
-        "fixture_server example not built at {}",
-        dir.display()
+        path.exists(),
+        "the {name} example is not built at {}",
+        path.display()
     );
-    dir.display().to_string()
+    path.display().to_string()
 }
 
 pub fn write_plan(name: &str, text: &str) -> PathBuf {

@@ -41,6 +41,18 @@ impl Ca {
         self.cert.pem()
     }
 
+    /// A certificate for `names` (DNS names or IP addresses) and its key, PEM (what
+    /// `--tls-cert` and `--tls-key` read).
+    pub fn issue_pem(&self, names: &[&str]) -> (String, String) {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(names)
+            .unwrap()
+            .signed_by(&key, &self.cert, &self.key)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+
     /// A certificate for `names` (DNS names or IP addresses), valid now, or expired in
     /// 2021 when `expired`.
     pub fn issue(&self, names: &[&str], expired: bool) -> Issued {
