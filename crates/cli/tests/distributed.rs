@@ -732,9 +732,10 @@ fn an_agent_of_another_version_is_refused_naming_both() {
     );
 }
 
-#[test]
-fn an_agent_stops_the_load_within_a_second_when_the_coordinator_is_gone() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+/// The coordinator is killed (`SIGKILL`: its connections close at once) or frozen
+/// (`SIGSTOP`: it goes silent, and only the agent's keep-alive pings notice): either way the
+/// agent's load stops within a second, by the server's own count.
+fn an_agent_stops_within_a_second_when_its_coordinator(signal: i32) {
     let f = Fabric::new(1);
     let counts = temp_path("counts.json");
     let mut srv = server(Some(&f.hub), HUB_IP, 8080, &counts, &[]);
@@ -770,12 +771,14 @@ fn an_agent_stops_the_load_within_a_second_when_the_coordinator_is_gone() {
     let ip = Fabric::leaf_ip(0);
     wait_for_load_from(&counts, &ip);
     std::thread::sleep(Duration::from_millis(500));
-    run.kill().unwrap();
+    // SAFETY: signalling our own child (`ip netns exec` became loadlab).
+    unsafe { libc::kill(run.id() as i32, signal) };
     let gone = unix_ns();
-    let _ = run.wait();
     // The agent stops, tries to reconnect for its --wait, and gives up.
     let st = wait(&mut a, Duration::from_secs(10), "the orphaned agent");
     let err = stderr_of(&mut a);
+    let _ = run.kill();
+    let _ = run.wait();
     assert_eq!(st.code(), Some(1), "{err}");
     assert!(err.contains("lost the coordinator"), "{err}");
     assert!(err.contains("no coordinator answered"), "{err}");
@@ -785,9 +788,21 @@ fn an_agent_stops_the_load_within_a_second_when_the_coordinator_is_gone() {
     let last = served[&ip]["last_unix_ns"].as_u64().unwrap();
     assert!(
         u128::from(last) < gone + 1_000_000_000,
-        "load went on {} ms after the coordinator died",
+        "load went on {} ms after signal {signal} to the coordinator",
         (u128::from(last) - gone) / 1_000_000
     );
+}
+
+#[test]
+fn an_agent_stops_the_load_within_a_second_when_the_coordinator_is_gone() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    an_agent_stops_within_a_second_when_its_coordinator(libc::SIGKILL);
+}
+
+#[test]
+fn an_agent_stops_the_load_within_a_second_when_the_coordinator_goes_silent() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    an_agent_stops_within_a_second_when_its_coordinator(libc::SIGSTOP);
 }
 
 /// `loadlab grpc --agents 2` over TLS: the coordinator has a certificate from a private CA
