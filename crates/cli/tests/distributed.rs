@@ -394,24 +394,26 @@ fn hub_coordinator() -> String {
 
 /// `loadlab lab PLAN --agents 2 --on-agent-loss POLICY` on the hub, quiet, its stderr piped.
 fn lab_with_two_agents(f: &Fabric, plan: &Path, out: &Path, token: &Path, policy: &str) -> Child {
-    command(Some(&f.hub), loadlab_bin())
-        .args(["lab", "-q"])
-        .arg(plan)
-        .arg("--out")
-        .arg(out)
-        .args([
-            "--agents",
-            "2",
-            "--listen",
-            &hub_coordinator(),
-            "--token-file",
-        ])
-        .arg(token)
+    let mut c = command(Some(&f.hub), loadlab_bin());
+    c.args(["lab", "-q"]).arg(plan).arg("--out").arg(out);
+    coordinating(&mut c, 2, token)
         .args(["--on-agent-loss", policy])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// `cmd` as the coordinator of `agents` agents, on the hub, holding `token`.
+fn coordinating<'a>(cmd: &'a mut Command, agents: usize, token: &Path) -> &'a mut Command {
+    cmd.args([
+        "--agents",
+        &agents.to_string(),
+        "--listen",
+        &hub_coordinator(),
+        "--token-file",
+    ])
+    .arg(token)
 }
 
 /// The stderr a finished child wrote to its pipe.
@@ -861,33 +863,24 @@ fn grpc_load_from_two_agents_over_a_tls_control_channel() {
         Duration::from_secs(60),
     );
     let json = temp_path("grpc-dist.json");
-    let (out, took) = util::output_within(
-        command(Some(&f.hub), loadlab_bin())
-            .args(["grpc", &format!("{HUB_IP}:50051"), "--proto"])
-            .arg(util::helloworld_proto())
-            .args([
-                "--call",
-                "helloworld.Greeter/SayHello",
-                "-D",
-                r#"{"name":"d"}"#,
-            ])
-            .args(["--rate", "200", "-d", "2s", "-c", "2", "-q"])
-            .args([
-                "--agents",
-                "2",
-                "--listen",
-                &hub_coordinator(),
-                "--token-file",
-            ])
-            .arg(&token)
-            .arg("--tls-cert")
-            .arg(&cert_file)
-            .arg("--tls-key")
-            .arg(&key_file)
-            .arg("--json")
-            .arg(&json),
-        Duration::from_secs(120),
-    );
+    let mut grpc = command(Some(&f.hub), loadlab_bin());
+    grpc.args(["grpc", &format!("{HUB_IP}:50051"), "--proto"])
+        .arg(util::helloworld_proto())
+        .args([
+            "--call",
+            "helloworld.Greeter/SayHello",
+            "-D",
+            r#"{"name":"d"}"#,
+        ])
+        .args(["--rate", "200", "-d", "2s", "-c", "2", "-q"]);
+    coordinating(&mut grpc, 2, &token)
+        .arg("--tls-cert")
+        .arg(&cert_file)
+        .arg("--tls-key")
+        .arg(&key_file)
+        .arg("--json")
+        .arg(&json);
+    let (out, took) = util::output_within(&mut grpc, Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(took < Duration::from_secs(60), "took {took:?}");
