@@ -475,8 +475,13 @@ fn an_agent_killed_mid_step_is_agent_lost_and_the_run_goes_on_without_it() {
     let steps = lines(&out.join("steps.jsonl"));
     assert_eq!(steps.len(), 3, "every step ran");
     let first = &steps[0];
-    assert_eq!(
-        first["verdict"]["limits"][0], "agent_lost",
+    // (On two shared cores under load the step may also be generator-limited: listed too.)
+    assert!(
+        first["verdict"]["limits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l == "agent_lost"),
         "{}",
         first["verdict"]
     );
