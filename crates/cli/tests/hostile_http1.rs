@@ -73,6 +73,36 @@ fn a_response_before_the_request_is_caught_on_the_idle_connection() {
     }
 }
 
+/// In open loop a kept-alive connection waits between requests, and a response the server
+/// sends unasked meanwhile is caught before the next request is written: the event loop saw
+/// the idle connection become readable, and only then is a read spent to look (not on every
+/// idle reuse). Missed, each connection would take every answer for the request after its
+/// own until a periodic check.
+#[test]
+fn an_unasked_response_on_an_idle_connection_is_caught_before_the_next_request() {
+    let args = ["--rate", "100", "-c", "1", "-d", "2s", "--timeout", "1s"];
+    let (r, server) = run(Behavior::ExtraAfter(3), &args, Duration::from_secs(15));
+    let j = r.json();
+    assert!(r.error_count("malformed_response") > 0, "{j}");
+    // Three answers per connection, then the fourth request finds the extra response
+    // and the connection is dropped: no connection yields more than three successes.
+    let ok = count(&r, "successful");
+    let opened = count(&r, "connections_opened");
+    assert!(ok >= 3, "{j}");
+    assert!(
+        ok <= 3 * opened,
+        "{ok} successes on {opened} connections: {j}"
+    );
+    assert!(
+        server
+            .counters
+            .accepts
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 2
+    );
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+}
+
 #[test]
 fn no_content_and_not_modified_with_a_body_are_malformed() {
     for status in ["204 No Content", "304 Not Modified"] {

@@ -91,10 +91,10 @@ impl PreciseTimer {
             let abs = self.clock.origin_mono_ns + deadline_ns;
             os::timerfd_fire_at(self.fd.get_ref().as_fd(), abs)?;
             let mut guard = self.fd.readable().await?;
-            // Either the expiration count is consumed or nothing was pending: both leave the
-            // timer not readable, so the cached readiness is cleared and the next wait
-            // really waits.
-            os::timerfd_drain(guard.get_ref().get_ref().as_fd());
+            // Not read: arming the timer again (above) zeroes its expiration count, so it is
+            // not readable until that deadline, and every expiration is a new edge for the
+            // edge-triggered event loop. Clearing the cached readiness is enough for the
+            // next wait to really wait (one system call per release fewer).
             guard.clear_ready();
         }
     }

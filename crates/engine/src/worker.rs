@@ -18,6 +18,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 
 use loadlab_grpc::GrpcStatus;
@@ -358,7 +360,12 @@ impl Ctx {
 
     /// Sends the batch on the loop's transport (connecting first if needed), reads the
     /// responses and records everything. Returns `false` if the exchange failed.
-    async fn exchange(&self, link: &mut Link, batch: &[u64]) -> bool {
+    ///
+    /// `timer` is the request loop's own deadline timer, moved to this batch's deadline:
+    /// deadlines only move later on one loop, and tokio moves a registered timer later
+    /// without touching its wheel, where a new `timeout_at` per request registered and
+    /// removed an entry every time (about 2 % of a closed-loop worker's CPU in `perf`).
+    async fn exchange(&self, link: &mut Link, batch: &[u64], mut timer: Pin<&mut Sleep>) -> bool {
         let deadline = batch[0] + self.timeout_ns;
         let now = self.io.clock.now();
         if now >= deadline {
@@ -373,12 +380,17 @@ impl Ctx {
         let connecting = Cell::new(false);
         let done = Cell::new(0usize);
         let work = link.exchange(&self.io, batch, deadline, &connecting, &done);
-        let outcome = tokio::time::timeout_at(self.io.clock.instant(deadline).into(), work).await;
+        timer.as_mut().reset(self.io.clock.instant(deadline).into());
+        let outcome = tokio::select! {
+            biased;
+            done = work => Some(done),
+            () = timer => None,
+        };
         let failure = match outcome {
-            Ok(Ok(())) => None,
-            Ok(Err(class)) => Some(class),
-            Err(_elapsed) if connecting.get() => Some(ErrorClass::ConnectTimeout),
-            Err(_elapsed) => Some(ErrorClass::RequestTimeout),
+            Some(Ok(())) => None,
+            Some(Err(class)) => Some(class),
+            None if connecting.get() => Some(ErrorClass::ConnectTimeout),
+            None => Some(ErrorClass::RequestTimeout),
         };
         link.settle(failure.is_some(), self.io.cfg.keep_alive);
         if let Some(class) = failure {
@@ -422,8 +434,12 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
         }
     }
     let mut batch = Vec::with_capacity(ctx.io.cfg.pipeline as usize);
+    // Armed for each batch's deadline by `exchange`; never polled before that.
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(
+        ctx.io.clock.instant(ctx.window.end_ns).into()
+    ));
     while ctx.next_batch(&mut batch).await {
-        if !ctx.exchange(&mut link, &batch).await {
+        if !ctx.exchange(&mut link, &batch, timer.as_mut()).await {
             // A failure can be synchronous (EMFILE, EADDRNOTAVAIL, a refused connect on
             // loopback): yield, or this task would starve the others on its thread.
             tokio::task::yield_now().await;

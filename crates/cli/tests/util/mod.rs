@@ -58,6 +58,9 @@ pub enum Behavior {
     Greet(Vec<u8>),
     /// Accepts and never reads nor answers: the client's writes fill the socket buffers.
     NeverRead,
+    /// `200 OK`; 2 ms after the n-th response of each connection, one more `200 OK` no
+    /// request asked for: it waits on the idle connection ahead of the next request.
+    ExtraAfter(u64),
 }
 
 /// Counters a test server keeps.
@@ -252,6 +255,9 @@ async fn connection(
 ) {
     match &behavior {
         Behavior::Greet(bytes) if sock.write_all(bytes).await.is_err() => return,
+        // Without it the extra response waits (Nagle) for the client's ACK of the one
+        // before, which rides on the next request: it would never arrive ahead of it.
+        Behavior::ExtraAfter(_) => sock.set_nodelay(true).unwrap(),
         Behavior::NeverRead => {
             tokio::time::sleep(Duration::from_secs(60)).await;
             return;
@@ -308,12 +314,19 @@ async fn connection(
             Behavior::CloseAfter(_)
             | Behavior::CutAfter(_)
             | Behavior::Greet(_)
+            | Behavior::ExtraAfter(_)
             | Behavior::NeverRead => response(200, "ok"),
         };
         if sock.write_all(&out).await.is_err() {
             return;
         }
         c.answered.fetch_add(1, Ordering::Relaxed);
+        if matches!(behavior, Behavior::ExtraAfter(n) if n == on_conn) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            if sock.write_all(&out).await.is_err() {
+                return;
+            }
+        }
         if server_close {
             // What was pipelined behind is dropped unread; FIN, not RST, goes first.
             let _ = sock.shutdown().await;
