@@ -7,7 +7,7 @@
 #
 # Targets (requests per generator CPU-second, median of rounds):
 #   gRPC    loadlab >= 2.0x ghz     (helloworld.Greeter/SayHello on greeter-tokio, 1 thread)
-#   HTTP/2  loadlab >= 1.0x h2load  (h2c prior knowledge, nginx 1 worker, 2-byte body "ok")
+#   HTTP/2  loadlab >= 1.1x h2load  (h2c prior knowledge, nginx 1 worker, 2-byte body "ok")
 #
 # Both suites are closed loop with a fixed request count, so every run stops by
 # itself (each is also wrapped in `timeout`). Within a suite both tools use the

@@ -11,7 +11,7 @@ use loadlab_grpc::frame::FrameScan;
 use loadlab_grpc::GrpcStatus;
 use tokio::time::Instant;
 
-use super::{ConnState, GoAwayWatch, H2Conn, Live, Slot, Template};
+use super::{ConnState, GoAwayWatch, H2Conn, Live, Slot, Template, TimeoutCache};
 use crate::error::{from_h2, ErrorClass};
 use crate::transport::{Io, MAX_RESENDS};
 
@@ -27,6 +27,7 @@ enum StreamFailure {
 pub(crate) struct Http2Link {
     template: Arc<Template>,
     slot: Slot,
+    timeouts: TimeoutCache,
 }
 
 impl Http2Link {
@@ -35,6 +36,7 @@ impl Http2Link {
         Http2Link {
             template,
             slot: Slot { conn, cached: None },
+            timeouts: TimeoutCache::default(),
         }
     }
 
@@ -111,7 +113,7 @@ impl Http2Link {
         };
         let mut send = send.ready().await.map_err(&not_sent)?;
         let sent = io.clock.now();
-        let request = template.request(deadline.saturating_sub(sent));
+        let request = template.request(deadline.saturating_sub(sent), &mut self.timeouts);
         let body = template.body();
         let (response, mut stream) = send
             .send_request(request, body.is_none())
@@ -131,7 +133,7 @@ impl Http2Link {
         let response = response.await.map_err(&failed)?;
         let status = response.status().as_u16();
         let mut grpc = super::grpc_status(response.headers());
-        let encoded = response.headers().contains_key("grpc-encoding");
+        let encoded = response.headers().contains_key(super::GRPC_ENCODING);
         let mut body = response.into_body();
         let after_headers = |e: h2::Error| StreamFailure::Failed(from_h2(&e, false));
         // gRPC: the messages are not decoded, but their framing is checked as they pass.

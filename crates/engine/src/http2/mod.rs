@@ -52,6 +52,29 @@ pub struct Template {
     grpc: bool,
 }
 
+/// A stream slot's last `grpc-timeout` value: in closed loop every call has the whole
+/// timeout left, so the same value is sent again (a shared copy, not a new string per call).
+#[derive(Debug, Default)]
+pub(crate) struct TimeoutCache(Option<(u64, HeaderValue)>);
+
+impl TimeoutCache {
+    /// The `grpc-timeout` value for `remaining_ns`.
+    pub(crate) fn value(&mut self, remaining_ns: u64) -> HeaderValue {
+        let ms = timeout_ms(remaining_ns);
+        match &self.0 {
+            Some((m, v)) if *m == ms => v.clone(),
+            _ => self.0.insert((ms, grpc_timeout(remaining_ns))).1.clone(),
+        }
+    }
+}
+
+/// `grpc-timeout`.
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+/// `grpc-status`.
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+/// `grpc-encoding`.
+pub(crate) const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
+
 impl Template {
     /// Builds the request of `cfg`; `Err` names a header that HTTP/2 cannot carry.
     pub fn new(cfg: &RunConfig) -> Result<Template, String> {
@@ -107,15 +130,19 @@ impl Template {
     }
 
     /// A request to send now, `remaining_ns` before its deadline (sent to gRPC servers
-    /// as `grpc-timeout`, so the server gives up when the client does).
-    pub fn request(&self, remaining_ns: u64) -> http::Request<()> {
+    /// as `grpc-timeout` from `timeouts`, so the server gives up when the client does).
+    pub(crate) fn request(
+        &self,
+        remaining_ns: u64,
+        timeouts: &mut TimeoutCache,
+    ) -> http::Request<()> {
         let mut r = http::Request::new(());
         *r.method_mut() = self.method.clone();
         *r.uri_mut() = self.uri.clone();
         *r.headers_mut() = self.headers.clone();
         if self.grpc {
             r.headers_mut()
-                .insert("grpc-timeout", grpc_timeout(remaining_ns));
+                .insert(GRPC_TIMEOUT, timeouts.value(remaining_ns));
         }
         r
     }
@@ -134,7 +161,7 @@ impl Template {
 /// The `grpc-timeout` value for `ns` nanoseconds: whole milliseconds rounded up (at most
 /// 8 digits, as the gRPC spec allows), or seconds beyond that.
 pub fn grpc_timeout(ns: u64) -> HeaderValue {
-    let ms = ns.div_ceil(1_000_000).max(1);
+    let ms = timeout_ms(ns);
     let text = if ms <= 99_999_999 {
         format!("{ms}m")
     } else {
@@ -143,11 +170,16 @@ pub fn grpc_timeout(ns: u64) -> HeaderValue {
     HeaderValue::from_str(&text).expect("digits and a unit letter")
 }
 
+/// Whole milliseconds, rounded up, at least one.
+fn timeout_ms(ns: u64) -> u64 {
+    ns.div_ceil(1_000_000).max(1)
+}
+
 /// The `grpc-status` of a header block; a value that is not a defined code counts as
 /// UNKNOWN, as the gRPC spec tells clients to do.
 pub fn grpc_status(headers: &http::HeaderMap) -> Option<GrpcStatus> {
     headers
-        .get("grpc-status")
+        .get(GRPC_STATUS)
         .map(|v| GrpcStatus::from_trailer(v.as_bytes()).unwrap_or(GrpcStatus::Unknown))
 }
 
@@ -398,6 +430,19 @@ mod tests {
         assert_eq!(grpc_timeout(5_000_000_000), "5000m");
         assert_eq!(grpc_timeout(5_000_000_001), "5001m");
         assert_eq!(grpc_timeout(200_000_000_000_000), "200000S");
+    }
+
+    #[test]
+    fn a_slot_resends_its_last_timeout_only_while_the_milliseconds_match() {
+        let mut cache = TimeoutCache::default();
+        assert_eq!(cache.value(4_999_000_001), "5000m");
+        // The same whole millisecond: the cached value.
+        assert_eq!(cache.value(5_000_000_000), "5000m");
+        // Another one: a new value, then that one is kept.
+        assert_eq!(cache.value(4_998_500_000), "4999m");
+        assert_eq!(cache.value(1), "1m");
+        assert_eq!(cache.value(200_000_000_000_000), "200000S");
+        assert_eq!(cache.value(5_000_000_000), "5000m");
     }
 
     fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
