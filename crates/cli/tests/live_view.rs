@@ -5,9 +5,13 @@
 mod util;
 
 use std::process::Command;
+use std::time::Duration;
 
 use util::lab::{plan_text, write_plan};
 use util::{loadlab_bin, temp_path, Behavior, TestServer};
+
+/// The longest any command here may take (the runs last 3 s; the lab a few more).
+const BOUND: Duration = Duration::from_secs(120);
 
 /// Runs `argv` under a pseudo-terminal; returns everything it wrote (stdout and stderr
 /// both go to the terminal).
@@ -17,10 +21,15 @@ fn on_a_terminal(argv: &[&str]) -> String {
         .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
         .collect::<Vec<_>>()
         .join(" ");
-    let out = Command::new("script")
-        .args(["-qefc", &cmd, "/dev/null"])
-        .output()
-        .unwrap_or_else(|e| panic!("`script` (util-linux's bsdutils) is needed: {e}"));
+    assert!(
+        Command::new("script").arg("--version").output().is_ok(),
+        "`script` (util-linux's bsdutils) is needed"
+    );
+    // Bounded: a hang fails the test instead of holding CI.
+    let (out, _) = util::output_within(
+        Command::new("script").args(["-qefc", &cmd, "/dev/null"]),
+        BOUND,
+    );
     assert!(
         out.status.success(),
         "{cmd}: {}",
@@ -41,10 +50,7 @@ fn run_redraws_one_status_line_on_a_terminal_and_none_through_a_pipe() {
     assert!(tty.contains("\r\x1b[2K"), "{tty:?}");
     assert!(tty.contains("successful"), "the summary follows: {tty}");
 
-    let piped = Command::new(loadlab_bin())
-        .args(&args[1..])
-        .output()
-        .unwrap();
+    let (piped, _) = util::output_within(Command::new(loadlab_bin()).args(&args[1..]), BOUND);
     let err = String::from_utf8_lossy(&piped.stderr);
     let out = String::from_utf8_lossy(&piped.stdout);
     assert!(!err.contains('\x1b') && !out.contains('\x1b'), "{err}{out}");
