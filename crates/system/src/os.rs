@@ -246,14 +246,6 @@ pub fn timerfd_fire_at(timer: BorrowedFd<'_>, abs_ns: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Consumes `timer`'s expiration count, if any, so that it reads as not ready until it
-/// fires again. One system call; nothing pending (`EAGAIN`) is fine.
-#[inline]
-pub fn timerfd_drain(timer: BorrowedFd<'_>) {
-    let mut buf = [0u8; 8];
-    let _ = rustix::io::read(timer, &mut buf);
-}
-
 /// Lets `connect()` pick the local port of a socket bound to an address with port 0
 /// (`IP_BIND_ADDRESS_NO_PORT`), so that many source addresses do not each reserve a port
 /// at `bind()`. Best effort: failure only loses the optimisation. Neither rustix nor
@@ -422,7 +414,7 @@ mod tests {
     }
 
     #[test]
-    fn timerfd_fires_at_its_deadline_and_drains() {
+    fn timerfd_fires_at_its_deadline_and_rearming_zeroes_its_count() {
         let fd = timerfd_monotonic().unwrap();
         let deadline = monotonic_ns() + 1_000_000;
         timerfd_fire_at(fd.as_fd(), deadline).unwrap();
@@ -431,9 +423,15 @@ mod tests {
         assert!(rustix::io::read(&fd, &mut count).is_err());
         std::thread::sleep(Duration::from_millis(3));
         assert!(monotonic_ns() >= deadline);
-        timerfd_drain(fd.as_fd());
-        // Drained: nothing pending any more.
+        // Fired, and left unread: arming it again zeroes the count, so it does not read as
+        // ready before the new deadline (the engine's timer relies on this, never reading).
+        timerfd_fire_at(fd.as_fd(), monotonic_ns() + 1_000_000_000).unwrap();
         assert!(rustix::io::read(&fd, &mut count).is_err());
+        // Without the re-arm, the expiration is there to read.
+        timerfd_fire_at(fd.as_fd(), monotonic_ns() + 1_000_000).unwrap();
+        std::thread::sleep(Duration::from_millis(3));
+        assert_eq!(rustix::io::read(&fd, &mut count).unwrap(), 8);
+        assert_eq!(u64::from_ne_bytes(count), 1);
     }
 
     #[test]
