@@ -74,10 +74,10 @@ fn a_response_before_the_request_is_caught_on_the_idle_connection() {
 }
 
 /// In open loop a kept-alive connection waits between requests, and a response the server
-/// sends unasked meanwhile is caught before the next request is written: the event loop saw
-/// the idle connection become readable, and only then is a read spent to look (not on every
-/// idle reuse). Missed, each connection would take every answer for the request after its
-/// own until a periodic check.
+/// sends unasked meanwhile is caught before the next request is written (the idle
+/// connection is checked; a read is spent only if the event loop saw it become readable).
+/// Missed, each connection would take every answer for the request after its own until a
+/// periodic check.
 #[test]
 fn an_unasked_response_on_an_idle_connection_is_caught_before_the_next_request() {
     let args = ["--rate", "100", "-c", "1", "-d", "2s", "--timeout", "1s"];

@@ -31,19 +31,6 @@ pub enum Conn {
 }
 
 impl Conn {
-    /// Whether bytes (or a close) may have arrived since the last read, without a system
-    /// call: a read that did not fill its buffer emptied the socket and cleared the event
-    /// loop's readiness (tokio for its own reads, [`Conn`] for stamped ones), and anything
-    /// arriving after it sets it again. Always `true` over TLS, whose reads may leave
-    /// decrypted bytes behind.
-    pub fn maybe_readable(&mut self) -> bool {
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        match self {
-            Conn::Plain(s) | Conn::Stamped(s, _) => s.poll_read_ready(&mut cx).is_ready(),
-            Conn::Tls(_) => true,
-        }
-    }
-
     /// When the newest bytes read so far arrived (`CLOCK_REALTIME` ns, from the kernel):
     /// `None` unless the connection was opened with receive timestamps.
     pub fn received_at(&self) -> Option<u64> {
@@ -69,7 +56,8 @@ impl AsyncRead for Conn {
                 // A read that did not fill the buffer emptied the socket: its readiness is
                 // cleared (as tokio does for its own reads, by answering "would block" to
                 // `try_io` and keeping the bytes), or the next read after a request would
-                // be a system call that finds nothing (one in five, in open loop).
+                // be a system call that finds nothing (and so would the check of an idle
+                // connection for unasked bytes: one `recvmsg` in two, in open loop).
                 let mut drained = None;
                 let read = s.try_io(tokio::io::Interest::READABLE, || {
                     let got = loadlab_system::os::recv_timestamped(s.as_fd(), unfilled)?;

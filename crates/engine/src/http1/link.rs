@@ -29,9 +29,8 @@ pub(crate) struct Http1Link {
 }
 
 /// A kept-alive connection idle for this long is checked for bytes the server sent unasked
-/// before it is reused (one non-blocking read), if the event loop saw it become readable
-/// since its last response ([`Conn::maybe_readable`]): in open loop nearly every reuse is
-/// idle that long, and an unconditional read was one system call in five...
+/// before it is reused (one non-blocking read, made only if the event loop saw the socket
+/// become readable since a read emptied it: no system call on a quiet connection)...
 const PEEK_IDLE_NS: u64 = 1_000_000;
 /// ...and so are its first and every this-many-th reuse (closed loop reuses at once).
 const PEEK_EVERY: u64 = 16;
@@ -106,7 +105,7 @@ impl Http1Link {
             // turn, and every response read from here on could be another request's.
             let peek = self.served == 1
                 || self.served.is_multiple_of(PEEK_EVERY)
-                || (sent - self.last_done >= PEEK_IDLE_NS && c.maybe_readable());
+                || sent - self.last_done >= PEEK_IDLE_NS;
             if opened_before && self.reader.unsolicited(c, peek) {
                 self.conn = None;
                 return Err(ErrorClass::MalformedResponse);
