@@ -34,7 +34,10 @@ PHASES = [
     ("close", "Closed loop, keep-alive off (new connection per request)"),
     ("openloop", "Open loop, fixed rate"),
 ]
-PEER_ORDER = ["loadlab", "wrk", "ab", "h2load", "oha"]
+PEER_ORDER = ["loadlab", "wrk", "ab", "h2load", "oha", "floor"]
+# bench/floor: not a peer but the least CPU any client spends per request here (io_uring,
+# nothing recorded); its ratio to a peer is the most a ratio target can reach on this machine.
+FLOOR_NOTE = "lower bound: bench/floor (io_uring, no latency recorded), not a load tool"
 
 # Targets (issue 17): requests per generator CPU-second against wrk, closed loop; open loop
 # at 20,000 req/s at most 10 µs of generator CPU per request, at least 1.8x oha's requests
@@ -184,7 +187,26 @@ def parse_loadlab(path):
     return r
 
 
-PARSERS = {"wrk": parse_wrk, "ab": parse_ab, "h2load": lib.parse_h2load, "oha": parse_oha}
+def parse_floor(text):
+    """bench/floor's one JSON line: requests, errors, elapsed_s [, schedule_lag_ms]."""
+    for line in reversed(text.strip().splitlines()):
+        try:
+            j = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(j, dict) or not isinstance(j.get("requests"), int):
+            return None
+        r = {"requests": j["requests"], "errors": {"errors": j["errors"]} if j.get("errors") else {}}
+        if isinstance(j.get("elapsed_s"), (int, float)):
+            r["elapsed_s"] = float(j["elapsed_s"])
+        if isinstance(j.get("schedule_lag_ms"), dict):
+            r["schedule_lag_ms"] = j["schedule_lag_ms"]
+        return r
+    return None
+
+
+PARSERS = {"wrk": parse_wrk, "ab": parse_ab, "h2load": lib.parse_h2load, "oha": parse_oha,
+           "floor": parse_floor}
 
 
 def cmd_record(a):
@@ -275,6 +297,8 @@ def closed_rows(ph):
         notes = []
         if s["failed"]:
             notes.append("%d failed run(s)" % s["failed"])
+        if tool == "floor":
+            notes.append(FLOOR_NOTE)
         if s.get("spread") is not None:
             notes.append("spread %.0f%%" % (100 * s["spread"]))
         if s.get("generator_limited") and any(s["generator_limited"]):
@@ -318,6 +342,8 @@ def open_rows(ph, rate):
             notes.append("%d failed run(s)" % s["failed"])
         if tool == "oha":
             notes.append("latency with --latency-correction; no schedule-lag output")
+        if tool == "floor":
+            notes.append(FLOOR_NOTE + "; responses read only at the next release")
         if s.get("generator_limited") and any(s["generator_limited"]):
             notes.append("self-reported generator_limited in %d/%d runs"
                          % (sum(map(bool, s["generator_limited"])), len(s["generator_limited"])))
@@ -345,16 +371,19 @@ OPEN_HDR = ["tool", "target rate", "achieved req/s", "gen CPU s", "gen CPU µs/r
             "errors", "notes"]
 
 
-def target_checks(summ, memcheck):
+def target_checks(summ, memcheck, wake_us=None):
     lines = []
     ka = summ.get("keepalive", {})
     cl = summ.get("close", {})
 
-    def ratio(ph, peer):
-        a, b = ph.get("loadlab"), ph.get(peer)
+    def ratio(ph, peer, tool="loadlab"):
+        a, b = ph.get(tool), ph.get(peer)
         if not (a and b and a.get("n") and b.get("n") and b.get("req_per_cpu_s")):
             return None
         return a["req_per_cpu_s"] / b["req_per_cpu_s"]
+
+    def reach(ok):
+        return "within reach" if ok else "out of reach of any client on this machine"
 
     for key, name, ph in (("keepalive", "keep-alive on", ka), ("close", "keep-alive off", cl)):
         r = ratio(ph, "wrk")
@@ -364,6 +393,10 @@ def target_checks(summ, memcheck):
         else:
             lines.append("[%s] loadlab vs wrk, %s: %.2f× requests per generator CPU-second (target ≥ %.1f×)"
                          % ("PASS" if r >= target else "FAIL", name, r, target))
+        f = ratio(ph, "wrk", "floor")
+        if f is not None:
+            lines.append("[FLOOR] bench/floor vs wrk, %s: %.2f×, the most a client reached here: "
+                         "target %.1f× %s" % (name, f, target, reach(f >= target)))
     ol = dict((rate, summ[key]) for key, rate in open_phases(summ)).get(OPEN_TARGET_RATE, {})
     ll = ol.get("loadlab")
     if ll and ll.get("n") and ll.get("req_per_cpu_s"):
@@ -385,6 +418,24 @@ def target_checks(summ, memcheck):
             lines.append("[%s] loadlab vs oha, open loop at %s req/s: %.2f× requests per generator CPU-second (target ≥ %.1f×)"
                          % ("PASS" if r >= OPEN_OHA_RATIO else "FAIL", _fmt(OPEN_TARGET_RATE), r,
                             OPEN_OHA_RATIO))
+        fl = ol.get("floor")
+        if fl and fl.get("n") and fl.get("req_per_cpu_s"):
+            f_us = 1e6 / fl["req_per_cpu_s"]
+            f_lag = (fl.get("schedule_lag_ms") or {}).get("p99")
+            f_oha = ratio(ol, "oha", "floor")
+            ok = f_us <= OPEN_US_PER_REQ and f_lag is not None and f_lag <= OPEN_LAG_P99_MS
+            lines.append("[FLOOR] bench/floor open loop at %s req/s: %.1f µs per request, lag p99 %s ms%s: "
+                         "target ≤ %g µs with lag ≤ %g ms %s"
+                         % (_fmt(OPEN_TARGET_RATE), f_us, _fmt(f_lag, 3),
+                            ", %.2f× oha" % f_oha if f_oha is not None else "",
+                            OPEN_US_PER_REQ, OPEN_LAG_P99_MS, reach(ok)))
+        if wake_us:
+            # One wake-up per 200 µs release gap (MIN_WAKE_GAP_NS) releases rate / 5,000
+            # arrivals, so each request carries 5,000 / rate of a wake-up.
+            lines.append("[FLOOR] a timer wake-up costs %.1f µs of CPU on this machine: %.1f µs per "
+                         "request at %s req/s with one wake-up per 200 µs release gap, before any "
+                         "request is sent" % (wake_us, wake_us * 5000 / OPEN_TARGET_RATE,
+                                              _fmt(OPEN_TARGET_RATE)))
     else:
         lines.append("[ -- ] loadlab open loop at %s req/s: not measured" % _fmt(OPEN_TARGET_RATE))
     ll = ka.get("loadlab")
@@ -447,7 +498,7 @@ def cmd_report(a):
     rep.paragraph("'gen CPU %' = generator CPU seconds / elapsed; well below 100% means the run was "
                   "not generator-bound (server-bound, or the machine was busy), so compare "
                   "'req per gen CPU-s' rather than 'requests/s'.")
-    rep.targets(target_checks(summ, memcheck))
+    rep.targets(target_checks(summ, memcheck, a.wake_us))
     print("\n".join(rep.text))
     print("\n---- markdown (for README) ----\n")
     print("\n".join(rep.md))
@@ -483,6 +534,7 @@ def _record_args(p):
 
 def _report_args(p):
     p.add_argument("--rate", type=float)
+    p.add_argument("--wake-us", type=float, help="CPU per timer wake-up (bench/floor wakes)")
 
 
 def _check_args(p):

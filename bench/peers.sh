@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Peer benchmark: loadlab vs wrk, ab, h2load, oha against a local nginx.
 #
+# bench/floor runs beside them: not a peer but the least CPU any HTTP/1.1 client spends per
+# request on this machine (io_uring, nothing recorded; built here with cargo). Its ratio to
+# a peer is the most a target ratio can reach here; the report says which targets are
+# beyond it.
+#
 #   bench/peers.sh                          # full run (10 s x 3 rounds x tools x modes)
 #   DURATION=3 ROUNDS=1 TOOLS=wrk,ab bench/peers.sh
 #
@@ -17,7 +22,8 @@
 #   RATES        open-loop rates, requests/s, comma list (20000,50000,100000)
 #   RATE         one open-loop rate (overrides RATES; kept for older scripts)
 #   LOADLAB      loadlab binary                          (target/release/loadlab)
-#   TOOLS        comma list from loadlab,wrk,ab,h2load,oha (all)
+#   TOOLS        comma list from loadlab,wrk,ab,h2load,oha,floor (all)
+#   FLOOR        bench/floor binary (built: bench/floor/target/release/loadlab-floor)
 #   MODES        comma list from keepalive,close,openloop (all)
 #   GEN_CPU / SERVER_CPU   CPUs for generator / nginx    (1 / 0)
 #   MEMCHECK     1 = extra short loadlab run to check RSS does not grow with duration (1)
@@ -33,7 +39,8 @@ ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-64}
 RATES=${RATE:-${RATES:-20000,50000,100000}}
 LOADLAB=${LOADLAB:-$ROOT/target/release/loadlab}
-TOOLS=${TOOLS:-loadlab,wrk,ab,h2load,oha}
+TOOLS=${TOOLS:-loadlab,wrk,ab,h2load,oha,floor}
+FLOOR=${FLOOR:-}
 MODES=${MODES:-keepalive,close,openloop}
 GEN_CPU=${GEN_CPU:-1}
 SERVER_CPU=${SERVER_CPU:-0}
@@ -59,7 +66,7 @@ done
 IFS=, read -r -a WANT_TOOLS <<<"$TOOLS"
 IFS=, read -r -a WANT_MODES <<<"$MODES"
 for t in "${WANT_TOOLS[@]}"; do
-    case $t in loadlab|wrk|ab|h2load|oha) ;; *) die "unknown tool '$t' in TOOLS" ;; esac
+    case $t in loadlab|wrk|ab|h2load|oha|floor) ;; *) die "unknown tool '$t' in TOOLS" ;; esac
 done
 for m in "${WANT_MODES[@]}"; do
     case $m in keepalive|close|openloop) ;; *) die "unknown mode '$m' in MODES" ;; esac
@@ -102,8 +109,22 @@ if has_tool oha && ! command -v oha >/dev/null; then
 fi
 
 SKIP_TOOL=()   # tools not installed -> reported as skipped
+if has_tool floor; then
+    if [[ -z $FLOOR ]]; then
+        FLOOR=$HERE/floor/target/release/loadlab-floor
+        log "building bench/floor (cargo build --release --locked)..."
+        cargo build -q --release --locked --manifest-path "$HERE/floor/Cargo.toml" \
+            || log "warning: bench/floor did not build"
+    fi
+    # A refused connection on loopback port 1: exits 0 unless io_uring itself is refused.
+    if [[ ! -x $FLOOR ]]; then
+        log "warning: no bench/floor binary at $FLOOR, skipping it"; SKIP_TOOL+=(floor)
+    elif ! why=$("$FLOOR" close --addr 127.0.0.1:1 --connections 1 --duration 0.01 2>&1 >/dev/null); then
+        log "warning: bench/floor cannot run here ($why), skipping it"; SKIP_TOOL+=(floor)
+    fi
+fi
 for t in "${WANT_TOOLS[@]}"; do
-    [[ $t == loadlab ]] && continue
+    [[ $t == loadlab || $t == floor ]] && continue
     command -v "$t" >/dev/null || { log "warning: $t not available, skipping it"; SKIP_TOOL+=("$t"); }
 done
 is_skipped() { in_list "$1" "${SKIP_TOOL[@]:-}"; }
@@ -176,9 +197,20 @@ for t in "${WANT_TOOLS[@]}"; do
         ab) v=$(ab -V 2>&1 | head -1 || true) ;;
         h2load) v=$(h2load --version 2>&1 | head -1 || true) ;;
         oha) v=$(oha --version 2>&1 | head -1 || true) ;;
+        floor) v="bench/floor (io_uring lower bound)" ;;
     esac
     is_skipped "$t" || log "  $t: $v"
 done
+
+# ---------------------------------------------------------------- the machine
+# What one timer wake-up costs the generator's CPU here (open loop pays one per release).
+WAKE_US=
+if has_tool floor && ! is_skipped floor; then
+    wake_json=$(timeout -k 5 30 taskset -c "$GEN_CPU" "$FLOOR" wakes --duration 2 --gap-us 200 2>&1) || true
+    WAKE_US=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["cpu_us_per_wake"])' "$wake_json" 2>/dev/null) \
+        || { log "warning: bench/floor wakes: $wake_json"; WAKE_US=; }
+    [[ -n $WAKE_US ]] && log "a timer wake-up every 200 µs costs $WAKE_US µs of CPU on CPU $GEN_CPU"
+fi
 
 # ---------------------------------------------------------------- runs
 # tool_cmd MODE TOOL DUR JSONPATH -> fills CMD array; returns 1 if TOOL cannot do MODE
@@ -200,6 +232,10 @@ tool_cmd() {
         keepalive/oha)     CMD=(oha --no-tui "${OHA_JSON[@]}" -c "$c" -z "${dur}s" "$URL") ;;
         close/oha)         CMD=(oha --no-tui "${OHA_JSON[@]}" -c "$c" -z "${dur}s" --disable-keepalive "$URL") ;;
         openloop/oha)      CMD=(oha --no-tui "${OHA_JSON[@]}" -c "$c" -z "${dur}s" -q "$RATE" --latency-correction "$URL") ;;
+        keepalive/floor)   CMD=("$FLOOR" keepalive --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur") ;;
+        close/floor)       CMD=("$FLOOR" close --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur") ;;
+        # The release gap of loadlab's dispatcher (MIN_WAKE_GAP_NS in crates/engine/src/worker.rs).
+        openloop/floor)    CMD=("$FLOOR" open --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur" --rate "$RATE" --gap-us 200) ;;
         close/h2load)      SKIP_REASON="h2load has no keep-alive-off mode"; return 1 ;;
         openloop/wrk)      SKIP_REASON="closed-loop only, wrk2 not packaged in Debian"; return 1 ;;
         openloop/ab|openloop/h2load) SKIP_REASON="no fixed-rate mode"; return 1 ;;
@@ -276,7 +312,7 @@ fi
 
 log ""
 $PY report "$RESULTS" --md "$RAW/summary.md" \
-    --gen-cpu "$GEN_CPU" --server-cpu "$SERVER_CPU" --host "$HOSTDESC"
+    --gen-cpu "$GEN_CPU" --server-cpu "$SERVER_CPU" --host "$HOSTDESC" ${WAKE_US:+--wake-us "$WAKE_US"}
 log ""
 log "raw results: $RESULTS"
 log "markdown:    $RAW/summary.md"

@@ -262,5 +262,39 @@ class PeerTargets(unittest.TestCase):
         self.assertTrue(any(l.startswith("[FAIL] loadlab open-loop schedule lag p99") for l in lines))
         self.assertTrue(any(l.startswith("[ -- ] loadlab vs oha") for l in lines))
 
+    def test_the_floor_bounds_each_target(self):
+        recs = [
+            self.rec("keepalive", "loadlab", 110000), self.rec("keepalive", "wrk", 100000),
+            self.rec("keepalive", "floor", 108000),
+            self.rec("close", "loadlab", 21000), self.rec("close", "wrk", 20000),
+            self.rec("close", "floor", 23000),
+            self.rec("openloop-20000", "loadlab", 55000, 0.27),
+            self.rec("openloop-20000", "oha", 60000),
+            self.rec("openloop-20000", "floor", 70000, 0.31),
+        ]
+        lines = peers.target_checks(peers.summarize(recs), [], wake_us=30.0)
+        self.assertIn("[FLOOR] bench/floor vs wrk, keep-alive on: 1.08×", lines[1])
+        self.assertIn("out of reach of any client", lines[1])
+        self.assertIn("[FLOOR] bench/floor vs wrk, keep-alive off: 1.15×", lines[3])
+        self.assertIn("target 1.1× within reach", lines[3])
+        floor = [l for l in lines if l.startswith("[FLOOR] bench/floor open loop")]
+        # 1e6 / 70,000 = 14.3 µs; lag 0.31 ms; 70,000 / 60,000 = 1.17x oha.
+        self.assertEqual(len(floor), 1, lines)
+        self.assertIn("14.3 µs per request, lag p99 0.310 ms, 1.17× oha", floor[0])
+        self.assertIn("out of reach", floor[0])
+        # 30 µs per wake-up, 5,000 wake-ups per second, 20,000 requests per second.
+        self.assertTrue(any("a timer wake-up costs 30.0 µs of CPU on this machine: 7.5 µs per request"
+                            in l for l in lines), lines)
+
+    def test_floor_output(self):
+        line = '{"requests":99937,"errors":2,"elapsed_s":5.000194,"unsent":61,' \
+               '"schedule_lag_ms":{"p99":0.315,"max":3.154}}'
+        r = peers.parse_floor("noise\n" + line + "\n")
+        self.assertEqual(r["requests"], 99937)
+        self.assertEqual(r["errors"], {"errors": 2})
+        self.assertEqual(r["schedule_lag_ms"]["p99"], 0.315)
+        self.assertIsNone(peers.parse_floor("loadlab-floor: io_uring refused\n"))
+
+
 if __name__ == "__main__":
     unittest.main()

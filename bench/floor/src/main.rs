@@ -1,0 +1,624 @@
+//! The floor client: what an HTTP/1.1 client cannot spend less than on this machine.
+//!
+//! `bench/peers.sh` runs it beside loadlab and its peers, under the same `taskset` and GNU
+//! `time`, so each target's ratio can be read against the best any client could do here.
+//! It does the least a client can: one pre-built request, an `io_uring` ring with deferred
+//! task work (every send, receive, connect and close of a wake-up submitted in one system
+//! call; a waiting thread woken only when all it waits for is done), a status line and a
+//! `Content-Length` parsed, nothing recorded but counts and, in open loop, the schedule lag.
+//! It measures no latency and keeps no histogram: a real tool costs more. Its figures are a
+//! lower bound on cost per request, so a tool's ratio to a peer cannot exceed the floor's.
+//!
+//! ```text
+//! loadlab-floor keepalive|close|open --addr 127.0.0.1:PORT [--connections 64]
+//!               [--duration 10] [--rate 20000] [--gap-us 200]
+//! loadlab-floor wakes [--duration 2] [--gap-us 200]
+//! ```
+//! Prints one JSON object: requests, errors, elapsed_s and, in open loop, schedule_lag_ms
+//! (p99, max) and unsent (arrivals that found every connection busy). `wakes` sends nothing:
+//! it sleeps on a timer every `--gap-us` and prints the CPU each wake-up cost the thread
+//! (`cpu_us_per_wake`), the price an open-loop client pays per release on this machine.
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::IntoRawFd;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+/// What a completion is for, in its `user_data`'s top bits: a receive; a connect or send
+/// (success skipped: only a failure comes back); a close (success skipped too). Below them,
+/// the connection's request number (bits 16..48) and its index (bits 0..16), so that a
+/// completion of a request already counted as failed is ignored.
+const RECV: u64 = 0;
+const LINKED: u64 = 1 << 62;
+const CLOSED: u64 = 2 << 62;
+const KIND: u64 = 3 << 62;
+
+fn tag(kind: u64, seq: u64, i: usize) -> u64 {
+    kind | ((seq & 0xffff_ffff) << 16) | i as u64
+}
+const BUF: usize = 4096;
+/// Open loop: schedule lag is counted per microsecond up to 100 ms (the last bucket holds
+/// everything later).
+const LAG_BUCKETS: usize = 100_001;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    KeepAlive,
+    Close,
+    Open,
+    Wakes,
+}
+
+struct Args {
+    mode: Mode,
+    addr: SocketAddr,
+    connections: usize,
+    duration: Duration,
+    rate: f64,
+    gap: Duration,
+}
+
+fn usage() -> String {
+    "usage: loadlab-floor keepalive|close|open --addr 127.0.0.1:PORT [--connections N] \
+     [--duration SECONDS] [--rate REQ_PER_S] [--gap-us MICROSECONDS]\n       \
+     loadlab-floor wakes [--duration SECONDS] [--gap-us MICROSECONDS]"
+        .to_string()
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let mode = match it.next().as_deref() {
+        Some("keepalive") => Mode::KeepAlive,
+        Some("close") => Mode::Close,
+        Some("open") => Mode::Open,
+        Some("wakes") => Mode::Wakes,
+        _ => return Err(usage()),
+    };
+    let mut a = Args {
+        mode,
+        addr: "127.0.0.1:80".parse().expect("literal"),
+        connections: 64,
+        duration: Duration::from_secs(10),
+        rate: 20_000.0,
+        gap: Duration::from_micros(200),
+    };
+    let mut have_addr = false;
+    while let Some(flag) = it.next() {
+        let v = it
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value\n{}", usage()))?;
+        let bad = |e: &dyn std::fmt::Display| format!("{flag} {v}: {e}");
+        match flag.as_str() {
+            "--addr" => {
+                a.addr = v.parse().map_err(|e| bad(&e))?;
+                have_addr = true;
+            }
+            "--connections" => a.connections = v.parse().map_err(|e| bad(&e))?,
+            "--duration" => a.duration = Duration::from_secs_f64(v.parse().map_err(|e| bad(&e))?),
+            "--rate" => a.rate = v.parse().map_err(|e| bad(&e))?,
+            "--gap-us" => a.gap = Duration::from_micros(v.parse().map_err(|e| bad(&e))?),
+            _ => return Err(format!("unknown flag {flag}\n{}", usage())),
+        }
+    }
+    if !have_addr && mode != Mode::Wakes {
+        return Err(format!("--addr is required\n{}", usage()));
+    }
+    if !a.addr.ip().is_loopback() {
+        return Err(format!(
+            "--addr {}: loopback only (this is a bench tool)",
+            a.addr
+        ));
+    }
+    if a.connections == 0 || a.connections > 4096 || !a.rate.is_finite() || a.rate <= 0.0 {
+        return Err("--connections must be 1..=4096 and --rate positive".to_string());
+    }
+    Ok(a)
+}
+
+/// How far a response has been read: `Some(Ok(len))` when complete (its status was 2xx),
+/// `Some(Err(()))` when it is not a response this client understands, `None` for more.
+fn complete(buf: &[u8]) -> Option<Result<usize, ()>> {
+    let end = match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(p) => p + 4,
+        None if buf.len() >= BUF => return Some(Err(())),
+        None => return None,
+    };
+    let Ok(head) = std::str::from_utf8(&buf[..end]) else {
+        return Some(Err(()));
+    };
+    if !head.starts_with("HTTP/1.1 2") {
+        return Some(Err(()));
+    }
+    let length = head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case("content-length")
+            .then(|| v.trim().parse::<usize>().ok())?
+    });
+    match length {
+        Some(n) if end + n > BUF => Some(Err(())),
+        Some(n) if buf.len() >= end + n => Some(Ok(end + n)),
+        Some(_) => None,
+        None => Some(Err(())),
+    }
+}
+
+struct Conn {
+    fd: i32,
+    buf: Box<[u8; BUF]>,
+    fill: usize,
+    busy: bool,
+    /// Requests started on this slot (tags its completions).
+    seq: u64,
+}
+
+struct Client {
+    ring: IoUring,
+    request: Vec<u8>,
+    addr: libc::sockaddr_in,
+    conns: Vec<Conn>,
+    requests: u64,
+    errors: u64,
+}
+
+impl Client {
+    fn new(a: &Args) -> Result<Client, String> {
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(4 * a.connections.next_power_of_two() as u32)
+            .map_err(|e| format!("io_uring refused (needs Linux 6.1+, not disabled): {e}"))?;
+        let SocketAddr::V4(v4) = a.addr else {
+            return Err("--addr: IPv4 only".to_string());
+        };
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: v4.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*v4.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let close = if a.mode == Mode::Close {
+            "Connection: close\r\n"
+        } else {
+            ""
+        };
+        let request = format!("GET / HTTP/1.1\r\nHost: {}\r\n{close}\r\n", a.addr).into_bytes();
+        let mut conns = Vec::with_capacity(a.connections);
+        for _ in 0..a.connections {
+            let fd = if a.mode == Mode::Close {
+                -1
+            } else {
+                let s =
+                    TcpStream::connect(a.addr).map_err(|e| format!("connect {}: {e}", a.addr))?;
+                s.set_nodelay(true).map_err(|e| e.to_string())?;
+                s.into_raw_fd()
+            };
+            conns.push(Conn {
+                fd,
+                buf: Box::new([0; BUF]),
+                fill: 0,
+                busy: false,
+                seq: 0,
+            });
+        }
+        Ok(Client {
+            ring,
+            request,
+            addr,
+            conns,
+            requests: 0,
+            errors: 0,
+        })
+    }
+
+    fn push(&mut self, e: &squeue::Entry) -> Result<(), String> {
+        // SAFETY: every buffer an entry points at (the request, the sockaddr, a
+        // connection's boxed buffer) lives as long as `self`, and a connection's buffer is
+        // not touched while its receive is in flight.
+        unsafe {
+            if self.ring.submission().push(e).is_err() {
+                self.ring
+                    .submit()
+                    .map_err(|e| format!("io_uring submit: {e}"))?;
+                self.ring
+                    .submission()
+                    .push(e)
+                    .map_err(|_| "io_uring submission queue full".to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues connection `i`'s next request: with keep-alive a send linked to a receive;
+    /// without, a new socket's connect linked to both.
+    fn start(&mut self, i: usize) -> Result<(), String> {
+        let c = &mut self.conns[i];
+        c.busy = true;
+        c.fill = 0;
+        c.seq += 1;
+        let seq = c.seq;
+        if c.fd < 0 {
+            // SAFETY: plain socket(2).
+            let fd =
+                unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+            if fd < 0 {
+                return Err(format!("socket: {}", std::io::Error::last_os_error()));
+            }
+            c.fd = fd;
+            let connect = opcode::Connect::new(
+                types::Fd(fd),
+                std::ptr::addr_of!(self.addr).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+            .build()
+            .flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS)
+            .user_data(tag(LINKED, seq, i));
+            self.push(&connect)?;
+        }
+        let c = &self.conns[i];
+        let (fd, buf) = (c.fd, c.buf.as_ptr().cast_mut());
+        let send = opcode::Send::new(
+            types::Fd(fd),
+            self.request.as_ptr(),
+            self.request.len() as u32,
+        )
+        .build()
+        .flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS)
+        .user_data(tag(LINKED, seq, i));
+        let recv = opcode::Recv::new(types::Fd(fd), buf, BUF as u32)
+            .build()
+            .user_data(tag(RECV, seq, i));
+        self.push(&send)?;
+        self.push(&recv)
+    }
+
+    /// Handles every completion; returns the connections whose response ended.
+    fn reap(&mut self, mode: Mode, ended: &mut Vec<usize>) -> Result<(), String> {
+        let done: Vec<(u64, i32)> = self
+            .ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
+        for (ud, res) in done {
+            let i = (ud & 0xffff) as usize;
+            let c = &self.conns[i];
+            // A close, or a completion of a request already ended (a failed connect or
+            // send ends its request; the receive linked to it may still report ECANCELED).
+            if ud & KIND == CLOSED || !c.busy || (ud >> 16) & 0xffff_ffff != c.seq & 0xffff_ffff {
+                continue;
+            }
+            let outcome = if res <= 0 {
+                Some(Err(()))
+            } else {
+                let c = &mut self.conns[i];
+                c.fill += res as usize;
+                complete(&c.buf[..c.fill])
+            };
+            match outcome {
+                None => {
+                    let c = &self.conns[i];
+                    let recv = opcode::Recv::new(
+                        types::Fd(c.fd),
+                        c.buf[c.fill..].as_ptr().cast_mut(),
+                        (BUF - c.fill) as u32,
+                    )
+                    .build()
+                    .user_data(tag(RECV, c.seq, i));
+                    self.push(&recv)?;
+                }
+                Some(r) => {
+                    if r.is_ok() {
+                        self.requests += 1;
+                    } else {
+                        self.errors += 1;
+                    }
+                    if mode == Mode::Close || r.is_err() {
+                        let close = opcode::Close::new(types::Fd(self.conns[i].fd))
+                            .build()
+                            .flags(squeue::Flags::SKIP_SUCCESS)
+                            .user_data(tag(CLOSED, 0, i));
+                        self.push(&close)?;
+                        self.conns[i].fd = -1;
+                        if mode != Mode::Close {
+                            return Err(format!(
+                                "connection {i}: bad or failed response (result {res}); \
+                                 the floor client does not reconnect"
+                            ));
+                        }
+                    }
+                    self.conns[i].busy = false;
+                    ended.push(i);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits what is queued and sleeps until `want` completions or `timeout`.
+    fn wait(&mut self, want: usize, timeout: Option<Duration>) -> Result<(), String> {
+        let r = match timeout {
+            None => self.ring.submit_and_wait(want),
+            Some(t) => {
+                let ts = types::Timespec::new()
+                    .sec(t.as_secs())
+                    .nsec(t.subsec_nanos());
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(want, &args)
+            }
+        };
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => Ok(()),
+            Err(e) => Err(format!("io_uring_enter: {e}")),
+        }
+    }
+}
+
+fn closed_loop(a: &Args) -> Result<String, String> {
+    let mut c = Client::new(a)?;
+    for i in 0..c.conns.len() {
+        c.start(i)?;
+    }
+    let t0 = Instant::now();
+    let end = t0 + a.duration;
+    let mut ended = Vec::new();
+    while Instant::now() < end {
+        c.wait(1, Some(end.saturating_duration_since(Instant::now())))?;
+        ended.clear();
+        c.reap(a.mode, &mut ended)?;
+        for &i in &ended {
+            c.start(i)?;
+        }
+    }
+    Ok(format!(
+        "{{\"requests\":{},\"errors\":{},\"elapsed_s\":{:.6}}}",
+        c.requests,
+        c.errors,
+        t0.elapsed().as_secs_f64()
+    ))
+}
+
+/// Open loop: wakes at most every `gap`, sends every arrival due (uniform arrivals at
+/// `rate`) on a free connection, and reads the responses that came in meanwhile at the
+/// next wake: one wake-up per gap, none per response (deferred task work).
+fn open_loop(a: &Args) -> Result<String, String> {
+    let mut c = Client::new(a)?;
+    let period_ns = 1e9 / a.rate;
+    let mut free: Vec<usize> = (0..c.conns.len()).rev().collect();
+    let mut lag = vec![0u64; LAG_BUCKETS];
+    let (mut released, mut unsent, mut in_flight) = (0u64, 0u64, 0usize);
+    let mut ended = Vec::new();
+    let t0 = Instant::now();
+    let end_ns = a.duration.as_nanos() as f64;
+    loop {
+        let now = t0.elapsed().as_nanos() as f64;
+        if now >= end_ns {
+            break;
+        }
+        while (released as f64) * period_ns <= now {
+            let late_us = ((now - released as f64 * period_ns) / 1e3) as usize;
+            lag[late_us.min(LAG_BUCKETS - 1)] += 1;
+            released += 1;
+            match free.pop() {
+                Some(i) => {
+                    c.start(i)?;
+                    in_flight += 1;
+                }
+                None => unsent += 1,
+            }
+        }
+        let next = (released as f64 * period_ns).max(now + a.gap.as_nanos() as f64);
+        let sleep = Duration::from_nanos((next - t0.elapsed().as_nanos() as f64).max(0.0) as u64);
+        // Never woken by a response: only by the deadline (or when every request in
+        // flight has ended).
+        c.wait(in_flight + 1, Some(sleep))?;
+        ended.clear();
+        c.reap(a.mode, &mut ended)?;
+        in_flight -= ended.len();
+        free.extend_from_slice(&ended);
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    let total: u64 = lag.iter().sum();
+    let p99 = {
+        let want = (total as f64 * 0.99).ceil() as u64;
+        let mut seen = 0;
+        lag.iter()
+            .position(|&n| {
+                seen += n;
+                seen >= want
+            })
+            .unwrap_or(0)
+    };
+    let max = lag.iter().rposition(|&n| n > 0).unwrap_or(0);
+    Ok(format!(
+        "{{\"requests\":{},\"errors\":{},\"elapsed_s\":{elapsed:.6},\"unsent\":{unsent},\
+         \"schedule_lag_ms\":{{\"p99\":{:.3},\"max\":{:.3}}}}}",
+        c.requests,
+        c.errors,
+        p99 as f64 / 1e3,
+        max as f64 / 1e3
+    ))
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Sleeps on the ring's timer every `gap` for `duration`, as the open loop does with no
+/// load, and reports the thread CPU each wake-up cost.
+fn wakes(a: &Args) -> Result<String, String> {
+    let ring: IoUring = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(8)
+        .map_err(|e| format!("io_uring refused (needs Linux 6.1+, not disabled): {e}"))?;
+    let gap = types::Timespec::new()
+        .sec(a.gap.as_secs())
+        .nsec(a.gap.subsec_nanos());
+    let args = types::SubmitArgs::new().timespec(&gap);
+    let (t0, c0) = (Instant::now(), thread_cpu());
+    let mut n = 0u64;
+    while t0.elapsed() < a.duration {
+        match ring.submitter().submit_with_args(1, &args) {
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => n += 1,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+            r => return Err(format!("io_uring_enter: expected a timeout, got {r:?}")),
+        }
+    }
+    let cpu = thread_cpu() - c0;
+    Ok(format!(
+        "{{\"wakes\":{n},\"gap_us\":{},\"elapsed_s\":{:.6},\"cpu_us_per_wake\":{:.2}}}",
+        a.gap.as_micros(),
+        t0.elapsed().as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / n.max(1) as f64
+    ))
+}
+
+fn main() -> ExitCode {
+    let run = parse_args().and_then(|a| match a.mode {
+        Mode::Wakes => wakes(&a),
+        Mode::Open => open_loop(&a),
+        _ => closed_loop(&a),
+    });
+    match run {
+        Ok(json) => {
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("loadlab-floor: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// A loopback server answering every request with `answer`; closes after each one if
+    /// `close`. Stops when the client does (each connection is one thread).
+    fn server(answer: &'static [u8], close: bool) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let mut have = Vec::new();
+                    loop {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => have.extend_from_slice(&buf[..n]),
+                        }
+                        while let Some(p) = have.windows(4).position(|w| w == b"\r\n\r\n") {
+                            have.drain(..p + 4);
+                            if s.write_all(answer).is_err() || close {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn args(mode: Mode, addr: SocketAddr) -> Args {
+        Args {
+            mode,
+            addr,
+            connections: 2,
+            duration: Duration::from_millis(300),
+            rate: 2_000.0,
+            gap: Duration::from_micros(200),
+        }
+    }
+
+    fn field(json: &str, name: &str) -> f64 {
+        let at = json.find(&format!("\"{name}\":")).expect(name) + name.len() + 3;
+        let end = json[at..].find([',', '}']).unwrap() + at;
+        json[at..end].parse().unwrap()
+    }
+
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+    #[test]
+    fn responses_are_complete_only_with_their_whole_body() {
+        assert_eq!(complete(OK), Some(Ok(OK.len())));
+        assert_eq!(complete(&OK[..OK.len() - 1]), None);
+        assert_eq!(complete(b"HTTP/1.1 200 OK\r\nContent-"), None);
+        assert_eq!(
+            complete(b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n"),
+            Some(Err(()))
+        );
+        assert_eq!(
+            complete(b"HTTP/1.1 200 OK\r\n\r\n"),
+            Some(Err(())),
+            "no length"
+        );
+    }
+
+    #[test]
+    fn keep_alive_counts_every_answer_on_its_connections() {
+        let out = closed_loop(&args(Mode::KeepAlive, server(OK, false))).unwrap();
+        assert!(field(&out, "requests") > 10.0, "{out}");
+        assert_eq!(field(&out, "errors"), 0.0, "{out}");
+    }
+
+    #[test]
+    fn without_keep_alive_every_request_has_its_own_connection() {
+        let out = closed_loop(&args(Mode::Close, server(OK, true))).unwrap();
+        assert!(field(&out, "requests") > 10.0, "{out}");
+        assert_eq!(field(&out, "errors"), 0.0, "{out}");
+    }
+
+    #[test]
+    fn a_failing_server_is_an_error_not_a_request() {
+        let bad = server(b"HTTP/1.1 503 No\r\nContent-Length: 0\r\n\r\n", false);
+        let e = closed_loop(&args(Mode::KeepAlive, bad)).unwrap_err();
+        assert!(e.contains("bad or failed response"), "{e}");
+        // Refused connections: counted as errors, none as requests.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let gone = l.local_addr().unwrap();
+        drop(l);
+        let out = closed_loop(&args(Mode::Close, gone)).unwrap();
+        assert_eq!(field(&out, "requests"), 0.0, "{out}");
+        assert!(field(&out, "errors") > 0.0, "{out}");
+    }
+
+    #[test]
+    fn open_loop_sends_at_its_rate_and_reports_its_lag() {
+        // 2,000 per second for 0.3 s: 600 arrivals, the last ones' answers maybe unread.
+        let out = open_loop(&args(Mode::Open, server(OK, false))).unwrap();
+        let (requests, unsent) = (field(&out, "requests"), field(&out, "unsent"));
+        assert!((550.0..=601.0).contains(&(requests + unsent)), "{out}");
+        assert!(
+            field(&out, "p99") >= 0.0 && field(&out, "max") >= field(&out, "p99"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_timer_wake_up_is_counted() {
+        let mut a = args(Mode::Wakes, "127.0.0.1:1".parse().unwrap());
+        a.duration = Duration::from_millis(100);
+        let out = wakes(&a).unwrap();
+        // At most one wake-up per 200 µs gap in 100 ms.
+        assert!((1.0..=500.0).contains(&field(&out, "wakes")), "{out}");
+        assert!(field(&out, "cpu_us_per_wake") > 0.0, "{out}");
+    }
+}
