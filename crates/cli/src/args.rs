@@ -11,7 +11,16 @@ use loadlab_engine::{Arrival, GrpcCall, LoadModel, Transport, Workload};
 
 /// Find where a web server breaks, and why.
 #[derive(Parser, Debug)]
-#[command(name = "loadlab", version, about, long_about = None)]
+#[command(
+    name = "loadlab",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit status: 0 done; 1 no request succeeded (doctor: predicted to fail); \
+        2 bad input, named; 3 a gate failed (--slo, lab --baseline), results written; \
+        130 or 143 interrupted by Ctrl-C or SIGTERM: what was measured is printed and written, \
+        and the status says interrupted whatever the partial result's gates read."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -132,6 +132,9 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
         summary.bundle.display(),
         loadlab_report::html_path(&summary.bundle).display()
     );
+    if let Some(code) = crate::interrupted_exit() {
+        return Ok(code);
+    }
     if summary.steps == 0 {
         return Ok(ExitCode::from(EXIT_ALL_FAILED));
     }
@@ -238,6 +241,9 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
         println!("Charts: {}", p.display());
     }
     eprintln!("loadlab: demo bundles in {}", root.display());
+    if let Some(code) = crate::interrupted_exit() {
+        return Ok(code);
+    }
     Ok(if steps == 0 {
         ExitCode::from(1)
     } else {

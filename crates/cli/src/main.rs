@@ -9,6 +9,7 @@ mod live;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use anyhow::Context;
 use clap::Parser;
@@ -24,6 +25,26 @@ const EXIT_ALL_FAILED: u8 = 1;
 const EXIT_BAD_INPUT: u8 = 2;
 /// Exit status when a `--slo` gate failed (or a lab run regressed against its baseline).
 pub(crate) const EXIT_GATE_FAILED: u8 = 3;
+
+/// The signal (SIGINT or SIGTERM) that stopped this run early; 0 if none did.
+static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
+
+/// A run a signal stopped exits 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM),
+/// as a shell reports a process the signal killed, whatever it measured before: a partial
+/// run's gates and knees are not a verdict, and a CI job stopped by its timeout must not
+/// pass. Called after the results are printed and written.
+pub(crate) fn interrupted_exit() -> Option<ExitCode> {
+    let sig = STOPPED_BY.load(Ordering::SeqCst);
+    if sig == 0 {
+        return None;
+    }
+    let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+    let code = 128 + sig;
+    eprintln!(
+        "loadlab: interrupted by {name}: what was measured before it is printed and written above; exit {code}"
+    );
+    Some(ExitCode::from(code as u8))
+}
 
 fn main() -> ExitCode {
     // The keeper a lab starts beside itself (not a command for people: not in --help).
@@ -120,7 +141,8 @@ pub(crate) fn cancel_on_signal(token: CancellationToken) {
     std::thread::Builder::new()
         .name("loadlab-signals".into())
         .spawn(move || {
-            if signals.forever().next().is_some() {
+            if let Some(sig) = signals.forever().next() {
+                STOPPED_BY.store(sig, Ordering::SeqCst);
                 eprintln!("\nloadlab: stopping: the result measured so far follows");
                 token.cancel();
             }
@@ -204,6 +226,9 @@ fn execute(
     std::io::stdout().flush().ok();
     if let Some(path) = &out.json {
         write_json(path, &result)?;
+    }
+    if let Some(code) = interrupted_exit() {
+        return Ok(code);
     }
     let failed: Vec<&str> = gates
         .iter()
