@@ -209,7 +209,7 @@ if has_tool floor && ! is_skipped floor; then
     wake_json=$(timeout -k 5 30 taskset -c "$GEN_CPU" "$FLOOR" wakes --duration 2 --gap-us 200 2>&1) || true
     WAKE_US=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["cpu_us_per_wake"])' "$wake_json" 2>/dev/null) \
         || { log "warning: bench/floor wakes: $wake_json"; WAKE_US=; }
-    [[ -n $WAKE_US ]] && log "a timer wake-up every 200 µs costs $WAKE_US µs of CPU on CPU $GEN_CPU"
+    if [[ -n $WAKE_US ]]; then log "a timer wake-up every 200 µs costs $WAKE_US µs of CPU on CPU $GEN_CPU"; fi
 fi
 
 # ---------------------------------------------------------------- runs
