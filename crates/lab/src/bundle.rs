@@ -60,6 +60,28 @@ pub struct StepRecord {
     /// Why the step was not sustained (absent for a sustained step, and in older bundles).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnosis: Option<crate::diagnosis::Diagnosis>,
+    /// One response of the server to the step's request, its status and the start of its
+    /// body, taken when most requests were rejected (4xx): what the server said is wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_sample: Option<String>,
+}
+
+impl<'a> From<&'a StepRecord> for crate::diagnosis::StepFacts<'a> {
+    fn from(s: &'a StepRecord) -> Self {
+        crate::diagnosis::StepFacts {
+            config: &s.config,
+            scenario: &s.scenario,
+            index: s.index,
+            model: s.model,
+            load: s.load,
+            params: &s.params,
+            verdict: &s.verdict,
+            crashed: s.crashed.as_ref(),
+            probes: s.probes.as_ref(),
+            result: &s.result,
+            response_sample: s.response_sample.as_deref(),
+        }
+    }
 }
 
 /// How a configuration ended.

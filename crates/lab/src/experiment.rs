@@ -465,13 +465,23 @@ impl Runner<'_> {
                     return Err(e);
                 }
                 self.say(format!("  {}: {}", group[0].name, outcome.summary));
+                // The knee's why: the last diagnosis at the first value not sustained that
+                // speaks of the server (a generator-limited attempt was repeated, and the
+                // repeat decided the step), else the last one there.
                 let diagnosis = outcome.first_unsustained.and_then(|v| {
-                    self.diagnoses
+                    let at_v: Vec<&Diagnosis> = self
+                        .diagnoses
                         .iter()
-                        .find(|(c, sc, load, _)| {
+                        .filter(|(c, sc, load, _)| {
                             *c == config.id && *sc == group[0].name && (*load - v).abs() < 1e-9
                         })
-                        .map(|(_, _, _, d)| d.clone())
+                        .map(|(_, _, _, d)| d)
+                        .collect();
+                    at_v.iter()
+                        .rev()
+                        .find(|d| !d.findings.iter().any(|f| f.bottleneck.not_the_server()))
+                        .or(at_v.last())
+                        .map(|d| (*d).clone())
                 });
                 if let Some(d) = &diagnosis {
                     for f in &d.findings {
@@ -695,6 +705,7 @@ impl Runner<'_> {
                 probes: Some(probes.clone()),
                 result,
                 diagnosis: None,
+                response_sample: None,
             };
             rec.diagnosis = self.diagnose(&rec);
             self.say(format!(

@@ -259,8 +259,30 @@ fn nothing_found_is_said_with_what_was_looked_at() {
     let d = diagnose_variant(&steps, i, s).unwrap();
     assert_eq!(kinds(&d), vec![Bottleneck::Unknown]);
     let e = &d.findings[0].evidence;
+    // Each bottleneck is ruled out by what its rule saw, with the figure.
     assert!(
-        e.starts_with("no rule had its evidence; looked at: target CPU 60 %"),
+        e.starts_with("no rule had its evidence; ruled out: "),
+        "{e}"
+    );
+    for said in [
+        "CPU-bound: target CPU 60 % of its 1 CPU",
+        "concurrency-bound: the target's CPU demand was 60 % of its CPUs, not below 50 %",
+        "accept queue: 0 listen-queue overflows",
+        "timeouts with the CPU low: no request timed out",
+        "server refused (5xx): 0 5xx answers",
+    ] {
+        assert!(e.contains(said), "{said} not in: {e}");
+    }
+    assert_eq!(d.ruled_out.len(), 10, "{:?}", d.ruled_out);
+    // Without probes, the rules that need them say what was not seen.
+    let (_, mut s) = saturated(&steps);
+    s.result.errors = Default::default();
+    s.result.achieved_rps = s.load;
+    s.probes = None;
+    let d = diagnose_variant(&steps, i, s).unwrap();
+    let e = &d.findings[0].evidence;
+    assert!(
+        e.contains("not seen: the target's CPU (not probed); the kernel's listen-queue counters (not probed); the target's memory (not probed)"),
         "{e}"
     );
 }

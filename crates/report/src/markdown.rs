@@ -768,8 +768,10 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
             let _ = writeln!(
                 out,
                 "### Why\n\nWhat the evidence of the first step not sustained says, each bottleneck in \
-                 the order its signal moved (see the README, \"Why it broke\"):\n\n{}\n",
-                whys.join("\n")
+                 the order its signal moved (see the README, \"Why it broke\"):\n\n{}\n\n\
+                 <details><summary>The rules behind each why</summary>\n\n{}\n</details>\n",
+                whys.join("\n"),
+                loadlab_lab::diagnosis::rules::markdown_table()
             );
         }
     }

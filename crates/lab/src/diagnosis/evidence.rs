@@ -1,0 +1,293 @@
+//! The evidence of one step, computed once: what every rule reads.
+
+use loadlab_engine::RunResult;
+use loadlab_system::probe::ProbeReport;
+
+use super::{num, pct, Context, CPU_LOW};
+use crate::plan::Model;
+use crate::target::TargetExit;
+use crate::verdict::{Limit, Verdict};
+
+/// The parts of a finished step a diagnosis reads (a view of a
+/// [`StepRecord`](crate::bundle::StepRecord), which converts into one).
+#[derive(Clone, Copy, Debug)]
+pub struct StepFacts<'a> {
+    /// Configuration id.
+    pub config: &'a str,
+    /// Scenario name.
+    pub scenario: &'a str,
+    /// Step number within the configuration and scenario.
+    pub index: u32,
+    /// Open or closed loop.
+    pub model: Model,
+    /// Offered req/s (open) or requests in flight (closed).
+    pub load: f64,
+    /// The configuration's matrix parameters.
+    pub params: &'a [(String, String)],
+    /// The step's verdict.
+    pub verdict: &'a Verdict,
+    /// A target that exited during the step.
+    pub crashed: Option<&'a TargetExit>,
+    /// What the probes saw.
+    pub probes: Option<&'a ProbeReport>,
+    /// The engine's result.
+    pub result: &'a RunResult,
+    /// A response of the server to the step's request, described in a few words with its
+    /// status and the start of its body (captured when most requests were rejected).
+    pub response_sample: Option<&'a str>,
+}
+
+/// The target's CPU over the step, in CPUs, against the CPUs it may use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cpu {
+    /// CPUs used.
+    pub used: f64,
+    /// CPUs wanted and waited for (its threads runnable, not running).
+    pub wait: f64,
+    /// CPUs it may use (affinity, capped by its cgroup quota).
+    pub cpus: f64,
+    /// Where `cpus` comes from.
+    pub from: String,
+}
+
+impl Cpu {
+    /// Used, as a fraction of its CPUs.
+    pub fn util(&self) -> f64 {
+        self.used / self.cpus
+    }
+
+    /// Waited for, as a fraction of its CPUs.
+    pub fn waited(&self) -> f64 {
+        self.wait / self.cpus
+    }
+
+    /// What it wanted of its CPUs: used plus waited for, at most all.
+    pub fn demand(&self) -> f64 {
+        ((self.used + self.wait) / self.cpus).min(1.0)
+    }
+
+    /// `1 CPU (affinity: 1 CPU)`.
+    pub fn cpus_words(&self) -> String {
+        format!(
+            "{} CPU{} ({})",
+            num(self.cpus),
+            if self.cpus == 1.0 { "" } else { "s" },
+            self.from
+        )
+    }
+}
+
+/// A sign that the server was saturated during the step: work waited for it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Saturation {
+    /// Latency grew with the send time (resolved): a queue built up.
+    QueueGrew {
+        /// Latency added per second of load, ms.
+        slope_ms_per_s: f64,
+    },
+    /// The service time's median rose above its floor: requests waited inside the server.
+    WaitedInside {
+        /// This step's service-time median, ms.
+        p50_ms: f64,
+        /// The floor, ms.
+        floor_ms: f64,
+    },
+    /// Open loop: the server answered fewer than were offered.
+    HeldBack {
+        /// Achieved req/s.
+        achieved: f64,
+        /// Offered req/s.
+        offered: f64,
+    },
+    /// Closed loop: the server had fewer requests in service than loadlab kept in flight.
+    FewerInService {
+        /// In service by Little's law.
+        in_service: f64,
+        /// In flight.
+        in_flight: f64,
+    },
+}
+
+impl Saturation {
+    /// One clause with the figures.
+    pub fn describe(&self) -> String {
+        match self {
+            Saturation::QueueGrew { slope_ms_per_s } => format!(
+                "latency grew {} ms per second of load (a queue built up)",
+                num(*slope_ms_per_s)
+            ),
+            Saturation::WaitedInside { p50_ms, floor_ms } => format!(
+                "the service-time median rose to {} ms from a floor of {} ms (requests waited inside the server)",
+                num(*p50_ms),
+                num(*floor_ms)
+            ),
+            Saturation::HeldBack { achieved, offered } => format!(
+                "{} req/s answered of {} offered",
+                num(*achieved),
+                num(*offered)
+            ),
+            Saturation::FewerInService {
+                in_service,
+                in_flight,
+            } => format!(
+                "≈{} in service of {} in flight",
+                num(*in_service),
+                num(*in_flight)
+            ),
+        }
+    }
+}
+
+/// Everything the rules read about one step, computed once.
+pub struct Evidence<'a> {
+    /// The step.
+    pub step: &'a StepFacts<'a>,
+    /// The earlier steps' figures and the machine's.
+    pub ctx: &'a Context,
+    /// The target's CPU (`None` when not probed, or without its limits).
+    pub cpu: Option<Cpu>,
+    /// Requests in service at once by Little's law: achieved × the service-time floor
+    /// (`None` without a floor).
+    pub in_service: Option<f64>,
+    /// The signs that the server was saturated, strongest first.
+    pub saturation: Vec<Saturation>,
+}
+
+impl<'a> Evidence<'a> {
+    /// The evidence of `step`.
+    pub fn of(step: &'a StepFacts<'a>, ctx: &'a Context) -> Evidence<'a> {
+        let r = step.result;
+        let cpu = step.probes.and_then(|p| {
+            let l = p.limits.as_ref()?;
+            Some(Cpu {
+                used: p.delta.cpu_percent / 100.0,
+                wait: p.delta.cpu_wait_percent / 100.0,
+                cpus: l.cpus,
+                from: l.cpus_from.clone(),
+            })
+        });
+        let floor = ctx.service_floor_ms.filter(|f| *f > 0.0);
+        let in_service = floor.map(|f| r.achieved_rps * f / 1000.0);
+        let mut saturation = Vec::new();
+        if let Some(t) = r.latency_trend.as_ref().filter(|t| t.resolved) {
+            saturation.push(Saturation::QueueGrew {
+                slope_ms_per_s: 1000.0 * t.slope,
+            });
+        }
+        if let (Some(floor), Some(p50)) = (floor, r.service_time_ms.p50) {
+            if p50 >= 1.5 * floor && p50 >= floor + 1.0 {
+                saturation.push(Saturation::WaitedInside {
+                    p50_ms: p50,
+                    floor_ms: floor,
+                });
+            }
+        }
+        match step.model {
+            Model::Open if r.achieved_rps < 0.95 * step.load => {
+                saturation.push(Saturation::HeldBack {
+                    achieved: r.achieved_rps,
+                    offered: step.load,
+                })
+            }
+            Model::Closed => {
+                if let Some(n) = in_service.filter(|n| *n < 0.8 * step.load) {
+                    saturation.push(Saturation::FewerInService {
+                        in_service: n,
+                        in_flight: step.load,
+                    });
+                }
+            }
+            Model::Open => {}
+        }
+        Evidence {
+            step,
+            ctx,
+            cpu,
+            in_service,
+            saturation,
+        }
+    }
+
+    /// The engine's result.
+    pub fn result(&self) -> &'a RunResult {
+        self.step.result
+    }
+
+    /// The probes' report.
+    pub fn probes(&self) -> Option<&'a ProbeReport> {
+        self.step.probes
+    }
+
+    /// The SLO clauses the step failed.
+    pub fn limits(&self) -> &'a [Limit] {
+        &self.step.verdict.limits
+    }
+
+    /// Seconds of warm-up before the measured window (probe seconds count from the step's
+    /// start, window seconds from the end of the warm-up).
+    pub fn warmup_s(&self) -> f64 {
+        self.step.result.warmup_s
+    }
+
+    /// The step failed on a clause the server answers for (latency, throughput, errors).
+    pub fn failed_on_the_server(&self) -> bool {
+        self.limits()
+            .iter()
+            .any(|l| matches!(l, Limit::Latency | Limit::Throughput | Limit::Errors))
+    }
+
+    /// The target wanted less than [`CPU_LOW`] of its CPUs (false when not probed).
+    pub fn cpu_low(&self) -> bool {
+        self.cpu.as_ref().is_some_and(|c| c.demand() < CPU_LOW)
+    }
+
+    /// The CPU figure for sentences: `3 % CPU`, or `CPU not probed`.
+    pub fn cpu_words(&self) -> String {
+        self.cpu.as_ref().map_or("CPU not probed".into(), |c| {
+            format!("{} CPU", pct(c.util()))
+        })
+    }
+
+    /// `40 req/s` or `16 in flight`.
+    pub fn load_words(&self) -> String {
+        match self.step.model {
+            Model::Open => format!("{} req/s", num(self.step.load)),
+            Model::Closed => format!("{} in flight", num(self.step.load)),
+        }
+    }
+
+    /// Requests loadlab offered at once, by Little's law over the service-time floor (open
+    /// loop), or those it kept in flight (closed loop).
+    pub fn offered_in_service(&self) -> Option<f64> {
+        let floor = self.ctx.service_floor_ms.filter(|f| *f > 0.0)?;
+        Some(match self.step.model {
+            Model::Open => self.step.load * floor / 1000.0,
+            Model::Closed => self.step.load,
+        })
+    }
+
+    /// When latency rose within the measured window: the first second whose p99 exceeded
+    /// twice the baseline (the p99 of the scenario's first step, else this step's first
+    /// second) and the baseline plus 1 ms, in window seconds.
+    pub fn latency_onset(&self) -> Option<f64> {
+        let r = self.result();
+        let first = self
+            .ctx
+            .baseline_p99_ms
+            .or_else(|| r.per_second.iter().find_map(|s| s.latency_p99_ms))?;
+        let bound = (2.0 * first).max(first + 1.0);
+        r.per_second
+            .iter()
+            .find(|s| s.latency_p99_ms.is_some_and(|p| p > bound))
+            .map(|s| s.second as f64)
+    }
+
+    /// The first second of the measured window with a failed request.
+    pub fn first_error_second(&self) -> Option<f64> {
+        self.result()
+            .per_second
+            .iter()
+            .find(|s| s.errors > 0)
+            .map(|s| s.second as f64)
+    }
+}

@@ -1,0 +1,408 @@
+//! Why a step was not sustained.
+//!
+//! # Layout
+//! - [`evidence`]: one [`Evidence`] value per step, computed once from the step's result,
+//!   its probes (the target's process tree, its cgroup, the kernel) and its verdict: the
+//!   CPU against the CPUs the target may use, the requests in service by Little's law, the
+//!   signs that the server was saturated, when latency rose and errors began.
+//! - [`rules`]: the table of rules, [`rules::RULES`], one file per bottleneck. Each reads
+//!   the evidence and fires with a [`Finding`] (one sentence with its figures, what to
+//!   try), rules its bottleneck out with what it saw, or says which evidence it lacked.
+//!   The README's and the report's lists of rules are generated from the table
+//!   ([`rules::markdown_table`]).
+//! - this module: the findings and the [`Diagnosis`], and the [`Tracker`] that follows the
+//!   steps of an experiment so that each is judged against the earlier steps of its
+//!   configuration and scenario (the first step's latency, the lowest service time).
+//!
+//! A rule without its evidence never fires. When none fires, the diagnosis is `unknown`,
+//! and says what ruled out each bottleneck and what was not probed. Findings are ordered:
+//! what is not the server's doing first (loadlab fell behind, an agent was lost, the
+//! target crashed), then by when their signal first moved within the step.
+
+mod evidence;
+pub mod rules;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use evidence::{Cpu, Evidence, Saturation, StepFacts};
+use rules::Check;
+
+/// Version of the diagnosis format.
+pub const DIAGNOSIS_VERSION: u32 = 1;
+/// A target using at least this fraction of its CPUs is CPU-bound.
+pub const CPU_BOUND: f64 = 0.9;
+/// Below this fraction of its CPUs the target's CPU demand (used plus waited for) is "low".
+pub const CPU_LOW: f64 = 0.5;
+/// A target that waited at least this fraction of its CPUs' time for them, runnable, was
+/// starved by other processes when it used less than [`CPU_BOUND`] itself.
+pub const STARVED: f64 = 0.1;
+/// A matrix parameter is named when within this fraction of the estimated concurrency.
+pub const PARAM_MATCH: f64 = 0.2;
+
+/// What limited a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bottleneck {
+    /// loadlab fell behind.
+    Generator,
+    /// An agent of a distributed run was lost.
+    AgentLost,
+    /// A target exited.
+    Crash,
+    /// The target's CPUs were full.
+    CpuBound,
+    /// The target's cgroup CPU quota throttled it.
+    CpuThrottled,
+    /// A pool (workers, threads, connections) was full with the CPU low.
+    ConcurrencyBound,
+    /// The listen queue overflowed.
+    AcceptQueue,
+    /// Requests timed out with the CPU low.
+    Timeouts,
+    /// loadlab found no local port.
+    ClientPorts,
+    /// A side ran out of file descriptors.
+    Descriptors,
+    /// The target's memory grew through the step.
+    MemoryGrowth,
+    /// The target's cgroup reached its memory limit (reclaim, OOM kills).
+    MemoryLimit,
+    /// The target's cgroup reached its limit of processes and threads.
+    PidsLimit,
+    /// The server answered with 5xx statuses: it shed work.
+    Refused,
+    /// The server answered most requests with a 4xx status: the request is wrong.
+    Rejected,
+    /// No rule had its evidence.
+    Unknown,
+}
+
+impl Bottleneck {
+    /// Words for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Bottleneck::Generator => "generator-limited (not the server)",
+            Bottleneck::AgentLost => "agent lost (not the server)",
+            Bottleneck::Crash => "target crashed",
+            Bottleneck::CpuBound => "CPU-bound",
+            Bottleneck::CpuThrottled => "CPU quota (throttled)",
+            Bottleneck::ConcurrencyBound => "concurrency-bound",
+            Bottleneck::AcceptQueue => "accept queue",
+            Bottleneck::Timeouts => "timeouts with the CPU low",
+            Bottleneck::ClientPorts => "client ports",
+            Bottleneck::Descriptors => "file descriptors",
+            Bottleneck::MemoryGrowth => "memory growth",
+            Bottleneck::MemoryLimit => "memory limit",
+            Bottleneck::PidsLimit => "pids limit",
+            Bottleneck::Refused => "server refused (5xx)",
+            Bottleneck::Rejected => "request rejected (4xx)",
+            Bottleneck::Unknown => "unknown",
+        }
+    }
+
+    /// The name in the bundle (`concurrency_bound`).
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// True for what is not the server's doing: loadlab fell behind, an agent was lost.
+    pub fn not_the_server(self) -> bool {
+        matches!(self, Bottleneck::Generator | Bottleneck::AgentLost)
+    }
+}
+
+/// One bottleneck, with its evidence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// What.
+    pub bottleneck: Bottleneck,
+    /// One sentence with the figures.
+    pub evidence: String,
+    /// What to try.
+    pub advice: String,
+    /// The figures, by name (for tools).
+    pub figures: BTreeMap<String, f64>,
+    /// The matrix parameter named, `name=value`.
+    #[serde(default)]
+    pub parameter: Option<String>,
+    /// Seconds into the measured window when the signal first moved, when known.
+    pub onset_s: Option<f64>,
+}
+
+impl Finding {
+    /// A finding without a parameter or onset.
+    pub fn new(
+        bottleneck: Bottleneck,
+        evidence: String,
+        advice: &str,
+        figures: &[(&str, f64)],
+    ) -> Finding {
+        Finding {
+            bottleneck,
+            evidence,
+            advice: advice.to_string(),
+            figures: figures
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), *v))
+                .collect(),
+            parameter: None,
+            onset_s: None,
+        }
+    }
+
+    /// The same, with the second its signal first moved.
+    #[must_use]
+    pub fn at(mut self, onset_s: Option<f64>) -> Finding {
+        self.onset_s = onset_s;
+        self
+    }
+}
+
+/// Mean latency of a step split by where it was spent, ms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LatencySplit {
+    /// The step's load.
+    pub load: f64,
+    /// Mean latency from the intended send time.
+    pub latency_ms: f64,
+    /// Waiting in loadlab before the request was written (for a connection, or behind the
+    /// schedule): latency minus service time, less the connect share.
+    pub queued_ms: f64,
+    /// Connect time, spread over the requests (new connections × their mean connect time).
+    pub connect_ms: f64,
+    /// From the write of the request to the last byte of the response: the server's part.
+    pub service_ms: f64,
+}
+
+impl LatencySplit {
+    /// The split of one result (`None` without a latency).
+    pub fn of(load: f64, r: &loadlab_engine::RunResult) -> Option<LatencySplit> {
+        let latency = r.latency_ms.mean?;
+        let service = r.service_time_ms.mean.unwrap_or(0.0);
+        let connect = if r.latency_ms.count > 0 {
+            r.connect_time_ms.mean.unwrap_or(0.0) * r.connect_time_ms.count as f64
+                / r.latency_ms.count as f64
+        } else {
+            0.0
+        };
+        let connect = connect.min((latency - service).max(0.0));
+        Some(LatencySplit {
+            load,
+            latency_ms: latency,
+            queued_ms: (latency - service - connect).max(0.0),
+            connect_ms: connect,
+            service_ms: service,
+        })
+    }
+}
+
+/// The diagnosis of a step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Diagnosis {
+    /// [`DIAGNOSIS_VERSION`].
+    pub version: u32,
+    /// The bottlenecks found, in the order they appeared (at least one: `unknown` when no
+    /// rule had its evidence).
+    pub findings: Vec<Finding>,
+    /// Where the latency went: the scenario's first step, then this one.
+    pub latency_split: Vec<LatencySplit>,
+    /// One sentence on which part of the latency grew from the first step to this one.
+    pub latency_note: Option<String>,
+    /// What each rule that did not fire saw, `bottleneck: why not` (absent in older
+    /// bundles).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ruled_out: Vec<String>,
+}
+
+impl Diagnosis {
+    /// The first finding's label (for tables).
+    pub fn headline(&self) -> &'static str {
+        self.findings
+            .first()
+            .map_or("unknown", |f| f.bottleneck.label())
+    }
+}
+
+/// A percentage of a fraction, whole (`42 %`).
+pub(crate) fn pct(x: f64) -> String {
+    format!("{:.0} %", 100.0 * x)
+}
+
+/// A figure with one decimal below 100 unless it is whole.
+pub(crate) fn num(v: f64) -> String {
+    if v >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// What the first step of a configuration and scenario left for the later ones.
+#[derive(Clone, Debug)]
+struct FirstStep {
+    index: u32,
+    config: String,
+    load: f64,
+    latency_p99_ms: Option<f64>,
+    split: Option<LatencySplit>,
+}
+
+/// What a step is judged against besides itself.
+#[derive(Clone, Debug, Default)]
+pub struct Context {
+    /// The lowest service-time median of the sustained steps of this scenario and
+    /// configuration so far, ms.
+    pub service_floor_ms: Option<f64>,
+    /// The p99 latency of the scenario's first step in this configuration (when it is not
+    /// this step), ms.
+    pub baseline_p99_ms: Option<f64>,
+    /// The latency split of that first step.
+    pub first_split: Option<LatencySplit>,
+    /// `net.core.somaxconn`.
+    pub somaxconn: Option<u64>,
+    /// Ephemeral ports in the local range.
+    pub ports: Option<u64>,
+}
+
+/// Follows the steps of an experiment to diagnose each one against the earlier steps of its
+/// configuration and scenario (the first step, the lowest service time).
+#[derive(Default)]
+pub struct Tracker {
+    firsts: BTreeMap<(String, String), FirstStep>,
+    floors: BTreeMap<(String, String), f64>,
+    /// `net.core.somaxconn`.
+    pub somaxconn: Option<u64>,
+    /// Ephemeral ports in the local range.
+    pub ports: Option<u64>,
+}
+
+impl Tracker {
+    /// A tracker with this machine's `somaxconn` and port range.
+    pub fn for_this_machine() -> Tracker {
+        Tracker {
+            somaxconn: loadlab_system::procfs::sysctl("net.core.somaxconn")
+                .and_then(|v| v.trim().parse().ok()),
+            ports: loadlab_system::procfs::ephemeral_port_range()
+                .map(|(a, b)| u64::from(b) - u64::from(a) + 1),
+            ..Tracker::default()
+        }
+    }
+
+    /// Records a step (in the order they ran) and diagnoses it if it was not sustained.
+    pub fn step<'a>(&mut self, step: impl Into<StepFacts<'a>>) -> Option<Diagnosis> {
+        let step = step.into();
+        let key = (step.config.to_string(), step.scenario.to_string());
+        // The floor comes from steps the server sustained: a saturated step's service time
+        // includes the time queued inside the server.
+        if step.verdict.sustained && step.result.successful > 0 {
+            if let Some(p50) = step.result.service_time_ms.p50 {
+                let floor = self.floors.entry(key.clone()).or_insert(p50);
+                *floor = floor.min(p50);
+            }
+        }
+        let first = self.firsts.entry(key.clone()).or_insert_with(|| FirstStep {
+            index: step.index,
+            config: step.config.to_string(),
+            load: step.load,
+            latency_p99_ms: step.result.latency_ms.p99,
+            split: LatencySplit::of(step.load, step.result),
+        });
+        let is_first = first.index == step.index && first.load == step.load;
+        let ctx = Context {
+            service_floor_ms: self.floors.get(&key).copied(),
+            baseline_p99_ms: first.latency_p99_ms.filter(|_| !is_first),
+            first_split: first
+                .split
+                .clone()
+                .filter(|_| first.index != step.index || first.config != step.config),
+            somaxconn: self.somaxconn,
+            ports: self.ports,
+        };
+        diagnose(&step, &ctx)
+    }
+}
+
+/// Diagnoses a step that was not sustained (`None` for a sustained one).
+pub fn diagnose(step: &StepFacts<'_>, ctx: &Context) -> Option<Diagnosis> {
+    if step.verdict.sustained {
+        return None;
+    }
+    let e = Evidence::of(step, ctx);
+    let mut findings = Vec::new();
+    let mut ruled_out = Vec::new();
+    let mut unprobed = Vec::new();
+    for rule in rules::RULES {
+        match (rule.check)(&e) {
+            Check::Fired(f) => findings.push(f),
+            Check::RuledOut(why) => ruled_out.push(format!("{}: {why}", rule.bottleneck.label())),
+            Check::NoEvidence(what) => {
+                if !unprobed.contains(&what) {
+                    unprobed.push(what)
+                }
+            }
+            Check::NotApplicable => {}
+        }
+    }
+    if findings.is_empty() {
+        let mut parts = Vec::new();
+        if !ruled_out.is_empty() {
+            parts.push(format!("ruled out: {}", ruled_out.join("; ")));
+        }
+        if !unprobed.is_empty() {
+            parts.push(format!("not seen: {}", unprobed.join("; ")));
+        }
+        findings.push(Finding::new(
+            Bottleneck::Unknown,
+            format!("no rule had its evidence; {}", parts.join(". ")),
+            "look at the per-second series and the target's own metrics; probe the target \
+             (--probe-pid, --probe-cgroup, --probe-container, or `loadlab probe` on its host) \
+             if it was not probed",
+            &[],
+        ));
+    }
+    // Not the server's doing first, then in the order the signals moved.
+    findings.sort_by(|a, b| {
+        let rank = |f: &Finding| f.bottleneck <= Bottleneck::Crash;
+        rank(b).cmp(&rank(a)).then(match (a.onset_s, b.onset_s) {
+            (Some(x), Some(y)) => x.total_cmp(&y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        })
+    });
+
+    let this = LatencySplit::of(step.load, step.result);
+    let first = ctx.first_split.clone();
+    let latency_note = match (&first, &this) {
+        (Some(a), Some(b)) if b.latency_ms > a.latency_ms => {
+            let grew = b.latency_ms - a.latency_ms;
+            let service = b.service_ms - a.service_ms;
+            let queued = b.queued_ms - a.queued_ms;
+            let connect = b.connect_ms - a.connect_ms;
+            let part = |x: f64| pct((x / grew).clamp(0.0, 1.0));
+            Some(format!(
+                "from {} to {}, mean latency grew {} ms: {} in service time (the server), {} queued in \
+                 loadlab before sending (waiting for a connection or the schedule), {} connecting",
+                num(a.load),
+                num(b.load),
+                num(grew),
+                part(service),
+                part(queued),
+                part(connect)
+            ))
+        }
+        _ => None,
+    };
+    Some(Diagnosis {
+        version: DIAGNOSIS_VERSION,
+        findings,
+        latency_split: first.into_iter().chain(this).collect(),
+        latency_note,
+        ruled_out,
+    })
+}

@@ -1,0 +1,133 @@
+//! `concurrency_bound`: a pool (workers, threads, connections) was full with the CPU low.
+//!
+//! By Little's law, achieved × the service-time floor (the lowest service-time median of the
+//! scenario's sustained steps) is the number of requests the server had in service at once.
+//! The rule fires when the server was saturated (a queue built up, requests waited inside
+//! it, or it answered fewer than were offered) while its CPU demand stayed low: then that
+//! number is the size of whatever it ran out of. This holds at the knee itself, where the
+//! load is barely above the limit, as much as far beyond it.
+
+use super::{Check, Rule};
+use crate::diagnosis::{num, pct, Bottleneck, Evidence, Finding, CPU_LOW, PARAM_MATCH};
+
+pub(super) const RULE: Rule = Rule {
+    bottleneck: Bottleneck::ConcurrencyBound,
+    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU demand (used plus waited for) stayed below 50 % of its CPUs. By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service, at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue)",
+    says: "\"≈16 requests in service at once (achieved 161 req/s × service-time floor 100 ms) with 2 % CPU: the 16 `workers` are the limit\"; at the knee, also how close the offered load was to it",
+    check,
+};
+
+/// Matrix parameters within [`PARAM_MATCH`] of `n`, the closest (ties all named).
+fn matching_params(params: &[(String, String)], n: f64) -> Vec<&(String, String)> {
+    let candidates: Vec<(f64, &(String, String))> = params
+        .iter()
+        .filter(|(k, _)| !k.contains("backlog"))
+        .filter_map(|kv| {
+            let v: f64 = kv.1.parse().ok()?;
+            let off = (v - n).abs() / v;
+            (v > 0.0 && off <= PARAM_MATCH).then_some((off, kv))
+        })
+        .collect();
+    let best = candidates.iter().map(|c| c.0).reduce(f64::min);
+    candidates
+        .into_iter()
+        .filter(|c| Some(c.0) == best)
+        .map(|c| c.1)
+        .collect()
+}
+
+fn check(e: &Evidence<'_>) -> Check {
+    let Some(cpu) = &e.cpu else {
+        return Check::NoEvidence("the target's CPU (not probed)".into());
+    };
+    let (Some(in_service), Some(floor)) = (e.in_service, e.ctx.service_floor_ms) else {
+        return Check::RuledOut(
+            "no service-time floor: no earlier step of this scenario was sustained, so the requests in service cannot be counted".into(),
+        );
+    };
+    if !e.failed_on_the_server() {
+        return Check::RuledOut("the step did not fail on latency, throughput or errors".into());
+    }
+    if !e.cpu_low() {
+        return Check::RuledOut(format!(
+            "the target's CPU demand was {} of its CPUs, not below {}",
+            pct(cpu.demand()),
+            pct(CPU_LOW)
+        ));
+    }
+    let r = e.result();
+    let little = format!(
+        "≈{} requests in service at once (achieved {} req/s × service-time floor {} ms)",
+        num(in_service),
+        num(r.achieved_rps),
+        num(floor)
+    );
+    if in_service < 0.8 {
+        return Check::RuledOut(format!("{little}: less than one at a time"));
+    }
+    let Some(sign) = e.saturation.first() else {
+        return Check::RuledOut(format!(
+            "{little}, but no sign the server was saturated: latency did not grow, the service time stayed at its floor, it answered what was offered"
+        ));
+    };
+    let tied = matching_params(e.step.params, in_service);
+    let limit = match tied.as_slice() {
+        [] => "a pool of about that size (workers, threads, connections) is the limit".to_string(),
+        [(_, v), ..] => format!(
+            "the {v} `{}` are the limit",
+            tied.iter()
+                .map(|(k, _)| k.as_str())
+                .collect::<Vec<_>>()
+                .join("` or the `")
+        ),
+    };
+    // Close readings are said with both figures: at the knee the offered load is barely
+    // above the limit, and a CPU demand near the threshold could be read either way.
+    let mut close = Vec::new();
+    if let Some(offered) = e.offered_in_service() {
+        if offered < 1.1 * in_service {
+            close.push(format!(
+                "the step offered ≈{offered:.2} at once, just above the ≈{in_service:.2} served: at the limit, not far beyond it"
+            ));
+        }
+    }
+    if cpu.demand() >= 0.8 * CPU_LOW {
+        close.push(format!(
+            "the CPU demand of {} is close to the {} above which the CPU is not called low",
+            pct(cpu.demand()),
+            pct(CPU_LOW)
+        ));
+    }
+    let mut f = Finding::new(
+        Bottleneck::ConcurrencyBound,
+        format!(
+            "{little} with {} CPU, and {}: {limit}{}",
+            pct(cpu.util()),
+            sign.describe(),
+            if close.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", close.join("; "))
+            }
+        ),
+        "raise that pool, or make each request hold its slot for less time (async \
+         handlers instead of blocking ones)",
+        &[
+            ("in_service", in_service),
+            ("achieved_rps", r.achieved_rps),
+            ("service_floor_ms", floor),
+            ("utilization", cpu.util()),
+        ],
+    )
+    .at(e.latency_onset());
+    if let Some(o) = e.offered_in_service() {
+        f.figures.insert("offered_in_service".into(), o);
+    }
+    f.parameter = (!tied.is_empty()).then(|| {
+        tied.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    Check::Fired(f)
+}

@@ -1,0 +1,44 @@
+//! `descriptors`: loadlab, or the target, ran out of file descriptors.
+
+use loadlab_engine::ErrorClass;
+
+use super::{Check, Rule};
+use crate::diagnosis::{Bottleneck, Evidence, Finding};
+
+pub(super) const RULE: Rule = Rule {
+    bottleneck: Bottleneck::Descriptors,
+    needs: "`fd_exhaustion` in loadlab, or the target's descriptors at 90 % of its own `nofile` (from `/proc/PID/limits`)",
+    says: "which side ran out, with the counts",
+    check,
+};
+
+fn check(e: &Evidence<'_>) -> Check {
+    let fd_errors = e.result().errors.sum_of(&[ErrorClass::FdExhaustion]);
+    let target_fds = e.probes().map(|p| {
+        (
+            p.delta.fds_max,
+            p.limits.as_ref().and_then(|l| l.nofile_soft),
+        )
+    });
+    let target_full =
+        target_fds.is_some_and(|(n, lim)| lim.is_some_and(|l| n as f64 >= 0.9 * l as f64));
+    let (n, lim) = target_fds.unwrap_or((0, None));
+    let lim_words = lim.map_or("?".into(), |l| l.to_string());
+    if fd_errors == 0 && !target_full {
+        return Check::RuledOut(format!(
+            "no descriptor ran out (the target held up to {n} of {lim_words})"
+        ));
+    }
+    Check::Fired(Finding::new(
+        Bottleneck::Descriptors,
+        format!(
+            "{fd_errors} requests failed for want of a file descriptor in loadlab; the target held \
+             up to {n} descriptors against its nofile limit of {lim_words}"
+        ),
+        "raise nofile (ulimit -n, LimitNOFILE=) on the side that ran out",
+        &[
+            ("client_fd_errors", fd_errors as f64),
+            ("target_fds", n as f64),
+        ],
+    ))
+}
