@@ -102,6 +102,16 @@ fn slower_than(r: &RunResult, bound_ms: f64) -> u64 {
         .sum()
 }
 
+/// The `q` percentile of a step's latency, ms: p99 from the result, others from its
+/// histogram.
+fn percentile_of(r: &RunResult, q: f64) -> Option<f64> {
+    if q == 99.0 {
+        return r.latency_ms.p99;
+    }
+    let h = loadlab_engine::result::decode_histogram(&r.histograms.latency).ok()?;
+    (!h.is_empty()).then(|| h.value_at_quantile(q / 100.0) as f64 / 1000.0)
+}
+
 /// Judges a step's result against the SLO. Each clause fails only on a difference the
 /// step resolves at [`CONFIDENCE`](stats::CONFIDENCE):
 /// - errors: the failures, as a count out of the requests, against `max_error_rate`;
@@ -132,14 +142,30 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     {
         limits.push(Limit::Errors);
     }
-    if let (Some(bound), Some(p99)) = (slo.p99_ms, r.latency_ms.p99) {
-        if p99 > bound {
+    // Each latency bound: the responses slower than it, as a count, against the share the
+    // percentile allows (1 % for p99).
+    let mut latency_failed = false;
+    for (q, bound) in slo.latency_bounds() {
+        let over = match percentile_of(r, q) {
+            Some(v) => v > bound,
+            None => false,
+        };
+        if over {
             let slow = slower_than(r, bound);
-            let what = format!("responses slower than {bound} ms");
-            if count_clause(slow, r.latency_ms.count, 0.01, &what, &mut unresolved) {
-                limits.push(Limit::Latency);
+            let what = format!("responses slower than {bound} ms (p{q})");
+            if count_clause(
+                slow,
+                r.latency_ms.count,
+                1.0 - q / 100.0,
+                &what,
+                &mut unresolved,
+            ) {
+                latency_failed = true;
             }
         }
+    }
+    if latency_failed {
+        limits.push(Limit::Latency);
     }
     if r.offered_rps.is_some() && r.successful > 0 {
         match &r.latency_trend {
@@ -224,12 +250,13 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
             });
     }
     let far = |l: &Limit| match l {
-        Limit::Latency => match slo.p99_ms {
-            Some(bound) => {
-                stats::resolvably_above(slower_than(r, bound + lag_ms), r.latency_ms.count, 0.01)
-            }
-            None => false,
-        },
+        Limit::Latency => slo.latency_bounds().iter().any(|(q, bound)| {
+            stats::resolvably_above(
+                slower_than(r, bound + lag_ms),
+                r.latency_ms.count,
+                1.0 - q / 100.0,
+            )
+        }),
         Limit::Throughput => r
             .latency_trend
             .as_ref()

@@ -14,6 +14,7 @@ use loadlab_lab::verdict::{judge, Limit};
 /// `plans/backlog-workers.toml`'s SLO.
 const SLO: Slo = Slo {
     p99_ms: Some(1000.0),
+    percentiles: Vec::new(),
     max_error_rate: 0.01,
     min_achieved_ratio: 0.98,
 };
@@ -102,4 +103,24 @@ fn a_healthy_step_with_a_little_lag_is_sustained_and_with_much_it_is_not() {
     let mut r = lagging(&h, 1.5, 2.0);
     r.worker_cpu_utilization = vec![0.95, 0.2];
     assert_eq!(judge(&r, &SLO, false).limits, vec![Limit::GeneratorLimited]);
+}
+
+#[test]
+fn a_bound_on_another_percentile_is_judged_on_its_own_share() {
+    use loadlab_lab::plan::PercentileBound;
+    // /health at 800 req/s held p99 < 1 s easily; its median is a fraction of a millisecond.
+    let s = step("backlog=16,workers=2", "health", 800.0);
+    assert!(judge(&s.result, &SLO, false).sustained);
+    let p50 = s.result.latency_ms.p50.unwrap();
+    let with = |percentile: f64, ms: f64| Slo {
+        percentiles: vec![PercentileBound { percentile, ms }],
+        ..SLO
+    };
+    // A median bound at a tenth of the median: nearly all responses are slower, far more
+    // than the half a p50 bound allows.
+    let v = judge(&s.result, &with(50.0, p50 / 10.0), false);
+    assert_eq!(v.limits, vec![Limit::Latency], "{v:?}");
+    // Above the median with room: held.
+    let v = judge(&s.result, &with(50.0, 2.0 * p50), false);
+    assert!(v.sustained, "{v:?}");
 }

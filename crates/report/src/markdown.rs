@@ -617,9 +617,10 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
     let _ = writeln!(
         out,
         "Sustained means: {}errors at most {:.1} % of requests, {}. A clause fails only on a difference the step's request count resolves at {:.1} % confidence; achieved throughput is the successes over the window or, when the server fell behind, at most the rate the middle half of them completed at (see the README).\n",
-        slo.p99_ms
-            .map(|p| format!("p99 latency at most {p} ms, "))
-            .unwrap_or_default(),
+        slo.latency_words()
+            .iter()
+            .map(|w| format!("{w}, "))
+            .collect::<String>(),
         100.0 * slo.max_error_rate,
         if closed {
             "no throughput bound in closed loop".to_string()

@@ -269,6 +269,10 @@ pub struct SloFile {
     /// Achieved at least this fraction of offered (open loop).
     #[serde(default = "default_ratio")]
     pub min_achieved_ratio: f64,
+    /// The same bounds in `loadlab run --slo` syntax (`"p95<100ms"`, `"errors<0.5%"`,
+    /// `"achieved>=0.95"`); each tightens the bound above it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<String>,
 }
 
 impl Default for SloFile {
@@ -277,6 +281,7 @@ impl Default for SloFile {
             p99_ms: None,
             max_error_rate: default_error_rate(),
             min_achieved_ratio: default_ratio(),
+            gates: Vec::new(),
         }
     }
 }

@@ -207,10 +207,45 @@ pub struct LoadSpec {
 pub struct Slo {
     /// p99 bound, ms.
     pub p99_ms: Option<f64>,
+    /// Bounds on other percentiles (`slo.gates`, `loadlab knee --slo 'p95<100ms'`), in
+    /// percentile order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub percentiles: Vec<PercentileBound>,
     /// `max_error_rate` (default 0.01): highest fraction of failed requests.
     pub max_error_rate: f64,
     /// `min_achieved_ratio` (default 0.98): open loop only, the pace the server must keep.
     pub min_achieved_ratio: f64,
+}
+
+/// A bound on one latency percentile.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PercentileBound {
+    /// The percentile, 0 < q < 100.
+    pub percentile: f64,
+    /// The bound, ms.
+    pub ms: f64,
+}
+
+impl Slo {
+    /// Every latency bound, p99 included, as (percentile, ms), in percentile order.
+    pub fn latency_bounds(&self) -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = self
+            .percentiles
+            .iter()
+            .map(|b| (b.percentile, b.ms))
+            .chain(self.p99_ms.map(|ms| (99.0, ms)))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    }
+
+    /// The latency bounds in words: `p99 latency at most 200 ms`.
+    pub fn latency_words(&self) -> Vec<String> {
+        self.latency_bounds()
+            .iter()
+            .map(|(q, ms)| format!("p{q} latency at most {ms} ms"))
+            .collect()
+    }
 }
 
 /// What is wrong with a plan.

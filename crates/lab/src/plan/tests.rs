@@ -247,3 +247,42 @@ fn the_kubernetes_plan_loads() {
         "http://loadlab-coordinator:8080/health"
     );
 }
+
+#[test]
+fn slo_gates_in_run_syntax_tighten_the_bounds() {
+    let p = parse(&format!(
+        "{}\n[slo]\np99_ms = 300\ngates = [\"p95<100ms\", \"errors<0.5%\", \"achieved>=0.99\", \"p99<=200ms\", \"p95<150ms\"]\n",
+        with("", "steps = [10]")
+    ))
+    .unwrap();
+    assert_eq!(p.slo.p99_ms, Some(200.0));
+    assert_eq!(
+        p.slo.percentiles,
+        vec![PercentileBound {
+            percentile: 95.0,
+            ms: 100.0
+        }]
+    );
+    assert_eq!(p.slo.max_error_rate, 0.005);
+    assert_eq!(p.slo.min_achieved_ratio, 0.99);
+    assert_eq!(
+        p.slo.latency_words(),
+        vec!["p95 latency at most 100 ms", "p99 latency at most 200 ms"]
+    );
+    for (gate, says) in [
+        (
+            "mean<5ms",
+            "mean, max and req/s bounds are for `loadlab run`",
+        ),
+        ("p99>5ms", "a latency percentile from above"),
+        ("achieved>=500/s", "a fraction of the offered rate"),
+        ("p42<1s", "`p42` is not a percentile a gate takes"),
+    ] {
+        let e = refused(&format!(
+            "{}\n[slo]\ngates = [\"p99<1s\", {gate:?}]\n",
+            with("", "steps = [10]")
+        ));
+        assert!(e.contains("slo.gates[1]"), "{e}");
+        assert!(e.contains(says), "{gate}: {e}");
+    }
+}

@@ -13,9 +13,10 @@ use loadlab_grpc::CallInput;
 
 use super::file::{KneeFile, LoadFile, SloFile, TargetFile};
 use super::{
-    LoadSpec, Model, Plan, PlanError, PlanFile, Ready, ScenarioFile, ScenarioSpec, Slo, Steps,
-    TargetSpec, BUILTINS, MAX_CONFIGURATIONS,
+    LoadSpec, Model, PercentileBound, Plan, PlanError, PlanFile, Ready, ScenarioFile, ScenarioSpec,
+    Slo, Steps, TargetSpec, BUILTINS, MAX_CONFIGURATIONS,
 };
+use crate::gate::{Gate, Metric, Op};
 use crate::template;
 
 /// The longest a target may take to become ready.
@@ -627,11 +628,50 @@ fn slo(c: &Checker<'_>, slo: &SloFile) -> Result<Slo, PlanError> {
             "a fraction above 0, at most 1",
         ));
     }
-    Ok(Slo {
+    let mut out = Slo {
         p99_ms: slo.p99_ms,
+        percentiles: Vec::new(),
         max_error_rate: slo.max_error_rate,
         min_achieved_ratio: slo.min_achieved_ratio,
-    })
+    };
+    for (i, text) in slo.gates.iter().enumerate() {
+        let field = format!("slo.gates[{i}]");
+        let quoted = format!("{text:?}");
+        let g: Gate = text
+            .parse()
+            .map_err(|e: crate::gate::GateError| c.err(field.clone(), quoted.clone(), e.reason))?;
+        let below = matches!(g.op, Op::Lt | Op::Le);
+        match (g.metric, below) {
+            (Metric::Percentile(99.0), true) => {
+                out.p99_ms = Some(out.p99_ms.map_or(g.bound, |b| b.min(g.bound)));
+            }
+            (Metric::Percentile(q), true) => {
+                match out.percentiles.iter_mut().find(|b| b.percentile == q) {
+                    Some(b) => b.ms = b.ms.min(g.bound),
+                    None => out.percentiles.push(PercentileBound {
+                        percentile: q,
+                        ms: g.bound,
+                    }),
+                }
+            }
+            (Metric::Errors, true) => out.max_error_rate = out.max_error_rate.min(g.bound),
+            (Metric::AchievedRatio, false) if g.bound > 0.0 && g.bound <= 1.0 => {
+                out.min_achieved_ratio = out.min_achieved_ratio.max(g.bound)
+            }
+            _ => {
+                return Err(c.err(
+                    field,
+                    quoted,
+                    "a bound a step can be judged on: a latency percentile from above \
+                     (`p99<200ms`, `p95<=100ms`), `errors<1%`, or `achieved>=0.95` (a fraction of \
+                     the offered rate); mean, max and req/s bounds are for `loadlab run`",
+                ))
+            }
+        }
+    }
+    out.percentiles
+        .sort_by(|a, b| a.percentile.total_cmp(&b.percentile));
+    Ok(out)
 }
 
 /// A matrix value as the text placeholders take.
