@@ -3,8 +3,14 @@
 //! below the engine: `loadlab-engine` and `loadlab-lab` take their machine facts from here.
 //!
 //! # Layout
-//! - [`procfs`]: every `/proc` file loadlab reads, parsed in one place (sysctls, the CPU
-//!   model, processes, the kernel's TCP counters, the TIME_WAIT count).
+//! - [`procfs`]: the `/proc` files of processes and of the kernel, parsed in one place
+//!   (sysctls, the CPU model, processes, the kernel's TCP counters of a network namespace,
+//!   the TIME_WAIT count).
+//! - [`cgroup`]: control groups, v2 and v1, parsed in one place: the mounts
+//!   (`/proc/self/mountinfo`), a process's cgroup (`/proc/PID/cgroup`), a cgroup by path
+//!   or a container's by its ID or name, and its limits (CPU quota, memory, processes) and
+//!   counters (CPU, throttling, memory, OOM kills, processes, pressure stalls) under
+//!   `/sys/fs/cgroup`.
 //! - [`os`]: every operating-system call outside the standard library (limits, CPU
 //!   affinity, the scheduler slice, CPU use, `timerfd`, process groups and signals), on
 //!   `rustix` where it offers the call.
@@ -22,12 +28,14 @@
 //! only.
 #![deny(missing_docs)]
 
+pub mod cgroup;
 pub mod doctor;
 pub mod os;
 pub mod ports;
 pub mod probe;
 pub mod procfs;
 
+pub use cgroup::{Cgroup, CgroupFs, CgroupLimits, CgroupSample};
 pub use doctor::{diagnose, Demand, Facts, Finding, Severity};
 pub use probe::{
     sample_kernel, sample_tree, KernelSample, ProbeDelta, ProbeReport, ProbeSecond, Prober,
