@@ -11,6 +11,8 @@
 //!   or a container's by its ID or name, and its limits (CPU quota, memory, processes) and
 //!   counters (CPU, throttling, memory, OOM kills, processes, pressure stalls) under
 //!   `/sys/fs/cgroup`.
+//! - [`discover`]: finds the process to probe when loadlab did not start it: the tree
+//!   listening on a port (`/proc/net/tcp{,6}` and `/proc/*/fd`), or a pid file.
 //! - [`os`]: every operating-system call outside the standard library (limits, CPU
 //!   affinity, the scheduler slice, CPU use, `timerfd`, process groups and signals), on
 //!   `rustix` where it offers the call.
@@ -29,6 +31,7 @@
 #![deny(missing_docs)]
 
 pub mod cgroup;
+pub mod discover;
 pub mod doctor;
 pub mod os;
 pub mod ports;
