@@ -18,16 +18,19 @@
 //!   `rustix` where it offers the call.
 //! - [`ports`]: the one model of what connections cost: file descriptors (`nofile`) and
 //!   local ports held in TIME_WAIT, for the run's pre-flight, the lab and the doctor.
-//! - [`probe`]: samples the server's process tree (CPU, memory, threads, file descriptors)
-//!   and the kernel's TCP counters (listen-queue overflows, resets, TIME_WAIT) on a
-//!   thread of its own while a step runs; [`probe::Prober`] returns the samples and their
-//!   first-to-last [`probe::ProbeDelta`].
+//! - [`probe`]: samples a [`probe::ProbeSource`] on a thread of its own while a step runs:
+//!   the server's processes (CPU, memory, threads, file descriptors), the kernel's TCP
+//!   counters of its network namespace (listen-queue overflows, resets, TIME_WAIT) and its
+//!   cgroup; the source is a process tree ([`probe::ProcessSource`]: started by loadlab,
+//!   a pid, a pid file, a port's listener) or a cgroup ([`probe::CgroupSource`]: a path,
+//!   a container). [`probe::Prober`] returns the samples and their first-to-last
+//!   [`probe::ProbeDelta`].
 //! - [`doctor`]: the pre-flight check. It compares a plan's [`doctor::Demand`] with the
 //!   machine's [`doctor::Facts`] (limits, backlog caps, ephemeral ports, TIME_WAIT) and
 //!   says which runs will fail because of the machine, not the server, and how to fix it.
 //!
-//! Everything is read from `/proc` of the current process and network namespace. Linux
-//! only.
+//! Processes are those of the current PID namespace; kernel counters are of this network
+//! namespace or, for a probed target, of the target's own. Linux only.
 #![deny(missing_docs)]
 
 pub mod cgroup;
@@ -41,6 +44,7 @@ pub mod procfs;
 pub use cgroup::{Cgroup, CgroupFs, CgroupLimits, CgroupSample};
 pub use doctor::{diagnose, Demand, Facts, Finding, Severity};
 pub use probe::{
-    sample_kernel, sample_tree, KernelSample, ProbeDelta, ProbeReport, ProbeSecond, Prober,
-    ProcessSample,
+    sample_kernel, sample_kernel_of, sample_tree, CgroupDelta, CgroupSource, KernelSample,
+    ProbeDelta, ProbeInfo, ProbeReport, ProbeSecond, ProbeSource, Prober, ProcessSample,
+    ProcessSource,
 };

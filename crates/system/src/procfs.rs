@@ -521,37 +521,6 @@ pub(crate) fn count_cpu_list(list: &str) -> Option<usize> {
     (n > 0).then_some(n)
 }
 
-/// The CPU quota of the cgroup (v2) of process `pid`, in CPUs: the smallest `cpu.max`
-/// quota / period on the way from its cgroup to the root; `None` when none is set.
-pub fn cgroup_cpu_quota(pid: u32) -> Option<f64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
-    let mut dir = std::path::PathBuf::from("/sys/fs/cgroup").join(path.trim_start_matches('/'));
-    let mut best: Option<f64> = None;
-    loop {
-        if let Ok(max) = std::fs::read_to_string(dir.join("cpu.max")) {
-            if let Some(q) = parse_cpu_max(&max) {
-                best = Some(best.map_or(q, |b: f64| b.min(q)));
-            }
-        }
-        if dir == std::path::Path::new("/sys/fs/cgroup") || !dir.pop() {
-            break;
-        }
-    }
-    best
-}
-
-/// `cpu.max` (`QUOTA PERIOD`, or `max PERIOD`) as CPUs.
-pub(crate) fn parse_cpu_max(text: &str) -> Option<f64> {
-    let mut it = text.split_whitespace();
-    let quota = it.next()?;
-    let period: f64 = it.next()?.parse().ok()?;
-    if quota == "max" || period <= 0.0 {
-        return None;
-    }
-    Some(quota.parse::<f64>().ok()? / period)
-}
-
 /// The soft `nofile` limit of process `pid` (`Max open files` in `/proc/PID/limits`).
 pub fn nofile_soft(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;

@@ -115,7 +115,11 @@ fn pure_v2_without_limits_and_resolutions() {
     // No quota anywhere (`max`), nothing in its files but what it has.
     let ssh = Cgroup::for_path_in(&fs, "/system.slice/ssh.service").unwrap();
     let l = ssh.limits();
-    assert_eq!(l.cpu.map(|c| c.cpus), Some(1.5), "system.slice's quota applies");
+    assert_eq!(
+        l.cpu.map(|c| c.cpus),
+        Some(1.5),
+        "system.slice's quota applies"
+    );
     assert_eq!(l.memory.map(|m| m.value), Some(268_435_456));
     assert_eq!(l.pids, None);
     assert_eq!(ssh.sample(), CgroupSample::default());
@@ -140,7 +144,10 @@ fn pure_v2_without_limits_and_resolutions() {
     let root = Cgroup::for_path_in(&fs, "/").unwrap();
     let s = root.sample();
     assert_eq!(s.cpu_usage_s, Some(9876.54321));
-    assert_eq!((s.psi_io_some_us, s.memory_current_bytes), (Some(33_333), None));
+    assert_eq!(
+        (s.psi_io_some_us, s.memory_current_bytes),
+        (Some(33_333), None)
+    );
     assert_eq!(root.limits(), Default::default());
 }
 
@@ -150,7 +157,10 @@ fn a_path_that_does_not_resolve_says_what_exists() {
     let e = Cgroup::for_path_in(&fs, "/system.slice/nginx.service")
         .unwrap_err()
         .to_string();
-    assert!(e.starts_with("no cgroup /system.slice/nginx.service: no directory "), "{e}");
+    assert!(
+        e.starts_with("no cgroup /system.slice/nginx.service: no directory "),
+        "{e}"
+    );
     assert!(e.contains("system.slice/nginx.service"), "{e}");
     assert!(
         e.contains(&format!("holds docker-{ID}.scope, ssh.service")),
@@ -170,7 +180,12 @@ fn pure_v1_limits_and_sample() {
     let cg = Cgroup::for_path_in(&v1_fs(), &path).unwrap();
     assert_eq!(cg.path(), path);
     assert_eq!(cg.versions(), "v1");
-    assert_eq!(cg.dirs().len(), 3, "cpu,cpuacct, memory, pids: {:?}", cg.dirs());
+    assert_eq!(
+        cg.dirs().len(),
+        3,
+        "cpu,cpuacct, memory, pids: {:?}",
+        cg.dirs()
+    );
     assert_eq!(cg.procs(), vec![4242, 4243]);
 
     let l = cg.limits();
@@ -240,13 +255,18 @@ fn containers_by_id_prefix_and_name() {
     assert!(c.found.contains("found by its ID"), "{}", c.found);
 
     // v2: 12 characters match the docker scope and the CRI pod's container.
-    let e = locate_container(&v2, &st, &ID[..12]).unwrap_err().to_string();
+    let e = locate_container(&v2, &st, &ID[..12])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("matches 2 containers"), "{e}");
     assert!(e.contains(ID) && e.contains(ID2), "{e}");
     let c = locate_container(&v2, &st, &ID[..13]).unwrap();
     assert_eq!(c.cgroup.path(), format!("/system.slice/docker-{ID}.scope"));
     let c = locate_container(&v2, &st, &ID2.to_uppercase()[..20]).unwrap();
-    assert!(c.cgroup.path().ends_with(&format!("/cri-containerd-{ID2}.scope")));
+    assert!(c
+        .cgroup
+        .path()
+        .ends_with(&format!("/cri-containerd-{ID2}.scope")));
 
     // By name: docker's config.v2.json and podman's containers.json.
     let c = locate_container(&v2, &st, "web").unwrap();
@@ -263,9 +283,14 @@ fn containers_by_id_prefix_and_name() {
     assert!(c.found.contains("containers.json"), "{}", c.found);
 
     // A stopped container has no cgroup; an unknown name says where it looked.
-    let e = locate_container(&v2, &st, "stopped").unwrap_err().to_string();
+    let e = locate_container(&v2, &st, "stopped")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("is it running?"), "{e}");
     let e = locate_container(&v2, &st, "nope").unwrap_err().to_string();
-    assert!(e.contains("config.v2.json") && e.contains("containers.json"), "{e}");
+    assert!(
+        e.contains("config.v2.json") && e.contains("containers.json"),
+        "{e}"
+    );
     assert!(e.contains("docker inspect -f '{{.Id}}' nope"), "{e}");
 }
