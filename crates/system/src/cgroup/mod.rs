@@ -1,7 +1,7 @@
 //! The control groups of a process, read and parsed here and nowhere else: where the
 //! hierarchies are mounted (`/proc/self/mountinfo`), which cgroup a process is in
 //! (`/proc/PID/cgroup`), what a cgroup may use ([`CgroupLimits`]) and what it used
-//! ([`CgroupSample`]), in cgroup v2 ([`v2`]) and v1 ([`v1`]) alike.
+//! ([`CgroupSample`]), in cgroup v2 (the files in `v2.rs`) and v1 (`v1.rs`) alike.
 //!
 //! # Hierarchies
 //! A machine has one v2 hierarchy (`cgroup2`), v1 hierarchies (`cgroup`, one per group of
@@ -19,8 +19,8 @@
 //! Containers are found by their ID in the cgroup tree, without any daemon ([`container`]).
 
 pub mod container;
-pub mod v1;
-pub mod v2;
+mod v1;
+mod v2;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -7,7 +7,7 @@
 //!   rounded down to the page), `memory.usage_in_bytes`, `memory.oom_control`
 //!   (`oom_kill N` on kernels >= 4.13), `memory.failcnt` (times the limit was hit);
 //! - `pids`: the same `pids.max`, `pids.current`, `pids.events` as v2 (see
-//!   [`super::read_pids`]).
+//!   `read_pids` in the parent module).
 //!
 //! v1 has no pressure files. A missing file is `None`, never an error.
 

@@ -1,6 +1,7 @@
 //! The files of a cgroup v2 directory, read and parsed: `cpu.max`, `cpu.stat`,
-//! `memory.current`, `memory.max`, `memory.events`, `pids.*` (see [`super::read_pids`]) and
-//! the pressure stall files `cpu.pressure`, `memory.pressure`, `io.pressure`.
+//! `memory.current`, `memory.max`, `memory.events`, and the pressure stall files
+//! `cpu.pressure`, `memory.pressure`, `io.pressure` (`pids.*` are the same in v1 and v2:
+//! `read_pids` in the parent module).
 //!
 //! A file is only there when its controller is enabled for the cgroup (`cpu.max` needs
 //! `cpu` in the parent's `cgroup.subtree_control`), except `cpu.stat`'s `usage_usec` and
