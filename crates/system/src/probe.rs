@@ -1,19 +1,33 @@
-//! What loadlab watches while it loads a server: the server's process tree (CPU, memory,
-//! threads, file descriptors) and the kernel's TCP counters of this network namespace
-//! (listen-queue overflows, resets, retransmits, TIME_WAIT).
+//! What loadlab watches while it loads a server: the server's processes (CPU, memory,
+//! threads, file descriptors), the kernel's TCP counters of the server's network namespace
+//! (listen-queue overflows, resets, retransmits, TIME_WAIT), and the server's cgroup (CPU
+//! quota and throttling, memory and OOM kills, processes, pressure stalls).
 //!
-//! A [`Prober`] samples both on its own thread, once at start (the baseline), every
+//! What is probed is a [`ProbeSource`]: a process tree given by its roots
+//! ([`ProcessSource`]: the servers loadlab started, a pid, a pid file, the process
+//! listening on a port), or a cgroup ([`CgroupSource`]: a cgroup path or a container).
+//! A [`Prober`] samples its source on its own thread, once at start (the baseline), every
 //! interval, and once at stop, so a [`ProbeDelta`] covers the whole step however short.
 
+mod cgroup;
+mod process;
+
+pub use cgroup::CgroupSource;
+pub use process::ProcessSource;
+
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
+use crate::cgroup::{Cgroup, CgroupError, CgroupFs, CgroupLimits, CgroupSample, CpuQuota};
+use crate::discover::PidfileError;
 use crate::os;
-use crate::procfs::{self, all_processes, count_fds, read_stat, run_delay_s};
+use crate::procfs::{self, all_processes, count_fds, read_stat, run_delay_s, NetDir, Stat};
 
 /// Cumulative figures of a process tree (root + all descendants, found via /proc/*/stat ppid).
 ///
@@ -66,14 +80,28 @@ fn sample_trees(roots: &[u32]) -> Option<ProcessSample> {
             }
         }
     }
-    let seen = procfs::tree_members(roots, &stats);
-    if seen.is_empty() {
+    sum_processes(&procfs::tree_members(roots, &stats), &stats)
+}
+
+/// The processes `pids` (a cgroup's) that still exist, summed; `None` when none does.
+fn sample_processes(pids: &[u32]) -> Option<ProcessSample> {
+    let stats: BTreeMap<u32, Stat> = pids
+        .iter()
+        .filter_map(|&p| Some((p, read_stat(p).ok()?)))
+        .collect();
+    let alive: Vec<u32> = stats.keys().copied().collect();
+    sum_processes(&alive, &stats)
+}
+
+/// The figures of `pids` (each in `stats`), summed; `None` for no process.
+fn sum_processes(pids: &[u32], stats: &BTreeMap<u32, Stat>) -> Option<ProcessSample> {
+    if pids.is_empty() {
         return None;
     }
     let ticks = os::clock_ticks_per_second() as f64;
     let page = os::page_size();
     let mut total = ProcessSample::default();
-    for pid in seen {
+    for &pid in pids {
         let s = &stats[&pid];
         total.add(&ProcessSample {
             processes: 1,
@@ -96,7 +124,7 @@ pub fn sample_tree(root: u32) -> io::Result<ProcessSample> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("process {root} exited")))
 }
 
-/// Kernel TCP counters of this network namespace (cumulative, from /proc/net/netstat TcpExt: ListenOverflows, ListenDrops, SyncookiesSent, SyncookiesRecv, SyncookiesFailed; /proc/net/snmp Tcp: OutRsts, EstabResets, RetransSegs, AttemptFails) plus current TIME_WAIT and ESTABLISHED counts.
+/// Kernel TCP counters of a network namespace (cumulative, from /proc/net/netstat TcpExt: ListenOverflows, ListenDrops, SyncookiesSent, SyncookiesRecv, SyncookiesFailed; /proc/net/snmp Tcp: OutRsts, EstabResets, RetransSegs, AttemptFails) plus current TIME_WAIT and ESTABLISHED counts.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Default)]
 pub struct KernelSample {
     /// SYNs or final ACKs dropped because a listener's accept queue was full
@@ -128,15 +156,35 @@ pub struct KernelSample {
 /// Samples the kernel's TCP counters of this network namespace now. Counters that cannot
 /// be read are 0.
 pub fn sample_kernel() -> KernelSample {
-    let c = procfs::tcp_counters();
+    kernel_sample(procfs::tcp_counters(), procfs::time_wait())
+}
+
+/// Samples the kernel's TCP counters of the network namespace of process `pid` now
+/// (`/proc/PID/net/netstat`, `snmp` and `sockstat`): a container's own counters, which
+/// this namespace's do not include. `None` when they cannot be read (the process is gone).
+pub fn sample_kernel_of(pid: u32) -> Option<KernelSample> {
+    let c = procfs::tcp_counters_in(NetDir::Of(pid))?;
+    Some(kernel_sample(
+        c,
+        procfs::time_wait_in(NetDir::Of(pid)).unwrap_or(0),
+    ))
+}
+
+/// The counters of the namespace of the first of `pids` that answers, else this one's.
+fn sample_kernel_of_any(pids: &[u32]) -> KernelSample {
+    pids.iter()
+        .find_map(|&p| sample_kernel_of(p))
+        .unwrap_or_else(sample_kernel)
+}
+
+fn kernel_sample(c: BTreeMap<(String, String), u64>, time_wait: u64) -> KernelSample {
     let get = |prefix: &str, name: &str| {
         c.get(&(prefix.to_string(), name.to_string()))
             .copied()
             .unwrap_or(0)
     };
-    // Constant cost whatever the number of sockets (see `procfs::time_wait`): the probe
-    // samples every second, beside the load generator.
-    let time_wait = procfs::time_wait();
+    // `time_wait` is read at constant cost whatever the number of sockets (see
+    // `procfs::time_wait`): the probe samples every second, beside the load generator.
     KernelSample {
         listen_overflows: get("TcpExt", "ListenOverflows"),
         listen_drops: get("TcpExt", "ListenDrops"),
@@ -159,8 +207,11 @@ pub struct ProbeSecond {
     pub t_s: f64,
     /// The roots' trees, summed; `None` if all roots are gone.
     pub process: Option<ProcessSample>,
-    /// The kernel's counters.
+    /// The kernel's counters of the target's network namespace.
     pub kernel: KernelSample,
+    /// The target's cgroup (absent in older bundles, and when it has none that is read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupSample>,
 }
 
 /// What changed between the first and the last sample of a probe.
@@ -200,13 +251,26 @@ pub struct ProbeDelta {
     pub time_wait_max: u64,
     /// Most sockets in ESTABLISHED seen.
     pub established_max: u64,
+    /// The target's cgroup during the probe (absent in older bundles and without a cgroup
+    /// sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupDelta>,
 }
 
 impl ProbeDelta {
     /// Computes the delta of a series of samples (in time order). CPU is taken between the
     /// first and last samples that saw a process, and never goes below zero (processes that
-    /// exit without being waited for take their CPU with them).
+    /// exit without being waited for take their CPU with them). The cgroup delta has no
+    /// limits (see [`ProbeDelta::from_samples_with_limits`]).
     pub fn from_samples(samples: &[ProbeSecond]) -> ProbeDelta {
+        ProbeDelta::from_samples_with_limits(samples, None)
+    }
+
+    /// [`ProbeDelta::from_samples`], the cgroup's peaks set beside its `limits`.
+    pub fn from_samples_with_limits(
+        samples: &[ProbeSecond],
+        limits: Option<&CgroupLimits>,
+    ) -> ProbeDelta {
         let mut d = ProbeDelta::default();
         let with_process = || {
             samples
@@ -242,7 +306,207 @@ impl ProbeDelta {
             d.time_wait_max = d.time_wait_max.max(s.kernel.time_wait);
             d.established_max = d.established_max.max(s.kernel.established);
         }
+        d.cgroup = CgroupDelta::from_samples(samples, limits);
         d
+    }
+}
+
+/// What the target's cgroup did between the first and the last sample that had each
+/// figure. Counts never go below zero (a counter that went back, the cgroup recreated,
+/// counts as zero). A figure is `None` when no sample had it; a percentage also when its
+/// samples span no time.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct CgroupDelta {
+    /// CPU seconds used by the cgroup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
+    /// CPU used, in percent of one CPU over the window (25 = a quarter of a CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_percent: Option<f64>,
+    /// The CPU quota, in CPUs, when one is set (from the limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_quota_cpus: Option<f64>,
+    /// Quota enforcement periods that had runnable tasks in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub periods: Option<u64>,
+    /// Of those, periods in which the quota ran out and its tasks were stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_periods: Option<u64>,
+    /// Seconds its tasks were stopped by the quota in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_s: Option<f64>,
+    /// Most memory charged to the cgroup in any sample, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak_bytes: Option<u64>,
+    /// The memory limit, bytes (from the limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<u64>,
+    /// Processes killed by the OOM killer in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_kills: Option<u64>,
+    /// Times the kernel was about to OOM-kill in the window (v2 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_events: Option<u64>,
+    /// Times usage hit the memory limit in the window (reclaim forced; v1 `failcnt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_max_events: Option<u64>,
+    /// Most processes (tasks) in any sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_peak: Option<u64>,
+    /// The process limit (from the limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_limit: Option<u64>,
+    /// Forks refused at the process limit in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_max_events: Option<u64>,
+    /// Time at least one task waited for a CPU, percent of the window's wall time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_cpu_some_percent: Option<f64>,
+    /// Time all tasks waited for a CPU at once, percent of the window's wall time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_cpu_full_percent: Option<f64>,
+    /// Time at least one task stalled on memory, percent of the window's wall time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_memory_some_percent: Option<f64>,
+    /// Time all tasks stalled on memory at once, percent of the window's wall time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_memory_full_percent: Option<f64>,
+    /// Time at least one task waited for I/O, percent of the window's wall time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_io_some_percent: Option<f64>,
+    /// Time all tasks waited for I/O at once, percent of the window's wall time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_io_full_percent: Option<f64>,
+}
+
+/// The first and last `(t_s, value)` of the samples that have a figure.
+fn span<T: Copy>(
+    with: &[(f64, &CgroupSample)],
+    f: impl Fn(&CgroupSample) -> Option<T>,
+) -> Option<((f64, T), (f64, T))> {
+    let mut it = with.iter().filter_map(|(t, s)| Some((*t, f(s)?)));
+    let first = it.next()?;
+    Some((first, it.last().unwrap_or(first)))
+}
+
+impl CgroupDelta {
+    /// The delta of the samples' cgroup figures (in time order); `None` when no sample has
+    /// one. `limits` gives the quota and limits beside the peaks.
+    pub fn from_samples(
+        samples: &[ProbeSecond],
+        limits: Option<&CgroupLimits>,
+    ) -> Option<CgroupDelta> {
+        let with: Vec<(f64, &CgroupSample)> = samples
+            .iter()
+            .filter_map(|s| Some((s.t_s, s.cgroup.as_ref()?)))
+            .collect();
+        if with.is_empty() {
+            return None;
+        }
+        let count = |f: fn(&CgroupSample) -> Option<u64>| {
+            span(&with, f).map(|((_, a), (_, b))| b.saturating_sub(a))
+        };
+        let seconds = |f: fn(&CgroupSample) -> Option<f64>| {
+            span(&with, f).map(|((_, a), (_, b))| (b - a).max(0.0))
+        };
+        // Microseconds stalled, in percent of the wall time between the samples.
+        let stalled = |f: fn(&CgroupSample) -> Option<u64>| {
+            let ((t0, a), (t1, b)) = span(&with, f)?;
+            let wall = t1 - t0;
+            (wall > 0.0).then(|| b.saturating_sub(a) as f64 / (wall * 1e6) * 100.0)
+        };
+        let peak =
+            |f: fn(&CgroupSample) -> Option<u64>| with.iter().filter_map(|(_, s)| f(s)).max();
+        let cpu = span(&with, |s| s.cpu_usage_s);
+        let cpu_s = cpu.map(|((_, a), (_, b))| (b - a).max(0.0));
+        let cpu_percent = cpu.and_then(|((t0, a), (t1, b))| {
+            let wall = t1 - t0;
+            (wall > 0.0).then(|| (b - a).max(0.0) / wall * 100.0)
+        });
+        Some(CgroupDelta {
+            cpu_s,
+            cpu_percent,
+            cpu_quota_cpus: limits.and_then(|l| Some(l.cpu.as_ref()?.cpus)),
+            periods: count(|s| s.nr_periods),
+            throttled_periods: count(|s| s.nr_throttled),
+            throttled_s: seconds(|s| s.throttled_s),
+            memory_peak_bytes: peak(|s| s.memory_current_bytes),
+            memory_limit_bytes: limits.and_then(|l| Some(l.memory.as_ref()?.value)),
+            oom_kills: count(|s| s.oom_kill),
+            oom_events: count(|s| s.oom),
+            memory_max_events: count(|s| s.memory_max_events),
+            pids_peak: peak(|s| s.pids_current),
+            pids_limit: limits.and_then(|l| Some(l.pids.as_ref()?.value)),
+            pids_max_events: count(|s| s.pids_max_events),
+            psi_cpu_some_percent: stalled(|s| s.psi_cpu_some_us),
+            psi_cpu_full_percent: stalled(|s| s.psi_cpu_full_us),
+            psi_memory_some_percent: stalled(|s| s.psi_memory_some_us),
+            psi_memory_full_percent: stalled(|s| s.psi_memory_full_us),
+            psi_io_some_percent: stalled(|s| s.psi_io_some_us),
+            psi_io_full_percent: stalled(|s| s.psi_io_full_us),
+        })
+    }
+}
+
+/// How the probed target was named.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeKind {
+    /// A process tree given by its pid (or a pid file, or started by loadlab).
+    Pid,
+    /// A cgroup given by its path.
+    Cgroup,
+    /// A container given by its name or ID.
+    Container,
+    /// The process tree listening on a port.
+    Listener,
+}
+
+/// What is probed and how it was found.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProbeInfo {
+    /// How the target was named.
+    pub kind: ProbeKind,
+    /// The target's (first) process, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Its command name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm: Option<String>,
+    /// The cgroup sampled (its path; each hierarchy's when they differ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// The cgroup versions its figures come from: `v2`, `v1` or `v1+v2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_version: Option<String>,
+    /// How it was found, one sentence (`pid 1234 (gunicorn), found listening on :8080`).
+    pub found: String,
+    /// Whether the cgroup also holds loadlab itself: its CPU, memory and pressure figures
+    /// then include loadlab's own, which must not be blamed on the server.
+    #[serde(default)]
+    pub shares_cgroup_with_loadlab: bool,
+}
+
+impl ProbeInfo {
+    /// The info of a target with process `pid` (its comm read now) and cgroup `cgroup`.
+    fn new(kind: ProbeKind, pid: Option<u32>, cgroup: Option<&Cgroup>, found: String) -> ProbeInfo {
+        ProbeInfo {
+            kind,
+            pid,
+            comm: pid.and_then(procfs::comm),
+            cgroup: cgroup.map(Cgroup::to_string),
+            cgroup_version: cgroup.map(Cgroup::versions),
+            found,
+            shares_cgroup_with_loadlab: cgroup.is_some_and(|c| c.contains(std::process::id())),
+        }
+    }
+}
+
+/// `pid 1234 (gunicorn)`, or `pid 1234` when its name cannot be read.
+fn describe_pid(pid: u32) -> String {
+    match procfs::comm(pid) {
+        Some(c) => format!("pid {pid} ({c})"),
+        None => format!("pid {pid}"),
     }
 }
 
@@ -256,34 +520,61 @@ pub struct ProbeReport {
     /// What the targets may use, read when the probe started (absent in older bundles).
     #[serde(default)]
     pub limits: Option<TargetLimits>,
+    /// What was probed and how it was found (absent in older bundles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<ProbeInfo>,
+    /// The target's cgroup limits, read when the probe started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_limits: Option<CgroupLimits>,
+    /// Why the source stopped answering before the probe was stopped (a remote source
+    /// lost); the samples end there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
 }
 
 /// The limits of the probed processes, against which their use is judged.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct TargetLimits {
     /// CPUs the targets may use: the union of their affinity lists, capped by their cgroup's
-    /// CPU quota.
+    /// CPU quota (v1 or v2).
     pub cpus: f64,
-    /// Where `cpus` comes from (`affinity`, or `cgroup quota`).
+    /// Where `cpus` comes from (`affinity: 2 CPUs`, or `cgroup v1 quota of 0.25 CPUs at
+    /// /path`).
     pub cpus_from: String,
     /// The first target's soft `nofile` limit.
     pub nofile_soft: Option<u64>,
 }
 
 impl TargetLimits {
-    /// Reads the limits of the processes `roots` (`None` without any).
+    /// Reads the limits of the processes `roots` (`None` without any): their affinity,
+    /// capped by the smallest CPU quota of their cgroups (v1 or v2).
     pub fn read(roots: &[u32]) -> Option<TargetLimits> {
+        let fs = CgroupFs::discover().ok();
+        let quota = fs.and_then(|fs| {
+            roots
+                .iter()
+                .filter_map(|&p| Cgroup::of_pid_in(&fs, p).ok()?.limits().cpu)
+                .reduce(|a, b| if b.cpus < a.cpus { b } else { a })
+        });
+        TargetLimits::with_quota(roots, quota)
+    }
+
+    /// The limits of the processes `roots` (`None` without any): their affinity, capped by
+    /// `quota`.
+    pub fn with_quota(roots: &[u32], quota: Option<CpuQuota>) -> Option<TargetLimits> {
         let first = *roots.first()?;
         let affinity = roots
             .iter()
             .filter_map(|&p| procfs::cpus_allowed(p))
             .max()?;
-        let quota = roots
-            .iter()
-            .filter_map(|&p| procfs::cgroup_cpu_quota(p))
-            .reduce(f64::min);
         let (cpus, cpus_from) = match quota {
-            Some(q) if q < affinity as f64 => (q, format!("cgroup quota of {q:.2} CPUs")),
+            Some(q) if q.cpus < affinity as f64 => (
+                q.cpus,
+                format!(
+                    "cgroup {} quota of {:.2} CPUs at {}",
+                    q.version, q.cpus, q.path
+                ),
+            ),
             _ => (
                 affinity as f64,
                 format!(
@@ -300,7 +591,57 @@ impl TargetLimits {
     }
 }
 
-/// Samples every `interval` on its own thread until stopped.
+/// One sample of a [`ProbeSource`].
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct SourceSample {
+    /// The target's processes, summed; `None` when it has none.
+    pub process: Option<ProcessSample>,
+    /// The kernel's counters of the target's network namespace.
+    pub kernel: KernelSample,
+    /// The target's cgroup; `None` without one.
+    pub cgroup: Option<CgroupSample>,
+}
+
+/// What a [`Prober`] samples: a target's processes, its network namespace's kernel
+/// counters and its cgroup. Its description and limits are read once, when the probe
+/// starts; then it is sampled on the probe's thread.
+pub trait ProbeSource: Send {
+    /// What is probed and how it was found.
+    fn info(&self) -> Option<ProbeInfo>;
+    /// What the target may use (CPUs, `nofile`).
+    fn limits(&self) -> Option<TargetLimits>;
+    /// The target's cgroup limits.
+    fn cgroup_limits(&self) -> Option<CgroupLimits>;
+    /// Samples the target now.
+    fn sample(&mut self) -> SourceSample;
+    /// Why the source stopped answering, if it did; the probe then stops sampling it. A
+    /// local source never does.
+    fn lost(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Why a target could not be found.
+#[derive(Debug, Error)]
+pub enum SourceError {
+    /// No such process.
+    #[error("no process {0}")]
+    NoProcess(u32),
+    /// Nothing listens on the port in this network namespace.
+    #[error(
+        "nothing listens on TCP port {0} in this network namespace (a server in a container \
+         with a network of its own is not seen here: give its container or pid)"
+    )]
+    NoListener(u16),
+    /// A pid file gave no pid.
+    #[error(transparent)]
+    Pidfile(#[from] PidfileError),
+    /// A cgroup or container could not be found.
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+}
+
+/// Samples a [`ProbeSource`] every `interval` on its own thread until stopped.
 ///
 /// Dropping a `Prober` without calling [`Prober::stop`] ends its thread too.
 pub struct Prober {
@@ -308,27 +649,40 @@ pub struct Prober {
     stop: mpsc::Sender<()>,
     /// The targets' limits, read at start.
     limits: Option<TargetLimits>,
-    /// The sampling thread; returns the samples.
-    thread: Option<JoinHandle<Vec<ProbeSecond>>>,
+    /// What is probed, read at start.
+    info: Option<ProbeInfo>,
+    /// The target's cgroup limits, read at start.
+    cgroup_limits: Option<CgroupLimits>,
+    /// The sampling thread; returns the samples and why the source was lost, if it was.
+    thread: Option<JoinHandle<(Vec<ProbeSecond>, Option<String>)>>,
 }
 
-fn sample(roots: &[u32], start: Instant) -> ProbeSecond {
-    let process = sample_trees(roots);
-    let kernel = sample_kernel();
+fn sample(source: &mut dyn ProbeSource, start: Instant) -> ProbeSecond {
+    let s = source.sample();
     ProbeSecond {
         t_s: start.elapsed().as_secs_f64(),
-        process,
-        kernel,
+        process: s.process,
+        kernel: s.kernel,
+        cgroup: s.cgroup,
     }
 }
 
 impl Prober {
-    /// Starts probing the process trees under `roots` and the kernel, taking the baseline
-    /// sample before returning.
+    /// Starts probing the process trees under `roots`, their cgroup and the kernel
+    /// counters of their network namespace, taking the baseline sample before returning
+    /// (a [`ProcessSource`]).
     pub fn start(roots: Vec<u32>, interval: Duration) -> Prober {
+        Prober::start_source(Box::new(ProcessSource::new(roots)), interval)
+    }
+
+    /// Starts probing `source`, reading its description and limits and taking the
+    /// baseline sample before returning.
+    pub fn start_source(mut source: Box<dyn ProbeSource>, interval: Duration) -> Prober {
         let start = Instant::now();
-        let limits = TargetLimits::read(&roots);
-        let first = sample(&roots, start);
+        let info = source.info();
+        let limits = source.limits();
+        let cgroup_limits = source.cgroup_limits();
+        let first = sample(source.as_mut(), start);
         let interval = interval.max(Duration::from_millis(1));
         let (tx, rx) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
@@ -337,10 +691,13 @@ impl Prober {
                 let mut samples = vec![first];
                 let mut next = start + interval;
                 loop {
+                    if let Some(why) = source.lost() {
+                        return (samples, Some(why));
+                    }
                     let wait = next.saturating_duration_since(Instant::now());
                     match rx.recv_timeout(wait) {
                         Err(mpsc::RecvTimeoutError::Timeout) => {
-                            samples.push(sample(&roots, start));
+                            samples.push(sample(source.as_mut(), start));
                             // Keep to the grid; skip ticks missed while sampling was slow.
                             let now = Instant::now();
                             while next <= now {
@@ -350,13 +707,18 @@ impl Prober {
                         Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     }
                 }
-                samples.push(sample(&roots, start));
-                samples
+                if let Some(why) = source.lost() {
+                    return (samples, Some(why));
+                }
+                samples.push(sample(source.as_mut(), start));
+                (samples, None)
             })
             .expect("spawn the probe thread");
         Prober {
             stop: tx,
             limits,
+            info,
+            cgroup_limits,
             thread: Some(thread),
         }
     }
@@ -364,16 +726,19 @@ impl Prober {
     /// Takes the last sample and returns everything seen.
     pub fn stop(mut self) -> ProbeReport {
         let _ = self.stop.send(());
-        let samples = self
+        let (samples, lost) = self
             .thread
             .take()
             .map(|t| t.join().unwrap_or_default())
             .unwrap_or_default();
-        let delta = ProbeDelta::from_samples(&samples);
+        let delta = ProbeDelta::from_samples_with_limits(&samples, self.cgroup_limits.as_ref());
         ProbeReport {
             samples,
             delta,
             limits: self.limits.take(),
+            source: self.info.take(),
+            cgroup_limits: self.cgroup_limits.take(),
+            lost,
         }
     }
 }
@@ -387,6 +752,7 @@ mod tests {
             t_s,
             process,
             kernel,
+            cgroup: None,
         }
     }
 
@@ -468,5 +834,218 @@ mod tests {
         let one = sample_trees(&[me]).unwrap();
         let twice = sample_trees(&[me, me]).unwrap();
         assert_eq!(one.processes, twice.processes);
+    }
+
+    fn cg(t_s: f64, c: CgroupSample) -> ProbeSecond {
+        ProbeSecond {
+            cgroup: Some(c),
+            ..second(t_s, None, KernelSample::default())
+        }
+    }
+
+    #[test]
+    fn cgroup_delta_of_synthetic_samples() {
+        let s = |cpu: f64,
+                 periods: u64,
+                 thr: u64,
+                 thr_s: f64,
+                 mem: u64,
+                 kills: u64,
+                 pids: u64,
+                 psi: u64| {
+            CgroupSample {
+                cpu_usage_s: Some(cpu),
+                nr_periods: Some(periods),
+                nr_throttled: Some(thr),
+                throttled_s: Some(thr_s),
+                memory_current_bytes: Some(mem),
+                oom: Some(kills),
+                oom_kill: Some(kills),
+                memory_max_events: Some(kills * 10),
+                pids_current: Some(pids),
+                pids_max_events: Some(kills * 2),
+                psi_cpu_some_us: Some(psi),
+                psi_cpu_full_us: Some(psi / 2),
+                psi_memory_some_us: Some(psi / 4),
+                psi_memory_full_us: Some(0),
+                psi_io_some_us: Some(psi / 10),
+                psi_io_full_us: None,
+            }
+        };
+        let samples = vec![
+            cg(0.0, s(10.0, 100, 10, 1.0, 1000, 1, 5, 1_000_000)),
+            cg(1.0, s(10.3, 110, 19, 1.7, 9000, 2, 12, 1_600_000)),
+            // A sample without the cgroup (it could not be read) is skipped.
+            second(1.5, None, KernelSample::default()),
+            cg(2.0, s(10.5, 120, 28, 2.5, 3000, 4, 7, 2_000_000)),
+        ];
+        let limits = CgroupLimits {
+            cpu: Some(crate::cgroup::CpuQuota {
+                cpus: 0.25,
+                quota_us: 25_000,
+                period_us: 100_000,
+                version: crate::cgroup::CgroupVersion::V1,
+                path: "/x".into(),
+            }),
+            memory: Some(crate::cgroup::CgroupLimit {
+                value: 1 << 20,
+                version: crate::cgroup::CgroupVersion::V2,
+                path: "/".into(),
+            }),
+            pids: None,
+        };
+        let d = ProbeDelta::from_samples_with_limits(&samples, Some(&limits))
+            .cgroup
+            .unwrap();
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+        assert!(close(d.cpu_s, 0.5), "{d:?}");
+        // 0.5 CPU seconds over 2 s: a quarter of one CPU.
+        assert!(close(d.cpu_percent, 25.0), "{d:?}");
+        assert_eq!(d.cpu_quota_cpus, Some(0.25));
+        assert_eq!((d.periods, d.throttled_periods), (Some(20), Some(18)));
+        assert!(close(d.throttled_s, 1.5), "{d:?}");
+        assert_eq!(
+            (d.memory_peak_bytes, d.memory_limit_bytes),
+            (Some(9000), Some(1 << 20))
+        );
+        assert_eq!(
+            (d.oom_kills, d.oom_events, d.memory_max_events),
+            (Some(3), Some(3), Some(30))
+        );
+        assert_eq!(
+            (d.pids_peak, d.pids_limit, d.pids_max_events),
+            (Some(12), None, Some(6))
+        );
+        // 1 s of some-CPU stall in 2 s; half of it full.
+        assert!(close(d.psi_cpu_some_percent, 50.0), "{d:?}");
+        assert!(close(d.psi_cpu_full_percent, 25.0), "{d:?}");
+        assert!(close(d.psi_memory_some_percent, 12.5), "{d:?}");
+        assert!(close(d.psi_memory_full_percent, 0.0), "{d:?}");
+        assert!(close(d.psi_io_some_percent, 5.0), "{d:?}");
+        assert_eq!(d.psi_io_full_percent, None);
+    }
+
+    #[test]
+    fn cgroup_delta_never_negative_and_absent_without_samples() {
+        let a = CgroupSample {
+            cpu_usage_s: Some(50.0),
+            nr_periods: Some(500),
+            oom_kill: Some(3),
+            psi_io_some_us: Some(9_000_000),
+            ..CgroupSample::default()
+        };
+        // The cgroup was recreated: its counters started again.
+        let b = CgroupSample {
+            cpu_usage_s: Some(1.0),
+            nr_periods: Some(5),
+            oom_kill: Some(0),
+            psi_io_some_us: Some(10),
+            ..CgroupSample::default()
+        };
+        let d = CgroupDelta::from_samples(&[cg(0.0, a.clone()), cg(1.0, b)], None).unwrap();
+        assert_eq!((d.cpu_s, d.cpu_percent), (Some(0.0), Some(0.0)));
+        assert_eq!((d.periods, d.oom_kills), (Some(0), Some(0)));
+        assert_eq!(d.psi_io_some_percent, Some(0.0));
+        assert_eq!(
+            (
+                d.throttled_periods,
+                d.memory_peak_bytes,
+                d.memory_limit_bytes
+            ),
+            (None, None, None)
+        );
+        // One sample: counts of zero, no percentages (no time passed).
+        let one = CgroupDelta::from_samples(&[cg(0.0, a)], None).unwrap();
+        assert_eq!(
+            (one.cpu_s, one.cpu_percent, one.periods),
+            (Some(0.0), None, Some(0))
+        );
+        assert_eq!(one.psi_io_some_percent, None);
+        assert_eq!(
+            CgroupDelta::from_samples(&[second(0.0, None, KernelSample::default())], None),
+            None
+        );
+        assert_eq!(ProbeDelta::from_samples(&[]).cgroup, None);
+    }
+
+    #[test]
+    fn older_bundles_still_read_and_absent_figures_are_not_written() {
+        // A probe report as bundles before the cgroup figures held it.
+        let old = r#"{"samples":[{"t_s":0.0,"process":null,"kernel":{"listen_overflows":0,"listen_drops":0,"syncookies_sent":0,"syncookies_recv":0,"syncookies_failed":0,"out_rsts":1,"estab_resets":0,"retrans_segs":0,"attempt_fails":0,"time_wait":0,"established":0}}],"delta":{"cpu_user_s":0.0,"cpu_system_s":0.0,"cpu_percent":0.0,"rss_max_bytes":0,"threads_max":0,"fds_max":0,"listen_overflows":0,"listen_drops":0,"syncookies_sent":0,"out_rsts":0,"estab_resets":0,"retrans_segs":0,"time_wait_max":0,"established_max":0}}"#;
+        let r: ProbeReport = serde_json::from_str(old).unwrap();
+        assert_eq!(r.samples[0].cgroup, None);
+        assert_eq!(
+            (r.source, r.cgroup_limits, r.lost, r.delta.cgroup),
+            (None, None, None, None)
+        );
+        let again = serde_json::to_string(&ProbeReport {
+            samples: vec![second(0.0, None, KernelSample::default())],
+            delta: ProbeDelta::default(),
+            limits: None,
+            source: None,
+            cgroup_limits: None,
+            lost: None,
+        })
+        .unwrap();
+        for key in ["cgroup", "source", "lost"] {
+            assert!(!again.contains(&format!("\"{key}")), "{key} in {again}");
+        }
+        // A cgroup sample writes only the figures it has.
+        let c = serde_json::to_string(&CgroupSample {
+            cpu_usage_s: Some(1.5),
+            ..CgroupSample::default()
+        })
+        .unwrap();
+        assert_eq!(c, r#"{"cpu_usage_s":1.5}"#);
+        let info = ProbeInfo {
+            kind: ProbeKind::Listener,
+            pid: Some(1234),
+            comm: Some("gunicorn".into()),
+            cgroup: Some("/system.slice/app.service".into()),
+            cgroup_version: Some("v2".into()),
+            found: "pid 1234 (gunicorn), found listening on :8080".into(),
+            shares_cgroup_with_loadlab: false,
+        };
+        let text = serde_json::to_string(&info).unwrap();
+        assert!(text.contains(r#""kind":"listener""#), "{text}");
+        assert_eq!(serde_json::from_str::<ProbeInfo>(&text).unwrap(), info);
+    }
+
+    /// A source that answers twice, then is lost.
+    struct Flaky(u32);
+
+    impl ProbeSource for Flaky {
+        fn info(&self) -> Option<ProbeInfo> {
+            None
+        }
+        fn limits(&self) -> Option<TargetLimits> {
+            None
+        }
+        fn cgroup_limits(&self) -> Option<CgroupLimits> {
+            None
+        }
+        fn sample(&mut self) -> SourceSample {
+            self.0 += 1;
+            SourceSample {
+                cgroup: Some(CgroupSample {
+                    cpu_usage_s: Some(f64::from(self.0)),
+                    ..CgroupSample::default()
+                }),
+                ..SourceSample::default()
+            }
+        }
+        fn lost(&self) -> Option<String> {
+            (self.0 >= 2).then(|| "agent stopped answering".to_string())
+        }
+    }
+
+    #[test]
+    fn a_lost_source_ends_the_samples_and_says_why() {
+        let p = Prober::start_source(Box::new(Flaky(0)), Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(60));
+        let r = p.stop();
+        assert_eq!(r.samples.len(), 2, "{:?}", r.samples);
+        assert_eq!(r.lost.as_deref(), Some("agent stopped answering"));
+        assert_eq!(r.delta.cgroup.and_then(|c| c.cpu_s), Some(1.0));
     }
 }

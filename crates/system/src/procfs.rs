@@ -1,8 +1,12 @@
-//! Every `/proc` file loadlab reads, read and parsed here and nowhere else: sysctls, the
-//! machine's description, processes (`/proc/PID/stat`, `/proc/PID/fd`), the kernel's TCP
-//! counters and the TIME_WAIT count. The parsers are kept apart from the I/O so they can
-//! be tested on fixed text. Everything is of the current process's PID and network
-//! namespaces.
+//! The `/proc` files of processes and of the kernel, read and parsed here and nowhere
+//! else: sysctls, the machine's description, processes (`/proc/PID/stat`, `/proc/PID/fd`,
+//! `/proc/PID/comm`), the kernel's TCP counters and the TIME_WAIT count. The parsers are
+//! kept apart from the I/O so they can be tested on fixed text. (Cgroup files, mountinfo
+//! and `/proc/PID/cgroup` included, are parsed in [`crate::cgroup`]; `/proc/net/tcp` and
+//! the fd links to sockets in [`crate::discover`].)
+//!
+//! Processes are those of the current PID namespace. The kernel's counters are of this
+//! network namespace, or of a process's own ([`NetDir::Of`]: `/proc/PID/net`).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -91,23 +95,58 @@ pub(crate) fn parse_port_range(text: &str) -> Option<(u16, u16)> {
 /// the FIN_WAIT2 sub-state, which a walk of `/proc/net/tcp` listed as FIN_WAIT2: each of
 /// them holds a local port too.
 pub fn time_wait() -> u64 {
-    std::fs::read_to_string("/proc/net/sockstat")
+    time_wait_in(NetDir::Own).unwrap_or(0)
+}
+
+/// The network namespace whose `/proc/.../net` files are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetDir {
+    /// This process's: `/proc/net`.
+    Own,
+    /// Process PID's: `/proc/PID/net` (a container's own namespace, say).
+    Of(u32),
+}
+
+impl NetDir {
+    fn file(self, name: &str) -> String {
+        match self {
+            NetDir::Own => format!("/proc/net/{name}"),
+            NetDir::Of(pid) => format!("/proc/{pid}/net/{name}"),
+        }
+    }
+}
+
+/// [`time_wait`] of the namespace `net`; `None` when its `sockstat` cannot be read.
+pub fn time_wait_in(net: NetDir) -> Option<u64> {
+    std::fs::read_to_string(net.file("sockstat"))
         .ok()
         .and_then(|t| parse_sockstat_tw(&t))
-        .unwrap_or(0)
 }
 
 /// The kernel's TCP counters of this network namespace, `/proc/net/netstat` and
 /// `/proc/net/snmp` together: `(prefix, name) → value`, e.g. `("TcpExt",
 /// "ListenOverflows")`. Files that cannot be read contribute nothing.
 pub fn tcp_counters() -> BTreeMap<(String, String), u64> {
+    tcp_counters_in(NetDir::Own).unwrap_or_default()
+}
+
+/// [`tcp_counters`] of the namespace `net`; `None` when neither file can be read (the
+/// process is gone, or its namespace is not readable).
+pub fn tcp_counters_in(net: NetDir) -> Option<BTreeMap<(String, String), u64>> {
     let mut c = BTreeMap::new();
-    for path in ["/proc/net/netstat", "/proc/net/snmp"] {
-        if let Ok(text) = std::fs::read_to_string(path) {
+    let mut read = false;
+    for name in ["netstat", "snmp"] {
+        if let Ok(text) = std::fs::read_to_string(net.file(name)) {
             c.extend(parse_counters(&text));
+            read = true;
         }
     }
-    c
+    read.then_some(c)
+}
+
+/// The command name of process `pid` (`/proc/PID/comm`, at most 15 bytes).
+pub fn comm(pid: u32) -> Option<String> {
+    read_trim(&format!("/proc/{pid}/comm"))
 }
 
 /// Reads `/proc/PID/stat`.
@@ -482,37 +521,6 @@ pub(crate) fn count_cpu_list(list: &str) -> Option<usize> {
     (n > 0).then_some(n)
 }
 
-/// The CPU quota of the cgroup (v2) of process `pid`, in CPUs: the smallest `cpu.max`
-/// quota / period on the way from its cgroup to the root; `None` when none is set.
-pub fn cgroup_cpu_quota(pid: u32) -> Option<f64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
-    let mut dir = std::path::PathBuf::from("/sys/fs/cgroup").join(path.trim_start_matches('/'));
-    let mut best: Option<f64> = None;
-    loop {
-        if let Ok(max) = std::fs::read_to_string(dir.join("cpu.max")) {
-            if let Some(q) = parse_cpu_max(&max) {
-                best = Some(best.map_or(q, |b: f64| b.min(q)));
-            }
-        }
-        if dir == std::path::Path::new("/sys/fs/cgroup") || !dir.pop() {
-            break;
-        }
-    }
-    best
-}
-
-/// `cpu.max` (`QUOTA PERIOD`, or `max PERIOD`) as CPUs.
-pub(crate) fn parse_cpu_max(text: &str) -> Option<f64> {
-    let mut it = text.split_whitespace();
-    let quota = it.next()?;
-    let period: f64 = it.next()?.parse().ok()?;
-    if quota == "max" || period <= 0.0 {
-        return None;
-    }
-    Some(quota.parse::<f64>().ok()? / period)
-}
-
 /// The soft `nofile` limit of process `pid` (`Max open files` in `/proc/PID/limits`).
 pub fn nofile_soft(pid: u32) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
@@ -529,12 +537,10 @@ mod limit_tests {
     use super::*;
 
     #[test]
-    fn cpu_lists_and_quotas() {
+    fn cpu_lists_and_limits() {
         assert_eq!(count_cpu_list("0-3,8,10-11"), Some(7));
         assert_eq!(count_cpu_list("1"), Some(1));
         assert_eq!(count_cpu_list(""), None);
-        assert_eq!(parse_cpu_max("150000 100000\n"), Some(1.5));
-        assert_eq!(parse_cpu_max("max 100000\n"), None);
         let me = std::process::id();
         assert!(cpus_allowed(me).is_some_and(|n| n >= 1));
         assert!(nofile_soft(me).is_some_and(|n| n > 0));
