@@ -52,6 +52,38 @@ pub enum Command {
         loadlab lab plans/actix-web-benchmark.toml --out results/bench-1\n  \
         loadlab lab plans/demo-knee.toml --agents 3 --token-file token   (then `loadlab agent` on 3 machines)")]
     Lab(LabArgs),
+    /// Find the knee of a server you started yourself: the highest load it sustains under
+    /// the SLO, and why it breaks there.
+    ///
+    /// Grows the offered rate geometrically from --start until a step is not sustained,
+    /// bisects to --precision, confirms both ends, and diagnoses the first step not
+    /// sustained from probes of the server: by default, when the URL's host is this
+    /// machine, the process listening on its port (found in /proc/net/tcp{,6} and the
+    /// processes' descriptors), its process tree, its cgroup (CPU quota and throttling,
+    /// memory limit and OOM kills, pids limit, pressure) and its network namespace's TCP
+    /// counters. Writes a bundle like `loadlab lab` (plan.toml: this search as a plan you
+    /// can re-run with `loadlab lab`). No knee below --max is an answer ("at least MAX").
+    ///
+    /// SLO (--slo, repeatable, `loadlab run`'s syntax): latency percentiles from above,
+    /// `errors<X%`, `achieved>=RATIO`. Without any: errors at most 1 % and the server
+    /// keeping pace with the arrivals (achieved >= 0.98), with no latency bound: give one,
+    /// e.g. --slo 'p99<200ms'.
+    ///
+    /// Probes (at most one): --probe-pid, --probe-pidfile, --probe-cgroup (a directory
+    /// under a cgroup mount, or a path such as /system.slice/app.service), --probe-container
+    /// (docker, podman or containerd: the cgroup whose path holds the container's ID, found
+    /// on disk without the daemon's API; names are read from the runtimes' state),
+    /// --no-probe. A server on another host: run `loadlab probe --coordinator HOST:PORT`
+    /// there, and give --remote-probes 1 here.
+    #[command(after_help = "Examples:\n  \
+        loadlab knee http://127.0.0.1:8080/ --slo 'p99<200ms'\n  \
+        loadlab knee http://127.0.0.1:8080/api -X POST -H 'Content-Type: application/json' --body '{\"q\":1}' --slo 'p95<100ms' --slo 'errors<0.1%'\n  \
+        loadlab knee http://127.0.0.1:8080/ --probe-container web --max 20000 --step 10s\n  \
+        loadlab knee 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' --slo 'p99<50ms'\n  \
+        loadlab knee http://10.0.0.9:8080/ --slo 'p99<200ms' --remote-probes 1 --token-file token   (then `loadlab probe --coordinator THIS:7878 --listen 8080 --token-file token` on 10.0.0.9)\n\n\
+        Exit status: 0 a knee (or at least --max) was found; 1 no step could run; 2 bad input, named; \
+        130 or 143 interrupted (what was measured is written).")]
+    Knee(Box<KneeArgs>),
     /// Check the machine before a run: file-descriptor limits, listen backlog caps,
     /// ephemeral ports and TIME_WAIT; prints the commands that fix each finding. Exits 1
     /// when the plan is predicted to fail.
@@ -278,6 +310,189 @@ pub struct LabArgs {
     pub max_regression: Option<f64>,
     #[command(flatten)]
     pub distributed: DistributedArgs,
+}
+
+/// `loadlab knee` arguments.
+#[derive(Args, Debug)]
+pub struct KneeArgs {
+    /// The server: an http:// or https:// URL; with --call, a gRPC address (HOST:PORT,
+    /// http://HOST:PORT or https://HOST:PORT).
+    pub url: String,
+
+    /// A bound each step must meet to count as sustained (repeatable): `p99<200ms`,
+    /// `p95<=100ms`, `errors<1%`, `achieved>=0.95` [default: errors<1% and achieved>=0.98,
+    /// no latency bound].
+    #[arg(long = "slo", value_name = "GATE", help_heading = "Search")]
+    pub slo: Vec<String>,
+    /// The first load tried: req/s, or connections with --model closed [default: 10 req/s,
+    /// or 1 connection].
+    #[arg(long, help_heading = "Search")]
+    pub start: Option<f64>,
+    /// The highest load tried; sustained there, the knee is "at least MAX" [default:
+    /// 100000 req/s, or 4096 connections].
+    #[arg(long, help_heading = "Search")]
+    pub max: Option<f64>,
+    /// Stop bisecting once the range between the highest sustained and the lowest
+    /// unsustained load is at most this fraction of the lower (5% or 0.05).
+    #[arg(long, default_value = "5%", value_parser = parse_fraction, help_heading = "Search")]
+    pub precision: f64,
+    /// Multiplier between steps until one is not sustained (above 1).
+    #[arg(long, default_value_t = 2.0, help_heading = "Search")]
+    pub growth: f64,
+    /// Measured duration of each step.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, help_heading = "Search")]
+    pub step: Duration,
+    /// Load before each step's measurement, not recorded.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, help_heading = "Search")]
+    pub warmup: Duration,
+    /// Pause between steps (lets the server drain what the last step queued).
+    #[arg(long, default_value = "500ms", value_parser = parse_duration, help_heading = "Search")]
+    pub pause: Duration,
+    /// Repeats of each end of the range once found (0 to 10).
+    #[arg(long, default_value_t = 1, help_heading = "Search")]
+    pub confirm: u32,
+    /// `open`: steps are rates (requests sent on schedule); `closed`: steps are connections
+    /// (or HTTP/2 streams) each sending its next request when the last ends.
+    #[arg(long, value_enum, default_value = "open", help_heading = "Search")]
+    pub model: ModelArg,
+
+    /// Probe this process (and its descendants, and its cgroup) instead of the one found
+    /// listening on the URL's port.
+    #[arg(
+        long,
+        value_name = "PID",
+        help_heading = "Probes",
+        group = "probe_source"
+    )]
+    pub probe_pid: Option<u32>,
+    /// Probe the process whose pid this file holds.
+    #[arg(
+        long,
+        value_name = "FILE",
+        help_heading = "Probes",
+        group = "probe_source"
+    )]
+    pub probe_pidfile: Option<PathBuf>,
+    /// Probe every process of this cgroup and the cgroup's own figures (v2 or v1).
+    #[arg(
+        long,
+        value_name = "PATH",
+        help_heading = "Probes",
+        group = "probe_source"
+    )]
+    pub probe_cgroup: Option<String>,
+    /// Probe the cgroup of this container (docker, podman, containerd): name or ID.
+    #[arg(
+        long,
+        value_name = "NAME|ID",
+        help_heading = "Probes",
+        group = "probe_source"
+    )]
+    pub probe_container: Option<String>,
+    /// Probe nothing but this machine's kernel counters.
+    #[arg(long, help_heading = "Probes", group = "probe_source")]
+    pub no_probe: bool,
+
+    /// HTTP method, e.g. POST (upper-cased before sending).
+    #[arg(
+        short = 'X',
+        long = "method",
+        default_value = "GET",
+        help_heading = "Request"
+    )]
+    pub method: String,
+    /// Extra header, `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header", help_heading = "Request")]
+    pub headers: Vec<String>,
+    /// Request body as text; --body-file reads it from a file instead.
+    #[arg(long, conflicts_with = "body_file", help_heading = "Request")]
+    pub body: Option<String>,
+    /// Request body read from a file (UTF-8).
+    #[arg(long, help_heading = "Request")]
+    pub body_file: Option<PathBuf>,
+    /// Speak HTTP/2: prior knowledge (h2c) on http://, ALPN h2 on https://.
+    #[arg(long, help_heading = "Request")]
+    pub http2: bool,
+    /// Reuse connections (on) or open a new TCP connection per request (off, HTTP/1.1).
+    #[arg(long, value_enum, default_value = "on", help_heading = "Request")]
+    pub keep_alive: OnOff,
+    /// With --keep-alive off, which side closes each connection (see `loadlab run --help`).
+    #[arg(long, value_enum, default_value = "server", help_heading = "Request")]
+    pub close_by: CloseByArg,
+
+    /// gRPC: the .proto file that defines the service (the URL is then a gRPC address).
+    #[arg(long, requires = "call", help_heading = "gRPC")]
+    pub proto: Option<PathBuf>,
+    /// gRPC: directories searched for the proto's imports (repeatable).
+    #[arg(short = 'I', long = "import-path", help_heading = "gRPC")]
+    pub import_paths: Vec<PathBuf>,
+    /// gRPC: the unary method, package.Service/Method.
+    #[arg(long, requires = "proto", help_heading = "gRPC")]
+    pub call: Option<String>,
+    /// gRPC: the request message as JSON.
+    #[arg(short = 'D', long, conflicts_with = "data_file", help_heading = "gRPC")]
+    pub data: Option<String>,
+    /// gRPC: the request message as JSON, read from a file.
+    #[arg(long, help_heading = "gRPC")]
+    pub data_file: Option<PathBuf>,
+    /// gRPC: request metadata, `key: value` (repeatable).
+    #[arg(short = 'm', long = "metadata", help_heading = "gRPC")]
+    pub metadata: Vec<String>,
+
+    /// Open loop: the initial connection pool; HTTP/2 and gRPC: the connections.
+    #[arg(short = 'c', long, default_value_t = DEFAULT_CONNECTIONS, help_heading = "Connections")]
+    pub connections: u64,
+    /// HTTP/1.1 open loop: the pool may grow to this many connections.
+    #[arg(long, help_heading = "Connections")]
+    pub max_connections: Option<u64>,
+    /// HTTP/2 and gRPC: streams in flight (open loop: the ceiling).
+    #[arg(long, help_heading = "Connections")]
+    pub concurrency: Option<u64>,
+    /// Per-request deadline, counted from the intended send time.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, help_heading = "Connections")]
+    pub timeout: Duration,
+    /// Local source addresses for new connections (as `loadlab run --source-addrs`).
+    #[arg(long, help_heading = "Connections")]
+    pub source_addrs: Option<String>,
+    /// Skip TLS certificate verification.
+    #[arg(short = 'k', long, help_heading = "Connections")]
+    pub insecure: bool,
+    /// Trust the certificates of this PEM file besides the public roots.
+    #[arg(long, value_name = "FILE", help_heading = "Connections")]
+    pub cacert: Option<PathBuf>,
+    /// Worker threads [default: one per core].
+    #[arg(short = 't', long, help_heading = "Connections")]
+    pub threads: Option<usize>,
+    /// Pin loadlab's worker threads to these CPUs (keep them off the server's), e.g. 1.
+    #[arg(long, help_heading = "Connections")]
+    pub cpus: Option<String>,
+    /// Spacing of open-loop arrivals.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "constant",
+        help_heading = "Connections"
+    )]
+    pub arrival: ArrivalArg,
+
+    /// Bundle directory [default: results/knee-TIMESTAMP].
+    #[arg(short, long, help_heading = "Output")]
+    pub out: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(short = 'q', long, help_heading = "Output")]
+    pub quiet: bool,
+
+    #[command(flatten)]
+    pub distributed: DistributedArgs,
+}
+
+/// `--model`.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ModelArg {
+    /// Rates, on schedule.
+    Open,
+    /// Connections (or streams) in flight.
+    Closed,
 }
 
 /// `loadlab compare` arguments.

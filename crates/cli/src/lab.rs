@@ -27,7 +27,7 @@ fn load_plan(path: &Path, quick: bool) -> anyhow::Result<Plan> {
     Plan::load(path, quick).map_err(|e| BadInput(e.to_string()).into())
 }
 
-fn default_out(name: &str) -> PathBuf {
+pub(crate) fn default_out(name: &str) -> PathBuf {
     let stamp = loadlab_engine::env::Environment::capture(Vec::new())
         .started_at
         .replace(':', "");
@@ -41,7 +41,7 @@ fn preflight(plan: &Plan) -> Vec<Finding> {
     doctor::diagnose(&demand, &facts)
 }
 
-fn run_lab(
+pub(crate) fn run_lab(
     plan: &Plan,
     out: PathBuf,
     quiet: bool,
@@ -69,6 +69,7 @@ fn run_lab(
         command: std::env::args().collect(),
         doctor: findings,
         fleet,
+        remote_probe: None,
     };
     let summary = loadlab_lab::run_plan(plan, &opts);
     if let Some(v) = &view {

@@ -1,8 +1,10 @@
 //! The `loadlab` binary: parses arguments and calls the libraries.
 
 mod args;
+mod closing;
 mod compare;
 mod fleet;
+mod knee;
 mod lab;
 mod live;
 
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd_run(&a),
         Command::Grpc(a) => cmd_grpc(&a),
         Command::Lab(a) => lab::cmd_lab(&a),
+        Command::Knee(a) => knee::cmd_knee(&a),
         Command::Doctor(a) => lab::cmd_doctor(&a),
         Command::Report(a) => lab::cmd_report(&a),
         Command::Compare(a) => compare::cmd_compare(&a),
@@ -74,7 +77,13 @@ fn main() -> ExitCode {
             let bad_input = e.downcast_ref::<BadInput>().is_some()
                 || e.downcast_ref::<loadlab_lab::PlanError>().is_some()
                 || e.downcast_ref::<loadlab_lab::experiment::LabError>()
-                    .is_some_and(|e| matches!(e, loadlab_lab::experiment::LabError::OutTaken(_)))
+                    .is_some_and(|e| {
+                        matches!(
+                            e,
+                            loadlab_lab::experiment::LabError::OutTaken(_)
+                                | loadlab_lab::experiment::LabError::Probe(_)
+                        )
+                    })
                 || e.downcast_ref::<EngineError>().is_some_and(|e| {
                     matches!(e, EngineError::Config(_) | EngineError::FdLimit { .. })
                 });

@@ -24,6 +24,7 @@ use crate::matrix::{self, Config};
 use crate::plan::{Model, Plan, ScenarioSpec, Steps};
 use crate::target::{self, StartError, TargetExit, TargetSet};
 use crate::verdict::{judge, Limit};
+use crate::watch::{RemoteSources, Watch, WatchError};
 
 /// How the caller steers an experiment.
 pub struct LabOptions {
@@ -40,6 +41,9 @@ pub struct LabOptions {
     pub doctor: Vec<Finding>,
     /// Drive the steps from these agents instead of this process (`--agents N`).
     pub fleet: Option<Arc<Coordinator>>,
+    /// The samples of a `loadlab probe` on the server's host (`--remote-probe`): they
+    /// replace every local probe.
+    pub remote_probe: Option<RemoteSources>,
 }
 
 /// Where a lab run reports as it goes: the CLI draws it as one live status area on a
@@ -105,6 +109,9 @@ pub enum LabError {
         /// Cause.
         source: loadlab_engine::EngineError,
     },
+    /// A probe the plan or the flags named cannot be found (before any load).
+    #[error(transparent)]
+    Probe(#[from] WatchError),
     /// The agents could not run a step (`--agents`).
     #[error("scenario `{scenario}` in configuration {config}: {source}")]
     Agents {
@@ -150,6 +157,8 @@ struct Runner<'a> {
     tracker: Tracker,
     /// Diagnoses of the steps not sustained: configuration, scenario, load.
     diagnoses: Vec<(String, String, f64, Diagnosis)>,
+    /// What the probes watch.
+    watch: Watch,
 }
 
 /// A knee search's step count is not known in advance; this many is typical.
@@ -191,6 +200,12 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
     let demand = crate::doctor::demand(plan);
     // Too low a hard limit is the doctor's `nofile` finding; each step's run reports it.
     let _ = ports::reserve_fds(demand.connections);
+    // What the probes watch, found before any load: a probe named that does not exist
+    // stops the run here.
+    let (watch, watching) = Watch::resolve(plan, opts.remote_probe.clone())?;
+    if let Some(p) = &opts.progress {
+        p.line(&watching);
+    }
     let environment = loadlab_engine::env::Environment::capture(opts.command.clone());
     let bundle =
         Bundle::create(&opts.out, plan, &environment, &opts.doctor).map_err(|e| {
@@ -215,6 +230,7 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
         load_cpus: target::usable_cpus(&plan.load.cpus).map(CpuList::new),
         tracker: Tracker::for_this_machine(),
         diagnoses: Vec::new(),
+        watch,
     };
     let mut done = Vec::new();
     for (i, config) in configs.iter().enumerate() {
@@ -642,7 +658,15 @@ impl Runner<'_> {
             });
         }
         let step_stop = self.opts.stop.child_token();
-        let prober = Prober::start(targets.pids(), Duration::from_secs(1));
+        let prober = match self.watch.source(targets.pids()) {
+            Ok(source) => source.map(|s| Prober::start_source(s, Duration::from_secs(1))),
+            Err(why) => {
+                self.warn(format!(
+                    "  {why}: this step is probed for this machine's TCP counters only"
+                ));
+                Some(Prober::start(Vec::new(), Duration::from_secs(1)))
+            }
+        };
         let watch_pids = targets.pids();
         let watch_stop = step_stop.clone();
         let watching = CancellationToken::new();
@@ -660,7 +684,12 @@ impl Runner<'_> {
         let results = self.run_jobs(config, scenarios, &jobs, &step_stop);
         watching.cancel();
         let _ = watcher.join();
-        let probes: ProbeReport = prober.stop();
+        let probes: Option<ProbeReport> = prober.map(Prober::stop);
+        if let Some(lost) = probes.as_ref().and_then(|p| p.lost.as_ref()) {
+            self.warn(format!(
+                "  the probe was lost during the step ({lost}): the step is judged without the rest of its samples"
+            ));
+        }
         // Give an exiting target a moment to be seen as exited.
         let mut exit = targets.exited();
         if exit.is_none() && step_stop.is_cancelled() && !self.opts.stop.is_cancelled() {
@@ -702,7 +731,7 @@ impl Runner<'_> {
                 load,
                 verdict,
                 crashed: exit.clone(),
-                probes: Some(probes.clone()),
+                probes: probes.clone(),
                 result,
                 diagnosis: None,
                 response_sample: None,

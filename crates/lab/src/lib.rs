@@ -6,6 +6,8 @@
 //! - [`matrix`]: configurations = product of parameter lists minus excludes.
 //! - [`target`]: servers under test: process groups, readiness, stop, no orphans.
 //! - [`verdict`], [`knee`]: sustained or not, and the knee search.
+//! - [`watch`]: what the probes watch: the targets, or a server loadlab did not start
+//!   (pid, pid file, cgroup, container, listener, or `loadlab probe` on another host).
 //! - [`experiment`]: runs a plan, step by step, with probes.
 //! - [`bundle`]: the result directory, written as results arrive.
 //! - [`doctor`]: what a plan asks of the machine, for the pre-flight checks.
@@ -21,6 +23,7 @@ pub mod plan;
 pub mod target;
 pub mod template;
 pub mod verdict;
+pub mod watch;
 
 pub use experiment::{run_plan, LabError, LabOptions, LabProgress, LabSummary, StepStart};
 pub use plan::{Plan, PlanError};

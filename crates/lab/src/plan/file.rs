@@ -33,6 +33,31 @@ pub struct PlanFile {
     /// Overrides for `--quick`.
     #[serde(default)]
     pub quick: Option<QuickFile>,
+    /// `[probe]`: what to probe instead of the targets the plan starts (a server loadlab
+    /// did not start).
+    #[serde(default)]
+    pub probe: Option<ProbeFile>,
+}
+
+/// `[probe]`: at most one of its keys.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeFile {
+    /// Probe this process and its descendants (and its cgroup).
+    pub pid: Option<u32>,
+    /// Probe the process whose pid this file holds, read when the run starts (relative to
+    /// the plan's directory).
+    pub pidfile: Option<String>,
+    /// Probe every process of this cgroup, and the cgroup's own figures: a path under a
+    /// cgroup mount, or a cgroup path such as `/system.slice/app.service`.
+    pub cgroup: Option<String>,
+    /// Probe the cgroup of this container (docker, podman, containerd): its name or ID.
+    pub container: Option<String>,
+    /// Probe the process listening on this TCP port on this machine.
+    pub listen: Option<u16>,
+    /// `true`: probe nothing (the kernel's counters are still read).
+    #[serde(default)]
+    pub off: bool,
 }
 
 /// `[[target]]`.

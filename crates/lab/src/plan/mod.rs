@@ -20,7 +20,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use file::{
-    KneeFile, LoadFile, PlanFile, QuickFile, ReadyFile, ScenarioFile, SloFile, TargetFile,
+    KneeFile, LoadFile, PlanFile, ProbeFile, QuickFile, ReadyFile, ScenarioFile, SloFile,
+    TargetFile,
 };
 pub use loadlab_engine::Model;
 
@@ -59,6 +60,33 @@ pub struct Plan {
     /// Whether `--quick` was applied.
     #[serde(default)]
     pub quick: bool,
+    /// `[probe]`: what the probes watch.
+    #[serde(default)]
+    pub probe: ProbeSpec,
+}
+
+/// What the probes watch while a step runs: the server's process tree and cgroup (its CPU,
+/// memory, threads, descriptors, quota throttling) and its network namespace's kernel
+/// counters (listen-queue overflows, TIME_WAIT).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeSpec {
+    /// The targets the plan starts; without targets, the process listening on the first
+    /// scenario's port when its host is this machine (found at the start of the run).
+    #[default]
+    Auto,
+    /// `probe.pid`.
+    Pid(u32),
+    /// `probe.pidfile`, resolved against the plan's directory.
+    Pidfile(PathBuf),
+    /// `probe.cgroup`.
+    Cgroup(String),
+    /// `probe.container`.
+    Container(String),
+    /// `probe.listen`.
+    Listen(u16),
+    /// `probe.off`: nothing but the kernel's counters.
+    Off,
 }
 
 /// A validated `[[target]]`: a server started afresh, in plan order, for each scenario run.

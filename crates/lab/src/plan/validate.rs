@@ -11,10 +11,10 @@ use loadlab_engine::config::{
 use loadlab_engine::{Arrival, CloseBy, GrpcCall, Protocol};
 use loadlab_grpc::CallInput;
 
-use super::file::{KneeFile, LoadFile, SloFile, TargetFile};
+use super::file::{KneeFile, LoadFile, ProbeFile, SloFile, TargetFile};
 use super::{
-    LoadSpec, Model, PercentileBound, Plan, PlanError, PlanFile, Ready, ScenarioFile, ScenarioSpec,
-    Slo, Steps, TargetSpec, BUILTINS, MAX_CONFIGURATIONS,
+    LoadSpec, Model, PercentileBound, Plan, PlanError, PlanFile, ProbeSpec, Ready, ScenarioFile,
+    ScenarioSpec, Slo, Steps, TargetSpec, BUILTINS, MAX_CONFIGURATIONS,
 };
 use crate::gate::{Gate, Metric, Op};
 use crate::template;
@@ -122,6 +122,7 @@ pub(super) fn plan(
     let scenarios = scenarios(&c, &known, dir, &file.scenario)?;
     let load = load(&c, &file.load, &scenarios)?;
     let slo = slo(&c, &file.slo)?;
+    let probe = probe(&c, dir, file.probe.as_ref())?;
     Ok(Plan {
         name: file.name.clone(),
         description: file.description.clone(),
@@ -134,7 +135,54 @@ pub(super) fn plan(
         load,
         slo,
         quick,
+        probe,
     })
+}
+
+/// `[probe]`: one key at most.
+fn probe(c: &Checker<'_>, dir: &Path, p: Option<&ProbeFile>) -> Result<ProbeSpec, PlanError> {
+    let Some(p) = p else {
+        return Ok(ProbeSpec::Auto);
+    };
+    let mut given = Vec::new();
+    if let Some(pid) = p.pid {
+        if pid == 0 {
+            return Err(c.err("probe.pid", "0", "a process id above 0"));
+        }
+        given.push(ProbeSpec::Pid(pid));
+    }
+    let nonempty = |field: &str, v: &Option<String>| -> Result<Option<String>, PlanError> {
+        match v {
+            Some(s) if s.trim().is_empty() => Err(c.err(field, "\"\"", "a non-empty string")),
+            other => Ok(other.clone()),
+        }
+    };
+    if let Some(f) = nonempty("probe.pidfile", &p.pidfile)? {
+        given.push(ProbeSpec::Pidfile(dir.join(f)));
+    }
+    if let Some(g) = nonempty("probe.cgroup", &p.cgroup)? {
+        given.push(ProbeSpec::Cgroup(g));
+    }
+    if let Some(n) = nonempty("probe.container", &p.container)? {
+        given.push(ProbeSpec::Container(n));
+    }
+    if let Some(port) = p.listen {
+        if port == 0 {
+            return Err(c.err("probe.listen", "0", "a TCP port from 1 to 65535"));
+        }
+        given.push(ProbeSpec::Listen(port));
+    }
+    if p.off {
+        given.push(ProbeSpec::Off);
+    }
+    match given.len() {
+        0 | 1 => Ok(given.pop().unwrap_or_default()),
+        n => Err(c.err(
+            "probe",
+            format!("{n} keys"),
+            "one of pid, pidfile, cgroup, container, listen or off = true",
+        )),
+    }
 }
 
 /// `[matrix]`: parameters in name order, each with its values as text.

@@ -1,0 +1,228 @@
+//! `loadlab knee URL`: the knee search of `loadlab lab` against a server loadlab did not
+//! start. The flags become a plan (written into the bundle as `plan.toml`, so the same
+//! search can be re-run with `loadlab lab`), run by the same experiment runner; the
+//! terminal gets the knee range and its why, the bundle the full report.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+use loadlab_engine::CancellationToken;
+use loadlab_lab::plan::{KneeFile, LoadFile, PlanFile, ProbeFile, ScenarioFile, SloFile};
+use loadlab_lab::{Plan, PlanError};
+
+use crate::args::{ArrivalArg, CloseByArg, KneeArgs, ModelArg, OnOff};
+use crate::{cancel_on_signal, BadInput, EXIT_ALL_FAILED};
+
+/// Literal text in a plan template (`{` and `}` doubled).
+fn literal(s: &str) -> String {
+    s.replace('{', "{{").replace('}', "}}")
+}
+
+/// A duration as plans write it.
+fn duration(d: std::time::Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// The plan these flags describe.
+pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
+    let closed = a.model == ModelArg::Closed;
+    let body = match (&a.body, &a.body_file) {
+        (Some(b), _) => b.clone(),
+        (None, Some(p)) => std::fs::read_to_string(p).map_err(|e| {
+            BadInput(format!(
+                "--body-file {}: cannot read it as UTF-8 text: {e}",
+                p.display()
+            ))
+        })?,
+        (None, None) => String::new(),
+    };
+    let absolute = |p: &Path| {
+        std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    };
+    let (url, protocol) = match &a.call {
+        Some(_) => (
+            crate::args::grpc_url(&a.url).map_err(|e| BadInput(e.to_string()))?,
+            "grpc",
+        ),
+        None if a.http2 => (a.url.clone(), "http2"),
+        None => (a.url.clone(), "http1"),
+    };
+    let data = match &a.data_file {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .map_err(|e| BadInput(format!("--data-file {}: cannot read: {e}", p.display())))?,
+        ),
+        None => a.data.clone().or(a.call.as_ref().map(|_| "{}".to_string())),
+    };
+    let cacert = a.cacert.as_deref().map(absolute);
+    let scenario = ScenarioFile {
+        name: "knee".into(),
+        url: literal(&url),
+        method: a.method.clone(),
+        headers: a.headers.iter().map(|h| literal(h)).collect(),
+        body: literal(&body),
+        keep_alive: a.keep_alive == OnOff::On,
+        close_by: match a.close_by {
+            CloseByArg::Server => "server",
+            CloseByArg::Client => "client",
+        }
+        .into(),
+        timeout: duration(a.timeout),
+        rate: None,
+        requests: None,
+        protocol: protocol.into(),
+        proto: a.proto.as_deref().map(absolute),
+        import_paths: a.import_paths.iter().map(|p| absolute(p)).collect(),
+        call: a.call.clone(),
+        data,
+        metadata: a.metadata.clone(),
+        insecure: a.insecure,
+        cacert,
+    };
+    let probe = if a.no_probe {
+        Some(ProbeFile {
+            off: true,
+            ..ProbeFile::default()
+        })
+    } else if a.probe_pid.is_some()
+        || a.probe_pidfile.is_some()
+        || a.probe_cgroup.is_some()
+        || a.probe_container.is_some()
+    {
+        Some(ProbeFile {
+            pid: a.probe_pid,
+            pidfile: a.probe_pidfile.as_deref().map(absolute),
+            cgroup: a.probe_cgroup.clone(),
+            container: a.probe_container.clone(),
+            ..ProbeFile::default()
+        })
+    } else {
+        None
+    };
+    Ok(PlanFile {
+        name: "knee".into(),
+        description: format!(
+            "`loadlab knee` of {} (a server loadlab did not start).",
+            a.url
+        ),
+        target: Vec::new(),
+        matrix: BTreeMap::new(),
+        exclude: Vec::new(),
+        scenario: vec![scenario],
+        load: LoadFile {
+            model: if closed { "closed" } else { "open" }.into(),
+            steps: None,
+            knee: Some(KneeFile {
+                start: a.start.unwrap_or(if closed { 1.0 } else { 10.0 }),
+                max: a.max.unwrap_or(if closed { 4096.0 } else { 100_000.0 }),
+                precision: a.precision,
+                growth: a.growth,
+                confirm: a.confirm,
+            }),
+            together: false,
+            step_duration: duration(a.step),
+            warmup: duration(a.warmup),
+            pause: duration(a.pause),
+            connections: a.connections,
+            max_connections: a.max_connections,
+            concurrency: a.concurrency,
+            threads: a.threads,
+            arrival: match a.arrival {
+                ArrivalArg::Constant => "constant",
+                ArrivalArg::Poisson => "poisson",
+            }
+            .into(),
+            source_addrs: a.source_addrs.clone(),
+            cpus: a.cpus.clone(),
+        },
+        slo: SloFile {
+            gates: a.slo.clone(),
+            ..SloFile::default()
+        },
+        quick: None,
+        probe,
+    })
+}
+
+/// A plan error in the words of the flags that made the plan.
+fn flag_error(e: PlanError) -> BadInput {
+    let PlanError::Field {
+        field,
+        value,
+        allowed,
+        ..
+    } = &e
+    else {
+        return BadInput(e.to_string());
+    };
+    let flag = match field.as_str() {
+        "load.knee.start" => "--start",
+        "load.knee.max" => "--max",
+        "load.knee.precision" => "--precision",
+        "load.knee.growth" => "--growth",
+        "load.knee.confirm" => "--confirm",
+        "load.step_duration" => "--step",
+        "load.warmup" => "--warmup",
+        "load.connections" => "--connections",
+        "load.max_connections" => "--max-connections",
+        "load.concurrency" => "--concurrency",
+        "load.threads" => "--threads",
+        "load.cpus" => "--cpus",
+        "load.source_addrs" => "--source-addrs",
+        f if f.starts_with("slo.gates") => "--slo",
+        f if f.starts_with("scenario[0].url") => "URL",
+        f if f.starts_with("scenario[0].headers") => "--header",
+        f if f.starts_with("scenario[0].method") => "--method",
+        f if f.starts_with("scenario[0].timeout") => "--timeout",
+        f if f.starts_with("scenario[0].") => {
+            return BadInput(format!(
+                "{} {value} is not allowed: {allowed}",
+                f.trim_start_matches("scenario[0].")
+            ))
+        }
+        f if f.starts_with("probe") => "--probe-*",
+        _ => return BadInput(e.to_string()),
+    };
+    BadInput(format!("{flag} {value} is not allowed: {allowed}"))
+}
+
+pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
+    let file = plan_file(a)?;
+    let text = toml::to_string(&file)?;
+    let cwd = std::env::current_dir()?;
+    let plan = Plan::parse(&text, "loadlab knee", &cwd, false).map_err(flag_error)?;
+    let stop = CancellationToken::new();
+    cancel_on_signal(stop.clone());
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::lab::default_out("knee"));
+    let fleet = crate::fleet::coordinator(&a.distributed, &stop, a.quiet)?;
+    let (summary, _report) = crate::lab::run_lab(&plan, out, a.quiet, stop.clone(), fleet.clone())?;
+    if let Some(c) = fleet {
+        c.finish(if stop.is_cancelled() {
+            "the coordinator was interrupted"
+        } else {
+            "the run is over"
+        });
+    }
+    print!("{}", crate::closing::knees(&summary.bundle)?);
+    eprintln!(
+        "loadlab: {} step{}; bundle {} (report.md, report.html; plan.toml re-runs this search with `loadlab lab`)",
+        summary.steps,
+        if summary.steps == 1 { "" } else { "s" },
+        summary.bundle.display(),
+    );
+    if let Some(code) = crate::interrupted_exit() {
+        return Ok(code);
+    }
+    Ok(if summary.steps == 0 {
+        ExitCode::from(EXIT_ALL_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
