@@ -25,6 +25,7 @@ pub use file::{
 pub use loadlab_engine::Model;
 
 /// Placeholders loadlab fills in itself (beside the matrix parameters and `{NAME_port}`).
+/// The paths among them (`{plan_dir}`, `{bundle}`, `{files}`, `{loadlab}`) are absolute.
 pub const BUILTINS: [&str; 5] = ["loadlab", "port", "plan_dir", "bundle", "files"];
 
 /// The most configurations a `[matrix]` may make (the product of its lists, before
@@ -38,7 +39,7 @@ pub struct Plan {
     pub name: String,
     /// `description`, printed under the report's title (empty: none).
     pub description: String,
-    /// Directory of the plan file (for `cwd` and `{plan_dir}`).
+    /// Directory of the plan file, absolute (for `cwd` and `{plan_dir}`).
     pub dir: PathBuf,
     /// The plan as written (copied into the bundle).
     #[serde(skip)]
@@ -271,8 +272,13 @@ impl Plan {
     /// Validates plan text; `origin` names it in errors. With `quick`, the `[quick]` table
     /// is applied first. Every scenario is checked as the workload of its first and last
     /// step (placeholders filled with sample values), so a mistake the engine would find
-    /// stops the plan before any target starts.
+    /// stops the plan before any target starts. `dir` is made absolute (against the current
+    /// directory), as [`Plan::dir`] is.
     pub fn parse(source: &str, origin: &str, dir: &Path, quick: bool) -> Result<Plan, PlanError> {
+        // Absolute, so that `{plan_dir}` and every `cwd` mean the same whatever directory a
+        // target runs in.
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let dir = dir.as_path();
         let mut file: PlanFile = toml::from_str(source).map_err(|e| PlanError::Parse {
             path: origin.into(),
             message: e.to_string().trim_end().to_string(),

@@ -247,3 +247,16 @@ fn the_kubernetes_plan_loads() {
         "http://loadlab-coordinator:8080/health"
     );
 }
+
+#[test]
+fn the_plan_directory_is_absolute_whatever_it_was_given_as() {
+    let text = format!("name = \"d\"\n[[target]]\nname = \"app\"\ncommand = [\"x\"]\ncwd = \"srv\"\nready = {{ tcp = \"127.0.0.1:{{port}}\" }}\n{SCENARIO}[load]\nsteps = [1]\n");
+    let here = std::env::current_dir().unwrap();
+    let plan = parse(&text).unwrap();
+    assert!(plan.dir.is_absolute(), "{}", plan.dir.display());
+    assert_eq!(plan.dir, here);
+    assert_eq!(plan.targets[0].cwd, here.join("srv"));
+    let nested = Plan::parse(&text, "t", Path::new("sub"), false).unwrap();
+    assert_eq!(nested.dir, here.join("sub"));
+    assert_eq!(nested.targets[0].cwd, here.join("sub").join("srv"));
+}
