@@ -5,11 +5,13 @@
 //! - [`template`]: `{placeholder}` rendering.
 //! - [`matrix`]: configurations = product of parameter lists minus excludes.
 //! - [`target`]: servers under test: process groups, readiness, stop, no orphans.
+//! - [`build`]: targets' `build` commands, run once per plan before the first configuration.
 //! - [`verdict`], [`knee`]: sustained or not, and the knee search.
 //! - [`experiment`]: runs a plan, step by step, with probes.
 //! - [`bundle`]: the result directory, written as results arrive.
 //! - [`doctor`]: what a plan asks of the machine, for the pre-flight checks.
 
+pub mod build;
 pub mod bundle;
 pub mod diagnosis;
 pub mod doctor;
