@@ -243,6 +243,20 @@ fn a_failing_build_stops_the_plan_before_any_load() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(logs, ["build-app.log"]);
+    // The bundle holds no result: once the cause is fixed (here: skipped), the same --out
+    // works.
+    let again = lab_in(
+        Path::new("/"),
+        &[
+            "-q",
+            plan.to_str().unwrap(),
+            "--no-build",
+            "--out",
+            bundle.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert_eq!(lines(&bundle.join("steps.jsonl")).len(), 1);
 
     // A program that is not there says so.
     let missing = plan_in_own_dir(

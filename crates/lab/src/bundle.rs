@@ -204,7 +204,11 @@ impl Bundle {
         let dir = &std::path::absolute(dir)?;
         std::fs::create_dir_all(dir.join("logs"))?;
         let lock = lock_dir(dir, shown)?;
-        if dir.join("steps.jsonl").exists() {
+        // A bundle holds results once a step or a configuration is recorded. A directory
+        // whose run recorded neither (its build failed, or it was stopped before then) is
+        // taken over, so that the same --out works once the cause is fixed.
+        let recorded = |name: &str| std::fs::metadata(dir.join(name)).is_ok_and(|m| m.len() > 0);
+        if recorded("steps.jsonl") || recorded("configs.jsonl") {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
                 format!(
