@@ -297,6 +297,12 @@ pub struct LabArgs {
     /// No progress lines on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Do not run the targets' `build` commands (what they build must be there already).
+    /// Without it, each distinct build runs once, in the plan's directory, before the first
+    /// configuration; a build that fails stops the plan before any load (exit 1, its output
+    /// in the bundle's logs/build-TARGET.log).
+    #[arg(long)]
+    pub no_build: bool,
     /// After the run, compare the new bundle with this baseline bundle (as `loadlab
     /// compare` does) and exit 3 if a knee, or p99 at a load the baseline sustained, is
     /// worse by more than --max-regression beyond the noise; each regression is named on

@@ -202,7 +202,13 @@ pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| crate::lab::default_out("knee"));
     let fleet = crate::fleet::coordinator(&a.distributed, &stop, a.quiet)?;
-    let (summary, _report) = crate::lab::run_lab(&plan, out, a.quiet, stop.clone(), fleet.clone())?;
+    let settings = crate::lab::RunSettings {
+        quiet: a.quiet,
+        // A knee starts no target, so there is nothing to build.
+        skip_builds: false,
+    };
+    let (summary, _report) =
+        crate::lab::run_lab(&plan, out, settings, stop.clone(), fleet.clone())?;
     if let Some(c) = fleet {
         c.finish(if stop.is_cancelled() {
             "the coordinator was interrupted"

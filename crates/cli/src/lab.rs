@@ -41,13 +41,22 @@ fn preflight(plan: &Plan) -> Vec<Finding> {
     doctor::diagnose(&demand, &facts)
 }
 
+/// How [`run_lab`] runs a plan, beside the plan and its bundle directory.
+pub(crate) struct RunSettings {
+    /// No progress lines.
+    pub(crate) quiet: bool,
+    /// `--no-build`.
+    pub(crate) skip_builds: bool,
+}
+
 pub(crate) fn run_lab(
     plan: &Plan,
     out: PathBuf,
-    quiet: bool,
+    settings: RunSettings,
     stop: CancellationToken,
     fleet: Option<Arc<Coordinator>>,
 ) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
+    let RunSettings { quiet, skip_builds } = settings;
     // A keeper process kills what is left of the targets' process trees if loadlab is
     // killed (best effort: without it, only the targets themselves die with loadlab).
     if let Err(e) = std::env::current_exe().and_then(|exe| loadlab_lab::target::start_keeper(&exe))
@@ -70,6 +79,7 @@ pub(crate) fn run_lab(
         doctor: findings,
         fleet,
         remote_probe: None,
+        skip_builds,
     };
     let summary = loadlab_lab::run_plan(plan, &opts);
     if let Some(v) = &view {
@@ -95,7 +105,11 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
     cancel_on_signal(stop.clone());
     let out = a.out.clone().unwrap_or_else(|| default_out(&plan.name));
     let fleet = crate::fleet::coordinator(&a.distributed, &stop, a.quiet)?;
-    let (summary, mut report) = run_lab(&plan, out, a.quiet, stop.clone(), fleet.clone())?;
+    let settings = RunSettings {
+        quiet: a.quiet,
+        skip_builds: a.no_build,
+    };
+    let (summary, mut report) = run_lab(&plan, out, settings, stop.clone(), fleet.clone())?;
     if let Some(c) = fleet {
         c.finish(if stop.is_cancelled() {
             "the coordinator was interrupted"
@@ -167,9 +181,33 @@ fn report_regressions(check: &loadlab_report::baseline::BaselineCheck) -> bool {
     true
 }
 
+/// What `loadlab lab` will build before the first configuration, for `loadlab doctor`.
+fn builds_text(plan: &Plan) -> String {
+    let builds = loadlab_lab::build::planned(plan, None);
+    if builds.is_empty() {
+        return "build: none (no target has a `build`)\n".into();
+    }
+    let mut text = String::new();
+    for b in builds {
+        text.push_str(&format!(
+            "build: {} is built once before the first configuration, in {} (at most {}; \
+             `loadlab lab --no-build` skips it):\n       {}\n",
+            b.who(),
+            plan.dir.display(),
+            b.timeout_text(),
+            b.command_line()
+        ));
+    }
+    text
+}
+
 pub fn cmd_doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let demand = match &a.plan {
-        Some(p) => loadlab_lab::doctor::demand(&load_plan(p, a.quick)?),
+        Some(p) => {
+            let plan = load_plan(p, a.quick)?;
+            print!("{}", builds_text(&plan));
+            loadlab_lab::doctor::demand(&plan)
+        }
         // Without a plan: what `loadlab run --rate R` asks for at its defaults (an open-loop
         // pool that may grow to its ceiling, for the default duration).
         None => doctor::Demand {
@@ -226,7 +264,11 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
             break;
         }
         let plan = Plan::parse(text, &format!("built-in demo plan `{name}`"), &cwd, false)?;
-        let (summary, report) = run_lab(&plan, root.join(name), a.quiet, stop.clone(), None)?;
+        let settings = RunSettings {
+            quiet: a.quiet,
+            skip_builds: false,
+        };
+        let (summary, report) = run_lab(&plan, root.join(name), settings, stop.clone(), None)?;
         steps += summary.steps;
         println!("{report}");
         knees.extend(loadlab_report::knee_lines(&summary.bundle).unwrap_or_default());

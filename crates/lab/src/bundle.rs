@@ -155,8 +155,9 @@ pub struct Bundle {
 
 /// Takes the bundle directory's lock: a second run writing to the same directory is
 /// refused (`ResourceBusy`, naming the other run's pid). The kernel drops the lock when
-/// its holder exits, even by SIGKILL, so a crashed run never blocks the next one.
-fn lock_dir(dir: &Path) -> std::io::Result<File> {
+/// its holder exits, even by SIGKILL, so a crashed run never blocks the next one. `shown`
+/// is the directory as the user gave it, for the message.
+fn lock_dir(dir: &Path, shown: &Path) -> std::io::Result<File> {
     let path = dir.join(".lock");
     let mut lock = OpenOptions::new()
         .create(true)
@@ -173,7 +174,7 @@ fn lock_dir(dir: &Path) -> std::io::Result<File> {
                 format!(
                     "{} is being written by another loadlab run (pid {}): choose another --out, \
                      or wait for that run to end",
-                    dir.display(),
+                    shown.display(),
                     holder.trim()
                 ),
             ));
@@ -211,21 +212,30 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
 }
 
 impl Bundle {
-    /// Creates the bundle directory and writes the plan and environment.
+    /// Creates the bundle directory and writes the plan and environment. The bundle's
+    /// directory is made absolute here (against the current directory), once: [`Bundle::dir`],
+    /// and the `{bundle}` and `{files}` placeholders made from it, are absolute whatever the
+    /// directory a target runs in. Messages name `dir` as given.
     pub fn create(
         dir: &Path,
         plan: &Plan,
         environment: &loadlab_engine::env::Environment,
         doctor: &[Finding],
     ) -> std::io::Result<Bundle> {
+        let shown = dir;
+        let dir = &std::path::absolute(dir)?;
         std::fs::create_dir_all(dir.join("logs"))?;
-        let lock = lock_dir(dir)?;
-        if dir.join("steps.jsonl").exists() {
+        let lock = lock_dir(dir, shown)?;
+        // A bundle holds results once a step or a configuration is recorded. A directory
+        // whose run recorded neither (its build failed, or it was stopped before then) is
+        // taken over, so that the same --out works once the cause is fixed.
+        let recorded = |name: &str| std::fs::metadata(dir.join(name)).is_ok_and(|m| m.len() > 0);
+        if recorded("steps.jsonl") || recorded("configs.jsonl") {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
                 format!(
                     "{} already holds a bundle: choose another --out",
-                    dir.display()
+                    shown.display()
                 ),
             ));
         }
@@ -241,14 +251,14 @@ impl Bundle {
                 .open(dir.join(name))
         };
         Ok(Bundle {
-            dir: dir.to_path_buf(),
+            dir: dir.clone(),
             steps: open("steps.jsonl")?,
             configs: open("configs.jsonl")?,
             _lock: lock,
         })
     }
 
-    /// The bundle directory.
+    /// The bundle directory, absolute.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -15,6 +15,7 @@ use loadlab_system::ports;
 use loadlab_system::probe::{ProbeReport, Prober};
 use loadlab_system::procfs::process_running;
 
+use crate::build::{self, BuildsOutcome};
 use crate::bundle::{
     Bundle, CappedLog, ConfigRecord, ConfigStatus, ScenarioKnee, StepRecord, BUNDLE_VERSION,
 };
@@ -44,6 +45,9 @@ pub struct LabOptions {
     /// The samples of a `loadlab probe` on the server's host (`--remote-probe`): they
     /// replace every local probe.
     pub remote_probe: Option<RemoteSources>,
+    /// Do not run the targets' `build` commands (`--no-build`): what they build must be
+    /// there already. Said once in the progress.
+    pub skip_builds: bool,
 }
 
 /// Where a lab run reports as it goes: the CLI draws it as one live status area on a
@@ -112,6 +116,9 @@ pub enum LabError {
     /// A probe the plan or the flags named cannot be found (before any load).
     #[error(transparent)]
     Probe(#[from] WatchError),
+    /// A target's `build` failed, timed out or could not start: no target was started.
+    #[error(transparent)]
+    Build(Box<crate::build::BuildError>),
     /// The agents could not run a step (`--agents`).
     #[error("scenario `{scenario}` in configuration {config}: {source}")]
     Agents {
@@ -216,6 +223,14 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
                 _ => bundle_err(&opts.out)(e),
             }
         })?;
+    if build_targets(plan, opts, bundle.dir())? == BuildsOutcome::Interrupted {
+        return Ok(LabSummary {
+            bundle: opts.out.clone(),
+            configs: Vec::new(),
+            steps: 0,
+            interrupted: true,
+        });
+    }
     let configs = matrix::expand(plan);
     let mut runner = Runner {
         plan,
@@ -250,6 +265,30 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
         steps: runner.steps,
         interrupted: opts.stop.is_cancelled(),
     })
+}
+
+/// Runs the targets' builds before the first configuration (see [`crate::build`]), or says
+/// once that `--no-build` skips them. `bundle` is the bundle directory (absolute).
+fn build_targets(
+    plan: &Plan,
+    opts: &LabOptions,
+    bundle: &std::path::Path,
+) -> Result<BuildsOutcome, LabError> {
+    let say = |msg: &str| {
+        if let Some(p) = &opts.progress {
+            p.line(msg);
+        }
+    };
+    if opts.skip_builds {
+        let builds = build::planned(plan, Some(bundle));
+        if !builds.is_empty() {
+            let who: Vec<String> = builds.iter().map(|b| b.who()).collect();
+            say(&format!("not building {} (--no-build)", who.join(", ")));
+        }
+        return Ok(BuildsOutcome::Done);
+    }
+    build::run_all(plan, bundle, &opts.out, &opts.stop, &say)
+        .map_err(|e| LabError::Build(Box::new(e)))
 }
 
 /// Values for the placeholders of one configuration (ports are allocated here).

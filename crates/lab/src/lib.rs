@@ -5,6 +5,7 @@
 //! - [`template`]: `{placeholder}` rendering.
 //! - [`matrix`]: configurations = product of parameter lists minus excludes.
 //! - [`target`]: servers under test: process groups, readiness, stop, no orphans.
+//! - [`build`]: targets' `build` commands, run once per plan before the first configuration.
 //! - [`verdict`], [`knee`]: sustained or not, and the knee search.
 //! - [`watch`]: what the probes watch: the targets, or a server loadlab did not start
 //!   (pid, pid file, cgroup, container, listener, or `loadlab probe` on another host).
@@ -12,6 +13,7 @@
 //! - [`bundle`]: the result directory, written as results arrive.
 //! - [`doctor`]: what a plan asks of the machine, for the pre-flight checks.
 
+pub mod build;
 pub mod bundle;
 pub mod diagnosis;
 pub mod doctor;

@@ -56,6 +56,19 @@ fn unregister(pgid: i32) {
     }
 }
 
+/// Registers a process group loadlab started that is not a target's (a build, see
+/// [`crate::build`]): it is killed if loadlab panics, and the keeper follows its leader's
+/// tree if loadlab is killed. [`untrack_group`] once it is stopped.
+pub(crate) fn track_group(pgid: i32) {
+    register(pgid);
+    tell_keeper(pgid as u32);
+}
+
+/// Forgets a group [`track_group`] registered, once it is stopped.
+pub(crate) fn untrack_group(pgid: i32) {
+    unregister(pgid);
+}
+
 /// How a target ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TargetExit {

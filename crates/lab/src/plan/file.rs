@@ -95,6 +95,16 @@ pub struct TargetFile {
     /// io_uring is refused): exiting with it before ready marks the configuration
     /// unavailable, with the target's own explanation, instead of failed.
     pub unavailable_exit: Option<i32>,
+    /// What builds the target, run once per plan before the first configuration, in the
+    /// plan's directory: a program and its arguments (`["cargo", "build", "--release"]`),
+    /// or with `build_shell = true` one string for `sh -c`. Kept as written (any TOML
+    /// value) so that a mistake is an error naming `target[N].build`, not a parser's.
+    pub build: Option<toml::Value>,
+    /// Run `build` through `sh -c` (then `build` is one string, in a list).
+    #[serde(default)]
+    pub build_shell: bool,
+    /// How long the build may take before it is stopped and the plan with it (default 30m).
+    pub build_timeout: Option<String>,
 }
 
 fn default_ready_timeout() -> String {

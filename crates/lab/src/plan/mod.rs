@@ -26,7 +26,15 @@ pub use file::{
 pub use loadlab_engine::Model;
 
 /// Placeholders loadlab fills in itself (beside the matrix parameters and `{NAME_port}`).
+/// The paths among them (`{plan_dir}`, `{bundle}`, `{files}`, `{loadlab}`) are absolute.
 pub const BUILTINS: [&str; 5] = ["loadlab", "port", "plan_dir", "bundle", "files"];
+
+/// The placeholders a target's `build` may use: those that have one value for the whole
+/// run, known before any configuration (a build runs once, before the first).
+pub const BUILD_PLACEHOLDERS: [&str; 3] = ["bundle", "loadlab", "plan_dir"];
+
+/// `build_timeout` when a target does not set it.
+pub const DEFAULT_BUILD_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// The most configurations a `[matrix]` may make (the product of its lists, before
 /// `[[exclude]]`): each runs every scenario's steps, so more is refused, never expanded.
@@ -39,7 +47,7 @@ pub struct Plan {
     pub name: String,
     /// `description`, printed under the report's title (empty: none).
     pub description: String,
-    /// Directory of the plan file (for `cwd` and `{plan_dir}`).
+    /// Directory of the plan file, absolute (for `cwd`, `{plan_dir}` and where builds run).
     pub dir: PathBuf,
     /// The plan as written (copied into the bundle).
     #[serde(skip)]
@@ -116,6 +124,21 @@ pub struct TargetSpec {
     pub cpus: Vec<usize>,
     /// Exit status meaning the target cannot run on this machine.
     pub unavailable_exit: Option<i32>,
+    /// `build`: run once per plan, before the first configuration (`None`: nothing to build).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildSpec>,
+}
+
+/// A validated `build` of a `[[target]]` (see [`crate::build`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildSpec {
+    /// `build`: program and arguments, placeholders unrendered (one string with `shell`);
+    /// only [`BUILD_PLACEHOLDERS`] appear in it.
+    pub command: Vec<String>,
+    /// `build_shell`: run the single `command` string through `sh -c`.
+    pub shell: bool,
+    /// `build_timeout` (default [`DEFAULT_BUILD_TIMEOUT`]): the build is stopped past it.
+    pub timeout: Duration,
 }
 
 /// Readiness probe (templates).
@@ -334,8 +357,13 @@ impl Plan {
     /// Validates plan text; `origin` names it in errors. With `quick`, the `[quick]` table
     /// is applied first. Every scenario is checked as the workload of its first and last
     /// step (placeholders filled with sample values), so a mistake the engine would find
-    /// stops the plan before any target starts.
+    /// stops the plan before any target starts. `dir` is made absolute (against the current
+    /// directory), as [`Plan::dir`] is.
     pub fn parse(source: &str, origin: &str, dir: &Path, quick: bool) -> Result<Plan, PlanError> {
+        // Absolute, so that `{plan_dir}` and every `cwd` mean the same whatever directory a
+        // target or a build runs in.
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let dir = dir.as_path();
         let mut file: PlanFile = toml::from_str(source).map_err(|e| PlanError::Parse {
             path: origin.into(),
             message: e.to_string().trim_end().to_string(),

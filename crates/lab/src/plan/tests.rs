@@ -286,3 +286,88 @@ fn slo_gates_in_run_syntax_tighten_the_bounds() {
         assert!(e.contains(says), "{gate}: {e}");
     }
 }
+/// A plan whose one target has `build` lines `extra`, over a matrix of `workers`.
+fn with_build(extra: &str) -> String {
+    format!("name = \"b\"\n[matrix]\nworkers = [1, 2]\n[[target]]\nname = \"app\"\ncommand = [\"x\", \"{{workers}}\"]\nready = {{ tcp = \"127.0.0.1:{{port}}\" }}\n{extra}\n{SCENARIO}[load]\nsteps = [1]\n")
+}
+
+#[test]
+fn build_mistakes_name_their_field() {
+    let cases = [
+        ("build = []", "target[0].build = [] is not allowed: a program and its arguments"),
+        ("build = \"make\"", "target[0].build = \"make\" is not allowed: a program and its arguments, e.g. [\"cargo\", \"build\", \"--release\"] (or, with build_shell = true, one string for sh -c"),
+        ("build = [\"make\", 1]", "target[0].build[1] = 1 is not allowed: a string"),
+        ("build = [\"make\", [\"-j\"]]", "target[0].build[1]"),
+        ("build = [\"\"]", "target[0].build[0] = \"\" is not allowed"),
+        ("build = [\"make\", \"all\"]\nbuild_shell = true", "target[0].build = [\"make\", \"all\"] is not allowed: one string when build_shell = true"),
+        ("build_shell = true", "target[0].build_shell = true is not allowed: only with build = [...]"),
+        ("build_timeout = \"1m\"", "target[0].build_timeout = \"1m\" is not allowed: only with build = [...]"),
+        ("build = [\"make\"]\nbuild_timeout = \"soon\"", "target[0].build_timeout = \"soon\" is not allowed: a duration"),
+        ("build = [\"make\"]\nbuild_timeout = \"0s\"", "target[0].build_timeout = \"0s\" is not allowed: above 0"),
+        ("build = [\"make\"]\nbuild_timeout = \"7h\"", "target[0].build_timeout = \"7h\" is not allowed: at most 6h"),
+        // Placeholders set per configuration: a build runs once, before the first.
+        ("build = [\"make\", \"W={workers}\"]", "target[0].build[1] = \"W={workers}\" is not allowed: {workers} is set per configuration, and a build runs once, before the first; a build may use {bundle}, {loadlab}, {plan_dir}"),
+        ("build = [\"make\", \"{port}\"]", "target[0].build[1] = \"{port}\" is not allowed: {port} is set per configuration"),
+        ("build = [\"make\", \"{app_port}\"]", "{app_port} is set per configuration"),
+        ("build = [\"make -C {files}\"]\nbuild_shell = true", "target[0].build[0] = \"make -C {files}\" is not allowed: {files} is set per configuration"),
+        ("build = [\"make\", \"{nope}\"]", "target[0].build[1] = \"{nope}\" is not allowed: unknown placeholder {nope}; a build may use"),
+        ("build = [\"make\"]\nbuild_env = {}", "unknown field `build_env`"),
+    ];
+    for (i, (extra, needle)) in cases.iter().enumerate() {
+        let e = refused(&with_build(extra));
+        assert!(e.contains(needle), "case {i}: expected `{needle}` in {e}");
+    }
+}
+
+#[test]
+fn a_build_is_validated_into_its_spec() {
+    let plan = parse(&with_build(
+        "build = [\"mvn\", \"-f\", \"{plan_dir}/pom.xml\", \"-Dout={bundle}\", \"-Dl={loadlab}\", \"{{literal}}\"]",
+    ))
+    .unwrap();
+    let b = plan.targets[0].build.clone().expect("a build");
+    assert_eq!(
+        b,
+        BuildSpec {
+            command: [
+                "mvn",
+                "-f",
+                "{plan_dir}/pom.xml",
+                "-Dout={bundle}",
+                "-Dl={loadlab}",
+                "{{literal}}"
+            ]
+            .map(String::from)
+            .to_vec(),
+            shell: false,
+            timeout: DEFAULT_BUILD_TIMEOUT,
+        }
+    );
+    let shell = parse(&with_build(
+        "build = [\"cd {plan_dir} && make\"]\nbuild_shell = true\nbuild_timeout = \"90s\"",
+    ))
+    .unwrap();
+    let b = shell.targets[0].build.clone().unwrap();
+    assert!(b.shell);
+    assert_eq!(b.timeout, Duration::from_secs(90));
+    // A target's `shell` is its command's, not its build's.
+    let e = refused(&with_build("shell = true\nbuild = [\"make\", \"all\"]"));
+    assert!(e.contains("target[0].command"), "{e}");
+    // The build survives the bundle's plan.json.
+    let back: Plan = serde_json::from_str(&serde_json::to_string(&shell).unwrap()).unwrap();
+    assert_eq!(back.targets[0].build, shell.targets[0].build);
+    assert!(parse(&with_build("")).unwrap().targets[0].build.is_none());
+}
+
+#[test]
+fn the_plan_directory_is_absolute_whatever_it_was_given_as() {
+    let text = format!("name = \"d\"\n[[target]]\nname = \"app\"\ncommand = [\"x\"]\ncwd = \"srv\"\nready = {{ tcp = \"127.0.0.1:{{port}}\" }}\n{SCENARIO}[load]\nsteps = [1]\n");
+    let here = std::env::current_dir().unwrap();
+    let plan = parse(&text).unwrap();
+    assert!(plan.dir.is_absolute(), "{}", plan.dir.display());
+    assert_eq!(plan.dir, here);
+    assert_eq!(plan.targets[0].cwd, here.join("srv"));
+    let nested = Plan::parse(&text, "t", Path::new("sub"), false).unwrap();
+    assert_eq!(nested.dir, here.join("sub"));
+    assert_eq!(nested.targets[0].cwd, here.join("sub").join("srv"));
+}

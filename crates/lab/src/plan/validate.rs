@@ -13,8 +13,9 @@ use loadlab_grpc::CallInput;
 
 use super::file::{KneeFile, LoadFile, ProbeFile, SloFile, TargetFile};
 use super::{
-    LoadSpec, Model, PercentileBound, Plan, PlanError, PlanFile, ProbeSpec, Ready, ScenarioFile,
-    ScenarioSpec, Slo, Steps, TargetSpec, BUILTINS, MAX_CONFIGURATIONS,
+    BuildSpec, LoadSpec, Model, PercentileBound, Plan, PlanError, PlanFile, ProbeSpec, Ready,
+    ScenarioFile, ScenarioSpec, Slo, Steps, TargetSpec, BUILD_PLACEHOLDERS, BUILTINS,
+    DEFAULT_BUILD_TIMEOUT, MAX_CONFIGURATIONS,
 };
 use crate::gate::{Gate, Metric, Op};
 use crate::template;
@@ -25,6 +26,8 @@ const MAX_READY_TIMEOUT: Duration = Duration::from_secs(3600);
 const MAX_STOP_GRACE: Duration = Duration::from_secs(600);
 /// The longest pause between steps.
 const MAX_PAUSE: Duration = Duration::from_secs(3600);
+/// The longest a target's build may be given.
+pub const MAX_BUILD_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
 /// The most steps a knee search may climb before it reaches `max`: a growth factor barely
 /// above 1 would otherwise plan millions of steps.
 pub const MAX_KNEE_CLIMB: f64 = 100.0;
@@ -376,7 +379,108 @@ fn target(
         files: t.files.clone(),
         cpus: c.cpu_list(&f("cpus"), t.cpus.as_deref())?,
         unavailable_exit: t.unavailable_exit,
+        build: build(c, known, i, t)?,
     })
+}
+
+/// `build`, `build_shell` and `build_timeout` of `[[target]]` number `i`: a non-empty list
+/// of strings (exactly one with `build_shell`) using only [`BUILD_PLACEHOLDERS`].
+fn build(
+    c: &Checker<'_>,
+    known: &BTreeSet<String>,
+    i: usize,
+    t: &TargetFile,
+) -> Result<Option<BuildSpec>, PlanError> {
+    let f = |s: &str| format!("target[{i}].{s}");
+    let list = "a program and its arguments, e.g. [\"cargo\", \"build\", \"--release\"] \
+                (or, with build_shell = true, one string for sh -c, e.g. [\"npm ci && npm run build\"])";
+    let Some(value) = &t.build else {
+        if t.build_shell {
+            return Err(c.err(f("build_shell"), "true", "only with build = [...]"));
+        }
+        if let Some(timeout) = &t.build_timeout {
+            return Err(c.err(
+                f("build_timeout"),
+                format!("{timeout:?}"),
+                "only with build = [...]",
+            ));
+        }
+        return Ok(None);
+    };
+    let toml::Value::Array(items) = value else {
+        return Err(c.err(f("build"), value.to_string(), list));
+    };
+    if items.is_empty() {
+        return Err(c.err(f("build"), "[]", list));
+    }
+    let mut command = Vec::with_capacity(items.len());
+    for (j, item) in items.iter().enumerate() {
+        let toml::Value::String(arg) = item else {
+            return Err(c.err(
+                f(&format!("build[{j}]")),
+                item.to_string(),
+                format!("a string: {list}"),
+            ));
+        };
+        build_placeholders(c, known, f(&format!("build[{j}]")), arg)?;
+        command.push(arg.clone());
+    }
+    if command[0].trim().is_empty() {
+        return Err(c.err(f("build[0]"), format!("{:?}", command[0]), list));
+    }
+    if t.build_shell && command.len() != 1 {
+        return Err(c.err(
+            f("build"),
+            format!("{command:?}"),
+            "one string when build_shell = true",
+        ));
+    }
+    let timeout = match &t.build_timeout {
+        Some(v) => {
+            let d = c.duration_at_most(&f("build_timeout"), v, MAX_BUILD_TIMEOUT)?;
+            if d.is_zero() {
+                return Err(c.err(f("build_timeout"), format!("{v:?}"), "above 0"));
+            }
+            d
+        }
+        None => DEFAULT_BUILD_TIMEOUT,
+    };
+    Ok(Some(BuildSpec {
+        command,
+        shell: t.build_shell,
+        timeout,
+    }))
+}
+
+/// Checks that a build argument uses only the placeholders a build has: one value for the
+/// whole run; a matrix parameter, a port or `{files}` (`known`) is set per configuration.
+fn build_placeholders(
+    c: &Checker<'_>,
+    known: &BTreeSet<String>,
+    field: String,
+    text: &str,
+) -> Result<(), PlanError> {
+    let allowed = BUILD_PLACEHOLDERS
+        .iter()
+        .map(|p| format!("{{{p}}}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    for p in template::placeholders(text) {
+        if BUILD_PLACEHOLDERS.contains(&p.as_str()) {
+            continue;
+        }
+        let why = if known.contains(&p) {
+            format!("{{{p}}} is set per configuration, and a build runs once, before the first")
+        } else {
+            format!("unknown placeholder {{{p}}}")
+        };
+        return Err(c.err(
+            field,
+            format!("{text:?}"),
+            format!("{why}; a build may use {allowed}"),
+        ));
+    }
+    Ok(())
 }
 
 /// `[[scenario]]`: at least one, unique names.
