@@ -281,10 +281,15 @@ fn nothing_found_is_said_with_what_was_looked_at() {
     s.probes = None;
     let d = diagnose_variant(&steps, i, s).unwrap();
     let e = &d.findings[0].evidence;
-    assert!(
-        e.contains("not seen: the target's CPU (not probed); the kernel's listen-queue counters (not probed); the target's memory (not probed)"),
-        "{e}"
-    );
+    for unseen in [
+        "the target's CPU (not probed)",
+        "the kernel's listen-queue counters (not probed)",
+        "the target's memory (not probed)",
+        "the target's cgroup (not probed)",
+    ] {
+        assert!(e.contains(unseen), "{unseen} not in: {e}");
+    }
+    assert!(e.contains(". Not seen: "), "{e}");
 }
 
 #[test]
@@ -393,4 +398,152 @@ fn ports_and_descriptors_say_which_side_ran_out() {
     let d = diagnose_variant(&steps, i, s).unwrap();
     assert!(!kinds(&d).contains(&Bottleneck::ClientPorts));
     assert!(!kinds(&d).contains(&Bottleneck::Descriptors));
+}
+
+/// The saturated step with its target in a cgroup whose figures are `cgroup` (JSON of a
+/// `CgroupDelta`) under the limits `limits` (JSON of `CgroupLimits`), using `cpu` of one CPU.
+fn in_cgroup(
+    steps: &[StepRecord],
+    cpu: f64,
+    cgroup: serde_json::Value,
+    limits: serde_json::Value,
+    shares_with_loadlab: bool,
+) -> Diagnosis {
+    let (i, mut s) = saturated(steps);
+    let p = s.probes.as_mut().unwrap();
+    p.delta.cpu_percent = 100.0 * cpu;
+    p.delta.cpu_wait_percent = 0.0;
+    p.delta.cgroup = Some(serde_json::from_value(cgroup).unwrap());
+    p.cgroup_limits = Some(serde_json::from_value(limits.clone()).unwrap());
+    if let Some(q) = limits["cpu"]["cpus"].as_f64() {
+        let l = p.limits.as_mut().unwrap();
+        l.cpus = q;
+        l.cpus_from = format!("cgroup v1 quota of {q:.2} CPUs at /t");
+    }
+    p.source = Some(
+        serde_json::from_value(serde_json::json!({
+            "kind": "pid", "pid": 42, "found": "pid 42 (server)",
+            "cgroup": "/t", "cgroup_version": "v1",
+            "shares_cgroup_with_loadlab": shares_with_loadlab,
+        }))
+        .unwrap(),
+    );
+    diagnose_variant(steps, i, s).unwrap()
+}
+
+#[test]
+fn a_cpu_quota_that_throttles_the_target_is_named_with_its_figures() {
+    let steps = steps("backlog-workers");
+    let quota = serde_json::json!({"cpu": {"cpus": 0.25, "quota_us": 25000, "period_us": 100000, "version": "v1", "path": "/t"}});
+    let throttled = |periods: u64, throttled: u64| {
+        serde_json::json!({"cpu_s": 2.48, "cpu_percent": 24.8, "cpu_quota_cpus": 0.25,
+            "periods": periods, "throttled_periods": throttled, "throttled_s": 7.7})
+    };
+    let d = in_cgroup(&steps, 0.248, throttled(100, 87), quota.clone(), false);
+    let t = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::CpuThrottled)
+        .unwrap_or_else(|| panic!("{:?}", kinds(&d)));
+    assert!(
+        t.evidence.contains(
+            "used 24.8 % of one CPU against a quota of 25.0 %: throttled in 87 of 100 periods, 7.7 s throttled"
+        ),
+        "{}",
+        t.evidence
+    );
+    assert!(
+        t.evidence.contains("(cgroup v1 quota at /t)"),
+        "{}",
+        t.evidence
+    );
+    assert_eq!(t.figures["throttled_periods"], 87.0);
+    // The quota is the finer finding: the CPUs it capped are not named as well.
+    assert!(
+        !kinds(&d).contains(&Bottleneck::CpuBound),
+        "{:?}",
+        kinds(&d)
+    );
+    assert!(!t.evidence.contains("loadlab"), "{}", t.evidence);
+    // Throttled in 5 periods of 100: the quota was not the limit; the CPU figure, capped
+    // by the quota, still says CPU-bound.
+    let d = in_cgroup(&steps, 0.248, throttled(100, 5), quota.clone(), false);
+    assert!(
+        !kinds(&d).contains(&Bottleneck::CpuThrottled),
+        "{:?}",
+        kinds(&d)
+    );
+    assert!(
+        d.ruled_out
+            .iter()
+            .any(|r| r.starts_with("CPU quota (throttled): used 24.8 %")),
+        "{:?}",
+        d.ruled_out
+    );
+    // A cgroup that holds loadlab too: said, never blamed on the server alone.
+    let d = in_cgroup(&steps, 0.248, throttled(100, 87), quota, true);
+    let t = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::CpuThrottled)
+        .unwrap();
+    assert!(t.evidence.contains("also holds loadlab"), "{}", t.evidence);
+    assert!(t.advice.starts_with("run loadlab outside"), "{}", t.advice);
+}
+
+#[test]
+fn memory_and_pids_limits_of_the_cgroup() {
+    let steps = steps("backlog-workers");
+    let limits = serde_json::json!({
+        "memory": {"value": 268435456u64, "version": "v2", "path": "/t"},
+        "pids": {"value": 64, "version": "v2", "path": "/t"}});
+    let d = in_cgroup(
+        &steps,
+        0.1,
+        serde_json::json!({"memory_peak_bytes": 266338304u64, "memory_limit_bytes": 268435456u64,
+            "oom_kills": 2, "memory_max_events": 40, "pids_peak": 64, "pids_limit": 64,
+            "pids_max_events": 3, "psi_memory_some_percent": 35.0}),
+        limits.clone(),
+        false,
+    );
+    let m = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::MemoryLimit)
+        .unwrap_or_else(|| panic!("{:?}", kinds(&d)));
+    assert!(
+        m.evidence
+            .contains("memory peaked at 99 % of its 256 MB limit (254 MB), 2 OOM kills, the limit hit 40 times; its tasks stalled on memory 35 % of the time"),
+        "{}",
+        m.evidence
+    );
+    let p = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::PidsLimit)
+        .unwrap_or_else(|| panic!("{:?}", kinds(&d)));
+    assert!(
+        p.evidence
+            .contains("64 of its 64 tasks (processes and threads), 3 forks refused"),
+        "{}",
+        p.evidence
+    );
+    // Far from both limits: ruled out with the figures.
+    let d = in_cgroup(
+        &steps,
+        0.1,
+        serde_json::json!({"memory_peak_bytes": 20971520u64, "memory_limit_bytes": 268435456u64,
+            "oom_kills": 0, "memory_max_events": 0, "pids_peak": 9, "pids_limit": 64, "pids_max_events": 0}),
+        limits,
+        false,
+    );
+    assert!(!kinds(&d).contains(&Bottleneck::MemoryLimit));
+    assert!(!kinds(&d).contains(&Bottleneck::PidsLimit));
+    assert!(
+        d.ruled_out
+            .iter()
+            .any(|r| r == "pids limit: 9 of its 64 tasks (processes and threads), 0 forks refused"),
+        "{:?}",
+        d.ruled_out
+    );
 }

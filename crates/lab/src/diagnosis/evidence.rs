@@ -1,7 +1,7 @@
 //! The evidence of one step, computed once: what every rule reads.
 
 use loadlab_engine::RunResult;
-use loadlab_system::probe::ProbeReport;
+use loadlab_system::probe::{CgroupDelta, ProbeReport};
 
 use super::{num, pct, Context, CPU_LOW};
 use crate::plan::Model;
@@ -138,6 +138,38 @@ impl Saturation {
     }
 }
 
+/// How the target's cgroup CPU quota stopped it during the step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Throttling {
+    /// The quota, in CPUs.
+    pub quota_cpus: f64,
+    /// Where the quota is set (`cgroup v1 … at /path`), when known.
+    pub quota_from: Option<String>,
+    /// CPUs the cgroup (or, without its own figure, the target's processes) used.
+    pub used_cpus: f64,
+    /// Enforcement periods with work to run.
+    pub periods: u64,
+    /// Of those, periods the quota ran out in.
+    pub throttled_periods: u64,
+    /// Seconds its tasks were stopped.
+    pub throttled_s: f64,
+}
+
+impl Throttling {
+    /// The throttled periods as a fraction of the periods.
+    pub fn share(&self) -> f64 {
+        self.throttled_periods as f64 / self.periods.max(1) as f64
+    }
+
+    /// At least [`THROTTLED_SHARE`] of at least 5 periods were throttled.
+    pub fn significant(&self) -> bool {
+        self.periods >= 5 && self.share() >= THROTTLED_SHARE
+    }
+}
+
+/// A cgroup throttled in at least this share of its quota periods was held by its quota.
+pub const THROTTLED_SHARE: f64 = 0.2;
+
 /// Everything the rules read about one step, computed once.
 pub struct Evidence<'a> {
     /// The step.
@@ -227,6 +259,39 @@ impl<'a> Evidence<'a> {
     /// start, window seconds from the end of the warm-up).
     pub fn warmup_s(&self) -> f64 {
         self.step.result.warmup_s
+    }
+
+    /// The target's cgroup figures over the step, when probed.
+    pub fn cgroup(&self) -> Option<&'a CgroupDelta> {
+        self.probes()?.delta.cgroup.as_ref()
+    }
+
+    /// The target's cgroup also holds loadlab: its CPU, memory and pressure figures include
+    /// loadlab's own.
+    pub fn shares_cgroup_with_loadlab(&self) -> bool {
+        self.probes()
+            .and_then(|p| p.source.as_ref())
+            .is_some_and(|s| s.shares_cgroup_with_loadlab)
+    }
+
+    /// How the target's CPU quota throttled it (`None` without a quota or its counters).
+    pub fn throttling(&self) -> Option<Throttling> {
+        let p = self.probes()?;
+        let c = p.delta.cgroup.as_ref()?;
+        let quota = p.cgroup_limits.as_ref().and_then(|l| l.cpu.as_ref());
+        let quota_cpus = c.cpu_quota_cpus.or(quota.map(|q| q.cpus))?;
+        let used_cpus = c
+            .cpu_percent
+            .map(|x| x / 100.0)
+            .or(self.cpu.as_ref().map(|c| c.used))?;
+        Some(Throttling {
+            quota_cpus,
+            quota_from: quota.map(|q| format!("cgroup {} quota at {}", q.version, q.path)),
+            used_cpus,
+            periods: c.periods?,
+            throttled_periods: c.throttled_periods?,
+            throttled_s: c.throttled_s.unwrap_or(0.0),
+        })
     }
 
     /// The step failed on a clause the server answers for (latency, throughput, errors).

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use evidence::{Cpu, Evidence, Saturation, StepFacts};
+pub use evidence::{Cpu, Evidence, Saturation, StepFacts, Throttling, THROTTLED_SHARE};
 use rules::Check;
 
 /// Version of the diagnosis format.
@@ -354,7 +354,7 @@ pub fn diagnose(step: &StepFacts<'_>, ctx: &Context) -> Option<Diagnosis> {
             parts.push(format!("ruled out: {}", ruled_out.join("; ")));
         }
         if !unprobed.is_empty() {
-            parts.push(format!("not seen: {}", unprobed.join("; ")));
+            parts.push(format!("Not seen: {}", unprobed.join("; ")));
         }
         findings.push(Finding::new(
             Bottleneck::Unknown,

@@ -35,6 +35,15 @@ fn check(e: &Evidence<'_>) -> Check {
     let (Some(cpu), Some(p)) = (&e.cpu, e.probes()) else {
         return Check::NoEvidence("the target's CPU (not probed)".into());
     };
+    // A quota that throttled the target is the finer finding (`cpu_throttled`).
+    if let Some(t) = e.throttling().filter(|t| t.significant()) {
+        if t.used_cpus >= 0.8 * t.quota_cpus {
+            return Check::RuledOut(format!(
+                "the CPUs it used were capped by its cgroup quota of {} CPUs (see the CPU quota)",
+                crate::diagnosis::num(t.quota_cpus)
+            ));
+        }
+    }
     let util = cpu.util();
     let waited = cpu.waited();
     let demand = cpu.demand();

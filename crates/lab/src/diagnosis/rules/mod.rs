@@ -10,10 +10,13 @@ mod agent_lost;
 mod client_ports;
 mod concurrency;
 mod cpu_bound;
+mod cpu_throttled;
 mod crash;
 mod descriptors;
 mod generator;
 mod memory_growth;
+mod memory_limit;
+mod pids_limit;
 mod refused;
 mod rejected;
 mod timeouts;
@@ -50,6 +53,7 @@ pub const RULES: &[Rule] = &[
     generator::RULE,
     agent_lost::RULE,
     crash::RULE,
+    cpu_throttled::RULE,
     cpu_bound::RULE,
     concurrency::RULE,
     accept_queue::RULE,
@@ -57,6 +61,8 @@ pub const RULES: &[Rule] = &[
     client_ports::RULE,
     descriptors::RULE,
     memory_growth::RULE,
+    memory_limit::RULE,
+    pids_limit::RULE,
     refused::RULE,
     rejected::RULE,
 ];
