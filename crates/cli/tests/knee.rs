@@ -1,0 +1,364 @@
+//! `loadlab knee URL` against servers the test starts, not loadlab: found by the port they
+//! listen on, by pid and by cgroup, with the same knee and why as a plan that starts the
+//! same server; a pool of N synchronous slots named at the knee itself for N = 1, 2, 4, 16;
+//! a CPU quota in a real cgroup named as the limit with its throttling figures. One at a
+//! time: they measure. The server runs on CPU 0, loadlab's workers on CPU 1.
+
+mod util;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value;
+use util::lab::{fixture, lines, write_plan};
+use util::{loadlab_bin, output_within, temp_path};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A fixture server started by the test on CPU 0, killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new("taskset")
+            .args(["-c", "0", &fixture(), "--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the fixture server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Server { child, port }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `loadlab knee -q URL ARGS --out OUT` with the tests' short steps; must succeed.
+fn knee(url: &str, args: &[&str]) -> PathBuf {
+    let out = temp_path("knee-bundle");
+    let (o, _) = output_within(
+        Command::new(loadlab_bin())
+            .args(["knee", "-q", url, "--cpus", "1", "--threads", "1"])
+            .args(["--step", "2s", "--warmup", "500ms", "--pause", "300ms"])
+            .args(args)
+            .arg("--out")
+            .arg(&out),
+        Duration::from_secs(300),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("knee between"), "{stdout}");
+    out
+}
+
+/// The search's knee, `[highest sustained, lowest not sustained]`, and its diagnosis.
+fn knee_of(bundle: &Path) -> ([f64; 2], Value) {
+    let configs = lines(&bundle.join("configs.jsonl"));
+    let k = &configs[0]["knees"][0];
+    let range = &k["outcome"]["range"];
+    (
+        [range[0].as_f64().unwrap(), range[1].as_f64().unwrap()],
+        k["diagnosis"].clone(),
+    )
+}
+
+/// The first finding that is the server's (loadlab's own lateness excepted).
+fn first_finding(d: &Value) -> &Value {
+    d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["bottleneck"] != "generator" && f["bottleneck"] != "agent_lost")
+        .unwrap_or_else(|| panic!("no finding of the server: {d}"))
+}
+
+/// The concurrency the first unsustained step names, which must be `concurrency_bound`.
+fn named_concurrency(d: &Value) -> f64 {
+    let f = first_finding(d);
+    assert_eq!(f["bottleneck"], "concurrency_bound", "{d}");
+    f["figures"]["in_service"].as_f64().unwrap()
+}
+
+/// What the steps' probes said they watched.
+fn probed(bundle: &Path) -> Value {
+    lines(&bundle.join("steps.jsonl"))[0]["probes"]["source"].clone()
+}
+
+/// The search flags for a pool of `n` slots of 50 ms: capacity 20 × n req/s.
+fn pool_search(n: usize) -> Vec<String> {
+    let cap = 20.0 * n as f64;
+    vec![
+        "--slo".into(),
+        "p99<1s".into(),
+        "--start".into(),
+        format!("{}", cap / 4.0),
+        "--max".into(),
+        format!("{}", cap * 4.0),
+        "--confirm".into(),
+        "0".into(),
+        "--timeout".into(),
+        "10s".into(),
+    ]
+}
+
+#[test]
+fn a_pool_of_n_slots_is_named_at_the_knee_itself() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for n in [1usize, 2, 4, 16] {
+        let server = Server::start(&["--pool", &n.to_string(), "--service-ms", "50"]);
+        let args = pool_search(n);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let bundle = knee(&server.url(), &args);
+        let cap = 20.0 * n as f64;
+        let ([lo, hi], d) = knee_of(&bundle);
+        assert!(
+            lo >= 0.6 * cap && hi <= 1.3 * cap,
+            "pool of {n}: knee between {lo} and {hi}, capacity {cap}"
+        );
+        let named = named_concurrency(&d);
+        assert!(
+            (named - n as f64).abs() <= 0.2 * n as f64,
+            "pool of {n}: ≈{named} named: {d}"
+        );
+        // Found by its port, without being told.
+        let src = probed(&bundle);
+        assert_eq!(src["kind"], "listener", "{src}");
+        assert_eq!(src["pid"], server.pid(), "{src}");
+        assert!(
+            src["found"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("found listening on :{}", server.port)),
+            "{src}"
+        );
+    }
+}
+
+/// A v2 cgroup for the test (this machine mounts v2 beside v1), removed when dropped.
+struct TestCgroup {
+    dirs: Vec<PathBuf>,
+}
+
+impl TestCgroup {
+    /// Directories named `name` under each of `mounts`, with `pid` moved into each.
+    fn new(mounts: &[PathBuf], name: &str, pid: u32) -> TestCgroup {
+        let dirs: Vec<PathBuf> = mounts.iter().map(|m| m.join(name)).collect();
+        for d in &dirs {
+            std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+            std::fs::write(d.join("cgroup.procs"), pid.to_string())
+                .unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        }
+        TestCgroup { dirs }
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            // Its processes go back to the root of the hierarchy before it can be removed.
+            let root = d.parent().unwrap();
+            for pid in std::fs::read_to_string(d.join("cgroup.procs"))
+                .unwrap_or_default()
+                .lines()
+            {
+                let _ = std::fs::write(root.join("cgroup.procs"), pid);
+            }
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+/// The cgroup mounts of this machine: the v2 tree, and the v1 hierarchies by controller.
+fn mounts() -> (Option<PathBuf>, Vec<(String, PathBuf)>) {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mut v2 = None;
+    let mut v1 = Vec::new();
+    for l in info.lines() {
+        let Some((left, right)) = l.split_once(" - ") else {
+            continue;
+        };
+        let point = PathBuf::from(left.split_whitespace().nth(4).unwrap());
+        let mut r = right.split_whitespace();
+        match r.next() {
+            Some("cgroup2") => v2 = Some(point),
+            Some("cgroup") => {
+                let opts = r.nth(1).unwrap_or("");
+                for c in opts.split(',') {
+                    if ["cpu", "cpuacct", "memory", "pids"].contains(&c) {
+                        v1.push((c.to_string(), point.clone()));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    (v2, v1)
+}
+
+#[test]
+fn found_by_pid_by_cgroup_and_by_a_plan_the_knee_and_why_agree() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let args = pool_search(2);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut runs: Vec<(&str, [f64; 2], f64)> = Vec::new();
+
+    let server = Server::start(&["--pool", "2", "--service-ms", "50"]);
+    let pid = server.pid().to_string();
+    let bundle = knee(&server.url(), &[&args[..], &["--probe-pid", &pid]].concat());
+    assert_eq!(probed(&bundle)["kind"], "pid");
+    let (r, d) = knee_of(&bundle);
+    runs.push(("pid", r, named_concurrency(&d)));
+
+    // The same server moved into a cgroup of its own, probed by the cgroup's path.
+    let (v2, _) = mounts();
+    let v2 = v2.expect("a cgroup v2 mount");
+    let name = format!("loadlab-knee-test-{}", std::process::id());
+    let _cg = TestCgroup::new(std::slice::from_ref(&v2), &name, server.pid());
+    let bundle = knee(
+        &server.url(),
+        &[&args[..], &["--probe-cgroup", &format!("/{name}")]].concat(),
+    );
+    let src = probed(&bundle);
+    assert_eq!(src["kind"], "cgroup", "{src}");
+    assert_eq!(src["cgroup"], format!("/{name}"), "{src}");
+    assert_eq!(src["pid"], server.pid(), "{src}");
+    let steps = lines(&bundle.join("steps.jsonl"));
+    assert!(
+        steps[0]["probes"]["samples"][0]["cgroup"].is_object(),
+        "the cgroup is sampled: {}",
+        steps[0]["probes"]["samples"][0]
+    );
+    let (r, d) = knee_of(&bundle);
+    runs.push(("cgroup", r, named_concurrency(&d)));
+    drop(server);
+
+    // A plan that starts the same server itself.
+    let plan = write_plan(
+        "pool2",
+        &format!(
+            "name = \"pool2\"\n[[target]]\nname = \"fx\"\ncommand = [\"FIXTURE\", \"--port\", \"{{port}}\", \"--pool\", \"2\", \"--service-ms\", \"50\"]\nready = {{ tcp = \"127.0.0.1:{{port}}\" }}\ncpus = \"0\"\n\
+             [[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:{{port}}/\"\ntimeout = \"10s\"\n\
+             [load]\nknee = {{ start = 10, max = 160, confirm = 0 }}\nstep_duration = \"2s\"\nwarmup = \"500ms\"\npause = \"300ms\"\nthreads = 1\ncpus = \"1\"\n[slo]\ngates = [\"p99<1s\"]\n"
+        ),
+    );
+    let out = temp_path("pool2-plan");
+    util::lab::lab_ok(&plan, &out);
+    let (r, d) = knee_of(&out);
+    runs.push(("plan", r, named_concurrency(&d)));
+
+    for (how, [lo, hi], named) in &runs {
+        assert!(
+            *lo >= 0.75 * 40.0 && *hi <= 1.25 * 40.0,
+            "{how}: knee between {lo} and {hi}: {runs:?}"
+        );
+        assert!((named - 2.0).abs() <= 0.4, "{how}: ≈{named}: {runs:?}");
+    }
+    // The ranges agree: each lower end within 15 % of the others'.
+    let lows: Vec<f64> = runs.iter().map(|r| r.1[0]).collect();
+    let (min, max) = lows
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+    assert!(max <= 1.15 * min, "{runs:?}");
+}
+
+#[test]
+fn a_cpu_quota_is_named_as_the_limit_with_its_throttling() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 2 ms of CPU per request under a quota of a quarter of a CPU: 125 req/s at most,
+    // with the machine's other CPUs idle.
+    let server = Server::start(&["--burn-us", "2000"]);
+    let name = format!("loadlab-knee-quota-{}", std::process::id());
+    let (v2, v1) = mounts();
+    let v2_cpu = v2.as_ref().filter(|m| {
+        std::fs::read_to_string(m.join("cgroup.controllers"))
+            .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpu"))
+    });
+    let _cg = match v2_cpu {
+        Some(root) => {
+            // Pure v2: enable the cpu controller below the root, then cpu.max.
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+cpu");
+            let cg = TestCgroup::new(std::slice::from_ref(root), &name, server.pid());
+            std::fs::write(root.join(&name).join("cpu.max"), "25000 100000").unwrap();
+            cg
+        }
+        None => {
+            // v1 (this machine): cpu for the quota, cpuacct for the usage.
+            let dirs: Vec<PathBuf> = v1
+                .iter()
+                .filter(|(c, _)| c == "cpu" || c == "cpuacct")
+                .map(|(_, m)| m.clone())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let cg = TestCgroup::new(&dirs, &name, server.pid());
+            let cpu = v1.iter().find(|(c, _)| c == "cpu").expect("a v1 cpu mount");
+            std::fs::write(cpu.1.join(&name).join("cpu.cfs_period_us"), "100000").unwrap();
+            std::fs::write(cpu.1.join(&name).join("cpu.cfs_quota_us"), "25000").unwrap();
+            cg
+        }
+    };
+    let bundle = knee(
+        &server.url(),
+        &[
+            "--slo",
+            "p99<500ms",
+            "--start",
+            "30",
+            "--max",
+            "500",
+            "--confirm",
+            "0",
+            "--timeout",
+            "10s",
+        ],
+    );
+    let ([lo, hi], d) = knee_of(&bundle);
+    let cap = 125.0;
+    assert!(
+        lo >= 0.85 * cap && hi <= 1.15 * cap,
+        "knee between {lo} and {hi}, quota ÷ CPU per request = {cap}"
+    );
+    let f = first_finding(&d);
+    assert_eq!(f["bottleneck"], "cpu_throttled", "{d}");
+    let t = &f["figures"];
+    assert_eq!(t["quota_cpus"], 0.25, "{f}");
+    assert!(t["throttled_periods"].as_f64().unwrap() > 0.0, "{f}");
+    assert!(t["throttled_s"].as_f64().unwrap() > 0.0, "{f}");
+    let used = t["used_cpus"].as_f64().unwrap();
+    assert!((0.2..=0.3).contains(&used), "{f}");
+    assert!(
+        f["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("against a quota of 25.0 %: throttled in"),
+        "{f}"
+    );
+}
