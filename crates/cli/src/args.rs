@@ -81,7 +81,8 @@ pub enum Command {
         loadlab knee http://127.0.0.1:8080/ --probe-container web --max 20000 --step 10s\n  \
         loadlab knee 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' --slo 'p99<50ms'\n  \
         loadlab knee http://10.0.0.9:8080/ --slo 'p99<200ms' --remote-probes 1 --token-file token   (then `loadlab probe --coordinator THIS:7878 --listen 8080 --token-file token` on 10.0.0.9)\n\n\
-        Exit status: 0 a knee (or at least --max) was found; 1 no step could run; 2 bad input, named; \
+        Exit status: 0 a knee (or at least --max) was found; 1 no step could run, or the server rejected \
+        the request (4xx: no knee measured); 2 bad input, named; \
         130 or 143 interrupted (what was measured is written).")]
     Knee(Box<KneeArgs>),
     /// Check the machine before a run: file-descriptor limits, listen backlog caps,

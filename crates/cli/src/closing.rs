@@ -7,6 +7,7 @@ use std::path::Path;
 
 use loadlab_lab::bundle::{read_configs, read_json, read_steps, ScenarioKnee};
 use loadlab_lab::plan::Model;
+use loadlab_lab::verdict::Limit;
 use loadlab_lab::Plan;
 
 /// A load value as the closing lines print it.
@@ -34,6 +35,12 @@ pub(crate) fn unit(plan: &Plan) -> &'static str {
 /// `below 10 req/s`.
 pub(crate) fn range_words(k: &ScenarioKnee, unit: &str) -> String {
     let o = &k.outcome;
+    if o.limited_by == Some(Limit::Rejected) {
+        return format!(
+            "not measured: the server rejected the request at {} {unit}",
+            o.first_unsustained.map_or("?".into(), num)
+        );
+    }
     match (o.knee, o.first_unsustained) {
         (Some(lo), Some(hi)) => format!("between {} and {} {unit}", num(lo), num(hi)),
         (Some(lo), None) => format!(
@@ -46,6 +53,15 @@ pub(crate) fn range_words(k: &ScenarioKnee, unit: &str) -> String {
         ),
         (None, None) => "not measured".into(),
     }
+}
+
+/// True when a search of the bundle stopped on a rejected request (no knee measured).
+pub(crate) fn rejected(bundle: &Path) -> bool {
+    read_configs(bundle).unwrap_or_default().iter().any(|c| {
+        c.knees
+            .iter()
+            .any(|k| k.outcome.limited_by == Some(Limit::Rejected))
+    })
 }
 
 /// The closing lines of a bundle's knee searches.

@@ -226,9 +226,11 @@ pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
     if let Some(code) = crate::interrupted_exit() {
         return Ok(code);
     }
-    Ok(if summary.steps == 0 {
-        ExitCode::from(EXIT_ALL_FAILED)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if summary.steps == 0 || crate::closing::rejected(&summary.bundle) {
+            ExitCode::from(EXIT_ALL_FAILED)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }

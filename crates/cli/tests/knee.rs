@@ -263,11 +263,9 @@ fn found_by_pid_by_cgroup_and_by_a_plan_the_knee_and_why_agree() {
     // A plan that starts the same server itself.
     let plan = write_plan(
         "pool2",
-        &format!(
-            "name = \"pool2\"\n[[target]]\nname = \"fx\"\ncommand = [\"FIXTURE\", \"--port\", \"{{port}}\", \"--pool\", \"2\", \"--service-ms\", \"50\"]\nready = {{ tcp = \"127.0.0.1:{{port}}\" }}\ncpus = \"0\"\n\
-             [[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:{{port}}/\"\ntimeout = \"10s\"\n\
-             [load]\nknee = {{ start = 10, max = 160, confirm = 0 }}\nstep_duration = \"2s\"\nwarmup = \"500ms\"\npause = \"300ms\"\nthreads = 1\ncpus = \"1\"\n[slo]\ngates = [\"p99<1s\"]\n"
-        ),
+        "name = \"pool2\"\n[[target]]\nname = \"fx\"\ncommand = [\"FIXTURE\", \"--port\", \"{port}\", \"--pool\", \"2\", \"--service-ms\", \"50\"]\nready = { tcp = \"127.0.0.1:{port}\" }\ncpus = \"0\"\n\
+             [[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:{port}/\"\ntimeout = \"10s\"\n\
+             [load]\nknee = { start = 10, max = 160, confirm = 0 }\nstep_duration = \"2s\"\nwarmup = \"500ms\"\npause = \"300ms\"\nthreads = 1\ncpus = \"1\"\n[slo]\ngates = [\"p99<1s\"]\n",
     );
     let out = temp_path("pool2-plan");
     util::lab::lab_ok(&plan, &out);
@@ -361,4 +359,105 @@ fn a_cpu_quota_is_named_as_the_limit_with_its_throttling() {
             .contains("against a quota of 25.0 %: throttled in"),
         "{f}"
     );
+}
+
+/// Python's own `http.server` (a server nobody here wrote) in an empty directory: every
+/// path is a 404 with an HTML page saying so.
+struct PythonServer {
+    child: Child,
+    port: u16,
+}
+
+impl PythonServer {
+    fn start() -> PythonServer {
+        let dir = temp_path("empty-docroot");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut child = Command::new("python3")
+            .args(["-u", "-m", "http.server", "0", "--bind", "127.0.0.1"])
+            .current_dir(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server");
+        // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .split_whitespace()
+            .skip_while(|w| *w != "port")
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        PythonServer { child, port }
+    }
+}
+
+impl Drop for PythonServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_request_the_server_rejects_ends_the_search_at_its_first_step() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let py = PythonServer::start();
+    let url = format!("http://127.0.0.1:{}/no-such-page", py.port);
+    let out = temp_path("rejected-knee");
+    let (o, _) = output_within(
+        Command::new(loadlab_bin())
+            .args(["knee", "-q", &url, "--start", "20", "--step", "1s"])
+            .arg("--out")
+            .arg(&out),
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    // No knee is measured: exit 1, one step, and the why names the status and the page.
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("knee not measured: the server rejected the request at 20 req/s"),
+        "{stdout}"
+    );
+    assert_eq!(lines(&out.join("steps.jsonl")).len(), 1);
+    let d = knee_of_rejected(&out);
+    let f = first_finding(&d);
+    assert_eq!(f["bottleneck"], "rejected", "{d}");
+    let e = f["evidence"].as_str().unwrap();
+    for said in [
+        "the server answered 404 to",
+        "answered 404 File not found with an HTML body reading \"Error response Error code: 404",
+        "the request is wrong (its URL, method, headers or body), not the load",
+    ] {
+        assert!(e.contains(said), "{said} not in {e}");
+    }
+
+    // A plan of fixed steps with the same wrong path ends at its first step too.
+    let plan = write_plan(
+        "wrong-path",
+        &format!(
+            "name = \"wrong-path\"\n[[scenario]]\nname = \"s\"\nurl = \"{url}\"\n[load]\nsteps = [20, 40, 80]\nstep_duration = \"1s\"\n"
+        ),
+    );
+    let out = temp_path("rejected-plan");
+    util::lab::lab_ok(&plan, &out);
+    let steps = lines(&out.join("steps.jsonl"));
+    assert_eq!(steps.len(), 1, "the steps after the first are skipped");
+    assert_eq!(
+        steps[0]["diagnosis"]["findings"][0]["bottleneck"],
+        "rejected"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("request rejected (4xx)"), "{report}");
+}
+
+/// The knee record of a search that stopped on a rejection: no range, a diagnosis.
+fn knee_of_rejected(bundle: &Path) -> Value {
+    let configs = lines(&bundle.join("configs.jsonl"));
+    let k = &configs[0]["knees"][0];
+    assert_eq!(k["outcome"]["limited_by"], "rejected", "{k}");
+    assert!(k["outcome"]["range"].is_null(), "{k}");
+    k["diagnosis"].clone()
 }

@@ -319,6 +319,27 @@ fn variables(plan: &Plan, config: &Config, bundle: &std::path::Path) -> BTreeMap
     vars
 }
 
+/// The step's request sent once more by hand, and what the server answered, in a few
+/// words (plain `http://` HTTP/1.1 only: `None` otherwise, or without an answer).
+fn response_sample(w: &Workload) -> Option<String> {
+    if !matches!(w.transport, loadlab_engine::Transport::Http1 { .. }) {
+        return None;
+    }
+    let a = crate::http_once::request(
+        &w.url,
+        &w.request.method,
+        &w.request.headers,
+        &w.request.body,
+        Duration::from_secs(2),
+        4096,
+    )
+    .ok()?;
+    Some(format!(
+        "the request sent again after the step was answered {}",
+        a.describe(200)
+    ))
+}
+
 impl Runner<'_> {
     fn say(&self, msg: impl AsRef<str>) {
         if let Some(p) = &self.opts.progress {
@@ -441,7 +462,7 @@ impl Runner<'_> {
                     if self.opts.stop.is_cancelled() {
                         break;
                     }
-                    let (_, exit) = self.step(
+                    let (recs, exit) = self.step(
                         config,
                         vars,
                         group,
@@ -452,6 +473,18 @@ impl Runner<'_> {
                     )?;
                     if exit.is_some() {
                         return Ok(exit);
+                    }
+                    // A rejected request is rejected at every load: the rest of the steps
+                    // would measure nothing more.
+                    if recs
+                        .iter()
+                        .any(|r| r.verdict.limits.contains(&Limit::Rejected))
+                    {
+                        self.say(format!(
+                            "  {}: the server rejected the request (4xx): the remaining steps are skipped",
+                            group[0].name
+                        ));
+                        break;
                     }
                     self.pause();
                 }
@@ -751,9 +784,13 @@ impl Runner<'_> {
             short_duration(left)
         );
         let mut records = Vec::new();
-        for (s, r) in scenarios.iter().zip(results) {
+        for ((s, r), (workload, _)) in scenarios.iter().zip(results).zip(&jobs) {
             let result = r?;
             let verdict = judge(&result, &self.plan.slo, exit.is_some());
+            // Most requests rejected: send the request once more to read what the server
+            // says is wrong.
+            let response_sample =
+                crate::verdict::rejected(&result).and_then(|_| response_sample(workload));
             let load = match self.plan.load.model {
                 Model::Open => result.offered_rps.unwrap_or(0.0),
                 // Requests in flight: connections over HTTP/1.1, streams over HTTP/2.
@@ -773,7 +810,7 @@ impl Runner<'_> {
                 probes: probes.clone(),
                 result,
                 diagnosis: None,
-                response_sample: None,
+                response_sample,
             };
             rec.diagnosis = self.diagnose(&rec);
             self.say(format!(

@@ -188,7 +188,11 @@ impl History {
 fn terminal(l: Limit) -> bool {
     matches!(
         l,
-        Limit::GeneratorLimited | Limit::AgentLost | Limit::TargetCrashed | Limit::Interrupted
+        Limit::GeneratorLimited
+            | Limit::AgentLost
+            | Limit::TargetCrashed
+            | Limit::Interrupted
+            | Limit::Rejected
     )
 }
 
@@ -381,9 +385,13 @@ fn ended(history: History, lo: Option<f64>, at: f64, l: Limit) -> KneeOutcome {
             lo.map_or("unknown".into(), |v| format!("at least {}", fmt(v)))
         ),
         Limit::TargetCrashed => format!("the target crashed at {}", fmt(at)),
+        Limit::Rejected => format!(
+            "search stopped at {}: the server rejected the request (4xx), which more load does not change: no knee measured",
+            fmt(at)
+        ),
         _ => format!("search {} at {}", l.describe(), fmt(at)),
     };
-    let first = (l == Limit::TargetCrashed).then_some(at);
+    let first = matches!(l, Limit::TargetCrashed | Limit::Rejected).then_some(at);
     finish(history, lo, first, Some(l), false, what)
 }
 

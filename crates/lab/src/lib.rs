@@ -19,6 +19,7 @@ pub mod diagnosis;
 pub mod doctor;
 pub mod experiment;
 pub mod gate;
+pub mod http_once;
 pub mod knee;
 pub mod matrix;
 pub mod plan;

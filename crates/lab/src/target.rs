@@ -235,37 +235,13 @@ fn probe_ready(ready: &Ready, vars: &mut dyn FnMut(&str) -> Option<String>) -> R
         }
         Ready::Http { url, status } => {
             let url = template::render(url, vars);
-            let u = url::Url::parse(&url).map_err(|e| format!("http {url}: {e}"))?;
-            let host = u.host_str().unwrap_or("127.0.0.1").to_string();
-            let port = u.port_or_known_default().unwrap_or(80);
-            let sa = (host.as_str(), port)
-                .to_socket_addrs()
-                .map_err(|e| format!("http {url}: {e}"))?
-                .next()
-                .ok_or_else(|| format!("http {url}: no address"))?;
-            let mut s = TcpStream::connect_timeout(&sa, Duration::from_millis(500))
-                .map_err(|e| format!("http {url}: {e}"))?;
-            s.set_read_timeout(Some(Duration::from_secs(2))).ok();
-            let path = match u.query() {
-                Some(q) => format!("{}?{q}", u.path()),
-                None => u.path().to_string(),
-            };
-            write!(
-                s,
-                "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
-            )
-            .map_err(|e| format!("http {url}: {e}"))?;
-            let mut head = [0u8; 64];
-            let n = s.read(&mut head).map_err(|e| format!("http {url}: {e}"))?;
-            let line = String::from_utf8_lossy(&head[..n]);
-            let got = line
-                .split_whitespace()
-                .nth(1)
-                .and_then(|c| c.parse::<u16>().ok());
-            match got {
-                Some(c) if c == *status => Ok(()),
-                Some(c) => Err(format!("http {url}: status {c}, expected {status}")),
-                None => Err(format!("http {url}: no HTTP status line")),
+            let got = crate::http_once::request(&url, "GET", &[], b"", Duration::from_secs(2), 0)
+                .map(|a| a.status)
+                .map_err(|e| format!("http {e}"))?;
+            if got == *status {
+                Ok(())
+            } else {
+                Err(format!("http {url}: status {got}, expected {status}"))
             }
         }
     }

@@ -17,6 +17,10 @@ pub enum Limit {
     /// An agent of a distributed run was lost during the step: its share is missing, and
     /// the step says nothing about the server.
     AgentLost,
+    /// The server answered most requests with a 4xx status other than 429 (too many
+    /// requests) and 408 (request timeout): the request is wrong, not the load, and a knee
+    /// search stops there.
+    Rejected,
     /// More failed requests than the SLO allows.
     Errors,
     /// p99 latency above the SLO.
@@ -34,6 +38,7 @@ impl Limit {
             Limit::TargetCrashed => "target crashed",
             Limit::GeneratorLimited => "generator-limited",
             Limit::AgentLost => "agent lost",
+            Limit::Rejected => "request rejected",
             Limit::Errors => "errors",
             Limit::Latency => "latency",
             Limit::Throughput => "throughput",
@@ -102,6 +107,23 @@ fn slower_than(r: &RunResult, bound_ms: f64) -> u64 {
         .sum()
 }
 
+/// 4xx statuses that say the load, not the request, is the matter: 429 (too many
+/// requests) and 408 (request timeout) are a server shedding work, as a 503 is.
+pub const LOAD_STATUSES: [&str; 2] = ["429", "408"];
+
+/// Responses with a 4xx status that says the request is wrong (all but
+/// [`LOAD_STATUSES`]), and the requests attempted, when they are at least half of them.
+pub fn rejected(r: &RunResult) -> Option<(u64, u64)> {
+    let n: u64 = r
+        .status_codes
+        .iter()
+        .filter(|(c, _)| c.starts_with('4') && !LOAD_STATUSES.contains(&c.as_str()))
+        .map(|(_, n)| *n)
+        .sum();
+    let attempts = r.attempts();
+    (n > 0 && n * 2 >= attempts).then_some((n, attempts))
+}
+
 /// The `q` percentile of a step's latency, ms: p99 from the result, others from its
 /// histogram.
 fn percentile_of(r: &RunResult, q: f64) -> Option<f64> {
@@ -129,6 +151,9 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     }
     if r.agents.iter().any(|a| a.lost.is_some()) {
         limits.push(Limit::AgentLost);
+    }
+    if rejected(r).is_some() {
+        limits.push(Limit::Rejected);
     }
     let attempts = r.attempts();
     if attempts == 0

@@ -269,7 +269,7 @@ fn nothing_found_is_said_with_what_was_looked_at() {
         "concurrency-bound: the target's CPU demand was 60 % of its CPUs, not below 50 %",
         "accept queue: 0 listen-queue overflows",
         "timeouts with the CPU low: no request timed out",
-        "server refused (5xx): 0 5xx answers",
+        "server refused (5xx): 0 5xx, 429 or 408 answers",
     ] {
         assert!(e.contains(said), "{said} not in: {e}");
     }

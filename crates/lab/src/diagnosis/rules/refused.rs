@@ -1,28 +1,34 @@
 //! `refused`: the server answered 5xx to most of the failed requests: it shed work it could
 //! not take (a full queue, mailbox or pool answering 503).
 
-use loadlab_engine::ErrorClass;
-
 use super::{Check, Rule};
 use crate::diagnosis::{pct, Bottleneck, Evidence, Finding};
+use crate::verdict::LOAD_STATUSES;
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::Refused,
-    needs: "5xx answers are at least half of the failed requests",
+    needs: "5xx answers (and 429 too many requests, 408 request timeout) are at least half of the failed requests",
     says: "the count and the status codes: the server shed work it could not take (document 000's `/send_nowait` mailbox answering 503)",
     check,
 };
 
 fn check(e: &Evidence<'_>) -> Check {
     let r = e.result();
-    let server_errors = r.errors.sum_of(&[ErrorClass::Http5xx]);
+    // 429 and 408 are a server shedding work too, as a 503 is.
+    let shed = |c: &str| c.starts_with('5') || LOAD_STATUSES.contains(&c);
+    let server_errors: u64 = r
+        .status_codes
+        .iter()
+        .filter(|(c, _)| shed(c))
+        .map(|(_, n)| *n)
+        .sum();
     if server_errors == 0 || server_errors * 2 < r.errors_total {
-        return Check::RuledOut(format!("{server_errors} 5xx answers"));
+        return Check::RuledOut(format!("{server_errors} 5xx, 429 or 408 answers"));
     }
     let codes: Vec<String> = r
         .status_codes
         .iter()
-        .filter(|(c, _)| c.starts_with('5'))
+        .filter(|(c, _)| shed(c))
         .map(|(c, n)| format!("{c}: {n}"))
         .collect();
     Check::Fired(
@@ -39,7 +45,7 @@ fn check(e: &Evidence<'_>) -> Check {
             ),
             "see what the status means in the server's log, and raise the capacity behind it",
             &[
-                ("http_5xx", server_errors as f64),
+                ("shed", server_errors as f64),
                 ("requests", r.requests as f64),
             ],
         )

@@ -5,31 +5,27 @@ use loadlab_engine::ErrorClass;
 
 use super::{Check, Rule};
 use crate::diagnosis::{pct, Bottleneck, Evidence, Finding};
+use crate::verdict::LOAD_STATUSES;
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::Rejected,
-    needs: "4xx answers are at least half of the requests sent",
+    needs: "4xx answers other than 429 (too many requests) and 408 (request timeout) are at least half of the requests sent",
     says: "which statuses, how many, and the first response body (capped): the request, not the load, is wrong; a knee search stops there",
     check,
 };
 
-/// True when most of the requests of `r` were answered 4xx.
-pub(crate) fn mostly_rejected(r: &loadlab_engine::RunResult) -> bool {
-    let rejected = r.errors.sum_of(&[ErrorClass::Http4xx]);
-    rejected > 0 && rejected * 2 >= r.attempts()
-}
-
 fn check(e: &Evidence<'_>) -> Check {
     let r = e.result();
-    let rejected = r.errors.sum_of(&[ErrorClass::Http4xx]);
-    if !mostly_rejected(r) {
-        return Check::RuledOut(format!("{rejected} 4xx answers"));
-    }
-    let attempts = r.attempts();
+    let Some((rejected, attempts)) = crate::verdict::rejected(r) else {
+        return Check::RuledOut(format!(
+            "{} 4xx answers",
+            r.errors.sum_of(&[ErrorClass::Http4xx])
+        ));
+    };
     let codes: Vec<String> = r
         .status_codes
         .iter()
-        .filter(|(c, _)| c.starts_with('4'))
+        .filter(|(c, _)| c.starts_with('4') && !LOAD_STATUSES.contains(&c.as_str()))
         .map(|(c, n)| format!("{c} to {n}"))
         .collect();
     let body = e
