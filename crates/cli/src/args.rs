@@ -123,8 +123,9 @@ pub enum Command {
         loadlab compare base.json candidate.json          (two `loadlab run --json` results)\n\n\
         Exit status: 0 compared (whatever the differences); 2 an input is not a bundle or run result.")]
     Compare(CompareArgs),
-    /// Start the reference scenario server on a free port and run a short experiment
-    /// (a knee search on /health, then a few endpoints), then print the tables.
+    /// The first run: start the reference scenario server (inside this binary) with 2 and
+    /// then 8 worker threads, find where its blocking /sleep breaks in each, say why, and
+    /// what the `workers` knob did to the knee (under a minute); then the next commands.
     Demo(DemoArgs),
     /// Run a reference server of the source experiments (the same as the loadlab-target,
     /// loadlab-hello and greeter-* binaries): `loadlab serve scenario --help`,
@@ -572,6 +573,9 @@ pub struct DemoArgs {
     /// No progress lines on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// Also print the full report (report.md) before the closing summary.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
 }
 
 /// On or off.

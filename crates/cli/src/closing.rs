@@ -64,8 +64,8 @@ pub(crate) fn rejected(bundle: &Path) -> bool {
     })
 }
 
-/// The closing lines of a bundle's knee searches.
-pub(crate) fn knees(bundle: &Path) -> std::io::Result<String> {
+/// The closing lines of a bundle's knee searches; with `probes`, what the probes watched.
+pub(crate) fn knees(bundle: &Path, probes: bool) -> std::io::Result<String> {
     let plan: Plan = read_json(&bundle.join("plan.json"))?;
     let configs = read_configs(bundle)?;
     let steps = read_steps(bundle).unwrap_or_default();
@@ -115,7 +115,7 @@ pub(crate) fn knees(bundle: &Path) -> std::io::Result<String> {
     }
     // What the probes watched, once per source.
     let mut seen = Vec::new();
-    for s in &steps {
+    for s in steps.iter().filter(|_| probes) {
         if let Some(src) = s.probes.as_ref().and_then(|p| p.source.as_ref()) {
             let line = src.found.clone();
             if !seen.contains(&line) {
@@ -125,6 +125,52 @@ pub(crate) fn knees(bundle: &Path) -> std::io::Result<String> {
     }
     for line in seen {
         let _ = writeln!(out, "probed: {line}");
+    }
+    Ok(out)
+}
+
+/// What each knob did to the knee: for every two configurations of a scenario that differ
+/// in one matrix parameter and both have a knee range, the ratio of their knees, with the
+/// span the two ranges allow (`workers 2 → 8: knee ×4.0 (×3.6 to ×4.5)`).
+pub(crate) fn knob_effects(bundle: &Path) -> std::io::Result<String> {
+    let configs = read_configs(bundle)?;
+    let mut out = String::new();
+    for (i, a) in configs.iter().enumerate() {
+        for b in &configs[i + 1..] {
+            let differ: Vec<(&(String, String), &(String, String))> = a
+                .params
+                .iter()
+                .zip(&b.params)
+                .filter(|(x, y)| x != y)
+                .collect();
+            let [((name, from), (_, to))] = differ.as_slice() else {
+                continue;
+            };
+            for ka in &a.knees {
+                let Some(kb) = b.knees.iter().find(|k| k.scenario == ka.scenario) else {
+                    continue;
+                };
+                let (Some([l1, h1]), Some([l2, h2])) = (ka.outcome.range, kb.outcome.range)
+                else {
+                    continue;
+                };
+                let mid = (l2 + h2) / (l1 + h1);
+                let (lo, hi) = (l2 / h1, h2 / l1);
+                let scenario = if a.knees.len() > 1 {
+                    format!(" ({})", ka.scenario)
+                } else {
+                    String::new()
+                };
+                let moved = if lo > 1.0 || hi < 1.0 {
+                    format!("knee ×{mid:.1} (×{lo:.1} to ×{hi:.1} within the measured ranges)")
+                } else {
+                    format!(
+                        "no change the step spacing resolves (×{lo:.1} to ×{hi:.1} within the measured ranges)"
+                    )
+                };
+                let _ = writeln!(out, "The knob: {name} {from} → {to}{scenario}: {moved}");
+            }
+        }
     }
     Ok(out)
 }

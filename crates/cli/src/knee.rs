@@ -206,6 +206,7 @@ pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
         quiet: a.quiet,
         // A knee starts no target, so there is nothing to build.
         skip_builds: false,
+        brief_preflight: false,
     };
     let (summary, _report) =
         crate::lab::run_lab(&plan, out, settings, stop.clone(), fleet.clone())?;
@@ -216,7 +217,7 @@ pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
             "the run is over"
         });
     }
-    print!("{}", crate::closing::knees(&summary.bundle)?);
+    print!("{}", crate::closing::knees(&summary.bundle, true)?);
     eprintln!(
         "loadlab: {} step{}; bundle {} (report.md, report.html; plan.toml re-runs this search with `loadlab lab`)",
         summary.steps,

@@ -14,14 +14,8 @@ use crate::args::{DemoArgs, DoctorArgs, LabArgs, ReportArgs};
 use crate::{cancel_on_signal, BadInput, EXIT_ALL_FAILED, EXIT_GATE_FAILED};
 use loadlab_engine::config::workload::{DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS};
 
-/// The demo's plans, built into the binary.
-const DEMO_PLANS: [(&str, &str); 2] = [
-    ("knee", include_str!("../../../plans/demo-knee.toml")),
-    (
-        "endpoints",
-        include_str!("../../../plans/demo-endpoints.toml"),
-    ),
-];
+/// The demo's plan, built into the binary.
+const DEMO_PLAN: &str = include_str!("../../../plans/demo.toml");
 
 fn load_plan(path: &Path, quick: bool) -> anyhow::Result<Plan> {
     Plan::load(path, quick).map_err(|e| BadInput(e.to_string()).into())
@@ -47,6 +41,32 @@ pub(crate) struct RunSettings {
     pub(crate) quiet: bool,
     /// `--no-build`.
     pub(crate) skip_builds: bool,
+    /// Say the pre-flight in one line, for a newcomer (the demo), not finding by finding.
+    pub(crate) brief_preflight: bool,
+}
+
+/// The pre-flight in one line for a newcomer: whether anything stops the run, and where
+/// the notes for heavier runs are.
+fn brief(findings: &[Finding]) -> String {
+    let count = |sev: Severity| findings.iter().filter(|f| f.severity == sev).count();
+    let (fail, warn) = (count(Severity::Fail), count(Severity::Warn));
+    let notes = if warn == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {warn} note{} on tuning for heavier runs in doctor.txt",
+            if warn == 1 { "" } else { "s" }
+        )
+    };
+    if fail == 0 {
+        format!("loadlab: checked this machine first (file descriptors, ports, listen queues): nothing stands in the way{notes}")
+    } else {
+        format!(
+            "loadlab: checked this machine first: {fail} problem{} may spoil the run (`loadlab doctor` says how to fix {}){notes}",
+            if fail == 1 { "" } else { "s" },
+            if fail == 1 { "it" } else { "them" }
+        )
+    }
 }
 
 pub(crate) fn run_lab(
@@ -56,7 +76,11 @@ pub(crate) fn run_lab(
     stop: CancellationToken,
     fleet: Option<Arc<Coordinator>>,
 ) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
-    let RunSettings { quiet, skip_builds } = settings;
+    let RunSettings {
+        quiet,
+        skip_builds,
+        brief_preflight,
+    } = settings;
     // A keeper process kills what is left of the targets' process trees if loadlab is
     // killed (best effort: without it, only the targets themselves die with loadlab).
     if let Err(e) = std::env::current_exe().and_then(|exe| loadlab_lab::target::start_keeper(&exe))
@@ -64,7 +88,9 @@ pub(crate) fn run_lab(
         eprintln!("loadlab: warning: no keeper process ({e}): if loadlab is killed, processes its targets forked may survive it");
     }
     let findings = preflight(plan);
-    if doctor::worst(&findings) != Severity::Ok && !quiet {
+    if brief_preflight && !quiet {
+        eprintln!("{}", brief(&findings));
+    } else if doctor::worst(&findings) != Severity::Ok && !quiet {
         eprintln!(
             "loadlab: pre-flight findings (see `loadlab doctor`):\n{}",
             doctor::render(&findings)
@@ -108,6 +134,7 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
     let settings = RunSettings {
         quiet: a.quiet,
         skip_builds: a.no_build,
+        brief_preflight: false,
     };
     let (summary, mut report) = run_lab(&plan, out, settings, stop.clone(), fleet.clone())?;
     if let Some(c) = fleet {
@@ -254,40 +281,42 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
 pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
-    let root = a.out.clone().unwrap_or_else(|| default_out("demo"));
+    let out = a.out.clone().unwrap_or_else(|| default_out("demo"));
     let cwd = std::env::current_dir()?;
-    let mut steps = 0;
-    let mut knees = Vec::new();
-    let mut pages = Vec::new();
-    for (name, text) in DEMO_PLANS {
-        if stop.is_cancelled() {
-            break;
-        }
-        let plan = Plan::parse(text, &format!("built-in demo plan `{name}`"), &cwd, false)?;
-        let settings = RunSettings {
-            quiet: a.quiet,
-            skip_builds: false,
-        };
-        let (summary, report) = run_lab(&plan, root.join(name), settings, stop.clone(), None)?;
-        steps += summary.steps;
+    let plan = Plan::parse(DEMO_PLAN, "built-in demo plan", &cwd, false)?;
+    if !a.quiet {
+        eprintln!(
+            "loadlab demo: the reference server's /sleep blocks a worker thread for 50 ms; \
+             loadlab searches for the load where it breaks with 2 workers, then with 8, and says why \
+             (about 45 s)"
+        );
+    }
+    let settings = RunSettings {
+        quiet: a.quiet,
+        skip_builds: false,
+        brief_preflight: true,
+    };
+    let (summary, report) = run_lab(&plan, out, settings, stop, None)?;
+    if a.verbose {
         println!("{report}");
-        knees.extend(loadlab_report::knee_lines(&summary.bundle).unwrap_or_default());
-        pages.push(loadlab_report::html_path(&summary.bundle));
     }
-    if !knees.is_empty() {
-        println!("Knees, and why:");
-        for k in &knees {
-            println!("- {k}");
-        }
-    }
-    for p in &pages {
-        println!("Charts: {}", p.display());
-    }
-    eprintln!("loadlab: demo bundles in {}", root.display());
+    println!("\nWhere it breaks, and why:");
+    print!("{}", crate::closing::knees(&summary.bundle, false)?);
+    print!("{}", crate::closing::knob_effects(&summary.bundle)?);
+    println!(
+        "\nThe full report: {} (charts) and report.md beside it; --verbose prints it here.",
+        loadlab_report::html_path(&summary.bundle).display()
+    );
+    println!(
+        "\nNext:\n  \
+         loadlab knee http://127.0.0.1:8080/ --slo 'p99<200ms'     your own server's knee and why (README: \"Find your own server's knee\")\n  \
+         loadlab lab plans/backlog-workers.toml --quick           a knob swept over a matrix, one knee search per configuration\n  \
+         loadlab --help                                           every command; the README has the rest"
+    );
     if let Some(code) = crate::interrupted_exit() {
         return Ok(code);
     }
-    Ok(if steps == 0 {
+    Ok(if summary.steps == 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -128,7 +128,21 @@ impl Watch {
     /// step is probed for the kernel's counters only.
     pub fn source(&self, pids: Vec<u32>) -> Result<Option<Box<dyn ProbeSource>>, String> {
         match self {
-            Watch::Targets => Ok(Some(Box::new(ProcessSource::new(pids)))),
+            Watch::Targets => {
+                let named: Vec<String> = pids
+                    .iter()
+                    .map(|&p| match loadlab_system::procfs::comm(p) {
+                        Some(c) => format!("{p} ({c})"),
+                        None => p.to_string(),
+                    })
+                    .collect();
+                let found = format!(
+                    "pid{} {}, started by the plan",
+                    if named.len() == 1 { "" } else { "s" },
+                    named.join(", ")
+                );
+                Ok(Some(Box::new(ProcessSource::new(pids).found(found))))
+            }
             Watch::Local(spec) => match local_source(spec) {
                 Ok(s) => Ok(Some(s)),
                 Err(e) => Err(format!("probe {}: {e}", describe(spec))),
