@@ -150,8 +150,7 @@ pub(crate) fn knob_effects(bundle: &Path) -> std::io::Result<String> {
                 let Some(kb) = b.knees.iter().find(|k| k.scenario == ka.scenario) else {
                     continue;
                 };
-                let (Some([l1, h1]), Some([l2, h2])) = (ka.outcome.range, kb.outcome.range)
-                else {
+                let (Some([l1, h1]), Some([l2, h2])) = (ka.outcome.range, kb.outcome.range) else {
                     continue;
                 };
                 let mid = (l2 + h2) / (l1 + h1);

@@ -34,7 +34,11 @@ fn the_demo_ends_on_a_confirmed_knee_its_why_and_the_knob_on_one_core() {
         );
     }
     assert_eq!(stdout.matches("both ends confirmed").count(), 2, "{stdout}");
-    assert_eq!(stdout.matches("why: concurrency-bound").count(), 2, "{stdout}");
+    assert_eq!(
+        stdout.matches("why: concurrency-bound").count(),
+        2,
+        "{stdout}"
+    );
     // The knob's effect, as the ratio of the knees: 8 workers serve 4 times as many.
     let knob = stdout
         .lines()
@@ -61,12 +65,21 @@ fn the_demo_ends_on_a_confirmed_knee_its_why_and_the_knob_on_one_core() {
     let range = |i: usize| {
         let r = &configs[i]["knees"][0]["outcome"];
         assert_eq!(r["confirmed"], true, "{r}");
-        [r["range"][0].as_f64().unwrap(), r["range"][1].as_f64().unwrap()]
+        [
+            r["range"][0].as_f64().unwrap(),
+            r["range"][1].as_f64().unwrap(),
+        ]
     };
     let [a, b] = range(0);
-    assert!(a >= 30.0 && b <= 50.0, "2 workers × 50 ms: 40 req/s, knee {a}..{b}");
+    assert!(
+        a >= 30.0 && b <= 50.0,
+        "2 workers × 50 ms: 40 req/s, knee {a}..{b}"
+    );
     let [a, b] = range(1);
-    assert!(a >= 120.0 && b <= 200.0, "8 workers × 50 ms: 160 req/s, knee {a}..{b}");
+    assert!(
+        a >= 120.0 && b <= 200.0,
+        "8 workers × 50 ms: 160 req/s, knee {a}..{b}"
+    );
     // Under a minute: each step is 0.3 s of warm-up, 1.5 s measured and 0.1 s of pause, so
     // the number of steps bounds the time the demo takes, whatever the machine's speed.
     let steps = lines(&out.join("steps.jsonl")).len();

@@ -461,3 +461,87 @@ fn knee_of_rejected(bundle: &Path) -> Value {
     assert!(k["outcome"]["range"].is_null(), "{k}");
     k["diagnosis"].clone()
 }
+
+/// A Node.js server (nobody here wrote its HTTP stack) whose one event loop spins 2 ms per
+/// request: about 500 req/s, and the process never uses more than one of its two CPUs.
+struct NodeServer {
+    child: Child,
+    port: u16,
+}
+
+impl NodeServer {
+    fn start() -> NodeServer {
+        let js = "const http = require('http');\
+            const s = http.createServer((q, r) => {\
+              const end = process.hrtime.bigint() + 2000000n;\
+              while (process.hrtime.bigint() < end) {}\
+              r.end('ok');\
+            });\
+            s.listen(0, '127.0.0.1', () => console.log('port ' + s.address().port));";
+        let mut child = Command::new("node")
+            .args(["-e", js])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("node");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .strip_prefix("port ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        NodeServer { child, port }
+    }
+}
+
+impl Drop for NodeServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_node_event_loop_is_named_as_one_thread_with_the_cpus_half_idle() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = NodeServer::start();
+    let bundle = knee(
+        &format!("http://127.0.0.1:{}/", node.port),
+        &[
+            "--slo",
+            "p99<200ms",
+            "--start",
+            "100",
+            "--max",
+            "3200",
+            "--confirm",
+            "0",
+        ],
+    );
+    let ([lo, hi], d) = knee_of(&bundle);
+    assert!(lo >= 200.0 && hi <= 600.0, "knee between {lo} and {hi}");
+    let f = first_finding(&d);
+    assert_eq!(f["bottleneck"], "thread_bound", "{d}");
+    assert!(
+        f["figures"]["busiest_thread_cpu"].as_f64().unwrap() >= 0.9,
+        "{f}"
+    );
+    assert!(f["figures"]["utilization"].as_f64().unwrap() < 0.9, "{f}");
+    assert!(
+        f["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("its busiest thread (`node`)"),
+        "{f}"
+    );
+    let kinds: Vec<&str> = d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["bottleneck"].as_str().unwrap())
+        .collect();
+    assert!(!kinds.contains(&"cpu_bound"), "{kinds:?}");
+    assert!(!kinds.contains(&"concurrency_bound"), "{kinds:?}");
+}

@@ -11,6 +11,7 @@
 
 mod cgroup;
 mod process;
+mod threads;
 
 pub use cgroup::CgroupSource;
 pub use process::ProcessSource;
@@ -27,7 +28,7 @@ use thiserror::Error;
 use crate::cgroup::{Cgroup, CgroupError, CgroupFs, CgroupLimits, CgroupSample, CpuQuota};
 use crate::discover::PidfileError;
 use crate::os;
-use crate::procfs::{self, all_processes, count_fds, read_stat, run_delay_s, NetDir, Stat};
+use crate::procfs::{self, all_processes, count_fds, read_stat, NetDir, Stat};
 
 /// Cumulative figures of a process tree (root + all descendants, found via /proc/*/stat ppid).
 ///
@@ -53,6 +54,16 @@ pub struct ProcessSample {
     /// the threads alive at the sample).
     #[serde(default)]
     pub run_delay_s: f64,
+    /// CPUs its busiest thread used since the previous sample (1.0: one CPU all the time);
+    /// absent at a source's first sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_thread_cpu: Option<f64>,
+    /// CPUs that thread wanted and waited for, runnable, over the same interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_thread_wait: Option<f64>,
+    /// That thread's name (`/proc/PID/task/TID/comm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_thread: Option<String>,
 }
 
 impl ProcessSample {
@@ -67,9 +78,11 @@ impl ProcessSample {
     }
 }
 
+pub use threads::ThreadCpu;
+
 /// The union of the trees under `roots` that still exist, summed (a process in two trees
 /// is counted once). `None` when no root exists.
-fn sample_trees(roots: &[u32]) -> Option<ProcessSample> {
+fn sample_trees(roots: &[u32], threads: &mut ThreadCpu) -> Option<ProcessSample> {
     let mut stats = all_processes().unwrap_or_default();
     // A root may be missing from the listing (a thread id, or it started after the
     // scan); read it directly.
@@ -80,24 +93,29 @@ fn sample_trees(roots: &[u32]) -> Option<ProcessSample> {
             }
         }
     }
-    sum_processes(&procfs::tree_members(roots, &stats), &stats)
+    sum_processes(&procfs::tree_members(roots, &stats), &stats, threads)
 }
 
 /// The processes `pids` (a cgroup's) that still exist, summed; `None` when none does.
-fn sample_processes(pids: &[u32]) -> Option<ProcessSample> {
+fn sample_processes(pids: &[u32], threads: &mut ThreadCpu) -> Option<ProcessSample> {
     let stats: BTreeMap<u32, Stat> = pids
         .iter()
         .filter_map(|&p| Some((p, read_stat(p).ok()?)))
         .collect();
     let alive: Vec<u32> = stats.keys().copied().collect();
-    sum_processes(&alive, &stats)
+    sum_processes(&alive, &stats, threads)
 }
 
 /// The figures of `pids` (each in `stats`), summed; `None` for no process.
-fn sum_processes(pids: &[u32], stats: &BTreeMap<u32, Stat>) -> Option<ProcessSample> {
+fn sum_processes(
+    pids: &[u32],
+    stats: &BTreeMap<u32, Stat>,
+    threads: &mut ThreadCpu,
+) -> Option<ProcessSample> {
     if pids.is_empty() {
         return None;
     }
+    let t = threads.sample(pids);
     let ticks = os::clock_ticks_per_second() as f64;
     let page = os::page_size();
     let mut total = ProcessSample::default();
@@ -110,8 +128,14 @@ fn sum_processes(pids: &[u32], stats: &BTreeMap<u32, Stat>) -> Option<ProcessSam
             rss_bytes: s.rss_pages * page,
             threads: s.threads,
             fds: count_fds(pid),
-            run_delay_s: run_delay_s(pid),
+            ..ProcessSample::default()
         });
+    }
+    total.run_delay_s = t.run_delay_s;
+    if let Some(b) = t.busiest {
+        total.busiest_thread_cpu = Some(b.cpu);
+        total.busiest_thread_wait = Some(b.wait);
+        total.busiest_thread = Some(b.name);
     }
     Some(total)
 }
@@ -120,7 +144,7 @@ fn sum_processes(pids: &[u32], stats: &BTreeMap<u32, Stat>) -> Option<ProcessSam
 pub fn sample_tree(root: u32) -> io::Result<ProcessSample> {
     // Fail early and with the real error when the root is gone.
     read_stat(root)?;
-    sample_trees(&[root])
+    sample_trees(&[root], &mut ThreadCpu::default())
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("process {root} exited")))
 }
 
@@ -235,6 +259,16 @@ pub struct ProbeDelta {
     pub threads_max: u64,
     /// Most file descriptors seen.
     pub fds_max: u64,
+    /// CPUs the busiest thread used, averaged over the intervals between samples (1.0: one
+    /// thread on a CPU all the time): a server held by one thread shows here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_thread_cpu: Option<f64>,
+    /// CPUs the busiest thread waited for, runnable, averaged the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_thread_wait: Option<f64>,
+    /// The name of the thread busiest in most intervals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_thread: Option<String>,
     /// Accept-queue overflows during the probe.
     pub listen_overflows: u64,
     /// Listener drops during the probe.
@@ -292,6 +326,28 @@ impl ProbeDelta {
             d.rss_max_bytes = d.rss_max_bytes.max(p.rss_bytes);
             d.threads_max = d.threads_max.max(p.threads);
             d.fds_max = d.fds_max.max(p.fds);
+        }
+        let busiest: Vec<(f64, f64, &str)> = with_process()
+            .filter_map(|(_, p)| {
+                Some((
+                    p.busiest_thread_cpu?,
+                    p.busiest_thread_wait.unwrap_or(0.0),
+                    p.busiest_thread.as_deref()?,
+                ))
+            })
+            .collect();
+        if !busiest.is_empty() {
+            let n = busiest.len() as f64;
+            d.busiest_thread_cpu = Some(busiest.iter().map(|b| b.0).sum::<f64>() / n);
+            d.busiest_thread_wait = Some(busiest.iter().map(|b| b.1).sum::<f64>() / n);
+            let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+            for (_, _, n) in &busiest {
+                *names.entry(n).or_default() += 1;
+            }
+            d.busiest_thread = names
+                .into_iter()
+                .max_by_key(|(_, c)| *c)
+                .map(|(n, _)| n.to_string());
         }
         if let (Some(k0), Some(k1)) = (samples.first(), samples.last()) {
             let (k0, k1) = (&k0.kernel, &k1.kernel);
@@ -767,6 +823,10 @@ mod tests {
             fds,
             // Waited half as long as it ran.
             run_delay_s: (user + sys) / 2.0,
+            // The busiest thread ran a third of the CPU time since the previous sample.
+            busiest_thread_cpu: (user > 1.0).then_some(user / 3.0),
+            busiest_thread_wait: (user > 1.0).then_some(0.1),
+            busiest_thread: (user > 1.0).then(|| "main".to_string()),
         };
         let k = |overflows: u64, rsts: u64, tw: u64, est: u64| KernelSample {
             listen_overflows: overflows,
@@ -796,6 +856,10 @@ mod tests {
             (21, 21, 4)
         );
         assert_eq!((d.time_wait_max, d.established_max), (40, 80));
+        // The busiest thread over the intervals after the first sample: (1.6 + 2.2) / 3 / 2.
+        assert!((d.busiest_thread_cpu.unwrap() - 3.8 / 6.0).abs() < 1e-9);
+        assert_eq!(d.busiest_thread.as_deref(), Some("main"));
+        assert!((d.busiest_thread_wait.unwrap() - 0.1).abs() < 1e-9);
     }
 
     #[test]
@@ -831,8 +895,8 @@ mod tests {
     #[test]
     fn overlapping_roots_count_once() {
         let me = std::process::id();
-        let one = sample_trees(&[me]).unwrap();
-        let twice = sample_trees(&[me, me]).unwrap();
+        let one = sample_trees(&[me], &mut ThreadCpu::default()).unwrap();
+        let twice = sample_trees(&[me, me], &mut ThreadCpu::default()).unwrap();
         assert_eq!(one.processes, twice.processes);
     }
 

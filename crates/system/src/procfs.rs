@@ -169,20 +169,43 @@ pub(crate) fn count_fds(pid: u32) -> u64 {
     }
 }
 
-/// Seconds the threads of a process have spent runnable but waiting for a CPU, summed over
-/// its current threads (`/proc/PID/task/TID/schedstat`, second field, ns); 0 when it cannot
-/// be read. Time another process held the CPU the target wanted shows here, not as its CPU.
-pub(crate) fn run_delay_s(pid: u32) -> f64 {
+/// One thread's `/proc/PID/task/TID/schedstat`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ThreadStat {
+    /// Thread id.
+    pub tid: u32,
+    /// Nanoseconds it ran on a CPU (first field).
+    pub on_cpu_ns: u64,
+    /// Nanoseconds it waited, runnable, for a CPU (second field).
+    pub wait_ns: u64,
+}
+
+/// The scheduler figures of each current thread of process `pid` (none when they cannot be
+/// read).
+pub(crate) fn thread_schedstats(pid: u32) -> Vec<ThreadStat> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0.0;
+        return Vec::new();
     };
-    let ns: u64 = tasks
+    tasks
         .filter_map(|t| {
-            let text = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
-            text.split_whitespace().nth(1)?.parse::<u64>().ok()
+            let t = t.ok()?;
+            let tid: u32 = t.file_name().to_str()?.parse().ok()?;
+            let text = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+            let mut f = text.split_whitespace();
+            Some(ThreadStat {
+                tid,
+                on_cpu_ns: f.next()?.parse().ok()?,
+                wait_ns: f.next()?.parse().ok()?,
+            })
         })
-        .sum();
-    ns as f64 / 1e9
+        .collect()
+}
+
+/// The name of thread `tid` of process `pid` (`/proc/PID/task/TID/comm`).
+pub(crate) fn thread_comm(pid: u32, tid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// The processes of the trees rooted at `roots` (roots included), by parent links in

@@ -3,7 +3,7 @@
 use loadlab_engine::RunResult;
 use loadlab_system::probe::{CgroupDelta, ProbeReport};
 
-use super::{num, pct, Context, CPU_LOW};
+use super::{num, pct, Context, CPU_BOUND, CPU_LOW};
 use crate::plan::Model;
 use crate::target::TargetExit;
 use crate::verdict::{Limit, Verdict};
@@ -272,6 +272,16 @@ impl<'a> Evidence<'a> {
         self.probes()
             .and_then(|p| p.source.as_ref())
             .is_some_and(|s| s.shares_cgroup_with_loadlab)
+    }
+
+    /// The target's busiest thread ran, or waited to run, at least [`CPU_BOUND`] of the
+    /// time: (CPUs used, CPUs waited for, its name).
+    pub fn busy_thread(&self) -> Option<(f64, f64, &'a str)> {
+        let d = &self.probes()?.delta;
+        let used = d.busiest_thread_cpu?;
+        let waited = d.busiest_thread_wait.unwrap_or(0.0);
+        (used + waited >= CPU_BOUND)
+            .then(|| (used, waited, d.busiest_thread.as_deref().unwrap_or("?")))
     }
 
     /// How the target's CPU quota throttled it (`None` without a quota or its counters).

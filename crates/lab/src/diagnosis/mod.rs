@@ -55,6 +55,9 @@ pub enum Bottleneck {
     CpuBound,
     /// The target's cgroup CPU quota throttled it.
     CpuThrottled,
+    /// One thread of the target was on a CPU all the time (an event loop, an interpreter
+    /// lock) while its CPUs had room.
+    ThreadBound,
     /// A pool (workers, threads, connections) was full with the CPU low.
     ConcurrencyBound,
     /// The listen queue overflowed.
@@ -88,6 +91,7 @@ impl Bottleneck {
             Bottleneck::Crash => "target crashed",
             Bottleneck::CpuBound => "CPU-bound",
             Bottleneck::CpuThrottled => "CPU quota (throttled)",
+            Bottleneck::ThreadBound => "one thread CPU-bound",
             Bottleneck::ConcurrencyBound => "concurrency-bound",
             Bottleneck::AcceptQueue => "accept queue",
             Bottleneck::Timeouts => "timeouts with the CPU low",

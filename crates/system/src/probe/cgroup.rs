@@ -4,13 +4,14 @@
 
 use super::{
     describe_pid, sample_kernel_of_any, sample_processes, ProbeInfo, ProbeKind, ProbeSource,
-    SourceError, SourceSample, TargetLimits,
+    SourceError, SourceSample, TargetLimits, ThreadCpu,
 };
 use crate::cgroup::{Cgroup, CgroupLimits};
 
 /// Probes a cgroup: a path given by the user or a container's.
 pub struct CgroupSource {
     cgroup: Cgroup,
+    threads: ThreadCpu,
     kind: ProbeKind,
     found: String,
 }
@@ -20,6 +21,7 @@ impl CgroupSource {
     pub fn new(cgroup: Cgroup, kind: ProbeKind, found: impl Into<String>) -> CgroupSource {
         CgroupSource {
             cgroup,
+            threads: ThreadCpu::default(),
             kind,
             found: found.into(),
         }
@@ -72,7 +74,7 @@ impl ProbeSource for CgroupSource {
     fn sample(&mut self) -> SourceSample {
         let procs = self.cgroup.procs();
         SourceSample {
-            process: sample_processes(&procs),
+            process: sample_processes(&procs, &mut self.threads),
             kernel: sample_kernel_of_any(&procs),
             cgroup: Some(self.cgroup.sample()),
         }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::{
     describe_pid, sample_kernel_of_any, sample_trees, ProbeInfo, ProbeKind, ProbeSource,
-    SourceError, SourceSample, TargetLimits,
+    SourceError, SourceSample, TargetLimits, ThreadCpu,
 };
 use crate::cgroup::{Cgroup, CgroupLimits};
 use crate::discover;
@@ -19,6 +19,7 @@ use crate::procfs;
 /// loadlab's own; [`ProbeInfo::shares_cgroup_with_loadlab`] says so.
 pub struct ProcessSource {
     roots: Vec<u32>,
+    threads: ThreadCpu,
     cgroup: Option<Cgroup>,
     kind: ProbeKind,
     found: String,
@@ -39,6 +40,7 @@ impl ProcessSource {
         let cgroup = roots.first().and_then(|&p| Cgroup::of_pid(p).ok());
         ProcessSource {
             roots,
+            threads: ThreadCpu::default(),
             cgroup,
             kind: ProbeKind::Pid,
             found,
@@ -107,7 +109,7 @@ impl ProbeSource for ProcessSource {
 
     fn sample(&mut self) -> SourceSample {
         SourceSample {
-            process: sample_trees(&self.roots),
+            process: sample_trees(&self.roots, &mut self.threads),
             kernel: sample_kernel_of_any(&self.roots),
             cgroup: self.cgroup.as_ref().map(Cgroup::sample),
         }

@@ -12,7 +12,7 @@ use crate::diagnosis::{num, pct, Bottleneck, Evidence, Finding, CPU_LOW, PARAM_M
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::ConcurrencyBound,
-    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU demand (used plus waited for) stayed below 50 % of its CPUs. By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service, at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue)",
+    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU demand (used plus waited for) stayed below 50 % of its CPUs, and no thread of it ran or waited to run 90 % of the time. By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service, at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue)",
     says: "\"≈16 requests in service at once (achieved 161 req/s × service-time floor 100 ms) with 2 % CPU: the 16 `workers` are the limit\"; at the knee, also how close the offered load was to it",
     check,
 };
@@ -53,6 +53,14 @@ fn check(e: &Evidence<'_>) -> Check {
             "the target's CPU demand was {} of its CPUs, not below {}",
             pct(cpu.demand()),
             pct(CPU_LOW)
+        ));
+    }
+    // A thread that ran all the time is not an idle slot of a pool waiting on something.
+    if let Some((used, waited, name)) = e.busy_thread() {
+        return Check::RuledOut(format!(
+            "the busiest thread (`{name}`) ran {} and waited {} of the time: busy on a CPU, not waiting in a pool (see one thread CPU-bound)",
+            pct(used),
+            pct(waited)
         ));
     }
     let r = e.result();

@@ -19,6 +19,7 @@ mod memory_limit;
 mod pids_limit;
 mod refused;
 mod rejected;
+mod thread_bound;
 mod timeouts;
 
 use super::{Bottleneck, Evidence, Finding};
@@ -55,6 +56,7 @@ pub const RULES: &[Rule] = &[
     crash::RULE,
     cpu_throttled::RULE,
     cpu_bound::RULE,
+    thread_bound::RULE,
     concurrency::RULE,
     accept_queue::RULE,
     timeouts::RULE,

@@ -1,0 +1,69 @@
+//! `thread_bound`: one thread of the target was on a CPU all the time while the process
+//! used only part of the CPUs it may run on: a single event loop (Node.js, a one-worker
+//! async server), an interpreter lock (CPython's GIL), or a lock every request takes. The
+//! process's CPU figure alone reads "half the CPUs idle".
+
+use super::{Check, Rule};
+use crate::diagnosis::{num, pct, Bottleneck, Evidence, Finding, CPU_BOUND, STARVED};
+
+pub(super) const RULE: Rule = Rule {
+    bottleneck: Bottleneck::ThreadBound,
+    needs: "the target's busiest thread (each thread's time on a CPU and waiting for one, from `/proc/PID/task/TID/schedstat`, between samples) ran or waited to run at least 90 % of the time on average through the step, while the process used less than 90 % of the CPUs it may run on (more than one); the step failed on latency, throughput or errors",
+    says: "\"its busiest thread (`node`) used 97 % of one CPU while the process used 51 % of its 2 CPUs\": one thread is the limit (an event loop, an interpreter lock, a lock every request takes)",
+    check,
+};
+
+fn check(e: &Evidence<'_>) -> Check {
+    let (Some(cpu), Some(p)) = (&e.cpu, e.probes()) else {
+        return Check::NoEvidence("the target's CPU (not probed)".into());
+    };
+    let Some(used) = p.delta.busiest_thread_cpu else {
+        return Check::NoEvidence("the target's threads (not probed)".into());
+    };
+    let waited = p.delta.busiest_thread_wait.unwrap_or(0.0);
+    let name = p.delta.busiest_thread.as_deref().unwrap_or("?");
+    // What the thread wanted: its CPU, or waited for it behind other threads (a thread
+    // that could run all the time is the limit even when it shares its CPU).
+    let demand = (used + waited).min(1.0);
+    let starved = used < CPU_BOUND && waited >= STARVED;
+    let words = format!(
+        "its busiest thread (`{name}`) used {} of one CPU{} while the process used {} of its {}",
+        pct(used),
+        if starved {
+            format!(" and waited {} of the time for one", pct(waited))
+        } else {
+            String::new()
+        },
+        pct(cpu.util()),
+        cpu.cpus_words()
+    );
+    if demand < CPU_BOUND || cpu.cpus < 1.5 || cpu.util() >= CPU_BOUND || !e.failed_on_the_server()
+    {
+        return Check::RuledOut(words);
+    }
+    Check::Fired(
+        Finding::new(
+            Bottleneck::ThreadBound,
+            format!(
+                "{words} at {}: one thread is the limit (an event loop, an interpreter lock, or a \
+                 lock every request takes), not the {} CPUs{}",
+                e.load_words(),
+                num(cpu.cpus),
+                if starved {
+                    "; it shared its CPU with other processes"
+                } else {
+                    ""
+                }
+            ),
+            "run more event loops or worker processes (cluster mode, more workers), or move work \
+             off that thread",
+            &[
+                ("busiest_thread_cpu", used),
+                ("busiest_thread_wait", waited),
+                ("utilization", cpu.util()),
+                ("cpus", cpu.cpus),
+            ],
+        )
+        .at(e.latency_onset()),
+    )
+}
