@@ -137,13 +137,15 @@ pub(crate) fn knob_effects(bundle: &Path) -> std::io::Result<String> {
     let mut out = String::new();
     for (i, a) in configs.iter().enumerate() {
         for b in &configs[i + 1..] {
-            let differ: Vec<(&(String, String), &(String, String))> = a
+            // (name, value in a, value in b) of each parameter that differs.
+            let differ: Vec<(&str, &str, &str)> = a
                 .params
                 .iter()
                 .zip(&b.params)
                 .filter(|(x, y)| x != y)
+                .map(|((k, x), (_, y))| (k.as_str(), x.as_str(), y.as_str()))
                 .collect();
-            let [((name, from), (_, to))] = differ.as_slice() else {
+            let [(name, from, to)] = differ.as_slice() else {
                 continue;
             };
             for ka in &a.knees {
