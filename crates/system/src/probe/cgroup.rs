@@ -75,6 +75,7 @@ impl ProbeSource for CgroupSource {
             process: sample_processes(&procs),
             kernel: sample_kernel_of_any(&procs),
             cgroup: Some(self.cgroup.sample()),
+            age: std::time::Duration::ZERO,
         }
     }
 }
