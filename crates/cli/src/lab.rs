@@ -47,6 +47,8 @@ pub(crate) struct RunSettings {
     pub(crate) quiet: bool,
     /// `--no-build`.
     pub(crate) skip_builds: bool,
+    /// `--remote-probe`: each step's probe source, from the coordinator's remote probe.
+    pub(crate) remote_probe: Option<loadlab_lab::watch::RemoteSources>,
 }
 
 pub(crate) fn run_lab(
@@ -56,7 +58,11 @@ pub(crate) fn run_lab(
     stop: CancellationToken,
     fleet: Option<Arc<Coordinator>>,
 ) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
-    let RunSettings { quiet, skip_builds } = settings;
+    let RunSettings {
+        quiet,
+        skip_builds,
+        remote_probe,
+    } = settings;
     // A keeper process kills what is left of the targets' process trees if loadlab is
     // killed (best effort: without it, only the targets themselves die with loadlab).
     if let Err(e) = std::env::current_exe().and_then(|exe| loadlab_lab::target::start_keeper(&exe))
@@ -78,7 +84,7 @@ pub(crate) fn run_lab(
         command: std::env::args().collect(),
         doctor: findings,
         fleet,
-        remote_probe: None,
+        remote_probe,
         skip_builds,
     };
     let summary = loadlab_lab::run_plan(plan, &opts);
@@ -108,6 +114,7 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
     let settings = RunSettings {
         quiet: a.quiet,
         skip_builds: a.no_build,
+        remote_probe: crate::fleet::remote_sources(&a.distributed, fleet.as_ref()),
     };
     let (summary, mut report) = run_lab(&plan, out, settings, stop.clone(), fleet.clone())?;
     if let Some(c) = fleet {
@@ -267,6 +274,7 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
         let settings = RunSettings {
             quiet: a.quiet,
             skip_builds: false,
+            remote_probe: None,
         };
         let (summary, report) = run_lab(&plan, root.join(name), settings, stop.clone(), None)?;
         steps += summary.steps;
