@@ -1059,6 +1059,58 @@ mod tests {
     }
 
     #[test]
+    fn coordinator_flags_take_agents_or_the_remote_probe() {
+        use clap::Parser;
+        let knee = |args: &[&str]| {
+            Cli::try_parse_from([&["loadlab", "knee", "http://10.0.0.9:8080/"], args].concat())
+        };
+        let Command::Knee(a) = knee(&[
+            "--remote-probe",
+            "--token-file",
+            "t",
+            "--listen",
+            "10.0.0.5:7000",
+            "--agent-wait",
+            "1m",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!()
+        };
+        assert!(a.distributed.remote_probe);
+        assert_eq!(a.distributed.agents, None);
+        assert_eq!(a.distributed.listen.port(), 7000);
+        assert!(knee(&["--agents", "2", "--remote-probe", "--token-file", "t"]).is_ok());
+        // Without either, the coordinator's flags mean nothing.
+        assert!(knee(&["--token-file", "t"]).is_err());
+        assert!(knee(&["--listen", "0.0.0.0:1"]).is_err());
+        // `loadlab probe`: exactly one target.
+        let probe = |args: &[&str]| {
+            Cli::try_parse_from(
+                [
+                    &[
+                        "loadlab",
+                        "probe",
+                        "--coordinator",
+                        "c:7878",
+                        "--token-file",
+                        "t",
+                    ],
+                    args,
+                ]
+                .concat(),
+            )
+        };
+        let Command::Probe(p) = probe(&["--listen", "8080"]).unwrap().command else {
+            panic!()
+        };
+        assert_eq!((p.listen, p.wait), (Some(8080), Duration::from_secs(600)));
+        assert!(probe(&[]).is_err());
+        assert!(probe(&["--listen", "8080", "--pid", "1"]).is_err());
+    }
+
+    #[test]
     fn max_regression_needs_a_baseline_and_compare_two_inputs() {
         use clap::Parser;
         let lab =

@@ -488,7 +488,7 @@ impl Shared {
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => break "the probe closed the session".to_string(),
-                Err(s) => break format!("{}: {}", s.code(), s.message()),
+                Err(s) => break format!("its connection broke ({})", s.message()),
             }
         };
         let finishing = self.state().finishing;

@@ -352,6 +352,47 @@ mod tests {
     }
 
     #[test]
+    fn probe_messages_round_trip_as_json() {
+        let sample = AgentMsg::Sample(Box::new(RemoteSample {
+            unix_ns: 1_700_000_000_123_456_789,
+            process: Some(ProcessSample {
+                processes: 3,
+                cpu_user_s: 1.5,
+                ..ProcessSample::default()
+            }),
+            kernel: KernelSample {
+                listen_overflows: 7,
+                ..KernelSample::default()
+            },
+            cgroup: None,
+        }));
+        let text = serde_json::to_string(&sample).unwrap();
+        assert!(text.starts_with(r#"{"type":"sample""#), "{text}");
+        let AgentMsg::Sample(back) = serde_json::from_str(&text).unwrap() else {
+            panic!("not a sample: {text}");
+        };
+        assert_eq!(back.unix_ns, 1_700_000_000_123_456_789);
+        assert_eq!(back.kernel.listen_overflows, 7);
+        let hello = AgentMsg::ProbeHello(ProbeHello {
+            version: crate::version(),
+            name: "web-1".into(),
+            info: None,
+            limits: Some(TargetLimits {
+                cpus: 0.5,
+                cpus_from: "cgroup v2 quota of 0.50 CPUs at /app".into(),
+                nofile_soft: None,
+            }),
+            cgroup_limits: None,
+        });
+        let text = serde_json::to_string(&hello).unwrap();
+        let AgentMsg::ProbeHello(back) = serde_json::from_str(&text).unwrap() else {
+            panic!("not a probe hello: {text}");
+        };
+        assert_eq!(back.limits.unwrap().cpus, 0.5);
+        assert!(crate::version().ends_with("(fleet protocol 2)"));
+    }
+
+    #[test]
     fn messages_round_trip_as_json() {
         let w = Workload {
             url: "http://10.0.0.1:8080/".into(),
