@@ -146,12 +146,13 @@ pub fn cmd_agent(a: &AgentArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A probe's target, found or not.
+type Found = Result<Box<dyn ProbeSource>, SourceError>;
+
 /// The target `loadlab probe` names, found now: the flag that named it and its source
 /// (`None` without a target flag).
-fn probe_target(a: &ProbeArgs) -> Option<(String, Result<Box<dyn ProbeSource>, SourceError>)> {
-    fn boxed<S: ProbeSource + 'static>(
-        r: Result<S, SourceError>,
-    ) -> Result<Box<dyn ProbeSource>, SourceError> {
+fn probe_target(a: &ProbeArgs) -> Option<(String, Found)> {
+    fn boxed<S: ProbeSource + 'static>(r: Result<S, SourceError>) -> Found {
         r.map(|s| Box::new(s) as Box<dyn ProbeSource>)
     }
     Some(if let Some(pid) = a.pid {

@@ -286,7 +286,7 @@ impl Sessions for Shared {
         let hello = match tokio::time::timeout(Duration::from_secs(10), inbound.message()).await {
             Ok(Ok(Some(AgentMsg::Hello(hello)))) => hello,
             Ok(Ok(Some(AgentMsg::ProbeHello(hello)))) => {
-                return self.open_probe(hello, address, inbound);
+                return self.open_probe(*hello, address, inbound);
             }
             _ => {
                 self.say(format!("refused an agent from {address}: no hello"));

@@ -242,7 +242,7 @@ impl Dial {
             .await
             .map_err(|e| SessionError::Unreachable(error_chain(&e)))?;
         let (tx, rx) = mpsc::channel::<AgentMsg>(64);
-        tx.send(AgentMsg::ProbeHello(hello.clone()))
+        tx.send(AgentMsg::ProbeHello(Box::new(hello.clone())))
             .await
             .expect("the receiver is ours");
         let mut request = tonic::Request::new(ReceiverStream::new(rx));

@@ -94,7 +94,7 @@ pub enum AgentMsg {
     /// The first message of an agent.
     Hello(Hello),
     /// The first message of a remote probe.
-    ProbeHello(ProbeHello),
+    ProbeHello(Box<ProbeHello>),
     /// A remote probe's sample (about one a second).
     Sample(Box<RemoteSample>),
     /// Answer to a [`CoordMsg::Ping`]: its send time, and this agent's receive and send
@@ -373,7 +373,7 @@ mod tests {
         };
         assert_eq!(back.unix_ns, 1_700_000_000_123_456_789);
         assert_eq!(back.kernel.listen_overflows, 7);
-        let hello = AgentMsg::ProbeHello(ProbeHello {
+        let hello = AgentMsg::ProbeHello(Box::new(ProbeHello {
             version: crate::version(),
             name: "web-1".into(),
             info: None,
@@ -383,7 +383,7 @@ mod tests {
                 nofile_soft: None,
             }),
             cgroup_limits: None,
-        });
+        }));
         let text = serde_json::to_string(&hello).unwrap();
         let AgentMsg::ProbeHello(back) = serde_json::from_str(&text).unwrap() else {
             panic!("not a probe hello: {text}");
