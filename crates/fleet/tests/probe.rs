@@ -142,7 +142,7 @@ fn the_probe_reaches_the_labs_probe_source_and_leaves_on_goodbye() {
 }
 
 #[test]
-fn a_second_probe_and_unwanted_probes_and_agents_are_refused_by_name() {
+fn a_second_probe_old_versions_and_unwanted_probes_and_agents_are_refused_by_name() {
     let c = coordinator(0, 1, Duration::from_secs(10)).unwrap();
     let (opts, _) = probe(&c, "first", TOKEN);
     let first = std::thread::spawn(move || run_probe(opts));
@@ -183,6 +183,27 @@ fn a_second_probe_and_unwanted_probes_and_agents_are_refused_by_name() {
     };
     let text = run_agent(&agent).expect_err("no agents").to_string();
     assert!(text.contains("this run takes no agents"), "{text}");
+    // An agent or a probe of protocol 1 (before remote probes) is refused by its version.
+    let old = format!("{} (fleet protocol 1)", env!("CARGO_PKG_VERSION"));
+    let text = run_agent(&AgentOptions {
+        version: old.clone(),
+        ..agent
+    })
+    .expect_err("an old agent")
+    .to_string();
+    assert!(
+        text.contains(&format!(
+            "runs loadlab {old}, but this coordinator runs loadlab"
+        )) && text.ends_with("run the same version on both"),
+        "{text}"
+    );
+    let (mut opts, _) = probe(&c, "old", TOKEN);
+    opts.version = old.clone();
+    let text = run_probe(opts).expect_err("an old probe").to_string();
+    assert!(
+        text.contains(&format!("probe old runs loadlab {old}")),
+        "{text}"
+    );
     c.finish("done");
     assert_eq!(first.join().unwrap().unwrap(), "done");
 
