@@ -23,6 +23,7 @@ fn main() {
         listen: arg("--listen").parse().expect("--listen ADDR"),
         token: token.trim().to_string(),
         agents: 1,
+        probes: 0,
         wait: Duration::from_secs(arg("--wait").parse().expect("--wait SECS")),
         tls: None,
         on_loss: OnAgentLoss::Continue,

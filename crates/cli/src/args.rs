@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use loadlab_engine::config::workload::DEFAULT_CONNECTIONS;
 use loadlab_engine::config::{parse_duration, CpuList, Request, SourceAddrs, TransportFlags};
 use loadlab_engine::{Arrival, GrpcCall, LoadModel, Transport, Workload};
@@ -73,14 +73,15 @@ pub enum Command {
     /// under a cgroup mount, or a path such as /system.slice/app.service), --probe-container
     /// (docker, podman or containerd: the cgroup whose path holds the container's ID, found
     /// on disk without the daemon's API; names are read from the runtimes' state),
-    /// --no-probe. A server on another host: run `loadlab probe --coordinator HOST:PORT`
-    /// there, and give --remote-probes 1 here.
+    /// --no-probe. A server on another host: give --remote-probe --token-file FILE here,
+    /// and run `loadlab probe --coordinator THIS-HOST:7878 --token-file FILE --listen PORT`
+    /// on the server's host; its samples replace every local probe.
     #[command(after_help = "Examples:\n  \
         loadlab knee http://127.0.0.1:8080/ --slo 'p99<200ms'\n  \
         loadlab knee http://127.0.0.1:8080/api -X POST -H 'Content-Type: application/json' --body '{\"q\":1}' --slo 'p95<100ms' --slo 'errors<0.1%'\n  \
         loadlab knee http://127.0.0.1:8080/ --probe-container web --max 20000 --step 10s\n  \
         loadlab knee 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' --slo 'p99<50ms'\n  \
-        loadlab knee http://10.0.0.9:8080/ --slo 'p99<200ms' --remote-probes 1 --token-file token   (then `loadlab probe --coordinator THIS:7878 --listen 8080 --token-file token` on 10.0.0.9)\n\n\
+        loadlab knee http://10.0.0.9:8080/ --slo 'p99<200ms' --remote-probe --token-file token   (then `loadlab probe --coordinator THIS:7878 --listen 8080 --token-file token` on 10.0.0.9)\n\n\
         Exit status: 0 a knee (or at least --max) was found; 1 no step could run, or the server rejected \
         the request (4xx: no knee measured); 2 bad input, named; \
         130 or 143 interrupted (what was measured is written).")]
@@ -148,6 +149,81 @@ pub enum Command {
         loadlab agent --coordinator coordinator.example:7878 --token-file token --name rack2-a --threads 4\n  \
         loadlab agent --coordinator coordinator:7878 --token-file token --tls-ca coordinator.pem")]
     Agent(AgentArgs),
+    /// Probe a server on this host for a `loadlab knee` or `loadlab lab` run on another
+    /// machine: dial its coordinator (retrying until it answers), then send it the server's
+    /// figures once a second until the run is over.
+    ///
+    /// What is sent: the server's process tree (CPU, memory, threads, file descriptors,
+    /// CPU waited for), its network namespace's TCP counters (listen-queue overflows and
+    /// drops, resets, retransmits, TIME_WAIT, established), its cgroup (CPU quota and
+    /// throttling, memory and OOM kills, pids, pressure), its CPU and cgroup limits, and the
+    /// time each sample was taken (the coordinator measures this host's clock offset at
+    /// join). The coordinator is `loadlab knee URL --remote-probe` or `loadlab lab PLAN
+    /// --remote-probe` (with --agents N or without: then the load runs on the coordinator's
+    /// machine); its steps are probed and diagnosed from these samples as from a local
+    /// probe. One remote probe per run.
+    ///
+    /// The target, exactly one of --pid, --pidfile, --cgroup, --container, --listen, is
+    /// found before dialing: one that does not exist is exit status 2. The probe only dials
+    /// out and never listens. Exit status: 0 when the coordinator ended the run; 1 when it
+    /// went away mid-run, or none answered for --wait; 2 bad input; 3 refused (wrong token,
+    /// another loadlab version, the run already has its probe or waits for none).
+    #[command(after_help = "Examples:\n  \
+        loadlab probe --coordinator 10.0.0.5:7878 --token-file token --listen 8080\n  \
+        loadlab probe --coordinator coordinator.example:7878 --token-file token --pidfile /run/gunicorn.pid --name web-1\n  \
+        loadlab probe --coordinator coordinator:7878 --token-file token --container web --tls-ca coordinator.pem\n  \
+        (on the coordinator: loadlab knee http://10.0.0.9:8080/ --slo 'p99<200ms' --remote-probe --token-file token)")]
+    Probe(ProbeArgs),
+}
+
+/// `loadlab probe` arguments.
+#[derive(Args, Debug)]
+#[command(group(
+    ArgGroup::new("target")
+        .required(true)
+        .args(["pid", "pidfile", "cgroup", "container", "listen"])
+))]
+pub struct ProbeArgs {
+    /// The coordinator, HOST:PORT (its --listen address as reachable from here).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub coordinator: String,
+    /// File holding the token shared with the coordinator (surrounding whitespace ignored).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: PathBuf,
+    /// Probe this process and its descendants (and its cgroup).
+    #[arg(long, value_name = "PID", help_heading = "Target (one of)")]
+    pub pid: Option<u32>,
+    /// Probe the process whose pid this file holds.
+    #[arg(long, value_name = "FILE", help_heading = "Target (one of)")]
+    pub pidfile: Option<PathBuf>,
+    /// Probe every process of this cgroup and the cgroup's own figures: a directory under
+    /// a cgroup mount, or a path such as /system.slice/app.service.
+    #[arg(long, value_name = "PATH", help_heading = "Target (one of)")]
+    pub cgroup: Option<String>,
+    /// Probe the cgroup of this container (docker, podman, containerd): name or ID.
+    #[arg(long, value_name = "NAME|ID", help_heading = "Target (one of)")]
+    pub container: Option<String>,
+    /// Probe the process listening on this TCP port on this host (in this network
+    /// namespace: in a Kubernetes pod, run the probe as a sidecar with
+    /// shareProcessNamespace).
+    #[arg(long, value_name = "PORT", help_heading = "Target (one of)")]
+    pub listen: Option<u16>,
+    /// This probe's name in the coordinator's log and the steps' probe description
+    /// [default: the host name].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Connect with TLS, trusting this PEM certificate (the coordinator's, or its CA).
+    #[arg(long, value_name = "PATH")]
+    pub tls_ca: Option<PathBuf>,
+    /// Name expected in the coordinator's certificate [default: the host of --coordinator].
+    #[arg(long, requires = "tls_ca")]
+    pub tls_domain: Option<String>,
+    /// Give up when no coordinator has answered for this long (start in any order).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub wait: Duration,
+    /// Log only errors.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 /// `loadlab agent` arguments.
@@ -180,8 +256,14 @@ pub struct AgentArgs {
     pub quiet: bool,
 }
 
-/// Distributed load: this process coordinates `loadlab agent`s on other machines.
+/// Distributed load: this process coordinates `loadlab agent`s on other machines, and a
+/// `loadlab probe` on the server's.
 #[derive(Args, Debug, Clone)]
+#[command(group(
+    ArgGroup::new("coordinate")
+        .multiple(true)
+        .args(["agents", "remote_probe"])
+))]
 pub struct DistributedArgs {
     /// Drive the load from N `loadlab agent` processes instead of this one: wait for N to
     /// join, split every step between them (by their worker threads), start it on all at
@@ -189,25 +271,33 @@ pub struct DistributedArgs {
     /// and the report work as for a local run.
     #[arg(long, value_name = "N", help_heading = "Distributed")]
     pub agents: Option<usize>,
-    /// Address agents connect to.
+    /// Wait for one `loadlab probe` on the server's host to join, and probe the server with
+    /// its samples (process tree, TCP counters, cgroup) instead of any local probe. Needs
+    /// --token-file; with or without --agents (without, the load runs here). One remote
+    /// probe per run. `loadlab knee` and `loadlab lab` only: a single run has no probes.
+    #[arg(long, help_heading = "Distributed")]
+    pub remote_probe: bool,
+    /// Address agents and the probe connect to.
     #[arg(
         long,
         default_value = "0.0.0.0:7878",
         value_name = "ADDR",
-        requires = "agents",
+        requires = "coordinate",
         help_heading = "Distributed"
     )]
     pub listen: std::net::SocketAddr,
-    /// File holding the token agents must present (e.g. `head -c 32 /dev/urandom | base64 > token`).
+    /// File holding the token agents and the probe must present (e.g. `head -c 32
+    /// /dev/urandom | base64 > token`).
     #[arg(
         long,
         value_name = "PATH",
-        requires = "agents",
+        requires = "coordinate",
         help_heading = "Distributed"
     )]
     pub token_file: Option<PathBuf>,
-    /// Serve the agents over TLS with this PEM certificate chain (with --tls-key).
-    #[arg(long, value_name = "PATH", requires_all = ["agents", "tls_key"], help_heading = "Distributed")]
+    /// Serve the agents and the probe over TLS with this PEM certificate chain (with
+    /// --tls-key).
+    #[arg(long, value_name = "PATH", requires_all = ["coordinate", "tls_key"], help_heading = "Distributed")]
     pub tls_cert: Option<PathBuf>,
     /// The certificate's PEM private key.
     #[arg(
@@ -217,8 +307,8 @@ pub struct DistributedArgs {
         help_heading = "Distributed"
     )]
     pub tls_key: Option<PathBuf>,
-    /// How long to wait for the N agents before giving up.
-    #[arg(long, default_value = "5m", value_parser = parse_duration, requires = "agents", help_heading = "Distributed")]
+    /// How long to wait for the N agents (and the remote probe) before giving up.
+    #[arg(long, default_value = "5m", value_parser = parse_duration, requires = "coordinate", help_heading = "Distributed")]
     pub agent_wait: Duration,
     /// When an agent is lost mid-step: the step is recorded as `agent lost` with what the
     /// others measured, then the run continues with the agents left, or stops.
@@ -971,6 +1061,58 @@ mod tests {
             assert!(parse_fraction(bad).is_err(), "{bad} accepted");
         }
         assert!(parse_fraction("10").unwrap_err().contains("10%"));
+    }
+
+    #[test]
+    fn coordinator_flags_take_agents_or_the_remote_probe() {
+        use clap::Parser;
+        let knee = |args: &[&str]| {
+            Cli::try_parse_from([&["loadlab", "knee", "http://10.0.0.9:8080/"], args].concat())
+        };
+        let Command::Knee(a) = knee(&[
+            "--remote-probe",
+            "--token-file",
+            "t",
+            "--listen",
+            "10.0.0.5:7000",
+            "--agent-wait",
+            "1m",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!()
+        };
+        assert!(a.distributed.remote_probe);
+        assert_eq!(a.distributed.agents, None);
+        assert_eq!(a.distributed.listen.port(), 7000);
+        assert!(knee(&["--agents", "2", "--remote-probe", "--token-file", "t"]).is_ok());
+        // Without either, the coordinator's flags mean nothing.
+        assert!(knee(&["--token-file", "t"]).is_err());
+        assert!(knee(&["--listen", "0.0.0.0:1"]).is_err());
+        // `loadlab probe`: exactly one target.
+        let probe = |args: &[&str]| {
+            Cli::try_parse_from(
+                [
+                    &[
+                        "loadlab",
+                        "probe",
+                        "--coordinator",
+                        "c:7878",
+                        "--token-file",
+                        "t",
+                    ],
+                    args,
+                ]
+                .concat(),
+            )
+        };
+        let Command::Probe(p) = probe(&["--listen", "8080"]).unwrap().command else {
+            panic!()
+        };
+        assert_eq!((p.listen, p.wait), (Some(8080), Duration::from_secs(600)));
+        assert!(probe(&[]).is_err());
+        assert!(probe(&["--listen", "8080", "--pid", "1"]).is_err());
     }
 
     #[test]

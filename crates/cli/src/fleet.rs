@@ -1,5 +1,5 @@
-//! `loadlab agent`, and the coordinator that `--agents N` starts inside `run`, `grpc` and
-//! `lab`.
+//! `loadlab agent`, `loadlab probe`, and the coordinator that `--agents N` starts inside
+//! `run`, `grpc`, `lab` and `knee` (and `--remote-probe` inside `lab` and `knee`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -7,9 +7,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use loadlab_engine::CancellationToken;
-use loadlab_fleet::{AgentError, AgentOptions, Coordinator, CoordinatorOptions, OnAgentLoss};
+use loadlab_fleet::{
+    AgentError, AgentOptions, Coordinator, CoordinatorOptions, OnAgentLoss, ProbeError,
+    ProbeOptions,
+};
+use loadlab_lab::watch::RemoteSources;
+use loadlab_system::probe::{CgroupSource, ProbeSource, ProcessSource, SourceError};
 
-use crate::args::{AgentArgs, AgentLoss, DistributedArgs};
+use crate::args::{AgentArgs, AgentLoss, DistributedArgs, ProbeArgs};
 use crate::BadInput;
 
 /// Exit status of an agent the coordinator refused (token, version, run full).
@@ -42,24 +47,30 @@ fn read_file(path: &Path, flag: &str) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| BadInput(format!("{flag} {}: {e}", path.display())).into())
 }
 
-/// Starts the coordinator when `--agents` is given and waits for the agents to join.
+/// Starts the coordinator when `--agents` or `--remote-probe` is given, and waits for the
+/// agents and the probe to join.
 pub fn coordinator(
     d: &DistributedArgs,
     stop: &CancellationToken,
     quiet: bool,
 ) -> anyhow::Result<Option<Arc<Coordinator>>> {
-    let Some(agents) = d.agents else {
+    if d.agents.is_none() && !d.remote_probe {
         return Ok(None);
-    };
-    if agents == 0 {
+    }
+    if d.agents == Some(0) {
         return Err(BadInput(
             "--agents 0: give at least one agent (or leave --agents out to run the load here)"
                 .into(),
         )
         .into());
     }
+    let flag = if d.agents.is_some() {
+        "--agents"
+    } else {
+        "--remote-probe"
+    };
     let token_path = d.token_file.as_deref().ok_or_else(|| {
-        BadInput("--agents needs --token-file PATH: the secret agents must present (create one with `head -c 32 /dev/urandom | base64 > token`)".into())
+        BadInput(format!("{flag} needs --token-file PATH: the secret agents and probes must present (create one with `head -c 32 /dev/urandom | base64 > token`)"))
     })?;
     let token = read_token(token_path, "--token-file")?;
     let tls = match (&d.tls_cert, &d.tls_key) {
@@ -69,7 +80,8 @@ pub fn coordinator(
     let opts = CoordinatorOptions {
         listen: d.listen,
         token,
-        agents,
+        agents: d.agents.unwrap_or(0),
+        probes: usize::from(d.remote_probe),
         wait: d.agent_wait,
         tls,
         on_loss: match d.on_agent_loss {
@@ -83,6 +95,16 @@ pub fn coordinator(
     let c = Coordinator::start(opts)?;
     c.wait_for_agents(stop)?;
     Ok(Some(Arc::new(c)))
+}
+
+/// The lab's remote probe: a fresh source over the coordinator's probe stream for each
+/// step, when `--remote-probe` was given.
+pub fn remote_sources(
+    d: &DistributedArgs,
+    coordinator: Option<&Arc<Coordinator>>,
+) -> Option<RemoteSources> {
+    let c = coordinator.filter(|_| d.remote_probe)?.clone();
+    Some(Arc::new(move || c.probe_source()))
 }
 
 /// `loadlab agent`.
@@ -121,5 +143,78 @@ pub fn cmd_agent(a: &AgentArgs) -> anyhow::Result<ExitCode> {
         }
         Err(AgentError::Setup(msg)) => Err(BadInput(msg).into()),
         Err(e) => Err(e).context("loadlab agent"),
+    }
+}
+
+/// A probe's target, found or not.
+type Found = Result<Box<dyn ProbeSource>, SourceError>;
+
+/// The target `loadlab probe` names, found now: the flag that named it and its source
+/// (`None` without a target flag).
+fn probe_target(a: &ProbeArgs) -> Option<(String, Found)> {
+    fn boxed<S: ProbeSource + 'static>(r: Result<S, SourceError>) -> Found {
+        r.map(|s| Box::new(s) as Box<dyn ProbeSource>)
+    }
+    Some(if let Some(pid) = a.pid {
+        (format!("--pid {pid}"), boxed(ProcessSource::for_pid(pid)))
+    } else if let Some(f) = &a.pidfile {
+        (
+            format!("--pidfile {}", f.display()),
+            boxed(ProcessSource::for_pidfile(f)),
+        )
+    } else if let Some(c) = &a.cgroup {
+        (format!("--cgroup {c}"), boxed(CgroupSource::for_path(c)))
+    } else if let Some(c) = &a.container {
+        (
+            format!("--container {c}"),
+            boxed(CgroupSource::for_container(c)),
+        )
+    } else if let Some(port) = a.listen {
+        (
+            format!("--listen {port}"),
+            boxed(ProcessSource::for_listener(port)),
+        )
+    } else {
+        return None;
+    })
+}
+
+/// `loadlab probe`.
+pub fn cmd_probe(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
+    // The target first: one that does not exist is said before anything is dialed.
+    let (flag, source) = probe_target(a).ok_or_else(|| {
+        BadInput(
+            "give what to probe: one of --pid, --pidfile, --cgroup, --container, --listen".into(),
+        )
+    })?;
+    let source = source.map_err(|e| BadInput(format!("{flag}: {e}")))?;
+    let token = read_token(&a.token_file, "--token-file")?;
+    let tls_ca = a
+        .tls_ca
+        .as_deref()
+        .map(|p| read_file(p, "--tls-ca"))
+        .transpose()?;
+    let host = loadlab_engine::env::Environment::capture(Vec::new()).hostname;
+    let name = a.name.clone().unwrap_or_else(|| host.clone());
+    let opts = ProbeOptions {
+        coordinator: a.coordinator.clone(),
+        token,
+        name,
+        host,
+        tls_ca,
+        tls_domain: a.tls_domain.clone(),
+        version: loadlab_fleet::version(),
+        wait: a.wait,
+        log: !a.quiet,
+        source,
+    };
+    match loadlab_fleet::run_probe(opts) {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(e @ ProbeError::Refused { .. }) => {
+            eprintln!("loadlab: error: {e}");
+            Ok(ExitCode::from(EXIT_REFUSED))
+        }
+        Err(ProbeError::Setup(msg)) => Err(BadInput(msg).into()),
+        Err(e) => Err(e).context("loadlab probe"),
     }
 }

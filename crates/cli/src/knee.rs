@@ -207,6 +207,7 @@ pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
         // A knee starts no target, so there is nothing to build.
         skip_builds: false,
         brief_preflight: false,
+        remote_probe: crate::fleet::remote_sources(&a.distributed, fleet.as_ref()),
     };
     let (summary, _report) =
         crate::lab::run_lab(&plan, out, settings, stop.clone(), fleet.clone())?;

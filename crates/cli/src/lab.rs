@@ -43,6 +43,8 @@ pub(crate) struct RunSettings {
     pub(crate) skip_builds: bool,
     /// Say the pre-flight in one line, for a newcomer (the demo), not finding by finding.
     pub(crate) brief_preflight: bool,
+    /// `--remote-probe`: each step's probe source, from the coordinator's remote probe.
+    pub(crate) remote_probe: Option<loadlab_lab::watch::RemoteSources>,
 }
 
 /// The pre-flight in one line for a newcomer: whether anything stops the run, and where
@@ -80,6 +82,7 @@ pub(crate) fn run_lab(
         quiet,
         skip_builds,
         brief_preflight,
+        remote_probe,
     } = settings;
     // A keeper process kills what is left of the targets' process trees if loadlab is
     // killed (best effort: without it, only the targets themselves die with loadlab).
@@ -104,7 +107,7 @@ pub(crate) fn run_lab(
         command: std::env::args().collect(),
         doctor: findings,
         fleet,
-        remote_probe: None,
+        remote_probe,
         skip_builds,
     };
     let summary = loadlab_lab::run_plan(plan, &opts);
@@ -135,6 +138,7 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
         quiet: a.quiet,
         skip_builds: a.no_build,
         brief_preflight: false,
+        remote_probe: crate::fleet::remote_sources(&a.distributed, fleet.as_ref()),
     };
     let (summary, mut report) = run_lab(&plan, out, settings, stop.clone(), fleet.clone())?;
     if let Some(c) = fleet {
@@ -295,6 +299,7 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
         quiet: a.quiet,
         skip_builds: false,
         brief_preflight: true,
+        remote_probe: None,
     };
     let (summary, report) = run_lab(&plan, out, settings, stop, None)?;
     if a.verbose {

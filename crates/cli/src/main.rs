@@ -69,6 +69,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare::cmd_compare(&a),
         Command::Demo(a) => lab::cmd_demo(&a),
         Command::Agent(a) => fleet::cmd_agent(&a),
+        Command::Probe(a) => fleet::cmd_probe(&a),
     };
     match result {
         Ok(code) => code,
@@ -175,6 +176,14 @@ fn execute(
     out: &OutputArgs,
     distributed: &args::DistributedArgs,
 ) -> anyhow::Result<ExitCode> {
+    if distributed.remote_probe {
+        return Err(BadInput(
+            "--remote-probe: a single run has no probes (`loadlab run` and `loadlab grpc` measure the load only); \
+             probe the server on its host with `loadlab knee URL --remote-probe` or `loadlab lab PLAN --remote-probe`"
+                .into(),
+        )
+        .into());
+    }
     let cfg = match workload.validate() {
         Ok(c) => c,
         Err(e) => return Err(EngineError::Config(e).into()),

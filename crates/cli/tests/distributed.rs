@@ -691,7 +691,10 @@ fn a_wrong_token_is_refused_with_its_message() {
     let cerr = stderr_of(&mut run);
     assert_eq!(st.code(), Some(1), "{cerr}");
     assert!(
-        cerr.contains(&format!("refused an agent from {}", Fabric::leaf_ip(0))),
+        cerr.contains(&format!(
+            "refused an agent or probe from {}",
+            Fabric::leaf_ip(0)
+        )),
         "{cerr}"
     );
     assert!(cerr.contains("0 of 1 agents joined within 3s"), "{cerr}");

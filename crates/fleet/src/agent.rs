@@ -155,39 +155,39 @@ async fn agent_loop(opts: &AgentOptions) -> Result<String, AgentError> {
 }
 
 fn endpoint(opts: &AgentOptions) -> Result<Endpoint, AgentError> {
-    let scheme = if opts.tls_ca.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    let uri = format!("{scheme}://{}", opts.coordinator);
+    control_endpoint(
+        &opts.coordinator,
+        opts.tls_ca.as_deref(),
+        opts.tls_domain.as_deref(),
+    )
+    .map_err(AgentError::Setup)
+}
+
+/// The control connection to `coordinator` (`HOST:PORT`), with TLS trusting `tls_ca` when
+/// given, expecting `tls_domain` (default: the host) in the certificate. Shared by agents
+/// and remote probes. Errs with a message naming the flag at fault.
+pub(crate) fn control_endpoint(
+    coordinator: &str,
+    tls_ca: Option<&[u8]>,
+    tls_domain: Option<&str>,
+) -> Result<Endpoint, String> {
+    let scheme = if tls_ca.is_some() { "https" } else { "http" };
+    let uri = format!("{scheme}://{coordinator}");
     let mut ep = Endpoint::from_shared(uri.clone())
-        .map_err(|e| {
-            AgentError::Setup(format!(
-                "--coordinator {}: not a HOST:PORT ({e})",
-                opts.coordinator
-            ))
-        })?
+        .map_err(|e| format!("--coordinator {coordinator}: not a HOST:PORT ({e})"))?
         .connect_timeout(Duration::from_secs(2))
         .tcp_nodelay(true)
         .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
         .keep_alive_timeout(KEEPALIVE_TIMEOUT)
         .keep_alive_while_idle(true);
-    if let Some(ca) = &opts.tls_ca {
-        let host = opts
-            .coordinator
-            .rsplit_once(':')
-            .map_or(opts.coordinator.as_str(), |(h, _)| h);
-        let domain = opts
-            .tls_domain
-            .clone()
-            .unwrap_or_else(|| host.trim_matches(['[', ']']).to_string());
+    if let Some(ca) = tls_ca {
+        let host = coordinator.rsplit_once(':').map_or(coordinator, |(h, _)| h);
+        let domain =
+            tls_domain.map_or_else(|| host.trim_matches(['[', ']']).to_string(), str::to_string);
         let tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(ca))
             .domain_name(domain);
-        ep = ep
-            .tls_config(tls)
-            .map_err(|e| AgentError::Setup(format!("--tls-ca: {e}")))?;
+        ep = ep.tls_config(tls).map_err(|e| format!("--tls-ca: {e}"))?;
     }
     Ok(ep)
 }
@@ -388,17 +388,28 @@ fn run_share(
 
 /// Refusals end the agent; anything else is a connection problem to retry.
 fn classify(status: Status) -> SessionError {
-    match status.code() {
-        Code::Unauthenticated
-        | Code::PermissionDenied
-        | Code::FailedPrecondition
-        | Code::ResourceExhausted
-        | Code::InvalidArgument => SessionError::Refused(status),
-        _ => SessionError::Unreachable(format!("{}: {}", status.code(), status.message())),
+    if is_refusal(status.code()) {
+        SessionError::Refused(status)
+    } else {
+        SessionError::Unreachable(format!("{}: {}", status.code(), status.message()))
     }
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// Whether a status from the coordinator is a refusal (token, version, run full, a
+/// malformed hello), not a connection problem to retry.
+pub(crate) fn is_refusal(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Unauthenticated
+            | Code::PermissionDenied
+            | Code::FailedPrecondition
+            | Code::ResourceExhausted
+            | Code::InvalidArgument
+    )
+}
+
+/// An error and its causes in one line, each cause's words once.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(c) = source {

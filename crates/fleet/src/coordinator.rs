@@ -5,6 +5,12 @@
 //! and merges them ([`crate::merge`]). An agent lost mid-step leaves the step marked
 //! `agent lost` with what the others measured; the run goes on with the agents left, or
 //! stops ([`OnAgentLoss`]).
+//!
+//! It also takes one remote probe (`loadlab probe` on the server's host,
+//! `--remote-probe`): checked and clock-measured like an agent, it streams a sample a
+//! second, which [`Coordinator::probe_source`] hands to the lab's probes as a
+//! [`ProbeSource`]. A coordinator may have a probe and no agents: the load then runs on
+//! the coordinator's machine ([`Coordinator::drives_load`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -18,6 +24,8 @@ use loadlab_engine::env::Environment;
 use loadlab_engine::recorder::{new_histogram, INTERVAL_SIGFIG};
 use loadlab_engine::result::{decode_histogram, SecondStats};
 use loadlab_engine::{CancellationToken, Measurement, RunConfig, RunResult, RunShape, Workload};
+use loadlab_system::cgroup::CgroupLimits;
+use loadlab_system::probe::{ProbeInfo, ProbeSource, SourceSample, TargetLimits};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::transport::{Identity, Server, ServerTlsConfig};
@@ -27,7 +35,8 @@ use crate::agent::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 use crate::clock::{estimate, now_unix_ns, Sample};
 use crate::merge::{merged_result, AgentInfo, Outcome, Part};
 use crate::proto::{
-    constant_time_eq, AgentMsg, CoordMsg, FleetServer, Outbound, Sessions, TOKEN_HEADER,
+    constant_time_eq, AgentMsg, CoordMsg, FleetServer, Outbound, ProbeHello, RemoteSample,
+    Sessions, TOKEN_HEADER,
 };
 use crate::split::{share_workload, split, SplitError};
 
@@ -39,6 +48,10 @@ const START_LEAD: Duration = Duration::from_millis(400);
 const RESULT_GRACE: Duration = Duration::from_secs(10);
 /// After a stop, agents have this long to return what they measured.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// A remote probe that has sent no sample for this long is lost.
+pub const PROBE_SILENCE: Duration = Duration::from_secs(3);
+/// Remote probes a run can take.
+pub const MAX_PROBES: usize = 1;
 
 /// What to do when an agent is lost during a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -68,9 +81,12 @@ pub struct CoordinatorOptions {
     pub listen: SocketAddr,
     /// The shared token.
     pub token: String,
-    /// Agents to wait for.
+    /// Agents to wait for (0: the load runs on this machine; then `probes` must be 1).
     pub agents: usize,
-    /// How long to wait for them.
+    /// Remote probes (`loadlab probe`) to wait for: 0 or 1 (one remote probe is supported
+    /// per run; a second is refused at join).
+    pub probes: usize,
+    /// How long to wait for the agents and the probe.
     pub wait: Duration,
     /// PEM certificate chain and key: serve TLS.
     pub tls: Option<(Vec<u8>, Vec<u8>)>,
@@ -110,6 +126,20 @@ pub enum FleetError {
         /// Where we listened.
         listen: SocketAddr,
     },
+    /// The remote probe did not join in time.
+    #[error("the remote probe did not join within {waited:?}: start `loadlab probe --coordinator HOST:{} --token-file FILE --listen PORT` (or --pid, --pidfile, --cgroup, --container) on the server's host, and check that it reaches {listen} and holds the same token", listen.port())]
+    ProbeTimeout {
+        /// How long we waited.
+        waited: Duration,
+        /// Where we listened.
+        listen: SocketAddr,
+    },
+    /// More remote probes asked for than a run can take.
+    #[error("{0} remote probes asked for: one remote probe is supported per run")]
+    TooManyProbes(usize),
+    /// Neither agents nor a probe asked for.
+    #[error("a coordinator needs at least one agent or the remote probe")]
+    NothingToWaitFor,
     /// Stopped while waiting for agents.
     #[error("interrupted while waiting for agents ({} joined)", .0.len())]
     Interrupted(Vec<String>),
@@ -162,9 +192,47 @@ enum Event {
     },
 }
 
+/// The remote probe: what it said at join, and its newest sample.
+struct ProbeConn {
+    name: String,
+    address: String,
+    /// Probe clock minus coordinator clock, ns, measured at join.
+    offset_ns: i64,
+    info: Option<ProbeInfo>,
+    limits: Option<TargetLimits>,
+    cgroup_limits: Option<CgroupLimits>,
+    tx: mpsc::Sender<Result<CoordMsg, Status>>,
+    latest: Mutex<ProbeLatest>,
+}
+
+/// A remote probe's newest sample, and why its session ended once it has.
+struct ProbeLatest {
+    sample: RemoteSample,
+    received: Instant,
+    ended: Option<String>,
+}
+
+impl ProbeConn {
+    fn who(&self) -> String {
+        format!("remote probe {} ({})", self.name, self.address)
+    }
+
+    fn latest(&self) -> std::sync::MutexGuard<'_, ProbeLatest> {
+        self.latest.lock().expect("probe sample")
+    }
+
+    fn ended(&self) -> bool {
+        self.latest().ended.is_some()
+    }
+}
+
 #[derive(Default)]
 struct State {
     agents: Vec<Arc<AgentConn>>,
+    /// The remote probe, once joined (kept after its session ends, to say it was lost).
+    probe: Option<Arc<ProbeConn>>,
+    /// A probe past the checks, still measuring its clock.
+    probe_joining: bool,
     /// Sessions past the checks, still measuring their clock.
     joining: usize,
     next_id: u64,
@@ -208,20 +276,24 @@ impl Sessions for Shared {
             .is_some_and(|v| constant_time_eq(v.as_bytes(), self.opts.token.as_bytes()));
         if !token_ok {
             self.say(format!(
-                "refused an agent from {address}: wrong or missing token"
+                "refused an agent or probe from {address}: wrong or missing token"
             ));
             return Err(Status::unauthenticated(
-                "wrong or missing token: the agent's --token-file must hold the coordinator's token",
+                "wrong or missing token: the --token-file of the agent or probe must hold the coordinator's token",
             ));
         }
         let mut inbound = request.into_inner();
-        let Ok(Ok(Some(AgentMsg::Hello(hello)))) =
-            tokio::time::timeout(Duration::from_secs(10), inbound.message()).await
-        else {
-            self.say(format!("refused an agent from {address}: no hello"));
-            return Err(Status::invalid_argument(
-                "the session must begin with the agent's hello",
-            ));
+        let hello = match tokio::time::timeout(Duration::from_secs(10), inbound.message()).await {
+            Ok(Ok(Some(AgentMsg::Hello(hello)))) => hello,
+            Ok(Ok(Some(AgentMsg::ProbeHello(hello)))) => {
+                return self.open_probe(*hello, address, inbound);
+            }
+            _ => {
+                self.say(format!("refused an agent from {address}: no hello"));
+                return Err(Status::invalid_argument(
+                    "the session must begin with the agent's or the probe's hello",
+                ));
+            }
         };
         if hello.version != self.opts.version {
             self.say(format!(
@@ -235,6 +307,15 @@ impl Sessions for Shared {
         }
         {
             let mut st = self.state();
+            if self.opts.agents == 0 {
+                self.say(format!(
+                    "refused agent {} from {address}: this run takes no agents (its load runs here)",
+                    hello.name
+                ));
+                return Err(Status::resource_exhausted(
+                    "this run takes no agents: its load runs on the coordinator's machine (it waits for a remote probe only)",
+                ));
+            }
             if st.finishing || st.agents.len() + st.joining >= self.opts.agents {
                 let names: Vec<String> = st.agents.iter().map(|a| a.info.name.clone()).collect();
                 self.say(format!(
@@ -257,6 +338,171 @@ impl Sessions for Shared {
 }
 
 impl Shared {
+    /// The checks of a remote probe's hello (version, one probe per run); on success its
+    /// session runs on a task of its own.
+    fn open_probe(
+        self: Arc<Self>,
+        hello: ProbeHello,
+        address: String,
+        inbound: Streaming<AgentMsg>,
+    ) -> Result<tonic::Response<Outbound>, Status> {
+        if hello.version != self.opts.version {
+            self.say(format!(
+                "refused remote probe {} from {address}: it runs loadlab {}, this coordinator runs loadlab {}",
+                hello.name, hello.version, self.opts.version
+            ));
+            return Err(Status::failed_precondition(format!(
+                "probe {} runs loadlab {}, but this coordinator runs loadlab {}: run the same version on both",
+                hello.name, hello.version, self.opts.version
+            )));
+        }
+        {
+            let mut st = self.state();
+            if self.opts.probes == 0 {
+                self.say(format!(
+                    "refused remote probe {} from {address}: this run waits for no probe (--remote-probe not given)",
+                    hello.name
+                ));
+                return Err(Status::resource_exhausted(
+                    "this run waits for no remote probe: give the coordinator --remote-probe",
+                ));
+            }
+            let present = st.probe.as_ref().filter(|p| !p.ended());
+            if st.finishing || present.is_some() || st.probe_joining {
+                let which = present.map_or_else(|| "one joining".to_string(), |p| p.who());
+                self.say(format!(
+                    "refused remote probe {} from {address}: the run already has its remote probe ({which}); one remote probe is supported",
+                    hello.name
+                ));
+                return Err(Status::resource_exhausted(format!(
+                    "one probe too many: the run already has its remote probe ({which}); one remote probe is supported per run"
+                )));
+            }
+            st.probe_joining = true;
+        }
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(self.clone().probe_session(hello, address, inbound, tx));
+        let out: Outbound = Box::pin(ReceiverStream::new(rx));
+        Ok(tonic::Response::new(out))
+    }
+
+    /// The remote probe's session after the checks: its clock (samples may arrive between
+    /// the pings), its first sample, registration, then its samples until it ends.
+    async fn probe_session(
+        self: Arc<Self>,
+        hello: ProbeHello,
+        address: String,
+        mut inbound: Streaming<AgentMsg>,
+        tx: mpsc::Sender<Result<CoordMsg, Status>>,
+    ) {
+        let version = self.opts.version.clone();
+        let mut samples = Vec::new();
+        let mut newest: Option<RemoteSample> = None;
+        let mut failure = None;
+        if tx.send(Ok(CoordMsg::Welcome { version })).await.is_err() {
+            failure = Some("the session closed".to_string());
+        }
+        // Pings, then (when none came meanwhile) the first sample: each answer within 5 s.
+        let mut seq = 0;
+        let mut sent_at = None;
+        while failure.is_none() && (seq < CLOCK_PINGS || newest.is_none()) {
+            if seq < CLOCK_PINGS && sent_at.is_none() {
+                let t1 = now_unix_ns();
+                if tx.send(Ok(CoordMsg::Ping { seq, t1 })).await.is_err() {
+                    failure = Some("the session closed".into());
+                    break;
+                }
+                sent_at = Some(seq);
+            }
+            match tokio::time::timeout(Duration::from_secs(5), inbound.message()).await {
+                Ok(Ok(Some(AgentMsg::Pong { seq: s, t1, t2, t3 }))) if sent_at == Some(s) => {
+                    samples.push(Sample {
+                        t1,
+                        t2,
+                        t3,
+                        t4: now_unix_ns(),
+                    });
+                    seq += 1;
+                    sent_at = None;
+                }
+                Ok(Ok(Some(AgentMsg::Sample(s)))) => newest = Some(*s),
+                Ok(Ok(Some(_))) => {
+                    failure = Some("unexpected message while joining".into());
+                }
+                Err(_) if seq < CLOCK_PINGS => {
+                    failure = Some("no answer to the clock probe within 5 s".into());
+                }
+                Err(_) => failure = Some("no sample within 5 s of joining".into()),
+                Ok(Err(s)) => failure = Some(s.message().to_string()),
+                Ok(Ok(None)) => failure = Some("the probe closed the session".into()),
+            }
+        }
+        let joined = estimate(&samples).filter(|_| failure.is_none()).zip(newest);
+        let Some(((offset_ns, rtt_ns), first)) = joined else {
+            self.state().probe_joining = false;
+            self.changed.notify_all();
+            self.say(format!(
+                "remote probe {} from {address} did not finish joining: {}",
+                hello.name,
+                failure.unwrap_or_default()
+            ));
+            return;
+        };
+        let conn = Arc::new(ProbeConn {
+            name: hello.name.clone(),
+            address: address.clone(),
+            offset_ns,
+            info: hello.info.clone(),
+            limits: hello.limits.clone(),
+            cgroup_limits: hello.cgroup_limits.clone(),
+            tx,
+            latest: Mutex::new(ProbeLatest {
+                sample: first,
+                received: Instant::now(),
+                ended: None,
+            }),
+        });
+        {
+            let mut st = self.state();
+            st.probe_joining = false;
+            st.probe = Some(conn.clone());
+        }
+        self.say(format!(
+            "remote probe {} joined from {address} (loadlab {}, probing {}, clock offset {:+.3} ms ± {:.3})",
+            hello.name,
+            hello.version,
+            hello
+                .info
+                .as_ref()
+                .map_or("an unnamed target", |i| i.found.as_str()),
+            offset_ns as f64 / 1e6,
+            rtt_ns as f64 / 2e6,
+        ));
+        self.changed.notify_all();
+        let why = loop {
+            match inbound.message().await {
+                Ok(Some(AgentMsg::Sample(s))) => {
+                    let mut latest = conn.latest();
+                    latest.sample = *s;
+                    latest.received = Instant::now();
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => break "the probe closed the session".to_string(),
+                Err(s) => break format!("its connection broke ({})", s.message()),
+            }
+        };
+        let finishing = self.state().finishing;
+        conn.latest().ended = Some(if finishing {
+            "the run is over".to_string()
+        } else {
+            why.clone()
+        });
+        self.changed.notify_all();
+        if !finishing {
+            warn(&format!("lost {}: {why}", conn.who()));
+        }
+    }
+
     /// One agent's session after the checks: clock, registration, then its messages.
     async fn session(
         self: Arc<Self>,
@@ -381,7 +627,10 @@ impl Shared {
                         error,
                     },
                 ),
-                AgentMsg::Hello(_) | AgentMsg::Pong { .. } => continue,
+                AgentMsg::Hello(_)
+                | AgentMsg::Pong { .. }
+                | AgentMsg::ProbeHello(_)
+                | AgentMsg::Sample(_) => continue,
             };
             if let Some(tx) = self.state().jobs.get(&job) {
                 let _ = tx.send(event);
@@ -435,6 +684,12 @@ enum Pending {
 impl Coordinator {
     /// Listens for agents (they are accepted from now on).
     pub fn start(opts: CoordinatorOptions) -> Result<Coordinator, FleetError> {
+        if opts.probes > MAX_PROBES {
+            return Err(FleetError::TooManyProbes(opts.probes));
+        }
+        if opts.agents == 0 && opts.probes == 0 {
+            return Err(FleetError::NothingToWaitFor);
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("loadlab-coordinator")
@@ -506,19 +761,70 @@ impl Coordinator {
             .collect()
     }
 
-    /// Waits until every agent wanted has joined.
+    /// Whether this coordinator drives the load from agents. Without agents (a coordinator
+    /// for a remote probe only), the load runs on this machine and [`Coordinator::run_step`]
+    /// must not be called.
+    pub fn drives_load(&self) -> bool {
+        self.shared.opts.agents > 0
+    }
+
+    /// Agents this coordinator waits for.
+    pub fn agent_count(&self) -> usize {
+        self.shared.opts.agents
+    }
+
+    /// The remote probe, once joined: its name and address.
+    pub fn probe(&self) -> Option<String> {
+        self.shared
+            .state()
+            .probe
+            .as_ref()
+            .map(|p| format!("{} ({})", p.name, p.address))
+    }
+
+    /// A fresh probe source for one step over the remote probe's stream (`None` when this
+    /// coordinator waits for no probe). Its description and limits are those the probe
+    /// sent at join; each sample is the newest received, timed by when it was taken on the
+    /// probe's host (through the clock offset measured at join). It reports itself lost
+    /// once the probe's session has ended, or when no sample came for [`PROBE_SILENCE`]:
+    /// a source made after that is lost at once.
+    pub fn probe_source(&self) -> Option<Box<dyn ProbeSource>> {
+        if self.shared.opts.probes == 0 {
+            return None;
+        }
+        let conn = self.shared.state().probe.clone();
+        Some(Box::new(RemoteSource { conn }))
+    }
+
+    /// Waits until every agent wanted, and the remote probe when one is wanted, has joined
+    /// (each is said as it joins).
     pub fn wait_for_agents(&self, stop: &CancellationToken) -> Result<(), FleetError> {
         let wanted = self.shared.opts.agents;
+        let probes = self.shared.opts.probes;
         let deadline = Instant::now() + self.shared.opts.wait;
+        let mut whom = Vec::new();
+        if wanted > 0 {
+            whom.push(format!(
+                "{wanted} agent(s) (`loadlab agent --coordinator HOST:{} --token-file FILE`)",
+                self.local_addr.port()
+            ));
+        }
+        if probes > 0 {
+            whom.push(format!(
+                "the remote probe (`loadlab probe --coordinator HOST:{} --token-file FILE --listen PORT` on the server's host)",
+                self.local_addr.port()
+            ));
+        }
         self.shared.say(format!(
-            "waiting up to {:?} for {wanted} agent(s) on {} (`loadlab agent --coordinator HOST:{} --token-file FILE`)",
+            "waiting up to {:?} for {} on {}",
             self.shared.opts.wait,
+            whom.join(" and "),
             self.local_addr,
-            self.local_addr.port()
         ));
         let mut st = self.shared.state();
         loop {
-            if st.agents.len() >= wanted {
+            let probe_in = probes == 0 || st.probe.as_ref().is_some_and(|p| !p.ended());
+            if st.agents.len() >= wanted && probe_in {
                 return Ok(());
             }
             let joined = || {
@@ -532,9 +838,15 @@ impl Coordinator {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(FleetError::Timeout {
-                    wanted,
-                    joined: joined(),
+                if st.agents.len() < wanted {
+                    return Err(FleetError::Timeout {
+                        wanted,
+                        joined: joined(),
+                        waited: self.shared.opts.wait,
+                        listen: self.local_addr,
+                    });
+                }
+                return Err(FleetError::ProbeTimeout {
                     waited: self.shared.opts.wait,
                     listen: self.local_addr,
                 });
@@ -763,20 +1075,25 @@ impl Coordinator {
         if self.finished.swap(true, Ordering::SeqCst) {
             return;
         }
-        let agents = {
+        let (agents, probe) = {
             let mut st = self.shared.state();
             st.finishing = true;
-            st.agents.clone()
+            (st.agents.clone(), st.probe.clone())
+        };
+        let bye = || CoordMsg::Bye {
+            reason: reason.to_string(),
         };
         for a in &agents {
-            let _ = a.tx.try_send(Ok(CoordMsg::Bye {
-                reason: reason.to_string(),
-            }));
+            let _ = a.tx.try_send(Ok(bye()));
+        }
+        if let Some(p) = &probe {
+            let _ = p.tx.try_send(Ok(bye()));
         }
         drop(agents);
         let deadline = Instant::now() + Duration::from_secs(2);
         let mut st = self.shared.state();
-        while !st.agents.is_empty() && Instant::now() < deadline {
+        let probe_open = |st: &State| st.probe.as_ref().is_some_and(|p| !p.ended());
+        while (!st.agents.is_empty() || probe_open(&st)) && Instant::now() < deadline {
             st = self
                 .shared
                 .changed
@@ -799,6 +1116,61 @@ impl Drop for Coordinator {
         if let Some(rt) = self.rt.take() {
             rt.shutdown_timeout(Duration::from_secs(1));
         }
+    }
+}
+
+/// A step's view of the remote probe's stream (see [`Coordinator::probe_source`]).
+struct RemoteSource {
+    /// `None`: the probe never joined.
+    conn: Option<Arc<ProbeConn>>,
+}
+
+impl ProbeSource for RemoteSource {
+    fn info(&self) -> Option<ProbeInfo> {
+        self.conn.as_ref()?.info.clone()
+    }
+
+    fn limits(&self) -> Option<TargetLimits> {
+        self.conn.as_ref()?.limits.clone()
+    }
+
+    fn cgroup_limits(&self) -> Option<CgroupLimits> {
+        self.conn.as_ref()?.cgroup_limits.clone()
+    }
+
+    fn sample(&mut self) -> SourceSample {
+        let Some(conn) = &self.conn else {
+            return SourceSample::default();
+        };
+        let latest = conn.latest();
+        let s = &latest.sample;
+        // When it was taken, in this machine's clock.
+        let taken = i128::from(s.unix_ns) - i128::from(conn.offset_ns);
+        let age_ns = (i128::from(now_unix_ns()) - taken).clamp(0, i128::from(u64::MAX));
+        SourceSample {
+            process: s.process.clone(),
+            kernel: s.kernel,
+            cgroup: s.cgroup.clone(),
+            age: Duration::from_nanos(age_ns as u64),
+        }
+    }
+
+    fn lost(&self) -> Option<String> {
+        let Some(conn) = &self.conn else {
+            return Some("the remote probe never joined".into());
+        };
+        let latest = conn.latest();
+        if let Some(why) = &latest.ended {
+            return Some(format!("{} is gone: {why}", conn.who()));
+        }
+        let silent = latest.received.elapsed();
+        (silent > PROBE_SILENCE).then(|| {
+            format!(
+                "{} sent no sample for {:.1} s",
+                conn.who(),
+                silent.as_secs_f64()
+            )
+        })
     }
 }
 

@@ -1,4 +1,4 @@
-//! The control channel: one bidirectional gRPC stream per agent
+//! The control channel: one bidirectional gRPC stream per agent or probe
 //! (`/loadlab.fleet.v1.Fleet/Session`), JSON messages in gRPC frames (a tonic codec of
 //! our own, so the messages are the engine's own serde types and need no `.proto`).
 //!
@@ -9,6 +9,12 @@
 //! [`CoordMsg::Welcome`], measures the clock offset with [`CoordMsg::Ping`]s, and then sends
 //! [`CoordMsg::Start`] and [`CoordMsg::Stop`] for each step, and [`CoordMsg::Bye`] at the
 //! end of the run.
+//!
+//! A remote probe (`loadlab probe`, protocol 2) opens the same stream with
+//! [`AgentMsg::ProbeHello`] instead: what it probes and the target's limits. It is refused
+//! as an agent is (token, version), and also when the run waits for no probe or already
+//! has its one (`RESOURCE_EXHAUSTED`). It answers the same pings, then sends one
+//! [`AgentMsg::Sample`] a second until [`CoordMsg::Bye`]; it is never sent a step.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,13 +25,16 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut};
 use loadlab_engine::{Measurement, RunShape, SecondStats, Workload};
+use loadlab_system::cgroup::{CgroupLimits, CgroupSample};
+use loadlab_system::probe::{KernelSample, ProbeInfo, ProcessSample, TargetLimits};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::{Status, Streaming};
 
-/// Revision of the messages below; part of [`crate::version`].
-pub const PROTOCOL: u32 = 1;
+/// Revision of the messages below; part of [`crate::version`]. 2: remote probes
+/// ([`AgentMsg::ProbeHello`], [`AgentMsg::Sample`]).
+pub const PROTOCOL: u32 = 2;
 /// The gRPC method.
 pub const SESSION_PATH: &str = "/loadlab.fleet.v1.Fleet/Session";
 /// The gRPC service.
@@ -49,12 +58,45 @@ pub struct Hello {
     pub cores: usize,
 }
 
-/// Agent to coordinator.
+/// What a remote probe (`loadlab probe`) says on joining: who it is and what it probes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProbeHello {
+    /// [`crate::version`] of the probe.
+    pub version: String,
+    /// `--name`, or the host name.
+    pub name: String,
+    /// What it probes and how it found it (`pid 812 (gunicorn), found listening on :8080,
+    /// on host web-1 via loadlab probe`).
+    pub info: Option<ProbeInfo>,
+    /// What the target may use (CPUs, `nofile`), read on its host at start.
+    pub limits: Option<TargetLimits>,
+    /// The target's cgroup limits, read on its host at start.
+    pub cgroup_limits: Option<CgroupLimits>,
+}
+
+/// One sample of a remote probe's target, taken on its host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemoteSample {
+    /// When it was taken, Unix ns in the probe host's clock.
+    pub unix_ns: u64,
+    /// The target's processes, summed; `None` when it has none.
+    pub process: Option<ProcessSample>,
+    /// The kernel's TCP counters of the target's network namespace.
+    pub kernel: KernelSample,
+    /// The target's cgroup; `None` without one.
+    pub cgroup: Option<CgroupSample>,
+}
+
+/// Agent (or probe) to coordinator.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentMsg {
-    /// The first message.
+    /// The first message of an agent.
     Hello(Hello),
+    /// The first message of a remote probe.
+    ProbeHello(Box<ProbeHello>),
+    /// A remote probe's sample (about one a second).
+    Sample(Box<RemoteSample>),
     /// Answer to a [`CoordMsg::Ping`]: its send time, and this agent's receive and send
     /// times (Unix ns, agent clock).
     Pong {
@@ -307,6 +349,47 @@ mod tests {
         );
         // A prefix repeated is not the secret.
         assert!(!constant_time_eq(b"abab", b"ab"));
+    }
+
+    #[test]
+    fn probe_messages_round_trip_as_json() {
+        let sample = AgentMsg::Sample(Box::new(RemoteSample {
+            unix_ns: 1_700_000_000_123_456_789,
+            process: Some(ProcessSample {
+                processes: 3,
+                cpu_user_s: 1.5,
+                ..ProcessSample::default()
+            }),
+            kernel: KernelSample {
+                listen_overflows: 7,
+                ..KernelSample::default()
+            },
+            cgroup: None,
+        }));
+        let text = serde_json::to_string(&sample).unwrap();
+        assert!(text.starts_with(r#"{"type":"sample""#), "{text}");
+        let AgentMsg::Sample(back) = serde_json::from_str(&text).unwrap() else {
+            panic!("not a sample: {text}");
+        };
+        assert_eq!(back.unix_ns, 1_700_000_000_123_456_789);
+        assert_eq!(back.kernel.listen_overflows, 7);
+        let hello = AgentMsg::ProbeHello(Box::new(ProbeHello {
+            version: crate::version(),
+            name: "web-1".into(),
+            info: None,
+            limits: Some(TargetLimits {
+                cpus: 0.5,
+                cpus_from: "cgroup v2 quota of 0.50 CPUs at /app".into(),
+                nofile_soft: None,
+            }),
+            cgroup_limits: None,
+        }));
+        let text = serde_json::to_string(&hello).unwrap();
+        let AgentMsg::ProbeHello(back) = serde_json::from_str(&text).unwrap() else {
+            panic!("not a probe hello: {text}");
+        };
+        assert_eq!(back.limits.unwrap().cpus, 0.5);
+        assert!(crate::version().ends_with("(fleet protocol 2)"));
     }
 
     #[test]

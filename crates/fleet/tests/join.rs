@@ -14,6 +14,7 @@ fn coordinator(agents: usize, wait: Duration) -> Coordinator {
         listen: "127.0.0.1:0".parse().unwrap(),
         token: "s3cret-token".into(),
         agents,
+        probes: 0,
         wait,
         tls: None,
         on_loss: OnAgentLoss::Continue,
@@ -149,6 +150,7 @@ fn an_agent_waits_for_a_coordinator_that_starts_later_and_gives_up_in_time() {
         listen: addr,
         token: "s3cret-token".into(),
         agents: 1,
+        probes: 0,
         wait: Duration::from_secs(10),
         tls: None,
         on_loss: OnAgentLoss::Continue,
@@ -169,6 +171,7 @@ fn tls_when_the_coordinator_has_a_certificate() {
         listen: "127.0.0.1:0".parse().unwrap(),
         token: "s3cret-token".into(),
         agents: 1,
+        probes: 0,
         wait: Duration::from_secs(10),
         tls: Some((
             cert.cert.pem().into_bytes(),

@@ -40,7 +40,9 @@ pub struct LabOptions {
     /// The pre-flight findings written into the bundle (`doctor.json`, and `doctor.txt`
     /// as `loadlab doctor` shows them).
     pub doctor: Vec<Finding>,
-    /// Drive the steps from these agents instead of this process (`--agents N`).
+    /// Drive the steps from these agents instead of this process (`--agents N`). A
+    /// coordinator without agents (`--remote-probe` alone, see
+    /// [`Coordinator::drives_load`]) leaves the load here.
     pub fleet: Option<Arc<Coordinator>>,
     /// The samples of a `loadlab probe` on the server's host (`--remote-probe`): they
     /// replace every local probe.
@@ -613,7 +615,8 @@ impl Runner<'_> {
                 p.second(s);
             }
         };
-        if let Some(fleet) = &self.opts.fleet {
+        // A coordinator for a remote probe only drives no load: the step runs here.
+        if let Some(fleet) = self.opts.fleet.as_ref().filter(|f| f.drives_load()) {
             return fleet
                 .run_step(jobs, stop, Some(&mut seconds))
                 .into_iter()

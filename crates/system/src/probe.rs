@@ -656,6 +656,11 @@ pub struct SourceSample {
     pub kernel: KernelSample,
     /// The target's cgroup; `None` without one.
     pub cgroup: Option<CgroupSample>,
+    /// How long ago the sample was taken: zero for a local source, which samples when
+    /// asked; a remote source's newest sample was taken on its own host up to a second or
+    /// so before. [`Prober`] times the sample by when it was taken, so CPU percentages over
+    /// a window are computed over the sampled host's own sample times.
+    pub age: Duration,
 }
 
 /// What a [`Prober`] samples: a target's processes, its network namespace's kernel
@@ -713,10 +718,12 @@ pub struct Prober {
     thread: Option<JoinHandle<(Vec<ProbeSecond>, Option<String>)>>,
 }
 
+/// Samples `source`, timed by when the sample was taken: now, less the sample's age (so a
+/// remote sample may be timed before `start`, with a negative `t_s`).
 fn sample(source: &mut dyn ProbeSource, start: Instant) -> ProbeSecond {
     let s = source.sample();
     ProbeSecond {
-        t_s: start.elapsed().as_secs_f64(),
+        t_s: start.elapsed().as_secs_f64() - s.age.as_secs_f64(),
         process: s.process,
         kernel: s.kernel,
         cgroup: s.cgroup,
@@ -1101,6 +1108,37 @@ mod tests {
         fn lost(&self) -> Option<String> {
             (self.0 >= 2).then(|| "agent stopped answering".to_string())
         }
+    }
+
+    /// A remote source: its samples were taken some time before they are read.
+    struct Aged(Duration);
+
+    impl ProbeSource for Aged {
+        fn info(&self) -> Option<ProbeInfo> {
+            None
+        }
+        fn limits(&self) -> Option<TargetLimits> {
+            None
+        }
+        fn cgroup_limits(&self) -> Option<CgroupLimits> {
+            None
+        }
+        fn sample(&mut self) -> SourceSample {
+            SourceSample {
+                age: self.0,
+                ..SourceSample::default()
+            }
+        }
+    }
+
+    #[test]
+    fn a_sample_is_timed_by_when_it_was_taken() {
+        let start = Instant::now();
+        let fresh = sample(&mut Aged(Duration::ZERO), start);
+        let old = sample(&mut Aged(Duration::from_millis(700)), start);
+        assert!(fresh.t_s >= 0.0 && fresh.t_s < 0.5, "{}", fresh.t_s);
+        // Taken 0.7 s before it was read: before the probe started.
+        assert!(old.t_s < -0.2 && old.t_s > -0.71, "{}", old.t_s);
     }
 
     #[test]

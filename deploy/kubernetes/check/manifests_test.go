@@ -1,7 +1,8 @@
 // Package check decodes every manifest in deploy/kubernetes strictly into the Kubernetes
 // API types (an unknown or misspelled field, or a duplicate one, fails), and checks what
 // the distributed run depends on: the agents' Indexed Job, its spread and whole cores, the
-// coordinator's agent count, the Service the agents dial, the token and the plan mounts.
+// coordinator's agent count, the Service the agents dial, the token and the plan mounts,
+// and the server's pod with its `loadlab probe` sidecar that the coordinator waits for.
 package check
 
 import (
@@ -11,9 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	kjson "sigs.k8s.io/json"
@@ -62,20 +65,22 @@ type kustomization struct {
 }
 
 type manifests struct {
-	jobs       map[string]*batchv1.Job
-	services   map[string]*corev1.Service
-	secrets    map[string]*corev1.Secret
-	configMaps map[string]*corev1.ConfigMap
-	kust       kustomization
-	kinds      []string // kind/name of every document, in order
+	jobs        map[string]*batchv1.Job
+	deployments map[string]*appsv1.Deployment
+	services    map[string]*corev1.Service
+	secrets     map[string]*corev1.Secret
+	configMaps  map[string]*corev1.ConfigMap
+	kust        kustomization
+	kinds       []string // kind/name of every document, in order
 }
 
 func newManifests() *manifests {
 	return &manifests{
-		jobs:       map[string]*batchv1.Job{},
-		services:   map[string]*corev1.Service{},
-		secrets:    map[string]*corev1.Secret{},
-		configMaps: map[string]*corev1.ConfigMap{},
+		jobs:        map[string]*batchv1.Job{},
+		deployments: map[string]*appsv1.Deployment{},
+		services:    map[string]*corev1.Service{},
+		secrets:     map[string]*corev1.Secret{},
+		configMaps:  map[string]*corev1.ConfigMap{},
 	}
 }
 
@@ -95,6 +100,12 @@ func decode(doc []byte, m *manifests) error {
 			return err
 		}
 		m.jobs[j.Name] = &j
+	case "apps/v1/Deployment":
+		var d appsv1.Deployment
+		if err := strict(doc, &d); err != nil {
+			return err
+		}
+		m.deployments[d.Name] = &d
 	case "v1/Service":
 		var s corev1.Service
 		if err := strict(doc, &s); err != nil {
@@ -306,6 +317,7 @@ func TestManifestsDecodeStrictlyAndFitTogether(t *testing.T) {
 			t.Errorf("%s: --token-file %s is not a key of a mounted Secret", name, tokenFile)
 		}
 	}
+	checkProbeSidecar(t, m, cargs, arg(a.Args, "--coordinator"))
 	// The plan: generated from plan.toml into the ConfigMap the coordinator mounts.
 	if len(m.kust.ConfigMapGenerator) != 1 || !m.kust.GeneratorOptions.DisableNameSuffixHash {
 		t.Fatalf("kustomization: one configMapGenerator without name suffix expected")
@@ -336,6 +348,111 @@ func TestManifestsDecodeStrictlyAndFitTogether(t *testing.T) {
 	}
 }
 
+// secretKeyMounted says whether file is a key of a Secret of the manifests mounted in c.
+func secretKeyMounted(m *manifests, spec corev1.PodSpec, c corev1.Container, file string) bool {
+	for _, v := range spec.Volumes {
+		if v.Secret == nil || m.secrets[v.Secret.SecretName] == nil {
+			continue
+		}
+		for _, vm := range c.VolumeMounts {
+			if vm.Name != v.Name {
+				continue
+			}
+			for key := range m.secrets[v.Secret.SecretName].StringData {
+				if filepath.Join(vm.MountPath, key) == file {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// checkProbeSidecar checks the server's pod: `loadlab probe` beside the app, seeing its
+// processes (shareProcessNamespace), listening port named by --listen, dialing the same
+// coordinator Service as the agents with the same token; the coordinator waits for it
+// (--remote-probe); the plan loads the server through its Service.
+func checkProbeSidecar(t *testing.T, m *manifests, cargs []string, coordinator string) {
+	t.Helper()
+	d := m.deployments["loadlab-server"]
+	if d == nil {
+		t.Fatalf("deployments: %v; want loadlab-server", m.deployments)
+	}
+	spec := d.Spec.Template.Spec
+	if spec.ShareProcessNamespace == nil || !*spec.ShareProcessNamespace {
+		t.Errorf("loadlab-server: shareProcessNamespace must be true (the probe sidecar must see the app's processes)")
+	}
+	for k, v := range d.Spec.Selector.MatchLabels {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("loadlab-server: selector %s=%s does not match its pod", k, v)
+		}
+	}
+	var probe *corev1.Container
+	ports := map[int32]string{}
+	for i, c := range spec.Containers {
+		words := coordinatorArgs(c)
+		if slices.Contains(words, "probe") && slices.Contains(words, "loadlab") {
+			probe = &spec.Containers[i]
+			continue
+		}
+		for _, p := range c.Ports {
+			ports[p.ContainerPort] = p.Name
+		}
+		// Requests equal limits: the pod is Guaranteed, the app's whole cores its own.
+		if req, lim := c.Resources.Requests.Cpu(), c.Resources.Limits.Cpu(); req.IsZero() || req.Cmp(*lim) != 0 || req.MilliValue()%1000 != 0 {
+			t.Errorf("loadlab-server/%s: cpu request %v and limit %v must be equal whole cores", c.Name, req, lim)
+		}
+	}
+	if probe == nil {
+		t.Fatalf("loadlab-server: no container runs `loadlab probe`")
+	}
+	if req, lim := probe.Resources.Requests.Cpu(), probe.Resources.Limits.Cpu(); req.IsZero() || req.Cmp(*lim) != 0 {
+		t.Errorf("loadlab-server/%s: cpu request %v must equal its limit %v", probe.Name, req, lim)
+	}
+	if req, lim := probe.Resources.Requests.Memory(), probe.Resources.Limits.Memory(); req.IsZero() || req.Cmp(*lim) != 0 {
+		t.Errorf("loadlab-server/%s: memory request %v must equal its limit %v", probe.Name, req, lim)
+	}
+	words := coordinatorArgs(*probe)
+	listen := arg(words, "--listen")
+	port, err := strconv.Atoi(listen)
+	if _, ok := ports[int32(port)]; err != nil || !ok {
+		t.Errorf("probe: --listen %q is not a port of the app (%v)", listen, ports)
+	}
+	if got := arg(words, "--coordinator"); got != coordinator {
+		t.Errorf("probe: --coordinator %q, the agents dial %q", got, coordinator)
+	}
+	if f := arg(words, "--token-file"); !secretKeyMounted(m, spec, *probe, f) {
+		t.Errorf("probe: --token-file %s is not a key of a mounted Secret", f)
+	}
+	if !slices.Contains(cargs, "--remote-probe") {
+		t.Errorf("coordinator: the server's pod has a probe sidecar, but the coordinator has no --remote-probe")
+	}
+	// The plan's scenario loads the server through its Service.
+	plan, err := os.ReadFile(filepath.Join(dir, "plan.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := m.services["loadlab-server"]
+	if svc == nil {
+		t.Fatalf("no Service loadlab-server")
+	}
+	for k, v := range svc.Spec.Selector {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("Service loadlab-server selects %s=%s, not the server's pod", k, v)
+		}
+	}
+	reached := false
+	for _, p := range svc.Spec.Ports {
+		url := fmt.Sprintf(`url = "http://loadlab-server:%d/`, p.Port)
+		if p.TargetPort.String() == ports[int32(port)] && bytes.Contains(plan, []byte(url)) {
+			reached = true
+		}
+	}
+	if !reached {
+		t.Errorf("plan.toml's url does not reach the app's port %s through Service loadlab-server", listen)
+	}
+}
+
 func TestAMisspelledFieldFails(t *testing.T) {
 	for _, c := range []struct{ file, from, to string }{
 		{"agents.yaml", "completionMode:", "completionMod:"},
@@ -343,6 +460,7 @@ func TestAMisspelledFieldFails(t *testing.T) {
 		{"coordinator.yaml", "targetPort:", "targetport:"},
 		{"coordinator.yaml", "readOnlyRootFilesystem:", "readOnlyRootFileSystem:"},
 		{"secret.yaml", "stringData:", "stringdata:"},
+		{"server.yaml", "shareProcessNamespace:", "shareProcessNameSpace:"},
 		{"kustomization.yaml", "configMapGenerator:", "configMapGenerators:"},
 	} {
 		_, err := load(t, func(name string, text []byte) []byte {
@@ -380,7 +498,7 @@ func TestRenderedKustomization(t *testing.T) {
 	}
 	got := slices.Clone(m.kinds)
 	slices.Sort(got)
-	want := []string{"ConfigMap/loadlab-plan", "Job/loadlab-agents", "Job/loadlab-coordinator", "Secret/loadlab-token", "Service/loadlab-coordinator"}
+	want := []string{"ConfigMap/loadlab-plan", "Deployment/loadlab-server", "Job/loadlab-agents", "Job/loadlab-coordinator", "Secret/loadlab-token", "Service/loadlab-coordinator", "Service/loadlab-server"}
 	if !slices.Equal(got, want) {
 		t.Errorf("rendered resources %v, want %v", got, want)
 	}

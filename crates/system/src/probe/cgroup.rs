@@ -77,6 +77,7 @@ impl ProbeSource for CgroupSource {
             process: sample_processes(&procs, &mut self.threads),
             kernel: sample_kernel_of_any(&procs),
             cgroup: Some(self.cgroup.sample()),
+            age: std::time::Duration::ZERO,
         }
     }
 }

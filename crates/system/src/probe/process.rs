@@ -112,6 +112,7 @@ impl ProbeSource for ProcessSource {
             process: sample_trees(&self.roots, &mut self.threads),
             kernel: sample_kernel_of_any(&self.roots),
             cgroup: self.cgroup.as_ref().map(Cgroup::sample),
+            age: std::time::Duration::ZERO,
         }
     }
 }
