@@ -545,3 +545,65 @@ fn a_node_event_loop_is_named_as_one_thread_with_the_cpus_half_idle() {
     assert!(!kinds.contains(&"cpu_bound"), "{kinds:?}");
     assert!(!kinds.contains(&"concurrency_bound"), "{kinds:?}");
 }
+
+#[test]
+fn gunicorn_with_two_sync_workers_is_concurrency_bound_at_its_knee() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The issue's own case, on a server nobody here wrote: a pre-fork gunicorn with 2
+    // synchronous workers, each request sleeping 50 ms: 40 req/s at most, the CPU idle.
+    let dir = temp_path("gunicorn-app");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("app.py"),
+        "import time\n\
+         def app(environ, start_response):\n    \
+             time.sleep(0.05)\n    \
+             start_response('200 OK', [('Content-Type', 'text/plain'), ('Content-Length', '2')])\n    \
+             return [b'ok']\n",
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let gunicorn = Kill(
+        Command::new("taskset")
+            .args(["-c", "0", "gunicorn", "-w", "2", "-b"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--chdir")
+            .arg(&dir)
+            .arg("app:app")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gunicorn (Debian: apt-get install gunicorn)"),
+    );
+    // taskset runs gunicorn in its own process: this is gunicorn's master.
+    let child_pid = gunicorn.0.id();
+    // Ready when it answers.
+    let url = format!("http://127.0.0.1:{port}/");
+    let ready = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(ready, "gunicorn never listened on {port}");
+    let args = pool_search(2);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let bundle = knee(&url, &args);
+    let ([lo, hi], d) = knee_of(&bundle);
+    assert!(lo >= 30.0 && hi <= 50.0, "knee between {lo} and {hi}");
+    let named = named_concurrency(&d);
+    assert!((named - 2.0).abs() <= 0.4, "≈{named}: {d}");
+    let src = probed(&bundle);
+    assert_eq!(src["kind"], "listener", "{src}");
+    // The master, not one of its workers (they all hold the listening socket).
+    assert_eq!(src["pid"], child_pid, "{src}");
+}
