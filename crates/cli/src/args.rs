@@ -76,6 +76,16 @@ pub enum Command {
     /// --no-probe. A server on another host: give --remote-probe --token-file FILE here,
     /// and run `loadlab probe --coordinator THIS-HOST:7878 --token-file FILE --listen PORT`
     /// on the server's host; its samples replace every local probe.
+    ///
+    /// The cgroup figures (each step's probes.delta.cgroup, over its window): cpu_s and
+    /// cpu_percent, the CPU the cgroup used (100 = one CPU); cpu_quota_cpus, its quota
+    /// (quota / period, the smallest up to the root); periods and throttled_periods, the
+    /// quota periods it had work in and those the quota ran out in; throttled_s, the time
+    /// its tasks were stopped; memory_peak_bytes against memory_limit_bytes; oom_kills;
+    /// memory_max_events, the times usage hit the limit; pids_peak against pids_limit, and
+    /// pids_max_events, forks refused; psi_*_percent, the share of the window its tasks
+    /// stalled waiting for CPU, memory or I/O (v2 only). A cgroup that also holds loadlab is
+    /// said (shares_cgroup_with_loadlab): its figures include loadlab's.
     #[command(after_help = "Examples:\n  \
         loadlab knee http://127.0.0.1:8080/ --slo 'p99<200ms'\n  \
         loadlab knee http://127.0.0.1:8080/api -X POST -H 'Content-Type: application/json' --body '{\"q\":1}' --slo 'p95<100ms' --slo 'errors<0.1%'\n  \

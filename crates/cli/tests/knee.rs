@@ -75,7 +75,10 @@ fn knee(url: &str, args: &[&str]) -> PathBuf {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("knee between"), "{stdout}");
+    assert!(
+        stdout.starts_with("knee ") || stdout.contains("\nknee "),
+        "{stdout}"
+    );
     out
 }
 
@@ -606,4 +609,100 @@ fn gunicorn_with_two_sync_workers_is_concurrency_bound_at_its_knee() {
     assert_eq!(src["kind"], "listener", "{src}");
     // The master, not one of its workers (they all hold the listening socket).
     assert_eq!(src["pid"], child_pid, "{src}");
+}
+
+/// `loadlab serve ARGS` started by the test, its address read from its first line.
+fn serve(args: &[&str]) -> (Server, String) {
+    let mut child = Command::new(loadlab_bin())
+        .arg("serve")
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("loadlab serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let port = addr.rsplit_once(':').unwrap().1.parse().unwrap();
+    (Server { child, port }, addr)
+}
+
+#[test]
+fn grpc_and_named_probes_pidfile_and_container_and_no_knee_below_max_is_an_answer() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // gRPC, with grpc's flags: the hello backend sustains far more than 40 calls/s, so the
+    // search ends at --max with "at least 40", exit 0.
+    let (hello, addr) = serve(&["hello", "--bind", "127.0.0.1:0"]);
+    let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/helloworld.proto");
+    let pidfile = temp_path("hello.pid");
+    std::fs::write(&pidfile, format!("{}\n", hello.pid())).unwrap();
+    let pidfile = pidfile.display().to_string();
+    let bundle = knee(
+        &addr,
+        &[
+            "--proto",
+            proto,
+            "--call",
+            "helloworld.Greeter/SayHello",
+            "-D",
+            "{\"name\":\"knee\"}",
+            "--start",
+            "20",
+            "--max",
+            "40",
+            "--probe-pidfile",
+            &pidfile,
+        ],
+    );
+    let configs = lines(&bundle.join("configs.jsonl"));
+    let o = &configs[0]["knees"][0]["outcome"];
+    assert_eq!(o["knee"], 40.0, "{o}");
+    assert!(o["first_unsustained"].is_null(), "{o}");
+    let steps = lines(&bundle.join("steps.jsonl"));
+    assert_eq!(steps[0]["result"]["protocol"], "grpc");
+    assert!(steps[0]["result"]["grpc_status"]["OK"].as_u64().unwrap() > 0);
+    let src = probed(&bundle);
+    assert_eq!(src["pid"], hello.pid(), "{src}");
+    assert!(
+        src["found"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("read from {pidfile}")),
+        "{src}"
+    );
+    let plan = std::fs::read_to_string(bundle.join("plan.toml")).unwrap();
+    assert!(plan.contains("protocol = \"grpc\""), "{plan}");
+
+    // A container's cgroup, found by an ID prefix the way docker names its scopes.
+    let server = Server::start(&[]);
+    let (v2, _) = mounts();
+    let id = format!(
+        "{:0>64x}",
+        0xfeed_0000_0000u64 + u64::from(std::process::id())
+    );
+    let _cg = TestCgroup::new(
+        std::slice::from_ref(&v2.expect("a cgroup v2 mount")),
+        &format!("docker-{id}.scope"),
+        server.pid(),
+    );
+    let bundle = knee(
+        &server.url(),
+        &[
+            "--start",
+            "20",
+            "--max",
+            "40",
+            "--probe-container",
+            &id[..12],
+        ],
+    );
+    let src = probed(&bundle);
+    assert_eq!(src["kind"], "container", "{src}");
+    assert_eq!(src["pid"], server.pid(), "{src}");
+    assert!(src["cgroup"].as_str().unwrap().contains(&id), "{src}");
 }
