@@ -152,3 +152,55 @@ fn stock_nginx_closing_every_thousand_requests_is_not_an_error() {
     assert!(u(j, "server_closes") >= 40, "{}", r.stdout);
     assert!(r.stdout.contains("server closes"), "{}", r.stdout);
 }
+
+#[test]
+fn the_readme_nginx_plan_runs_with_a_relative_out_from_another_directory() {
+    // The README's example, as written: its `{files}` must be absolute for nginx, whose
+    // working directory is the plan's, to find its configuration.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let marker = "<!-- example: nginx plan";
+    let block = &readme[readme.find(marker).expect("the README's nginx plan")..];
+    let start = block.find("```toml\n").unwrap() + "```toml\n".len();
+    let text = &block[start..start + block[start..].find("```").unwrap()];
+    let plans = temp_path("nginx-plan");
+    std::fs::create_dir_all(&plans).unwrap();
+    std::fs::write(plans.join("nginx.toml"), text).unwrap();
+    let elsewhere = temp_path("nginx-cwd");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    nginx_binary();
+    let o = Command::new(util::loadlab_bin())
+        .args(["lab", "-q", "--quick"])
+        .arg(plans.join("nginx.toml"))
+        .args(["--out", "rel/b"])
+        .current_dir(&elsewhere)
+        .env(
+            "PATH",
+            format!("/usr/sbin:{}", std::env::var("PATH").unwrap_or_default()),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let configs = std::fs::read_to_string(elsewhere.join("rel/b/configs.jsonl")).unwrap();
+    let statuses: Vec<String> = configs
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["status"].to_string())
+        .collect();
+    assert_eq!(statuses, ["\"completed\"", "\"completed\""], "{configs}");
+    // nginx read the configuration of its own configuration's directory.
+    for workers in ["1", "2"] {
+        let conf = std::fs::read_to_string(
+            elsewhere.join(format!("rel/b/files/workers_{workers}/nginx.conf")),
+        )
+        .unwrap_or_else(|e| panic!("workers={workers}: {e}"));
+        assert!(
+            conf.contains(&format!("worker_processes {workers};")),
+            "{conf}"
+        );
+        assert!(
+            conf.contains(&format!("pid {}/", elsewhere.join("rel/b").display())),
+            "{conf}"
+        );
+    }
+}
