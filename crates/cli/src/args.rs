@@ -420,6 +420,40 @@ pub struct LabArgs {
     pub distributed: DistributedArgs,
 }
 
+/// The request sent: `loadlab run`'s and `loadlab knee`'s.
+#[derive(Args, Debug)]
+pub struct RequestArgs {
+    /// HTTP method, e.g. POST (upper-cased before sending).
+    #[arg(
+        short = 'X',
+        long = "method",
+        default_value = "GET",
+        help_heading = "Request"
+    )]
+    pub method: String,
+    /// Extra header, `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header", help_heading = "Request")]
+    pub headers: Vec<String>,
+    /// Request body as text; --body-file reads it from a file instead.
+    #[arg(long, conflicts_with = "body_file", help_heading = "Request")]
+    pub body: Option<String>,
+    /// Request body read from a file.
+    #[arg(long, help_heading = "Request")]
+    pub body_file: Option<PathBuf>,
+}
+
+impl RequestArgs {
+    /// The body: --body, --body-file's bytes, or none.
+    pub fn body(&self) -> anyhow::Result<Vec<u8>> {
+        Ok(match (&self.body, &self.body_file) {
+            (Some(b), _) => b.clone().into_bytes(),
+            (None, Some(p)) => std::fs::read(p)
+                .map_err(|e| anyhow::anyhow!("--body-file {}: cannot read: {e}", p.display()))?,
+            (None, None) => Vec::new(),
+        })
+    }
+}
+
 /// `loadlab knee` arguments.
 #[derive(Args, Debug)]
 pub struct KneeArgs {
@@ -501,23 +535,8 @@ pub struct KneeArgs {
     #[arg(long, help_heading = "Probes", group = "probe_source")]
     pub no_probe: bool,
 
-    /// HTTP method, e.g. POST (upper-cased before sending).
-    #[arg(
-        short = 'X',
-        long = "method",
-        default_value = "GET",
-        help_heading = "Request"
-    )]
-    pub method: String,
-    /// Extra header, `Name: value` (repeatable).
-    #[arg(short = 'H', long = "header", help_heading = "Request")]
-    pub headers: Vec<String>,
-    /// Request body as text; --body-file reads it from a file instead.
-    #[arg(long, conflicts_with = "body_file", help_heading = "Request")]
-    pub body: Option<String>,
-    /// Request body read from a file (UTF-8).
-    #[arg(long, help_heading = "Request")]
-    pub body_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub request: RequestArgs,
     /// Speak HTTP/2: prior knowledge (h2c) on http://, ALPN h2 on https://.
     #[arg(long, help_heading = "Request")]
     pub http2: bool,
@@ -844,23 +863,8 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Connections")]
     pub retry_unprocessed: bool,
 
-    /// HTTP method, e.g. POST (upper-cased before sending).
-    #[arg(
-        short = 'X',
-        long = "method",
-        default_value = "GET",
-        help_heading = "Request"
-    )]
-    pub method: String,
-    /// Extra header, `Name: value` (repeatable).
-    #[arg(short = 'H', long = "header", help_heading = "Request")]
-    pub headers: Vec<String>,
-    /// Request body as text; --body-file reads it from a file instead.
-    #[arg(long, conflicts_with = "body_file", help_heading = "Request")]
-    pub body: Option<String>,
-    /// Request body read from a file.
-    #[arg(long, help_heading = "Request")]
-    pub body_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub request: RequestArgs,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -969,12 +973,7 @@ impl LoadArgs {
 impl RunArgs {
     /// The workload these arguments describe.
     pub fn to_workload(&self) -> anyhow::Result<Workload> {
-        let body = match (&self.body, &self.body_file) {
-            (Some(b), _) => b.clone().into_bytes(),
-            (None, Some(p)) => std::fs::read(p)
-                .map_err(|e| anyhow::anyhow!("--body-file {}: cannot read: {e}", p.display()))?,
-            (None, None) => Vec::new(),
-        };
+        let body = self.request.body()?;
         let transport = TransportFlags {
             http2: self.http2,
             keep_alive: self.keep_alive == OnOff::On,
@@ -989,8 +988,8 @@ impl RunArgs {
         .transport()?;
         Ok(Workload {
             request: Request {
-                method: self.method.clone(),
-                headers: self.headers.clone(),
+                method: self.request.method.clone(),
+                headers: self.request.headers.clone(),
                 body,
             },
             ..self.load.to_workload(self.url.clone(), transport)?

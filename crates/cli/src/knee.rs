@@ -27,16 +27,10 @@ fn duration(d: std::time::Duration) -> String {
 /// The plan these flags describe.
 pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
     let closed = a.model == ModelArg::Closed;
-    let body = match (&a.body, &a.body_file) {
-        (Some(b), _) => b.clone(),
-        (None, Some(p)) => std::fs::read_to_string(p).map_err(|e| {
-            BadInput(format!(
-                "--body-file {}: cannot read it as UTF-8 text: {e}",
-                p.display()
-            ))
-        })?,
-        (None, None) => String::new(),
-    };
+    // A plan holds its body as text.
+    let body = String::from_utf8(a.request.body()?).map_err(|_| {
+        BadInput("--body-file: the body must be UTF-8 text for `loadlab knee`".into())
+    })?;
     let absolute = |p: &Path| {
         std::path::absolute(p)
             .unwrap_or_else(|_| p.to_path_buf())
@@ -62,8 +56,8 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
     let scenario = ScenarioFile {
         name: "knee".into(),
         url: literal(&url),
-        method: a.method.clone(),
-        headers: a.headers.iter().map(|h| literal(h)).collect(),
+        method: a.request.method.clone(),
+        headers: a.request.headers.iter().map(|h| literal(h)).collect(),
         body: literal(&body),
         keep_alive: a.keep_alive == OnOff::On,
         close_by: match a.close_by {

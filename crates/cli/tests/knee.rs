@@ -18,30 +18,32 @@ use util::{loadlab_bin, output_within, temp_path};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// A fixture server started by the test on CPU 0, killed when dropped.
+/// A server started by the test (not by loadlab), killed when dropped.
 struct Server {
     child: Child,
     port: u16,
 }
 
 impl Server {
-    fn start(args: &[&str]) -> Server {
-        let mut child = Command::new("taskset")
-            .args(["-c", "0", &fixture(), "--port", "0"])
-            .args(args)
+    /// Starts `cmd` and reads its port from the first line it prints on stdout.
+    fn spawn(mut cmd: Command, port_of: impl Fn(&str) -> Option<u16>) -> Server {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .spawn()
-            .expect("start the fixture server");
+            .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let port = line
-            .trim()
-            .rsplit_once(':')
-            .and_then(|(_, p)| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        let port = port_of(line.trim()).unwrap_or_else(|| panic!("no port in {line:?}"));
         Server { child, port }
+    }
+
+    /// The fixture server on CPU 0 (`listening on 127.0.0.1:PORT`).
+    fn start(args: &[&str]) -> Server {
+        let mut cmd = Command::new("taskset");
+        cmd.args(["-c", "0", &fixture(), "--port", "0"]).args(args);
+        Server::spawn(cmd, |l| l.rsplit_once(':')?.1.parse().ok())
     }
 
     fn pid(&self) -> u32 {
@@ -366,48 +368,27 @@ fn a_cpu_quota_is_named_as_the_limit_with_its_throttling() {
 
 /// Python's own `http.server` (a server nobody here wrote) in an empty directory: every
 /// path is a 404 with an HTML page saying so.
-struct PythonServer {
-    child: Child,
-    port: u16,
-}
-
-impl PythonServer {
-    fn start() -> PythonServer {
-        let dir = temp_path("empty-docroot");
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut child = Command::new("python3")
-            .args(["-u", "-m", "http.server", "0", "--bind", "127.0.0.1"])
-            .current_dir(&dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 -m http.server");
-        // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .split_whitespace()
+fn python_http_server() -> Server {
+    let dir = temp_path("empty-docroot");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cmd = Command::new("python3");
+    cmd.args(["-u", "-m", "http.server", "0", "--bind", "127.0.0.1"])
+        .current_dir(&dir)
+        .stderr(Stdio::null());
+    // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
+    Server::spawn(cmd, |l| {
+        l.split_whitespace()
             .skip_while(|w| *w != "port")
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
-        PythonServer { child, port }
-    }
-}
-
-impl Drop for PythonServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+            .nth(1)?
+            .parse()
+            .ok()
+    })
 }
 
 #[test]
 fn a_request_the_server_rejects_ends_the_search_at_its_first_step() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let py = PythonServer::start();
+    let py = python_http_server();
     let url = format!("http://127.0.0.1:{}/no-such-page", py.port);
     let out = temp_path("rejected-knee");
     let (o, _) = output_within(
@@ -467,49 +448,23 @@ fn knee_of_rejected(bundle: &Path) -> Value {
 
 /// A Node.js server (nobody here wrote its HTTP stack) whose one event loop spins 2 ms per
 /// request: about 500 req/s, and the process never uses more than one of its two CPUs.
-struct NodeServer {
-    child: Child,
-    port: u16,
-}
-
-impl NodeServer {
-    fn start() -> NodeServer {
-        let js = "const http = require('http');\
-            const s = http.createServer((q, r) => {\
-              const end = process.hrtime.bigint() + 2000000n;\
-              while (process.hrtime.bigint() < end) {}\
-              r.end('ok');\
-            });\
-            s.listen(0, '127.0.0.1', () => console.log('port ' + s.address().port));";
-        let mut child = Command::new("node")
-            .args(["-e", js])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("node");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("port ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
-        NodeServer { child, port }
-    }
-}
-
-impl Drop for NodeServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn node_server() -> Server {
+    let js = "const http = require('http');\
+        const s = http.createServer((q, r) => {\
+          const end = process.hrtime.bigint() + 2000000n;\
+          while (process.hrtime.bigint() < end) {}\
+          r.end('ok');\
+        });\
+        s.listen(0, '127.0.0.1', () => console.log('port ' + s.address().port));";
+    let mut cmd = Command::new("node");
+    cmd.args(["-e", js]);
+    Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
 }
 
 #[test]
 fn a_node_event_loop_is_named_as_one_thread_with_the_cpus_half_idle() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let node = NodeServer::start();
+    let node = node_server();
     let bundle = knee(
         &format!("http://127.0.0.1:{}/", node.port),
         &[
@@ -570,15 +525,9 @@ fn gunicorn_with_two_sync_workers_is_concurrency_bound_at_its_knee() {
         .local_addr()
         .unwrap()
         .port();
-    struct Kill(Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let gunicorn = Kill(
-        Command::new("taskset")
+    // gunicorn logs to stderr only: its port is chosen here.
+    let gunicorn = Server {
+        child: Command::new("taskset")
             .args(["-c", "0", "gunicorn", "-w", "2", "-b"])
             .arg(format!("127.0.0.1:{port}"))
             .arg("--chdir")
@@ -588,9 +537,10 @@ fn gunicorn_with_two_sync_workers_is_concurrency_bound_at_its_knee() {
             .stderr(Stdio::null())
             .spawn()
             .expect("gunicorn (Debian: apt-get install gunicorn)"),
-    );
+        port,
+    };
     // taskset runs gunicorn in its own process: this is gunicorn's master.
-    let child_pid = gunicorn.0.id();
+    let child_pid = gunicorn.pid();
     // Ready when it answers.
     let url = format!("http://127.0.0.1:{port}/");
     let ready = (0..100).any(|_| {
@@ -611,25 +561,11 @@ fn gunicorn_with_two_sync_workers_is_concurrency_bound_at_its_knee() {
     assert_eq!(src["pid"], child_pid, "{src}");
 }
 
-/// `loadlab serve ARGS` started by the test, its address read from its first line.
-fn serve(args: &[&str]) -> (Server, String) {
-    let mut child = Command::new(loadlab_bin())
-        .arg("serve")
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("loadlab serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    let port = addr.rsplit_once(':').unwrap().1.parse().unwrap();
-    (Server { child, port }, addr)
+/// `loadlab serve ARGS` started by the test (`listening on 127.0.0.1:PORT`).
+fn serve(args: &[&str]) -> Server {
+    let mut cmd = Command::new(loadlab_bin());
+    cmd.arg("serve").args(args);
+    Server::spawn(cmd, |l| l.rsplit_once(':')?.1.parse().ok())
 }
 
 #[test]
@@ -637,7 +573,8 @@ fn grpc_and_named_probes_pidfile_and_container_and_no_knee_below_max_is_an_answe
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // gRPC, with grpc's flags: the hello backend sustains far more than 40 calls/s, so the
     // search ends at --max with "at least 40", exit 0.
-    let (hello, addr) = serve(&["hello", "--bind", "127.0.0.1:0"]);
+    let hello = serve(&["hello", "--bind", "127.0.0.1:0"]);
+    let addr = format!("127.0.0.1:{}", hello.port);
     let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/helloworld.proto");
     let pidfile = temp_path("hello.pid");
     std::fs::write(&pidfile, format!("{}\n", hello.pid())).unwrap();
