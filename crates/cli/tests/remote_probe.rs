@@ -328,6 +328,12 @@ fn a_probe_killed_mid_step_is_a_warning_and_the_run_goes_on() {
         "{}",
         steps[2]["probes"]
     );
+    // The report says so in the step's note.
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("probe lost (") && report.contains("the server's figures end there"),
+        "{report}"
+    );
     for s in &steps {
         assert!(s["result"]["requests"].as_u64().unwrap() >= 38, "{s}");
         assert!(

@@ -81,6 +81,11 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
             lost.join(", ")
         ));
     }
+    if let Some(why) = step.probes.as_ref().and_then(|p| p.lost.as_deref()) {
+        out.push(format!(
+            "probe lost ({why}): the server's figures end there"
+        ));
+    }
     if r.all_failed() {
         out.push("every request failed".into());
     }
