@@ -194,12 +194,8 @@ pub enum Command {
         .args(["pid", "pidfile", "cgroup", "container", "listen"])
 ))]
 pub struct ProbeArgs {
-    /// The coordinator, HOST:PORT (its --listen address as reachable from here).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub coordinator: String,
-    /// File holding the token shared with the coordinator (surrounding whitespace ignored).
-    #[arg(long, value_name = "PATH")]
-    pub token_file: PathBuf,
+    #[command(flatten)]
+    pub dial: DialArgs,
     /// Probe this process and its descendants (and its cgroup).
     #[arg(long, value_name = "PID", help_heading = "Target (one of)")]
     pub pid: Option<u32>,
@@ -218,40 +214,21 @@ pub struct ProbeArgs {
     /// shareProcessNamespace).
     #[arg(long, value_name = "PORT", help_heading = "Target (one of)")]
     pub listen: Option<u16>,
-    /// This probe's name in the coordinator's log and the steps' probe description
-    /// [default: the host name].
-    #[arg(long)]
-    pub name: Option<String>,
-    /// Connect with TLS, trusting this PEM certificate (the coordinator's, or its CA).
-    #[arg(long, value_name = "PATH")]
-    pub tls_ca: Option<PathBuf>,
-    /// Name expected in the coordinator's certificate [default: the host of --coordinator].
-    #[arg(long, requires = "tls_ca")]
-    pub tls_domain: Option<String>,
-    /// Give up when no coordinator has answered for this long (start in any order).
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
-    pub wait: Duration,
-    /// Log only errors.
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
 }
 
-/// `loadlab agent` arguments.
+/// How `loadlab agent` and `loadlab probe` reach their coordinator.
 #[derive(Args, Debug)]
-pub struct AgentArgs {
+pub struct DialArgs {
     /// The coordinator, HOST:PORT (its --listen address as reachable from here).
     #[arg(long, value_name = "HOST:PORT")]
     pub coordinator: String,
     /// File holding the token shared with the coordinator (surrounding whitespace ignored).
     #[arg(long, value_name = "PATH")]
     pub token_file: PathBuf,
-    /// This agent's name in results and logs [default: the host name].
+    /// This process's name in the coordinator's log and the results (a probe's also in
+    /// the steps' probe description) [default: the host name].
     #[arg(long)]
     pub name: Option<String>,
-    /// Worker threads per step, also this agent's weight when a step is split [default:
-    /// one per CPU this process may run on].
-    #[arg(long)]
-    pub threads: Option<usize>,
     /// Connect with TLS, trusting this PEM certificate (the coordinator's, or its CA).
     #[arg(long, value_name = "PATH")]
     pub tls_ca: Option<PathBuf>,
@@ -264,6 +241,17 @@ pub struct AgentArgs {
     /// Log only errors.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+/// `loadlab agent` arguments.
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub dial: DialArgs,
+    /// Worker threads per step, also this agent's weight when a step is split [default:
+    /// one per CPU this process may run on].
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 /// Distributed load: this process coordinates `loadlab agent`s on other machines, and a
@@ -1119,7 +1107,7 @@ mod tests {
         let Command::Probe(p) = probe(&["--listen", "8080"]).unwrap().command else {
             panic!()
         };
-        assert_eq!((p.listen, p.wait), (Some(8080), Duration::from_secs(600)));
+        assert_eq!((p.listen, p.dial.wait), (Some(8080), Duration::from_secs(600)));
         assert!(probe(&[]).is_err());
         assert!(probe(&["--listen", "8080", "--pid", "1"]).is_err());
     }

@@ -11,10 +11,10 @@ use loadlab_fleet::{
     AgentError, AgentOptions, Coordinator, CoordinatorOptions, OnAgentLoss, ProbeError,
     ProbeOptions,
 };
+use loadlab_lab::plan::ProbeSpec;
 use loadlab_lab::watch::RemoteSources;
-use loadlab_system::probe::{CgroupSource, ProbeSource, ProcessSource, SourceError};
 
-use crate::args::{AgentArgs, AgentLoss, DistributedArgs, ProbeArgs};
+use crate::args::{AgentArgs, AgentLoss, DialArgs, DistributedArgs, ProbeArgs};
 use crate::BadInput;
 
 /// Exit status of an agent the coordinator refused (token, version, run full).
@@ -107,33 +107,55 @@ pub fn remote_sources(
     Some(Arc::new(move || c.probe_source()))
 }
 
-/// `loadlab agent`.
-pub fn cmd_agent(a: &AgentArgs) -> anyhow::Result<ExitCode> {
-    let token = read_token(&a.token_file, "--token-file")?;
-    let tls_ca = a
+/// What `loadlab agent` and `loadlab probe` read before dialing: the token, the TLS CA,
+/// and the name (`--name`, or the host name) with the host name.
+struct Dial {
+    token: String,
+    tls_ca: Option<Vec<u8>>,
+    name: String,
+    host: String,
+}
+
+fn dial(d: &DialArgs) -> anyhow::Result<Dial> {
+    let token = read_token(&d.token_file, "--token-file")?;
+    let tls_ca = d
         .tls_ca
         .as_deref()
         .map(|p| read_file(p, "--tls-ca"))
         .transpose()?;
+    let host = loadlab_engine::env::Environment::capture(Vec::new()).hostname;
+    Ok(Dial {
+        token,
+        tls_ca,
+        name: d.name.clone().unwrap_or_else(|| host.clone()),
+        host,
+    })
+}
+
+/// `loadlab agent`.
+pub fn cmd_agent(a: &AgentArgs) -> anyhow::Result<ExitCode> {
     if a.threads == Some(0) {
         return Err(BadInput("--threads 0: give at least one".into()).into());
     }
-    let name = a
-        .name
-        .clone()
-        .unwrap_or_else(|| loadlab_engine::env::Environment::capture(Vec::new()).hostname);
+    let d = &a.dial;
+    let Dial {
+        token,
+        tls_ca,
+        name,
+        host: _,
+    } = dial(d)?;
     let opts = AgentOptions {
-        coordinator: a.coordinator.clone(),
+        coordinator: d.coordinator.clone(),
         token,
         name,
         threads: a
             .threads
             .unwrap_or_else(loadlab_engine::config::available_cores),
         tls_ca,
-        tls_domain: a.tls_domain.clone(),
+        tls_domain: d.tls_domain.clone(),
         version: loadlab_fleet::version(),
-        wait: a.wait,
-        log: !a.quiet,
+        wait: d.wait,
+        log: !d.quiet,
     };
     match loadlab_fleet::run_agent(&opts) {
         Ok(_) => Ok(ExitCode::SUCCESS),
@@ -146,34 +168,22 @@ pub fn cmd_agent(a: &AgentArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// A probe's target, found or not.
-type Found = Result<Box<dyn ProbeSource>, SourceError>;
-
-/// The target `loadlab probe` names, found now: the flag that named it and its source
+/// The target `loadlab probe` names, as the lab's probe spec, with the flag that named it
 /// (`None` without a target flag).
-fn probe_target(a: &ProbeArgs) -> Option<(String, Found)> {
-    fn boxed<S: ProbeSource + 'static>(r: Result<S, SourceError>) -> Found {
-        r.map(|s| Box::new(s) as Box<dyn ProbeSource>)
-    }
+fn probe_target(a: &ProbeArgs) -> Option<(String, ProbeSpec)> {
     Some(if let Some(pid) = a.pid {
-        (format!("--pid {pid}"), boxed(ProcessSource::for_pid(pid)))
+        (format!("--pid {pid}"), ProbeSpec::Pid(pid))
     } else if let Some(f) = &a.pidfile {
         (
             format!("--pidfile {}", f.display()),
-            boxed(ProcessSource::for_pidfile(f)),
+            ProbeSpec::Pidfile(f.clone()),
         )
     } else if let Some(c) = &a.cgroup {
-        (format!("--cgroup {c}"), boxed(CgroupSource::for_path(c)))
+        (format!("--cgroup {c}"), ProbeSpec::Cgroup(c.clone()))
     } else if let Some(c) = &a.container {
-        (
-            format!("--container {c}"),
-            boxed(CgroupSource::for_container(c)),
-        )
+        (format!("--container {c}"), ProbeSpec::Container(c.clone()))
     } else if let Some(port) = a.listen {
-        (
-            format!("--listen {port}"),
-            boxed(ProcessSource::for_listener(port)),
-        )
+        (format!("--listen {port}"), ProbeSpec::Listen(port))
     } else {
         return None;
     })
@@ -182,30 +192,30 @@ fn probe_target(a: &ProbeArgs) -> Option<(String, Found)> {
 /// `loadlab probe`.
 pub fn cmd_probe(a: &ProbeArgs) -> anyhow::Result<ExitCode> {
     // The target first: one that does not exist is said before anything is dialed.
-    let (flag, source) = probe_target(a).ok_or_else(|| {
+    let (flag, spec) = probe_target(a).ok_or_else(|| {
         BadInput(
             "give what to probe: one of --pid, --pidfile, --cgroup, --container, --listen".into(),
         )
     })?;
-    let source = source.map_err(|e| BadInput(format!("{flag}: {e}")))?;
-    let token = read_token(&a.token_file, "--token-file")?;
-    let tls_ca = a
-        .tls_ca
-        .as_deref()
-        .map(|p| read_file(p, "--tls-ca"))
-        .transpose()?;
-    let host = loadlab_engine::env::Environment::capture(Vec::new()).hostname;
-    let name = a.name.clone().unwrap_or_else(|| host.clone());
+    let source =
+        loadlab_lab::watch::local_source(&spec).map_err(|e| BadInput(format!("{flag}: {e}")))?;
+    let d = &a.dial;
+    let Dial {
+        token,
+        tls_ca,
+        name,
+        host,
+    } = dial(d)?;
     let opts = ProbeOptions {
-        coordinator: a.coordinator.clone(),
+        coordinator: d.coordinator.clone(),
         token,
         name,
         host,
         tls_ca,
-        tls_domain: a.tls_domain.clone(),
+        tls_domain: d.tls_domain.clone(),
         version: loadlab_fleet::version(),
-        wait: a.wait,
-        log: !a.quiet,
+        wait: d.wait,
+        log: !d.quiet,
         source,
     };
     match loadlab_fleet::run_probe(opts) {

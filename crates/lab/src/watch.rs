@@ -167,7 +167,8 @@ fn describe(spec: &ProbeSpec) -> String {
     }
 }
 
-fn local_source(spec: &ProbeSpec) -> Result<Box<dyn ProbeSource>, SourceError> {
+/// A source for a server on this machine, found now (`loadlab probe` uses it too).
+pub fn local_source(spec: &ProbeSpec) -> Result<Box<dyn ProbeSource>, SourceError> {
     Ok(match spec {
         ProbeSpec::Pid(p) => Box::new(ProcessSource::for_pid(*p)?),
         ProbeSpec::Pidfile(f) => Box::new(ProcessSource::for_pidfile(f)?),
