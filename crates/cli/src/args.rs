@@ -92,8 +92,9 @@ pub enum Command {
         loadlab knee http://127.0.0.1:8080/ --probe-container web --max 20000 --step 10s\n  \
         loadlab knee 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' --slo 'p99<50ms'\n  \
         loadlab knee http://10.0.0.9:8080/ --slo 'p99<200ms' --remote-probe --token-file token   (then `loadlab probe --coordinator THIS:7878 --listen 8080 --token-file token` on 10.0.0.9)\n\n\
-        Exit status: 0 a knee (or at least --max) was found; 1 no step could run, or the server rejected \
-        the request (4xx: no knee measured); 2 bad input, named; \
+        Exit status: 0 a knee (or at least --max) was found; 1 no step could run, or no knee was \
+        measured (the server rejected the request with 4xx, or nothing listens at the address); \
+        2 bad input, named; \
         130 or 143 interrupted (what was measured is written).")]
     Knee(Box<KneeArgs>),
     /// Check the machine before a run: file-descriptor limits, listen backlog caps,
@@ -1107,7 +1108,10 @@ mod tests {
         let Command::Probe(p) = probe(&["--listen", "8080"]).unwrap().command else {
             panic!()
         };
-        assert_eq!((p.listen, p.dial.wait), (Some(8080), Duration::from_secs(600)));
+        assert_eq!(
+            (p.listen, p.dial.wait),
+            (Some(8080), Duration::from_secs(600))
+        );
         assert!(probe(&[]).is_err());
         assert!(probe(&["--listen", "8080", "--pid", "1"]).is_err());
     }

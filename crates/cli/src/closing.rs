@@ -35,11 +35,15 @@ pub(crate) fn unit(plan: &Plan) -> &'static str {
 /// `below 10 req/s`.
 pub(crate) fn range_words(k: &ScenarioKnee, unit: &str) -> String {
     let o = &k.outcome;
-    if o.limited_by == Some(Limit::Rejected) {
-        return format!(
-            "not measured: the server rejected the request at {} {unit}",
-            o.first_unsustained.map_or("?".into(), num)
-        );
+    let at = o.first_unsustained.map_or("?".into(), num);
+    match o.limited_by {
+        Some(Limit::Rejected) => {
+            return format!("not measured: the server rejected the request at {at} {unit}")
+        }
+        Some(Limit::Unreachable) => {
+            return format!("not measured: nothing answered at the address ({at} {unit} tried)")
+        }
+        _ => {}
     }
     match (o.knee, o.first_unsustained) {
         (Some(lo), Some(hi)) => format!("between {} and {} {unit}", num(lo), num(hi)),
@@ -55,12 +59,13 @@ pub(crate) fn range_words(k: &ScenarioKnee, unit: &str) -> String {
     }
 }
 
-/// True when a search of the bundle stopped on a rejected request (no knee measured).
-pub(crate) fn rejected(bundle: &Path) -> bool {
+/// True when a search of the bundle stopped on a rejected request or an address where
+/// nothing listens (no knee measured).
+pub(crate) fn not_measured(bundle: &Path) -> bool {
     read_configs(bundle).unwrap_or_default().iter().any(|c| {
         c.knees
             .iter()
-            .any(|k| k.outcome.limited_by == Some(Limit::Rejected))
+            .any(|k| k.outcome.limited_by.is_some_and(Limit::not_the_load))
     })
 }
 

@@ -223,7 +223,7 @@ pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
         return Ok(code);
     }
     Ok(
-        if summary.steps == 0 || crate::closing::rejected(&summary.bundle) {
+        if summary.steps == 0 || crate::closing::not_measured(&summary.bundle) {
             ExitCode::from(EXIT_ALL_FAILED)
         } else {
             ExitCode::SUCCESS

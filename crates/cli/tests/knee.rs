@@ -435,6 +435,40 @@ fn a_request_the_server_rejects_ends_the_search_at_its_first_step() {
     );
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("request rejected (4xx)"), "{report}");
+
+    // Nothing listening at all: the same, with the address named.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = temp_path("unreachable-knee");
+    let (o, _) = output_within(
+        Command::new(loadlab_bin())
+            .args(["knee", "-q", &format!("http://127.0.0.1:{port}/")])
+            .args(["--start", "20", "--step", "1s", "--out"])
+            .arg(&out),
+        Duration::from_secs(120),
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("knee not measured: nothing answered at the address"),
+        "{stdout}"
+    );
+    assert_eq!(lines(&out.join("steps.jsonl")).len(), 1);
+    let configs = lines(&out.join("configs.jsonl"));
+    let k = &configs[0]["knees"][0];
+    assert_eq!(k["outcome"]["limited_by"], "unreachable", "{k}");
+    let f = first_finding(&k["diagnosis"]);
+    assert_eq!(f["bottleneck"], "unreachable", "{f}");
+    assert!(
+        f["evidence"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("every connection to 127.0.0.1:{port} was refused")),
+        "{f}"
+    );
 }
 
 /// The knee record of a search that stopped on a rejection: no range, a diagnosis.

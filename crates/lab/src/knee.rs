@@ -193,6 +193,7 @@ fn terminal(l: Limit) -> bool {
             | Limit::TargetCrashed
             | Limit::Interrupted
             | Limit::Rejected
+            | Limit::Unreachable
     )
 }
 
@@ -389,9 +390,13 @@ fn ended(history: History, lo: Option<f64>, at: f64, l: Limit) -> KneeOutcome {
             "search stopped at {}: the server rejected the request (4xx), which more load does not change: no knee measured",
             fmt(at)
         ),
+        Limit::Unreachable => format!(
+            "search stopped at {}: every connection was refused (nothing listens at the address): no knee measured",
+            fmt(at)
+        ),
         _ => format!("search {} at {}", l.describe(), fmt(at)),
     };
-    let first = matches!(l, Limit::TargetCrashed | Limit::Rejected).then_some(at);
+    let first = (l == Limit::TargetCrashed || l.not_the_load()).then_some(at);
     finish(history, lo, first, Some(l), false, what)
 }
 

@@ -21,6 +21,9 @@ pub enum Limit {
     /// requests) and 408 (request timeout): the request is wrong, not the load, and a knee
     /// search stops there.
     Rejected,
+    /// Nothing answered at the address: every connection was refused and no request
+    /// succeeded (nothing listens there). No load measures anything; a knee search stops.
+    Unreachable,
     /// More failed requests than the SLO allows.
     Errors,
     /// p99 latency above the SLO.
@@ -39,6 +42,7 @@ impl Limit {
             Limit::GeneratorLimited => "generator-limited",
             Limit::AgentLost => "agent lost",
             Limit::Rejected => "request rejected",
+            Limit::Unreachable => "unreachable",
             Limit::Errors => "errors",
             Limit::Latency => "latency",
             Limit::Throughput => "throughput",
@@ -107,6 +111,23 @@ fn slower_than(r: &RunResult, bound_ms: f64) -> u64 {
         .sum()
 }
 
+impl Limit {
+    /// The request or the address is wrong, not the load: more load measures nothing, so
+    /// a knee search and a plan's remaining fixed steps stop there.
+    pub fn not_the_load(self) -> bool {
+        matches!(self, Limit::Rejected | Limit::Unreachable)
+    }
+}
+
+/// True when nothing answered: no request succeeded and refused connections are at least
+/// half of the attempts.
+pub fn unreachable(r: &RunResult) -> bool {
+    let refused = r
+        .errors
+        .sum_of(&[loadlab_engine::ErrorClass::ConnectRefused]);
+    r.successful == 0 && refused > 0 && refused * 2 >= r.attempts()
+}
+
 /// 4xx statuses that say the load, not the request, is the matter: 429 (too many
 /// requests) and 408 (request timeout) are a server shedding work, as a 503 is.
 pub const LOAD_STATUSES: [&str; 2] = ["429", "408"];
@@ -154,6 +175,9 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     }
     if rejected(r).is_some() {
         limits.push(Limit::Rejected);
+    }
+    if unreachable(r) {
+        limits.push(Limit::Unreachable);
     }
     let attempts = r.attempts();
     if attempts == 0

@@ -148,7 +148,10 @@ impl Watch {
                 Err(e) => Err(format!("probe {}: {e}", describe(spec))),
             },
             Watch::Remote(r) => Ok(r()),
-            Watch::KernelOnly => Ok(Some(Box::new(ProcessSource::new(Vec::new())))),
+            Watch::KernelOnly => Ok(Some(Box::new(
+                ProcessSource::new(Vec::new())
+                    .found("this machine's TCP counters only (no process of the server found)"),
+            ))),
             Watch::Nothing => Ok(None),
         }
     }

@@ -78,6 +78,8 @@ pub enum Bottleneck {
     Refused,
     /// The server answered most requests with a 4xx status: the request is wrong.
     Rejected,
+    /// Nothing listens at the address: every connection was refused.
+    Unreachable,
     /// No rule had its evidence.
     Unknown,
 }
@@ -102,6 +104,7 @@ impl Bottleneck {
             Bottleneck::PidsLimit => "pids limit",
             Bottleneck::Refused => "server refused (5xx)",
             Bottleneck::Rejected => "request rejected (4xx)",
+            Bottleneck::Unreachable => "nothing listens at the address",
             Bottleneck::Unknown => "unknown",
         }
     }

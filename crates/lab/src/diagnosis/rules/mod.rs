@@ -21,6 +21,7 @@ mod refused;
 mod rejected;
 mod thread_bound;
 mod timeouts;
+mod unreachable;
 
 use super::{Bottleneck, Evidence, Finding};
 
@@ -67,6 +68,7 @@ pub const RULES: &[Rule] = &[
     pids_limit::RULE,
     refused::RULE,
     rejected::RULE,
+    unreachable::RULE,
 ];
 
 /// The rules as a Markdown table: bottleneck, the evidence it needs, what it says.
