@@ -7,7 +7,8 @@
 //! `now`, `now_ms`, `rand`, `pick`, `randstr`, `hex`). Fields are quoted as RFC 4180 says
 //! (a field in double quotes may hold commas, newlines and `""` for a quote). Every row
 //! has as many fields as the header. Values are UTF-8; a UTF-8 byte-order mark at the
-//! start is skipped; blank lines at the end are ignored.
+//! start is skipped; blank lines are skipped (at the end, whitespace-only lines too; an
+//! empty value in a one-column file is written `""`).
 //!
 //! # JSON Lines
 //! A file whose name ends in `.jsonl` or `.ndjson`, or whose first non-blank byte is `{`:
@@ -985,6 +986,31 @@ mod tests {
                 .to_string(),
             "ids.jsonl:2:7: line 2 is not valid UTF-8"
         );
+    }
+
+    #[test]
+    fn size_limit_is_checked_before_reading() {
+        let dir = std::env::temp_dir().join(format!("loadlab-data-big-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("big.csv");
+        let big = std::fs::File::create(&path).unwrap();
+        big.set_len(MAX_DATA_BYTES + 1).unwrap(); // sparse: nothing is written
+        let e = Data::load(&path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}:1:1: the data file has 268435457 bytes; data files are limited to 256 MiB",
+                path.display()
+            )
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn csv_blank_lines_are_skipped_and_quotes_keep_empty_values() {
+        let data = csv("v\na\n\n\"\"\nb\n").unwrap();
+        assert_eq!(rows(&data), vec![vec!["a"], vec![""], vec!["b"]]);
+        assert_eq!((data.line(0), data.line(1), data.line(2)), (2, 4, 5));
     }
 
     #[test]

@@ -40,7 +40,8 @@
 //!   characters; names are unique within the file).
 //! - Header names must be HTTP tokens (vegeta takes any text before the `:`).
 //! - Bodies must be UTF-8 text (they may hold `${...}` expressions).
-//! - At most 100,000 requests and 256 MiB of bodies (counted per request that uses them).
+//! - At most 100,000 requests and 256 MiB of bodies (counted per request that uses them);
+//!   the targets file itself is at most 256 MiB.
 //!
 //! Every error names the targets file, a line and a column.
 
@@ -55,6 +56,8 @@ use crate::error::{Origin, TemplateError};
 pub const MAX_TARGETS: usize = 100_000;
 /// The most body bytes a targets file's requests may hold together.
 pub const MAX_BODY_BYTES: u64 = 256 << 20;
+/// The largest targets file, in bytes.
+pub const MAX_TARGETS_FILE_BYTES: u64 = 256 << 20;
 /// The longest `# @name`, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
 
@@ -130,6 +133,14 @@ pub fn split_header(line: &str) -> Option<(&str, &str)> {
 pub fn parse_targets(path: &Path) -> Result<Vec<TargetSpec>, TemplateError> {
     let file = path.display().to_string();
     let at = Origin::new(file.as_str(), 1, 1);
+    let size = std::fs::metadata(path)
+        .map_err(|e| at.error(format!("cannot read: {e}")))?
+        .len();
+    if size > MAX_TARGETS_FILE_BYTES {
+        return Err(at.error(format!(
+            "the targets file has {size} bytes; targets files are limited to 256 MiB"
+        )));
+    }
     let bytes = std::fs::read(path).map_err(|e| at.error(format!("cannot read: {e}")))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| {
         let before = &bytes[..e.valid_up_to()];
@@ -414,7 +425,7 @@ impl<'a> Reader<'a> {
             let at = self.at(line.line, line.col);
             let looks_like_request = || {
                 if starts_with_method(text) {
-                    " (a request line after header lines needs a blank line before it)"
+                    " (to start a new request here, put a blank line before it)"
                 } else {
                     ""
                 }
@@ -465,27 +476,35 @@ impl<'a> Reader<'a> {
         } else {
             self.base_dir.join(written)
         };
+        let shown = resolved.display();
+        let unreadable = |e: std::io::Error| {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                at.error(format!("cannot read the body file `{shown}`: {e}"))
+            } else if written.is_absolute() {
+                at.error(format!("cannot read the body file `{shown}`: no such file"))
+            } else {
+                at.error(format!(
+                    "cannot read the body file `{shown}`: no such file (looked for `{path}` in \
+                     the current directory, then beside {})",
+                    self.file
+                ))
+            }
+        };
+        let too_big = || {
+            at.error("the bodies of this file's requests add up to more than 256 MiB, the limit")
+        };
         let body = match self.bodies.get(&resolved) {
             Some(body) => body.clone(),
             None => {
-                let bytes = std::fs::read(&resolved).map_err(|e| {
-                    let shown = resolved.display();
-                    if e.kind() != std::io::ErrorKind::NotFound {
-                        at.error(format!("cannot read the body file `{shown}`: {e}"))
-                    } else if written.is_absolute() {
-                        at.error(format!("cannot read the body file `{shown}`: no such file"))
-                    } else {
-                        at.error(format!(
-                            "cannot read the body file `{shown}`: no such file (looked for \
-                             `{path}` in the current directory, then beside {})",
-                            self.file
-                        ))
-                    }
-                })?;
+                // The size first: a huge file is refused before it is read.
+                let size = std::fs::metadata(&resolved).map_err(unreadable)?.len();
+                if self.body_bytes.saturating_add(size) > MAX_BODY_BYTES {
+                    return Err(too_big());
+                }
+                let bytes = std::fs::read(&resolved).map_err(unreadable)?;
                 let body = String::from_utf8(bytes).map_err(|e| {
                     at.error(format!(
-                        "the body file `{}` is not UTF-8 text (at byte {})",
-                        resolved.display(),
+                        "the body file `{shown}` is not UTF-8 text (at byte {})",
                         e.utf8_error().valid_up_to()
                     ))
                 })?;
@@ -495,9 +514,7 @@ impl<'a> Reader<'a> {
         };
         self.body_bytes += body.len() as u64;
         if self.body_bytes > MAX_BODY_BYTES {
-            return Err(at.error(
-                "the bodies of this file's requests add up to more than 256 MiB, the limit",
-            ));
+            return Err(too_big());
         }
         target.body = Some(body);
         target.body_file = Some(path.to_owned());
@@ -740,7 +757,7 @@ mod tests {
         assert_eq!(
             err("GET /a\nX: 1\nGET http://b/"),
             "targets.txt:3:1: bad header name `GET http`: a header name is letters, digits and \
-             !#$%&'*+-.^_`|~ only (a request line after header lines needs a blank line before it)"
+             !#$%&'*+-.^_`|~ only (to start a new request here, put a blank line before it)"
         );
         // After a body line the next request may start at once.
         let dir = temp_dir("blank");
@@ -894,6 +911,23 @@ mod tests {
             summary(&t),
             vec![("GET", "${base}/u/${id}", vec!["X-Id: ${uuid}"])]
         );
+    }
+
+    #[test]
+    fn body_limit_is_checked_before_reading() {
+        let dir = temp_dir("limit");
+        let big = std::fs::File::create(dir.join("big")).unwrap();
+        big.set_len(MAX_BODY_BYTES + 1).unwrap(); // sparse: nothing is written
+        let e = parse_targets_str("POST /\n@big\n", "t.txt", &dir).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.txt:2:1: the bodies of this file's requests add up to more than 256 MiB, the limit"
+        );
+        let huge = std::fs::File::create(dir.join("targets.txt")).unwrap();
+        huge.set_len(MAX_TARGETS_FILE_BYTES + 1).unwrap();
+        let e = parse_targets(&dir.join("targets.txt")).unwrap_err();
+        assert!(e.message.contains("limited to 256 MiB"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -908,6 +908,18 @@ mod tests {
     }
 
     #[test]
+    fn shared_types_are_send_and_sync() {
+        fn shared<T: Send + Sync + Clone + std::fmt::Debug>() {}
+        shared::<Template>();
+        shared::<Data>();
+        shared::<crate::TargetSpec>();
+        fn sendable<T: Send + Sync + std::fmt::Debug + Default>() {}
+        sendable::<crate::Cursor>();
+        fn per_thread<T: Send + Clone>() {}
+        per_thread::<Generator>();
+    }
+
+    #[test]
     fn literal_text_and_escapes() {
         let t = parse("a $ b $x $${seq} $$ end").unwrap();
         assert_eq!(t.as_literal(), Some(&b"a $ b $x ${seq} $$ end"[..]));
