@@ -108,8 +108,8 @@ impl TargetSpec {
         Origin::new(self.file.as_str(), self.line, self.url_col)
     }
 
-    /// Where header `i`'s value starts, for [`crate::Template::parse`]. Panics if `i` is
-    /// out of range.
+    /// Where header `i`'s value starts, for [`crate::Template::parse`] (the request
+    /// line's start when `header_at` does not say, as in a spec built by hand).
     pub fn header_origin(&self, i: usize) -> Origin {
         let (line, col) = self.header_at.get(i).copied().unwrap_or((self.line, 1));
         Origin::new(self.file.as_str(), line, col)
