@@ -9,6 +9,57 @@ use loadlab_engine::config::workload::DEFAULT_CONNECTIONS;
 use loadlab_engine::config::{parse_duration, CpuList, Request, SourceAddrs, TransportFlags};
 use loadlab_engine::{Arrival, GrpcCall, LoadModel, Transport, Workload};
 
+/// What `--help` says of request templates (run, knee, grpc).
+macro_rules! template_help {
+    () => {
+        "Requests that vary: the URL's path and query, header values and the body \
+(gRPC: the strings of the JSON message) may hold templates, rendered for every request: \
+${seq} the request's number in the run (1, 2, …; one value per request), ${rand:LO-HI} a random integer \
+from LO to HI, ${uuid} a random UUID, ${pick:a,b,c} one of the values, ${randstr:N} N random letters \
+and digits, ${hex:N} N random hex digits, ${now} and ${now_ms} the Unix time in seconds and \
+milliseconds, ${COLUMN} a column of the row this request took from --data (every column of one \
+request from the same row; values are percent-encoded in the URL where they must be). $${ is a \
+literal ${. A mistake in a template or a data file is refused before any load, with its file, line \
+and column."
+    };
+}
+
+macro_rules! run_examples {
+    () => {
+        "Examples:\n  \
+        loadlab run http://127.0.0.1:8080/health --rate 2000 --duration 30s --warmup 5s\n  \
+        loadlab run http://127.0.0.1:8080/health --connections 64 --duration 10s --json out.json\n  \
+        loadlab run http://127.0.0.1:8080/sleep --rate 500 --keep-alive off --source-addrs 16\n  \
+        loadlab run http://127.0.0.1:8080/plaintext -c 256 --pipeline 16 -d 15s\n  \
+        loadlab run --http2 http://127.0.0.1:8080/ -c 4 --concurrency 128 -n 200000\n  \
+        loadlab run http://10.0.0.9:8080/ --rate 200000 -c 512 -d 30s --agents 8 --token-file token"
+    };
+}
+
+macro_rules! knee_examples {
+    () => {
+        "Examples:\n  \
+        loadlab knee http://127.0.0.1:8080/ --slo 'p99<200ms'\n  \
+        loadlab knee http://127.0.0.1:8080/api -X POST -H 'Content-Type: application/json' --body '{\"q\":1}' --slo 'p95<100ms' --slo 'errors<0.1%'\n  \
+        loadlab knee http://127.0.0.1:8080/ --probe-container web --max 20000 --step 10s\n  \
+        loadlab knee 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' --slo 'p99<50ms'\n  \
+        loadlab knee http://10.0.0.9:8080/ --slo 'p99<200ms' --remote-probe --token-file token   (then `loadlab probe --coordinator THIS:7878 --listen 8080 --token-file token` on 10.0.0.9)\n\n\
+        Exit status: 0 a knee (or at least --max) was found; 1 no step could run, or no knee was \
+        measured (the server rejected the request with 4xx, or nothing listens at the address); \
+        2 bad input, named; \
+        130 or 143 interrupted (what was measured is written)."
+    };
+}
+
+macro_rules! grpc_examples {
+    () => {
+        "Examples:\n  \
+        loadlab grpc 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' -n 100000 -c 8 --concurrency 64\n  \
+        loadlab grpc 127.0.0.1:50051 --proto proto/hello.proto --call hello.HelloService/Say --rate 500 -d 30s --timeout 100ms\n  \
+        loadlab grpc https://127.0.0.1:8443 -k --proto svc.proto -I protos/ --call pkg.Svc/Get -m 'authorization: Bearer x'"
+    };
+}
+
 /// Find where a web server breaks, and why.
 #[derive(Parser, Debug)]
 #[command(
@@ -36,13 +87,7 @@ pub enum Command {
     /// measured from each request's intended send time. Without --rate: closed loop,
     /// --connections connections each sending the next request when the previous
     /// response ends (the wrk/ab model).
-    #[command(after_help = "Examples:\n  \
-        loadlab run http://127.0.0.1:8080/health --rate 2000 --duration 30s --warmup 5s\n  \
-        loadlab run http://127.0.0.1:8080/health --connections 64 --duration 10s --json out.json\n  \
-        loadlab run http://127.0.0.1:8080/sleep --rate 500 --keep-alive off --source-addrs 16\n  \
-        loadlab run http://127.0.0.1:8080/plaintext -c 256 --pipeline 16 -d 15s\n  \
-        loadlab run --http2 http://127.0.0.1:8080/ -c 4 --concurrency 128 -n 200000\n  \
-        loadlab run http://10.0.0.9:8080/ --rate 200000 -c 512 -d 30s --agents 8 --token-file token")]
+    #[command(after_help = run_examples!(), after_long_help = concat!(run_examples!(), "\n\n", template_help!()))]
     Run(Box<RunArgs>),
     /// Run an experiment plan: start the server in each configuration, step the load (or
     /// search for the knee), probe the server and the kernel, and write a result bundle
@@ -86,16 +131,7 @@ pub enum Command {
     /// pids_max_events, forks refused; psi_*_percent, the share of the window its tasks
     /// stalled waiting for CPU, memory or I/O (v2 only). A cgroup that also holds loadlab is
     /// said (shares_cgroup_with_loadlab): its figures include loadlab's.
-    #[command(after_help = "Examples:\n  \
-        loadlab knee http://127.0.0.1:8080/ --slo 'p99<200ms'\n  \
-        loadlab knee http://127.0.0.1:8080/api -X POST -H 'Content-Type: application/json' --body '{\"q\":1}' --slo 'p95<100ms' --slo 'errors<0.1%'\n  \
-        loadlab knee http://127.0.0.1:8080/ --probe-container web --max 20000 --step 10s\n  \
-        loadlab knee 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' --slo 'p99<50ms'\n  \
-        loadlab knee http://10.0.0.9:8080/ --slo 'p99<200ms' --remote-probe --token-file token   (then `loadlab probe --coordinator THIS:7878 --listen 8080 --token-file token` on 10.0.0.9)\n\n\
-        Exit status: 0 a knee (or at least --max) was found; 1 no step could run, or no knee was \
-        measured (the server rejected the request with 4xx, or nothing listens at the address); \
-        2 bad input, named; \
-        130 or 143 interrupted (what was measured is written).")]
+    #[command(after_help = knee_examples!(), after_long_help = concat!(knee_examples!(), "\n\n", template_help!()))]
     Knee(Box<KneeArgs>),
     /// Check the machine before a run: file-descriptor limits, listen backlog caps,
     /// ephemeral ports and TIME_WAIT; prints the commands that fix each finding. Exits 1
@@ -109,10 +145,7 @@ pub enum Command {
     ///
     /// Closed loop by default: --concurrency calls in flight over --connections HTTP/2
     /// connections; --rate makes it open loop.
-    #[command(after_help = "Examples:\n  \
-        loadlab grpc 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' -n 100000 -c 8 --concurrency 64\n  \
-        loadlab grpc 127.0.0.1:50051 --proto proto/hello.proto --call hello.HelloService/Say --rate 500 -d 30s --timeout 100ms\n  \
-        loadlab grpc https://127.0.0.1:8443 -k --proto svc.proto -I protos/ --call pkg.Svc/Get -m 'authorization: Bearer x'")]
+    #[command(after_help = grpc_examples!(), after_long_help = concat!(grpc_examples!(), "\n\n", template_help!()))]
     Grpc(Box<GrpcArgs>),
     /// Re-render report.md from a result bundle on disk.
     Report(ReportArgs),
@@ -443,12 +476,106 @@ impl RequestArgs {
     }
 }
 
+/// Requests that vary: a data file for templates, and a targets file of many requests.
+#[derive(Args, Debug, Default)]
+pub struct TrafficArgs {
+    /// A data file whose rows feed `${COLUMN}` templates: CSV with a header row, or JSON
+    /// Lines (.jsonl, .ndjson, or lines that are JSON objects). Each request takes one row.
+    #[arg(long, value_name = "FILE", help_heading = "Requests that vary")]
+    pub data: Option<PathBuf>,
+    /// How requests take rows: `sequential` (in order, wrapping around), `random`, or
+    /// `unique` (each row once: the run ends cleanly when they are used up, and says so).
+    #[arg(
+        long,
+        value_name = "ORDER",
+        default_value = "sequential",
+        value_parser = parse_data_order,
+        requires = "data",
+        help_heading = "Requests that vary"
+    )]
+    pub data_order: loadlab_engine::config::traffic::DataOrder,
+    /// Many requests in one load, from a file in vegeta's targets format: a `METHOD URL`
+    /// line, `Name: value` header lines, an optional `@body-file` line, requests separated
+    /// by blank lines, `#` comments; `# @name NAME` names the next request (results are
+    /// kept per name; unnamed ones count as `METHOD /path`). URLs are on one server (a path
+    /// from `/` takes the URL argument's). Templates allowed inside.
+    #[arg(long, value_name = "FILE", help_heading = "Requests that vary")]
+    pub targets: Option<PathBuf>,
+    /// How the targets are taken: `round-robin` (in turn) or `random`.
+    #[arg(
+        long,
+        value_name = "ORDER",
+        default_value = "round-robin",
+        value_parser = parse_mix_order,
+        requires = "targets",
+        help_heading = "Requests that vary"
+    )]
+    pub targets_order: loadlab_engine::config::traffic::MixOrder,
+}
+
+fn parse_data_order(s: &str) -> Result<loadlab_engine::config::traffic::DataOrder, String> {
+    s.parse().map_err(|e| format!("{e}"))
+}
+
+fn parse_mix_order(s: &str) -> Result<loadlab_engine::config::traffic::MixOrder, String> {
+    s.parse()
+}
+
+impl TrafficArgs {
+    /// The traffic these flags describe, its files read (a mistake in them is named with
+    /// its file, line and column).
+    pub fn traffic(&self) -> anyhow::Result<loadlab_engine::config::traffic::Traffic> {
+        use loadlab_engine::config::traffic::{NamedRequest, Traffic};
+        let data = match &self.data {
+            Some(p) => {
+                Some(loadlab_template::Data::load(p).map_err(|e| anyhow::anyhow!("--data {e}"))?)
+            }
+            None => None,
+        };
+        let requests = match &self.targets {
+            Some(p) => loadlab_template::parse_targets(p)
+                .map_err(|e| anyhow::anyhow!("--targets {e}"))?
+                .into_iter()
+                .map(|t| NamedRequest {
+                    name: t.name,
+                    weight: 1,
+                    method: t.method,
+                    url: t.url,
+                    headers: t.headers,
+                    body: t.body.unwrap_or_default(),
+                    origin: t.file,
+                    line: t.line,
+                    body_origin: t.body_file,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(Traffic {
+            requests,
+            order: self.targets_order,
+            data,
+            data_order: self.data_order,
+            ..Traffic::default()
+        })
+    }
+
+    /// The server of the first target (`scheme://authority/`), for a run given a targets
+    /// file and no URL.
+    pub fn first_target_server(t: &loadlab_engine::config::traffic::Traffic) -> Option<String> {
+        let url = &t.requests.first()?.url;
+        let (scheme, rest) = url.split_once("://")?;
+        let authority = rest.split(['/', '?']).next()?;
+        Some(format!("{scheme}://{authority}/"))
+    }
+}
+
 /// `loadlab knee` arguments.
 #[derive(Args, Debug)]
 pub struct KneeArgs {
     /// The server: an http:// or https:// URL; with --call, a gRPC address (HOST:PORT,
-    /// http://HOST:PORT or https://HOST:PORT).
-    pub url: String,
+    /// http://HOST:PORT or https://HOST:PORT); with --targets, optional.
+    #[arg(required_unless_present = "targets")]
+    pub url: Option<String>,
 
     /// A bound each step must meet to count as sustained (repeatable): `p99<200ms`,
     /// `p95<=100ms`, `errors<1%`, `achieved>=0.95` [default: errors<1% and achieved>=0.98,
@@ -545,15 +672,23 @@ pub struct KneeArgs {
     /// gRPC: the unary method, package.Service/Method.
     #[arg(long, requires = "proto", help_heading = "gRPC")]
     pub call: Option<String>,
-    /// gRPC: the request message as JSON.
-    #[arg(short = 'D', long, conflicts_with = "data_file", help_heading = "gRPC")]
-    pub data: Option<String>,
+    /// gRPC: the request message as JSON (templates inside its strings).
+    #[arg(
+        short = 'D',
+        long,
+        conflicts_with = "message_file",
+        help_heading = "gRPC"
+    )]
+    pub message: Option<String>,
     /// gRPC: the request message as JSON, read from a file.
     #[arg(long, help_heading = "gRPC")]
-    pub data_file: Option<PathBuf>,
+    pub message_file: Option<PathBuf>,
     /// gRPC: request metadata, `key: value` (repeatable).
     #[arg(short = 'm', long = "metadata", help_heading = "gRPC")]
     pub metadata: Vec<String>,
+
+    #[command(flatten)]
+    pub traffic: TrafficArgs,
 
     /// Open loop: the initial connection pool; HTTP/2 and gRPC: the connections.
     #[arg(short = 'c', long, default_value_t = DEFAULT_CONNECTIONS, help_heading = "Connections")]
@@ -811,8 +946,10 @@ fn parse_gate(s: &str) -> Result<loadlab_lab::gate::Gate, String> {
 /// `loadlab run` arguments.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Target URL (http:// or https://).
-    pub url: String,
+    /// Target URL (http:// or https://); with --targets, optional (the targets' own URLs,
+    /// or this server for targets given as paths).
+    #[arg(required_unless_present = "targets")]
+    pub url: Option<String>,
 
     #[command(flatten)]
     pub load: LoadArgs,
@@ -856,6 +993,9 @@ pub struct RunArgs {
     pub request: RequestArgs,
 
     #[command(flatten)]
+    pub traffic: TrafficArgs,
+
+    #[command(flatten)]
     pub output: OutputArgs,
 
     #[command(flatten)]
@@ -878,18 +1018,33 @@ pub struct GrpcArgs {
     /// The unary method: package.Service/Method.
     #[arg(long, help_heading = "Call")]
     pub call: String,
-    /// The request message as JSON (proto3 JSON mapping).
+    /// The request message as JSON (proto3 JSON mapping); its strings may hold templates
+    /// (numbers as strings: `"id": "${seq}"`).
     #[arg(
         short = 'D',
         long,
         default_value = "{}",
-        conflicts_with = "data_file",
+        conflicts_with = "message_file",
         help_heading = "Call"
     )]
-    pub data: String,
+    pub message: String,
     /// The request message as JSON, read from a file.
     #[arg(long, help_heading = "Call")]
-    pub data_file: Option<PathBuf>,
+    pub message_file: Option<PathBuf>,
+    /// A data file whose rows feed `${COLUMN}` templates in the message (CSV with a header
+    /// row, or JSON Lines).
+    #[arg(long, value_name = "FILE", help_heading = "Call")]
+    pub data: Option<PathBuf>,
+    /// How calls take rows: `sequential`, `random` or `unique` (as `loadlab run`).
+    #[arg(
+        long,
+        value_name = "ORDER",
+        default_value = "sequential",
+        value_parser = parse_data_order,
+        requires = "data",
+        help_heading = "Call"
+    )]
+    pub data_order: loadlab_engine::config::traffic::DataOrder,
     /// Request metadata: `key: value`, or a JSON object of string values (repeatable).
     #[arg(short = 'm', long = "metadata", help_heading = "Call")]
     pub metadata: Vec<String>,
@@ -975,13 +1130,21 @@ impl RunArgs {
             ..self.load.transport_flags()
         }
         .transport()?;
+        let traffic = self.traffic.traffic()?;
+        let url = match &self.url {
+            Some(u) => u.clone(),
+            None => TrafficArgs::first_target_server(&traffic).ok_or_else(|| {
+                anyhow::anyhow!("--targets: give a URL argument for targets written as paths")
+            })?,
+        };
         Ok(Workload {
             request: Request {
                 method: self.request.method.clone(),
                 headers: self.request.headers.clone(),
                 body,
             },
-            ..self.load.to_workload(self.url.clone(), transport)?
+            traffic,
+            ..self.load.to_workload(url, transport)?
         })
     }
 }
@@ -991,10 +1154,10 @@ impl GrpcArgs {
     /// mistake in the proto, the call, the data or the metadata is reported here, before
     /// any load).
     pub fn to_workload(&self) -> anyhow::Result<Workload> {
-        let data = match &self.data_file {
+        let data = match &self.message_file {
             Some(p) => std::fs::read_to_string(p)
-                .map_err(|e| anyhow::anyhow!("--data-file {}: cannot read: {e}", p.display()))?,
-            None => self.data.clone(),
+                .map_err(|e| anyhow::anyhow!("--message-file {}: cannot read: {e}", p.display()))?,
+            None => self.message.clone(),
         };
         let call = GrpcCall::resolve(
             &self.proto,

@@ -14,9 +14,10 @@ use loadlab_lab::{Plan, PlanError};
 use crate::args::{ArrivalArg, CloseByArg, KneeArgs, ModelArg, OnOff};
 use crate::{cancel_on_signal, BadInput, EXIT_ALL_FAILED};
 
-/// Literal text in a plan template (`{` and `}` doubled).
+/// Literal text in a plan template (`{` and `}` doubled; request templates `${...}`
+/// kept as they are).
 fn literal(s: &str) -> String {
-    s.replace('{', "{{").replace('}', "}}")
+    loadlab_lab::template::escape(s)
 }
 
 /// A duration as plans write it.
@@ -37,21 +38,37 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
             .display()
             .to_string()
     };
+    // The server: the URL, or the targets file's first server.
+    let given = match &a.url {
+        Some(u) => u.clone(),
+        None => {
+            let t = a
+                .traffic
+                .traffic()
+                .map_err(|e| BadInput(format!("{e:#}")))?;
+            crate::args::TrafficArgs::first_target_server(&t).ok_or_else(|| {
+                BadInput("--targets: give a URL argument for targets written as paths".into())
+            })?
+        }
+    };
     let (url, protocol) = match &a.call {
         Some(_) => (
-            crate::args::grpc_url(&a.url).map_err(|e| BadInput(e.to_string()))?,
+            crate::args::grpc_url(&given).map_err(|e| BadInput(e.to_string()))?,
             "grpc",
         ),
-        None if a.http2 => (a.url.clone(), "http2"),
-        None => (a.url.clone(), "http1"),
+        None if a.http2 => (given.clone(), "http2"),
+        None => (given.clone(), "http1"),
     };
-    let data = match &a.data_file {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .map_err(|e| BadInput(format!("--data-file {}: cannot read: {e}", p.display())))?,
-        ),
-        None => a.data.clone().or(a.call.as_ref().map(|_| "{}".to_string())),
-    };
+    let message =
+        match &a.message_file {
+            Some(p) => Some(std::fs::read_to_string(p).map_err(|e| {
+                BadInput(format!("--message-file {}: cannot read: {e}", p.display()))
+            })?),
+            None => a
+                .message
+                .clone()
+                .or(a.call.as_ref().map(|_| "{}".to_string())),
+        };
     let cacert = a.cacert.as_deref().map(absolute);
     let scenario = ScenarioFile {
         name: "knee".into(),
@@ -72,10 +89,23 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         proto: a.proto.as_deref().map(absolute),
         import_paths: a.import_paths.iter().map(|p| absolute(p)).collect(),
         call: a.call.clone(),
-        data,
+        message,
         metadata: a.metadata.clone(),
         insecure: a.insecure,
         cacert,
+        data: a.traffic.data.as_deref().map(absolute),
+        data_order: a
+            .traffic
+            .data
+            .is_some()
+            .then(|| a.traffic.data_order.name().to_string()),
+        targets: a.traffic.targets.as_deref().map(absolute),
+        request_order: a
+            .traffic
+            .targets
+            .is_some()
+            .then(|| a.traffic.targets_order.name().to_string()),
+        request: Vec::new(),
     };
     let probe = if a.no_probe {
         Some(ProbeFile {
@@ -99,10 +129,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
     };
     Ok(PlanFile {
         name: "knee".into(),
-        description: format!(
-            "`loadlab knee` of {} (a server loadlab did not start).",
-            a.url
-        ),
+        description: format!("`loadlab knee` of {given} (a server loadlab did not start)."),
         target: Vec::new(),
         matrix: BTreeMap::new(),
         exclude: Vec::new(),
@@ -172,6 +199,11 @@ fn flag_error(e: PlanError) -> BadInput {
         f if f.starts_with("scenario[0].headers") => "--header",
         f if f.starts_with("scenario[0].method") => "--method",
         f if f.starts_with("scenario[0].timeout") => "--timeout",
+        f if f.starts_with("scenario[0].data_order") => "--data-order",
+        f if f.starts_with("scenario[0].data") => "--data",
+        f if f.starts_with("scenario[0].targets") => "--targets",
+        f if f.starts_with("scenario[0].request") => "--targets",
+        f if f.starts_with("scenario[0].message") => "--message",
         f if f.starts_with("scenario[0].") => {
             return BadInput(format!(
                 "{} {value} is not allowed: {allowed}",

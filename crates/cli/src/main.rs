@@ -189,8 +189,15 @@ fn execute(
         Err(e) => return Err(EngineError::Config(e).into()),
     };
     let open_loop = matches!(cfg.model, loadlab_engine::LoadModel::Open { .. });
+    let names = cfg
+        .traffic
+        .as_ref()
+        .map(|t| t.names.clone())
+        .unwrap_or_default();
     for g in &out.slo {
         g.applies_to(open_loop)
+            .map_err(|e| BadInput(e.to_string()))?;
+        g.names_one_of(&names)
             .map_err(|e| BadInput(e.to_string()))?;
     }
     if distributed.agents.is_none() {

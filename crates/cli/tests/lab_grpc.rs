@@ -49,7 +49,7 @@ protocol = "grpc"
 url = "http://127.0.0.1:{{port}}"
 proto = {proto:?}
 call = "helloworld.Greeter/SayHello"
-data = '{{"name": "t"}}'
+message = '{{"name": "t"}}'
 requests = 300
 
 [load]

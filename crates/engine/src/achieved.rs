@@ -5,8 +5,8 @@
 use hdrhistogram::Histogram;
 
 use crate::config::LoadModel;
-use crate::result::{Merged, StopReason};
-use crate::stats::LatencyTrend;
+use crate::result::{Merged, NameRecord, StopReason};
+use crate::stats::{LatencyTrend, TrendSums};
 
 /// Achieved throughput and the latency trend behind it.
 ///
@@ -35,18 +35,73 @@ pub(crate) fn achieved(
     measure_start_ns: u64,
     window_end: u64,
 ) -> (f64, Option<LatencyTrend>) {
+    let window_s = window_seconds(model, m, stop_reason, measure_start_ns, window_end);
+    achieved_over(model, window_s, Tally::of(m))
+}
+
+/// The measured window, seconds: to its end, or, for a run that stopped at its request
+/// count (or its data rows), to its last intended send plus one mean gap.
+pub(crate) fn window_seconds(
+    model: LoadModel,
+    m: &Merged,
+    stop_reason: StopReason,
+    measure_start_ns: u64,
+    window_end: u64,
+) -> f64 {
     let gap_s = match model {
         LoadModel::Open { rate, .. } => 1.0 / rate,
         LoadModel::Closed => 0.0,
     };
-    let window_s = match stop_reason {
+    match stop_reason {
         StopReason::Duration | StopReason::Interrupted => {
             window_end.saturating_sub(measure_start_ns) as f64 / 1e9
         }
-        StopReason::Requests => {
+        StopReason::Requests | StopReason::RowsUsedUp => {
             m.last_intended_ns.saturating_sub(measure_start_ns) as f64 / 1e9 + gap_s
         }
-    };
+    }
+}
+
+/// What the estimator reads of a record: the whole run's, or one request name's.
+pub(crate) struct Tally<'a> {
+    successful: u64,
+    responses: u64,
+    errors: &'a [u64],
+    trend: &'a TrendSums,
+    success_done: &'a Histogram<u64>,
+}
+
+impl Tally<'_> {
+    /// The whole run's record.
+    pub(crate) fn of(m: &Merged) -> Tally<'_> {
+        Tally {
+            successful: m.successful,
+            responses: m.responses,
+            errors: &m.errors,
+            trend: &m.trend,
+            success_done: &m.success_done,
+        }
+    }
+
+    /// One request name's record.
+    pub(crate) fn of_name(n: &NameRecord) -> Tally<'_> {
+        Tally {
+            successful: n.successful,
+            responses: n.responses,
+            errors: &n.errors,
+            trend: &n.trend,
+            success_done: &n.success_done,
+        }
+    }
+}
+
+/// [`achieved`] over a window already measured: the whole run's, or a name's within it
+/// (every name shares the run's window).
+pub(crate) fn achieved_over(
+    model: LoadModel,
+    window_s: f64,
+    m: Tally<'_>,
+) -> (f64, Option<LatencyTrend>) {
     let mut trend = m.trend.fit();
     if window_s <= 0.0 || m.successful == 0 {
         return (0.0, trend);
@@ -54,8 +109,8 @@ pub(crate) fn achieved(
     let over_window = m.successful as f64 / window_s;
     let achieved = match (model, &mut trend) {
         (LoadModel::Open { .. }, Some(t)) if t.resolved => {
-            let mut rate = middle_completion_rate(&m.success_done).unwrap_or(over_window);
-            if every_attempt_succeeded(m) {
+            let mut rate = middle_completion_rate(m.success_done).unwrap_or(over_window);
+            if every_attempt_succeeded(&m) {
                 rate = rate.min(over_window / (1.0 + t.slope));
             }
             let achieved = over_window.min(rate);
@@ -69,7 +124,7 @@ pub(crate) fn achieved(
 
 /// No measured request failed or was refused: the trend saw every latency, none cut off
 /// at the timeout, so the slope is the queue's growth.
-fn every_attempt_succeeded(m: &Merged) -> bool {
+fn every_attempt_succeeded(m: &Tally<'_>) -> bool {
     m.errors.iter().all(|&e| e == 0) && m.responses == m.successful
 }
 
@@ -88,7 +143,7 @@ mod tests {
     use crate::result::merge;
 
     use crate::config::Arrival;
-    use crate::recorder::Recorder;
+    use crate::recorder::{NameMap, Planned, Recorder};
     use crate::schedule::{Window, WorkerSchedule};
     use proptest::prelude::*;
     use proptest::test_runner::{Config, RngSeed};
@@ -175,12 +230,12 @@ mod tests {
         timeout_s: f64,
     ) -> (f64, f64) {
         let (tx, _rx) = std::sync::mpsc::channel();
-        let mut rec = Recorder::new(0, window.measure_start_ns, tx);
+        let mut rec = Recorder::new(0, window.measure_start_ns, tx, NameMap::default());
         for &(t, done) in outcomes {
             match done {
-                Some(end) => rec.response(t, t, end.max(t), 200),
+                Some(end) => rec.response(Planned::at(t), t, end.max(t), 200),
                 None => rec.error(
-                    t,
+                    Planned::at(t),
                     t + (timeout_s * 1e9) as u64,
                     crate::ErrorClass::RequestTimeout,
                 ),

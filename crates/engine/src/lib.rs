@@ -8,6 +8,8 @@
 //! - [`http1`], [`conn`]: the HTTP/1.1 transport (plain TCP or TLS).
 //! - [`http2`]: the HTTP/2 transport (h2c or TLS with ALPN), plain requests and gRPC
 //!   unary calls, streams multiplexed over shared connections.
+//! - [`traffic`]: requests that vary, compiled: templates, data rows, a list of named
+//!   requests in proportion to their weights, and what each request draws.
 //! - [`worker`]: one single-threaded event loop per thread, one request loop for every
 //!   load model.
 //! - [`recorder`]: per-worker HdrHistograms and per-second interval reports.
@@ -39,6 +41,7 @@ pub mod runner;
 pub mod schedule;
 pub mod stats;
 pub mod summary;
+pub mod traffic;
 pub mod transport;
 pub mod worker;
 

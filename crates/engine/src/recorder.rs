@@ -3,12 +3,14 @@
 //! hands back its totals, which are merged in one place ([`crate::result::merge`]).
 
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 
 use loadlab_grpc::GrpcStatus;
 
 use crate::error::ErrorClass;
+use crate::result::NameRecord;
 use crate::stats::TrendSums;
 
 /// Largest value histograms hold: one hour, in microseconds.
@@ -32,6 +34,71 @@ pub fn new_histogram(sigfig: u8) -> Histogram<u64> {
 pub fn completion_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, COMPLETION_MAX_US, TOTAL_SIGFIG)
         .expect("static histogram bounds are valid")
+}
+
+/// A request name's histogram of completion times: only its quartiles are read, so two
+/// significant digits keep a name's record small (a run may have many names).
+pub fn name_completion_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, COMPLETION_MAX_US, INTERVAL_SIGFIG)
+        .expect("static histogram bounds are valid")
+}
+
+/// A request's place in the run: when it was meant to be sent, which of the run's requests
+/// it is (its kind: one request of a targets file or of a plan scenario's list) and the
+/// data row it drew. Drawn when the request loop takes it, so a request that times out
+/// waiting for a connection still counts under a name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// Intended send time (clock ns).
+    pub intended: u64,
+    /// Index of its request in the run's list (0 for a run of one request).
+    pub kind: u32,
+    /// Index of its data row, or [`Planned::NO_ROW`].
+    pub row: u32,
+}
+
+impl Planned {
+    /// No data row.
+    pub const NO_ROW: u32 = u32::MAX;
+
+    /// The run's only request, intended at `intended`.
+    #[inline]
+    pub const fn at(intended: u64) -> Planned {
+        Planned {
+            intended,
+            kind: 0,
+            row: Planned::NO_ROW,
+        }
+    }
+}
+
+/// Which name each kind of request counts under, for a run of named requests; empty for a
+/// run whose requests have no names (results are then for the whole only).
+#[derive(Clone, Debug, Default)]
+pub struct NameMap {
+    of_kind: Arc<[u32]>,
+    count: usize,
+}
+
+impl NameMap {
+    /// Kind `i` counts under name `of_kind[i]` (names numbered from 0).
+    pub fn new(of_kind: Vec<u32>) -> NameMap {
+        let count = of_kind.iter().map(|&n| n as usize + 1).max().unwrap_or(0);
+        NameMap {
+            of_kind: of_kind.into(),
+            count,
+        }
+    }
+
+    /// How many names.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    #[inline]
+    fn of(&self, kind: u32) -> Option<usize> {
+        self.of_kind.get(kind as usize).map(|&n| n as usize)
+    }
 }
 
 /// One worker's record of one second of the measured window.
@@ -97,10 +164,12 @@ pub struct WorkerTotals {
     pub thread_cpu_seconds: f64,
     /// Wall seconds the worker thread was running its load.
     pub thread_wall_seconds: f64,
+    /// Per request name (empty when the run's requests are not named).
+    pub names: Vec<NameRecord>,
 }
 
 impl WorkerTotals {
-    fn new() -> WorkerTotals {
+    fn new(names: usize) -> WorkerTotals {
         WorkerTotals {
             latency: new_histogram(TOTAL_SIGFIG),
             service: new_histogram(TOTAL_SIGFIG),
@@ -122,6 +191,7 @@ impl WorkerTotals {
             unsent: Unsent::default(),
             thread_cpu_seconds: 0.0,
             thread_wall_seconds: 0.0,
+            names: (0..names).map(|_| NameRecord::empty()).collect(),
         }
     }
 }
@@ -154,6 +224,7 @@ impl Unsent {
 pub struct Recorder {
     worker: usize,
     measure_start_ns: u64,
+    names: NameMap,
     totals: WorkerTotals,
     second: u64,
     interval: IntervalCounts,
@@ -184,12 +255,19 @@ fn us(ns: u64) -> u64 {
 }
 
 impl Recorder {
-    /// A recorder for `worker`, measuring requests intended at or after `measure_start_ns`.
-    pub fn new(worker: usize, measure_start_ns: u64, tx: Sender<IntervalReport>) -> Recorder {
+    /// A recorder for `worker`, measuring requests intended at or after `measure_start_ns`,
+    /// each also under its name when `names` has any.
+    pub fn new(
+        worker: usize,
+        measure_start_ns: u64,
+        tx: Sender<IntervalReport>,
+        names: NameMap,
+    ) -> Recorder {
         Recorder {
             worker,
             measure_start_ns,
-            totals: WorkerTotals::new(),
+            totals: WorkerTotals::new(names.count()),
+            names,
             second: 0,
             interval: IntervalCounts::new(),
             tx,
@@ -202,49 +280,65 @@ impl Recorder {
         intended_ns >= self.measure_start_ns
     }
 
-    /// A response arrived at `done_ns` for a request intended at `intended_ns` and written
-    /// at `sent_ns`.
-    pub fn response(&mut self, intended_ns: u64, sent_ns: u64, done_ns: u64, status: u16) {
+    /// A response arrived at `done_ns` for the request `p`, written at `sent_ns`.
+    pub fn response(&mut self, p: Planned, sent_ns: u64, done_ns: u64, status: u16) {
         let failure = match status {
             400..=499 => Some(ErrorClass::Http4xx),
             500..=999 => Some(ErrorClass::Http5xx),
             _ => None,
         };
-        self.reply(intended_ns, sent_ns, done_ns, status, failure);
+        self.reply(p, sent_ns, done_ns, status, failure);
     }
 
     /// A gRPC reply with HTTP status 200 and `grpc-status` `code` arrived at `done_ns`.
-    pub fn grpc_reply(&mut self, intended_ns: u64, sent_ns: u64, done_ns: u64, code: GrpcStatus) {
-        if !self.measured(intended_ns) {
+    pub fn grpc_reply(&mut self, p: Planned, sent_ns: u64, done_ns: u64, code: GrpcStatus) {
+        if !self.measured(p.intended) {
             return;
         }
         self.totals.grpc[usize::from(code.code())] += 1;
+        if let Some(n) = self.name(p.kind) {
+            n.grpc[usize::from(code.code())] += 1;
+        }
         let failure = (!code.is_ok()).then_some(ErrorClass::GrpcStatus);
-        self.reply(intended_ns, sent_ns, done_ns, 200, failure);
+        self.reply(p, sent_ns, done_ns, 200, failure);
     }
 
-    /// A gRPC call intended at `intended_ns` ended at `done_ns` without a reply, with the
-    /// status a gRPC client reports for it (DEADLINE_EXCEEDED when the deadline passed).
-    pub fn grpc_error(&mut self, intended_ns: u64, done_ns: u64, code: GrpcStatus) {
-        if self.measured(intended_ns) {
+    /// A gRPC call `p` ended at `done_ns` without a reply, with the status a gRPC client
+    /// reports for it (DEADLINE_EXCEEDED when the deadline passed).
+    pub fn grpc_error(&mut self, p: Planned, done_ns: u64, code: GrpcStatus) {
+        if self.measured(p.intended) {
             self.totals.grpc[usize::from(code.code())] += 1;
+            if let Some(n) = self.name(p.kind) {
+                n.grpc[usize::from(code.code())] += 1;
+            }
         }
-        self.error(intended_ns, done_ns, ErrorClass::GrpcStatus);
+        self.error(p, done_ns, ErrorClass::GrpcStatus);
+    }
+
+    /// The record of the name request kind `kind` counts under, if the run names its requests.
+    #[inline]
+    fn name(&mut self, kind: u32) -> Option<&mut NameRecord> {
+        let i = self.names.of(kind)?;
+        self.totals.names.get_mut(i)
     }
 
     fn reply(
         &mut self,
-        intended_ns: u64,
+        p: Planned,
         sent_ns: u64,
         done_ns: u64,
         status: u16,
         failure: Option<ErrorClass>,
     ) {
+        let intended_ns = p.intended;
         if !self.measured(intended_ns) {
             return;
         }
         self.roll(done_ns);
         let latency = us(done_ns.saturating_sub(intended_ns));
+        let x = (intended_ns - self.measure_start_ns) as f64 / NS_PER_SEC as f64;
+        let y = done_ns.saturating_sub(intended_ns) as f64 / NS_PER_SEC as f64;
+        let done_us = us(done_ns.saturating_sub(self.measure_start_ns));
         let t = &mut self.totals;
         t.latency.saturating_record(latency);
         t.service
@@ -259,20 +353,30 @@ impl Recorder {
             Some(class) => self.count_error(class),
             None => {
                 self.totals.successful += 1;
-                self.totals.trend.add(
-                    (intended_ns - self.measure_start_ns) as f64 / NS_PER_SEC as f64,
-                    done_ns.saturating_sub(intended_ns) as f64 / NS_PER_SEC as f64,
-                );
-                self.totals
-                    .success_done
-                    .saturating_record(us(done_ns.saturating_sub(self.measure_start_ns)));
+                self.totals.trend.add(x, y);
+                self.totals.success_done.saturating_record(done_us);
                 self.interval.successful += 1;
+            }
+        }
+        if let Some(n) = self.name(p.kind) {
+            n.latency.saturating_record(latency);
+            n.responses += 1;
+            n.count_status(status.min(999));
+            n.last_intended_ns = n.last_intended_ns.max(intended_ns);
+            match failure {
+                Some(class) => n.errors[class.index()] += 1,
+                None => {
+                    n.successful += 1;
+                    n.trend.add(x, y);
+                    n.success_done.saturating_record(done_us);
+                }
             }
         }
     }
 
-    /// A request intended at `intended_ns` failed at `done_ns` without a response.
-    pub fn error(&mut self, intended_ns: u64, done_ns: u64, class: ErrorClass) {
+    /// A request `p` failed at `done_ns` without a response.
+    pub fn error(&mut self, p: Planned, done_ns: u64, class: ErrorClass) {
+        let intended_ns = p.intended;
         if !self.measured(intended_ns) {
             return;
         }
@@ -280,6 +384,10 @@ impl Recorder {
         self.totals.last_completion_ns = self.totals.last_completion_ns.max(done_ns);
         self.totals.last_intended_ns = self.totals.last_intended_ns.max(intended_ns);
         self.count_error(class);
+        if let Some(n) = self.name(p.kind) {
+            n.last_intended_ns = n.last_intended_ns.max(intended_ns);
+            n.errors[class.index()] += 1;
+        }
     }
 
     fn count_error(&mut self, class: ErrorClass) {
@@ -386,12 +494,17 @@ mod tests {
     fn records_measured_only_and_ships_seconds() {
         let (tx, rx) = std::sync::mpsc::channel();
         let ms = 1_000_000;
-        let mut r = Recorder::new(0, 1_000 * ms, tx);
-        r.response(500 * ms, 500 * ms, 510 * ms, 200); // warm-up
-        r.response(1_000 * ms, 1_001 * ms, 1_020 * ms, 200);
-        r.response(1_500 * ms, 1_500 * ms, 1_505 * ms, 503);
-        r.error(2_100 * ms, 2_200 * ms, ErrorClass::ConnectRefused);
+        let mut r = Recorder::new(0, 1_000 * ms, tx, NameMap::default());
+        r.response(Planned::at(500 * ms), 500 * ms, 510 * ms, 200); // warm-up
+        r.response(Planned::at(1_000 * ms), 1_001 * ms, 1_020 * ms, 200);
+        r.response(Planned::at(1_500 * ms), 1_500 * ms, 1_505 * ms, 503);
+        r.error(
+            Planned::at(2_100 * ms),
+            2_200 * ms,
+            ErrorClass::ConnectRefused,
+        );
         let t = r.finish();
+        assert!(t.names.is_empty());
         assert_eq!(t.responses, 2);
         assert_eq!(t.successful, 1);
         assert_eq!(t.errors[ErrorClass::Http5xx.index()], 1);
@@ -409,5 +522,40 @@ mod tests {
             (reports[1].second, reports[1].errors, reports[1].next_second),
             (1, 1, u64::MAX)
         );
+    }
+
+    #[test]
+    fn each_request_counts_under_its_name_and_the_names_add_up_to_the_whole() {
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let ms = 1_000_000;
+        // Kinds 0 and 2 share name 0; kind 1 is name 1.
+        let mut r = Recorder::new(0, 1_000 * ms, tx, NameMap::new(vec![0, 1, 0]));
+        let at = |t: u64, kind: u32| Planned {
+            intended: t * ms,
+            kind,
+            row: Planned::NO_ROW,
+        };
+        r.response(at(900, 1), 900 * ms, 905 * ms, 200); // warm-up: nowhere
+        r.response(at(1_000, 0), 1_000 * ms, 1_010 * ms, 200);
+        r.response(at(1_001, 2), 1_001 * ms, 1_031 * ms, 404);
+        r.response(at(1_002, 1), 1_002 * ms, 1_502 * ms, 200);
+        r.error(at(1_003, 1), 1_100 * ms, ErrorClass::RequestTimeout);
+        r.grpc_error(at(1_004, 2), 1_100 * ms, GrpcStatus::Unavailable);
+        let t = r.finish();
+        assert_eq!(t.names.len(), 2);
+        let (a, b) = (&t.names[0], &t.names[1]);
+        assert_eq!((a.responses, a.successful), (2, 1));
+        assert_eq!((b.responses, b.successful), (1, 1));
+        assert_eq!(a.status, vec![(200, 1), (404, 1)]);
+        assert_eq!(a.errors[ErrorClass::Http4xx.index()], 1);
+        assert_eq!(a.errors[ErrorClass::GrpcStatus.index()], 1);
+        assert_eq!(a.grpc[usize::from(GrpcStatus::Unavailable.code())], 1);
+        assert_eq!(b.errors[ErrorClass::RequestTimeout.index()], 1);
+        assert_eq!(b.latency.max(), b.latency.highest_equivalent(500_000));
+        assert_eq!(a.responses + b.responses, t.responses);
+        assert_eq!(a.latency.len() + b.latency.len(), t.latency.len());
+        let errors = |n: &NameRecord| n.errors.iter().sum::<u64>();
+        assert_eq!(errors(a) + errors(b), t.errors.iter().sum::<u64>());
+        assert_eq!(a.successful + b.successful, t.successful);
     }
 }

@@ -152,6 +152,9 @@ pub enum StopReason {
     Requests,
     /// Stopped by the user (Ctrl-C) or the caller.
     Interrupted,
+    /// Every row of the data file was sent once (`--data-order unique`): the run ends there,
+    /// its window at its last request.
+    RowsUsedUp,
 }
 
 /// The result of `loadlab run`.
@@ -268,6 +271,77 @@ pub struct RunResult {
     /// A distributed run: each agent's share and its own figures (absent from local runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<AgentShare>,
+    /// Requests that vary: how they were made (absent for one fixed request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<TrafficInfo>,
+    /// A run of named requests (a targets file, a plan scenario's requests): each name's
+    /// own figures, in the order of the list. Its counts add up to the whole's exactly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_name: Vec<NameResult>,
+}
+
+/// How a run's requests varied.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrafficInfo {
+    /// Kinds of request sent (1: one templated request).
+    pub requests: usize,
+    /// How a list was taken: `round_robin` or `random`.
+    pub order: crate::config::traffic::MixOrder,
+    /// The data file as given, if any.
+    pub data_file: Option<String>,
+    /// Its rows (this run's share in a distributed run: every agent's added).
+    pub data_rows: Option<u64>,
+    /// How rows were drawn: `sequential`, `random` or `unique`.
+    pub data_order: Option<crate::config::traffic::DataOrder>,
+    /// Where the rows and `${seq}` stood at the end of this run, counted from the start of
+    /// the experiment (warm-up included): `next_row` rows taken in order (`sequential`
+    /// wraps around past `data_rows`; 0 for `random`), `next_seq` sequence numbers handed
+    /// out. The next step of an experiment resumes there.
+    pub resume: crate::config::traffic::Resume,
+    /// Notes for the reader.
+    pub notes: Vec<String>,
+}
+
+/// One request name's part of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NameResult {
+    /// The name (its own, or the method and path as written).
+    pub name: String,
+    /// Its share of the requests sent (from the weights).
+    pub share: f64,
+    /// Its share of the offered rate (open loop), requests/s.
+    pub offered_rps: Option<f64>,
+    /// Responses received in the measured window (any status).
+    pub requests: u64,
+    /// Successful responses.
+    pub successful: u64,
+    /// Successful responses per second, estimated as the whole's.
+    pub achieved_rps: f64,
+    /// How its latency moved across the window.
+    pub latency_trend: Option<LatencyTrend>,
+    /// Latency from the intended send time.
+    pub latency_ms: LatencyStats,
+    /// Failures by class.
+    pub errors: ErrorCounts,
+    /// Sum of `errors`.
+    pub errors_total: u64,
+    /// Responses by status code.
+    pub status_codes: BTreeMap<String, u64>,
+    /// gRPC calls by status (codes seen only).
+    #[serde(default)]
+    pub grpc_status: BTreeMap<String, u64>,
+    /// Its latency histogram (µs, the encoding of `histograms`).
+    pub latency_histogram: String,
+}
+
+impl NameResult {
+    /// Requests attempted: the responses plus the failures without one.
+    pub fn attempts(&self) -> u64 {
+        self.requests + self.errors_total
+            - self
+                .errors
+                .sum_of(&[ErrorClass::Http4xx, ErrorClass::Http5xx])
+    }
 }
 
 /// One agent's part of a distributed step: what it was given and what it measured alone.
@@ -391,6 +465,92 @@ pub struct Merged {
     pub unsent: crate::recorder::Unsent,
     /// CPU utilization of each worker thread.
     pub worker_cpu: Vec<f64>,
+    /// Per request name, in the run's order of names (empty when its requests are not
+    /// named).
+    #[serde(default)]
+    pub names: Vec<NameRecord>,
+}
+
+/// One request name's part of a record (a run of named requests: a targets file, or a plan
+/// scenario's requests): what the results per name are computed from, kept per worker and
+/// merged exactly like the whole. Every measured request counts under exactly one name, so
+/// the names' counts add up to the whole's.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NameRecord {
+    /// Latency from the intended send time, µs.
+    #[serde(with = "histogram_text")]
+    pub latency: Histogram<u64>,
+    /// When successful responses completed, µs after the window's start (fewer digits than
+    /// the whole's: it only gives the quartiles of completion times).
+    #[serde(with = "histogram_text")]
+    pub success_done: Histogram<u64>,
+    /// Latency trend sums of its successful requests.
+    pub trend: TrendSums,
+    /// Responses received (any status).
+    pub responses: u64,
+    /// Of which successful.
+    pub successful: u64,
+    /// Latest intended send of a measured request of this name (same clock as the whole's).
+    pub last_intended_ns: u64,
+    /// Failures per class.
+    pub errors: [u64; ErrorClass::COUNT],
+    /// Responses per status code, the codes seen only (code, count), in order of first sight.
+    pub status: Vec<(u16, u64)>,
+    /// gRPC status counts.
+    pub grpc: [u64; GRPC_CODES],
+}
+
+impl NameRecord {
+    /// Nothing recorded yet.
+    pub fn empty() -> NameRecord {
+        NameRecord {
+            latency: new_histogram(TOTAL_SIGFIG),
+            success_done: crate::recorder::name_completion_histogram(),
+            trend: TrendSums::default(),
+            responses: 0,
+            successful: 0,
+            last_intended_ns: 0,
+            errors: [0; ErrorClass::COUNT],
+            status: Vec::new(),
+            grpc: [0; GRPC_CODES],
+        }
+    }
+
+    /// Counts one response of status `code`.
+    #[inline]
+    pub fn count_status(&mut self, code: u16) {
+        match self.status.iter_mut().find(|(c, _)| *c == code) {
+            Some((_, n)) => *n += 1,
+            None => self.status.push((code, 1)),
+        }
+    }
+
+    /// Adds another record of the same name exactly.
+    pub fn absorb(&mut self, o: &NameRecord) -> Result<(), String> {
+        self.latency
+            .add(&o.latency)
+            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
+        self.success_done
+            .add(&o.success_done)
+            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
+        self.trend.merge(&o.trend);
+        self.responses += o.responses;
+        self.successful += o.successful;
+        self.last_intended_ns = self.last_intended_ns.max(o.last_intended_ns);
+        for (a, b) in self.errors.iter_mut().zip(o.errors.iter()) {
+            *a += b;
+        }
+        for &(code, n) in &o.status {
+            match self.status.iter_mut().find(|(c, _)| *c == code) {
+                Some((_, m)) => *m += n,
+                None => self.status.push((code, n)),
+            }
+        }
+        for (a, b) in self.grpc.iter_mut().zip(o.grpc.iter()) {
+            *a += b;
+        }
+        Ok(())
+    }
 }
 
 /// A histogram as JSON text, in the result format's encoding.
@@ -431,6 +591,7 @@ impl Merged {
             last_completion_ns: 0,
             unsent: crate::recorder::Unsent::default(),
             worker_cpu: Vec::new(),
+            names: Vec::new(),
         }
     }
 
@@ -467,6 +628,19 @@ impl Merged {
         self.last_completion_ns = self.last_completion_ns.max(o.last_completion_ns);
         self.unsent.add(o.unsent);
         self.worker_cpu.extend_from_slice(&o.worker_cpu);
+        if self.names.is_empty() {
+            self.names = o.names.clone();
+        } else if o.names.len() == self.names.len() {
+            for (a, b) in self.names.iter_mut().zip(&o.names) {
+                a.absorb(b)?;
+            }
+        } else if !o.names.is_empty() {
+            return Err(format!(
+                "records of {} and {} request names do not merge",
+                self.names.len(),
+                o.names.len()
+            ));
+        }
         Ok(())
     }
 }
@@ -500,6 +674,7 @@ pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
             } else {
                 0.0
             }],
+            names: w.names,
         };
         // Same bounds everywhere, so adding cannot fail.
         m.absorb(&one).expect("same bounds");

@@ -154,6 +154,10 @@ pub struct Measurement {
     pub peak_rss_bytes: u64,
     /// What the reader should know, worded for the machine that ran the load.
     pub warnings: Vec<String>,
+    /// Requests that vary: where the data rows and `${seq}` stood when the run ended (the
+    /// next run of an experiment resumes there).
+    #[serde(default)]
+    pub resume: Option<crate::config::traffic::Resume>,
 }
 
 /// The run as configured: what a [`RunResult`] repeats of its configuration.
@@ -185,6 +189,40 @@ pub struct RunShape {
     pub timeout_ms: f64,
     /// Warm-up, seconds.
     pub warmup_s: f64,
+    /// Requests that vary: what the results say of them (absent for one fixed request).
+    #[serde(default)]
+    pub traffic: Option<Box<TrafficShape>>,
+}
+
+/// What a run's requests were, when they varied.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrafficShape {
+    /// Kinds of request (1 for one templated request).
+    pub requests: usize,
+    /// The names results are kept for, with each one's share of the requests; empty for one
+    /// unnamed request.
+    pub names: Vec<(String, f64)>,
+    /// How the requests of a list were taken.
+    pub order: crate::config::traffic::MixOrder,
+    /// The data file as given, its rows (this machine's share) and how they were drawn.
+    pub data: Option<(String, usize, crate::config::traffic::DataOrder)>,
+    /// Notes for the reader (names merged, …).
+    pub notes: Vec<String>,
+}
+
+impl TrafficShape {
+    /// The shape of compiled traffic.
+    pub fn of(t: &crate::traffic::Traffic) -> TrafficShape {
+        TrafficShape {
+            requests: t.kinds.len(),
+            names: t.names.iter().cloned().zip(t.name_shares()).collect(),
+            order: t.order(),
+            data: t
+                .data()
+                .map(|d| (d.file().to_string(), d.len(), t.data_order())),
+            notes: t.notes.clone(),
+        }
+    }
 }
 
 impl RunShape {
@@ -204,6 +242,10 @@ impl RunShape {
             pipeline: cfg.pipeline,
             timeout_ms: cfg.timeout.as_secs_f64() * 1000.0,
             warmup_s: cfg.warmup.as_secs_f64(),
+            traffic: cfg
+                .traffic
+                .as_deref()
+                .map(|t| Box::new(TrafficShape::of(t))),
         }
     }
 }
@@ -303,8 +345,11 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     let cpu_seconds = os::process_cpu_seconds() - cpu_before;
     let mut m = merge(totals);
 
+    let rows_used_up = cfg.traffic.as_ref().is_some_and(|t| t.used_up());
     let stop_reason = if opts.stop.is_cancelled() {
         StopReason::Interrupted
+    } else if rows_used_up {
+        StopReason::RowsUsedUp
     } else if cfg.requests.is_some()
         && (cfg.duration.is_none() || m.last_completion_ns < window.end_ns)
     {
@@ -314,7 +359,9 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     };
     let window_end = match stop_reason {
         StopReason::Duration => window.end_ns,
-        StopReason::Requests => m.last_completion_ns.max(measure_start_ns + 1),
+        StopReason::Requests | StopReason::RowsUsedUp => {
+            m.last_completion_ns.max(measure_start_ns + 1)
+        }
         StopReason::Interrupted => end_now.min(window.end_ns),
     };
     // From here on, times count from the start of the measured window.
@@ -332,6 +379,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
         cpu_seconds,
         peak_rss_bytes: os::peak_rss_bytes(),
         warnings,
+        resume: cfg.traffic.as_ref().map(|t| t.resume()),
     })
 }
 
@@ -384,6 +432,8 @@ impl Measurement {
         let reasons = || parts.iter().map(|p| p.stop_reason);
         let stop_reason = if reasons().any(|r| r == StopReason::Interrupted) {
             StopReason::Interrupted
+        } else if reasons().any(|r| r == StopReason::RowsUsedUp) {
+            StopReason::RowsUsedUp
         } else if !parts.is_empty() && reasons().all(|r| r == StopReason::Requests) {
             StopReason::Requests
         } else {
@@ -400,6 +450,8 @@ impl Measurement {
             cpu_seconds: parts.iter().map(|p| p.cpu_seconds).sum(),
             peak_rss_bytes: parts.iter().map(|p| p.peak_rss_bytes).max().unwrap_or(0),
             warnings: Vec::new(),
+            // Each machine resumes where it stood; the caller keeps them apart.
+            resume: None,
         })
     }
 }
@@ -426,6 +478,16 @@ fn second_quantiles(h: &Histogram<u64>) -> (Option<f64>, Option<f64>) {
 pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) -> RunResult {
     let m = ms.totals;
     let (achieved_rps, latency_trend) = achieved(shape.load, &m, ms.stop_reason, 0, ms.window_ns);
+    let by_name = by_name(shape, &m, ms.stop_reason, ms.window_ns);
+    let traffic = shape.traffic.as_ref().map(|t| crate::result::TrafficInfo {
+        requests: t.requests,
+        order: t.order,
+        data_file: t.data.as_ref().map(|d| d.0.clone()),
+        data_rows: t.data.as_ref().map(|d| d.1 as u64),
+        data_order: t.data.as_ref().map(|d| d.2),
+        resume: ms.resume.unwrap_or_default(),
+        notes: t.notes.clone(),
+    });
     let lag = LagStats::from_histogram(&m.lag);
     let generator_notes = generator_notes(&m, &lag);
     let errors = crate::error::ErrorCounts::from_array(m.errors);
@@ -501,7 +563,62 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         },
         environment,
         agents: Vec::new(),
+        traffic,
+        by_name,
     }
+}
+
+/// Each request name's figures, in the list's order (empty when the requests have no
+/// names): counted, estimated and summarized as the whole is, over the whole's window.
+fn by_name(
+    shape: &RunShape,
+    m: &Merged,
+    stop_reason: StopReason,
+    window_ns: u64,
+) -> Vec<crate::result::NameResult> {
+    let Some(t) = &shape.traffic else {
+        return Vec::new();
+    };
+    let window_s = crate::achieved::window_seconds(shape.load, m, stop_reason, 0, window_ns);
+    t.names
+        .iter()
+        .zip(&m.names)
+        .map(|((name, share), n)| {
+            let (achieved_rps, latency_trend) = crate::achieved::achieved_over(
+                shape.load,
+                window_s,
+                crate::achieved::Tally::of_name(n),
+            );
+            let errors = crate::error::ErrorCounts::from_array(n.errors);
+            let mut status: Vec<_> = n.status.clone();
+            status.sort_unstable();
+            crate::result::NameResult {
+                name: name.clone(),
+                share: *share,
+                offered_rps: match shape.load {
+                    LoadModel::Open { rate, .. } => Some(rate * share),
+                    LoadModel::Closed => None,
+                },
+                requests: n.responses,
+                successful: n.successful,
+                achieved_rps,
+                latency_trend,
+                latency_ms: LatencyStats::from_histogram(&n.latency),
+                errors_total: errors.total(),
+                errors,
+                status_codes: status
+                    .into_iter()
+                    .map(|(code, k)| (code.to_string(), k))
+                    .collect(),
+                grpc_status: GrpcStatus::ALL
+                    .iter()
+                    .filter(|c| n.grpc[usize::from(c.code())] > 0)
+                    .map(|c| (c.name().to_string(), n.grpc[usize::from(c.code())]))
+                    .collect(),
+                latency_histogram: encode_histogram(&n.latency),
+            }
+        })
+        .collect()
 }
 
 /// Collects the workers' per-second reports until every worker has finished. A second is

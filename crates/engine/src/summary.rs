@@ -85,6 +85,75 @@ fn agent_lines(out: &mut String, r: &RunResult) {
     }
 }
 
+/// What varied, and one line per request name (its share, achieved, latency, errors and
+/// status codes).
+fn traffic_lines(out: &mut String, r: &RunResult) {
+    let Some(t) = &r.traffic else {
+        return;
+    };
+    if let (Some(file), Some(rows), Some(order)) = (&t.data_file, t.data_rows, t.data_order) {
+        let taken = match order {
+            crate::config::traffic::DataOrder::Random => "drawn at random".to_string(),
+            _ if t.resume.next_row > rows => format!(
+                "{} taken so far (wrapped around {} times)",
+                t.resume.next_row,
+                t.resume.next_row / rows.max(1)
+            ),
+            _ => format!("{} taken so far", t.resume.next_row),
+        };
+        let _ = writeln!(
+            out,
+            "  data            {file}: {rows} rows, {}; {taken}",
+            order.name()
+        );
+    }
+    if !r.by_name.is_empty() {
+        let _ = writeln!(
+            out,
+            "  by name         {} requests of {} kinds, {}:",
+            r.by_name
+                .iter()
+                .map(|n| n.requests + n.errors_total
+                    - n.errors.sum_of(&[ErrorClass::Http4xx, ErrorClass::Http5xx]))
+                .sum::<u64>(),
+            t.requests,
+            t.order.name()
+        );
+        let width = r
+            .by_name
+            .iter()
+            .map(|n| n.name.len())
+            .max()
+            .unwrap_or(0)
+            .min(40);
+        for n in &r.by_name {
+            let offered = n
+                .offered_rps
+                .map(|o| format!(" of {o:.1}"))
+                .unwrap_or_default();
+            let codes: Vec<String> = n
+                .status_codes
+                .iter()
+                .map(|(c, k)| format!("{c}: {k}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "    {:<width$}  {:>5.1} %  achieved {:>9.1}{offered} req/s  p50 {:>9}  p99 {:>9}  errors {:<6} {}",
+                n.name,
+                100.0 * n.share,
+                n.achieved_rps,
+                ms(n.latency_ms.p50),
+                ms(n.latency_ms.p99),
+                n.errors_total,
+                codes.join(", ")
+            );
+        }
+    }
+    for note in &t.notes {
+        let _ = writeln!(out, "  note            {note}");
+    }
+}
+
 /// Renders the summary of a run.
 pub fn render(r: &RunResult) -> String {
     let mut out = String::new();
@@ -143,6 +212,9 @@ pub fn render(r: &RunResult) -> String {
         StopReason::Duration => "duration elapsed",
         StopReason::Requests => "request count reached",
         StopReason::Interrupted => "INTERRUPTED: partial result",
+        StopReason::RowsUsedUp => {
+            "every data row sent once (--data-order unique): the run ends there"
+        }
     };
     let _ = writeln!(
         out,
@@ -220,6 +292,7 @@ pub fn render(r: &RunResult) -> String {
     }
     counts_line(&mut out, "status codes", &r.status_codes);
     counts_line(&mut out, "gRPC status", &r.grpc_status);
+    traffic_lines(&mut out, r);
     if r.server_closes > 0 || r.resent_unprocessed > 0 {
         let _ = writeln!(
             out,

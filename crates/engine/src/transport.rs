@@ -17,7 +17,8 @@ use crate::error::ErrorClass;
 use crate::http1::link::Http1Link;
 use crate::http2::link::Http2Link;
 use crate::http2::{ConnState, H2Conn, Template};
-use crate::recorder::Recorder;
+use crate::recorder::{Planned, Recorder};
+use crate::traffic::{Traffic, TrafficWorker};
 
 /// How often one request may be re-sent after its server closed without processing it
 /// (a server that closes every connection before answering is failing, not closing).
@@ -37,28 +38,77 @@ pub(crate) struct Io {
     /// Every HTTP/2 connection opened, so that its graceful close is counted once at the
     /// end.
     pub(crate) h2_states: RefCell<Vec<Rc<ConnState>>>,
+    /// Requests that vary: this worker's drawing state (`None`: one fixed request).
+    pub(crate) traffic: Option<RefCell<TrafficWorker>>,
 }
 
-/// What every request of a run sends, encoded once by the runner; it decides which
-/// `Link` a request loop gets.
+/// What the requests of a run send, encoded once by the runner; it decides which `Link` a
+/// request loop gets.
 #[derive(Clone)]
 pub enum Request {
     /// HTTP/1.1: the encoded request, repeated `pipeline` times.
     Http1(Arc<Vec<u8>>),
+    /// HTTP/1.1 requests that vary: each kind compiled, rendered per request.
+    Http1Varying(Arc<Varying<crate::http1::H1Request>>),
     /// HTTP/2 and gRPC: the header block and body every stream sends.
     Http2(Arc<Template>),
+    /// HTTP/2 requests that vary.
+    Http2Varying(Arc<Varying<crate::http2::H2Request>>),
+}
+
+/// Requests that vary, compiled for one protocol: the run's [`Traffic`] and each of its
+/// kinds of request in that protocol's form.
+pub struct Varying<K> {
+    /// What the kinds are and how requests are drawn.
+    pub traffic: Arc<Traffic>,
+    /// Kind `i` of `traffic`, ready to render.
+    pub kinds: Vec<K>,
+}
+
+impl<K> Varying<K> {
+    /// The compiled kind of request `p`.
+    #[inline]
+    pub(crate) fn kind(&self, p: Planned) -> &K {
+        &self.kinds[p.kind as usize]
+    }
 }
 
 impl Request {
     /// The request of `cfg`'s protocol; an HTTP/2 header value HTTP/2 refuses is an error
     /// (validation has already built the template once).
     pub fn encode(cfg: &RunConfig) -> Result<Request, String> {
-        Ok(match cfg.protocol {
-            Protocol::Http1 => Request::Http1(Arc::new(
+        Ok(match (cfg.protocol, &cfg.traffic) {
+            (Protocol::Http1, None) => Request::Http1(Arc::new(
                 crate::http1::encode_request(cfg).repeat(cfg.pipeline as usize),
             )),
-            Protocol::Http2 | Protocol::Grpc => {
+            (Protocol::Http1, Some(t)) => Request::Http1Varying(Arc::new(Varying {
+                kinds: t
+                    .kinds
+                    .iter()
+                    .map(|k| {
+                        crate::http1::H1Request::new(
+                            cfg,
+                            &k.method,
+                            k.path.clone(),
+                            &k.headers,
+                            k.body.clone(),
+                        )
+                    })
+                    .collect(),
+                traffic: t.clone(),
+            })),
+            (Protocol::Http2 | Protocol::Grpc, None) => {
                 Request::Http2(Arc::new(crate::http2::Template::new(cfg)?))
+            }
+            (Protocol::Http2 | Protocol::Grpc, Some(t)) => {
+                Request::Http2Varying(Arc::new(Varying {
+                    kinds: t
+                        .kinds
+                        .iter()
+                        .map(|k| crate::http2::H2Request::new(cfg, k))
+                        .collect::<Result<_, _>>()?,
+                    traffic: t.clone(),
+                }))
             }
         })
     }
@@ -66,10 +116,19 @@ impl Request {
     /// A request loop's link: its own HTTP/1.1 connection, or a stream slot on `h2_pool`'s
     /// connection number `n` (round robin).
     pub(crate) fn link(&self, cfg: &RunConfig, h2_pool: &[Rc<H2Conn>], n: usize) -> Link {
+        use crate::http1::link::H1Source;
+        use crate::http2::link::H2Source;
         match self {
-            Request::Http1(bytes) => Link::Http1(Http1Link::new(bytes.clone(), cfg)),
+            Request::Http1(bytes) => Link::Http1(Http1Link::new(H1Source::fixed(bytes, cfg), cfg)),
+            Request::Http1Varying(v) => {
+                Link::Http1(Http1Link::new(H1Source::varying(v.clone()), cfg))
+            }
             Request::Http2(template) => Link::Http2(Http2Link::new(
-                template.clone(),
+                H2Source::Fixed(template.clone()),
+                h2_pool[n % h2_pool.len()].clone(),
+            )),
+            Request::Http2Varying(v) => Link::Http2(Http2Link::new(
+                H2Source::Varying(v.clone()),
                 h2_pool[n % h2_pool.len()].clone(),
             )),
         }
@@ -101,7 +160,7 @@ impl Link {
     pub(crate) async fn exchange(
         &mut self,
         io: &Io,
-        batch: &[u64],
+        batch: &[Planned],
         deadline: u64,
         connecting: &Cell<bool>,
         done: &Cell<usize>,

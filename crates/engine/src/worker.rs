@@ -36,7 +36,7 @@ use crate::config::{LoadModel, Protocol, RunConfig};
 use crate::conn::Connector;
 use crate::error::ErrorClass;
 use crate::http2::H2Conn;
-use crate::recorder::{IntervalReport, Recorder, WorkerTotals};
+use crate::recorder::{IntervalReport, Planned, Recorder, WorkerTotals};
 use crate::schedule::{Window, WorkerSchedule};
 use crate::transport::{Io, Link, Request};
 
@@ -94,6 +94,10 @@ struct Ctx {
     live: Cell<usize>,
     max_live: usize,
     finished: Notify,
+    /// Requests that vary: what they are and how they are drawn (`None`: one fixed request).
+    traffic: Option<Arc<crate::traffic::Traffic>>,
+    /// The run ends when the data rows are used up (`unique`): the dispatcher checks.
+    rows_end_run: bool,
 }
 
 /// Runs one worker to completion (or until `stop`) and returns what it measured.
@@ -113,7 +117,10 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         .build()?;
     let local = tokio::task::LocalSet::new();
     let cpu_start = thread_cpu_seconds();
-    let recorder = Recorder::new(plan.index, plan.window.measure_start_ns, plan.tx);
+    let traffic = plan.cfg.traffic.clone();
+    let seed = plan.cfg.seed;
+    let names = traffic.as_ref().map(|t| t.name_map()).unwrap_or_default();
+    let recorder = Recorder::new(plan.index, plan.window.measure_start_ns, plan.tx, names);
     let ctx = Rc::new(Ctx {
         h2_pool: (0..plan.h2_connections)
             .map(|_| Rc::new(H2Conn::default()))
@@ -126,6 +133,9 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
             clock: plan.clock,
             recorder: RefCell::new(recorder),
             h2_states: RefCell::new(Vec::new()),
+            traffic: traffic
+                .as_ref()
+                .map(|t| RefCell::new(t.worker(seed, plan.index))),
         },
         request: plan.request,
         window: plan.window,
@@ -138,6 +148,8 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         live: Cell::new(0),
         max_live: plan.max_tasks.max(plan.tasks).max(1),
         finished: Notify::new(),
+        rows_end_run: traffic.as_ref().is_some_and(|t| t.unique_rows().is_some()),
+        traffic,
     });
     let stop = plan.stop;
     let wall_start = plan.clock.now();
@@ -248,6 +260,9 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: PreciseTimer) 
     let mut behind = 0u32;
     let mut last_wake = 0u64;
     while let Some(intended) = sched.next() {
+        if ctx.rows_end_run && ctx.traffic.as_ref().is_some_and(|t| t.used_up()) {
+            break;
+        }
         let mut now = ctx.io.clock.now();
         if now < intended {
             behind = 0;
@@ -289,9 +304,10 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: PreciseTimer) 
 }
 
 impl Ctx {
-    /// Fills `batch` with the intended send times of the next request(s); `false` when the
-    /// run is over for this connection.
-    async fn next_batch(&self, batch: &mut Vec<u64>) -> bool {
+    /// Fills `batch` with the next request(s) to send: their intended send times, and for
+    /// requests that vary, their kind and row. `false` when the run is over for this loop
+    /// (its window ended, its count was claimed, or `unique` used every row).
+    async fn next_batch(&self, batch: &mut Vec<Planned>) -> bool {
         match self.io.cfg.model {
             LoadModel::Closed => {
                 let mut now = self.io.clock.now();
@@ -315,13 +331,24 @@ impl Ctx {
                         Err(_) => return false,
                     }
                 }
-                batch.extend(std::iter::repeat_n(now, n as usize));
-                true
+                for _ in 0..n {
+                    match self.plan(now) {
+                        Some(p) => batch.push(p),
+                        None => break,
+                    }
+                }
+                !batch.is_empty()
             }
             LoadModel::Open { .. } => loop {
-                if let Some(t) = self.queue.borrow_mut().pop_front() {
-                    batch.push(t);
-                    return true;
+                let next = self.queue.borrow_mut().pop_front();
+                if let Some(t) = next {
+                    return match self.plan(t) {
+                        Some(p) => {
+                            batch.push(p);
+                            true
+                        }
+                        None => false,
+                    };
                 }
                 if self.dispatch_done.get() {
                     return false;
@@ -329,6 +356,25 @@ impl Ctx {
                 self.idle.set(self.idle.get() + 1);
                 self.wake.notified().await;
             },
+        }
+    }
+
+    /// The request intended at `intended`: its kind and row drawn (`None`: the rows are
+    /// used up).
+    #[inline]
+    fn plan(&self, intended: u64) -> Option<Planned> {
+        match (&self.traffic, &self.io.traffic) {
+            (Some(t), Some(w)) => t.plan(&mut w.borrow_mut(), intended),
+            _ => Some(Planned::at(intended)),
+        }
+    }
+
+    /// A request intended at `intended` that fails before it is sent: its kind drawn, so
+    /// that it counts under a name.
+    fn plan_unsent(&self, intended: u64) -> Planned {
+        match (&self.traffic, &self.io.traffic) {
+            (Some(t), Some(w)) => t.plan_unsent(&mut w.borrow_mut(), intended),
+            _ => Planned::at(intended),
         }
     }
 
@@ -340,7 +386,7 @@ impl Ctx {
                 break;
             }
             queue.pop_front();
-            self.record_failure(t, now, ErrorClass::RequestTimeout);
+            self.record_failure(self.plan_unsent(t), now, ErrorClass::RequestTimeout);
         }
     }
 
@@ -365,8 +411,13 @@ impl Ctx {
     /// deadlines only move later on one loop, and tokio moves a registered timer later
     /// without touching its wheel, where a new `timeout_at` per request registered and
     /// removed an entry every time (about 2 % of a closed-loop worker's CPU in `perf`).
-    async fn exchange(&self, link: &mut Link, batch: &[u64], mut timer: Pin<&mut Sleep>) -> bool {
-        let deadline = batch[0] + self.timeout_ns;
+    async fn exchange(
+        &self,
+        link: &mut Link,
+        batch: &[Planned],
+        mut timer: Pin<&mut Sleep>,
+    ) -> bool {
+        let deadline = batch[0].intended + self.timeout_ns;
         let now = self.io.clock.now();
         if now >= deadline {
             for &t in batch {
@@ -405,12 +456,12 @@ impl Ctx {
 
     /// Records a request that got no reply. A gRPC client reports a passed deadline as
     /// DEADLINE_EXCEEDED, and so does loadlab.
-    fn record_failure(&self, intended: u64, now: u64, class: ErrorClass) {
+    fn record_failure(&self, p: Planned, now: u64, class: ErrorClass) {
         let mut rec = self.io.recorder.borrow_mut();
         if class == ErrorClass::RequestTimeout && self.io.cfg.protocol == Protocol::Grpc {
-            rec.grpc_error(intended, now, GrpcStatus::DeadlineExceeded);
+            rec.grpc_error(p, now, GrpcStatus::DeadlineExceeded);
         } else {
-            rec.error(intended, now, class);
+            rec.error(p, now, class);
         }
     }
 }
@@ -430,7 +481,7 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
             // that never completes): without this, a run whose every connection stalls
             // would report nothing attempted.
             let now = ctx.io.clock.now();
-            ctx.record_failure(first, now, ErrorClass::ConnectTimeout);
+            ctx.record_failure(ctx.plan_unsent(first), now, ErrorClass::ConnectTimeout);
         }
     }
     let mut batch = Vec::with_capacity(ctx.io.cfg.pipeline as usize);

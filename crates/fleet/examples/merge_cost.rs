@@ -71,6 +71,7 @@ fn measurement(seed: u64, seconds: u64, per_second: u64) -> Measurement {
         cpu_seconds: 1.0,
         peak_rss_bytes: 1 << 24,
         warnings: Vec::new(),
+        resume: None,
     }
 }
 
@@ -96,6 +97,7 @@ fn main() {
         pipeline: 1,
         timeout_ms: 5000.0,
         warmup_s: 0.0,
+        traffic: None,
     };
     // What travels: each agent's measurement as JSON.
     let messages: Vec<String> = (0..agents)
@@ -126,6 +128,8 @@ fn main() {
                     requests: None,
                     seed: i as u64,
                     threads: 1,
+                    part: i,
+                    parts: agents,
                 },
                 outcome: Outcome::Done {
                     shape: RunShape {

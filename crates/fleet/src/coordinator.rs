@@ -240,6 +240,9 @@ struct State {
     next_job: u64,
     /// The run is over: agents leaving now are not lost.
     finishing: bool,
+    /// Where each agent stands in the data rows and `${seq}` of each series of steps (a
+    /// plan scenario, by its traffic key): the next step goes on from there.
+    resumes: HashMap<(String, u64), loadlab_engine::config::traffic::Resume>,
 }
 
 struct Shared {
@@ -906,9 +909,19 @@ impl Coordinator {
             .collect();
         for (j, (w, _)) in jobs.iter().enumerate() {
             for (a, agent) in agents.iter().enumerate() {
+                let mut workload = share_workload(w, &shares[j][a]);
+                if !w.traffic.key.is_empty() {
+                    workload.traffic.resume = self
+                        .shared
+                        .state()
+                        .resumes
+                        .get(&(w.traffic.key.clone(), agent.id))
+                        .copied()
+                        .unwrap_or_default();
+                }
                 let msg = CoordMsg::Start {
                     job: ids[j],
-                    workload: Box::new(share_workload(w, &shares[j][a])),
+                    workload: Box::new(workload),
                     start_at_unix_ns: (start as i128 + agent.info.offset_ns as i128).max(0) as u64,
                 };
                 if agent.tx.try_send(Ok(msg)).is_err() {
@@ -1036,6 +1049,21 @@ impl Coordinator {
         }
         let planned = |cfg: &RunConfig| start + cfg.warmup.as_nanos() as u64;
         let environment = Environment::capture(std::env::args().collect());
+        {
+            let mut st = self.shared.state();
+            for ((w, _), p) in jobs.iter().zip(&pending) {
+                if w.traffic.key.is_empty() {
+                    continue;
+                }
+                for (outcome, agent) in p.iter().zip(&agents) {
+                    if let Pending::Ended(Outcome::Done { measurement, .. }) = outcome {
+                        if let Some(r) = measurement.resume {
+                            st.resumes.insert((w.traffic.key.clone(), agent.id), r);
+                        }
+                    }
+                }
+            }
+        }
         jobs.iter()
             .zip(pending)
             .zip(shares)

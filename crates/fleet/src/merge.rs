@@ -144,7 +144,14 @@ pub fn merged_result(
             ));
         }
     }
-    let merged = Measurement::merge(&measured)?;
+    let mut merged = Measurement::merge(&measured)?;
+    // Rows and `${seq}` taken: every agent's together (each keeps its own place).
+    merged.resume = measured.iter().filter_map(|m| m.resume).reduce(|a, b| {
+        loadlab_engine::config::traffic::Resume {
+            next_row: a.next_row + b.next_row,
+            next_seq: a.next_seq + b.next_seq,
+        }
+    });
     let mut shape = shape.clone();
     shape.threads = parts.iter().map(|p| p.share.threads).sum();
     let mut result = summarize(&shape, merged, environment);
@@ -190,6 +197,7 @@ mod tests {
             pipeline: 1,
             timeout_ms: 5000.0,
             warmup_s: 0.0,
+            traffic: None,
         }
     }
 
@@ -232,6 +240,7 @@ mod tests {
             cpu_seconds: 0.5,
             peak_rss_bytes: 1 << 20,
             warnings: vec![],
+            resume: None,
         }
     }
 
@@ -252,6 +261,8 @@ mod tests {
                 requests: None,
                 seed: 1,
                 threads: 1,
+                part: 0,
+                parts: 1,
             },
             outcome,
         }

@@ -13,7 +13,10 @@
 //! - each agent's **seed** is the step's seed mixed with the agent's position, so Poisson
 //!   arrivals are independent across agents (the same seed everywhere would send in step);
 //! - the agents run their own thread count; `load.cpus` and `--source-addrs`, which name
-//!   the coordinator's CPUs and addresses, are not passed on.
+//!   the coordinator's CPUs and addresses, are not passed on;
+//! - **data rows** are dealt out: agent `i` of `n` gets rows `i`, `i + n`, `i + 2n`, …, so
+//!   no row goes to two agents and `unique` stays unique; `${seq}` hands agent `i` the
+//!   values `k n + i + 1`, so no two agents send the same number.
 
 use loadlab_engine::config::Transport;
 use loadlab_engine::{LoadModel, RunConfig, Workload};
@@ -35,6 +38,10 @@ pub struct Share {
     pub seed: u64,
     /// Worker threads.
     pub threads: usize,
+    /// This agent's position, and how many agents share the step (its rows and `${seq}`).
+    pub part: usize,
+    /// Agents sharing the step.
+    pub parts: usize,
 }
 
 /// A step that cannot be split over this many agents.
@@ -142,6 +149,8 @@ pub fn split(cfg: &RunConfig, threads: &[usize]) -> Result<Vec<Share>, SplitErro
             requests: requests[i],
             seed: agent_seed(cfg.seed, i),
             threads: threads[i].max(1),
+            part: i,
+            parts: n,
         })
         .collect())
 }
@@ -180,6 +189,9 @@ pub fn share_workload(w: &Workload, s: &Share) -> Workload {
     out.threads = Some(s.threads);
     out.cpus = None;
     out.source_addrs = None;
+    if !w.traffic.is_default() {
+        out.traffic = w.traffic.share(s.part, s.parts);
+    }
     out
 }
 

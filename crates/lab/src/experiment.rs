@@ -168,6 +168,9 @@ struct Runner<'a> {
     diagnoses: Vec<(String, String, f64, Diagnosis)>,
     /// What the probes watch.
     watch: Watch,
+    /// Per scenario, where its data rows and `${seq}` stand: every step goes on from the
+    /// last (so `unique` never sends a row twice in one run, whatever the configuration).
+    resumes: BTreeMap<String, loadlab_engine::config::traffic::Resume>,
 }
 
 /// A knee search's step count is not known in advance; this many is typical.
@@ -248,6 +251,7 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
         tracker: Tracker::for_this_machine(),
         diagnoses: Vec::new(),
         watch,
+        resumes: BTreeMap::new(),
     };
     let mut done = Vec::new();
     for (i, config) in configs.iter().enumerate() {
@@ -488,6 +492,16 @@ impl Runner<'_> {
                         ));
                         break;
                     }
+                    if recs
+                        .iter()
+                        .any(|r| r.verdict.limits.contains(&Limit::RowsUsedUp))
+                    {
+                        self.say(format!(
+                            "  {}: the data file's rows were used up (data order unique): the remaining steps are skipped",
+                            group[0].name
+                        ));
+                        break;
+                    }
                     self.pause();
                 }
                 Ok(None)
@@ -695,7 +709,10 @@ impl Runner<'_> {
     ) -> Result<(Vec<StepRecord>, Option<TargetExit>), LabError> {
         let mut jobs: Vec<(Workload, RunConfig)> = Vec::new();
         for s in scenarios {
-            let workload = self.plan.workload(s, vars, value, self.load_cpus.clone());
+            let mut workload = self.plan.workload(s, vars, value, self.load_cpus.clone());
+            // Rows and `${seq}` go on from where the scenario's last step left them.
+            workload.traffic.resume = self.resumes.get(&s.name).copied().unwrap_or_default();
+            workload.traffic.key = s.name.clone();
             let cfg = workload.validate().map_err(|e| LabError::Scenario {
                 scenario: s.name.clone(),
                 config: config.id.clone(),
@@ -789,6 +806,9 @@ impl Runner<'_> {
         let mut records = Vec::new();
         for ((s, r), (workload, _)) in scenarios.iter().zip(results).zip(&jobs) {
             let result = r?;
+            if let Some(t) = &result.traffic {
+                self.resumes.insert(s.name.clone(), t.resume);
+            }
             let verdict = judge(&result, &self.plan.slo, exit.is_some());
             // Most requests rejected: send the request once more to read what the server
             // says is wrong.
@@ -833,9 +853,17 @@ impl Runner<'_> {
                 rec.result.errors_total,
                 match (rec.verdict.limits.first(), &rec.diagnosis) {
                     (None, _) => " (sustained)".to_string(),
-                    (Some(l), Some(d)) =>
-                        format!(" (not sustained: {}; why: {})", l.describe(), d.headline()),
-                    (Some(l), None) => format!(" (not sustained: {})", l.describe()),
+                    (Some(l), Some(d)) => format!(
+                        " (not sustained: {}{}; why: {})",
+                        l.describe(),
+                        names_failed(&rec.verdict),
+                        d.headline()
+                    ),
+                    (Some(l), None) => format!(
+                        " (not sustained: {}{})",
+                        l.describe(),
+                        names_failed(&rec.verdict)
+                    ),
                 }
             ));
             self.bundle
@@ -846,4 +874,10 @@ impl Runner<'_> {
         }
         Ok((records, exit))
     }
+}
+
+/// The request names that missed their SLO, for a progress line: ` by checkout (latency)`.
+fn names_failed(v: &crate::verdict::Verdict) -> String {
+    v.names_failed()
+        .map_or(String::new(), |n| format!(" by {n}"))
 }

@@ -8,6 +8,10 @@
 //! - `achieved`: open loop, achieved over offered as a ratio (`achieved>=0.98`), or in
 //!   requests per second with `/s` or `rps` (`achieved>=5000/s`, either model).
 //!
+//! `NAME:GATE` gates one request name of a run of named requests (a targets file, a plan
+//! scenario's requests): `checkout:p99<300ms` reads the figures of the requests named
+//! `checkout` alone.
+//!
 //! A gate is a plain comparison of the run's figure, as k6 thresholds are; each outcome
 //! carries the count the figure rests on, so a reader can tell a p99 of 40 responses from
 //! one of 40,000. Parsing refuses what it cannot read, naming the gate and the forms it
@@ -67,6 +71,9 @@ impl Op {
 pub struct Gate {
     /// The text the user gave, for messages.
     pub text: String,
+    /// The request name it gates (`NAME:...`); `None`: the whole run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// What it measures.
     pub metric: Metric,
     /// How it compares.
@@ -100,7 +107,21 @@ impl FromStr for Gate {
             text: text.to_string(),
             reason,
         };
-        let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        // `NAME:GATE`: the last `:` before the comparison ends the name.
+        let (name_part, gate_text) = match text.find(['<', '>']) {
+            Some(op) => match text[..op].rfind(':') {
+                Some(colon) => (Some(text[..colon].trim()), &text[colon + 1..]),
+                None => (None, text),
+            },
+            None => (None, text),
+        };
+        if name_part == Some("") {
+            return Err(err(format!(
+                "no request name before `:` (NAME:{}): {FORMS}",
+                gate_text.trim()
+            )));
+        }
+        let compact: String = gate_text.chars().filter(|c| !c.is_whitespace()).collect();
         let at = compact
             .find(['<', '>'])
             .ok_or_else(|| err(format!("no comparison: {FORMS}")))?;
@@ -182,6 +203,7 @@ impl FromStr for Gate {
         };
         Ok(Gate {
             text: text.trim().to_string(),
+            name: name_part.map(str::to_string),
             metric,
             op,
             bound,
@@ -224,36 +246,49 @@ impl Gate {
         Ok(())
     }
 
-    /// Checks the gate against a run's result.
+    /// Checks the gate against a run's result (a named gate, against that name's figures;
+    /// a name the run does not have fails, saying which names it has).
     pub fn check(&self, r: &RunResult) -> GateOutcome {
-        let responses = r.latency_ms.count;
+        let figures = match &self.name {
+            None => Figures::of_run(r),
+            Some(name) => match r.by_name.iter().find(|n| &n.name == name) {
+                Some(n) => Figures::of_name(n),
+                None => {
+                    return GateOutcome {
+                        gate: self.text.clone(),
+                        passed: false,
+                        actual: None,
+                        shown: no_such_name(name, r),
+                    }
+                }
+            },
+        };
+        self.check_figures(&figures)
+    }
+
+    fn check_figures(&self, r: &Figures<'_>) -> GateOutcome {
+        let responses = r.latency.count;
         let (actual, basis) = match self.metric {
             Metric::Percentile(q) => (
-                loadlab_engine::result::decode_histogram(&r.histograms.latency)
+                loadlab_engine::result::decode_histogram(r.histogram)
                     .ok()
                     .filter(|h| !h.is_empty())
                     .map(|h| h.value_at_quantile(q / 100.0) as f64 / 1000.0),
                 format!("{} responses", thousands(responses)),
             ),
             Metric::Mean => (
-                r.latency_ms.mean,
+                r.latency.mean,
                 format!("{} responses", thousands(responses)),
             ),
-            Metric::Max => (
-                r.latency_ms.max,
-                format!("{} responses", thousands(responses)),
+            Metric::Max => (r.latency.max, format!("{} responses", thousands(responses))),
+            Metric::Errors => (
+                (r.attempts > 0).then(|| r.errors_total as f64 / r.attempts as f64),
+                format!(
+                    "{} failed of {} attempted",
+                    thousands(r.errors_total),
+                    thousands(r.attempts)
+                ),
             ),
-            Metric::Errors => {
-                let attempts = r.attempts();
-                (
-                    (attempts > 0).then(|| r.errors_total as f64 / attempts as f64),
-                    format!(
-                        "{} failed of {} attempted",
-                        thousands(r.errors_total),
-                        thousands(attempts)
-                    ),
-                )
-            }
             Metric::AchievedRatio => (
                 r.offered_rps
                     .filter(|o| *o > 0.0)
@@ -278,6 +313,24 @@ impl Gate {
                 Some(a) => format!("{} ({basis})", self.show(a)),
                 None => format!("nothing to measure ({basis})"),
             },
+        }
+    }
+
+    /// Refuses a named gate for a name the run does not count (checked before any load).
+    pub fn names_one_of(&self, names: &[String]) -> Result<(), GateError> {
+        match &self.name {
+            Some(n) if !names.contains(n) => Err(GateError {
+                text: self.text.clone(),
+                reason: if names.is_empty() {
+                    format!("`{n}:` gates a request name, and this run's requests have none (a targets file or a plan's [[scenario.request]] names them)")
+                } else {
+                    format!(
+                        "no request is named `{n}`; the names are {}",
+                        names.join(", ")
+                    )
+                },
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -311,6 +364,69 @@ fn pct(x: f64) -> String {
         format!("{p:.2} %")
     } else {
         format!("{p:.3} %")
+    }
+}
+
+/// What a gate or a verdict reads of a run, or of one request name's part of it.
+pub struct Figures<'a> {
+    /// Latency from the intended send time.
+    pub latency: &'a loadlab_engine::result::LatencyStats,
+    /// Its histogram, encoded.
+    pub histogram: &'a str,
+    /// Failed requests.
+    pub errors_total: u64,
+    /// Requests attempted.
+    pub attempts: u64,
+    /// Offered rate (open loop).
+    pub offered_rps: Option<f64>,
+    /// Achieved rate.
+    pub achieved_rps: f64,
+    /// Successful responses.
+    pub successful: u64,
+    /// The latency trend (whether the server kept pace).
+    pub trend: Option<&'a loadlab_engine::stats::LatencyTrend>,
+}
+
+impl Figures<'_> {
+    /// The whole run's figures.
+    pub fn of_run(r: &RunResult) -> Figures<'_> {
+        Figures {
+            latency: &r.latency_ms,
+            histogram: &r.histograms.latency,
+            errors_total: r.errors_total,
+            attempts: r.attempts(),
+            offered_rps: r.offered_rps,
+            achieved_rps: r.achieved_rps,
+            successful: r.successful,
+            trend: r.latency_trend.as_ref(),
+        }
+    }
+
+    /// One request name's figures.
+    pub fn of_name(n: &loadlab_engine::result::NameResult) -> Figures<'_> {
+        Figures {
+            latency: &n.latency_ms,
+            histogram: &n.latency_histogram,
+            errors_total: n.errors_total,
+            attempts: n.attempts(),
+            offered_rps: n.offered_rps,
+            achieved_rps: n.achieved_rps,
+            successful: n.successful,
+            trend: n.latency_trend.as_ref(),
+        }
+    }
+}
+
+/// A named gate's name is not among the run's.
+fn no_such_name(name: &str, r: &RunResult) -> String {
+    let names: Vec<&str> = r.by_name.iter().map(|n| n.name.as_str()).collect();
+    if names.is_empty() {
+        format!("no request is named `{name}`: this run's requests have no names")
+    } else {
+        format!(
+            "no request is named `{name}` (the names are {})",
+            names.join(", ")
+        )
     }
 }
 
@@ -368,6 +484,26 @@ mod tests {
         assert_eq!(gate("achieved>5000/s").metric, Metric::AchievedRps);
         assert_eq!(gate("achieved>5000rps").bound, 5000.0);
         assert_eq!(gate("  P99 < 50ms ").text, "P99 < 50ms");
+        assert_eq!(gate("p99<50ms").name, None);
+        let named = gate("checkout:p99<300ms");
+        assert_eq!(named.name.as_deref(), Some("checkout"));
+        assert_eq!(
+            (named.metric, named.bound),
+            (Metric::Percentile(99.0), 300.0)
+        );
+        let spaced = gate("GET /users/${id} : errors < 1%");
+        assert_eq!(spaced.name.as_deref(), Some("GET /users/${id}"));
+        assert_eq!(spaced.metric, Metric::Errors);
+        assert!(":p99<1ms"
+            .parse::<Gate>()
+            .unwrap_err()
+            .reason
+            .contains("no request name"));
+        let names = vec!["a".to_string(), "b".to_string()];
+        assert!(gate("a:p99<1ms").names_one_of(&names).is_ok());
+        let e = gate("c:p99<1ms").names_one_of(&names).unwrap_err();
+        assert!(e.reason.contains("the names are a, b"), "{e}");
+        assert!(gate("p99<1ms").names_one_of(&[]).is_ok());
     }
 
     #[test]

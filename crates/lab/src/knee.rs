@@ -190,6 +190,7 @@ fn terminal(l: Limit) -> bool {
         l,
         Limit::GeneratorLimited
             | Limit::AgentLost
+            | Limit::RowsUsedUp
             | Limit::TargetCrashed
             | Limit::Interrupted
             | Limit::Rejected
@@ -386,6 +387,11 @@ fn ended(history: History, lo: Option<f64>, at: f64, l: Limit) -> KneeOutcome {
             lo.map_or("unknown".into(), |v| format!("at least {}", fmt(v)))
         ),
         Limit::TargetCrashed => format!("the target crashed at {}", fmt(at)),
+        Limit::RowsUsedUp => format!(
+            "search stopped at {}: the data file's rows were used up (each sent once: data order unique), so the server's knee is {}",
+            fmt(at),
+            lo.map_or("unknown".into(), |v| format!("at least {}", fmt(v)))
+        ),
         Limit::Rejected => format!(
             "search stopped at {}: the server rejected the request (4xx), which more load does not change: no knee measured",
             fmt(at)

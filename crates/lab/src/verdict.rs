@@ -4,6 +4,7 @@ use loadlab_engine::stats;
 use loadlab_engine::RunResult;
 use serde::{Deserialize, Serialize};
 
+use crate::gate::Figures;
 use crate::plan::Slo;
 
 /// What stopped a step from being sustained, most decisive first.
@@ -17,6 +18,9 @@ pub enum Limit {
     /// An agent of a distributed run was lost during the step: its share is missing, and
     /// the step says nothing about the server.
     AgentLost,
+    /// Every row of the data file had been sent once (`unique`) before the step's end: the
+    /// step ran short, and no later step has rows to send. A knee search stops there.
+    RowsUsedUp,
     /// The server answered most requests with a 4xx status other than 429 (too many
     /// requests) and 408 (request timeout): the request is wrong, not the load, and a knee
     /// search stops there.
@@ -41,6 +45,7 @@ impl Limit {
             Limit::TargetCrashed => "target crashed",
             Limit::GeneratorLimited => "generator-limited",
             Limit::AgentLost => "agent lost",
+            Limit::RowsUsedUp => "data rows used up",
             Limit::Rejected => "request rejected",
             Limit::Unreachable => "unreachable",
             Limit::Errors => "errors",
@@ -67,6 +72,35 @@ pub struct Verdict {
     /// [`lag_cannot_explain`]): one sentence with the figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator_excused: Option<String>,
+    /// A run of named requests: the names that missed their SLO, each with what it
+    /// missed (their limits are among `limits` too). Empty when every name held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<NameVerdict>,
+}
+
+/// One request name that missed its SLO.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NameVerdict {
+    /// The request name.
+    pub name: String,
+    /// The clauses it failed (errors, latency, throughput).
+    pub limits: Vec<Limit>,
+}
+
+impl Verdict {
+    /// The names that failed, in words: `checkout (latency), search (errors)`.
+    pub fn names_failed(&self) -> Option<String> {
+        (!self.names.is_empty()).then(|| {
+            self.names
+                .iter()
+                .map(|n| {
+                    let l: Vec<&str> = n.limits.iter().map(|l| l.describe()).collect();
+                    format!("{} ({})", n.name, l.join(", "))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    }
 }
 
 fn pct(x: f64) -> String {
@@ -99,9 +133,9 @@ fn count_clause(bad: u64, n: u64, bound: f64, what: &str, unresolved: &mut Vec<S
     false
 }
 
-/// Responses slower than `bound_ms` (from the step's latency histogram).
-fn slower_than(r: &RunResult, bound_ms: f64) -> u64 {
-    let Ok(h) = loadlab_engine::result::decode_histogram(&r.histograms.latency) else {
+/// Responses slower than `bound_ms` (from a latency histogram, encoded).
+fn slower_than(histogram: &str, bound_ms: f64) -> u64 {
+    let Ok(h) = loadlab_engine::result::decode_histogram(histogram) else {
         return 0;
     };
     let bound_us = (bound_ms * 1000.0) as u64;
@@ -147,11 +181,11 @@ pub fn rejected(r: &RunResult) -> Option<(u64, u64)> {
 
 /// The `q` percentile of a step's latency, ms: p99 from the result, others from its
 /// histogram.
-fn percentile_of(r: &RunResult, q: f64) -> Option<f64> {
+fn percentile_of(f: &Figures<'_>, q: f64) -> Option<f64> {
     if q == 99.0 {
-        return r.latency_ms.p99;
+        return f.latency.p99;
     }
-    let h = loadlab_engine::result::decode_histogram(&r.histograms.latency).ok()?;
+    let h = loadlab_engine::result::decode_histogram(f.histogram).ok()?;
     (!h.is_empty()).then(|| h.value_at_quantile(q / 100.0) as f64 / 1000.0)
 }
 
@@ -173,58 +207,38 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     if r.agents.iter().any(|a| a.lost.is_some()) {
         limits.push(Limit::AgentLost);
     }
+    if r.stop_reason == loadlab_engine::result::StopReason::RowsUsedUp {
+        limits.push(Limit::RowsUsedUp);
+    }
     if rejected(r).is_some() {
         limits.push(Limit::Rejected);
     }
     if unreachable(r) {
         limits.push(Limit::Unreachable);
     }
-    let attempts = r.attempts();
-    if attempts == 0
-        || count_clause(
-            r.errors_total,
-            attempts,
-            slo.max_error_rate,
-            "requests failed",
+    server_clauses(&Figures::of_run(r), slo, "", &mut limits, &mut unresolved);
+    // Every request name is judged on its own figures, by its own bounds if it has any.
+    let mut names = Vec::new();
+    for n in &r.by_name {
+        let mut failed = Vec::new();
+        let prefix = format!("{}: ", n.name);
+        server_clauses(
+            &Figures::of_name(n),
+            slo.for_name(&n.name),
+            &prefix,
+            &mut failed,
             &mut unresolved,
-        )
-    {
-        limits.push(Limit::Errors);
-    }
-    // Each latency bound: the responses slower than it, as a count, against the share the
-    // percentile allows (1 % for p99).
-    let mut latency_failed = false;
-    for (q, bound) in slo.latency_bounds() {
-        let over = match percentile_of(r, q) {
-            Some(v) => v > bound,
-            None => false,
-        };
-        if over {
-            let slow = slower_than(r, bound);
-            let what = format!("responses slower than {bound} ms (p{q})");
-            if count_clause(
-                slow,
-                r.latency_ms.count,
-                1.0 - q / 100.0,
-                &what,
-                &mut unresolved,
-            ) {
-                latency_failed = true;
+        );
+        if !failed.is_empty() {
+            for l in &failed {
+                if !limits.contains(l) {
+                    limits.push(*l);
+                }
             }
-        }
-    }
-    if latency_failed {
-        limits.push(Limit::Latency);
-    }
-    if r.offered_rps.is_some() && r.successful > 0 {
-        match &r.latency_trend {
-            Some(t) if t.pace < slo.min_achieved_ratio => limits.push(Limit::Throughput),
-            Some(_) => {}
-            None => unresolved.push(format!(
-                "throughput not judged: {} successful requests are too few to tell a growing queue from latency spread (at least {})",
-                r.successful,
-                stats::MIN_TREND_SAMPLES
-            )),
+            names.push(NameVerdict {
+                name: n.name.clone(),
+                limits: failed,
+            });
         }
     }
     let mut generator_excused = None;
@@ -240,7 +254,63 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
         limits,
         unresolved,
         generator_excused,
+        names,
     }
+}
+
+/// The clauses that judge the server, on a run's figures or one name's: errors, each
+/// latency bound, throughput. Failed ones are added to `limits`; a miss the counts cannot
+/// resolve is described in `unresolved`, after `prefix` (a name, or nothing).
+fn server_clauses(
+    f: &Figures<'_>,
+    slo: &Slo,
+    prefix: &str,
+    limits: &mut Vec<Limit>,
+    unresolved: &mut Vec<String>,
+) {
+    let mut notes = Vec::new();
+    if f.attempts == 0
+        || count_clause(
+            f.errors_total,
+            f.attempts,
+            slo.max_error_rate,
+            "requests failed",
+            &mut notes,
+        )
+    {
+        limits.push(Limit::Errors);
+    }
+    // Each latency bound: the responses slower than it, as a count, against the share the
+    // percentile allows (1 % for p99).
+    let mut latency_failed = false;
+    for (q, bound) in slo.latency_bounds() {
+        let over = match percentile_of(f, q) {
+            Some(v) => v > bound,
+            None => false,
+        };
+        if over {
+            let slow = slower_than(f.histogram, bound);
+            let what = format!("responses slower than {bound} ms (p{q})");
+            if count_clause(slow, f.latency.count, 1.0 - q / 100.0, &what, &mut notes) {
+                latency_failed = true;
+            }
+        }
+    }
+    if latency_failed {
+        limits.push(Limit::Latency);
+    }
+    if f.offered_rps.is_some() && f.successful > 0 {
+        match f.trend {
+            Some(t) if t.pace < slo.min_achieved_ratio => limits.push(Limit::Throughput),
+            Some(_) => {}
+            None => notes.push(format!(
+                "throughput not judged: {} successful requests are too few to tell a growing queue from latency spread (at least {})",
+                f.successful,
+                stats::MIN_TREND_SAMPLES
+            )),
+        }
+    }
+    unresolved.extend(notes.into_iter().map(|n| format!("{prefix}{n}")));
 }
 
 /// A run noted as generator-limited only because some sends left late (no worker thread
@@ -301,7 +371,7 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
     let far = |l: &Limit| match l {
         Limit::Latency => slo.latency_bounds().iter().any(|(q, bound)| {
             stats::resolvably_above(
-                slower_than(r, bound + lag_ms),
+                slower_than(&r.histograms.latency, bound + lag_ms),
                 r.latency_ms.count,
                 1.0 - q / 100.0,
             )

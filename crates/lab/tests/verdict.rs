@@ -17,6 +17,7 @@ const SLO: Slo = Slo {
     percentiles: Vec::new(),
     max_error_rate: 0.01,
     min_achieved_ratio: 0.98,
+    names: Vec::new(),
 };
 
 /// The step marked as the engine marks a run whose sends were late by `p99`/`max` ms.

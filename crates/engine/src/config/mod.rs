@@ -4,8 +4,11 @@
 //!
 //! - [`workload`]: the [`Workload`] and its [`Transport`], with the one set of defaults.
 //! - [`values`]: durations, CPU lists, source addresses and headers, each with one parser.
+//! - [`traffic`]: requests that vary ([`traffic::Traffic`]): templates, data rows and a
+//!   list of named requests, as described.
 //! - [`validate`]: [`Workload::validate`] and [`ConfigError`].
 
+pub mod traffic;
 pub mod validate;
 pub mod values;
 pub mod workload;
@@ -157,6 +160,9 @@ pub struct Target {
 /// A validated run: what [`Workload::validate`] returns, defaults filled in.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
+    /// Requests that vary, compiled (templates, data rows, a list of named requests);
+    /// `None`: every request is the same bytes.
+    pub traffic: Option<std::sync::Arc<crate::traffic::Traffic>>,
     /// Where requests go: the URL parsed, its host resolved.
     pub target: Target,
     /// Open or closed loop.

@@ -51,11 +51,15 @@ pub enum Field {
     Cpus,
     /// Certificates trusted besides the public roots.
     CaCert,
+    /// The list of requests (a targets file, or a plan scenario's requests).
+    Targets,
+    /// The data file.
+    Data,
 }
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 18] = [
+    pub const ALL: [Field; 20] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -74,6 +78,8 @@ impl Field {
         Field::SourceAddrs,
         Field::Cpus,
         Field::CaCert,
+        Field::Targets,
+        Field::Data,
     ];
 
     /// The `loadlab run` flag that sets it.
@@ -97,6 +103,8 @@ impl Field {
             Field::SourceAddrs => "--source-addrs",
             Field::Cpus => "--cpus",
             Field::CaCert => "--cacert",
+            Field::Targets => "--targets",
+            Field::Data => "--data",
         }
     }
 }
@@ -130,6 +138,10 @@ pub enum ConfigError {
         /// What is allowed.
         allowed: String,
     },
+    /// A template, a data file or a targets file is wrong: the message names its file (or
+    /// flag), line and column.
+    #[error("{0}")]
+    Template(#[from] loadlab_template::TemplateError),
     /// The host did not resolve.
     #[error("cannot resolve host `{host}` of `{url}`: {reason}")]
     Resolve {
@@ -192,6 +204,13 @@ const CONNECTION_HEADERS: [&str; 6] = [
     "host",
 ];
 
+/// Whether `name` is a header HTTP/2 forbids (or `host`, which the URL gives).
+pub(crate) fn is_connection_header(name: &str) -> bool {
+    CONNECTION_HEADERS
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
+}
+
 /// Whether the target's host is looked up.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Resolve {
@@ -214,7 +233,17 @@ impl Workload {
     }
 
     fn build(&self, resolve: Resolve) -> Result<RunConfig, ConfigError> {
-        let mut target = parse_target(&self.url, resolve)?;
+        // A templated URL: its server is parsed as usual, its path and query kept as written.
+        let (mut target, templated_path) = match split_templated(&self.url) {
+            Some(split) => {
+                let (base, path) = split?;
+                let mut t = parse_target(base, resolve)?;
+                t.url = self.url.clone();
+                t.path_and_query = path;
+                (t, true)
+            }
+            None => (parse_target(&self.url, resolve)?, false),
+        };
         if let LoadModel::Open { rate, .. } = self.load {
             if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
                 return Err(value_err(
@@ -290,10 +319,7 @@ impl Workload {
             .map(|h| parse_header(h).map_err(|allowed| value_err(Field::Header, h, allowed)))
             .collect::<Result<Vec<_>, _>>()?;
         if protocol.multiplexed() {
-            if let Some((name, _)) = headers
-                .iter()
-                .find(|(n, _)| CONNECTION_HEADERS.iter().any(|c| n.eq_ignore_ascii_case(c)))
-            {
+            if let Some((name, _)) = headers.iter().find(|(n, _)| is_connection_header(n)) {
                 return Err(value_err(
                     Field::Header,
                     name,
@@ -313,7 +339,43 @@ impl Workload {
                 method.as_str(),
                 "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
             );
+        let traffic = crate::traffic::Traffic::compile(
+            &self.traffic,
+            &crate::traffic::Base {
+                scheme: match target.scheme {
+                    Scheme::Http => "http",
+                    Scheme::Https => "https",
+                },
+                host: target.host.clone(),
+                port: target.port,
+            },
+            crate::traffic::OwnRequest {
+                method: &method,
+                path: &target.path_and_query,
+                headers: &headers,
+                body: &self.request.body,
+            },
+            protocol.multiplexed(),
+        )?;
+        if templated_path && traffic.is_none() {
+            unreachable!("a URL with a template compiles to varying traffic");
+        }
+        if traffic.is_some() && protocol == Protocol::Grpc {
+            return Err(value_err(
+                Field::Targets,
+                "gRPC",
+                "templates go in the gRPC message (-D), not in the URL or metadata; a list of requests is HTTP only",
+            ));
+        }
+        if traffic.is_some() && pipeline > 1 {
+            return Err(value_err(
+                Field::Pipeline,
+                pipeline,
+                "1 with requests that vary (templates, --data, --targets)",
+            ));
+        }
         let cfg = RunConfig {
+            traffic: traffic.map(std::sync::Arc::new),
             target,
             model: self.load,
             protocol,
@@ -477,6 +539,32 @@ fn check_duration(
         ));
     }
     Ok(())
+}
+
+/// A URL that holds a template: its `scheme://authority` and its path and query as written
+/// (`/` first when it has no path). `None` for a URL without templates.
+fn split_templated(raw: &str) -> Option<Result<(&str, String), ConfigError>> {
+    if !loadlab_template::Template::has_expressions(raw) {
+        return None;
+    }
+    let rest = raw.split_once("://").map_or(raw, |(_, r)| r);
+    let start = raw.len() - rest.len();
+    let (base, path) = match rest.find(['/', '?']) {
+        Some(i) => (&raw[..start + i], &raw[start + i..]),
+        None => (raw, ""),
+    };
+    if loadlab_template::Template::has_expressions(base) {
+        return Some(Err(ConfigError::Url {
+            url: raw.into(),
+            reason: "templates go in the path and query, not in the scheme, host or port (every request of one load goes to one server)".into(),
+        }));
+    }
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
+    Some(Ok((base, path)))
 }
 
 fn parse_target(raw: &str, resolve: Resolve) -> Result<Target, ConfigError> {

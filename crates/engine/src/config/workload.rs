@@ -204,6 +204,9 @@ pub struct Workload {
     pub seed: Option<u64>,
     /// CPUs to pin the worker threads to (worker i takes the i-th).
     pub cpus: Option<CpuList>,
+    /// Requests that vary: templates, a data file, a list of named requests.
+    #[serde(skip_serializing_if = "super::traffic::Traffic::is_default")]
+    pub traffic: super::traffic::Traffic,
 }
 
 impl Default for Workload {
@@ -224,6 +227,7 @@ impl Default for Workload {
             source_addrs: None,
             seed: None,
             cpus: None,
+            traffic: super::traffic::Traffic::default(),
         }
     }
 }

@@ -8,18 +8,62 @@ use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
-use super::ResponseReader;
+use super::{H1Request, ResponseReader};
 use crate::config::RunConfig;
 use crate::conn::Conn;
 use crate::error::ErrorClass;
-use crate::transport::{Io, MAX_RESENDS};
+use crate::recorder::Planned;
+use crate::transport::{Io, Varying, MAX_RESENDS};
+
+/// What a link sends.
+pub(crate) enum H1Source {
+    /// One fixed request: the encoded request repeated for a pipelined batch, and the bytes
+    /// of one.
+    Fixed {
+        /// The encoded request, repeated `pipeline` times.
+        bytes: Arc<Vec<u8>>,
+        /// Bytes of one request.
+        len: usize,
+    },
+    /// Requests that vary, rendered per exchange into `buf` (reused), where request `i` of
+    /// the batch starts at `starts[i]`: a request sent again after a graceful close is the
+    /// same bytes.
+    Varying {
+        /// The kinds and how they are drawn.
+        v: Arc<Varying<H1Request>>,
+        /// The batch's rendered requests.
+        buf: Vec<u8>,
+        /// A rendered body while its length is written.
+        scratch: Vec<u8>,
+        /// Where each request of the batch starts in `buf`.
+        starts: Vec<usize>,
+    },
+}
+
+impl H1Source {
+    /// The fixed request `bytes` (repeated `cfg.pipeline` times).
+    pub(crate) fn fixed(bytes: &Arc<Vec<u8>>, cfg: &RunConfig) -> H1Source {
+        H1Source::Fixed {
+            len: bytes.len() / cfg.pipeline as usize,
+            bytes: bytes.clone(),
+        }
+    }
+
+    /// Requests drawn from `v`.
+    pub(crate) fn varying(v: Arc<Varying<H1Request>>) -> H1Source {
+        H1Source::Varying {
+            v,
+            buf: Vec::with_capacity(4096),
+            scratch: Vec::with_capacity(1024),
+            starts: Vec::new(),
+        }
+    }
+}
 
 /// One request loop's HTTP/1.1 connection and response parser.
 pub(crate) struct Http1Link {
-    /// The encoded request, repeated for a pipelined batch.
-    request: Arc<Vec<u8>>,
-    /// Bytes of one request.
-    request_len: usize,
+    /// What it sends.
+    source: H1Source,
     conn: Option<Conn>,
     reader: ResponseReader,
     /// Responses read on `conn` so far.
@@ -36,11 +80,10 @@ const PEEK_IDLE_NS: u64 = 1_000_000;
 const PEEK_EVERY: u64 = 16;
 
 impl Http1Link {
-    /// A link that sends `request` (the encoded request repeated `cfg.pipeline` times).
-    pub(crate) fn new(request: Arc<Vec<u8>>, cfg: &RunConfig) -> Http1Link {
+    /// A link that sends what `source` holds.
+    pub(crate) fn new(source: H1Source, cfg: &RunConfig) -> Http1Link {
         Http1Link {
-            request_len: request.len() / cfg.pipeline as usize,
-            request,
+            source,
             conn: None,
             reader: ResponseReader::new(&cfg.method),
             served: 0,
@@ -80,10 +123,30 @@ impl Http1Link {
     pub(crate) async fn exchange(
         &mut self,
         io: &Io,
-        batch: &[u64],
+        batch: &[Planned],
         connecting: &Cell<bool>,
         done: &Cell<usize>,
     ) -> Result<(), ErrorClass> {
+        if let H1Source::Varying {
+            v,
+            buf,
+            scratch,
+            starts,
+        } = &mut self.source
+        {
+            let mut w = io
+                .traffic
+                .as_ref()
+                .expect("a worker of varying traffic has its drawing state")
+                .borrow_mut();
+            buf.clear();
+            starts.clear();
+            for &p in batch {
+                starts.push(buf.len());
+                let draw = v.traffic.draw(p);
+                v.kind(p).render(&draw, &mut w.gen, buf, scratch);
+            }
+        }
         let mut resends = 0;
         'connection: loop {
             // Opened before this exchange: pre-connected, or kept alive.
@@ -110,10 +173,17 @@ impl Http1Link {
                 self.conn = None;
                 return Err(ErrorClass::MalformedResponse);
             }
-            c.write_all(&self.request[..self.request_len * rest.len()])
+            let bytes = match &self.source {
+                H1Source::Fixed { bytes, len } => &bytes[..len * rest.len()],
+                H1Source::Varying { buf, starts, .. } => &buf[starts[done.get()]..],
+            };
+            c.write_all(bytes)
                 .await
                 .map_err(|e| ErrorClass::from_io(&e, false))?;
             for &t in rest {
+                if let H1Source::Varying { v, .. } = &self.source {
+                    self.reader.expect_head(v.kind(t).head_request);
+                }
                 match self.reader.read(c).await {
                     Ok(meta) => {
                         // When the response's last bytes arrived, if the kernel stamped
@@ -154,7 +224,7 @@ impl Http1Link {
                 resends += 1;
                 let mut rec = io.recorder.borrow_mut();
                 for &t in &batch[done.get()..] {
-                    rec.resent(t);
+                    rec.resent(t.intended);
                 }
                 continue 'connection;
             }

@@ -10,54 +10,167 @@ use std::task::{Context, Poll, Waker};
 
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 
+use loadlab_template::Template;
+
 use crate::config::{CloseBy, RunConfig};
 use crate::error::ErrorClass;
 
-/// Encodes the run's request once.
+/// Encodes the run's fixed request once.
 pub fn encode_request(cfg: &RunConfig) -> Vec<u8> {
-    let t = &cfg.target;
-    let has = |name: &str| {
-        cfg.headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case(name))
-    };
-    let mut out = Vec::with_capacity(128 + cfg.body.len());
-    out.extend_from_slice(format!("{} {} HTTP/1.1\r\n", cfg.method, t.path_and_query).as_bytes());
-    if !has("host") {
-        let default_port = match t.scheme {
-            crate::config::Scheme::Http => 80,
-            crate::config::Scheme::Https => 443,
+    let headers: Vec<(String, Template)> = cfg
+        .headers
+        .iter()
+        .map(|(n, v)| (n.clone(), Template::literal(v.as_bytes())))
+        .collect();
+    let request = H1Request::new(
+        cfg,
+        &cfg.method,
+        Template::literal(cfg.target.path_and_query.as_bytes()),
+        &headers,
+        Template::literal(cfg.body.clone()),
+    );
+    let mut out = Vec::new();
+    let mut gen = loadlab_template::Generator::new(0, 0);
+    request.render(
+        &loadlab_template::Draw { seq: 0, row: None },
+        &mut gen,
+        &mut out,
+        &mut Vec::new(),
+    );
+    out
+}
+
+/// A piece of an HTTP/1.1 request.
+#[derive(Debug)]
+enum Piece {
+    /// Fixed bytes.
+    Lit(Vec<u8>),
+    /// A template's rendering.
+    Tpl(Template),
+    /// The rendered body's length, in decimal.
+    BodyLen,
+}
+
+/// One kind of request as HTTP/1.1 bytes, compiled once: fixed pieces (merged) and
+/// templates, the body rendered first so that its length can be written before it.
+#[derive(Debug)]
+pub struct H1Request {
+    head: Vec<Piece>,
+    body: Template,
+    /// A HEAD request (its response has no body).
+    pub(crate) head_request: bool,
+}
+
+impl H1Request {
+    /// The request `method path` with `headers` and `body`, on `cfg`'s target with its
+    /// connection settings (`Host`, `User-Agent`, `Content-Length` and `Connection: close`
+    /// added unless given).
+    pub(crate) fn new(
+        cfg: &RunConfig,
+        method: &str,
+        path: Template,
+        headers: &[(String, Template)],
+        body: Template,
+    ) -> H1Request {
+        let t = &cfg.target;
+        let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+        let mut head = Vec::new();
+        let lit = |head: &mut Vec<Piece>, bytes: &[u8]| match head.last_mut() {
+            Some(Piece::Lit(v)) => v.extend_from_slice(bytes),
+            _ => head.push(Piece::Lit(bytes.to_vec())),
         };
-        let host = if t.host.contains(':') {
-            format!("[{}]", t.host)
-        } else {
-            t.host.clone()
+        let tpl = |head: &mut Vec<Piece>, t: Template| match t.as_literal() {
+            Some(bytes) => {
+                let bytes = bytes.to_vec();
+                lit(head, &bytes)
+            }
+            None => head.push(Piece::Tpl(t)),
         };
-        if t.port == default_port {
-            out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
-        } else {
-            out.extend_from_slice(format!("Host: {host}:{}\r\n", t.port).as_bytes());
+        lit(&mut head, format!("{method} ").as_bytes());
+        tpl(&mut head, path);
+        lit(&mut head, b" HTTP/1.1\r\n");
+        if !has("host") {
+            let default_port = match t.scheme {
+                crate::config::Scheme::Http => 80,
+                crate::config::Scheme::Https => 443,
+            };
+            let host = if t.host.contains(':') {
+                format!("[{}]", t.host)
+            } else {
+                t.host.clone()
+            };
+            if t.port == default_port {
+                lit(&mut head, format!("Host: {host}\r\n").as_bytes());
+            } else {
+                lit(&mut head, format!("Host: {host}:{}\r\n", t.port).as_bytes());
+            }
+        }
+        if !has("user-agent") {
+            lit(
+                &mut head,
+                concat!("User-Agent: loadlab/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
+            );
+        }
+        for (n, v) in headers {
+            lit(&mut head, format!("{n}: ").as_bytes());
+            tpl(&mut head, v.clone());
+            lit(&mut head, b"\r\n");
+        }
+        let fixed_body = body.as_literal();
+        let needs_length =
+            fixed_body.is_none_or(|b| !b.is_empty()) || matches!(method, "POST" | "PUT" | "PATCH");
+        if needs_length && !has("content-length") {
+            match fixed_body {
+                Some(b) => lit(
+                    &mut head,
+                    format!("Content-Length: {}\r\n", b.len()).as_bytes(),
+                ),
+                None => {
+                    lit(&mut head, b"Content-Length: ");
+                    head.push(Piece::BodyLen);
+                    lit(&mut head, b"\r\n");
+                }
+            }
+        }
+        if !cfg.keep_alive && cfg.close_by == CloseBy::Server && !has("connection") {
+            lit(&mut head, b"Connection: close\r\n");
+        }
+        lit(&mut head, b"\r\n");
+        H1Request {
+            head,
+            body,
+            head_request: method == "HEAD",
         }
     }
-    if !has("user-agent") {
-        out.extend_from_slice(
-            concat!("User-Agent: loadlab/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
-        );
+
+    /// Appends the request's bytes to `out`; `scratch` holds the body while its length is
+    /// written. Allocates nothing once both buffers have grown to a request's size.
+    pub(crate) fn render(
+        &self,
+        draw: &loadlab_template::Draw<'_>,
+        gen: &mut loadlab_template::Generator,
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+    ) {
+        scratch.clear();
+        let body: &[u8] = match self.body.as_literal() {
+            Some(b) => b,
+            None => {
+                self.body.render(draw, gen, scratch);
+                scratch
+            }
+        };
+        for piece in &self.head {
+            match piece {
+                Piece::Lit(b) => out.extend_from_slice(b),
+                Piece::Tpl(t) => t.render(draw, gen, out),
+                Piece::BodyLen => {
+                    out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes())
+                }
+            }
+        }
+        out.extend_from_slice(body);
     }
-    for (n, v) in &cfg.headers {
-        out.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
-    }
-    let needs_length =
-        !cfg.body.is_empty() || matches!(cfg.method.as_str(), "POST" | "PUT" | "PATCH");
-    if needs_length && !has("content-length") {
-        out.extend_from_slice(format!("Content-Length: {}\r\n", cfg.body.len()).as_bytes());
-    }
-    if !cfg.keep_alive && cfg.close_by == CloseBy::Server && !has("connection") {
-        out.extend_from_slice(b"Connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(&cfg.body);
-    out
 }
 
 /// What the engine needs to know of a response.
@@ -100,6 +213,12 @@ impl ResponseReader {
             head_request: method == "HEAD",
             began: false,
         }
+    }
+
+    /// Whether the next responses answer HEAD requests (a run of several methods says so
+    /// before each read).
+    pub fn expect_head(&mut self, head: bool) {
+        self.head_request = head;
     }
 
     /// Forgets buffered bytes (for a new connection).

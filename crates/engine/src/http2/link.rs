@@ -11,9 +11,18 @@ use loadlab_grpc::frame::FrameScan;
 use loadlab_grpc::GrpcStatus;
 use tokio::time::Instant;
 
-use super::{ConnState, GoAwayWatch, H2Conn, Live, Slot, Template, TimeoutCache};
+use super::{ConnState, GoAwayWatch, H2Conn, H2Request, Live, Slot, Template, TimeoutCache};
 use crate::error::{from_h2, ErrorClass};
-use crate::transport::{Io, MAX_RESENDS};
+use crate::recorder::Planned;
+use crate::transport::{Io, Varying, MAX_RESENDS};
+
+/// What a stream slot sends.
+pub(crate) enum H2Source {
+    /// The same request every time.
+    Fixed(Arc<Template>),
+    /// Requests that vary, rendered per request.
+    Varying(Arc<Varying<H2Request>>),
+}
 
 /// Why a stream attempt ended without a reply.
 enum StreamFailure {
@@ -23,20 +32,30 @@ enum StreamFailure {
     Failed(ErrorClass),
 }
 
-/// One request loop's stream slot and the request every stream sends.
+/// One request loop's stream slot and what its streams send.
 pub(crate) struct Http2Link {
-    template: Arc<Template>,
+    source: H2Source,
     slot: Slot,
     timeouts: TimeoutCache,
+    /// A rendered value before it becomes the request's (varying requests).
+    scratch: Vec<u8>,
+}
+
+/// One request's parts, rendered once so that a stream sent again is the same request.
+struct Rendered {
+    /// Method, URI and headers (cloned into each attempt's request).
+    head: http::request::Parts,
+    body: Option<Bytes>,
 }
 
 impl Http2Link {
-    /// A slot on `conn` that sends `template`.
-    pub(crate) fn new(template: Arc<Template>, conn: Rc<H2Conn>) -> Http2Link {
+    /// A slot on `conn` that sends what `source` holds.
+    pub(crate) fn new(source: H2Source, conn: Rc<H2Conn>) -> Http2Link {
         Http2Link {
-            template,
+            source,
             slot: Slot { conn, cached: None },
             timeouts: TimeoutCache::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -62,10 +81,29 @@ impl Http2Link {
     pub(crate) async fn exchange(
         &mut self,
         io: &Io,
-        intended: u64,
+        p: Planned,
         deadline: u64,
         connecting: &Cell<bool>,
     ) -> Result<(), ErrorClass> {
+        let rendered = match &self.source {
+            H2Source::Fixed(_) => None,
+            H2Source::Varying(v) => {
+                let mut w = io
+                    .traffic
+                    .as_ref()
+                    .expect("a worker of varying traffic has its drawing state")
+                    .borrow_mut();
+                let draw = v.traffic.draw(p);
+                let (request, body) = v
+                    .kind(p)
+                    .render(&draw, &mut w.gen, &mut self.scratch)
+                    .map_err(|()| ErrorClass::Other)?;
+                Some(Rendered {
+                    head: request.into_parts().0,
+                    body,
+                })
+            }
+        };
         let mut resends = 0;
         loop {
             let live = match self.slot.cached.take() {
@@ -73,12 +111,12 @@ impl Http2Link {
                 _ => connection(io, &self.slot.conn, connecting).await?,
             };
             let (generation, state) = (live.0, live.2.clone());
-            match self.stream(io, live, intended, deadline).await {
+            match self.stream(io, live, p, rendered.as_ref(), deadline).await {
                 Ok(()) => return Ok(()),
                 Err(StreamFailure::Unprocessed) if resends < MAX_RESENDS => {
                     self.slot.conn.invalidate(generation);
                     resends += 1;
-                    io.recorder.borrow_mut().resent(intended);
+                    io.recorder.borrow_mut().resent(p.intended);
                 }
                 Err(StreamFailure::Unprocessed) => return Err(ErrorClass::StreamReset),
                 Err(StreamFailure::Failed(class)) => {
@@ -96,10 +134,10 @@ impl Http2Link {
         &mut self,
         io: &Io,
         live: Live,
-        intended: u64,
+        p: Planned,
+        rendered: Option<&Rendered>,
         deadline: u64,
     ) -> Result<(), StreamFailure> {
-        let template = &self.template;
         let slot = &mut self.slot;
         let (generation, send, state) = live;
         // Not sent: on a connection its server is closing, that is "never processed".
@@ -113,8 +151,21 @@ impl Http2Link {
         };
         let mut send = send.ready().await.map_err(&not_sent)?;
         let sent = io.clock.now();
-        let request = template.request(deadline.saturating_sub(sent), &mut self.timeouts);
-        let body = template.body();
+        let (request, body, grpc_call) = match (&self.source, rendered) {
+            (_, Some(r)) => {
+                let mut request = http::Request::new(());
+                *request.method_mut() = r.head.method.clone();
+                *request.uri_mut() = r.head.uri.clone();
+                *request.headers_mut() = r.head.headers.clone();
+                (request, r.body.as_ref(), false)
+            }
+            (H2Source::Fixed(template), None) => (
+                template.request(deadline.saturating_sub(sent), &mut self.timeouts),
+                template.body(),
+                template.is_grpc(),
+            ),
+            (H2Source::Varying(_), None) => unreachable!("varying requests are rendered first"),
+        };
         let (response, mut stream) = send
             .send_request(request, body.is_none())
             .map_err(&not_sent)?;
@@ -137,7 +188,7 @@ impl Http2Link {
         let mut body = response.into_body();
         let after_headers = |e: h2::Error| StreamFailure::Failed(from_h2(&e, false));
         // gRPC: the messages are not decoded, but their framing is checked as they pass.
-        let mut frames = template.is_grpc().then(FrameScan::default);
+        let mut frames = grpc_call.then(FrameScan::default);
         while let Some(chunk) = body.data().await {
             let chunk = chunk.map_err(after_headers)?;
             if let Some(f) = frames.as_mut() {
@@ -145,7 +196,7 @@ impl Http2Link {
             }
             let _ = body.flow_control().release_capacity(chunk.len());
         }
-        if template.is_grpc() && grpc.is_none() {
+        if grpc_call && grpc.is_none() {
             if let Some(trailers) = body.trailers().await.map_err(after_headers)? {
                 // Trailers without `grpc-status` end the call as UNKNOWN (gRPC over HTTP/2).
                 grpc = Some(super::grpc_status(&trailers).unwrap_or(GrpcStatus::Unknown));
@@ -159,12 +210,12 @@ impl Http2Link {
         }
         let now = io.clock.now();
         let mut rec = io.recorder.borrow_mut();
-        match (template.is_grpc(), status, grpc) {
-            (true, 200, Some(code)) => rec.grpc_reply(intended, sent, now, code),
+        match (grpc_call, status, grpc) {
+            (true, 200, Some(code)) => rec.grpc_reply(p, sent, now, code),
             // A 200 with no grpc-status and no trailers at all is not a gRPC reply.
             (true, 200, None) => return Err(StreamFailure::Failed(ErrorClass::MalformedResponse)),
             // A proxy's error page, or a plain HTTP/2 reply.
-            _ => rec.response(intended, sent, now, status),
+            _ => rec.response(p, sent, now, status),
         }
         Ok(())
     }

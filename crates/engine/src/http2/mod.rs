@@ -158,6 +158,123 @@ impl Template {
     }
 }
 
+/// One kind of request of a run whose requests vary, as HTTP/2 parts compiled once: what
+/// is fixed is built here, the templates are rendered per stream (a stream's URI, header
+/// values and body are new values; `h2` takes them by value).
+#[derive(Debug)]
+pub struct H2Request {
+    method: http::Method,
+    /// `scheme://authority` the rendered path follows.
+    prefix: Vec<u8>,
+    path: Template2,
+    /// The fixed headers (and `user-agent` unless given).
+    headers: http::HeaderMap,
+    /// Headers whose values are templates.
+    varying: Vec<(HeaderName, Template2)>,
+    body: Template2,
+}
+
+/// A template, or what it renders to when it is fixed (built once).
+#[derive(Debug)]
+enum Template2 {
+    Fixed(Bytes),
+    Varies(loadlab_template::Template),
+}
+
+impl Template2 {
+    fn of(t: &loadlab_template::Template) -> Template2 {
+        match t.as_literal() {
+            Some(b) => Template2::Fixed(Bytes::copy_from_slice(b)),
+            None => Template2::Varies(t.clone()),
+        }
+    }
+
+    fn render(
+        &self,
+        draw: &loadlab_template::Draw<'_>,
+        gen: &mut loadlab_template::Generator,
+        scratch: &mut Vec<u8>,
+    ) -> Bytes {
+        match self {
+            Template2::Fixed(b) => b.clone(),
+            Template2::Varies(t) => {
+                scratch.clear();
+                t.render(draw, gen, scratch);
+                Bytes::copy_from_slice(scratch)
+            }
+        }
+    }
+}
+
+impl H2Request {
+    /// Kind `k` on `cfg`'s target; `Err` names a header HTTP/2 cannot carry.
+    pub fn new(cfg: &RunConfig, k: &crate::traffic::Kind) -> Result<H2Request, String> {
+        let t = &cfg.target;
+        let scheme = match t.scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        let host = if t.host.contains(':') {
+            format!("[{}]", t.host)
+        } else {
+            t.host.clone()
+        };
+        let method = http::Method::from_bytes(k.method.as_bytes())
+            .map_err(|e| format!("{} ({e})", k.method))?;
+        let mut headers = http::HeaderMap::new();
+        let mut varying = Vec::new();
+        for (name, value) in &k.headers {
+            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name} ({e})"))?;
+            match value.as_literal() {
+                Some(v) => {
+                    let v = HeaderValue::from_bytes(v)
+                        .map_err(|e| format!("{name}: {} ({e})", String::from_utf8_lossy(v)))?;
+                    headers.append(n, v);
+                }
+                None => varying.push((n, Template2::of(value))),
+            }
+        }
+        if !headers.contains_key(USER_AGENT) && !varying.iter().any(|(n, _)| n == USER_AGENT) {
+            let agent = concat!("loadlab/", env!("CARGO_PKG_VERSION"));
+            headers.insert(USER_AGENT, HeaderValue::from_static(agent));
+        }
+        Ok(H2Request {
+            method,
+            prefix: format!("{scheme}://{host}:{}", t.port).into_bytes(),
+            path: Template2::of(&k.path),
+            headers,
+            varying,
+            body: Template2::of(&k.body),
+        })
+    }
+
+    /// The request of one stream, drawn as `draw` says, and its body (`None`: empty). A
+    /// rendered value HTTP/2 cannot carry is `Err` (the data were checked before the run;
+    /// this does not happen).
+    pub(crate) fn render(
+        &self,
+        draw: &loadlab_template::Draw<'_>,
+        gen: &mut loadlab_template::Generator,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(http::Request<()>, Option<Bytes>), ()> {
+        let mut r = http::Request::new(());
+        *r.method_mut() = self.method.clone();
+        let path = self.path.render(draw, gen, scratch);
+        let mut uri = Vec::with_capacity(self.prefix.len() + path.len());
+        uri.extend_from_slice(&self.prefix);
+        uri.extend_from_slice(&path);
+        *r.uri_mut() = http::Uri::from_maybe_shared(Bytes::from(uri)).map_err(|_| ())?;
+        *r.headers_mut() = self.headers.clone();
+        for (name, value) in &self.varying {
+            let v = value.render(draw, gen, scratch);
+            let v = HeaderValue::from_maybe_shared(v).map_err(|_| ())?;
+            r.headers_mut().append(name.clone(), v);
+        }
+        let body = self.body.render(draw, gen, scratch);
+        Ok((r, (!body.is_empty()).then_some(body)))
+    }
+}
+
 /// The `grpc-timeout` value for `ns` nanoseconds: whole milliseconds rounded up (at most
 /// 8 digits, as the gRPC spec allows), or seconds beyond that.
 pub fn grpc_timeout(ns: u64) -> HeaderValue {

@@ -172,8 +172,23 @@ pub struct ScenarioFile {
     pub import_paths: Vec<String>,
     /// gRPC: the unary method, `package.Service/Method`.
     pub call: Option<String>,
-    /// gRPC: the request message as JSON.
+    /// gRPC: the request message as JSON (`${...}` templates inside its strings).
+    pub message: Option<String>,
+    /// A data file whose rows feed `${COLUMN}` templates (CSV with a header row, or JSON
+    /// Lines), relative to the plan's directory.
     pub data: Option<String>,
+    /// How rows are drawn: `sequential` (default; wraps around), `random` or `unique` (each
+    /// row once: the run ends when they are used up).
+    pub data_order: Option<String>,
+    /// A vegeta-format targets file of requests, relative to the plan's directory (instead
+    /// of, or besides, `[[scenario.request]]`).
+    pub targets: Option<String>,
+    /// How the requests are taken: `round-robin` (default: in proportion to their weights,
+    /// interleaved) or `random`.
+    pub request_order: Option<String>,
+    /// `[[scenario.request]]`: several requests in one load, each with its name and weight.
+    #[serde(default)]
+    pub request: Vec<RequestFile>,
     /// gRPC: request metadata, `key: value` each.
     #[serde(default)]
     pub metadata: Vec<String>,
@@ -184,6 +199,33 @@ pub struct ScenarioFile {
     /// `https://`: a PEM file of certificates to trust besides the public roots (a private
     /// CA, a target's self-signed certificate), relative to the plan's directory.
     pub cacert: Option<String>,
+}
+
+/// `[[scenario.request]]`: one request of a scenario's mix.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestFile {
+    /// The name its results count under [default: its method and path].
+    pub name: Option<String>,
+    /// Its share of the scenario's load, relative to the others' (default 1).
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// HTTP method.
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// A path from `/` on the scenario's server, or a URL on it (placeholders rendered per
+    /// configuration, `${...}` per request).
+    pub url: String,
+    /// Headers `Name: value` (besides the scenario's own, which every request sends).
+    #[serde(default)]
+    pub headers: Vec<String>,
+    /// Body.
+    #[serde(default)]
+    pub body: String,
+}
+
+fn default_weight() -> u32 {
+    1
 }
 
 fn default_close_by() -> String {

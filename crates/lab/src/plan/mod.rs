@@ -197,6 +197,28 @@ pub struct ScenarioSpec {
     /// `cacert`: the certificates (PEM) the scenario trusts besides the public roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_pem: Option<String>,
+    /// Requests that vary: `[[scenario.request]]` or `targets`, `data`, `data_order`,
+    /// `request_order`.
+    #[serde(default)]
+    pub traffic: ScenarioTraffic,
+}
+
+/// A scenario's requests that vary, as the plan gives them: the requests' texts keep the
+/// plan's `{placeholders}` (rendered per configuration) and their `${...}` (per request).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ScenarioTraffic {
+    /// The requests of the mix (empty: the scenario's own `url`, `method`, `headers`,
+    /// `body`).
+    pub requests: Vec<loadlab_engine::config::traffic::NamedRequest>,
+    /// How they are taken.
+    pub order: loadlab_engine::config::traffic::MixOrder,
+    /// `data`, as written.
+    pub data_file: Option<String>,
+    /// Its rows, loaded when the plan is (not written to plan.json).
+    #[serde(skip)]
+    pub data: Option<loadlab_engine::config::traffic::Data>,
+    /// How rows are drawn.
+    pub data_order: loadlab_engine::config::traffic::DataOrder,
 }
 
 /// How steps are chosen.
@@ -266,6 +288,20 @@ pub struct Slo {
     pub max_error_rate: f64,
     /// `min_achieved_ratio` (default 0.98): open loop only, the pace the server must keep.
     pub min_achieved_ratio: f64,
+    /// Bounds for single request names (`slo.gates` such as `checkout:p99<300ms`): each the
+    /// bounds above, tightened by its own gates. Every other name is judged by the bounds
+    /// above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<NamedSlo>,
+}
+
+/// The bounds of one request name.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NamedSlo {
+    /// The request name.
+    pub name: String,
+    /// Its bounds (their own `names` empty).
+    pub slo: Slo,
 }
 
 /// A bound on one latency percentile.
@@ -278,6 +314,14 @@ pub struct PercentileBound {
 }
 
 impl Slo {
+    /// The bounds request name `name` is judged by: its own, or the plan's.
+    pub fn for_name(&self, name: &str) -> &Slo {
+        self.names
+            .iter()
+            .find(|n| n.name == name)
+            .map_or(self, |n| &n.slo)
+    }
+
     /// Every latency bound, p99 included, as (percentile, ms), in percentile order.
     pub fn latency_bounds(&self) -> Vec<(f64, f64)> {
         let mut v: Vec<(f64, f64)> = self

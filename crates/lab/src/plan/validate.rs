@@ -13,9 +13,9 @@ use loadlab_grpc::CallInput;
 
 use super::file::{KneeFile, LoadFile, ProbeFile, SloFile, TargetFile};
 use super::{
-    BuildSpec, LoadSpec, Model, PercentileBound, Plan, PlanError, PlanFile, ProbeSpec, Ready,
-    ScenarioFile, ScenarioSpec, Slo, Steps, TargetSpec, BUILD_PLACEHOLDERS, BUILTINS,
-    DEFAULT_BUILD_TIMEOUT, MAX_CONFIGURATIONS,
+    BuildSpec, LoadSpec, Model, NamedSlo, PercentileBound, Plan, PlanError, PlanFile, ProbeSpec,
+    Ready, ScenarioFile, ScenarioSpec, ScenarioTraffic, Slo, Steps, TargetSpec, BUILD_PLACEHOLDERS,
+    BUILTINS, DEFAULT_BUILD_TIMEOUT, MAX_CONFIGURATIONS,
 };
 use crate::gate::{Gate, Metric, Op};
 use crate::template;
@@ -529,6 +529,7 @@ fn scenarios(
                 "\"server\" with keep_alive = true (a reused connection is closed by neither side); set keep_alive = false",
             ));
         }
+        let traffic = scenario_traffic(c, known, dir, i, s)?;
         let ca_pem = match &s.cacert {
             Some(file) => Some(std::fs::read_to_string(dir.join(file)).map_err(|e| {
                 c.err(
@@ -555,9 +556,117 @@ fn scenarios(
             timeout,
             rate: s.rate,
             requests: s.requests,
+            traffic,
         });
     }
     Ok(scenarios)
+}
+
+/// A scenario's requests that vary: its `[[scenario.request]]`s and `targets` file, its
+/// `data` file loaded (every mistake in them named with its file, line and column before
+/// any load), `data_order` and `request_order`.
+fn scenario_traffic(
+    c: &Checker<'_>,
+    known: &BTreeSet<String>,
+    dir: &Path,
+    i: usize,
+    s: &ScenarioFile,
+) -> Result<ScenarioTraffic, PlanError> {
+    use loadlab_engine::config::traffic::{DataOrder, MixOrder, NamedRequest};
+    let f = |x: &str| format!("scenario[{i}].{x}");
+    let mut requests = Vec::new();
+    for (j, r) in s.request.iter().enumerate() {
+        let fr = |x: &str| format!("scenario[{i}].request[{j}].{x}");
+        template(c, known, fr("url"), &r.url)?;
+        for h in &r.headers {
+            template(c, known, fr("headers"), h)?;
+        }
+        template(c, known, fr("body"), &r.body)?;
+        requests.push(NamedRequest {
+            name: r.name.clone(),
+            weight: r.weight,
+            method: r.method.clone(),
+            url: r.url.clone(),
+            headers: s.headers.iter().chain(&r.headers).cloned().collect(),
+            body: r.body.clone(),
+            origin: format!(
+                "{} scenario {} request {}",
+                c.origin,
+                s.name,
+                r.name.as_deref().unwrap_or(&r.url)
+            ),
+            line: 0,
+            body_origin: None,
+        });
+    }
+    if let Some(file) = &s.targets {
+        let targets = loadlab_template::parse_targets(&dir.join(file))
+            .map_err(|e| c.err(f("targets"), file.clone(), e.to_string()))?;
+        for t in targets {
+            requests.push(NamedRequest {
+                name: t.name,
+                weight: 1,
+                method: t.method,
+                url: t.url,
+                headers: s.headers.iter().cloned().chain(t.headers).collect(),
+                body: t.body.unwrap_or_default(),
+                origin: t.file,
+                line: t.line,
+                body_origin: t.body_file,
+            });
+        }
+    }
+    if !requests.is_empty() {
+        let own = [("method", s.method != "GET"), ("body", !s.body.is_empty())];
+        if let Some((name, _)) = own.iter().find(|(_, set)| *set) {
+            return Err(c.err(
+                f(name),
+                "set",
+                "per request when the scenario has [[scenario.request]] or targets (the scenario's headers are sent with every request)",
+            ));
+        }
+        if s.protocol == "grpc" {
+            return Err(c.err(
+                f("request"),
+                "set",
+                "HTTP only: a gRPC scenario calls one method (templates go in its message)",
+            ));
+        }
+    }
+    let order: MixOrder = match &s.request_order {
+        Some(o) => c.parsed(&f("request_order"), o)?,
+        None => MixOrder::default(),
+    };
+    let data_order: DataOrder = match &s.data_order {
+        Some(o) => o
+            .parse()
+            .map_err(|e| c.err(f("data_order"), format!("{o:?}"), format!("{e}")))?,
+        None => DataOrder::default(),
+    };
+    let data = match &s.data {
+        Some(file) if s.protocol == "grpc" && file.trim_start().starts_with('{') => {
+            return Err(c.err(
+                f("data"),
+                file.clone(),
+                "a data file (CSV or JSON Lines); the gRPC message is `message` now",
+            ))
+        }
+        Some(file) => Some(
+            loadlab_template::Data::load(&dir.join(file))
+                .map_err(|e| c.err(f("data"), file.clone(), e.to_string()))?,
+        ),
+        None => None,
+    };
+    if data.is_none() && s.data_order.is_some() {
+        return Err(c.err(f("data_order"), "set", "only with data = \"FILE\""));
+    }
+    Ok(ScenarioTraffic {
+        requests,
+        order,
+        data_file: s.data.clone(),
+        data,
+        data_order,
+    })
 }
 
 /// A scenario's protocol and, for gRPC, its call resolved from the proto (so a malformed
@@ -581,7 +690,7 @@ fn scenario_protocol(
         let given = [
             ("proto", s.proto.is_some()),
             ("call", s.call.is_some()),
-            ("data", s.data.is_some()),
+            ("message", s.message.is_some()),
             ("metadata", !s.metadata.is_empty()),
             ("import_paths", !s.import_paths.is_empty()),
         ];
@@ -606,7 +715,7 @@ fn scenario_protocol(
         ));
     };
     let includes: Vec<PathBuf> = s.import_paths.iter().map(|p| dir.join(p)).collect();
-    let data = s.data.as_deref().unwrap_or("{}");
+    let data = s.message.as_deref().unwrap_or("{}");
     let resolved = GrpcCall::resolve(&dir.join(proto), &includes, call, data, &s.metadata)
         .map_err(|(input, e)| match input {
             CallInput::Call => c.err(
@@ -785,45 +894,83 @@ fn slo(c: &Checker<'_>, slo: &SloFile) -> Result<Slo, PlanError> {
         percentiles: Vec::new(),
         max_error_rate: slo.max_error_rate,
         min_achieved_ratio: slo.min_achieved_ratio,
+        names: Vec::new(),
     };
+    let mut named: Vec<(usize, Gate)> = Vec::new();
     for (i, text) in slo.gates.iter().enumerate() {
-        let field = format!("slo.gates[{i}]");
-        let quoted = format!("{text:?}");
-        let g: Gate = text
-            .parse()
-            .map_err(|e: crate::gate::GateError| c.err(field.clone(), quoted.clone(), e.reason))?;
-        let below = matches!(g.op, Op::Lt | Op::Le);
-        match (g.metric, below) {
-            (Metric::Percentile(99.0), true) => {
-                out.p99_ms = Some(out.p99_ms.map_or(g.bound, |b| b.min(g.bound)));
-            }
-            (Metric::Percentile(q), true) => {
-                match out.percentiles.iter_mut().find(|b| b.percentile == q) {
-                    Some(b) => b.ms = b.ms.min(g.bound),
-                    None => out.percentiles.push(PercentileBound {
-                        percentile: q,
-                        ms: g.bound,
-                    }),
-                }
-            }
-            (Metric::Errors, true) => out.max_error_rate = out.max_error_rate.min(g.bound),
-            (Metric::AchievedRatio, false) if g.bound > 0.0 && g.bound <= 1.0 => {
-                out.min_achieved_ratio = out.min_achieved_ratio.max(g.bound)
-            }
-            _ => {
-                return Err(c.err(
-                    field,
-                    quoted,
-                    "a bound a step can be judged on: a latency percentile from above \
-                     (`p99<200ms`, `p95<=100ms`), `errors<1%`, or `achieved>=0.95` (a fraction of \
-                     the offered rate); mean, max and req/s bounds are for `loadlab run`",
-                ))
-            }
+        let g: Gate = text.parse().map_err(|e: crate::gate::GateError| {
+            c.err(format!("slo.gates[{i}]"), format!("{text:?}"), e.reason)
+        })?;
+        if g.name.is_some() {
+            named.push((i, g));
+        } else {
+            tighten(c, &mut out, i, text, &g)?;
         }
     }
-    out.percentiles
-        .sort_by(|a, b| a.percentile.total_cmp(&b.percentile));
+    // A name's bounds: the plan's (unnamed gates included), tightened by its own.
+    for (i, g) in named {
+        let name = g.name.clone().expect("named");
+        let at = match out.names.iter().position(|n| n.name == name) {
+            Some(at) => at,
+            None => {
+                let base = Slo {
+                    names: Vec::new(),
+                    ..out.clone()
+                };
+                out.names.push(NamedSlo {
+                    name: name.clone(),
+                    slo: base,
+                });
+                out.names.len() - 1
+            }
+        };
+        tighten(c, &mut out.names[at].slo, i, &slo.gates[i], &g)?;
+    }
     Ok(out)
+}
+
+/// Tightens `out` by gate number `i`.
+fn tighten(
+    c: &Checker<'_>,
+    out: &mut Slo,
+    i: usize,
+    text: &str,
+    g: &Gate,
+) -> Result<(), PlanError> {
+    let field = format!("slo.gates[{i}]");
+    let quoted = format!("{text:?}");
+    let below = matches!(g.op, Op::Lt | Op::Le);
+    match (g.metric, below) {
+        (Metric::Percentile(99.0), true) => {
+            out.p99_ms = Some(out.p99_ms.map_or(g.bound, |b| b.min(g.bound)));
+        }
+        (Metric::Percentile(q), true) => {
+            match out.percentiles.iter_mut().find(|b| b.percentile == q) {
+                Some(b) => b.ms = b.ms.min(g.bound),
+                None => out.percentiles.push(PercentileBound {
+                    percentile: q,
+                    ms: g.bound,
+                }),
+            }
+            out.percentiles
+                .sort_by(|a, b| a.percentile.total_cmp(&b.percentile));
+        }
+        (Metric::Errors, true) => out.max_error_rate = out.max_error_rate.min(g.bound),
+        (Metric::AchievedRatio, false) if g.bound > 0.0 && g.bound <= 1.0 => {
+            out.min_achieved_ratio = out.min_achieved_ratio.max(g.bound)
+        }
+        _ => {
+            return Err(c.err(
+                field,
+                quoted,
+                "a bound a step can be judged on: a latency percentile from above \
+                 (`p99<200ms`, `p95<=100ms`), `errors<1%`, or `achieved>=0.95` (a fraction of \
+                 the offered rate), optionally for one request name (`checkout:p99<300ms`); \
+                 mean, max and req/s bounds are for `loadlab run`",
+            ))
+        }
+    }
+    Ok(())
 }
 
 /// A matrix value as the text placeholders take.

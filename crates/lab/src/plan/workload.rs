@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use loadlab_engine::config::traffic::{NamedRequest, Traffic};
 use loadlab_engine::config::{ConfigError, CpuList, Field, Request, Transport};
 use loadlab_engine::{LoadModel, Protocol, Workload};
 
@@ -85,6 +86,27 @@ impl Plan {
             source_addrs: l.source_addrs.clone(),
             seed: None,
             cpus,
+            traffic: Traffic {
+                requests: s
+                    .traffic
+                    .requests
+                    .iter()
+                    .map(|r| NamedRequest {
+                        url: template::render(&r.url, &mut lookup),
+                        headers: r
+                            .headers
+                            .iter()
+                            .map(|h| template::render(h, &mut lookup))
+                            .collect(),
+                        body: template::render(&r.body, &mut lookup),
+                        ..r.clone()
+                    })
+                    .collect(),
+                order: s.traffic.order,
+                data: s.traffic.data.clone(),
+                data_order: s.traffic.data_order,
+                ..Traffic::default()
+            },
         }
     }
 
@@ -130,6 +152,8 @@ impl Plan {
             Field::SourceAddrs => "load.source_addrs".into(),
             Field::Cpus => "load.cpus".into(),
             Field::CaCert => format!("scenario[{i}].cacert"),
+            Field::Targets => format!("scenario[{i}].request"),
+            Field::Data => format!("scenario[{i}].data"),
         }
     }
 }
