@@ -536,17 +536,7 @@ impl TrafficArgs {
             Some(p) => loadlab_template::parse_targets(p)
                 .map_err(|e| anyhow::anyhow!("--targets {e}"))?
                 .into_iter()
-                .map(|t| NamedRequest {
-                    name: t.name,
-                    weight: 1,
-                    method: t.method,
-                    url: t.url,
-                    headers: t.headers,
-                    body: t.body.unwrap_or_default(),
-                    origin: t.file,
-                    line: t.line,
-                    body_origin: t.body_file,
-                })
+                .map(|t| NamedRequest::from_target(t, &[]))
                 .collect(),
             None => Vec::new(),
         };

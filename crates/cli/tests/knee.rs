@@ -6,61 +6,17 @@
 
 mod util;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
-use util::lab::{fixture, lines, write_plan};
+use util::lab::{lines, write_plan};
+use util::server::{serve, Server};
 use util::{loadlab_bin, output_within, temp_path};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// A server started by the test (not by loadlab), killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    /// Starts `cmd` and reads its port from the first line it prints on stdout.
-    fn spawn(mut cmd: Command, port_of: impl Fn(&str) -> Option<u16>) -> Server {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = port_of(line.trim()).unwrap_or_else(|| panic!("no port in {line:?}"));
-        Server { child, port }
-    }
-
-    /// The fixture server on CPU 0 (`listening on 127.0.0.1:PORT`).
-    fn start(args: &[&str]) -> Server {
-        let mut cmd = Command::new("taskset");
-        cmd.args(["-c", "0", &fixture(), "--port", "0"]).args(args);
-        Server::spawn(cmd, |l| l.rsplit_once(':')?.1.parse().ok())
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `loadlab knee -q URL ARGS --out OUT` with the tests' short steps; must succeed.
 fn knee(url: &str, args: &[&str]) -> PathBuf {
@@ -593,13 +549,6 @@ fn gunicorn_with_two_sync_workers_is_concurrency_bound_at_its_knee() {
     assert_eq!(src["kind"], "listener", "{src}");
     // The master, not one of its workers (they all hold the listening socket).
     assert_eq!(src["pid"], child_pid, "{src}");
-}
-
-/// `loadlab serve ARGS` started by the test (`listening on 127.0.0.1:PORT`).
-fn serve(args: &[&str]) -> Server {
-    let mut cmd = Command::new(loadlab_bin());
-    cmd.arg("serve").args(args);
-    Server::spawn(cmd, |l| l.rsplit_once(':')?.1.parse().ok())
 }
 
 #[test]

@@ -326,6 +326,8 @@ pub(crate) struct OwnRequest<'a> {
     pub method: &'a str,
     /// Path and query as written (templates intact).
     pub path: &'a str,
+    /// Column of the path in the URL as given (1-based), for errors.
+    pub path_col: usize,
     /// Headers, parsed.
     pub headers: &'a [(String, String)],
     /// Body.
@@ -343,7 +345,8 @@ impl OwnRequest<'_> {
     }
 
     fn compile(&self, columns: &[String]) -> Result<Kind, ConfigError> {
-        let path = Template::parse(self.path, Slot::Url, &Origin::flag("URL"), columns)?;
+        let origin = Origin::new("URL", 1, self.path_col.max(1));
+        let path = Template::parse(self.path, Slot::Url, &origin, columns)?;
         let mut headers = Vec::with_capacity(self.headers.len());
         for (i, (name, value)) in self.headers.iter().enumerate() {
             let origin = Origin::flag(&format!("--header {} ({name})", i + 1));
@@ -384,6 +387,21 @@ impl NamedRequest {
         };
         Origin::new(source, self.line.max(1), 1)
     }
+
+    /// Where the URL starts (its column on the request line of a targets file).
+    fn url_origin(&self) -> Origin {
+        let mut o = self.origin_at("url");
+        o.col = self.url_col.max(1);
+        o
+    }
+
+    /// Where header `i`'s value starts.
+    fn header_origin(&self, i: usize, name: &str) -> Origin {
+        match self.header_at.get(i) {
+            Some(&(line, col)) if line > 0 => Origin::new(self.origin.clone(), line, col),
+            _ => self.origin_at(&format!("header {name}")),
+        }
+    }
 }
 
 /// Compiles one request of a list: its URL checked against the workload's server.
@@ -408,9 +426,12 @@ fn compile_named(
             allowed,
         )
     })?;
-    let path_t = Template::parse(&path, Slot::Url, &r.origin_at("url"), columns)?;
+    // The path is the URL's tail: its column moves by what was cut.
+    let mut origin = r.url_origin();
+    origin.col += r.url.trim_start().len().saturating_sub(path.len());
+    let path_t = Template::parse(&path, Slot::Url, &origin, columns)?;
     let mut headers = Vec::with_capacity(r.headers.len());
-    for h in &r.headers {
+    for (i, h) in r.headers.iter().enumerate() {
         let (name, value) = parse_header(h).map_err(|allowed| {
             value_err(Field::Header, format!("{h} ({})", r.where_()), allowed)
         })?;
@@ -421,7 +442,7 @@ fn compile_named(
                 "no connection-specific headers over HTTP/2",
             ));
         }
-        let origin = r.origin_at(&format!("header {name}"));
+        let origin = r.header_origin(i, &name);
         headers.push((
             name,
             Template::parse(&value, Slot::Header, &origin, columns)?,
@@ -575,6 +596,8 @@ mod tests {
             origin: "targets.txt".into(),
             line: 3,
             body_origin: None,
+            url_col: 5,
+            header_at: vec![],
         }
     }
 
@@ -582,6 +605,7 @@ mod tests {
         OwnRequest {
             method: "GET",
             path: "/",
+            path_col: 1,
             headers: &[],
             body: b"",
         }

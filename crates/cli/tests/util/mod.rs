@@ -9,6 +9,8 @@ pub mod h2;
 pub mod hostile_h2;
 pub mod lab;
 pub mod netns;
+pub mod nginx;
+pub mod server;
 pub mod tls;
 
 use std::io::Read;

@@ -82,6 +82,36 @@ pub struct NamedRequest {
     /// starts on line 1 there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_origin: Option<String>,
+    /// Column of the URL on `line` (0: not from a file).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub url_col: usize,
+    /// Where each header's value starts in `origin`, (line, column), parallel to `headers`
+    /// ((0, 0): not from the file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub header_at: Vec<(usize, usize)>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl NamedRequest {
+    /// A request of a targets file, sent with `common` headers first (a plan scenario's).
+    pub fn from_target(t: loadlab_template::TargetSpec, common: &[String]) -> NamedRequest {
+        NamedRequest {
+            name: t.name,
+            weight: 1,
+            method: t.method,
+            url: t.url,
+            headers: common.iter().cloned().chain(t.headers).collect(),
+            body: t.body.unwrap_or_default(),
+            origin: t.file,
+            line: t.line,
+            body_origin: t.body_path.or(t.body_file),
+            url_col: t.url_col,
+            header_at: common.iter().map(|_| (0, 0)).chain(t.header_at).collect(),
+        }
+    }
 }
 
 fn one() -> u32 {

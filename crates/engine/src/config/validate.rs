@@ -140,7 +140,7 @@ pub enum ConfigError {
     },
     /// A template, a data file or a targets file is wrong: the message names its file (or
     /// flag), line and column.
-    #[error("{0}")]
+    #[error(transparent)]
     Template(#[from] loadlab_template::TemplateError),
     /// The host did not resolve.
     #[error("cannot resolve host `{host}` of `{url}`: {reason}")]
@@ -227,22 +227,24 @@ impl Workload {
     }
 
     /// Checks every field without looking the host up (a plan checks its scenarios this
-    /// way when it loads, before its targets run).
-    pub fn check(&self) -> Result<(), ConfigError> {
-        self.build(Resolve::Offline).map(|_| ())
+    /// way when it loads, before its targets run), and returns the names its requests'
+    /// results count under (empty for requests without names).
+    pub fn check(&self) -> Result<Vec<String>, ConfigError> {
+        self.build(Resolve::Offline)
+            .map(|cfg| cfg.traffic.map(|t| t.names.clone()).unwrap_or_default())
     }
 
     fn build(&self, resolve: Resolve) -> Result<RunConfig, ConfigError> {
         // A templated URL: its server is parsed as usual, its path and query kept as written.
-        let (mut target, templated_path) = match split_templated(&self.url) {
+        let (mut target, templated_path, path_col) = match split_templated(&self.url) {
             Some(split) => {
                 let (base, path) = split?;
                 let mut t = parse_target(base, resolve)?;
                 t.url = self.url.clone();
                 t.path_and_query = path;
-                (t, true)
+                (t, true, base.chars().count() + 1)
             }
-            None => (parse_target(&self.url, resolve)?, false),
+            None => (parse_target(&self.url, resolve)?, false, 1),
         };
         if let LoadModel::Open { rate, .. } = self.load {
             if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
@@ -352,6 +354,7 @@ impl Workload {
             crate::traffic::OwnRequest {
                 method: &method,
                 path: &target.path_and_query,
+                path_col,
                 headers: &headers,
                 body: &self.request.body,
             },

@@ -597,24 +597,18 @@ fn scenario_traffic(
             ),
             line: 0,
             body_origin: None,
+            url_col: 0,
+            header_at: Vec::new(),
         });
     }
     if let Some(file) = &s.targets {
         let targets = loadlab_template::parse_targets(&dir.join(file))
             .map_err(|e| c.err(f("targets"), file.clone(), e.to_string()))?;
-        for t in targets {
-            requests.push(NamedRequest {
-                name: t.name,
-                weight: 1,
-                method: t.method,
-                url: t.url,
-                headers: s.headers.iter().cloned().chain(t.headers).collect(),
-                body: t.body.unwrap_or_default(),
-                origin: t.file,
-                line: t.line,
-                body_origin: t.body_file,
-            });
-        }
+        requests.extend(
+            targets
+                .into_iter()
+                .map(|t| NamedRequest::from_target(t, &s.headers)),
+        );
     }
     if !requests.is_empty() {
         let own = [("method", s.method != "GET"), ("body", !s.body.is_empty())];

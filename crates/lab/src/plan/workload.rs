@@ -173,10 +173,11 @@ pub(super) fn check_scenarios(plan: &Plan, origin: &str) -> Result<(), PlanError
         vars.insert(format!("{}_port", t.name), "1".into());
     }
     let cpus = (!plan.load.cpus.is_empty()).then(|| CpuList::new(plan.load.cpus.clone()));
+    let mut names: Vec<String> = Vec::new();
     for (i, s) in plan.scenarios.iter().enumerate() {
         for value in plan.sample_steps() {
             let w = plan.workload(s, &vars, value, cpus.clone());
-            w.check().map_err(|e: ConfigError| PlanError::Field {
+            let of_scenario = w.check().map_err(|e: ConfigError| PlanError::Field {
                 path: origin.into(),
                 field: plan.plan_field(e.field(), i, s),
                 value: match &e {
@@ -185,6 +186,26 @@ pub(super) fn check_scenarios(plan: &Plan, origin: &str) -> Result<(), PlanError
                 },
                 allowed: e.allowed_as(|f| plan.plan_field(f, i, s)),
             })?;
+            for n in of_scenario {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+    }
+    // A gate on a request name needs a request of that name.
+    for named in &plan.slo.names {
+        if !names.contains(&named.name) {
+            return Err(PlanError::Field {
+                path: origin.into(),
+                field: "slo.gates".into(),
+                value: format!("{:?}", named.name),
+                allowed: if names.is_empty() {
+                    "a request name, and no scenario names its requests ([[scenario.request]] name, or `# @name` in a targets file)".into()
+                } else {
+                    format!("a request name: {}", names.join(", "))
+                },
+            });
         }
     }
     Ok(())

@@ -1,0 +1,63 @@
+//! Servers a test starts itself (not loadlab): the fixture server, `loadlab serve`, or any
+//! program that prints its port on its first line.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use super::lab::fixture;
+use super::loadlab_bin;
+
+/// A server started by the test (not by loadlab), killed when dropped.
+pub struct Server {
+    /// The process.
+    pub child: Child,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl Server {
+    /// Starts `cmd` and reads its port from the first line it prints on stdout.
+    pub fn spawn(mut cmd: Command, port_of: impl Fn(&str) -> Option<u16>) -> Server {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = port_of(line.trim()).unwrap_or_else(|| panic!("no port in {line:?}"));
+        Server { child, port }
+    }
+
+    /// The fixture server on CPU 0 (`listening on 127.0.0.1:PORT`).
+    pub fn start(args: &[&str]) -> Server {
+        let mut cmd = Command::new("taskset");
+        cmd.args(["-c", "0", &fixture(), "--port", "0"]).args(args);
+        Server::spawn(cmd, |l| l.rsplit_once(':')?.1.parse().ok())
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `http://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `loadlab serve ARGS` started by the test (`listening on 127.0.0.1:PORT`).
+pub fn serve(args: &[&str]) -> Server {
+    let mut cmd = Command::new(loadlab_bin());
+    cmd.arg("serve").args(args);
+    Server::spawn(cmd, |l| l.rsplit_once(':')?.1.parse().ok())
+}
