@@ -91,6 +91,8 @@ pub struct NamedRequest {
     pub header_at: Vec<(usize, usize)>,
 }
 
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
