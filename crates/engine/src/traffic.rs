@@ -60,6 +60,9 @@ pub struct Traffic {
     name_of_kind: Vec<u32>,
     /// Each kind's weight.
     weights: Vec<u32>,
+    /// Every weight is the same (a targets file): kinds are taken by a counter or a uniform
+    /// draw, not by a pass over the weights (a file may hold 100,000 requests).
+    uniform: bool,
     order: MixOrder,
     data: Option<Data>,
     data_order: Order,
@@ -81,6 +84,8 @@ pub struct TrafficWorker {
     /// Smooth weighted round robin: each kind's current weight.
     current: Vec<i64>,
     total: i64,
+    /// Plain round robin (equal weights): requests planned so far.
+    turn: u64,
 }
 
 impl Traffic {
@@ -148,6 +153,7 @@ impl Traffic {
             kinds,
             names,
             name_of_kind,
+            uniform: weights.windows(2).all(|w| w[0] == w[1]),
             weights,
             order: spec.order,
             data: spec.data.clone(),
@@ -185,8 +191,14 @@ impl Traffic {
     pub fn worker(&self, seed: u64, index: usize) -> TrafficWorker {
         TrafficWorker {
             gen: Generator::new(seed, index),
-            current: vec![0; self.kinds.len()],
+            current: if self.uniform {
+                Vec::new()
+            } else {
+                vec![0; self.kinds.len()]
+            },
             total: self.weights.iter().map(|&w| i64::from(w)).sum(),
+            // Workers start their turns apart, so that together they cover every kind.
+            turn: index as u64,
         }
     }
 
@@ -228,8 +240,14 @@ impl Traffic {
         if n == 1 {
             return 0;
         }
-        match self.order {
-            MixOrder::RoundRobin => {
+        match (self.order, self.uniform) {
+            (MixOrder::RoundRobin, true) => {
+                let k = w.turn % n as u64;
+                w.turn += 1;
+                k as u32
+            }
+            (MixOrder::Random, true) => rand::Rng::gen_range(w.gen.rng(), 0..n as u32),
+            (MixOrder::RoundRobin, false) => {
                 // Smooth weighted round robin (nginx's upstream choice): each kind gains its
                 // weight, the largest is chosen and loses the total.
                 let mut best = 0;
@@ -242,7 +260,7 @@ impl Traffic {
                 w.current[best] -= w.total;
                 best as u32
             }
-            MixOrder::Random => {
+            (MixOrder::Random, false) => {
                 let mut x = rand::Rng::gen_range(w.gen.rng(), 0..w.total);
                 for (k, &wt) in self.weights.iter().enumerate() {
                     x -= i64::from(wt);
