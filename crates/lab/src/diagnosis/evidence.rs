@@ -167,6 +167,22 @@ impl Throttling {
     }
 }
 
+/// A mix of named requests whose every name has a floor: each name's achieved and floor.
+/// Empty otherwise (one request, or a name with no sustained step yet).
+fn mix_of(r: &RunResult, ctx: &Context) -> Vec<(String, f64, f64)> {
+    if r.by_name.is_empty() {
+        return Vec::new();
+    }
+    let mut mix = Vec::new();
+    for n in &r.by_name {
+        match ctx.name_floors_ms.get(&n.name) {
+            Some(f) if *f > 0.0 => mix.push((n.name.clone(), n.achieved_rps, *f)),
+            _ => return Vec::new(),
+        }
+    }
+    mix
+}
+
 /// A cgroup throttled in at least this share of its quota periods was held by its quota.
 pub const THROTTLED_SHARE: f64 = 0.2;
 
@@ -179,8 +195,14 @@ pub struct Evidence<'a> {
     /// The target's CPU (`None` when not probed, or without its limits).
     pub cpu: Option<Cpu>,
     /// Requests in service at once by Little's law: achieved × the service-time floor
-    /// (`None` without a floor).
+    /// (`None` without a floor); for a mix of named requests, the sum over the names of
+    /// each one's achieved × its floor.
     pub in_service: Option<f64>,
+    /// The floor `in_service` was counted with, ms: the scenario's, or for a mix the
+    /// floors averaged over what each name achieved.
+    pub floor_ms: Option<f64>,
+    /// A mix: each name's part of `in_service`, (name, achieved req/s, floor ms).
+    pub mix: Vec<(String, f64, f64)>,
     /// The signs that the server was saturated, strongest first.
     pub saturation: Vec<Saturation>,
 }
@@ -198,8 +220,14 @@ impl<'a> Evidence<'a> {
                 from: l.cpus_from.clone(),
             })
         });
-        let floor = ctx.service_floor_ms.filter(|f| *f > 0.0);
-        let in_service = floor.map(|f| r.achieved_rps * f / 1000.0);
+        let mix = mix_of(r, ctx);
+        let (in_service, floor) = if mix.is_empty() {
+            let floor = ctx.service_floor_ms.filter(|f| *f > 0.0);
+            (floor.map(|f| r.achieved_rps * f / 1000.0), floor)
+        } else {
+            let n: f64 = mix.iter().map(|(_, a, f)| a * f / 1000.0).sum();
+            (Some(n), (r.achieved_rps > 0.0).then(|| 1000.0 * n / r.achieved_rps))
+        };
         let mut saturation = Vec::new();
         if let Some(t) = r.latency_trend.as_ref().filter(|t| t.resolved) {
             saturation.push(Saturation::QueueGrew {
@@ -236,6 +264,8 @@ impl<'a> Evidence<'a> {
             ctx,
             cpu,
             in_service,
+            floor_ms: floor,
+            mix,
             saturation,
         }
     }
@@ -334,6 +364,18 @@ impl<'a> Evidence<'a> {
     /// Requests loadlab offered at once, by Little's law over the service-time floor (open
     /// loop), or those it kept in flight (closed loop).
     pub fn offered_in_service(&self) -> Option<f64> {
+        if !self.mix.is_empty() && self.step.model == Model::Open {
+            let r = self.result();
+            return Some(
+                r.by_name
+                    .iter()
+                    .filter_map(|n| {
+                        let f = self.ctx.name_floors_ms.get(&n.name)?;
+                        Some(n.offered_rps? * f / 1000.0)
+                    })
+                    .sum(),
+            );
+        }
         let floor = self.ctx.service_floor_ms.filter(|f| *f > 0.0)?;
         Some(match self.step.model {
             Model::Open => self.step.load * floor / 1000.0,

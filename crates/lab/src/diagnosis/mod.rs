@@ -265,6 +265,9 @@ pub struct Context {
     /// The lowest service-time median of the sustained steps of this scenario and
     /// configuration so far, ms.
     pub service_floor_ms: Option<f64>,
+    /// A mix of named requests: each name's floor, the lowest latency median of the name
+    /// in the sustained steps so far, ms (a sustained step's latency is its service time).
+    pub name_floors_ms: BTreeMap<String, f64>,
     /// The p99 latency of the scenario's first step in this configuration (when it is not
     /// this step), ms.
     pub baseline_p99_ms: Option<f64>,
@@ -282,6 +285,8 @@ pub struct Context {
 pub struct Tracker {
     firsts: BTreeMap<(String, String), FirstStep>,
     floors: BTreeMap<(String, String), f64>,
+    /// Per configuration and scenario, each request name's floor.
+    name_floors: BTreeMap<(String, String), BTreeMap<String, f64>>,
     /// `net.core.somaxconn`.
     pub somaxconn: Option<u64>,
     /// Ephemeral ports in the local range.
@@ -311,6 +316,13 @@ impl Tracker {
                 let floor = self.floors.entry(key.clone()).or_insert(p50);
                 *floor = floor.min(p50);
             }
+            let names = self.name_floors.entry(key.clone()).or_default();
+            for n in &step.result.by_name {
+                if let (Some(p50), true) = (n.latency_ms.p50, n.successful > 0) {
+                    let floor = names.entry(n.name.clone()).or_insert(p50);
+                    *floor = floor.min(p50);
+                }
+            }
         }
         let first = self.firsts.entry(key.clone()).or_insert_with(|| FirstStep {
             index: step.index,
@@ -322,6 +334,7 @@ impl Tracker {
         let is_first = first.index == step.index && first.load == step.load;
         let ctx = Context {
             service_floor_ms: self.floors.get(&key).copied(),
+            name_floors_ms: self.name_floors.get(&key).cloned().unwrap_or_default(),
             baseline_p99_ms: first.latency_p99_ms.filter(|_| !is_first),
             first_split: first
                 .split

@@ -40,7 +40,7 @@ fn check(e: &Evidence<'_>) -> Check {
     let Some(cpu) = &e.cpu else {
         return Check::NoEvidence("the target's CPU (not probed)".into());
     };
-    let (Some(in_service), Some(floor)) = (e.in_service, e.ctx.service_floor_ms) else {
+    let (Some(in_service), Some(floor)) = (e.in_service, e.floor_ms) else {
         return Check::RuledOut(
             "no service-time floor: no earlier step of this scenario was sustained, so the requests in service cannot be counted".into(),
         );
@@ -64,12 +64,26 @@ fn check(e: &Evidence<'_>) -> Check {
         ));
     }
     let r = e.result();
-    let little = format!(
-        "≈{} requests in service at once (achieved {} req/s × service-time floor {} ms)",
-        num(in_service),
-        num(r.achieved_rps),
-        num(floor)
-    );
+    let little = if e.mix.is_empty() {
+        format!(
+            "≈{} requests in service at once (achieved {} req/s × service-time floor {} ms)",
+            num(in_service),
+            num(r.achieved_rps),
+            num(floor)
+        )
+    } else {
+        // A mix: each name holds its slots for its own time.
+        let parts: Vec<String> = e
+            .mix
+            .iter()
+            .map(|(name, a, f)| format!("{name} {} req/s × {} ms", num(*a), num(*f)))
+            .collect();
+        format!(
+            "≈{} requests in service at once ({})",
+            num(in_service),
+            parts.join(" + ")
+        )
+    };
     if in_service < 0.8 {
         return Check::RuledOut(format!("{little}: less than one at a time"));
     }
