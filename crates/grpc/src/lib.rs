@@ -15,6 +15,10 @@
 //! - [`status`]: [`GrpcStatus`], the 17 canonical status codes, parsed from `grpc-status`.
 //! - [`metadata`]: [`parse_metadata`], validated custom request metadata.
 //! - [`error`]: [`GrpcError`]; every variant says what is wrong and where.
+//! - [`message`]: [`MessageTemplate`] (serializable, no descriptors, so it travels with a
+//!   [`GrpcCall`]) and [`CompiledMessage`], which checks its templates against a data file
+//!   and renders one call's gRPC frame into reused buffers (no allocation per call).
+//!   Available without the `resolve` feature.
 //! - [`wire`]: [`GrpcCall`], a resolved call as the transport sends it (serializable), built
 //!   by [`GrpcCall::resolve`] for `loadlab grpc` and plan scenarios alike.
 //!
@@ -28,6 +32,7 @@ pub mod error;
 pub mod frame;
 #[cfg(feature = "resolve")]
 mod json;
+pub mod message;
 pub mod metadata;
 pub mod status;
 pub mod wire;
@@ -35,6 +40,7 @@ pub mod wire;
 #[cfg(feature = "resolve")]
 pub use call::UnaryCall;
 pub use error::GrpcError;
+pub use message::{CompiledMessage, MessageTemplate};
 pub use metadata::parse_metadata;
 pub use status::GrpcStatus;
 pub use wire::{CallInput, GrpcCall};

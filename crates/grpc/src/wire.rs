@@ -51,16 +51,17 @@ impl GrpcCall {
     }
 }
 
-mod base64_bytes {
+/// Serde for [`Bytes`] as a base64 string (standard alphabet, padded).
+pub(crate) mod base64_bytes {
     use base64::Engine as _;
     use bytes::Bytes;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b))
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
         let text = String::deserialize(d)?;
         base64::engine::general_purpose::STANDARD
             .decode(text)
