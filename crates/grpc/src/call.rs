@@ -6,9 +6,11 @@ use bytes::Bytes;
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
 
-use crate::{frame, json, GrpcError};
+use crate::message::MessageTemplate;
+use crate::{frame, json, templated, GrpcError};
 
-/// A unary method resolved from a `.proto` file at run time, with its request encoded once.
+/// A unary method resolved from a `.proto` file at run time, with its request encoded once
+/// (and its template, when the request JSON holds `${...}` templates).
 ///
 /// Cheap to clone (descriptors are reference-counted and the frame is [`Bytes`]).
 #[derive(Debug, Clone)]
@@ -21,6 +23,8 @@ pub struct UnaryCall {
     output: MessageDescriptor,
     /// The request message in a gRPC frame, shared by every request.
     request_frame: Bytes,
+    /// The request message's template, when its JSON holds templates.
+    template: Option<MessageTemplate>,
 }
 
 impl UnaryCall {
@@ -35,6 +39,16 @@ impl UnaryCall {
     /// service (listing the services found), an unknown method (listing the service's
     /// methods), a streaming method, JSON that does not fit the message (the field and the
     /// expected type).
+    ///
+    /// When `data` holds `${...}` templates ([`loadlab_template::Template::has_expressions`]
+    /// on its text), every JSON string is template text: the request message's template is
+    /// built ([`UnaryCall::message_template`]; templates in map fields, `bytes` fields and
+    /// well-known types other than the scalar wrappers are refused, naming the field), and
+    /// [`UnaryCall::request_frame`] holds the message with each template at its field's
+    /// zero value. The JSON is checked with each template replaced by that zero value, so
+    /// every other mistake is reported as without templates. The template texts are
+    /// parsed and checked later, with the data file, by
+    /// [`crate::CompiledMessage::compile`].
     pub fn resolve(
         proto: &Path,
         include_dirs: &[PathBuf],
@@ -76,13 +90,18 @@ impl UnaryCall {
             });
         }
 
-        let request = request_message(&method.input(), data)?;
+        let (request, template) = if loadlab_template::Template::has_expressions(data) {
+            templated::resolve(&method.input(), data)?
+        } else {
+            (request_message(&method.input(), data)?, None)
+        };
         let request_frame = frame::encode(&request.encode_to_vec());
         Ok(UnaryCall {
             path,
             input: method.input(),
             output: method.output(),
             request_frame,
+            template,
         })
     }
 
@@ -107,6 +126,12 @@ impl UnaryCall {
     /// A clone of a reference-counted buffer: no copy, no allocation.
     pub fn request_frame(&self) -> Bytes {
         self.request_frame.clone()
+    }
+
+    /// The request message's template, when the request JSON holds `${...}` templates:
+    /// compile it with [`crate::CompiledMessage::compile`] to render each request.
+    pub fn message_template(&self) -> Option<&MessageTemplate> {
+        self.template.as_ref()
     }
 
     /// Decodes one gRPC response frame into the response message type, as proto3 JSON
@@ -223,6 +248,14 @@ fn request_message(desc: &MessageDescriptor, data: &str) -> Result<DynamicMessag
         serde_json::from_str(data).map_err(|err| GrpcError::DataSyntax {
             message: err.to_string(),
         })?;
+    message_from_value(desc, value)
+}
+
+/// Checks JSON `value` against `desc` and converts it into a message of that type.
+pub(crate) fn message_from_value(
+    desc: &MessageDescriptor,
+    value: serde_json::Value,
+) -> Result<DynamicMessage, GrpcError> {
     let misfit = |field: String, message: String| GrpcError::Data {
         message_type: desc.full_name().to_owned(),
         field,

@@ -216,7 +216,8 @@ fn integer_range(kind: &Kind) -> Option<(i128, i128)> {
     })
 }
 
-fn is_well_known(full_name: &str) -> bool {
+/// Whether `full_name` is a well-known type (`google.protobuf.*`), with a JSON form of its own.
+pub(crate) fn is_well_known(full_name: &str) -> bool {
     full_name.starts_with("google.protobuf.")
 }
 

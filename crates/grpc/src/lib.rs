@@ -15,12 +15,22 @@
 //! - [`status`]: [`GrpcStatus`], the 17 canonical status codes, parsed from `grpc-status`.
 //! - [`metadata`]: [`parse_metadata`], validated custom request metadata.
 //! - [`error`]: [`GrpcError`]; every variant says what is wrong and where.
+//! - `templated` (private): request JSON holding `${...}` templates (loadlab-template's
+//!   syntax) turned into a [`MessageTemplate`] with the message descriptor: fields without
+//!   templates encoded once, templated ones kept as template text, the JSON checked with
+//!   each template at its zero value.
+//! - [`message`]: [`MessageTemplate`] (serializable, no descriptors, so it travels with a
+//!   [`GrpcCall`]) and [`CompiledMessage`], which checks its templates against a data file
+//!   and renders one call's gRPC frame into reused buffers (no allocation per call).
+//!   Available without the `resolve` feature.
 //! - [`wire`]: [`GrpcCall`], a resolved call as the transport sends it (serializable), built
 //!   by [`GrpcCall::resolve`] for `loadlab grpc` and plan scenarios alike.
 //!
-//! All validation happens in [`UnaryCall::resolve`] and [`parse_metadata`], before any load
-//! is generated; the per-request path is [`UnaryCall::request_frame`] (a reference-counted
-//! clone) and [`GrpcStatus::from_trailer`] (no allocation).
+//! All validation happens in [`UnaryCall::resolve`], [`CompiledMessage::compile`] and
+//! [`parse_metadata`], before any load is generated; the per-request path is
+//! [`UnaryCall::request_frame`] (a reference-counted clone) or
+//! [`CompiledMessage::render_frame`] (templated messages, no allocation) and
+//! [`GrpcStatus::from_trailer`] (no allocation).
 
 #[cfg(feature = "resolve")]
 pub mod call;
@@ -28,13 +38,17 @@ pub mod error;
 pub mod frame;
 #[cfg(feature = "resolve")]
 mod json;
+pub mod message;
 pub mod metadata;
 pub mod status;
+#[cfg(feature = "resolve")]
+mod templated;
 pub mod wire;
 
 #[cfg(feature = "resolve")]
 pub use call::UnaryCall;
 pub use error::GrpcError;
+pub use message::{CompiledMessage, MessageTemplate};
 pub use metadata::parse_metadata;
 pub use status::GrpcStatus;
 pub use wire::{CallInput, GrpcCall};

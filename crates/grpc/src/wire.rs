@@ -4,16 +4,27 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-/// A unary call ready to send: the `:path`, the request frame sent for every call, and the
+use crate::message::MessageTemplate;
+
+/// A unary call ready to send: the `:path`, the request frame sent for every call (or the
+/// template of the request message, when its JSON holds `${...}` templates), and the
 /// custom metadata. Built once by [`GrpcCall::resolve`] from the proto, the method, the
 /// JSON data and the metadata entries, by `loadlab grpc` and by plan scenarios alike.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GrpcCall {
     /// `/package.Service/Method`.
     pub path: String,
-    /// The request message in its gRPC frame (base64 in JSON).
+    /// The request message in its gRPC frame (base64 in JSON). With a [`GrpcCall::template`],
+    /// the message with every template at its field's zero value (an empty string, 0,
+    /// `false`; so a proto3 field holding only a template is left out): a valid request,
+    /// but not the one to send.
     #[serde(with = "base64_bytes")]
     pub frame: Bytes,
+    /// The request message's template, when the JSON holds `${...}` templates: compile it
+    /// with [`crate::CompiledMessage::compile`] and render each call's frame with
+    /// [`crate::CompiledMessage::render_frame`] instead of sending [`GrpcCall::frame`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<MessageTemplate>,
     /// Custom metadata `(key, value)`, keys in lower case, already validated.
     pub metadata: Vec<(String, String)>,
 }
@@ -33,6 +44,11 @@ impl GrpcCall {
     /// finds the unary method `call`, encodes `data` (proto3 JSON) and validates
     /// `metadata` (`key: value` entries or JSON objects). The error says which input was
     /// at fault, so the caller can name its flag or plan field.
+    ///
+    /// When `data` holds `${...}` templates ([`loadlab_template::Template::has_expressions`]
+    /// on its text), [`GrpcCall::template`] is the message's template (see
+    /// [`crate::UnaryCall::resolve`]); its templates are parsed and checked against the
+    /// data file by [`crate::CompiledMessage::compile`].
     pub fn resolve<S: AsRef<str>>(
         proto: &std::path::Path,
         include_dirs: &[std::path::PathBuf],
@@ -46,21 +62,23 @@ impl GrpcCall {
         Ok(GrpcCall {
             path: resolved.path().to_string(),
             frame: resolved.request_frame(),
+            template: resolved.message_template().cloned(),
             metadata,
         })
     }
 }
 
-mod base64_bytes {
+/// Serde for [`Bytes`] as a base64 string (standard alphabet, padded).
+pub(crate) mod base64_bytes {
     use base64::Engine as _;
     use bytes::Bytes;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b))
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
         let text = String::deserialize(d)?;
         base64::engine::general_purpose::STANDARD
             .decode(text)
@@ -79,9 +97,12 @@ mod tests {
             path: "/helloworld.Greeter/SayHello".into(),
             frame: Bytes::from_static(&[0, 0, 0, 0, 2, 10, 0]),
             metadata: vec![("x-a".into(), "1".into())],
+            template: None,
         };
         let json = serde_json::to_value(&call).unwrap();
         assert_eq!(json["frame"], "AAAAAAIKAA==");
+        // No template: no key (what older agents read).
+        assert!(json.get("template").is_none(), "{json}");
         assert_eq!(serde_json::from_value::<GrpcCall>(json).unwrap(), call);
     }
 }
