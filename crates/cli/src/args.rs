@@ -1163,7 +1163,16 @@ impl GrpcArgs {
             ..self.load.transport_flags()
         }
         .transport()?;
-        self.load.to_workload(url, transport)
+        let traffic = TrafficArgs {
+            data: self.data.clone(),
+            data_order: self.data_order,
+            ..TrafficArgs::default()
+        }
+        .traffic()?;
+        Ok(Workload {
+            traffic,
+            ..self.load.to_workload(url, transport)?
+        })
     }
 }
 

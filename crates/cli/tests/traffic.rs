@@ -16,10 +16,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::Value;
+use util::h2::{H2Behavior, H2Server};
 use util::lab::{lines, write_plan};
 use util::nginx::{free_port, Nginx};
 use util::server::serve;
-use util::{loadlab_bin, output_within, run, temp_path, Behavior, TestServer};
+use util::{
+    grpc, helloworld_proto, loadlab_bin, output_within, run, temp_path, Behavior, TestServer,
+};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -688,4 +691,95 @@ fn a_knee_search_of_a_mix_names_the_request_that_broke() {
     for s in &steps {
         adds_up(&s["result"]);
     }
+}
+
+/// The `name` (field 1, a string) of a HelloRequest in its gRPC frame.
+fn hello_name(frame: &[u8]) -> String {
+    assert!(frame.len() >= 5 && frame[0] == 0, "{frame:?}");
+    let msg = &frame[5..];
+    assert_eq!(msg[0], 0x0a, "field 1, length-delimited: {msg:?}");
+    let len = msg[1] as usize; // the names here are shorter than 128 bytes
+    String::from_utf8(msg[2..2 + len].to_vec()).unwrap()
+}
+
+#[test]
+fn grpc_messages_and_http2_paths_are_rendered_per_request() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let data = ids_csv(4);
+    // gRPC: each call's message from the next row, with its own ${seq}.
+    let server = H2Server::start(H2Behavior::Grpc {
+        status: |_| 0,
+        delay: Duration::ZERO,
+    });
+    let addr = server.addr.to_string();
+    let r = grpc(&[
+        &addr,
+        "--proto",
+        &helloworld_proto(),
+        "--call",
+        "helloworld.Greeter/SayHello",
+        "-D",
+        r#"{"name": "${id}/${seq}"}"#,
+        "--data",
+        data.to_str().unwrap(),
+        "-n",
+        "10",
+        "-c",
+        "1",
+        "--concurrency",
+        "1",
+        "-t",
+        "1",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}{}", r.stdout, r.stderr);
+    let names: Vec<String> = server.seen().iter().map(|(_, b)| hello_name(b)).collect();
+    let want: Vec<String> = (0..10)
+        .map(|i| format!("row {}/{}", i % 4, i + 1))
+        .collect();
+    assert_eq!(names, want);
+    assert!(server.counters.last_grpc_timeout.lock().unwrap().is_some());
+    assert_eq!(r.json()["grpc_status"]["OK"], 10);
+    // A column the data file does not have: refused before any call.
+    let before = server.requests();
+    let r = grpc(&[
+        &addr,
+        "--proto",
+        &helloworld_proto(),
+        "--call",
+        "helloworld.Greeter/SayHello",
+        "-D",
+        r#"{"name": "${nope}"}"#,
+        "--data",
+        data.to_str().unwrap(),
+        "-n",
+        "1",
+    ]);
+    assert_eq!(r.code(), Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("unknown name `${nope}`"), "{}", r.stderr);
+    assert_eq!(server.requests(), before);
+
+    // HTTP/2: the path and query rendered per stream.
+    let h2 = H2Server::start(H2Behavior::Ok);
+    let url = format!("http://{}/u/${{id}}?s=${{seq}}", h2.addr);
+    let r = run(&[
+        "--http2",
+        &url,
+        "--data",
+        data.to_str().unwrap(),
+        "-n",
+        "6",
+        "-c",
+        "1",
+        "--concurrency",
+        "1",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}{}", r.stdout, r.stderr);
+    let paths: Vec<String> = h2.seen().into_iter().map(|(p, _)| p).collect();
+    let want: Vec<String> = (0..6)
+        .map(|i| format!("/u/row%20{}?s={}", i % 4, i + 1))
+        .collect();
+    assert_eq!(paths, want);
 }

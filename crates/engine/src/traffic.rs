@@ -30,12 +30,15 @@ pub struct Kind {
     pub headers: Vec<(String, Template)>,
     /// Body.
     pub body: Template,
+    /// gRPC: the request message, rendered per call into its frame (the body then unused).
+    pub message: Option<loadlab_grpc::CompiledMessage>,
 }
 
 impl Kind {
     /// Whether every part is fixed text.
     pub fn is_literal(&self) -> bool {
-        self.path.as_literal().is_some()
+        self.message.is_none()
+            && self.path.as_literal().is_some()
             && self.body.as_literal().is_some()
             && self.headers.iter().all(|(_, v)| v.as_literal().is_some())
     }
@@ -119,7 +122,7 @@ impl Traffic {
         let mut weights = Vec::new();
         let mut explicit = Vec::new();
         if spec.requests.is_empty() {
-            kinds.push(own.compile(&columns)?);
+            kinds.push(own.compile(&columns, spec.data.as_ref())?);
             weights.push(1);
             explicit.push(false);
         } else {
@@ -350,11 +353,14 @@ pub(crate) struct OwnRequest<'a> {
     pub headers: &'a [(String, String)],
     /// Body.
     pub body: &'a [u8],
+    /// gRPC: the message's template, when it holds any.
+    pub message: Option<&'a loadlab_grpc::MessageTemplate>,
 }
 
 impl OwnRequest<'_> {
     fn is_templated(&self) -> bool {
-        Template::has_expressions(self.path)
+        self.message.is_some()
+            || Template::has_expressions(self.path)
             || self
                 .headers
                 .iter()
@@ -362,7 +368,7 @@ impl OwnRequest<'_> {
             || std::str::from_utf8(self.body).is_ok_and(Template::has_expressions)
     }
 
-    fn compile(&self, columns: &[String]) -> Result<Kind, ConfigError> {
+    fn compile(&self, columns: &[String], data: Option<&Data>) -> Result<Kind, ConfigError> {
         let origin = Origin::new("URL", 1, self.path_col.max(1));
         let path = Template::parse(self.path, Slot::Url, &origin, columns)?;
         let mut headers = Vec::with_capacity(self.headers.len());
@@ -378,12 +384,17 @@ impl OwnRequest<'_> {
             // A binary body holds no templates.
             Err(_) => Template::literal(self.body.to_vec()),
         };
+        let message = match self.message {
+            Some(t) => Some(loadlab_grpc::CompiledMessage::compile(t, data, "-D")?),
+            None => None,
+        };
         Ok(Kind {
             name: format!("{} {}", self.method, self.path),
             method: self.method.to_string(),
             path,
             headers,
             body,
+            message,
         })
     }
 }
@@ -480,6 +491,7 @@ fn compile_named(
         path: path_t,
         headers,
         body,
+        message: None,
     })
 }
 
@@ -626,6 +638,7 @@ mod tests {
             path_col: 1,
             headers: &[],
             body: b"",
+            message: None,
         }
     }
 

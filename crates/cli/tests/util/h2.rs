@@ -46,6 +46,8 @@ pub struct H2Counters {
     pub last_grpc_timeout: Mutex<Option<String>>,
     /// The most streams open at once on one connection.
     pub max_streams: AtomicU64,
+    /// Every request's path and body, in the order they ended.
+    pub seen: Mutex<Vec<(String, Vec<u8>)>>,
 }
 
 /// A server on 127.0.0.1 with an OS-chosen port, running until dropped.
@@ -88,6 +90,11 @@ impl H2Server {
     pub fn grpc(&self) -> BTreeMap<u32, u64> {
         self.counters.grpc.lock().unwrap().clone()
     }
+
+    /// Every request's path and body so far.
+    pub fn seen(&self) -> Vec<(String, Vec<u8>)> {
+        self.counters.seen.lock().unwrap().clone()
+    }
 }
 
 async fn connection(
@@ -110,11 +117,18 @@ async fn connection(
         let c = c.clone();
         let stall = stall.clone();
         let open = open.clone();
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or_else(String::new, |p| p.to_string());
         tokio::spawn(async move {
             let mut body = request.into_body();
+            let mut bytes = Vec::new();
             while let Some(Ok(chunk)) = body.data().await {
+                bytes.extend_from_slice(&chunk);
                 let _ = body.flow_control().release_capacity(chunk.len());
             }
+            c.seen.lock().unwrap().push((path, bytes));
             answer(respond, behavior, n, &c, &stall).await;
             open.fetch_sub(1, Ordering::Relaxed);
         });

@@ -357,17 +357,18 @@ impl Workload {
                 path_col,
                 headers: &headers,
                 body: &self.request.body,
+                message: grpc.as_ref().and_then(|c| c.template.as_ref()),
             },
             protocol.multiplexed(),
         )?;
         if templated_path && traffic.is_none() {
             unreachable!("a URL with a template compiles to varying traffic");
         }
-        if traffic.is_some() && protocol == Protocol::Grpc {
+        if protocol == Protocol::Grpc && !self.traffic.requests.is_empty() {
             return Err(value_err(
                 Field::Targets,
                 "gRPC",
-                "templates go in the gRPC message (-D), not in the URL or metadata; a list of requests is HTTP only",
+                "one method per gRPC run: templates go in its message (-D), a list of requests is HTTP only",
             ));
         }
         if traffic.is_some() && pipeline > 1 {

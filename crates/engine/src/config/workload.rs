@@ -415,6 +415,7 @@ mod tests {
                     path: "/a.B/C".into(),
                     frame: bytes::Bytes::from_static(&[0, 0, 0, 0, 0]),
                     metadata: vec![],
+                    template: None,
                 },
                 concurrency: Some(32),
             },

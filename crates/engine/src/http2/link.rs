@@ -46,6 +46,8 @@ struct Rendered {
     /// Method, URI and headers (cloned into each attempt's request).
     head: http::request::Parts,
     body: Option<Bytes>,
+    /// A gRPC call: `grpc-timeout` is added as it is sent, the reply read as gRPC.
+    grpc: bool,
 }
 
 impl Http2Link {
@@ -94,13 +96,14 @@ impl Http2Link {
                     .expect("a worker of varying traffic has its drawing state")
                     .borrow_mut();
                 let draw = v.traffic.draw(p);
-                let (request, body) = v
-                    .kind(p)
+                let kind = v.kind(p);
+                let (request, body) = kind
                     .render(&draw, &mut w.gen, &mut self.scratch)
                     .map_err(|()| ErrorClass::Other)?;
                 Some(Rendered {
                     head: request.into_parts().0,
                     body,
+                    grpc: kind.is_grpc(),
                 })
             }
         };
@@ -157,7 +160,13 @@ impl Http2Link {
                 *request.method_mut() = r.head.method.clone();
                 *request.uri_mut() = r.head.uri.clone();
                 *request.headers_mut() = r.head.headers.clone();
-                (request, r.body.as_ref(), false)
+                if r.grpc {
+                    request.headers_mut().insert(
+                        super::GRPC_TIMEOUT,
+                        self.timeouts.value(deadline.saturating_sub(sent)),
+                    );
+                }
+                (request, r.body.as_ref(), r.grpc)
             }
             (H2Source::Fixed(template), None) => (
                 template.request(deadline.saturating_sub(sent), &mut self.timeouts),

@@ -69,7 +69,7 @@ impl TimeoutCache {
 }
 
 /// `grpc-timeout`.
-const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+pub(crate) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// `grpc-status`.
 const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 /// `grpc-encoding`.
@@ -172,6 +172,8 @@ pub struct H2Request {
     /// Headers whose values are templates.
     varying: Vec<(HeaderName, Template2)>,
     body: Template2,
+    /// gRPC: the message rendered into its frame per call (the body unused).
+    message: Option<loadlab_grpc::CompiledMessage>,
 }
 
 /// A template, or what it renders to when it is fixed (built once).
@@ -234,6 +236,17 @@ impl H2Request {
                 None => varying.push((n, Template2::of(value))),
             }
         }
+        if let (Some(_), Some(call)) = (&k.message, &cfg.grpc) {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+            headers.insert(TE, HeaderValue::from_static("trailers"));
+            for (name, value) in &call.metadata {
+                let n =
+                    HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name} ({e})"))?;
+                let v =
+                    HeaderValue::from_str(value).map_err(|e| format!("{name}: {value} ({e})"))?;
+                headers.append(n, v);
+            }
+        }
         if !headers.contains_key(USER_AGENT) && !varying.iter().any(|(n, _)| n == USER_AGENT) {
             let agent = concat!("loadlab/", env!("CARGO_PKG_VERSION"));
             headers.insert(USER_AGENT, HeaderValue::from_static(agent));
@@ -245,7 +258,13 @@ impl H2Request {
             headers,
             varying,
             body: Template2::of(&k.body),
+            message: k.message.clone(),
         })
+    }
+
+    /// A gRPC call (its reply's `grpc-status` decides success).
+    pub(crate) fn is_grpc(&self) -> bool {
+        self.message.is_some()
     }
 
     /// The request of one stream, drawn as `draw` says, and its body (`None`: empty). A
@@ -270,7 +289,14 @@ impl H2Request {
             let v = HeaderValue::from_maybe_shared(v).map_err(|_| ())?;
             r.headers_mut().append(name.clone(), v);
         }
-        let body = self.body.render(draw, gen, scratch);
+        let body = match &self.message {
+            Some(m) => {
+                let mut frame = Vec::with_capacity(64);
+                m.render_frame(draw, gen, &mut frame, scratch);
+                Bytes::from(frame)
+            }
+            None => self.body.render(draw, gen, scratch),
+        };
         Ok((r, (!body.is_empty()).then_some(body)))
     }
 }

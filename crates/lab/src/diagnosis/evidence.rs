@@ -226,7 +226,10 @@ impl<'a> Evidence<'a> {
             (floor.map(|f| r.achieved_rps * f / 1000.0), floor)
         } else {
             let n: f64 = mix.iter().map(|(_, a, f)| a * f / 1000.0).sum();
-            (Some(n), (r.achieved_rps > 0.0).then(|| 1000.0 * n / r.achieved_rps))
+            (
+                Some(n),
+                (r.achieved_rps > 0.0).then(|| 1000.0 * n / r.achieved_rps),
+            )
         };
         let mut saturation = Vec::new();
         if let Some(t) = r.latency_trend.as_ref().filter(|t| t.resolved) {
