@@ -96,6 +96,31 @@ pub(crate) fn knees(bundle: &Path, probes: bool) -> std::io::Result<String> {
                 (None, _) => "",
             };
             let _ = writeln!(out, "{label}knee {}{confirmed}", range_words(k, unit));
+            // A mix of named requests: which of them broke at the knee.
+            let broke = o.first_unsustained.and_then(|at| {
+                steps
+                    .iter()
+                    .rev()
+                    .find(|s| {
+                        s.config == c.config
+                            && s.scenario == k.scenario
+                            && s.load == at
+                            && !s.verdict.sustained
+                    })
+                    .and_then(|s| {
+                        let all = s.verdict.names.len() == s.result.by_name.len();
+                        s.verdict.names_failed().map(|n| (n, all))
+                    })
+            });
+            match broke {
+                Some((names, false)) => {
+                    let _ = writeln!(out, "  broke: {names}; the other requests of the mix held");
+                }
+                Some((names, true)) => {
+                    let _ = writeln!(out, "  broke: {names}");
+                }
+                None => {}
+            }
             for n in &o.non_monotonic {
                 let _ = writeln!(out, "  note: non-monotonic: {n}");
             }

@@ -688,6 +688,11 @@ fn a_knee_search_of_a_mix_names_the_request_that_broke() {
     let load = first["load"].as_f64().unwrap();
     assert!((60.0..=120.0).contains(&load), "the mix broke at {load}");
     assert!(stderr.contains("by checkout ("), "{stderr}");
+    assert!(
+        stdout.contains("  broke: checkout (")
+            && stdout.contains("the other requests of the mix held"),
+        "{stdout}"
+    );
     for s in &steps {
         adds_up(&s["result"]);
     }
