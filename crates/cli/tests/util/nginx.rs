@@ -36,56 +36,42 @@ pub fn nginx_binary() -> PathBuf {
 }
 
 impl Nginx {
-    /// Stock nginx answering `200 ok` on a plain and a TLS port.
+    /// Stock nginx answering `200 ok` on a plain and a TLS port (HTTP/1.1 and HTTP/2).
+    /// Only what the test needs: keepalive_requests and keepalive_timeout stay at nginx's
+    /// defaults (1000 requests, 75 s).
     pub fn start() -> Nginx {
-        let dir = temp_path("nginx");
-        std::fs::create_dir_all(dir.join("logs")).unwrap();
-        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-        std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
-        std::fs::write(dir.join("key.pem"), cert.key_pair.serialize_pem()).unwrap();
-        let (http, https) = (free_port(), free_port());
-        let d = dir.display();
-        // Only what the test needs; keepalive_requests and keepalive_timeout stay at
-        // nginx's defaults (1000 requests, 75 s).
-        let conf = format!(
-            "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log warn;\n\
-             events {{ worker_connections 1024; }}\n\
-             http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  \
-             fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  \
-             server {{ listen 127.0.0.1:{http}; location / {{ return 200 \"ok\"; }} }}\n  \
-             server {{ listen 127.0.0.1:{https} ssl http2; ssl_certificate {d}/cert.pem; \
-             ssl_certificate_key {d}/key.pem; location / {{ return 200 \"ok\"; }} }}\n}}\n"
-        );
-        std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-        let child = Command::new(nginx_binary())
-            .arg("-p")
-            .arg(&dir)
-            .arg("-c")
-            .arg(dir.join("nginx.conf"))
-            .arg("-e")
-            .arg(dir.join("logs/error.log"))
-            .spawn()
-            .expect("starting nginx");
-        let n = Nginx {
-            child,
-            http,
-            https,
-            dir,
-        };
-        n.wait_ready();
-        n
+        Nginx::spawn(true, |_, http, https| {
+            format!(
+                "access_log off;\n  \
+                 server {{ listen 127.0.0.1:{http}; location / {{ return 200 \"ok\"; }} }}\n  \
+                 server {{ listen 127.0.0.1:{https} ssl http2; ssl_certificate {{d}}/cert.pem; \
+                 ssl_certificate_key {{d}}/key.pem; location / {{ return 200 \"ok\"; }} }}"
+            )
+        })
     }
 
     /// nginx with these `server` blocks (and `log_format`s) in its `http` block; `{d}` in
     /// them is its prefix directory, `{port}` the plain port it listens on.
     pub fn with_servers(servers: &str) -> Nginx {
+        Nginx::spawn(false, |_, http, _| {
+            servers.replace("{port}", &http.to_string())
+        })
+    }
+
+    /// Writes the configuration (`http` block from `servers(dir, http, https)`, `{d}`
+    /// replaced by the prefix directory; with `tls`, a self-signed certificate and a TLS
+    /// port) and starts nginx.
+    fn spawn(tls: bool, servers: impl Fn(&Path, u16, u16) -> String) -> Nginx {
         let dir = temp_path("nginx");
         std::fs::create_dir_all(dir.join("logs")).unwrap();
-        let http = free_port();
+        let (http, https) = (free_port(), if tls { free_port() } else { 0 });
+        if tls {
+            let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+            std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
+            std::fs::write(dir.join("key.pem"), cert.key_pair.serialize_pem()).unwrap();
+        }
         let d = dir.display().to_string();
-        let servers = servers
-            .replace("{d}", &d)
-            .replace("{port}", &http.to_string());
+        let servers = servers(&dir, http, https).replace("{d}", &d);
         let conf = format!(
             "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/logs/error.log warn;\n\
              events {{ worker_connections 1024; }}\n\
@@ -106,7 +92,7 @@ impl Nginx {
         let n = Nginx {
             child,
             http,
-            https: 0,
+            https,
             dir,
         };
         n.wait_ready();

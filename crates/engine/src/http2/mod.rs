@@ -79,16 +79,7 @@ impl Template {
     /// Builds the request of `cfg`; `Err` names a header that HTTP/2 cannot carry.
     pub fn new(cfg: &RunConfig) -> Result<Template, String> {
         let t = &cfg.target;
-        let scheme = match t.scheme {
-            Scheme::Http => "http",
-            Scheme::Https => "https",
-        };
-        let host = if t.host.contains(':') {
-            format!("[{}]", t.host)
-        } else {
-            t.host.clone()
-        };
-        let uri: http::Uri = format!("{scheme}://{host}:{}{}", t.port, t.path_and_query)
+        let uri: http::Uri = format!("{}{}", origin(cfg), t.path_and_query)
             .parse()
             .map_err(|e| format!("{} ({e})", t.url))?;
         let method = http::Method::from_bytes(cfg.method.as_bytes())
@@ -211,16 +202,6 @@ impl Template2 {
 impl H2Request {
     /// Kind `k` on `cfg`'s target; `Err` names a header HTTP/2 cannot carry.
     pub fn new(cfg: &RunConfig, k: &crate::traffic::Kind) -> Result<H2Request, String> {
-        let t = &cfg.target;
-        let scheme = match t.scheme {
-            Scheme::Http => "http",
-            Scheme::Https => "https",
-        };
-        let host = if t.host.contains(':') {
-            format!("[{}]", t.host)
-        } else {
-            t.host.clone()
-        };
         let method = http::Method::from_bytes(k.method.as_bytes())
             .map_err(|e| format!("{} ({e})", k.method))?;
         let mut headers = http::HeaderMap::new();
@@ -253,7 +234,7 @@ impl H2Request {
         }
         Ok(H2Request {
             method,
-            prefix: format!("{scheme}://{host}:{}", t.port).into_bytes(),
+            prefix: origin(cfg).into_bytes(),
             path: Template2::of(&k.path),
             headers,
             varying,
@@ -298,6 +279,21 @@ impl H2Request {
             None => self.body.render(draw, gen, scratch),
         };
         Ok((r, (!body.is_empty()).then_some(body)))
+    }
+}
+
+/// `scheme://host:port` of the run's target (an IPv6 host in brackets), which a stream's
+/// URI starts with.
+fn origin(cfg: &RunConfig) -> String {
+    let t = &cfg.target;
+    let scheme = match t.scheme {
+        Scheme::Http => "http",
+        Scheme::Https => "https",
+    };
+    if t.host.contains(':') {
+        format!("{scheme}://[{}]:{}", t.host, t.port)
+    } else {
+        format!("{scheme}://{}:{}", t.host, t.port)
     }
 }
 
