@@ -1,0 +1,212 @@
+//! Named requests in the report, on a committed bundle
+//! (`tests/fixtures/named`: `loadlab lab named.toml --quick` against the scenario server,
+//! `/health` and `/sleep` in one load with weights 3 and 1, `/sleep` judged by its own
+//! bound `sleep:p90<130ms`; a knee search of 2 s steps at 20, 40, 80, 60 and 50 req/s).
+//! At 60 req/s `/sleep` missed its bound while `/health` held; at 80 both fell behind.
+//! After an intended change of the report, regenerate its expected file with
+//! `UPDATE_EXPECT=1 cargo test -p loadlab-report --test names`.
+
+use std::path::{Path, PathBuf};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/named")
+}
+
+/// A fresh copy of the named fixture, each step's JSON passed through `edit`.
+fn copy(name: &str, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("loadlab-names-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in std::fs::read_dir(fixture()).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
+    }
+    let text = std::fs::read_to_string(dir.join("steps.jsonl")).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        edit(&mut v);
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    std::fs::write(dir.join("steps.jsonl"), out).unwrap();
+    dir
+}
+
+/// The steps of the fixture as JSON.
+fn steps() -> Vec<serde_json::Value> {
+    std::fs::read_to_string(fixture().join("steps.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The rows of the report's "By request name" table, as cells.
+fn name_rows(report: &str) -> Vec<Vec<String>> {
+    let section = report
+        .split("#### By request name")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no By request name section:\n{report}"));
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with("| step:"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_named_bundle_renders_the_expected_report() {
+    let report = loadlab_report::render_bundle(&fixture()).unwrap();
+    let expected_path = fixture().join("expected-report.md");
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(&expected_path, &report).unwrap();
+    }
+    let expected = std::fs::read_to_string(&expected_path).unwrap();
+    assert!(
+        report == expected,
+        "report.md differs from {} (UPDATE_EXPECT=1 rewrites it after an intended change)",
+        expected_path.display()
+    );
+}
+
+#[test]
+fn the_fixture_is_a_run_of_named_requests_whose_counts_add_up() {
+    for s in steps() {
+        let r = &s["result"];
+        let names = r["by_name"].as_array().unwrap();
+        assert_eq!(names.len(), 2);
+        for key in ["requests", "successful", "errors_total"] {
+            let sum: u64 = names.iter().map(|n| n[key].as_u64().unwrap()).sum();
+            assert_eq!(sum, r[key].as_u64().unwrap(), "{key} at {}", s["load"]);
+        }
+    }
+}
+
+#[test]
+fn the_by_name_table_has_a_row_per_step_and_name_in_load_then_list_order() {
+    let report = loadlab_report::render_bundle(&fixture()).unwrap();
+    let rows = name_rows(&report);
+    let order: Vec<(String, String)> = rows.iter().map(|r| (r[0].clone(), r[1].clone())).collect();
+    let mut expected = Vec::new();
+    for load in ["20", "40", "50", "60", "80"] {
+        for name in ["health", "sleep"] {
+            expected.push((load.to_string(), name.to_string()));
+        }
+    }
+    assert_eq!(order, expected);
+    let row = |load: &str, name: &str| -> String {
+        rows.iter()
+            .find(|r| r[0] == load && r[1] == name)
+            .unwrap()
+            .join(" | ")
+    };
+    // load | name | share | offered | achieved | p50 | p99 | errors | status codes | verdict
+    assert_eq!(
+        row("60", "health"),
+        "60 | health | 75 % | 45 | 45 | 27.4 | 106 | 0 | 200: 90 | ✓"
+    );
+    assert_eq!(
+        row("60", "sleep"),
+        "60 | sleep | 25 % | 15 | 15 | 110 | 155 | 0 | 200: 30 | ✗ latency"
+    );
+    assert_eq!(
+        row("80", "health"),
+        "80 | health | 75 % | 60 | 57.2 | 91.9 | 189 | 0 | 200: 120 | ✗ throughput"
+    );
+    assert_eq!(
+        row("80", "sleep"),
+        "80 | sleep | 25 % | 20 | 19.5 | 162 | 214 | 0 | 200: 40 | ✗ latency, throughput"
+    );
+    // Every sustained step's names held.
+    for load in ["20", "40", "50"] {
+        for name in ["health", "sleep"] {
+            assert!(row(load, name).ends_with("| ✓"), "{}", row(load, name));
+        }
+    }
+    // Above the table: how the requests were taken, the name's own bounds, the data file.
+    assert!(
+        report.contains("the requests were taken in turn, in proportion to their weights."),
+        "{report}"
+    );
+    assert!(
+        report.contains("`sleep` is judged by bounds of its own: p90 latency at most 130 ms, p99 latency at most 1000 ms"),
+        "{report}"
+    );
+    assert!(
+        report.contains("Data file `/tmp/named-plan/ids.csv`: 20 rows, taken in sequential order."),
+        "{report}"
+    );
+}
+
+#[test]
+fn where_a_step_was_not_sustained_the_report_names_the_requests_that_failed() {
+    let report = loadlab_report::render_bundle(&fixture()).unwrap();
+    // The knee: not sustained at 60 because /sleep missed its bound.
+    assert!(
+        report.contains(
+            "| workers=2 | mix | between 50 and 60 | latency; names failed: sleep (latency) |"
+        ),
+        "{report}"
+    );
+    // The notes of the steps' rows in the scenario's table.
+    let main_row = |load: &str| -> &str {
+        report
+            .lines()
+            .take_while(|l| !l.starts_with("#### By request name"))
+            .filter(|l| l.starts_with(&format!("| {load} | ")))
+            .last()
+            .unwrap_or_else(|| panic!("no row at {load}:\n{report}"))
+    };
+    assert!(
+        main_row("60").contains("names failed: sleep (latency)"),
+        "{}",
+        main_row("60")
+    );
+    assert!(
+        main_row("80").contains("names failed: health (throughput), sleep (latency, throughput)"),
+        "{}",
+        main_row("80")
+    );
+    assert!(
+        !main_row("50").contains("names failed"),
+        "{}",
+        main_row("50")
+    );
+}
+
+/// The same bundle without its names renders what the report rendered before names
+/// existed: exactly the named report less the names' section and words.
+#[test]
+fn without_names_the_report_is_the_named_one_less_the_names() {
+    let plain = copy("plain", |s| {
+        let r = s["result"].as_object_mut().unwrap();
+        r.remove("by_name").unwrap();
+        r.remove("traffic").unwrap();
+        s["verdict"].as_object_mut().unwrap().remove("names");
+    });
+    let without = loadlab_report::render_bundle(&plain).unwrap();
+    let named = loadlab_report::render_bundle(&fixture()).unwrap();
+    let start = named.find("#### By request name").unwrap();
+    let end = start + named[start..].find("\nFiles:").unwrap() + 1;
+    let mut expected = format!("{}{}", &named[..start], &named[end..]);
+    for words in [
+        "; names failed: sleep (latency)",
+        "names failed: sleep (latency); ",
+        "names failed: health (throughput), sleep (latency, throughput); ",
+    ] {
+        expected = expected.replace(words, "");
+    }
+    assert_eq!(without, expected);
+    assert!(!without.contains("names failed") && !without.contains("By request name"));
+    let html = loadlab_report::html::render_html(&plain).unwrap();
+    assert!(!html.contains("percentiles by request name"));
+    std::fs::remove_dir_all(plain).unwrap();
+}
