@@ -1,4 +1,4 @@
-//! Named requests in the report, on a committed bundle
+//! Named requests in the reports, on a committed bundle
 //! (`tests/fixtures/named`: `loadlab lab named.toml --quick` against the scenario server,
 //! `/health` and `/sleep` in one load with weights 3 and 1, `/sleep` judged by its own
 //! bound `sleep:p90<130ms`; a knee search of 2 s steps at 20, 40, 80, 60 and 50 req/s).
@@ -209,4 +209,89 @@ fn without_names_the_report_is_the_named_one_less_the_names() {
     let html = loadlab_report::html::render_html(&plain).unwrap();
     assert!(!html.contains("percentiles by request name"));
     std::fs::remove_dir_all(plain).unwrap();
+}
+
+#[test]
+fn the_html_report_draws_each_names_percentiles_at_the_knee() {
+    let dir = copy("html", |_| {});
+    loadlab_report::write_report(&dir).unwrap();
+    let html = std::fs::read_to_string(loadlab_report::html_path(&dir)).unwrap();
+    // The scenario's percentile chart draws the knee's two sides: 50 held, 60 not. The
+    // names' charts are drawn at those two steps, one each.
+    assert!(html.contains("mix: latency percentiles, last step held and first not</text>"));
+    let figures: Vec<&str> = html
+        .split("<figure class=\"names\">")
+        .skip(1)
+        .map(|f| &f[..f.find("</figure>").unwrap()])
+        .collect();
+    assert_eq!(figures.len(), 2, "one chart per side of the knee");
+    assert!(figures[0]
+        .contains(">mix · workers=2 at 50 req/s (sustained): percentiles by request name</text>"));
+    assert!(figures[1].contains(
+        ">mix · workers=2 at 60 req/s (not sustained): percentiles by request name</text>"
+    ));
+    // One line per name plus all requests, each with its legend entry, on the percentile
+    // axis of the scenario's chart.
+    for (f, sleep) in figures.iter().zip(["sleep (✓)", "sleep (✗)"]) {
+        assert_eq!(f.matches("<g data-series=").count(), 3, "{f}");
+        for (i, name) in ["all requests", "health (✓)", sleep].iter().enumerate() {
+            assert!(
+                f.contains(&format!(
+                    "<button type=\"button\" data-toggle=\"{i}\"><span style=\"border-top:3px {} {}\"></span>{name}</button>",
+                    if i == 0 { "dashed" } else { "solid" },
+                    loadlab_report::svg::color(i)
+                )),
+                "{name} in {f}"
+            );
+        }
+        assert!(f.contains(">99.9%</text>") && f.contains(">latency (ms, log scale)</text>"));
+        // The plan's p99 bound and /sleep's own p90 bound.
+        assert!(f.contains(">SLO p99 1000 ms</text>") && f.contains(">sleep p90 130 ms</text>"));
+    }
+    // Each curve is its own histogram: the end of /sleep's at 60 req/s is its slowest
+    // response, above the whole's p99 and /health's slowest.
+    let step60 = steps().into_iter().find(|s| s["load"] == 60.0).unwrap();
+    let max_ms = |h: &serde_json::Value| {
+        loadlab_engine::result::decode_histogram(h.as_str().unwrap())
+            .unwrap()
+            .max() as f64
+            / 1000.0
+    };
+    let by_name = step60["result"]["by_name"].as_array().unwrap();
+    for (n, label) in by_name.iter().zip(["health (✓)", "sleep (✗)"]) {
+        let read_out = format!(
+            "<title>{label}: {} at 5</title>",
+            loadlab_report::svg::short_num(max_ms(&n["latency_histogram"]))
+        );
+        assert!(figures[1].contains(&read_out), "{read_out}");
+    }
+    // The table of report.md, and each step's verdict with the names that failed.
+    assert!(html.contains("<h4>By request name</h4>"));
+    assert!(html.contains("<td>sleep</td>") && html.contains("<td>✗ latency</td>"));
+    assert!(html.contains("not sustained: latency; names failed: sleep (latency)</span>"));
+    for needle in ["src=", "href=", "<link", "url("] {
+        assert!(!html.contains(needle), "found {needle}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_names_histogram_that_does_not_decode_is_named_and_its_curve_left_out() {
+    let dir = copy("bad-histogram", |s| {
+        if s["load"] == 60.0 {
+            s["result"]["by_name"][1]["latency_histogram"] = "not base64!".into();
+        }
+    });
+    let report = loadlab_report::render_bundle(&dir).unwrap();
+    assert!(
+        report.contains("**Warning**: steps.jsonl: workers=2 / mix step 3: request name `sleep`'s latency histogram does not decode (bad base64"),
+        "{report}"
+    );
+    let html = loadlab_report::html::render_html(&dir).unwrap();
+    let at60 = html.split("<figure class=\"names\">").nth(2).unwrap();
+    let at60 = &at60[..at60.find("</figure>").unwrap()];
+    // Its line is drawn empty; the others are there.
+    assert!(at60.contains("<polyline points=\"\""), "{at60}");
+    assert!(!at60.contains("<title>sleep (✗): ") && at60.contains("<title>health (✓): "));
+    std::fs::remove_dir_all(dir).unwrap();
 }
