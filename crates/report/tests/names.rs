@@ -1,4 +1,4 @@
-//! Named requests in the reports, on a committed bundle
+//! Named requests in the reports and in `loadlab compare`, on a committed bundle
 //! (`tests/fixtures/named`: `loadlab lab named.toml --quick` against the scenario server,
 //! `/health` and `/sleep` in one load with weights 3 and 1, `/sleep` judged by its own
 //! bound `sleep:p90<130ms`; a knee search of 2 s steps at 20, 40, 80, 60 and 50 req/s).
@@ -7,6 +7,8 @@
 //! `UPDATE_EXPECT=1 cargo test -p loadlab-report --test names`.
 
 use std::path::{Path, PathBuf};
+
+use loadlab_report::compare::{compare, Comparison, Finding, Input, Method};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/named")
@@ -294,4 +296,172 @@ fn a_names_histogram_that_does_not_decode_is_named_and_its_curve_left_out() {
     assert!(at60.contains("<polyline points=\"\""), "{at60}");
     assert!(!at60.contains("<title>sleep (✗): ") && at60.contains("<title>health (✓): "));
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// `loadlab compare --json`'s contract: the committed schema accepts the comparison.
+fn assert_schema_valid(c: &Comparison) -> serde_json::Value {
+    let v = serde_json::to_value(c).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../schema/comparison.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&v)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "violates the schema:\n{}",
+        errors.join("\n")
+    );
+    let back: Comparison = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(&back, c, "the JSON reads back");
+    v
+}
+
+/// The line of the text output that starts with `start`.
+fn line<'a>(text: &'a str, start: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.trim_start().starts_with(start))
+        .unwrap_or_else(|| panic!("no line {start:?}:\n{text}"))
+}
+
+#[test]
+fn compare_takes_each_name_as_its_own_series_and_never_calls_a_difference_on_it() {
+    let a = Input::load(&fixture()).unwrap();
+    let c = compare(&[&a, &a], &Method::default());
+    let s = &c.pairs[0].series[0];
+    let names = s.names.as_ref().expect("both sides ran names");
+    assert!(names.only_in_baseline.is_empty() && names.only_in_other.is_empty());
+    assert_eq!(
+        names
+            .names
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>(),
+        ["health", "sleep"]
+    );
+    for n in &names.names {
+        assert_eq!(
+            n.steps.iter().map(|st| st.load).collect::<Vec<_>>(),
+            [20.0, 40.0, 50.0, 60.0, 80.0]
+        );
+        for st in &n.steps {
+            // A few dozen responses per name and step: under 1,000, the p99 is not tested.
+            assert_eq!(st.p99.finding, Finding::TooLittleData, "{}", st.p99.why);
+            assert!(st
+                .p99
+                .why
+                .contains("testing it needs 1,000 responses a side"));
+            assert_eq!(st.achieved.finding, Finding::TooLittleData);
+            assert!(st
+                .achieved
+                .why
+                .ends_with("+0.0 %, not tested for noise (no per-second data per name)"));
+            assert_eq!(st.p99.change, Some(0.0));
+        }
+    }
+    let sleep60 = &names.names[1].steps[3];
+    assert_eq!(sleep60.baseline.sustained, Some(false));
+    assert_eq!(sleep60.baseline.p99_ms, Some(154.879));
+    assert_eq!(sleep60.baseline.responses, 30);
+
+    let text = loadlab_report::compare::text::render(&c);
+    let p99 = line(&text, "sleep: p99 at 60 ");
+    assert_eq!(p99.matches("155 ms ✗").count(), 2, "{p99}");
+    assert!(
+        p99.ends_with("not tested +0.0 % (30+30 responses)"),
+        "{p99}"
+    );
+    let achieved = line(&text, "health: achieved at 60 ");
+    assert!(
+        achieved.ends_with("not tested +0.0 % (no per-second data per name)"),
+        "{achieved}"
+    );
+    assert!(
+        text.contains("request names (health, sleep): no per-second data per name."),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "request names: 0 within the noise, 20 not tested (no per-second data per name)"
+        ),
+        "{text}"
+    );
+    let json = assert_schema_valid(&c);
+    assert_eq!(
+        json["pairs"][0]["series"][0]["names"]["names"][1]["steps"][3]["p99"]["finding"],
+        "too_little_data"
+    );
+}
+
+#[test]
+fn names_only_one_side_ran_are_listed_not_compared() {
+    // B's /sleep is called `checkout`.
+    let renamed = copy("renamed", |s| {
+        for n in s["result"]["by_name"].as_array_mut().unwrap() {
+            if n["name"] == "sleep" {
+                n["name"] = "checkout".into();
+            }
+        }
+        // (`get_mut`: indexing a missing key would insert a null.)
+        if let Some(names) = s["verdict"].get_mut("names").and_then(|n| n.as_array_mut()) {
+            for n in names {
+                if n["name"] == "sleep" {
+                    n["name"] = "checkout".into();
+                }
+            }
+        }
+    });
+    let a = Input::load(&fixture()).unwrap();
+    let b = Input::load(&renamed).unwrap();
+    let c = compare(&[&a, &b], &Method::default());
+    let names = c.pairs[0].series[0].names.as_ref().unwrap();
+    assert_eq!(names.names.len(), 1);
+    assert_eq!(names.names[0].name, "health");
+    assert_eq!(names.only_in_baseline, ["sleep"]);
+    assert_eq!(names.only_in_other, ["checkout"]);
+    let text = loadlab_report::compare::text::render(&c);
+    assert!(
+        text.contains("    request names only A ran: sleep (not compared)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    request names only B ran: checkout (not compared)\n"),
+        "{text}"
+    );
+    assert!(text.contains("health: p99 at 20 ") && !text.contains("sleep: p99"));
+    assert_schema_valid(&c);
+
+    // A side without names at all: every name of the other is listed, none compared.
+    let plain = copy("plain-compare", |s| {
+        s["result"].as_object_mut().unwrap().remove("by_name");
+        s["verdict"].as_object_mut().unwrap().remove("names");
+    });
+    let p = Input::load(&plain).unwrap();
+    let c = compare(&[&a, &p], &Method::default());
+    let names = c.pairs[0].series[0].names.as_ref().unwrap();
+    assert!(names.names.is_empty());
+    assert_eq!(names.only_in_baseline, ["health", "sleep"]);
+    let text = loadlab_report::compare::text::render(&c);
+    assert!(
+        text.contains("    request names only A ran: health, sleep (not compared)\n"),
+        "{text}"
+    );
+    assert!(!text.contains("request names (")); // nothing compared, no note on how
+    assert_schema_valid(&c);
+
+    // Neither side with names: no `names` in the JSON at all (as before names existed).
+    let c = compare(&[&p, &p], &Method::default());
+    assert!(c.pairs[0].series[0].names.is_none());
+    let json = assert_schema_valid(&c);
+    assert!(json["pairs"][0]["series"][0].get("names").is_none());
+    for d in [renamed, plain] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
 }
