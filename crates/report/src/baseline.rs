@@ -449,6 +449,7 @@ mod tests {
                 }],
                 loads_only_in_baseline: Vec::new(),
                 loads_only_in_other: Vec::new(),
+                names: None,
             }],
         }
     }

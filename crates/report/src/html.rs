@@ -5,7 +5,9 @@
 //!
 //! What it draws, per scenario: latency (p50, p99, p99.9, mean) against offered load, one
 //! colour per configuration, the SLO bound and each knee marked; achieved against offered
-//! with the diagonal; the percentile distribution of the steps on each side of each knee.
+//! with the diagonal; the percentile distribution of the steps on each side of each knee;
+//! for a scenario of named requests, at those same steps, one chart per step with the
+//! percentile curve of each name and of all requests together.
 //! Per step (folded): the per-second timeline (achieved, errors, p99) and the target's
 //! probes (CPU, RSS, listen overflows, TIME_WAIT) on the same time axis. Long series are
 //! downsampled for drawing ([`svg::downsample`], keeping spikes); percentiles always come
@@ -141,6 +143,13 @@ pub fn render_html(dir: &Path) -> std::io::Result<String> {
             unit,
             &color_of,
         ));
+        o.push_str(&names_charts(
+            &plan,
+            &sc.name,
+            &mine,
+            &configs,
+            &config_order,
+        ));
         o.push_str("</section>");
     }
 
@@ -219,10 +228,7 @@ fn scenario_charts(
         x_label: "percentile".into(),
         y_label: "latency (ms, log scale)".into(),
         y_log: true,
-        x_ticks: [0.0, 90.0, 99.0, 99.9, 99.99, 99.999]
-            .iter()
-            .map(|p: &f64| (percentile_x(p / 100.0), format!("{p}%")))
-            .collect(),
+        x_ticks: percentile_ticks(),
         ..Chart::default()
     };
     if let Some(p99) = plan.slo.p99_ms {
@@ -265,29 +271,14 @@ fn scenario_charts(
             color: c,
             dash: Dash::Solid,
         });
-        let searched = configs
-            .iter()
-            .find(|r| r.config == *config)
-            .and_then(|r| r.knees.iter().find(|k| k.scenario == scenario));
-        let (knee, first_unsustained) = match searched {
-            Some(k) => (k.outcome.knee, k.outcome.first_unsustained),
-            None => fixed_knee(&runs),
-        };
+        let (knee, first_unsustained) = knee_of(configs, scenario, config, &runs);
         {
             // A knee is marked where a step was not sustained above it.
             if let (Some(v), Some(_)) = (knee, first_unsustained) {
                 knees.entry(v.to_bits()).or_default().push((config, c));
             }
             // The distributions on either side of the knee.
-            // Without a knee, the highest step held.
-            let held = knee.or_else(|| {
-                runs.iter()
-                    .filter(|s| s.verdict.sustained)
-                    .map(|s| s.load)
-                    .reduce(f64::max)
-            });
-            let below = held.and_then(|v| runs.iter().find(|s| s.load == v));
-            let above = first_unsustained.and_then(|v| runs.iter().find(|s| s.load == v));
+            let [below, above] = knee_steps(&runs, knee, first_unsustained);
             for (s, dash, what) in [
                 (below, Dash::Solid, "sustained"),
                 (above, Dash::Dashed, "not sustained"),
@@ -295,7 +286,7 @@ fn scenario_charts(
                 if let Some(s) = s {
                     dist.series.push(Series {
                         name: format!("{config} at {} ({what})", svg::short_num(s.load)),
-                        points: percentile_curve(s),
+                        points: percentile_curve(&s.result.histograms.latency),
                         color: c,
                         dash,
                     });
@@ -328,6 +319,125 @@ fn scenario_charts(
     o
 }
 
+/// The knee of a scenario in a configuration: the highest value sustained and the first
+/// not sustained, from the search's outcome, or from fixed steps ([`fixed_knee`]).
+fn knee_of(
+    configs: &[ConfigRecord],
+    scenario: &str,
+    config: &str,
+    runs: &[&StepRecord],
+) -> (Option<f64>, Option<f64>) {
+    let searched = configs
+        .iter()
+        .find(|r| r.config == config)
+        .and_then(|r| r.knees.iter().find(|k| k.scenario == scenario));
+    match searched {
+        Some(k) => (k.outcome.knee, k.outcome.first_unsustained),
+        None => fixed_knee(runs),
+    }
+}
+
+/// The steps on either side of the knee, whose percentile curves the report draws: the
+/// step at the knee (without one, the highest step held) and the first not sustained.
+fn knee_steps<'a>(
+    runs: &[&'a StepRecord],
+    knee: Option<f64>,
+    first_unsustained: Option<f64>,
+) -> [Option<&'a StepRecord>; 2] {
+    let held = knee.or_else(|| {
+        runs.iter()
+            .filter(|s| s.verdict.sustained)
+            .map(|s| s.load)
+            .reduce(f64::max)
+    });
+    let below = held.and_then(|v| runs.iter().find(|s| s.load == v).copied());
+    let above = first_unsustained.and_then(|v| runs.iter().find(|s| s.load == v).copied());
+    [below, above]
+}
+
+/// Per request name, for a scenario whose steps ran named requests: the percentile curve
+/// of each name and of all requests together, at the steps the scenario's percentile chart
+/// draws ([`knee_steps`]: the step at the knee and the first not sustained), one chart per
+/// configuration and step, each curve from its own full histogram. The SLO's p99 bound is
+/// marked, and each name's own latency bounds where they differ from the plan's.
+fn names_charts(
+    plan: &Plan,
+    scenario: &str,
+    steps: &[&StepRecord],
+    configs: &[ConfigRecord],
+    config_order: &[&str],
+) -> String {
+    let mut o = String::new();
+    let unit = match plan.load.model {
+        Model::Open => "req/s",
+        Model::Closed => "in flight",
+    };
+    for config in config_order {
+        let runs = per_load(steps, config);
+        if runs.iter().all(|s| s.result.by_name.is_empty()) {
+            continue;
+        }
+        let (knee, first_unsustained) = knee_of(configs, scenario, config, &runs);
+        let [below, above] = knee_steps(&runs, knee, first_unsustained);
+        for (s, what) in [(below, "sustained"), (above, "not sustained")] {
+            let Some(s) = s.filter(|s| !s.result.by_name.is_empty()) else {
+                continue;
+            };
+            let mut chart = Chart {
+                title: format!(
+                    "{scenario} · {config} at {} {unit} ({what}): percentiles by request name",
+                    svg::short_num(s.load)
+                ),
+                x_label: "percentile".into(),
+                y_label: "latency (ms, log scale)".into(),
+                y_log: true,
+                x_ticks: percentile_ticks(),
+                ..Chart::default()
+            };
+            if let Some(p99) = plan.slo.p99_ms {
+                chart.h_marks.push(Mark {
+                    at: p99,
+                    label: format!("SLO p99 {p99} ms"),
+                    note: String::new(),
+                    color: None,
+                });
+            }
+            chart.series.push(Series {
+                name: "all requests".into(),
+                points: percentile_curve(&s.result.histograms.latency),
+                color: 0,
+                dash: Dash::Dashed,
+            });
+            for (i, n) in s.result.by_name.iter().enumerate() {
+                let failed = s.verdict.names.iter().any(|v| v.name == n.name);
+                chart.series.push(Series {
+                    name: format!("{} ({})", n.name, if failed { "✗" } else { "✓" }),
+                    points: percentile_curve(&n.latency_histogram),
+                    color: i + 1,
+                    dash: Dash::Solid,
+                });
+                // The name's own latency bounds, where they are not the plan's.
+                let plan_bounds = plan.slo.latency_bounds();
+                let own = plan.slo.names.iter().find(|b| b.name == n.name);
+                for (q, bound) in own.map(|b| b.slo.latency_bounds()).unwrap_or_default() {
+                    if !plan_bounds.contains(&(q, bound)) {
+                        chart.h_marks.push(Mark {
+                            at: bound,
+                            label: format!("{} p{q} {bound} ms", n.name),
+                            note: String::new(),
+                            color: Some(i + 1),
+                        });
+                    }
+                }
+            }
+            if chart.series.iter().any(|x| !x.points.is_empty()) {
+                let _ = write!(o, "<figure class=\"names\">{}</figure>", chart.render());
+            }
+        }
+    }
+    o
+}
+
 /// Fixed steps: the highest load sustained below the first one not sustained, and that one.
 fn fixed_knee(runs: &[&StepRecord]) -> (Option<f64>, Option<f64>) {
     let first_bad = runs
@@ -348,9 +458,18 @@ fn percentile_x(q: f64) -> f64 {
     -(1.0 - q).max(1e-6).log10()
 }
 
-/// The step's latency at percentiles from 0 to 99.999 %, from its full histogram.
-fn percentile_curve(s: &StepRecord) -> Vec<(f64, f64)> {
-    let Ok(h) = decode_histogram(&s.result.histograms.latency) else {
+/// The ticks of the percentile axis: 0, 90, 99, 99.9, 99.99 and 99.999 %.
+fn percentile_ticks() -> Vec<(f64, String)> {
+    [0.0, 90.0, 99.0, 99.9, 99.99, 99.999]
+        .iter()
+        .map(|p: &f64| (percentile_x(p / 100.0), format!("{p}%")))
+        .collect()
+}
+
+/// Latency at percentiles from 0 to 99.999 %, from a full histogram (encoded as the
+/// result stores it); empty when it does not decode or holds nothing.
+fn percentile_curve(histogram: &str) -> Vec<(f64, f64)> {
+    let Ok(h) = decode_histogram(histogram) else {
         return Vec::new();
     };
     if h.is_empty() {
@@ -374,14 +493,18 @@ fn step_details(s: &StepRecord) -> String {
         "<span class=\"ok\">sustained</span>".to_string()
     } else {
         format!(
-            "<span class=\"bad\">not sustained: {}</span>",
+            "<span class=\"bad\">not sustained: {}{}</span>",
             esc(&s
                 .verdict
                 .limits
                 .iter()
                 .map(|l| l.describe())
                 .collect::<Vec<_>>()
-                .join(", "))
+                .join(", ")),
+            s.verdict
+                .names_failed()
+                .map(|n| format!("; names failed: {}", esc(&n)))
+                .unwrap_or_default()
         )
     };
     let why = s

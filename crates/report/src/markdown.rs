@@ -1,6 +1,8 @@
 //! `report.md`: for each scenario and configuration a table
-//! `offered req/s | mean ms | p99 ms | achieved rps | errors | note`, the knee of every
-//! configuration side by side, and the configurations that could not be measured.
+//! `offered req/s | mean ms | p99 ms | achieved rps | errors | note` (and, when its steps
+//! ran named requests, a row per step and request name with the name's own figures and
+//! verdict), the knee of every configuration side by side, and the configurations that
+//! could not be measured.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,7 +15,7 @@ use loadlab_lab::bundle::{
 };
 use loadlab_lab::diagnosis::Bottleneck;
 use loadlab_lab::knee::Phase;
-use loadlab_lab::plan::{Model, Plan, Steps};
+use loadlab_lab::plan::{Model, Plan, Slo, Steps};
 use loadlab_lab::verdict::Limit;
 
 /// The error classes the report counts as timeouts.
@@ -119,6 +121,9 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
                 100.0 * r.achieved_rps / offered
             ));
         }
+    }
+    if let Some(names) = step.verdict.names_failed() {
+        out.push(format!("names failed: {names}"));
     }
     if let Some(d) = &step.diagnosis {
         let f = &d.findings[0];
@@ -275,6 +280,147 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
             unresolved.join("\n")
         );
     }
+}
+
+/// Each request name's own figures at every step of one scenario and configuration, when
+/// its steps ran named requests (nothing otherwise): a row per step and name, by load and
+/// then in the list's order, with the name's verdict (✓, or ✗ with the clauses it missed
+/// on its own figures). Above the table, how the requests were taken and the data file.
+fn names_table(out: &mut String, steps: &[&StepRecord], closed: bool, slo: &Slo) {
+    if steps.iter().all(|s| s.result.by_name.is_empty()) {
+        return;
+    }
+    let mut rows: Vec<&StepRecord> = steps.to_vec();
+    rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
+    let load_col = if closed {
+        closed_unit(steps.iter().copied())
+    } else {
+        "offered req/s"
+    };
+    let _ = writeln!(out, "#### By request name\n");
+    let mut about = vec![
+        "Each name's own figures over the step's window; its verdict is judged on them alone, by its own bounds or the plan's (✗: the clauses it missed)".to_string(),
+    ];
+    if let Some(t) = rows.iter().find_map(|s| s.result.traffic.as_ref()) {
+        about.push(format!(
+            "the requests were taken {}",
+            match t.order {
+                loadlab_engine::config::traffic::MixOrder::RoundRobin => {
+                    "in turn, in proportion to their weights"
+                }
+                loadlab_engine::config::traffic::MixOrder::Random => {
+                    "at random, in proportion to their weights"
+                }
+            }
+        ));
+    }
+    let _ = writeln!(out, "{}.\n", about.join("; "));
+    // The names judged by bounds of their own (`slo.gates` such as `checkout:p99<300ms`).
+    let mut listed: Vec<&str> = Vec::new();
+    for s in &rows {
+        for n in &s.result.by_name {
+            if !listed.contains(&n.name.as_str()) {
+                listed.push(&n.name);
+            }
+        }
+    }
+    for named in slo
+        .names
+        .iter()
+        .filter(|n| listed.contains(&n.name.as_str()))
+    {
+        let b = &named.slo;
+        let mut words = b.latency_words();
+        words.push(format!(
+            "errors at most {:.1} % of its requests",
+            100.0 * b.max_error_rate
+        ));
+        if !closed {
+            words.push(format!(
+                "its successes delivered at {:.0} % or more of the rate they were sent",
+                100.0 * b.min_achieved_ratio
+            ));
+        }
+        let _ = writeln!(
+            out,
+            "`{}` is judged by bounds of its own: {}.\n",
+            named.name,
+            words.join(", ")
+        );
+    }
+    let data = rows.iter().find_map(|s| {
+        let t = s.result.traffic.as_ref()?;
+        Some((t.data_file.as_ref()?, t.data_rows?, t.data_order?))
+    });
+    if let Some((file, n, order)) = data {
+        let _ = writeln!(
+            out,
+            "Data file `{file}`: {n} rows, taken in {} order.\n",
+            order.name()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| step: {load_col} | name | share | offered req/s | achieved rps | p50 ms | p99 ms | errors | status codes | verdict |"
+    );
+    let _ = writeln!(out, "|---:|---|---:|---:|---:|---:|---:|---|---|---|");
+    for s in rows {
+        for n in &s.result.by_name {
+            let errors = if n.errors_total == 0 {
+                "0".to_string()
+            } else {
+                let classes: Vec<String> = n
+                    .errors
+                    .iter()
+                    .filter(|(_, k)| *k > 0)
+                    .map(|(class, k)| format!("{k} {}", class.name()))
+                    .collect();
+                format!("{} ({})", n.errors_total, classes.join(", "))
+            };
+            let codes: Vec<String> = n
+                .status_codes
+                .iter()
+                .map(|(c, k)| format!("{c}: {k}"))
+                .chain(n.grpc_status.iter().map(|(c, k)| format!("{c}: {k}")))
+                .collect();
+            let verdict = match s.verdict.names.iter().find(|v| v.name == n.name) {
+                Some(v) => format!(
+                    "✗ {}",
+                    v.limits
+                        .iter()
+                        .map(|l| l.describe())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None if s
+                    .verdict
+                    .unresolved
+                    .iter()
+                    .any(|u| u.starts_with(&format!("{}: ", n.name))) =>
+                {
+                    "✓ (unresolved clause, see above)".into()
+                }
+                None => "✓".into(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {errors} | {} | {verdict} |",
+                num(s.load),
+                n.name.replace('|', "\\|"),
+                crate::compare::text::pct_abs(n.share),
+                n.offered_rps.map_or("-".into(), num),
+                num(n.achieved_rps),
+                ms(n.latency_ms.p50),
+                ms(n.latency_ms.p99),
+                if codes.is_empty() {
+                    "-".to_string()
+                } else {
+                    codes.join(", ")
+                },
+            );
+        }
+    }
+    let _ = writeln!(out);
 }
 
 fn together_table(out: &mut String, steps: &[&StepRecord], config: Option<&ConfigRecord>) {
@@ -610,6 +756,15 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
                 s.config, s.scenario, s.index
             );
         }
+        for n in &s.result.by_name {
+            if let Err(e) = loadlab_engine::result::decode_histogram(&n.latency_histogram) {
+                let _ = writeln!(
+                    out,
+                    "**Warning**: steps.jsonl: {} / {} step {}: request name `{}`'s latency histogram does not decode ({e}): its percentile curve is left out of report.html.\n",
+                    s.config, s.scenario, s.index, n.name
+                );
+            }
+        }
     }
     for s in plan.scenarios.iter().filter(|s| s.insecure) {
         let _ = writeln!(
@@ -744,13 +899,22 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
                     }
                     whys.push(lines.join("\n"));
                 }
+                // The request names that failed there, when the step ran named requests.
+                let names_failed = fail.and_then(|v| {
+                    list.iter()
+                        .filter(|s| (s.load - v).abs() < 1e-9)
+                        .find_map(|s| s.verdict.names_failed())
+                });
                 let _ = writeln!(
                     out,
                     "| {c} | {sc} | {} | {} | {why} | {confirmed} |",
                     knee_cell(best, fail),
                     limit.map_or(
                         if best.is_some() { "not reached" } else { "-" }.to_string(),
-                        |l| l.describe().to_string()
+                        |l| match &names_failed {
+                            Some(names) => format!("{}; names failed: {names}", l.describe()),
+                            None => l.describe().to_string(),
+                        }
                     )
                 );
             }
@@ -809,6 +973,7 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
             for c in present {
                 let _ = writeln!(out, "### {c}\n");
                 table(&mut out, &by_config[&(sc.clone(), c.clone())], closed);
+                names_table(&mut out, &by_config[&(sc.clone(), c.clone())], closed, slo);
             }
         }
     }

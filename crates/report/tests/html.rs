@@ -61,6 +61,8 @@ fn each_scenario_has_its_charts_with_the_knee_and_the_slo() {
     // The percentile curves on either side of each knee.
     assert!(html.contains("backlog=16,workers=2 at 10 (sustained)"));
     assert!(html.contains("backlog=16,workers=2 at 50 (not sustained)"));
+    // No request names in these steps: no chart or table of them (see tests/names.rs).
+    assert!(!html.contains("percentiles by request name") && !html.contains("By request name"));
     // Every step folded with its timeline and probes.
     assert_eq!(html.matches("<details class=\"step\">").count(), 16);
     assert_eq!(

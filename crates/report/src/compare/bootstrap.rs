@@ -100,7 +100,12 @@ impl Counts {
         if total == 0 {
             return None;
         }
-        let rank = ((q * total as f64).ceil() as u64).max(1);
+        self.at_rank(((q * total as f64).ceil() as u64).max(1))
+    }
+
+    /// The `rank`-th smallest value recorded (from 1; the largest past the last), `None`
+    /// when nothing was recorded.
+    pub fn at_rank(&self, rank: u64) -> Option<u64> {
         let mut seen = 0;
         for &(v, n) in &self.0 {
             seen += n;

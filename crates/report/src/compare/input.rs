@@ -11,10 +11,10 @@ use loadlab_engine::result::{decode_histogram, SCHEMA_VERSION};
 use loadlab_engine::{Model, RunResult};
 use loadlab_lab::bundle::{read_configs, read_json, read_steps, StepRecord};
 use loadlab_lab::plan::{Plan, Steps};
-use loadlab_lab::verdict::Limit;
+use loadlab_lab::verdict::{Limit, Verdict};
 
 use super::bootstrap::{Counts, QuantileTable};
-use super::{InputSummary, KneeRange, KneeSource, SeriesKey, StepFigures};
+use super::{InputSummary, KneeRange, KneeSource, NameFigures, SeriesKey, StepFigures};
 use crate::markdown::{closed_unit, fixed_knee};
 
 /// Why an input cannot be compared.
@@ -101,6 +101,20 @@ pub(super) struct Run {
     seconds: Vec<Counts>,
     /// Successes of each full second of the measured window.
     window_successes: Vec<u64>,
+    /// Each request name's part of the run, in the list's order (empty without names).
+    names: Vec<NameRun>,
+}
+
+/// One request name's part of a run: its figures and its whole-window latency (the run
+/// keeps no per-second data per name).
+pub(super) struct NameRun {
+    name: String,
+    p99_ms: Option<f64>,
+    achieved_rps: f64,
+    /// The name held its own SLO (`None` for a run result: no verdict).
+    sustained: Option<bool>,
+    errors_total: u64,
+    latency: Counts,
 }
 
 impl Input {
@@ -150,6 +164,22 @@ impl Series {
             scenario: self.scenario.clone(),
             config: self.config.clone(),
         }
+    }
+
+    /// The request names of its runs, in the order they first appear (the list's order).
+    pub fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for n in self
+            .levels
+            .iter()
+            .flat_map(|l| &l.runs)
+            .flat_map(|r| &r.names)
+        {
+            if !names.contains(&n.name.as_str()) {
+                names.push(&n.name);
+            }
+        }
+        names
     }
 }
 
@@ -211,6 +241,37 @@ impl Level {
         QuantileTable::new(self.runs.iter().flat_map(|r| &r.seconds))
     }
 
+    /// Request name `name`'s figures over the runs that sent it, and its latency over all of
+    /// them (histograms added); `None` when no run sent it.
+    pub fn name_figures(&self, name: &str) -> Option<(NameFigures, Counts)> {
+        let runs: Vec<&NameRun> = self
+            .runs
+            .iter()
+            .filter_map(|r| r.names.iter().find(|n| n.name == name))
+            .collect();
+        let latency = Counts::merged(runs.iter().map(|n| &n.latency));
+        let p99_ms = match runs.as_slice() {
+            [] => return None,
+            [one] => one.p99_ms,
+            _ => latency.quantile(0.99).map(|us| us as f64 / 1000.0),
+        };
+        let figures = NameFigures {
+            runs: runs.len() as u32,
+            sustained: runs
+                .iter()
+                .map(|n| n.sustained)
+                .collect::<Option<Vec<bool>>>()
+                .map(|all| all.iter().all(|s| *s)),
+            p99_ms,
+            achieved_rps: Some(
+                runs.iter().map(|n| n.achieved_rps).sum::<f64>() / runs.len() as f64,
+            ),
+            responses: latency.total(),
+            errors_total: runs.iter().map(|n| n.errors_total).sum(),
+        };
+        Some((figures, latency))
+    }
+
     /// The successes of each full second of every run's measured window.
     pub fn window_successes(&self) -> Vec<u64> {
         self.runs
@@ -255,7 +316,29 @@ impl Run {
             latency,
             seconds,
             window_successes: successes,
+            names: Vec::new(),
         }
+    }
+
+    /// The run with a request name's part: its latencies (one histogram over the window),
+    /// its achieved rate, and whether it held its own SLO.
+    pub(super) fn with_name(
+        mut self,
+        name: &str,
+        latency: &hdrhistogram::Histogram<u64>,
+        achieved_rps: f64,
+        sustained: Option<bool>,
+    ) -> Run {
+        let latency = Counts::of(latency);
+        self.names.push(NameRun {
+            name: name.to_string(),
+            p99_ms: latency.quantile(0.99).map(|us| us as f64 / 1000.0),
+            achieved_rps,
+            sustained,
+            errors_total: 0,
+            latency,
+        });
+        self
     }
 }
 
@@ -269,8 +352,10 @@ fn says_nothing(limits: &[Limit]) -> bool {
     })
 }
 
-/// A run's figures and decoded histograms.
-fn run_of(r: &RunResult, sustained: Option<bool>, unresolved: bool) -> Result<Run, String> {
+/// A run's figures and decoded histograms, judged by `verdict` (`None`: a run result).
+fn run_of(r: &RunResult, verdict: Option<&Verdict>) -> Result<Run, String> {
+    let sustained = verdict.map(|v| v.sustained);
+    let unresolved = verdict.is_some_and(|v| !v.unresolved.is_empty());
     let latency = decode_histogram(&r.histograms.latency)
         .map(|h| Counts::of(&h))
         .map_err(|e| format!("histograms.latency: {e}"))?;
@@ -293,6 +378,24 @@ fn run_of(r: &RunResult, sustained: Option<bool>, unresolved: bool) -> Result<Ru
         .filter(|s| (s.second + 1) as f64 <= r.duration_s + 1e-6)
         .map(|s| s.successful)
         .collect();
+    let names = r
+        .by_name
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let latency = decode_histogram(&n.latency_histogram)
+                .map(|h| Counts::of(&h))
+                .map_err(|e| format!("by_name[{i}].latency_histogram ({}): {e}", n.name))?;
+            Ok(NameRun {
+                name: n.name.clone(),
+                p99_ms: n.latency_ms.p99,
+                achieved_rps: n.achieved_rps,
+                sustained: verdict.map(|v| !v.names.iter().any(|f| f.name == n.name)),
+                errors_total: n.errors_total,
+                latency,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     Ok(Run {
         p99_ms: r.latency_ms.p99,
         achieved_rps: r.achieved_rps,
@@ -304,6 +407,7 @@ fn run_of(r: &RunResult, sustained: Option<bool>, unresolved: bool) -> Result<Ru
         latency,
         seconds,
         window_successes,
+        names,
     })
 }
 
@@ -340,7 +444,7 @@ fn load_run(path: &Path) -> Result<Input, InputError> {
         (Model::Closed, true) => "concurrent streams",
         (Model::Closed, false) => "connections",
     };
-    let run = run_of(&r, None, false).map_err(not_run)?;
+    let run = run_of(&r, None).map_err(not_run)?;
     Ok(Input {
         path: path.to_path_buf(),
         kind: InputKind::RunResult,
@@ -448,12 +552,7 @@ fn load_bundle(dir: &Path) -> Result<Input, InputError> {
                     levels[i].excluded += 1;
                     continue;
                 }
-                let run = run_of(
-                    &s.result,
-                    Some(s.verdict.sustained),
-                    !s.verdict.unresolved.is_empty(),
-                )
-                .map_err(|e| {
+                let run = run_of(&s.result, Some(&s.verdict)).map_err(|e| {
                     not_bundle(format!(
                         "steps.jsonl: {config} / {} step {}: {e}",
                         s.scenario, s.index

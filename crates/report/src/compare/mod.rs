@@ -54,6 +54,13 @@
 //! "not resolved by the step spacing". The change in percent is that of the sustained
 //! ends, with the range it could span given both ranges.
 //!
+//! **Request names: never a difference.** When both sides ran named requests, each name
+//! both ran is compared as its own series, p99 and achieved at the loads both ran. A run
+//! keeps no per-second data per name, so the test above cannot be run for them: a name's
+//! p99 can at most be shown within the noise (by an interval that takes its requests as
+//! independent, narrower than the truth), and its achieved rate is shown untested; see
+//! [`names`].
+//!
 //! The result is a typed [`Comparison`] (serializable, [`COMPARISON_VERSION`]), rendered as
 //! text by [`text::render`]; `loadlab compare --json` writes it as is (the committed
 //! contract: `schema/comparison.schema.json`).
@@ -61,6 +68,7 @@
 pub mod bootstrap;
 mod input;
 mod knee;
+pub mod names;
 pub mod text;
 
 use serde::{Deserialize, Serialize};
@@ -69,6 +77,7 @@ use loadlab_engine::stats::CONFIDENCE;
 use loadlab_lab::verdict::Limit;
 
 pub use input::{Input, InputError, InputKind};
+pub use names::{NameComparison, NameFigures, NameStepComparison, NamesComparison};
 
 use bootstrap::RESAMPLES;
 use input::{Level, Series};
@@ -187,6 +196,10 @@ pub struct SeriesComparison {
     pub loads_only_in_baseline: Vec<f64>,
     /// Loads only the other side ran.
     pub loads_only_in_other: Vec<f64>,
+    /// Request names, when either side ran named requests: each name both ran compared
+    /// on its own (see [`names`]), and those only one side ran. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<NamesComparison>,
 }
 
 impl SeriesComparison {
@@ -502,6 +515,7 @@ fn compare_series(
         steps: Vec::new(),
         loads_only_in_baseline: Vec::new(),
         loads_only_in_other: Vec::new(),
+        names: None,
     };
     if a.model != b.model || a.unit != b.unit {
         out.not_comparable = Some(format!("{la}'s steps are {}, {lb}'s {}", a.unit, b.unit));
@@ -523,6 +537,7 @@ fn compare_series(
         .filter(|lb| !a.levels.iter().any(|la| same_load(la.load, lb.load)))
         .map(|lb| lb.load)
         .collect();
+    out.names = names::compare(a, b, method);
     out
 }
 
@@ -539,12 +554,7 @@ fn compare_step(a: &Level, b: &Level, method: &Method) -> StepComparison {
             .into_iter()
             .find(|&n| !bootstrap::tail_testable(n, 0.99));
         let interval = match short {
-            Some(n) => Err(format!(
-                "a p99 of {n} responses rests on the slowest {}; testing it needs {} responses a side ({} beyond the p99)",
-                n.div_ceil(100).max(1),
-                loadlab_system::doctor::thousands(100 * bootstrap::MIN_TAIL),
-                bootstrap::MIN_TAIL
-            )),
+            Some(n) => Err(too_few_responses(n)),
             None => bootstrap::relative_interval(
                 ta.len(),
                 tb.len(),
@@ -589,6 +599,16 @@ fn compare_step(a: &Level, b: &Level, method: &Method) -> StepComparison {
         p99,
         achieved,
     }
+}
+
+/// Why a p99 of `n` responses is not tested ([`bootstrap::MIN_TAIL`]).
+fn too_few_responses(n: u64) -> String {
+    format!(
+        "a p99 of {n} responses rests on the slowest {}; testing it needs {} responses a side ({} beyond the p99)",
+        n.div_ceil(100).max(1),
+        loadlab_system::doctor::thousands(100 * bootstrap::MIN_TAIL),
+        bootstrap::MIN_TAIL
+    )
 }
 
 /// Why a figure was not tested, when its interval could not be had.

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    Comparison, Finding, InputKind, KneeComparison, Method, MetricChange, PairComparison,
-    SeriesComparison, StepFigures,
+    names, Comparison, Finding, InputKind, KneeComparison, Method, MetricChange, NamesComparison,
+    PairComparison, SeriesComparison,
 };
 
 /// A load or rate as the report prints it.
@@ -157,15 +157,75 @@ fn knee_cell(k: &KneeComparison) -> String {
     }
 }
 
-fn value(v: Option<f64>, f: &StepFigures, fmt: fn(f64) -> String) -> String {
+/// A figure of one side, `✗` when not sustained, with its runs when repeated.
+fn value(v: Option<f64>, sustained: Option<bool>, runs: u32, fmt: fn(f64) -> String) -> String {
     let mut s = v.map_or("-".to_string(), fmt);
-    if f.sustained == Some(false) {
+    if sustained == Some(false) {
         s.push_str(" ✗");
     }
-    if f.runs > 1 {
-        let _ = write!(s, " ({} runs)", f.runs);
+    if runs > 1 {
+        let _ = write!(s, " ({runs} runs)");
     }
     s
+}
+
+fn ms_cell(v: f64) -> String {
+    format!("{} ms", ms(v))
+}
+
+/// Each request name's rows of a series' table (its p99 and achieved at each load), after
+/// the whole's.
+fn name_rows(rows: &mut Vec<Vec<String>>, names: &NamesComparison, load_suffix: &str) {
+    for n in &names.names {
+        for st in &n.steps {
+            let at = format!("{}{load_suffix}", num(st.load));
+            let (a, b) = (&st.baseline, &st.other);
+            rows.push(vec![
+                format!("{}: p99 at {at}", n.name),
+                value(st.p99.baseline, a.sustained, a.runs, ms_cell),
+                value(st.p99.other, b.sustained, b.runs, ms_cell),
+                metric_cell(
+                    &st.p99,
+                    &format!("{}+{} responses", a.responses, b.responses),
+                ),
+            ]);
+            rows.push(vec![
+                format!("{}: achieved at {at}", n.name),
+                value(st.achieved.baseline, a.sustained, a.runs, num),
+                value(st.achieved.other, b.sustained, b.runs, num),
+                metric_cell(&st.achieved, names::NO_SECONDS),
+            ]);
+        }
+    }
+}
+
+/// What the names' rows rest on, and the names only one side ran.
+fn name_notes(out: &mut String, names: &NamesComparison, a: &str, b: &str) {
+    if !names.names.is_empty() {
+        let note = format!(
+            "request names ({}): {}. A name's p99 is looked at with an interval from its \
+             responses taken as independent, which is narrower than the truth: it can show a \
+             change within the noise, never a difference. Its achieved rate is shown, not \
+             tested. Differences are called on the whole's figures only.",
+            names
+                .names
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            names::NO_SECONDS
+        );
+        let _ = writeln!(out, "    {}", wrap(&note, 88).replace('\n', "\n      "));
+    }
+    for (label, list) in [(a, &names.only_in_baseline), (b, &names.only_in_other)] {
+        if !list.is_empty() {
+            let _ = writeln!(
+                out,
+                "    request names only {label} ran: {} (not compared)",
+                list.join(", ")
+            );
+        }
+    }
 }
 
 fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesComparison) {
@@ -199,8 +259,13 @@ fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesCo
         let at = format!("{}{load_suffix}", num(st.load));
         rows.push(vec![
             format!("p99 at {at}"),
-            value(st.p99.baseline, &st.baseline, |v| format!("{} ms", ms(v))),
-            value(st.p99.other, &st.other, |v| format!("{} ms", ms(v))),
+            value(
+                st.p99.baseline,
+                st.baseline.sustained,
+                st.baseline.runs,
+                ms_cell,
+            ),
+            value(st.p99.other, st.other.sustained, st.other.runs, ms_cell),
             metric_cell(&st.p99, &{
                 let (a, b) = (st.baseline.responses, st.other.responses);
                 let tail = 100 * u64::from(method.min_tail);
@@ -216,8 +281,13 @@ fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesCo
         ]);
         rows.push(vec![
             format!("achieved at {at}"),
-            value(st.achieved.baseline, &st.baseline, num),
-            value(st.achieved.other, &st.other, num),
+            value(
+                st.achieved.baseline,
+                st.baseline.sustained,
+                st.baseline.runs,
+                num,
+            ),
+            value(st.achieved.other, st.other.sustained, st.other.runs, num),
             metric_cell(
                 &st.achieved,
                 &format!(
@@ -227,10 +297,16 @@ fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesCo
             ),
         ]);
     }
+    if let Some(names) = &s.names {
+        name_rows(&mut rows, names, &load_suffix);
+    }
     table(out, "    ", &rows);
     if let Some(k) = &s.knee {
         let why = wrap(&format!("knee: {}", k.why), 88).replace('\n', "\n      ");
         let _ = writeln!(out, "    {why}");
+    }
+    if let Some(names) = &s.names {
+        name_notes(out, names, a, b);
     }
     let mut left_out = Vec::new();
     for st in &s.steps {
@@ -275,6 +351,7 @@ fn summary(pair: &PairComparison) -> String {
     let mut quiet = 0;
     let mut unresolved_knees = 0;
     let mut untested = 0;
+    let (mut names_quiet, mut names_untested) = (0, 0);
     for s in &pair.series {
         let (mut w, mut b) = (Vec::new(), Vec::new());
         if let Some(k) = &s.knee {
@@ -304,6 +381,14 @@ fn summary(pair: &PairComparison) -> String {
                 list.push(format!("{} ({})", s.name(), items.join(", ")));
             }
         }
+        for st in s.names.iter().flat_map(|n| &n.names).flat_map(|n| &n.steps) {
+            for m in [&st.p99, &st.achieved] {
+                match m.finding {
+                    Finding::WithinNoise => names_quiet += 1,
+                    _ => names_untested += 1,
+                }
+            }
+        }
     }
     let mut parts = Vec::new();
     if !worse.is_empty() {
@@ -324,6 +409,12 @@ fn summary(pair: &PairComparison) -> String {
     }
     if untested > 0 {
         parts.push(format!("{untested} not tested (too little data)"));
+    }
+    if names_quiet + names_untested > 0 {
+        parts.push(format!(
+            "request names: {names_quiet} within the noise, {names_untested} not tested ({})",
+            names::NO_SECONDS
+        ));
     }
     format!(
         "{} against {}: {}",
