@@ -272,7 +272,7 @@ tool_cmd() {
         http2) REQ=$H2_REQUESTS; CONN=$H2_CONNECTIONS; CONC=$H2_CONCURRENCY ;;
     esac
     case $suite/$tool in
-        grpc/loadlab) CMD=("$LOADLAB" grpc "$GRPC_ADDR" --proto "$PROTO" --call "$CALL" --message "$DATA"
+        grpc/loadlab) CMD=("$LOADLAB" grpc "$GRPC_ADDR" --proto "$PROTO" --call "$CALL" -D "$DATA"
                            --connections "$CONN" --concurrency "$CONC" --requests "$REQ"
                            --threads 1 --json "$json" -q) ;;
         grpc/ghz)     CMD=(ghz --insecure --proto "$PROTO" --call "$CALL" -d "$DATA"

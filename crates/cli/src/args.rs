@@ -527,9 +527,9 @@ impl TrafficArgs {
     pub fn traffic(&self) -> anyhow::Result<loadlab_engine::config::traffic::Traffic> {
         use loadlab_engine::config::traffic::{NamedRequest, Traffic};
         let data = match &self.data {
-            Some(p) => {
-                Some(loadlab_template::Data::load(p).map_err(|e| anyhow::anyhow!("--data {e}"))?)
-            }
+            Some(p) => Some(std::sync::Arc::new(
+                loadlab_template::Data::load(p).map_err(|e| anyhow::anyhow!("--data {e}"))?,
+            )),
             None => None,
         };
         let requests = match &self.targets {

@@ -67,7 +67,7 @@ pub struct Traffic {
     /// draw, not by a pass over the weights (a file may hold 100,000 requests).
     uniform: bool,
     order: MixOrder,
-    data: Option<Data>,
+    data: Option<std::sync::Arc<Data>>,
     data_order: Order,
     cursor: Cursor,
     /// `${seq}` of a distributed run: this machine's part of how many.
@@ -122,7 +122,7 @@ impl Traffic {
         let mut weights = Vec::new();
         let mut explicit = Vec::new();
         if spec.requests.is_empty() {
-            kinds.push(own.compile(&columns, spec.data.as_ref())?);
+            kinds.push(own.compile(&columns, spec.data.as_deref())?);
             weights.push(1);
             explicit.push(false);
         } else {
@@ -316,7 +316,7 @@ impl Traffic {
 
     /// The data file's rows, if any.
     pub fn data(&self) -> Option<&Data> {
-        self.data.as_ref()
+        self.data.as_deref()
     }
 
     /// How rows are drawn.

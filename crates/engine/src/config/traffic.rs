@@ -5,6 +5,8 @@
 //! receives it as text and compiles it itself; the data rows travel too (an agent's share
 //! only).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 pub use loadlab_template::{Data, Order as DataOrder};
@@ -143,9 +145,10 @@ pub struct Traffic {
     pub requests: Vec<NamedRequest>,
     /// How the list is taken.
     pub order: MixOrder,
-    /// The data file's rows (in a distributed run, this machine's share).
+    /// The data file's rows (in a distributed run, this machine's share), shared: a step
+    /// of an experiment does not copy them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<Data>,
+    pub data: Option<Arc<Data>>,
     /// How rows are drawn.
     pub data_order: DataOrder,
     /// Where this run starts.
@@ -178,7 +181,7 @@ impl Traffic {
     #[must_use]
     pub fn share(&self, part: usize, parts: usize) -> Traffic {
         Traffic {
-            data: self.data.as_ref().map(|d| d.share(part, parts)),
+            data: self.data.as_ref().map(|d| Arc::new(d.share(part, parts))),
             seq_parts: parts as u64,
             seq_part: part as u64,
             ..self.clone()

@@ -216,7 +216,7 @@ pub struct ScenarioTraffic {
     pub data_file: Option<String>,
     /// Its rows, loaded when the plan is (not written to plan.json).
     #[serde(skip)]
-    pub data: Option<loadlab_engine::config::traffic::Data>,
+    pub data: Option<std::sync::Arc<loadlab_engine::config::traffic::Data>>,
     /// How rows are drawn.
     pub data_order: loadlab_engine::config::traffic::DataOrder,
 }

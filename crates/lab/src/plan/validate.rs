@@ -645,10 +645,10 @@ fn scenario_traffic(
                 "a data file (CSV or JSON Lines); the gRPC message is `message` now",
             ))
         }
-        Some(file) => Some(
+        Some(file) => Some(std::sync::Arc::new(
             loadlab_template::Data::load(&dir.join(file))
                 .map_err(|e| c.err(f("data"), file.clone(), e.to_string()))?,
-        ),
+        )),
         None => None,
     };
     if data.is_none() && s.data_order.is_some() {
