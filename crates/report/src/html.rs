@@ -320,7 +320,8 @@ fn scenario_charts(
 }
 
 /// The knee of a scenario in a configuration: the highest value sustained and the first
-/// not sustained, from the search's outcome, or from fixed steps ([`fixed_knee`]).
+/// not sustained, from the search's outcome, or from fixed steps (the Markdown report's
+/// [`crate::markdown::fixed_knee`], so the page and the table say the same).
 fn knee_of(
     configs: &[ConfigRecord],
     scenario: &str,
@@ -333,7 +334,10 @@ fn knee_of(
         .and_then(|r| r.knees.iter().find(|k| k.scenario == scenario));
     match searched {
         Some(k) => (k.outcome.knee, k.outcome.first_unsustained),
-        None => fixed_knee(runs),
+        None => {
+            let f = crate::markdown::fixed_knee(runs);
+            (f.best, f.fail)
+        }
     }
 }
 
@@ -436,21 +440,6 @@ fn names_charts(
         }
     }
     o
-}
-
-/// Fixed steps: the highest load sustained below the first one not sustained, and that one.
-fn fixed_knee(runs: &[&StepRecord]) -> (Option<f64>, Option<f64>) {
-    let first_bad = runs
-        .iter()
-        .filter(|s| !s.verdict.sustained)
-        .map(|s| s.load)
-        .reduce(f64::min);
-    let knee = runs
-        .iter()
-        .filter(|s| s.verdict.sustained && first_bad.is_none_or(|b| s.load < b))
-        .map(|s| s.load)
-        .reduce(f64::max);
-    (knee, first_bad)
 }
 
 /// x of the percentile plot: `-log10(1 - q)` (0 % at 0, 90 % at 1, 99 % at 2, ...).

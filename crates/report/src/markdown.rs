@@ -663,13 +663,19 @@ pub(crate) struct FixedKnee {
 /// The highest sustained step below the first step the server itself did not sustain
 /// (a generator-limited, agent-lost or interrupted step says nothing about the server).
 pub(crate) fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
+    // Not the server's doing: whatever else such a step missed, loadlab's lateness, a lost
+    // agent, an interruption or data used up could have caused it.
+    let not_the_server = |l: &Limit| {
+        matches!(
+            l,
+            Limit::GeneratorLimited | Limit::AgentLost | Limit::Interrupted | Limit::RowsUsedUp
+        )
+    };
+    let says_nothing = |s: &StepRecord| s.verdict.limits.iter().any(not_the_server);
     let server_limit = |s: &StepRecord| {
-        s.verdict.limits.iter().copied().find(|l| {
-            !matches!(
-                l,
-                Limit::GeneratorLimited | Limit::AgentLost | Limit::Interrupted
-            )
-        })
+        (!says_nothing(s))
+            .then(|| s.verdict.limits.first().copied())
+            .flatten()
     };
     let fail = list
         .iter()
@@ -686,18 +692,21 @@ pub(crate) fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
             .map(|s| s.load)
             .reduce(f64::max)
     });
-    // Nothing sustained and nothing the server failed: loadlab was the limit throughout.
-    let generator_only = best.is_none()
-        && fail.is_none()
-        && list
-            .iter()
-            .any(|s| s.verdict.limits.contains(&Limit::GeneratorLimited));
+    // Where the range stops short of a server failure: the first step above the highest
+    // sustained one that says nothing about the server (loadlab was the limit there).
+    let stopped = list
+        .iter()
+        .filter(|s| {
+            says_nothing(s)
+                && best.is_none_or(|b| s.load > b)
+                && fail.is_none_or(|f| s.load < f.load)
+        })
+        .min_by(|a, b| a.load.total_cmp(&b.load))
+        .and_then(|s| s.verdict.limits.iter().copied().find(not_the_server));
     FixedKnee {
         best,
         fail: fail.map(|s| s.load),
-        limit: fail
-            .and_then(|s| server_limit(s))
-            .or(generator_only.then_some(Limit::GeneratorLimited)),
+        limit: fail.and_then(|s| server_limit(s)).or(stopped),
         non_monotonic: above.zip(fail).map(|(a, f)| {
             format!(
                 "sustained at {} above {}, which was not sustained",
@@ -1068,4 +1077,50 @@ pub fn write_report(dir: &Path) -> std::io::Result<PathBuf> {
     std::fs::write(&path, text)?;
     crate::html::write_html(dir)?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed `queue` fixture's steps of one configuration.
+    fn steps(config: &str) -> Vec<StepRecord> {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/queue/steps.jsonl"
+        );
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<StepRecord>(l).unwrap())
+            .filter(|s| s.config == config)
+            .collect()
+    }
+
+    #[test]
+    fn a_step_loadlab_limited_is_not_the_servers_knee() {
+        // As recorded: 100 held, 300 failed on latency and throughput.
+        let mut list = steps("capacity=150");
+        let refs: Vec<&StepRecord> = list.iter().collect();
+        let f = fixed_knee(&refs);
+        assert_eq!(
+            (f.best, f.fail, f.limit),
+            (Some(100.0), Some(300.0), Some(Limit::Latency))
+        );
+        // The same step, also late on loadlab's side (not excused): it says nothing about
+        // the server, so the knee is "at least 100", stopped by the generator.
+        list[1].verdict.limits.insert(0, Limit::GeneratorLimited);
+        let refs: Vec<&StepRecord> = list.iter().collect();
+        let f = fixed_knee(&refs);
+        assert_eq!(
+            (f.best, f.fail, f.limit),
+            (Some(100.0), None, Some(Limit::GeneratorLimited))
+        );
+        assert_eq!(knee_cell(f.best, f.fail), "at least 100");
+        // Sustained throughout: no limit at all.
+        let held = steps("capacity=400");
+        let refs: Vec<&StepRecord> = held.iter().collect();
+        let f = fixed_knee(&refs);
+        assert_eq!((f.best, f.fail, f.limit), (Some(300.0), None, None));
+    }
 }
