@@ -32,6 +32,8 @@ macro_rules! run_examples {
         loadlab run http://127.0.0.1:8080/sleep --rate 500 --keep-alive off --source-addrs 16\n  \
         loadlab run http://127.0.0.1:8080/plaintext -c 256 --pipeline 16 -d 15s\n  \
         loadlab run --http2 http://127.0.0.1:8080/ -c 4 --concurrency 128 -n 200000\n  \
+        loadlab run 'http://127.0.0.1:8080/users/${id}?s=${seq}' --data ids.csv --rate 500 -d 30s\n  \
+        loadlab run --targets shop.txt --rate 300 -d 1m --slo 'checkout:p99<300ms'\n  \
         loadlab run http://10.0.0.9:8080/ --rate 200000 -c 512 -d 30s --agents 8 --token-file token"
     };
 }
@@ -42,6 +44,7 @@ macro_rules! knee_examples {
         loadlab knee http://127.0.0.1:8080/ --slo 'p99<200ms'\n  \
         loadlab knee http://127.0.0.1:8080/api -X POST -H 'Content-Type: application/json' --body '{\"q\":1}' --slo 'p95<100ms' --slo 'errors<0.1%'\n  \
         loadlab knee http://127.0.0.1:8080/ --probe-container web --max 20000 --step 10s\n  \
+        loadlab knee --targets shop.txt --slo 'p99<200ms'   (a mix: a step holds when every request name does)\n  \
         loadlab knee 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' --slo 'p99<50ms'\n  \
         loadlab knee http://10.0.0.9:8080/ --slo 'p99<200ms' --remote-probe --token-file token   (then `loadlab probe --coordinator THIS:7878 --listen 8080 --token-file token` on 10.0.0.9)\n\n\
         Exit status: 0 a knee (or at least --max) was found; 1 no step could run, or no knee was \
