@@ -280,6 +280,12 @@ pub struct RunResult {
     pub by_name: Vec<NameResult>,
 }
 
+/// Requests attempted: `responses` plus the `failures` that had no response (a 4xx or
+/// 5xx is both a response and an error).
+fn attempts(responses: u64, failures: u64, errors: &ErrorCounts) -> u64 {
+    responses + failures - errors.sum_of(&[ErrorClass::Http4xx, ErrorClass::Http5xx])
+}
+
 /// How a run's requests varied.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrafficInfo {
@@ -337,10 +343,7 @@ pub struct NameResult {
 impl NameResult {
     /// Requests attempted: the responses plus the failures without one.
     pub fn attempts(&self) -> u64 {
-        self.requests + self.errors_total
-            - self
-                .errors
-                .sum_of(&[ErrorClass::Http4xx, ErrorClass::Http5xx])
+        attempts(self.requests, self.errors_total, &self.errors)
     }
 }
 
@@ -402,10 +405,7 @@ impl RunResult {
     /// Requests that were attempted and ended one way or another: the responses plus the
     /// failures that had no response (a 4xx or 5xx is both a response and an error).
     pub fn attempts(&self) -> u64 {
-        self.requests + self.errors_total
-            - self
-                .errors
-                .sum_of(&[ErrorClass::Http4xx, ErrorClass::Http5xx])
+        attempts(self.requests, self.errors_total, &self.errors)
     }
 
     /// Failures by class, largest first, zeros left out.

@@ -111,11 +111,7 @@ fn traffic_lines(out: &mut String, r: &RunResult) {
         let _ = writeln!(
             out,
             "  by name         {} requests of {} kinds, {}:",
-            r.by_name
-                .iter()
-                .map(|n| n.requests + n.errors_total
-                    - n.errors.sum_of(&[ErrorClass::Http4xx, ErrorClass::Http5xx]))
-                .sum::<u64>(),
+            r.by_name.iter().map(|n| n.attempts()).sum::<u64>(),
             t.requests,
             t.order.name()
         );

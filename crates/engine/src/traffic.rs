@@ -34,23 +34,6 @@ pub struct Kind {
     pub message: Option<loadlab_grpc::CompiledMessage>,
 }
 
-impl Kind {
-    /// Whether every part is fixed text.
-    pub fn is_literal(&self) -> bool {
-        self.message.is_none()
-            && self.path.as_literal().is_some()
-            && self.body.as_literal().is_some()
-            && self.headers.iter().all(|(_, v)| v.as_literal().is_some())
-    }
-
-    /// Whether a header of this name is given (ASCII case ignored).
-    pub fn has_header(&self, name: &str) -> bool {
-        self.headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case(name))
-    }
-}
-
 /// The run's requests, compiled: shared by every worker.
 #[derive(Debug)]
 pub struct Traffic {
