@@ -613,7 +613,12 @@ pub fn usable_cpus(cpus: &[usize]) -> Option<Vec<usize>> {
     if cpus.iter().all(|&c| c < cores) {
         Some(cpus.to_vec())
     } else {
-        eprintln!("loadlab: warning: this machine has {cores} CPUs; not pinning to {cpus:?}");
+        let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+        eprintln!(
+            "loadlab: warning: loadlab may run on {cores} CPU{} here (its affinity or the machine), so the plan's CPU {} is out of reach: not pinning (generator and server share the CPUs)",
+            if cores == 1 { "" } else { "s" },
+            list.join(", ")
+        );
         None
     }
 }
