@@ -100,6 +100,35 @@ pub enum Command {
         loadlab lab plans/actix-web-benchmark.toml --out results/bench-1\n  \
         loadlab lab plans/demo-knee.toml --agents 3 --token-file token   (then `loadlab agent` on 3 machines)")]
     Lab(LabArgs),
+    /// Search a plan's [matrix] for the configuration with the highest knee, in a fraction
+    /// of the full product's load, and measure what each knob did.
+    ///
+    /// The plan needs a knee search (`load.knee`, or `[tune] knee = { start, max }` when
+    /// `[load]` gives fixed steps) and, with several scenarios, `[tune] scenario = "NAME"`:
+    /// the knee maximized. The search starts from the middle value of each numeric knob
+    /// (numbers are ordered: their neighbours are the next value up and down; other knobs
+    /// are categories) with a full knee search, then moves one knob at a time from the best
+    /// configuration so far. It tries first what the best one's diagnosis points at (more of
+    /// the parameter the diagnosis named, such as `workers=2` at a concurrency limit, or of
+    /// a knob `[tune.knobs] workers = { relieves = "concurrency" }` says relieves its
+    /// bottleneck), then the direction that raised the knee before, then knobs not moved
+    /// yet; knobs whose moves changed nothing resolvable come last. Each newcomer is raced:
+    /// one step at the best knee so far, repeated if not sustained; not sustained twice, it
+    /// is dropped there; sustained, its search grows from there. The best is replaced only
+    /// by a knee resolvably higher (ranges disjoint). The search ends when every neighbour
+    /// of the best was tried, or the budget is spent.
+    ///
+    /// Writes a bundle like `lab` (every step of every configuration tried, with probes and
+    /// diagnosis), tune.json (the best configuration and whether it is resolvably better
+    /// than the runner-up, every configuration tried with its knee or the load it was
+    /// dropped at and why, each knob's measured effect on one-knob-apart pairs, the load
+    /// time spent against the full product's estimate) and a tune section at the top of
+    /// report.md and report.html.
+    #[command(after_help = "Examples:\n  \
+        loadlab tune plans/backlog-workers.toml --quick\n  \
+        loadlab tune plans/proxy-pool-jvm.toml --quick --budget 6\n  \
+        loadlab tune my-plan.toml --budget 30m --seed 7 --out results/tune-1")]
+    Tune(TuneArgs),
     /// Find the knee of a server you started yourself: the highest load it sustains under
     /// the SLO, and why it breaks there.
     ///
@@ -443,6 +472,45 @@ pub struct LabArgs {
     pub max_regression: Option<f64>,
     #[command(flatten)]
     pub distributed: DistributedArgs,
+}
+
+/// `loadlab tune` arguments.
+#[derive(Args, Debug)]
+pub struct TuneArgs {
+    /// The plan (TOML), with a [matrix] and a knee search.
+    pub plan: PathBuf,
+    /// How much to spend: a number of configurations (12), or a time of load (30m, 1h: no
+    /// configuration starts once that much warm-up and measured time was spent) [default:
+    /// `[tune] budget`, else 30 % of the matrix's configurations, at least 4].
+    #[arg(long, value_name = "N|TIME", value_parser = parse_budget)]
+    pub budget: Option<loadlab_lab::plan::Budget>,
+    /// Breaks ties between equally promising moves, and picks the first value of each
+    /// category knob: another seed, another path to the same answer.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Search every configuration in full, in the plan's order, with no racing (what
+    /// `loadlab lab` would run): the full product's answer and every knob's effect, to
+    /// check what tune found against, at the full product's cost.
+    #[arg(long, conflicts_with = "budget")]
+    pub full: bool,
+    /// Use the plan's `[quick]` scale (minutes on a small machine).
+    #[arg(long)]
+    pub quick: bool,
+    /// Bundle directory [default: results/NAME-tune-TIMESTAMP].
+    #[arg(short, long)]
+    pub out: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+    /// Do not run the targets' `build` commands (what they build must be there already).
+    #[arg(long)]
+    pub no_build: bool,
+    #[command(flatten)]
+    pub distributed: DistributedArgs,
+}
+
+fn parse_budget(s: &str) -> Result<loadlab_lab::plan::Budget, String> {
+    loadlab_lab::plan::Budget::parse(s)
 }
 
 /// The request sent: `loadlab run`'s and `loadlab knee`'s.

@@ -166,6 +166,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         },
         quick: None,
         probe,
+        tune: None,
     })
 }
 

@@ -10,7 +10,7 @@ use loadlab_fleet::Coordinator;
 use loadlab_lab::{LabOptions, Plan};
 use loadlab_system::doctor::{self, Facts, Finding, Severity};
 
-use crate::args::{DemoArgs, DoctorArgs, LabArgs, ReportArgs};
+use crate::args::{DemoArgs, DoctorArgs, LabArgs, ReportArgs, TuneArgs};
 use crate::{cancel_on_signal, BadInput, EXIT_ALL_FAILED, EXIT_GATE_FAILED};
 use loadlab_engine::config::workload::{DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS};
 
@@ -78,6 +78,22 @@ pub(crate) fn run_lab(
     stop: CancellationToken,
     fleet: Option<Arc<Coordinator>>,
 ) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
+    run_with(plan, out, settings, stop, fleet, &mut |opts| {
+        loadlab_lab::run_plan(plan, opts)
+    })
+}
+
+/// [`run_lab`] with `run` choosing how the plan runs (`loadlab tune` drives it).
+pub(crate) fn run_with(
+    plan: &Plan,
+    out: PathBuf,
+    settings: RunSettings,
+    stop: CancellationToken,
+    fleet: Option<Arc<Coordinator>>,
+    run: &mut dyn FnMut(
+        &LabOptions,
+    ) -> Result<loadlab_lab::LabSummary, loadlab_lab::LabError>,
+) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
     let RunSettings {
         quiet,
         skip_builds,
@@ -110,7 +126,7 @@ pub(crate) fn run_lab(
         remote_probe,
         skip_builds,
     };
-    let summary = loadlab_lab::run_plan(plan, &opts);
+    let summary = run(&opts);
     if let Some(v) = &view {
         v.finish();
     }
@@ -187,6 +203,72 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
     Ok(match check {
         Some(check) if report_regressions(&check) => ExitCode::from(EXIT_GATE_FAILED),
         _ => ExitCode::SUCCESS,
+    })
+}
+
+pub fn cmd_tune(a: &TuneArgs) -> anyhow::Result<ExitCode> {
+    let plan = load_plan(&a.plan, a.quick)?;
+    // What tune needs of the plan is checked before any load.
+    let prepared = loadlab_lab::tune::prepare(&plan).map_err(BadInput)?;
+    let stop = CancellationToken::new();
+    cancel_on_signal(stop.clone());
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out(&format!("{}-tune", plan.name)));
+    let fleet = crate::fleet::coordinator(&a.distributed, &stop, a.quiet)?;
+    let settings = RunSettings {
+        quiet: a.quiet,
+        skip_builds: a.no_build,
+        brief_preflight: false,
+        remote_probe: crate::fleet::remote_sources(&a.distributed, fleet.as_ref()),
+    };
+    let mut tuned = None;
+    let (summary, _report) = run_with(
+        &prepared.plan,
+        out,
+        settings,
+        stop.clone(),
+        fleet.clone(),
+        &mut |opts| {
+            let (summary, result) = loadlab_lab::tune::run_tune(&prepared, opts, a.budget, a.seed, a.full)?;
+            tuned = Some(result);
+            Ok(summary)
+        },
+    )?;
+    if let Some(c) = fleet {
+        c.finish(if stop.is_cancelled() {
+            "the coordinator was interrupted"
+        } else {
+            "the run is over"
+        });
+    }
+    let result = tuned.expect("tune ran");
+    print!("{}", loadlab_report::tune::text(&result));
+    println!(
+        "\nThe full report: {} (charts) and report.md beside it; tune.json holds every figure above.",
+        loadlab_report::html_path(&summary.bundle).display()
+    );
+    eprintln!(
+        "loadlab: {} step{} in {} configuration{}{}; bundle {}",
+        summary.steps,
+        if summary.steps == 1 { "" } else { "s" },
+        summary.configs.len(),
+        if summary.configs.len() == 1 { "" } else { "s" },
+        if summary.interrupted {
+            " (interrupted)"
+        } else {
+            ""
+        },
+        summary.bundle.display(),
+    );
+    if let Some(code) = crate::interrupted_exit() {
+        return Ok(code);
+    }
+    Ok(if result.best.is_none() {
+        ExitCode::from(EXIT_ALL_FAILED)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
@@ -315,7 +397,7 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
     println!(
         "\nNext:\n  \
          loadlab knee http://127.0.0.1:8080/ --slo 'p99<200ms'     your own server's knee and why (README: \"Find your own server's knee\")\n  \
-         loadlab lab plans/backlog-workers.toml --quick           a knob swept over a matrix, one knee search per configuration\n  \
+         loadlab tune plans/backlog-workers.toml --quick          the best configuration of a plan's matrix, and what each knob did\n  \
          loadlab --help                                           every command; the README has the rest"
     );
     if let Some(code) = crate::interrupted_exit() {

@@ -63,6 +63,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd_run(&a),
         Command::Grpc(a) => cmd_grpc(&a),
         Command::Lab(a) => lab::cmd_lab(&a),
+        Command::Tune(a) => lab::cmd_tune(&a),
         Command::Knee(a) => knee::cmd_knee(&a),
         Command::Doctor(a) => lab::cmd_doctor(&a),
         Command::Report(a) => lab::cmd_report(&a),

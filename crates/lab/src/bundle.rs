@@ -206,7 +206,8 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> std::io::Result
     })
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
+/// Writes `value` as pretty JSON to `path`.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
     std::fs::write(path, text + "\n")
 }

@@ -171,6 +171,8 @@ struct Runner<'a> {
     /// Per scenario, where its data rows and `${seq}` stand: every step goes on from the
     /// last (so `unique` never sends a row twice in one run, whatever the configuration).
     resumes: BTreeMap<String, loadlab_engine::config::traffic::Resume>,
+    /// The configuration running is raced first (see [`Session::run`]).
+    race: Option<knee::Race>,
 }
 
 /// A knee search's step count is not known in advance; this many is typical.
@@ -205,8 +207,27 @@ fn bundle_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> LabError + '
     }
 }
 
-/// Runs the plan and writes its bundle (report included).
+/// Runs the plan and writes its bundle (report included): every configuration of the
+/// matrix, in order.
 pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> {
+    run_driven(plan, opts, &mut |s| {
+        for i in 0..s.configs().len() {
+            if s.stopped() {
+                break;
+            }
+            s.run(i, None)?;
+        }
+        Ok(())
+    })
+}
+
+/// Runs the plan with `driver` choosing which configurations run and how (see
+/// [`Session`]), and writes its bundle.
+pub fn run_driven(
+    plan: &Plan,
+    opts: &LabOptions,
+    driver: &mut dyn FnMut(&mut Session<'_>) -> Result<(), LabError>,
+) -> Result<LabSummary, LabError> {
     target::install_cleanup();
     // Raise the soft nofile limit now, before targets start: they inherit it.
     let demand = crate::doctor::demand(plan);
@@ -237,7 +258,7 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
         });
     }
     let configs = matrix::expand(plan);
-    let mut runner = Runner {
+    let runner = Runner {
         plan,
         opts,
         bundle,
@@ -252,25 +273,81 @@ pub fn run_plan(plan: &Plan, opts: &LabOptions) -> Result<LabSummary, LabError> 
         diagnoses: Vec::new(),
         watch,
         resumes: BTreeMap::new(),
+        race: None,
     };
-    let mut done = Vec::new();
-    for (i, config) in configs.iter().enumerate() {
-        if opts.stop.is_cancelled() {
-            break;
-        }
-        let record = runner.run_config(i, config)?;
-        runner
-            .bundle
-            .append_config(&record)
-            .map_err(bundle_err(&opts.out))?;
-        done.push(record);
-    }
+    let mut session = Session {
+        runner,
+        configs,
+        done: Vec::new(),
+    };
+    driver(&mut session)?;
     Ok(LabSummary {
         bundle: opts.out.clone(),
-        configs: done,
-        steps: runner.steps,
+        steps: session.runner.steps,
+        configs: session.done,
         interrupted: opts.stop.is_cancelled(),
     })
+}
+
+/// An experiment under way, for a driver that chooses which configurations run and how
+/// (`loadlab tune`): the bundle, the targets' lifecycle, the steps, their verdicts and
+/// diagnoses are the lab's, whoever chooses.
+pub struct Session<'a> {
+    runner: Runner<'a>,
+    configs: Vec<Config>,
+    done: Vec<ConfigRecord>,
+}
+
+impl Session<'_> {
+    /// Every configuration of the plan's matrix, in the order `loadlab lab` runs them.
+    pub fn configs(&self) -> &[Config] {
+        &self.configs
+    }
+
+    /// Whether the run was stopped (Ctrl-C): run nothing more.
+    pub fn stopped(&self) -> bool {
+        self.runner.opts.stop.is_cancelled()
+    }
+
+    /// Runs configuration `i` (its targets started, its scenarios' steps or knee searches,
+    /// its targets stopped) and appends its record to the bundle. With `race`, each
+    /// knee search first races the configuration (see [`knee::race`]): a step at the best
+    /// knee so far, repeated if it is not sustained; not sustained twice, the
+    /// configuration is dropped (its knee is below it) without a search; otherwise the
+    /// search goes on from there.
+    pub fn run(&mut self, i: usize, race: Option<knee::Race>) -> Result<&ConfigRecord, LabError> {
+        self.runner.race = race;
+        let config = self.configs[i].clone();
+        let record = self.runner.run_config(i, &config);
+        self.runner.race = None;
+        let record = record?;
+        self.runner
+            .bundle
+            .append_config(&record)
+            .map_err(bundle_err(&self.runner.opts.out))?;
+        self.done.push(record);
+        Ok(self.done.last().expect("just pushed"))
+    }
+
+    /// Steps run so far (every configuration).
+    pub fn steps_run(&self) -> usize {
+        self.runner.steps
+    }
+
+    /// The configurations run so far, in the order they ran.
+    pub fn done(&self) -> &[ConfigRecord] {
+        &self.done
+    }
+
+    /// Writes one line of progress.
+    pub fn say(&self, msg: impl AsRef<str>) {
+        self.runner.say(msg.as_ref().to_string());
+    }
+
+    /// The bundle directory.
+    pub fn bundle_dir(&self) -> &std::path::Path {
+        self.runner.bundle.dir()
+    }
 }
 
 /// Runs the targets' builds before the first configuration (see [`crate::build`]), or says
@@ -524,7 +601,8 @@ impl Runner<'_> {
                 let mut index = 0u32;
                 let mut failure: Option<LabError> = None;
                 let mut crashed = None;
-                let outcome = knee::search(params, &mut |v, phase| {
+                let race = self.race;
+                let mut step_at = |v: f64, phase: Phase| {
                     // A generator-limited step is tried once more: a moment of contention
                     // on a shared machine should not end the search.
                     for attempt in 0..2 {
@@ -564,7 +642,11 @@ impl Runner<'_> {
                         return signal;
                     }
                     unreachable!("the loop returns on its second attempt")
-                });
+                };
+                let outcome = match race {
+                    Some(r) => knee::race(params, r, &mut step_at),
+                    None => knee::search(params, &mut step_at),
+                };
                 if let Some(e) = failure {
                     return Err(e);
                 }

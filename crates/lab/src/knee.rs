@@ -54,6 +54,8 @@ pub enum Phase {
     Bisect,
     /// A repeat of one end of the boundary.
     Confirm,
+    /// `loadlab tune`: a configuration tried first at the best knee found so far.
+    Race,
     /// All scenarios together.
     Together,
 }
@@ -101,10 +103,21 @@ pub struct KneeOutcome {
     pub values: Vec<ValueRuns>,
     /// One sentence for reports.
     pub summary: String,
+    /// `loadlab tune`: the load this configuration was raced at first (the best knee so
+    /// far); with `knee` unset and `first_unsustained` at it, it was dropped there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raced_at: Option<f64>,
+}
+
+impl KneeOutcome {
+    /// Dropped in a race: not sustained at the load it was raced at, in every run there.
+    pub fn dropped(&self) -> bool {
+        self.raced_at.is_some() && self.knee.is_none() && self.first_unsustained == self.raced_at
+    }
 }
 
 /// A load value as summaries print it.
-fn fmt(v: f64) -> String {
+pub fn fmt(v: f64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
@@ -198,8 +211,98 @@ fn terminal(l: Limit) -> bool {
     )
 }
 
+/// Where `loadlab tune` races a configuration: the best knee so far, and the top of its
+/// range (the first load it did not sustain).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Race {
+    /// The best knee so far: the first step.
+    pub at: f64,
+    /// The top of the best knee's range: the second step when `at` is sustained (a
+    /// configuration that fails there has the same bracket as the best, already narrow).
+    pub then: Option<f64>,
+}
+
+/// Races a configuration at `race.at`, the best knee found so far (`loadlab tune`): one
+/// step there, and one more if it was not sustained. Not sustained in both, the
+/// configuration is dropped: its knee is below `at`, and no search is run. Otherwise the
+/// search goes on from `at` as [`search`] does (the step already run there counts as its
+/// first), its next step at `race.then` (the bracket of the best knee, reused) and growing
+/// from there.
+pub fn race(
+    p: KneeParams,
+    race: Race,
+    step: &mut dyn FnMut(f64, Phase) -> StepSignal,
+) -> KneeOutcome {
+    let at = if p.integer { race.at.round().max(1.0) } else { race.at };
+    let mut runs = 0u32;
+    let mut last = None;
+    while runs < 2 {
+        match step(at, Phase::Race) {
+            StepSignal::Sustained => {
+                // The search's first step is this one, already run.
+                let mut first = Some(StepSignal::Sustained);
+                let mut o = search_from(
+                    KneeParams { start: at, ..p },
+                    race.then.filter(|&t| t > at && t <= p.max),
+                    &mut |v, phase| match first.take().filter(|_| v == at) {
+                        Some(signal) => signal,
+                        None => step(v, phase),
+                    },
+                );
+                if runs > 0 {
+                    o.non_monotonic.push(format!(
+                        "{}: not sustained in the race's first run, sustained in its second",
+                        fmt(at)
+                    ));
+                }
+                o.raced_at = Some(at);
+                return o;
+            }
+            StepSignal::NotSustained(l) if terminal(l) => {
+                let mut o = ended(History::default(), None, at, l);
+                o.raced_at = Some(at);
+                return o;
+            }
+            StepSignal::NotSustained(l) => last = Some(l),
+        }
+        runs += 1;
+    }
+    let l = last.expect("two unsustained runs");
+    KneeOutcome {
+        knee: None,
+        first_unsustained: Some(at),
+        limited_by: Some(l),
+        range: None,
+        confirmed: true,
+        non_monotonic: Vec::new(),
+        values: vec![ValueRuns {
+            value: at,
+            runs: 2,
+            sustained: 0,
+        }],
+        summary: format!(
+            "dropped in the race: not sustained at {} (the best knee so far) in 2 of 2 runs ({}): its knee is below {}",
+            fmt(at),
+            l.describe(),
+            fmt(at)
+        ),
+        raced_at: Some(at),
+    }
+}
+
 /// Runs the search; `step` runs one step at a value and says how it went.
 pub fn search(p: KneeParams, step: &mut dyn FnMut(f64, Phase) -> StepSignal) -> KneeOutcome {
+    search_from(p, None, step)
+}
+
+/// [`search`], its second step at `second` (when above the first) instead of one growth
+/// factor up.
+fn search_from(
+    p: KneeParams,
+    second: Option<f64>,
+    step: &mut dyn FnMut(f64, Phase) -> StepSignal,
+) -> KneeOutcome {
+    let mut second = second;
     let mut history = History::default();
     let mut run = |v: f64, phase: Phase, history: &mut History| {
         let signal = step(v, phase);
@@ -230,7 +333,10 @@ pub fn search(p: KneeParams, step: &mut dyn FnMut(f64, Phase) -> StepSignal) -> 
                         ),
                     );
                 }
-                let next = round((v * p.growth).min(p.max));
+                let next = match second.take().map(round) {
+                    Some(t) if t > v => t.min(p.max),
+                    _ => round((v * p.growth).min(p.max)),
+                };
                 v = if next <= v {
                     round(v + 1.0).min(p.max)
                 } else {
@@ -367,6 +473,7 @@ fn finish(
         first_unsustained,
         limited_by,
         range: knee.zip(first_unsustained).map(|(a, b)| [a, b]),
+        raced_at: None,
         confirmed,
         non_monotonic,
         values: history.values,

@@ -25,6 +25,7 @@ pub mod matrix;
 pub mod plan;
 pub mod target;
 pub mod template;
+pub mod tune;
 pub mod verdict;
 pub mod watch;
 

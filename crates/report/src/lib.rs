@@ -14,6 +14,7 @@ pub mod compare;
 pub mod html;
 pub mod markdown;
 pub mod svg;
+pub mod tune;
 
 pub use html::{html_path, write_html};
 pub use markdown::{knee_lines, render_bundle, write_report};

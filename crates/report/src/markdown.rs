@@ -757,6 +757,14 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
     for torn in loadlab_lab::bundle::torn_lines(dir) {
         let _ = writeln!(out, "**Warning**: {torn}.\n");
     }
+    // `loadlab tune`: its answer first.
+    match crate::tune::read(dir) {
+        Some(Ok(t)) => out.push_str(&crate::tune::text(&t)),
+        Some(Err(e)) => {
+            let _ = writeln!(out, "**Warning**: tune.json does not read ({e}): the tune section is left out.\n");
+        }
+        None => {}
+    }
     for s in &steps {
         if let Err(e) = loadlab_engine::result::decode_histogram(&s.result.histograms.latency) {
             let _ = writeln!(

@@ -117,6 +117,34 @@ impl Bottleneck {
             .unwrap_or_default()
     }
 
+    /// What `[tune.knobs] X = { relieves = ... }` accepts, for errors.
+    pub const RELIEF_WORDS: &'static str = "a bottleneck a knob can relieve: concurrency, cpu, \
+        thread, accept_queue, timeouts, descriptors, memory, pids, refused, or a diagnosis name \
+        such as concurrency_bound or cpu_throttled";
+
+    /// The bottlenecks a word of `relieves` names: `concurrency`, `cpu` (CPU-bound and
+    /// throttled), `accept_queue` (also `backlog`, `listen_queue`), or any name in the
+    /// bundle (`concurrency_bound`). `None` for a word that names none.
+    pub fn from_relief(word: &str) -> Option<Vec<Bottleneck>> {
+        use Bottleneck::*;
+        let w = word.trim().to_ascii_lowercase().replace(['-', ' '], "_");
+        Some(match w.as_str() {
+            "concurrency" | "pool" | "workers" => vec![ConcurrencyBound],
+            "cpu" => vec![CpuBound, CpuThrottled],
+            "thread" | "threads" | "event_loop" => vec![ThreadBound],
+            "accept_queue" | "backlog" | "listen_queue" => vec![AcceptQueue],
+            "memory" => vec![MemoryGrowth, MemoryLimit],
+            "pids" => vec![PidsLimit],
+            other => {
+                let b: Bottleneck = serde_json::from_value(serde_json::Value::String(other.into())).ok()?;
+                if b.not_the_server() || matches!(b, Unknown | Unreachable | Rejected | Crash) {
+                    return None;
+                }
+                vec![b]
+            }
+        })
+    }
+
     /// True for what is not the server's doing: loadlab fell behind, an agent was lost.
     pub fn not_the_server(self) -> bool {
         matches!(self, Bottleneck::Generator | Bottleneck::AgentLost)

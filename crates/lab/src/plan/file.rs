@@ -37,6 +37,37 @@ pub struct PlanFile {
     /// did not start).
     #[serde(default)]
     pub probe: Option<ProbeFile>,
+    /// `[tune]`: how `loadlab tune` searches the matrix.
+    #[serde(default)]
+    pub tune: Option<TuneFile>,
+}
+
+/// `[tune]`: what `loadlab tune` maximizes and what it may know of the knobs.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneFile {
+    /// The scenario whose knee is maximized (default: the plan's only, or first, scenario).
+    pub scenario: Option<String>,
+    /// The knee search tune runs for each configuration, when `[load]` gives fixed steps
+    /// (or to replace `load.knee` for tune).
+    pub knee: Option<KneeFile>,
+    /// Default `--budget`: a number of configurations, or a time of load ("30m").
+    pub budget: Option<toml::Value>,
+    /// Measured time of tune's steps, instead of `load.step_duration`.
+    pub step_duration: Option<String>,
+    /// `[tune.knobs] workers = { relieves = "concurrency" }`: which bottleneck each matrix
+    /// parameter relieves (more of it, more room).
+    #[serde(default)]
+    pub knobs: BTreeMap<String, KnobFile>,
+}
+
+/// One `[tune.knobs]` entry.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnobFile {
+    /// Bottlenecks that more of this knob relieves: a name or a list of names.
+    #[serde(default)]
+    pub relieves: Option<toml::Value>,
 }
 
 /// `[probe]`: at most one of its keys.
@@ -389,4 +420,8 @@ pub struct QuickFile {
     pub matrix: BTreeMap<String, Vec<toml::Value>>,
     /// Replaces every scenario's `requests`.
     pub requests: Option<u64>,
+    /// Replaces `tune.knee`.
+    pub tune_knee: Option<KneeFile>,
+    /// Replaces `tune.step_duration`.
+    pub tune_step_duration: Option<String>,
 }

@@ -71,6 +71,68 @@ pub struct Plan {
     /// `[probe]`: what the probes watch.
     #[serde(default)]
     pub probe: ProbeSpec,
+    /// `[tune]`: how `loadlab tune` searches the matrix (`None`: not given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune: Option<TuneSpec>,
+}
+
+/// A validated `[tune]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TuneSpec {
+    /// `tune.scenario`: the scenario whose knee is maximized.
+    pub scenario: Option<String>,
+    /// `tune.knee` (a [`Steps::Knee`]): the search tune runs instead of `[load]`'s steps.
+    pub knee: Option<Steps>,
+    /// `tune.budget`: the default `--budget`.
+    pub budget: Option<Budget>,
+    /// `tune.step_duration`: tune's steps' measured time (`None`: `load.step_duration`).
+    #[serde(default)]
+    pub step_duration: Option<Duration>,
+    /// `[tune.knobs]`: per matrix parameter, the bottlenecks more of it relieves.
+    #[serde(default)]
+    pub knobs: BTreeMap<String, Vec<crate::diagnosis::Bottleneck>>,
+}
+
+/// How much `loadlab tune` may spend.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Budget {
+    /// At most this many configurations evaluated.
+    Configs(usize),
+    /// No configuration started once this much load (warm-up and measured time) was spent.
+    LoadSeconds(f64),
+}
+
+impl Budget {
+    /// `12` (configurations) or a duration such as `30m` (load time).
+    pub fn parse(s: &str) -> Result<Budget, String> {
+        let s = s.trim();
+        if let Ok(n) = s.parse::<usize>() {
+            return if n == 0 {
+                Err("a budget of 0 configurations evaluates nothing: give 1 or more".into())
+            } else {
+                Ok(Budget::Configs(n))
+            };
+        }
+        match humantime::parse_duration(s) {
+            Ok(d) if d.as_secs_f64() > 0.0 => Ok(Budget::LoadSeconds(d.as_secs_f64())),
+            _ => Err(format!(
+                "{s:?}: a number of configurations (12) or a time of load (30m, 1h)"
+            )),
+        }
+    }
+
+    /// Words: `12 configurations`, `30m of load`.
+    pub fn words(&self) -> String {
+        match self {
+            Budget::Configs(1) => "1 configuration".into(),
+            Budget::Configs(n) => format!("{n} configurations"),
+            Budget::LoadSeconds(s) => format!(
+                "{} of load",
+                humantime::format_duration(std::time::Duration::from_secs_f64(s.round()))
+            ),
+        }
+    }
 }
 
 /// What the probes watch while a step runs: the server's process tree and cgroup (its CPU,

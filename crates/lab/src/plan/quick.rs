@@ -32,6 +32,12 @@ pub(super) fn apply(file: &mut PlanFile, origin: &str) -> Result<(), PlanError> 
         }
         file.matrix.insert(k, v);
     }
+    if let Some(k) = q.tune_knee {
+        file.tune.get_or_insert_with(Default::default).knee = Some(k);
+    }
+    if let Some(d) = q.tune_step_duration {
+        file.tune.get_or_insert_with(Default::default).step_duration = Some(d);
+    }
     if let Some(n) = q.requests {
         for s in &mut file.scenario {
             s.requests = Some(n);

@@ -126,6 +126,11 @@ pub(super) fn plan(
     let load = load(&c, &file.load, &scenarios)?;
     let slo = slo(&c, &file.slo)?;
     let probe = probe(&c, dir, file.probe.as_ref())?;
+    let tune = file
+        .tune
+        .as_ref()
+        .map(|t| tune(&c, t, &matrix, &scenarios))
+        .transpose()?;
     Ok(Plan {
         name: file.name.clone(),
         description: file.description.clone(),
@@ -139,7 +144,132 @@ pub(super) fn plan(
         slo,
         quick,
         probe,
+        tune,
     })
+}
+
+/// `[tune]`.
+fn tune(
+    c: &Checker<'_>,
+    t: &super::file::TuneFile,
+    matrix: &[(String, Vec<String>)],
+    scenarios: &[ScenarioSpec],
+) -> Result<super::TuneSpec, PlanError> {
+    use crate::diagnosis::Bottleneck;
+    if let Some(s) = &t.scenario {
+        if !scenarios.iter().any(|x| &x.name == s) {
+            return Err(c.err(
+                "tune.scenario",
+                format!("{s:?}"),
+                format!(
+                    "one of the plan's scenarios: {}",
+                    scenarios
+                        .iter()
+                        .map(|x| x.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+    }
+    let knee = t
+        .knee
+        .as_ref()
+        .map(|k| knee(c, k).map_err(|e| rename_field(e, "load.knee", "tune.knee")))
+        .transpose()?;
+    let budget = match &t.budget {
+        None => None,
+        Some(toml::Value::Integer(n)) if *n > 0 => Some(super::Budget::Configs(*n as usize)),
+        Some(toml::Value::String(s)) => Some(
+            super::Budget::parse(s).map_err(|why| c.err("tune.budget", format!("{s:?}"), why))?,
+        ),
+        Some(v) => {
+            return Err(c.err(
+                "tune.budget",
+                v.to_string(),
+                "a number of configurations above 0 (12) or a time of load (\"30m\")",
+            ))
+        }
+    };
+    let step_duration = match &t.step_duration {
+        None => None,
+        Some(d) => match humantime::parse_duration(d) {
+            Ok(d) if !d.is_zero() => Some(d),
+            _ => {
+                return Err(c.err(
+                    "tune.step_duration",
+                    format!("{d:?}"),
+                    "a duration above 0, e.g. \"5s\"",
+                ))
+            }
+        },
+    };
+    let mut knobs = BTreeMap::new();
+    for (name, k) in &t.knobs {
+        let field = format!("tune.knobs.{name}");
+        if !matrix.iter().any(|(m, _)| m == name) {
+            return Err(c.err(
+                &field,
+                name.clone(),
+                "a parameter that [matrix] defines",
+            ));
+        }
+        let names: Vec<String> = match &k.relieves {
+            None => Vec::new(),
+            Some(toml::Value::String(s)) => vec![s.clone()],
+            Some(toml::Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    c.err(format!("{field}.relieves"), format!("{a:?}"), "bottleneck names")
+                })?,
+            Some(v) => {
+                return Err(c.err(
+                    format!("{field}.relieves"),
+                    v.to_string(),
+                    "a bottleneck name or a list of them",
+                ))
+            }
+        };
+        let mut relieved = Vec::new();
+        for n in names {
+            let found = Bottleneck::from_relief(&n).ok_or_else(|| {
+                c.err(
+                    format!("{field}.relieves"),
+                    format!("{n:?}"),
+                    Bottleneck::RELIEF_WORDS,
+                )
+            })?;
+            relieved.extend(found);
+        }
+        knobs.insert(name.clone(), relieved);
+    }
+    Ok(super::TuneSpec {
+        scenario: t.scenario.clone(),
+        knee,
+        budget,
+        step_duration,
+        knobs,
+    })
+}
+
+/// The same error, about `to` instead of `from` (a check shared by two tables).
+fn rename_field(e: PlanError, from: &str, to: &str) -> PlanError {
+    match e {
+        PlanError::Field {
+            path,
+            field,
+            value,
+            allowed,
+        } => PlanError::Field {
+            path,
+            field: field.replacen(from, to, 1),
+            value,
+            allowed,
+        },
+        other => other,
+    }
 }
 
 /// `[probe]`: one key at most.
