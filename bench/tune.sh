@@ -36,7 +36,7 @@ echo "== building loadlab and the fixture server (release)"
 FIXTURE=$ROOT/target/release/examples/fixture_server
 
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+if [ -n "${KEEP:-}" ]; then echo "keeping $WORK"; else trap 'rm -rf "$WORK"' EXIT; fi
 cat > "$WORK/plan.toml" <<PLAN
 name = "tune-fixture"
 description = "bench/tune.sh: capacity = 400 x f(b) x (1 - 0.15 cost); mode changes nothing."

@@ -79,7 +79,7 @@ pub(crate) fn run_lab(
     fleet: Option<Arc<Coordinator>>,
 ) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
     run_with(plan, out, settings, stop, fleet, &mut |opts| {
-        loadlab_lab::run_plan(plan, opts)
+        loadlab_lab::run_plan(plan, opts).map_err(Into::into)
     })
 }
 
@@ -90,9 +90,7 @@ pub(crate) fn run_with(
     settings: RunSettings,
     stop: CancellationToken,
     fleet: Option<Arc<Coordinator>>,
-    run: &mut dyn FnMut(
-        &LabOptions,
-    ) -> Result<loadlab_lab::LabSummary, loadlab_lab::LabError>,
+    run: &mut dyn FnMut(&LabOptions) -> anyhow::Result<loadlab_lab::LabSummary>,
 ) -> anyhow::Result<(loadlab_lab::LabSummary, String)> {
     let RunSettings {
         quiet,
@@ -231,7 +229,8 @@ pub fn cmd_tune(a: &TuneArgs) -> anyhow::Result<ExitCode> {
         stop.clone(),
         fleet.clone(),
         &mut |opts| {
-            let (summary, result) = loadlab_lab::tune::run_tune(&prepared, opts, a.budget, a.seed, a.full)?;
+            let (summary, result) =
+                loadlab_lab::tune::run_tune(&prepared, opts, a.budget, a.seed, a.full)?;
             tuned = Some(result);
             Ok(summary)
         },

@@ -76,7 +76,11 @@ fn tune_follows_the_diagnosis_to_the_larger_pool_and_measures_each_knob() {
     let t: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("tune.json")).unwrap()).unwrap();
     let errors = tune_schema_errors(&t);
-    assert!(errors.is_empty(), "tune.json violates its schema:\n{}\n{t:#}", errors.join("\n"));
+    assert!(
+        errors.is_empty(),
+        "tune.json violates its schema:\n{}\n{t:#}",
+        errors.join("\n")
+    );
     // 6 configurations: the default budget is 4 (30 %, at least 4).
     assert_eq!(t["configs_total"], 6, "{t:#}");
     assert_eq!(t["budget"]["configs"], 4, "{t:#}");
@@ -87,7 +91,10 @@ fn tune_follows_the_diagnosis_to_the_larger_pool_and_measures_each_knob() {
     assert!(tried[0]["raced_at"].is_null(), "{t:#}");
     assert_eq!(tried[1]["params"]["pool"], "4", "{t:#}");
     assert!(
-        tried[1]["reason"].as_str().unwrap().contains("the diagnosis named pool=2"),
+        tried[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the diagnosis named pool=2"),
         "{t:#}"
     );
     assert_eq!(tried[1]["raced_at"], tried[0]["knee"]["lo"], "{t:#}");
@@ -99,9 +106,15 @@ fn tune_follows_the_diagnosis_to_the_larger_pool_and_measures_each_knob() {
         best["knee"]["lo"].as_f64().unwrap(),
         best["knee"]["hi"].as_f64().unwrap(),
     );
-    assert!(lo >= 60.0 && hi <= 100.0, "pool 4 × 20 req/s: knee {lo}..{hi}");
     assert!(
-        best["why"].as_str().unwrap().starts_with("concurrency-bound"),
+        lo >= 60.0 && hi <= 100.0,
+        "pool 4 × 20 req/s: knee {lo}..{hi}"
+    );
+    assert!(
+        best["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("concurrency-bound"),
         "{t:#}"
     );
     // pool moved the knee (resolved, the diagnosis named it); mode, if measured, did not.
@@ -139,13 +152,18 @@ fn tune_follows_the_diagnosis_to_the_larger_pool_and_measures_each_knob() {
     let configs = util::lab::lines(&out.join("configs.jsonl"));
     assert_eq!(configs.len(), tried.len());
     // The answer first: the terminal, report.md before any table, report.html before any chart.
-    assert!(stdout.starts_with("## Tune: the configuration with the highest knee of `s`"), "{stdout}");
+    assert!(
+        stdout.starts_with("## Tune: the configuration with the highest knee of `s`"),
+        "{stdout}"
+    );
     assert!(stdout.contains("**Best: `mode="), "{stdout}");
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     let tune_at = md.find("## Tune:").unwrap_or_else(|| panic!("{md}"));
     assert!(tune_at < md.find("Sustained means").unwrap(), "{md}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    let section = html.find("<section class=\"tune md\">").unwrap_or_else(|| panic!("no tune section"));
+    let section = html
+        .find("<section class=\"tune md\">")
+        .unwrap_or_else(|| panic!("no tune section"));
     assert!(section < html.find("<svg").unwrap_or(usize::MAX));
 }
 
@@ -154,7 +172,10 @@ fn plans_tune_cannot_use_are_refused_before_any_load() {
     let base = PLAN.replace("FIXTURE", &util::lab::fixture());
     let cases: Vec<(String, &str)> = vec![
         (
-            base.replace("[matrix]\npool = [1, 2, 4]\nmode = [\"a\", \"b\"]", "[matrix]\npool = [1]"),
+            base.replace(
+                "[matrix]\npool = [1, 2, 4]\nmode = [\"a\", \"b\"]",
+                "[matrix]\npool = [1]",
+            ),
             "tune searches a [matrix] of two or more",
         ),
         (
@@ -177,7 +198,10 @@ fn plans_tune_cannot_use_are_refused_before_any_load() {
             "a bottleneck a knob can relieve",
         ),
         (base.clone() + "\n[tune]\nbudget = 0\n", "tune.budget"),
-        (base.clone() + "\n[tune]\nscenario = \"nope\"\n", "tune.scenario"),
+        (
+            base.clone() + "\n[tune]\nscenario = \"nope\"\n",
+            "tune.scenario",
+        ),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let plan = temp_path(&format!("tune-bad-{i}.toml"));
@@ -186,13 +210,20 @@ fn plans_tune_cannot_use_are_refused_before_any_load() {
         let o = tune(&plan, &out, &[]);
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "case {i}: {stderr}");
-        assert!(stderr.contains(needle), "case {i}: expected `{needle}` in {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "case {i}: expected `{needle}` in {stderr}"
+        );
         assert!(!out.exists(), "case {i}: a bundle was started");
     }
     // A budget of 0 on the command line.
     let plan = temp_path("tune-bad-budget.toml");
     std::fs::write(&plan, &base).unwrap();
-    let o = tune(&plan, &temp_path("tune-bad-budget-bundle"), &["--budget", "0"]);
+    let o = tune(
+        &plan,
+        &temp_path("tune-bad-budget-bundle"),
+        &["--budget", "0"],
+    );
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("a budget of 0 configurations"));
 }

@@ -331,7 +331,13 @@ impl Session<'_> {
 
     /// Steps run so far (every configuration).
     pub fn steps_run(&self) -> usize {
-        self.runner.steps
+        self.runner.steps_run
+    }
+
+    /// Sets the progress estimate to `configs` configurations' worth of steps (a driver
+    /// that runs fewer than the matrix).
+    pub fn expect_configs(&mut self, configs: usize) {
+        self.runner.steps_planned = planned_steps(self.runner.plan, configs);
     }
 
     /// The configurations run so far, in the order they ran.
@@ -341,7 +347,7 @@ impl Session<'_> {
 
     /// Writes one line of progress.
     pub fn say(&self, msg: impl AsRef<str>) {
-        self.runner.say(msg.as_ref().to_string());
+        self.runner.say(msg.as_ref());
     }
 
     /// The bundle directory.

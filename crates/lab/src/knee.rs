@@ -233,7 +233,11 @@ pub fn race(
     race: Race,
     step: &mut dyn FnMut(f64, Phase) -> StepSignal,
 ) -> KneeOutcome {
-    let at = if p.integer { race.at.round().max(1.0) } else { race.at };
+    let at = if p.integer {
+        race.at.round().max(1.0)
+    } else {
+        race.at
+    };
     let mut runs = 0u32;
     let mut last = None;
     while runs < 2 {

@@ -105,8 +105,7 @@ pub fn render_html(dir: &Path) -> std::io::Result<String> {
     // `loadlab tune`: its answer before any chart.
     if let Some(Ok(t)) = crate::tune::read(dir) {
         let text = crate::tune::text(&t);
-        let parser =
-            pulldown_cmark::Parser::new_ext(&text, pulldown_cmark::Options::ENABLE_TABLES);
+        let parser = pulldown_cmark::Parser::new_ext(&text, pulldown_cmark::Options::ENABLE_TABLES);
         o.push_str("<section class=\"tune md\">");
         pulldown_cmark::html::push_html(&mut o, parser);
         o.push_str("</section>");

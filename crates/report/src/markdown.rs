@@ -761,7 +761,10 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
     match crate::tune::read(dir) {
         Some(Ok(t)) => out.push_str(&crate::tune::text(&t)),
         Some(Err(e)) => {
-            let _ = writeln!(out, "**Warning**: tune.json does not read ({e}): the tune section is left out.\n");
+            let _ = writeln!(
+                out,
+                "**Warning**: tune.json does not read ({e}): the tune section is left out.\n"
+            );
         }
         None => {}
     }

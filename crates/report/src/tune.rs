@@ -10,8 +10,7 @@ use loadlab_lab::tune::{range_words, TuneResult};
 /// `tune.json` of a bundle, if it has one.
 pub fn read(dir: &Path) -> Option<std::io::Result<TuneResult>> {
     let path = dir.join("tune.json");
-    path.exists()
-        .then(|| loadlab_lab::bundle::read_json(&path))
+    path.exists().then(|| loadlab_lab::bundle::read_json(&path))
 }
 
 fn duration(s: f64) -> String {
@@ -27,7 +26,11 @@ fn duration(s: f64) -> String {
 pub fn text(r: &TuneResult) -> String {
     let mut o = String::new();
     let unit = r.unit.as_str();
-    let _ = writeln!(o, "## Tune: the configuration with the highest knee of `{}`\n", r.scenario);
+    let _ = writeln!(
+        o,
+        "## Tune: the configuration with the highest knee of `{}`\n",
+        r.scenario
+    );
     match &r.best {
         Some(b) => {
             let _ = writeln!(
@@ -91,7 +94,10 @@ pub fn text(r: &TuneResult) -> String {
             let _ = writeln!(o, ".\n");
         }
     }
-    let _ = writeln!(o, "| # | configuration | knee ({unit}) | outcome | why tried | why it broke |");
+    let _ = writeln!(
+        o,
+        "| # | configuration | knee ({unit}) | outcome | why tried | why it broke |"
+    );
     let _ = writeln!(o, "|---|---|---|---|---|---|");
     for (i, t) in r.tried.iter().enumerate() {
         let outcome = match (t.outcome.as_str(), t.raced_at) {

@@ -126,7 +126,10 @@ impl Bottleneck {
     /// throttled), `accept_queue` (also `backlog`, `listen_queue`), or any name in the
     /// bundle (`concurrency_bound`). `None` for a word that names none.
     pub fn from_relief(word: &str) -> Option<Vec<Bottleneck>> {
-        use Bottleneck::*;
+        use Bottleneck::{
+            AcceptQueue, ConcurrencyBound, CpuBound, CpuThrottled, Crash, MemoryGrowth,
+            MemoryLimit, PidsLimit, Rejected, ThreadBound, Unknown, Unreachable,
+        };
         let w = word.trim().to_ascii_lowercase().replace(['-', ' '], "_");
         Some(match w.as_str() {
             "concurrency" | "pool" | "workers" => vec![ConcurrencyBound],
@@ -136,7 +139,8 @@ impl Bottleneck {
             "memory" => vec![MemoryGrowth, MemoryLimit],
             "pids" => vec![PidsLimit],
             other => {
-                let b: Bottleneck = serde_json::from_value(serde_json::Value::String(other.into())).ok()?;
+                let b: Bottleneck =
+                    serde_json::from_value(serde_json::Value::String(other.into())).ok()?;
                 if b.not_the_server() || matches!(b, Unknown | Unreachable | Rejected | Crash) {
                     return None;
                 }

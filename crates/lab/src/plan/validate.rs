@@ -208,11 +208,7 @@ fn tune(
     for (name, k) in &t.knobs {
         let field = format!("tune.knobs.{name}");
         if !matrix.iter().any(|(m, _)| m == name) {
-            return Err(c.err(
-                &field,
-                name.clone(),
-                "a parameter that [matrix] defines",
-            ));
+            return Err(c.err(&field, name.clone(), "a parameter that [matrix] defines"));
         }
         let names: Vec<String> = match &k.relieves {
             None => Vec::new(),
@@ -222,7 +218,11 @@ fn tune(
                 .map(|v| v.as_str().map(str::to_string))
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| {
-                    c.err(format!("{field}.relieves"), format!("{a:?}"), "bottleneck names")
+                    c.err(
+                        format!("{field}.relieves"),
+                        format!("{a:?}"),
+                        "bottleneck names",
+                    )
                 })?,
             Some(v) => {
                 return Err(c.err(

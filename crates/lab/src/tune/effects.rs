@@ -138,15 +138,25 @@ pub fn measure(
                 )
             };
             let how = match (change, change_pct) {
-                ("unresolved", _) => "no change the step spacing resolves, the ranges overlap".to_string(),
+                ("unresolved", _) => {
+                    "no change the step spacing resolves, the ranges overlap".to_string()
+                }
                 (c, Some(p)) => format!("{p:+.0} %, {c}, ranges disjoint"),
                 (c, None) => format!("{c}, ranges disjoint"),
             };
             let sentence = format!(
                 "{} {} → {}{ctx}: knee {} → {} ({how}){}",
                 knob.name,
-                configs[x.config].params.iter().find(|(n, _)| n == &knob.name).map_or("", |(_, v)| v),
-                configs[y.config].params.iter().find(|(n, _)| n == &knob.name).map_or("", |(_, v)| v),
+                configs[x.config]
+                    .params
+                    .iter()
+                    .find(|(n, _)| n == &knob.name)
+                    .map_or("", |(_, v)| v),
+                configs[y.config]
+                    .params
+                    .iter()
+                    .find(|(n, _)| n == &knob.name)
+                    .map_or("", |(_, v)| v),
                 range_words(&from_knee, "").trim_end(),
                 range_words(&to_knee, unit),
                 diagnosis
@@ -177,8 +187,13 @@ pub fn measure(
         .iter()
         .enumerate()
         .map(|(k, knob)| {
-            let mine: Vec<&Effect> = effects.iter().filter(|(i, _)| *i == k).map(|(_, e)| e).collect();
-            let resolved: Vec<&&Effect> = mine.iter().filter(|e| e.change != "unresolved").collect();
+            let mine: Vec<&Effect> = effects
+                .iter()
+                .filter(|(i, _)| *i == k)
+                .map(|(_, e)| e)
+                .collect();
+            let resolved: Vec<&&Effect> =
+                mine.iter().filter(|e| e.change != "unresolved").collect();
             let (verdict, sentence) = if mine.is_empty() {
                 (
                     "not_measured",

@@ -216,7 +216,12 @@ fn params_map(params: &[(String, String)]) -> BTreeMap<String, String> {
 }
 
 /// What a configuration's record says, for the search.
-fn eval_of(rec: &ConfigRecord, scenario: &str, steps: usize, step_s: f64) -> (Eval, Option<String>) {
+fn eval_of(
+    rec: &ConfigRecord,
+    scenario: &str,
+    steps: usize,
+    step_s: f64,
+) -> (Eval, Option<String>) {
     let load_s = steps as f64 * step_s;
     let Some(k) = rec.knees.iter().find(|k| k.scenario == scenario) else {
         let why = rec
@@ -236,19 +241,31 @@ fn eval_of(rec: &ConfigRecord, scenario: &str, steps: usize, step_s: f64) -> (Ev
     let o = &k.outcome;
     let first = k.diagnosis.as_ref().and_then(|d| d.findings.first());
     let why = match (first, o.limited_by) {
-        (Some(f), _) => Some(format!("{}: {}", f.bottleneck.label(), f.evidence)),
+        // The rules' list of what they ruled out stays in the report's step notes.
+        (Some(f), _) => Some(format!(
+            "{}: {}",
+            f.bottleneck.label(),
+            f.evidence.split("; ruled out").next().unwrap_or_default()
+        )),
         (None, Some(l)) => Some(l.describe().to_string()),
         (None, None) => None,
     };
     let not_the_server = o.limited_by.is_some_and(|l| {
-        matches!(l, Limit::GeneratorLimited | Limit::AgentLost | Limit::Interrupted)
+        matches!(
+            l,
+            Limit::GeneratorLimited | Limit::AgentLost | Limit::Interrupted
+        )
     }) || first.is_some_and(|f| f.bottleneck.not_the_server());
     let failed = rec.status != ConfigStatus::Completed && o.knee.is_none()
         || o.limited_by.is_some_and(Limit::not_the_load);
     (
         Eval {
             lo: o.knee,
-            hi: if not_the_server { None } else { o.first_unsustained },
+            hi: if not_the_server {
+                None
+            } else {
+                o.first_unsustained
+            },
             dropped: o.dropped(),
             failed,
             not_the_server,
@@ -296,7 +313,12 @@ impl LabEval<'_, '_> {
 impl Evaluator for LabEval<'_, '_> {
     type Error = LabError;
 
-    fn eval(&mut self, config: usize, race: Option<search::Race>, why: &str) -> Result<Eval, LabError> {
+    fn eval(
+        &mut self,
+        config: usize,
+        race: Option<search::Race>,
+        why: &str,
+    ) -> Result<Eval, LabError> {
         let id = self.configs[config].id.clone();
         let n = self.trials.len() + 1;
         let unit = unit(&self.prepared.plan);
@@ -371,6 +393,9 @@ pub fn run_tune(
             budget.words(),
             prepared.scenario
         ));
+        if let Budget::Configs(n) = budget {
+            session.expect_configs(n.min(configs.len()));
+        }
         let dir = session.bundle_dir().to_path_buf();
         let mut ev = LabEval {
             session,

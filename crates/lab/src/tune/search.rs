@@ -83,7 +83,10 @@ impl Space {
                             .iter()
                             .find(|(n, _)| n == &k.name)
                             .map(|(_, v)| v.as_str());
-                        k.values.iter().position(|x| Some(x.as_str()) == v).unwrap_or(0)
+                        k.values
+                            .iter()
+                            .position(|x| Some(x.as_str()) == v)
+                            .unwrap_or(0)
                     })
                     .collect()
             })
@@ -107,7 +110,10 @@ impl Space {
 
     /// `name=value` of configuration `i` on knob `k`.
     pub fn setting(&self, i: usize, k: usize) -> String {
-        format!("{}={}", self.knobs[k].name, self.knobs[k].values[self.coords[i][k]])
+        format!(
+            "{}={}",
+            self.knobs[k].name, self.knobs[k].values[self.coords[i][k]]
+        )
     }
 }
 
@@ -159,8 +165,7 @@ pub trait Evaluator {
     type Error;
     /// Evaluates configuration `config`; with `race`, raced at the best knee so far first.
     /// `why` is the reason it was chosen (for progress lines).
-    fn eval(&mut self, config: usize, race: Option<Race>, why: &str)
-        -> Result<Eval, Self::Error>;
+    fn eval(&mut self, config: usize, race: Option<Race>, why: &str) -> Result<Eval, Self::Error>;
     /// The run was stopped: evaluate nothing more.
     fn stopped(&self) -> bool;
 }
@@ -223,14 +228,22 @@ impl Rng {
 /// The best trial (the incumbent): the first with a knee, replaced only by one whose knee
 /// is resolvably higher (its lowest possible knee at or above the incumbent's highest). A
 /// newcomer that only matched the incumbent within the step spacing does not replace it:
-/// noise would otherwise move the search to an equal configuration's neighbours.
+/// noise would otherwise move the search to an equal configuration's neighbours. An
+/// incumbent whose search ended on loadlab's own limit (generator-limited: its knee is only
+/// known to be at least its floor) is replaced by any higher floor.
 pub fn best(trials: &[Trial]) -> Option<usize> {
     let mut best: Option<usize> = None;
     for (i, t) in trials.iter().enumerate() {
         if t.eval.failed || t.eval.lo.is_none() {
             continue;
         }
-        if best.is_none_or(|b| t.eval.resolved_above(&trials[b].eval)) {
+        let replaces = |b: &Eval| {
+            t.eval.resolved_above(b)
+                // The incumbent's search ended on loadlab's limit, not the server's: its
+                // knee is known only to be at least its floor, so a higher floor wins.
+                || (b.not_the_server && t.eval.floor() > b.floor())
+        };
+        if best.is_none_or(|b| replaces(&trials[b].eval)) {
             best = Some(i);
         }
     }
@@ -262,6 +275,19 @@ fn trend(space: &Space, trials: &[Trial], k: usize) -> (i32, usize, usize) {
     (net, pairs, flat)
 }
 
+/// Configuration `c` was tried and told something: a try that ended on loadlab's own limit
+/// before any load was sustained (generator-limited in its race) says nothing of the
+/// server, and the configuration may be tried once more.
+fn tried(trials: &[Trial], c: usize) -> bool {
+    let mine = trials.iter().filter(|t| t.config == c);
+    let (mut n, mut told) = (0, false);
+    for t in mine {
+        n += 1;
+        told |= !(t.eval.not_the_server && t.eval.lo.is_none());
+    }
+    told || n >= 2
+}
+
 /// A candidate move from the incumbent and how strongly the evidence points at it.
 struct Candidate {
     config: usize,
@@ -270,7 +296,7 @@ struct Candidate {
 }
 
 fn candidates(space: &Space, trials: &[Trial], inc: &Trial, rng: &mut Rng) -> Vec<Candidate> {
-    let tried = |c: usize| trials.iter().any(|t| t.config == c);
+    let tried = |c: usize| tried(trials, c);
     let here = &space.coords[inc.config];
     let mut out = Vec::new();
     for (k, knob) in space.knobs.iter().enumerate() {
@@ -310,12 +336,18 @@ fn candidates(space: &Space, trials: &[Trial], inc: &Trial, rng: &mut Rng) -> Ve
                 match dir {
                     1 => {
                         priority += 100.0;
-                        why.push(format!("more {} relieves the {b} limit the diagnosis found", knob.name));
+                        why.push(format!(
+                            "more {} relieves the {b} limit the diagnosis found",
+                            knob.name
+                        ));
                     }
                     -1 => priority -= 30.0,
                     _ => {
                         priority += 50.0;
-                        why.push(format!("{} relieves the {b} limit the diagnosis found", knob.name));
+                        why.push(format!(
+                            "{} relieves the {b} limit the diagnosis found",
+                            knob.name
+                        ));
                     }
                 }
             }
@@ -348,7 +380,10 @@ fn candidates(space: &Space, trials: &[Trial], inc: &Trial, rng: &mut Rng) -> Ve
             }
             if why.is_empty() {
                 why.push(if pairs > 0 && flat == pairs {
-                    format!("a neighbour ({} changed nothing resolved so far)", knob.name)
+                    format!(
+                        "a neighbour ({} changed nothing resolved so far)",
+                        knob.name
+                    )
                 } else {
                     "a neighbour of the best so far".to_string()
                 });
@@ -403,7 +438,7 @@ pub fn search<E: Evaluator>(
         if ev.stopped() {
             break Ended::Interrupted;
         }
-        if trials.len() == space.coords.len() {
+        if (0..space.coords.len()).all(|c| tried(&trials, c)) {
             break Ended::Exhausted;
         }
         let spent: f64 = trials.iter().map(|t| t.eval.load_s).sum();
@@ -422,7 +457,7 @@ pub fn search<E: Evaluator>(
             // untried configuration, searched in full.
             None => {
                 let near = (0..space.coords.len())
-                    .filter(|&c| !trials.iter().any(|t| t.config == c))
+                    .filter(|&c| !tried(&trials, c))
                     .min_by_key(|&c| {
                         space.coords[c]
                             .iter()
@@ -431,11 +466,18 @@ pub fn search<E: Evaluator>(
                             .sum::<usize>()
                     })
                     .expect("an untried configuration remains");
-                (near, None, "no configuration has a knee yet: the nearest to the start".into())
+                (
+                    near,
+                    None,
+                    "no configuration has a knee yet: the nearest to the start".into(),
+                )
             }
             Some(b) => {
                 let inc = trials[b].clone();
-                match candidates(space, &trials, &inc, &mut rng).into_iter().next() {
+                match candidates(space, &trials, &inc, &mut rng)
+                    .into_iter()
+                    .next()
+                {
                     Some(c) => (
                         c.config,
                         inc.eval.lo.map(|at| Race {
