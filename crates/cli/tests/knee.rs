@@ -51,6 +51,12 @@ fn knee_of(bundle: &Path) -> ([f64; 2], Value) {
     )
 }
 
+/// The search ended on loadlab's own limit, with no knee range measured.
+fn generator_limited(bundle: &Path) -> bool {
+    let configs = lines(&bundle.join("configs.jsonl"));
+    configs[0]["knees"][0]["outcome"]["limited_by"] == "generator_limited"
+}
+
 /// The first finding that is the server's (loadlab's own lateness excepted).
 fn first_finding(d: &Value) -> &Value {
     d["findings"]
@@ -97,7 +103,13 @@ fn a_pool_of_n_slots_is_named_at_the_knee_itself() {
         let server = Server::start(&["--pool", &n.to_string(), "--service-ms", "50"]);
         let args = pool_search(n);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let bundle = knee(&server.url(), &args);
+        // A search that loadlab's own lateness stopped (a scheduling hiccup of this shared
+        // machine, twice at one step: "the server's knee is at least ...") says nothing
+        // of the server: it is run once more, and must then measure the knee.
+        let mut bundle = knee(&server.url(), &args);
+        if generator_limited(&bundle) {
+            bundle = knee(&server.url(), &args);
+        }
         let cap = 20.0 * n as f64;
         let ([lo, hi], d) = knee_of(&bundle);
         assert!(
