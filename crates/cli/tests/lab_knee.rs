@@ -63,8 +63,19 @@ fn knee_range_contains_the_capacity_of_a_queueing_server_with_latency_spread() {
         )
         .replace("timeout = \"1s\"", "timeout = \"10s\""),
     );
-    let out_dir = temp_path("knee-spread-bundle");
+    let mut out_dir = temp_path("knee-spread-bundle");
     lab_ok(&plan, &out_dir);
+    // A search that loadlab's own lateness stopped (generator-limited twice at one step: a
+    // scheduling hiccup of this shared machine; "the server's knee is at least ...") says
+    // nothing of the server: it is run once more, and must then measure the knee.
+    let stopped_by_loadlab = |dir: &std::path::Path| {
+        lines(&dir.join("configs.jsonl"))[0]["knees"][0]["outcome"]["limited_by"]
+            == "generator_limited"
+    };
+    if stopped_by_loadlab(&out_dir) {
+        out_dir = temp_path("knee-spread-bundle-again");
+        lab_ok(&plan, &out_dir);
+    }
     let configs = lines(&out_dir.join("configs.jsonl"));
     let outcome = &configs[0]["knees"][0]["outcome"];
     // Each step's load and verdict, for the failure messages.
