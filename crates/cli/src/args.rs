@@ -916,10 +916,15 @@ pub struct LoadArgs {
     /// Open loop at this many requests per second (all threads together; at most
     /// 10,000,000). Without it: closed loop. A rate the machine cannot generate still ends
     /// on time: arrivals that fall more than --timeout behind are counted as never sent.
+    /// Also written as vegeta's `100/s`, `50/1s`, `6000/1m`; `-R` (wrk2) and `--rps` (ghz)
+    /// are the same flag.
     #[arg(
         short = 'r',
         long,
+        short_alias = 'R',
+        alias = "rps",
         allow_negative_numbers = true,
+        value_parser = parse_rate,
         help_heading = "Load"
     )]
     pub rate: Option<f64>,
@@ -941,8 +946,8 @@ pub struct LoadArgs {
     #[arg(long, help_heading = "Load")]
     pub max_connections: Option<u64>,
     /// Measured duration, e.g. 10s, 2m, 500ms; at most 8h [default: 10s unless --requests
-    /// is given].
-    #[arg(short = 'd', long, value_parser = parse_duration, allow_hyphen_values = true, help_heading = "Load")]
+    /// is given]. `-z` (hey, oha, ghz) is the same flag.
+    #[arg(short = 'd', long, short_alias = 'z', value_parser = parse_duration_flag, allow_hyphen_values = true, help_heading = "Load")]
     pub duration: Option<Duration>,
     /// Measured request count; with --duration, whichever ends first (without it, the run
     /// still stops after 8h).
@@ -983,9 +988,29 @@ pub struct LoadArgs {
 /// Where the result goes.
 #[derive(Args, Debug)]
 pub struct OutputArgs {
-    /// Write the result as JSON to this file.
-    #[arg(long, help_heading = "Output")]
+    /// Write the result as JSON to this file (`-`: standard output, and the summary goes to
+    /// standard error). Its schema: schema/run-result.schema.json.
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
     pub json: Option<PathBuf>,
+    /// Write the latency as an HdrHistogram interval log (`.hlog`, format 1.3, as
+    /// HistogramLogAnalyzer and every HdrHistogram library read it): one histogram per
+    /// second of the measured window, microseconds from the intended send time (`-`:
+    /// standard output).
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub hlog: Option<PathBuf>,
+    /// Write one CSV row per second (offered, completed, successful, errors in total and
+    /// by class, latency p50, p90, p95, p99 and max in ms) with a header row (`-`: standard
+    /// output).
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub csv: Option<PathBuf>,
+    /// Write the --slo gates as JUnit XML for CI servers: one test case per gate, a failed
+    /// gate as <failure> with its figure (`-`: standard output).
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub junit: Option<PathBuf>,
+    /// Print the latency distribution and its detailed percentile spectrum after the
+    /// summary, as wrk2 --latency does.
+    #[arg(long, help_heading = "Output")]
+    pub latency: bool,
     /// No per-second progress on stderr.
     #[arg(short = 'q', long, help_heading = "Output")]
     pub quiet: bool,
@@ -997,6 +1022,41 @@ pub struct OutputArgs {
     /// status is 3 when one fails. Quote it from the shell.
     #[arg(long = "slo", value_name = "GATE", value_parser = parse_gate, help_heading = "Gates")]
     pub slo: Vec<loadlab_lab::gate::Gate>,
+}
+
+/// `--rate`: requests per second as a number, or vegeta's `N/DURATION` (`100/s`, `50/1s`,
+/// `6000/1m`, `5/100ms`).
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (n, per) = match t.split_once('/') {
+        Some((n, per)) => (n.trim(), Some(per.trim())),
+        None => (t, None),
+    };
+    let n: f64 = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not a rate: give requests per second (`500`) or N/DURATION (`500/s`, `30000/1m`)"))?;
+    let Some(per) = per else { return Ok(n) };
+    let per = if per.starts_with(|c: char| c.is_ascii_digit()) {
+        per.to_string()
+    } else {
+        format!("1{per}")
+    };
+    let d = parse_duration(&per).map_err(|e| format!("`{s}`: the duration after `/`: {e}"))?;
+    if d.is_zero() {
+        return Err(format!("`{s}`: the duration after `/` is zero"));
+    }
+    Ok(n / d.as_secs_f64())
+}
+
+/// `--duration`: as [`parse_duration`], and a JSON message given where ghz's `-d` (its
+/// inline data) would take it is named as such.
+fn parse_duration_flag(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with(['{', '[']) {
+        return Err(format!(
+            "`{s}` is not a duration: ghz's `-d` (the request as JSON) is `-D` (`--message`) in `loadlab grpc`; here `-d` is the measured duration"
+        ));
+    }
+    parse_duration(s)
 }
 
 fn parse_gate(s: &str) -> Result<loadlab_lab::gate::Gate, String> {
@@ -1067,20 +1127,30 @@ pub struct RunArgs {
 #[derive(Args, Debug)]
 pub struct GrpcArgs {
     /// Server address: HOST:PORT (plaintext HTTP/2), or http://HOST:PORT, or
-    /// https://HOST:PORT (TLS with ALPN h2).
+    /// https://HOST:PORT (TLS with ALPN h2). ghz users: HOST:PORT is plaintext already, so
+    /// ghz's `--insecure` (plaintext there) changes nothing here; `-c` is connections here,
+    /// ghz's `-c` (calls in flight) is `--concurrency`; `-d` is the duration here, ghz's
+    /// `-d` (inline JSON) is `-D`.
     pub addr: String,
     /// The .proto file that defines the service (compiled at run time; no protoc needed).
     #[arg(long, help_heading = "Call")]
     pub proto: PathBuf,
     /// Directories searched for the proto's imports (repeatable; the proto's own
-    /// directory is searched last).
-    #[arg(short = 'I', long = "import-path", help_heading = "Call")]
+    /// directory is searched last). ghz's `-i`/`--import-paths` are the same flag.
+    #[arg(
+        short = 'I',
+        long = "import-path",
+        short_alias = 'i',
+        alias = "import-paths",
+        help_heading = "Call"
+    )]
     pub import_paths: Vec<PathBuf>,
     /// The unary method: package.Service/Method.
     #[arg(long, help_heading = "Call")]
     pub call: String,
     /// The request message as JSON (proto3 JSON mapping); its strings may hold templates
-    /// (numbers as strings: `"id": "${seq}"`).
+    /// (numbers as strings: `"id": "${seq}"`). ghz's `-D FILE` works too: a value that is
+    /// not JSON and names a file is read from that file.
     #[arg(
         short = 'D',
         long,
@@ -1089,8 +1159,9 @@ pub struct GrpcArgs {
         help_heading = "Call"
     )]
     pub message: String,
-    /// The request message as JSON, read from a file.
-    #[arg(long, help_heading = "Call")]
+    /// The request message as JSON, read from a file (`--data-file`, ghz's name, is the
+    /// same flag).
+    #[arg(long, alias = "data-file", help_heading = "Call")]
     pub message_file: Option<PathBuf>,
     /// A data file whose rows feed `${COLUMN}` templates in the message (CSV with a header
     /// row, or JSON Lines).
@@ -1218,6 +1289,13 @@ impl GrpcArgs {
         let data = match &self.message_file {
             Some(p) => std::fs::read_to_string(p)
                 .map_err(|e| anyhow::anyhow!("--message-file {}: cannot read: {e}", p.display()))?,
+            // ghz's `-D FILE` (its data file): a value that is not JSON and names a file.
+            None if !self.message.trim_start().starts_with(['{', '['])
+                && std::path::Path::new(&self.message).is_file() =>
+            {
+                std::fs::read_to_string(&self.message)
+                    .map_err(|e| anyhow::anyhow!("-D {}: cannot read: {e}", self.message))?
+            }
             None => self.message.clone(),
         };
         let call = GrpcCall::resolve(

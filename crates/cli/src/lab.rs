@@ -364,6 +364,9 @@ pub fn cmd_report(a: &ReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
+    if !cfg!(feature = "servers") {
+        return Err(crate::BadInput(crate::NO_SERVERS.into()).into());
+    }
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
     let out = a.out.clone().unwrap_or_else(|| default_out("demo"));

@@ -7,15 +7,14 @@ mod fleet;
 mod knee;
 mod lab;
 mod live;
+mod outputs;
 
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use anyhow::Context;
 use clap::Parser;
-use loadlab_engine::{summary, CancellationToken, EngineError, RunOptions, RunResult, SecondStats};
+use loadlab_engine::{summary, CancellationToken, EngineError, RunOptions, SecondStats};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -56,6 +55,9 @@ fn main() -> ExitCode {
     {
         loadlab_lab::target::keeper_main();
         return ExitCode::SUCCESS;
+    }
+    if let Some(a) = serve_argv() {
+        return serve(&a);
     }
     let cli = Cli::parse();
     let result = match cli.command {
@@ -99,6 +101,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs a reference server in this process, with its own command line.
+#[cfg(feature = "servers")]
 fn serve(a: &args::ServeArgs) -> ExitCode {
     use args::Server;
     use loadlab_greeters::runtimes::{IoMode, Runtime};
@@ -128,6 +131,35 @@ fn serve(a: &args::ServeArgs) -> ExitCode {
         (Server::Scenario, None) => loadlab_target::cli::main(argv),
         _ => loadlab_hello::cli::main(argv),
     }
+}
+
+/// This loadlab was built without the reference servers (`--no-default-features`).
+#[cfg(not(feature = "servers"))]
+fn serve(_: &args::ServeArgs) -> ExitCode {
+    eprintln!("loadlab: error: {}", NO_SERVERS);
+    ExitCode::from(EXIT_BAD_INPUT)
+}
+
+/// What a lean loadlab says when asked for a reference server.
+pub(crate) const NO_SERVERS: &str = "this loadlab was built without the reference servers \
+    (the lean install): `loadlab serve`, `loadlab demo` and the plans in plans/ need them. \
+    Build them in with `cargo install --locked --path crates/cli` (the `servers` feature, on by \
+    default), or run `cargo run --release -- demo` in a clone of loadlab";
+
+/// `loadlab serve SERVER ARGS...`: the server's own arguments, `--help` included, go to the
+/// server untouched (clap would take `--help` for `serve`'s own).
+fn serve_argv() -> Option<args::ServeArgs> {
+    use clap::ValueEnum;
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_none_or(|a| a != "serve") {
+        return None;
+    }
+    let name = argv.get(2)?.to_str()?;
+    let server = args::Server::from_str(name, false).ok()?;
+    Some(args::ServeArgs {
+        server,
+        args: argv[3..].to_vec(),
+    })
 }
 
 /// An error in what the user asked for (exit status 2).
@@ -189,6 +221,7 @@ fn execute(
         Ok(c) => c,
         Err(e) => return Err(EngineError::Config(e).into()),
     };
+    outputs::check(out)?;
     let open_loop = matches!(cfg.model, loadlab_engine::LoadModel::Open { .. });
     let names = cfg
         .traffic
@@ -241,17 +274,33 @@ fn execute(
         }
     };
     drop(view);
-    print!("{}", summary::render(&result));
     let gates: Vec<_> = out.slo.iter().map(|g| g.check(&result)).collect();
-    if !gates.is_empty() {
-        println!("\nGates:");
-        for g in &gates {
-            println!("  {g}");
+    // The summary goes to standard error when an output takes standard output.
+    let mut text = summary::render(&result);
+    if out.latency {
+        match loadlab_engine::export::latency_spectrum(&result) {
+            Ok(s) => text = format!("{text}\n{s}"),
+            Err(e) => eprintln!("loadlab: warning: --latency: {e}"),
         }
     }
-    std::io::stdout().flush().ok();
-    if let Some(path) = &out.json {
-        write_json(path, &result)?;
+    if !gates.is_empty() {
+        text.push_str("\nGates:\n");
+        for g in &gates {
+            text.push_str(&format!("  {g}\n"));
+        }
+    }
+    let (written, write_err) = outputs::write_all(out, &result, &gates);
+    if !written.is_empty() {
+        text.push_str(&format!("\nWritten: {}\n", written.join(", ")));
+    }
+    if outputs::stdout_taken(out) {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+        std::io::stdout().flush().ok();
+    }
+    if let Some(e) = write_err {
+        return Err(e);
     }
     if let Some(code) = interrupted_exit() {
         return Ok(code);
@@ -274,15 +323,4 @@ fn execute(
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Writes the result atomically (a temporary file renamed into place).
-fn write_json(path: &Path, result: &RunResult) -> anyhow::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    let text = serde_json::to_string_pretty(result).context("serializing the result")?;
-    std::fs::write(&tmp, text + "\n")
-        .with_context(|| format!("--json: cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("--json: cannot write {}", path.display()))?;
-    Ok(())
 }

@@ -158,6 +158,18 @@ impl ErrorCounts {
         self.0.iter().sum()
     }
 
+    /// Whether no class counted anything.
+    pub fn is_zero(&self) -> bool {
+        self.0.iter().all(|&n| n == 0)
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &ErrorCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+
     /// Every class with its count, in [`ErrorClass::ALL`] order.
     pub fn iter(&self) -> impl Iterator<Item = (ErrorClass, u64)> + '_ {
         ErrorClass::ALL.iter().map(|&c| (c, self.0[c.index()]))

@@ -33,6 +33,7 @@ pub mod config;
 pub mod conn;
 pub mod env;
 pub mod error;
+pub mod export;
 pub mod http1;
 pub mod http2;
 pub mod recorder;

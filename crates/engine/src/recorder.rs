@@ -116,6 +116,8 @@ pub struct IntervalReport {
     pub successful: u64,
     /// Failed requests (any class).
     pub errors: u64,
+    /// The failed requests by class (indexed by [`ErrorClass::index`]).
+    pub error_classes: [u64; ErrorClass::COUNT],
     /// Latency (from intended send) of the responses, microseconds.
     pub latency: Histogram<u64>,
 }
@@ -235,6 +237,7 @@ struct IntervalCounts {
     completed: u64,
     successful: u64,
     errors: u64,
+    error_classes: [u64; ErrorClass::COUNT],
     latency: Histogram<u64>,
 }
 
@@ -244,6 +247,7 @@ impl IntervalCounts {
             completed: 0,
             successful: 0,
             errors: 0,
+            error_classes: [0; ErrorClass::COUNT],
             latency: new_histogram(INTERVAL_SIGFIG),
         }
     }
@@ -393,6 +397,7 @@ impl Recorder {
     fn count_error(&mut self, class: ErrorClass) {
         self.totals.errors[class.index()] += 1;
         self.interval.errors += 1;
+        self.interval.error_classes[class.index()] += 1;
     }
 
     /// A connection was opened in `ns`.
@@ -460,6 +465,7 @@ impl Recorder {
             completed: counts.completed,
             successful: counts.successful,
             errors: counts.errors,
+            error_classes: counts.error_classes,
             latency: counts.latency,
         });
         self.second = next_second;
@@ -479,6 +485,7 @@ impl Recorder {
                 completed: 0,
                 successful: 0,
                 errors: 0,
+                error_classes: [0; ErrorClass::COUNT],
                 latency: new_histogram(INTERVAL_SIGFIG),
             });
         }

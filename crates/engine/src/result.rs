@@ -31,6 +31,9 @@ pub struct LatencyStats {
     pub p50: Option<f64>,
     /// 90th percentile.
     pub p90: Option<f64>,
+    /// 95th percentile (absent from results written before it was added).
+    #[serde(default)]
+    pub p95: Option<f64>,
     /// 99th percentile.
     pub p99: Option<f64>,
     /// 99.9th percentile.
@@ -52,6 +55,7 @@ impl LatencyStats {
             min: ms(h.min()),
             p50: ms(h.value_at_quantile(0.5)),
             p90: ms(h.value_at_quantile(0.9)),
+            p95: ms(h.value_at_quantile(0.95)),
             p99: ms(h.value_at_quantile(0.99)),
             p999: ms(h.value_at_quantile(0.999)),
             max: ms(h.max()),
@@ -98,6 +102,9 @@ pub struct SecondStats {
     pub successful: u64,
     /// Failed requests (any class).
     pub errors: u64,
+    /// The failed requests by class (absent from the JSON when there were none).
+    #[serde(default, skip_serializing_if = "ErrorCounts::is_zero")]
+    pub errors_by_class: ErrorCounts,
     /// Median latency of this second's responses, ms.
     pub latency_p50_ms: Option<f64>,
     /// 99th-percentile latency of this second's responses, ms.

@@ -17,7 +17,7 @@ use crate::achieved::achieved;
 use crate::clock::Clock;
 use crate::config::{Arrival, CloseBy, LoadModel, Model, Protocol, RunConfig};
 use crate::env::Environment;
-use crate::error::{EngineError, ErrorClass};
+use crate::error::{EngineError, ErrorClass, ErrorCounts};
 use crate::recorder::{new_histogram, IntervalReport, WorkerTotals, INTERVAL_SIGFIG};
 use crate::result::{
     decode_histogram, encode_histogram, merge, Histograms, LagStats, LatencyStats, Merged,
@@ -119,6 +119,7 @@ struct Pending {
     completed: u64,
     successful: u64,
     errors: u64,
+    error_classes: [u64; ErrorClass::COUNT],
     latency: Option<Histogram<u64>>,
 }
 
@@ -418,6 +419,7 @@ impl Measurement {
                 sum.completed += s.completed;
                 sum.successful += s.successful;
                 sum.errors += s.errors;
+                sum.errors_by_class.add(&s.errors_by_class);
                 hist.add(decode_histogram(h)?)
                     .map_err(|e| format!("per-second histograms do not merge: {e:?}"))?;
             }
@@ -462,6 +464,7 @@ fn empty_second(second: u64) -> SecondStats {
         completed: 0,
         successful: 0,
         errors: 0,
+        errors_by_class: Default::default(),
         latency_p50_ms: None,
         latency_p99_ms: None,
     }
@@ -640,6 +643,7 @@ fn collect_seconds(
             completed: p.completed,
             successful: p.successful,
             errors: p.errors,
+            errors_by_class: ErrorCounts::from_array(p.error_classes),
             latency_p50_ms,
             latency_p99_ms,
         };
@@ -655,6 +659,9 @@ fn collect_seconds(
             p.completed += r.completed;
             p.successful += r.successful;
             p.errors += r.errors;
+            for (a, b) in p.error_classes.iter_mut().zip(r.error_classes) {
+                *a += b;
+            }
             match &mut p.latency {
                 Some(h) => h.add(&r.latency).expect("same bounds"),
                 None => p.latency = Some(r.latency),

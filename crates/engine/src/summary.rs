@@ -18,10 +18,11 @@ fn ms(v: Option<f64>) -> String {
 fn stats_line(out: &mut String, label: &str, s: &LatencyStats) {
     let _ = writeln!(
         out,
-        "  {label:<15} mean {:>9}  p50 {:>9}  p90 {:>9}  p99 {:>9}  p99.9 {:>9}  max {:>9}",
+        "  {label:<15} mean {:>9}  p50 {:>9}  p90 {:>9}  p95 {:>9}  p99 {:>9}  p99.9 {:>9}  max {:>9}",
         ms(s.mean),
         ms(s.p50),
         ms(s.p90),
+        ms(s.p95),
         ms(s.p99),
         ms(s.p999),
         ms(s.max)

@@ -48,6 +48,7 @@ fn measurement(seed: u64, seconds: u64, per_second: u64) -> Measurement {
             completed: per_second,
             successful: per_second,
             errors: 0,
+            errors_by_class: Default::default(),
             latency_p50_ms: None,
             latency_p99_ms: None,
         });

@@ -1230,6 +1230,7 @@ impl LiveSeconds {
                     completed: 0,
                     successful: 0,
                     errors: 0,
+                    errors_by_class: Default::default(),
                     latency_p50_ms: None,
                     latency_p99_ms: None,
                 },
@@ -1239,6 +1240,7 @@ impl LiveSeconds {
         entry.0.completed += s.completed;
         entry.0.successful += s.successful;
         entry.0.errors += s.errors;
+        entry.0.errors_by_class.add(&s.errors_by_class);
         if let Ok(h) = decode_histogram(latency) {
             let _ = entry.1.add(h);
         }

@@ -220,6 +220,7 @@ mod tests {
                 completed: per_second,
                 successful: per_second,
                 errors: 0,
+                errors_by_class: Default::default(),
                 latency_p50_ms: Some(us as f64 / 1e3),
                 latency_p99_ms: Some(us as f64 / 1e3),
             });

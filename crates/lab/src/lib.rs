@@ -20,6 +20,7 @@ pub mod doctor;
 pub mod experiment;
 pub mod gate;
 pub mod http_once;
+pub mod junit;
 pub mod knee;
 pub mod matrix;
 pub mod plan;

@@ -1,0 +1,405 @@
+//! Outputs other tools read (an HdrHistogram interval log read back by the Java HdrHistogram
+//! library, CSV, JUnit XML parsed as CI servers parse it, `-` for standard output) and the
+//! flags of other tools loadlab accepts (wrk2's -R and --latency, hey's -z, vegeta's
+//! --rate N/s, ghz's -D FILE, --data-file, -i and --rps).
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use util::server::serve;
+use util::{
+    assert_schema_valid, helloworld_proto, loadlab_bin, num, output_within, run, temp_path,
+    Behavior, TestServer,
+};
+
+/// The Java HdrHistogram library's jar (Maven Central; `.ci/run` fetches it with
+/// `mvn dependency:get`).
+fn hdrhistogram_jar() -> PathBuf {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let jar = Path::new(&home)
+        .join(".m2/repository/org/hdrhistogram/HdrHistogram/2.2.2/HdrHistogram-2.2.2.jar");
+    assert!(
+        jar.is_file(),
+        "{} is missing: fetch it with `mvn -q -B dependency:get -Dartifact=org.hdrhistogram:HdrHistogram:2.2.2` (.ci/run does)",
+        jar.display()
+    );
+    jar
+}
+
+/// `intervals`, `count`, `max` (µs) and `start` (s) of an interval log, as Java's
+/// `HistogramLogReader` reads it.
+fn java_reads(hlog: &Path) -> (u64, u64, u64, f64) {
+    let reader = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/util/HlogRead.java");
+    let o = Command::new("java")
+        .arg("-cp")
+        .arg(hdrhistogram_jar())
+        .arg(reader)
+        .arg(hlog)
+        .output()
+        .expect("java runs (a JDK: .ci/run installs default-jdk-headless)");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let field = |k: &str| -> String {
+        out.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k} in {out}"))
+            .to_string()
+    };
+    (
+        field("intervals").parse().unwrap(),
+        field("count").parse().unwrap(),
+        field("max").parse().unwrap(),
+        field("start").parse().unwrap(),
+    )
+}
+
+/// A CSV file as header names and rows of fields (no quoted fields in loadlab's run CSV).
+fn read_csv(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut lines = text.lines();
+    let header = lines
+        .next()
+        .expect("a header row")
+        .split(',')
+        .map(String::from)
+        .collect();
+    let rows = lines
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    (header, rows)
+}
+
+fn column(header: &[String], rows: &[Vec<String>], name: &str) -> Vec<String> {
+    let i = header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no column {name} in {header:?}"));
+    rows.iter().map(|r| r[i].clone()).collect()
+}
+
+fn sum(col: &[String]) -> u64 {
+    col.iter().map(|v| v.parse::<u64>().unwrap()).sum()
+}
+
+/// JUnit XML as a CI server reads it (Python's ElementTree, as the junit reporters of
+/// GitLab and many GitHub Actions do): `tests failures [(classname, name, failure message)]`.
+fn parse_junit(xml: &Path) -> String {
+    let script = r#"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == "testsuites", root.tag
+suites = root.findall("testsuite")
+assert len(suites) == 1, suites
+s = suites[0]
+cases = s.findall("testcase")
+assert int(s.get("tests")) == len(cases), (s.get("tests"), len(cases))
+failed = [c for c in cases if c.find("failure") is not None]
+assert int(s.get("failures")) == len(failed)
+assert int(root.get("failures")) == len(failed)
+print(len(cases), len(failed))
+for c in cases:
+    f = c.find("failure")
+    print(c.get("classname"), "|", c.get("name"), "|", "" if f is None else f.get("message"))
+"#;
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(xml)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "JUnit XML does not parse as CI servers read it: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn interval_log_csv_and_junit_agree_with_the_result() {
+    let s = TestServer::start(Behavior::Ok);
+    let hlog = temp_path("run.hlog");
+    let csv = temp_path("run.csv");
+    let junit = temp_path("run.xml");
+    let r = run(&[
+        &s.url("/"),
+        "--rate",
+        "300",
+        "-d",
+        "3s",
+        "-q",
+        "--hlog",
+        hlog.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+        "--slo",
+        "p99<10s",
+        "--slo",
+        "p95<1us",
+    ]);
+    // One gate cannot pass (p95 under a microsecond): exit 3, every output written.
+    assert_eq!(r.code(), Some(3), "{}", r.stderr);
+    let j = r.json();
+    let requests = num(j, &["requests"]) as u64;
+    let seconds = j["per_second"].as_array().unwrap().len() as u64;
+    assert!(requests > 0);
+    // p95 is in the JSON, between p90 and p99, and in the summary.
+    let (p90, p95, p99) = (
+        num(j, &["latency_ms", "p90"]),
+        num(j, &["latency_ms", "p95"]),
+        num(j, &["latency_ms", "p99"]),
+    );
+    assert!(p90 <= p95 && p95 <= p99, "{p90} {p95} {p99}");
+    assert!(r.stdout.contains(" p95 "), "{}", r.stdout);
+    assert!(r.stdout.contains("Written: "), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("--hlog: {}", hlog.display())));
+
+    // The interval log, read by the Java HdrHistogram library: a histogram per second,
+    // every response counted once, its largest value the run's (within the interval
+    // histograms' precision), its start in this century.
+    let (intervals, count, max_us, start) = java_reads(&hlog);
+    assert_eq!(intervals, seconds);
+    assert_eq!(count, requests, "hlog counts against the result's requests");
+    let max_ms = num(j, &["latency_ms", "max"]);
+    assert!(
+        (max_us as f64 / 1000.0 - max_ms).abs() <= max_ms * 0.02 + 0.01,
+        "hlog max {max_us} µs, result max {max_ms} ms"
+    );
+    assert!(start > 1.7e9, "StartTime {start}");
+    let text = std::fs::read_to_string(&hlog).unwrap();
+    assert!(
+        text.contains("#[Histogram log format version 1.3]"),
+        "{text}"
+    );
+    assert!(text.contains("values in microseconds"), "{text}");
+
+    // The CSV: a row per second, its counts adding up to the result's.
+    let (header, rows) = read_csv(&std::fs::read_to_string(&csv).unwrap());
+    assert_eq!(rows.len() as u64, seconds);
+    assert!(rows.iter().all(|r| r.len() == header.len()));
+    assert_eq!(sum(&column(&header, &rows, "completed")), requests);
+    assert_eq!(
+        sum(&column(&header, &rows, "successful")),
+        num(j, &["successful"]) as u64
+    );
+    assert!(column(&header, &rows, "offered_rps")
+        .iter()
+        .all(|v| v == "300"));
+    for (i, p) in column(&header, &rows, "p95_ms").iter().enumerate() {
+        let p95: f64 = p.parse().unwrap();
+        let p50: f64 = column(&header, &rows, "p50_ms")[i].parse().unwrap();
+        let max: f64 = column(&header, &rows, "max_ms")[i].parse().unwrap();
+        assert!(p50 <= p95 && p95 <= max, "second {i}: {p50} {p95} {max}");
+    }
+
+    // JUnit: the run and both gates, the impossible one failed with its figure.
+    let parsed = parse_junit(&junit);
+    let mut lines = parsed.lines();
+    assert_eq!(lines.next(), Some("3 1"), "{parsed}");
+    let cases: Vec<&str> = lines.collect();
+    assert!(cases[0].starts_with("loadlab.run | some requests succeeded | "));
+    assert!(cases[0].ends_with("| "), "{parsed}");
+    assert_eq!(cases[1], "loadlab.slo | p99<10s | ", "{parsed}");
+    assert!(
+        cases[2].starts_with("loadlab.slo | p95<1us | p95<1us failed: p95 "),
+        "{parsed}"
+    );
+}
+
+#[test]
+fn errors_by_class_per_second_in_the_csv_and_the_json() {
+    let s = TestServer::start(Behavior::Status(503));
+    let csv = temp_path("errors.csv");
+    let junit = temp_path("errors.xml");
+    let r = run(&[
+        &s.url("/"),
+        "--rate",
+        "200",
+        "-d",
+        "2s",
+        "-q",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code(), Some(1), "every request failed: {}", r.stderr);
+    let j = r.json();
+    let errors = num(j, &["errors", "http_5xx"]) as u64;
+    assert!(errors > 0);
+    let by_second: u64 = j["per_second"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["errors_by_class"]["http_5xx"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(by_second, errors);
+    let (header, rows) = read_csv(&std::fs::read_to_string(&csv).unwrap());
+    assert_eq!(sum(&column(&header, &rows, "errors_http_5xx")), errors);
+    assert_eq!(sum(&column(&header, &rows, "errors")), errors);
+    assert_eq!(sum(&column(&header, &rows, "errors_connect_refused")), 0);
+    // No request succeeded: the run's own test case fails, as the exit status does.
+    let parsed = parse_junit(&junit);
+    assert!(parsed.starts_with("1 1\n"), "{parsed}");
+    assert!(parsed.contains("no request succeeded"), "{parsed}");
+}
+
+/// Runs `loadlab ARGS` (no `--json` added) and returns (status, stdout, stderr).
+fn loadlab(args: &[&str]) -> (Option<i32>, String, String) {
+    let (o, _) = output_within(
+        Command::new(loadlab_bin()).args(args),
+        Duration::from_secs(120),
+    );
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_dash_writes_each_output_to_standard_output_and_the_summary_to_standard_error() {
+    let s = TestServer::start(Behavior::Ok);
+    let url = s.url("/");
+    let base = [url.as_str(), "--rate", "100", "-d", "1s", "-q"];
+    let with = |extra: &[&str]| {
+        let args: Vec<&str> = ["run"].iter().chain(&base).chain(extra).copied().collect();
+        let (code, out, err) = loadlab(&args);
+        assert_eq!(code, Some(0), "{extra:?}: {err}");
+        assert!(err.contains("requests "), "summary on stderr: {err}");
+        out
+    };
+    let json: Value = serde_json::from_str(&with(&["--json", "-"])).expect("stdout is JSON");
+    assert_schema_valid(&json);
+    assert_eq!(json["offered_rps"], 100.0);
+    let csv = with(&["--csv", "-"]);
+    assert!(csv.starts_with("second,offered_rps,"), "{csv}");
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    let hlog = with(&["--hlog", "-"]);
+    assert!(hlog.starts_with("#[Logged with loadlab"), "{hlog}");
+    let junit = with(&["--junit", "-", "--slo", "p99<10s"]);
+    assert!(junit.starts_with("<?xml"), "{junit}");
+    assert!(junit.contains("name=\"p99&lt;10s\""), "{junit}");
+
+    // Two on standard output, or two to one file: refused before any load.
+    let before = s.requests();
+    let (code, _, err) = loadlab(&["run", &url, "-d", "1s", "--json", "-", "--csv", "-"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--json and --csv: only one output"), "{err}");
+    let same = temp_path("same.out");
+    let same = same.to_str().unwrap();
+    let (code, _, err) = loadlab(&["run", &url, "--json", same, "--hlog", same]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--json and --hlog both write"), "{err}");
+    let (code, _, err) = loadlab(&["run", &url, "--csv", "/nonexistent-dir/x.csv"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--csv /nonexistent-dir/x.csv: the directory /nonexistent-dir does not exist"),
+        "{err}"
+    );
+    assert_eq!(s.requests(), before, "no load for refused runs");
+}
+
+#[test]
+fn flags_of_wrk2_hey_oha_and_vegeta() {
+    let s = TestServer::start(Behavior::Ok);
+    let url = s.url("/");
+    // wrk2's -R, hey's and oha's -z, wrk2's --latency.
+    let r = run(&[&url, "-R", "150", "-z", "2s", "--latency", "-q"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    assert_eq!(num(r.json(), &["offered_rps"]), 150.0);
+    assert_eq!(num(r.json(), &["duration_s"]), 2.0);
+    assert!(
+        r.stdout.contains("Latency Distribution (HdrHistogram"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("Detailed Percentile spectrum:"));
+    assert!(r.stdout.contains(" 99.900% "), "{}", r.stdout);
+    // The spectrum's last line counts every response.
+    let total = format!("Total count    = {:>12}", num(r.json(), &["requests"]));
+    assert!(r.stdout.contains(&total), "{total} in {}", r.stdout);
+    // vegeta's rates, and ghz's --rps.
+    for (rate, offered) in [("120/s", 120.0), ("6000/1m", 100.0), ("5/50ms", 100.0)] {
+        let r = run(&[&url, "--rate", rate, "-d", "1s", "-q"]);
+        assert_eq!(r.code(), Some(0), "{rate}: {}", r.stderr);
+        assert_eq!(num(r.json(), &["offered_rps"]), offered, "{rate}");
+    }
+    let r = run(&[&url, "--rps", "80", "-d", "1s", "-q"]);
+    assert_eq!(num(r.json(), &["offered_rps"]), 80.0);
+    let (code, _, err) = loadlab(&["run", &url, "--rate", "100/0s"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("the duration after `/` is zero"), "{err}");
+    let (code, _, err) = loadlab(&["run", &url, "--rate", "fast/s"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is not a rate"), "{err}");
+}
+
+#[test]
+fn ghz_forms_of_the_call_are_accepted() {
+    let hello = serve(&["hello", "--bind", "127.0.0.1:0"]);
+    let addr = format!("127.0.0.1:{}", hello.port);
+    let proto = helloworld_proto();
+    let proto_dir = Path::new(&proto).parent().unwrap().to_str().unwrap();
+    let data = temp_path("message.json");
+    std::fs::write(&data, r#"{"name":"from a file"}"#).unwrap();
+    let data = data.to_str().unwrap();
+    // ghz's -D FILE (its data file), -i (import paths), --insecure on a plaintext address,
+    // -z and --rps.
+    let common = [
+        addr.as_str(),
+        "--proto",
+        proto.as_str(),
+        "-i",
+        proto_dir,
+        "--call",
+        "helloworld.Greeter/SayHello",
+        "--insecure",
+        "-z",
+        "1s",
+        "--rps",
+        "50",
+        "-q",
+    ];
+    for form in [["-D", data], ["--data-file", data]] {
+        let args: Vec<&str> = common.iter().chain(&form).copied().collect();
+        let r = util::grpc(&args);
+        assert_eq!(r.code(), Some(0), "{form:?}: {}", r.stderr);
+        assert!(num(r.json(), &["grpc_status", "OK"]) >= 45.0, "{form:?}");
+    }
+    // ghz's -d (inline JSON) where loadlab's -d is the duration: named.
+    let (code, _, err) = loadlab(&[
+        "grpc",
+        &addr,
+        "--proto",
+        &proto,
+        "--call",
+        "helloworld.Greeter/SayHello",
+        "-d",
+        r#"{"name":"x"}"#,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("ghz's `-d`"), "{err}");
+}
+
+#[test]
+fn serve_passes_help_to_the_server() {
+    let (code, out, err) = loadlab(&["serve", "scenario", "--help"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("--workers"),
+        "the scenario server's own help: {out}"
+    );
+    let (code, out, _) = loadlab(&["serve", "--help"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("greeter-tokio"), "serve's own help: {out}");
+}
