@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Pictures of report.html, for a person to look at (and for the README's screenshot).
+# Pictures of report.html, for a person to look at (and for the screenshot in the docs,
+# docs/src/report-html.png).
 #
 #   bash bench/screenshot.sh [BUNDLE_DIR] [OUT_DIR]
 #

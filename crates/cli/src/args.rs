@@ -402,7 +402,7 @@ pub enum Server {
     Scenario,
     /// The gRPC hello backend (hello.HelloService/Say, helloworld.Greeter/SayHello).
     Hello,
-    /// helloworld.Greeter on tokio, multi-threaded (document 001).
+    /// helloworld.Greeter on tokio, multi-threaded (as in the async-runtime comparison).
     GreeterTokio,
     /// helloworld.Greeter on one current-thread tokio runtime per core, SO_REUSEPORT.
     GreeterTokioPc,
@@ -414,7 +414,7 @@ pub enum Server {
     GreeterGlommio,
     /// helloworld.Greeter on monoio (io_uring, thread per core; exit 3 without io_uring).
     GreeterMonoio,
-    /// helloworld.Greeter on the minimal thread-per-core runtime of document 001,
+    /// helloworld.Greeter on the minimal thread-per-core runtime of the runtime comparison,
     /// `--io epoll|uring-poll|uring|hybrid` (default uring-poll; exit 3 without io_uring
     /// except with epoll).
     GreeterMinimal,
@@ -1086,7 +1086,8 @@ pub struct RunArgs {
     /// 60 s in TIME_WAIT: `server` sends `Connection: close` and the server closes (wrk -H
     /// "Connection: close", oha --disable-keepalive); `client` closes from loadlab after
     /// the response, as a client without connection reuse does, holding one local port per
-    /// connection for 60 s (document 002's ab: the ephemeral range runs out).
+    /// connection for 60 s (how ab without keep-alive runs out of ephemeral ports at ~16k
+    /// requests).
     #[arg(
         long,
         value_enum,

@@ -1,6 +1,6 @@
 //! How a step is split between agents.
 //!
-//! The rule (also in the README, "Scaling out"):
+//! The rule (also in docs/src/distributed.md, "What happens, step by step"):
 //! - each agent's **weight** is the number of worker threads it announced (`--threads`,
 //!   by default its cores);
 //! - the **rate** is split in proportion to the weights; the last agent takes what is left,

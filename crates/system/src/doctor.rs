@@ -7,8 +7,8 @@
 //! - `nofile`: file descriptors for every client connection;
 //! - `somaxconn`, `tcp_max_syn_backlog`: the kernel caps on the server's listen backlog;
 //! - `ephemeral_ports`: local ports for the connections, and for TIME_WAIT when keep-alive
-//!   is off (document 002: `ab` hung at ~16,000 requests with 16,383 ports);
-//! - `tuning`: the rest of document 000's kernel settings.
+//!   is off (`ab` without keep-alive hangs at ~16,000 requests with 16,383 ports);
+//! - `tuning`: the rest of the kernel settings of the actix-web backlog/workers tuning.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -122,7 +122,7 @@ pub enum Check {
     TcpMaxSynBacklog,
     /// Local ports for the connections, and for TIME_WAIT when keep-alive is off.
     EphemeralPorts,
-    /// The rest of document 000's kernel settings.
+    /// The rest of the kernel settings of the actix-web backlog/workers tuning.
     Tuning,
 }
 
@@ -489,7 +489,7 @@ fn ephemeral_ports(d: &Demand, f: &Facts) -> Finding {
                  its port in TIME_WAIT for {tw} s, so ~{} ports are needed, but only {} of \
                  {range} are free{reuse_note}\n\
                  connect() will fail with EADDRNOTAVAIL after ~{secs:.0} s (~{} requests) of \
-                 the planned {:.0} s; document 002's ab hung the same way at ~16k requests \
+                 the planned {:.0} s; ab without keep-alive hangs the same way, at ~16k requests \
                  with 16,383 ports",
                 thousands(peak),
                 thousands(free),
@@ -539,7 +539,7 @@ fn tuning(f: &Facts) -> Finding {
         Some(v) if v < 8_192 => {
             notes.push(format!(
                 "{NETDEV} = {v}: packets queued per CPU before the stack takes them; bursts \
-                 past it are dropped (document 000 used 8192)"
+                 past it are dropped (the actix-web backlog/workers tuning used 8192)"
             ));
             fix.push(format!("sysctl -w {NETDEV}=8192"));
         }
@@ -565,8 +565,8 @@ fn tuning(f: &Facts) -> Finding {
         Some(v) => notes.push(format!(
             "{ABORT} = {v} (not changed by the doctor): 1 answers a full accept queue with \
              RST, so clients see resets at once instead of the kernel dropping the handshake's \
-             last ACK and the client retrying; document 000 set 1, which turns a silent queue \
-             into visible errors"
+             last ACK and the client retrying; the actix-web backlog/workers tuning set 1, which \
+             turns a silent queue into visible errors"
         )),
         None => notes.push(hidden(ABORT)),
     }
@@ -592,7 +592,7 @@ fn tuning(f: &Facts) -> Finding {
 mod tests {
     use super::*;
 
-    /// A well-tuned machine: document 000's settings.
+    /// A well-tuned machine: the actix-web backlog/workers tuning's settings.
     fn tuned() -> Facts {
         let sysctls = [
             ("net.core.somaxconn", "65535"),
@@ -974,8 +974,8 @@ mod tests {
         assert!(t.message.contains("not visible in this network namespace"));
     }
 
-    /// One finding of each severity: document 002 at 1,000 new connections/s with
-    /// document 004's backlog on a default somaxconn.
+    /// One finding of each severity: ab's port exhaustion at 1,000 new connections/s with
+    /// the actix-web benchmark's backlog (7168) on a default somaxconn.
     fn fail_warn_ok() -> Vec<Finding> {
         let d = Demand {
             new_connections_per_s: Some(1_000.0),

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::io;
 
-/// Sysctls that decide how a load test behaves (document 000's list), recorded with every
+/// Sysctls that decide how a load test behaves (the actix-web backlog/workers tuning's list), recorded with every
 /// result and checked by the doctor.
 pub const SYSCTLS: [&str; 11] = [
     "net.core.somaxconn",
