@@ -403,3 +403,52 @@ fn serve_passes_help_to_the_server() {
     assert_eq!(code, Some(0));
     assert!(out.contains("greeter-tokio"), "serve's own help: {out}");
 }
+
+#[test]
+fn a_bundle_keeps_each_steps_interval_log_and_every_second_in_seconds_csv() {
+    let s = TestServer::start(Behavior::Ok);
+    let out = temp_path("knee-bundle");
+    let (o, _) = output_within(
+        Command::new(loadlab_bin())
+            .args(["knee", "-q", &s.url("/"), "--no-probe", "--threads", "1"])
+            .args(["--start", "100", "--max", "200", "--step", "1s"])
+            .args(["--warmup", "200ms", "--pause", "100ms"])
+            .arg("--out")
+            .arg(&out),
+        Duration::from_secs(300),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let steps: Vec<Value> = std::fs::read_to_string(out.join("steps.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(steps.len() >= 2, "{steps:?}");
+    let (header, rows) = read_csv(&std::fs::read_to_string(out.join("seconds.csv")).unwrap());
+    assert_eq!(&header[..6], ["config", "scenario", "step", "phase", "load", "second"]);
+    let mut hlogs = 0;
+    for st in &steps {
+        let index = st["index"].as_u64().unwrap().to_string();
+        let mine: Vec<Vec<String>> = rows.iter().filter(|r| r[2] == index).cloned().collect();
+        let seconds = st["result"]["per_second"].as_array().unwrap().len();
+        assert_eq!(mine.len(), seconds, "step {index}");
+        let requests = st["result"]["requests"].as_u64().unwrap();
+        assert_eq!(sum(&column(&header, &mine, "completed")), requests);
+        let config = st["config"].as_str().unwrap();
+        let scenario = st["scenario"].as_str().unwrap();
+        let hlog = out
+            .join("hlog")
+            .join(config)
+            .join(format!("{scenario}-step{:03}.hlog", st["index"].as_u64().unwrap()));
+        let (intervals, count, _, _) = java_reads(&hlog);
+        assert_eq!(intervals as usize, seconds, "{}", hlog.display());
+        assert_eq!(count, requests, "{}", hlog.display());
+        hlogs += 1;
+    }
+    assert_eq!(hlogs, steps.len());
+}

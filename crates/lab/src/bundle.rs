@@ -9,6 +9,10 @@
 //! doctor.txt         the same, as `loadlab doctor` prints them
 //! steps.jsonl        one line per finished step, appended and flushed at once
 //! configs.jsonl      one line per finished configuration (status, knee per scenario)
+//! seconds.csv        one row per second of every step (config, scenario, step, phase, load,
+//!                    then `loadlab run --csv`'s columns)
+//! hlog/CONFIG/       each step's latency as an HdrHistogram interval log,
+//!                    SCENARIO-stepNNN.hlog (`loadlab run --hlog`'s format)
 //! logs/              each target's stdout and stderr, per configuration
 //! .lock              held (flock) by the run writing the bundle; holds its pid
 //! report.md          rendered from the files above (`loadlab report DIR` re-renders it)
@@ -149,8 +153,31 @@ pub struct Bundle {
     dir: PathBuf,
     steps: File,
     configs: File,
+    seconds: File,
     /// Locked while this process writes the bundle (released when it exits, however).
     _lock: File,
+}
+
+/// The columns seconds.csv puts before `loadlab run --csv`'s.
+const SECONDS_PREFIX: &[&str] = &["config", "scenario", "step", "phase", "load"];
+
+/// `name` as a file name: letters, digits, `-`, `.`, `=` and `,` kept, anything else `_`.
+fn file_name(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-.=,".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.chars().all(|c| c == '.') {
+        format!("_{s}")
+    } else {
+        s
+    }
 }
 
 /// Takes the bundle directory's lock: a second run writing to the same directory is
@@ -251,10 +278,15 @@ impl Bundle {
                 .append(true)
                 .open(dir.join(name))
         };
+        let mut seconds = open("seconds.csv")?;
+        if seconds.metadata()?.len() == 0 {
+            writeln!(seconds, "{}", loadlab_engine::export::csv_header(SECONDS_PREFIX))?;
+        }
         Ok(Bundle {
             dir: dir.clone(),
             steps: open("steps.jsonl")?,
             configs: open("configs.jsonl")?,
+            seconds,
             _lock: lock,
         })
     }
@@ -269,9 +301,57 @@ impl Bundle {
         self.dir.join("logs")
     }
 
-    /// Appends a finished step and flushes it to disk.
+    /// Appends a finished step and flushes it to disk; then its seconds to seconds.csv and
+    /// its interval log under hlog/.
     pub fn append_step(&mut self, step: &StepRecord) -> std::io::Result<()> {
-        append_line(&mut self.steps, step)
+        append_line(&mut self.steps, step)?;
+        let phase = serde_json::to_value(step.phase)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        let index = step.index.to_string();
+        let load = format!("{}", step.load);
+        let prefix = [
+            step.config.as_str(),
+            step.scenario.as_str(),
+            &index,
+            &phase,
+            &load,
+        ];
+        let mut rows = String::new();
+        for line in loadlab_engine::export::csv_rows(&step.result, &prefix)? {
+            rows.push_str(&line);
+            rows.push('\n');
+        }
+        self.seconds.write_all(rows.as_bytes())?;
+        self.seconds.flush()?;
+        let dir = self.dir.join("hlog").join(file_name(&step.config));
+        std::fs::create_dir_all(&dir)?;
+        let what = format!(
+            "config {}, scenario {}, step {} ({phase}), load {}",
+            step.config, step.scenario, step.index, step.load
+        );
+        let mut text = Vec::new();
+        loadlab_engine::export::write_hlog(&step.result, Some(&what), &mut text)?;
+        // A step index seen twice for one scenario (a repeated step) keeps both logs.
+        let stem = format!("{}-step{:03}", file_name(&step.scenario), step.index);
+        for n in 1.. {
+            let name = if n == 1 {
+                format!("{stem}.hlog")
+            } else {
+                format!("{stem}-{n}.hlog")
+            };
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(dir.join(name))
+            {
+                Ok(mut f) => return f.write_all(&text),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("some file name is free")
     }
 
     /// Appends a finished configuration and flushes it to disk.
