@@ -25,9 +25,8 @@ fn terminal_bar() -> Option<ProgressBar> {
     Some(bar)
 }
 
-/// One finished second on the bar: its position and what the second achieved.
-fn show_second(bar: Option<&ProgressBar>, s: &SecondStats) {
-    let Some(b) = bar else { return };
+/// What a second achieved, for the bar or a plain line.
+fn second_text(s: &SecondStats) -> String {
     let p99 = s.latency_p99_ms.map_or("-".into(), |v| {
         if v >= 100.0 {
             format!("{v:.0} ms")
@@ -35,11 +34,31 @@ fn show_second(bar: Option<&ProgressBar>, s: &SecondStats) {
             format!("{v:.2} ms")
         }
     });
-    b.set_position(s.second + 1);
-    b.set_message(format!(
+    format!(
         "achieved {} req/s · {} errors · p99 {p99}",
         s.successful, s.errors
-    ));
+    )
+}
+
+/// Without a terminal, a plain progress line every this many measured seconds (a CI log
+/// shows the run going, as k6 does).
+const PLAIN_EVERY_S: u64 = 5;
+
+/// One finished second: on the bar (its position, at most the bar's length: a closed-loop
+/// run's last, partial second does not read "4/3s"), or every [`PLAIN_EVERY_S`] seconds a
+/// plain line on stderr when `plain` and there is no terminal.
+fn show_second(bar: Option<&ProgressBar>, plain: bool, s: &SecondStats) {
+    match bar {
+        Some(b) => {
+            let len = b.length().filter(|&l| l > 0).unwrap_or(u64::MAX);
+            b.set_position((s.second + 1).min(len));
+            b.set_message(second_text(s));
+        }
+        None if plain && (s.second + 1) % PLAIN_EVERY_S == 0 => {
+            eprintln!("loadlab: {}s · {}", s.second + 1, second_text(s));
+        }
+        None => {}
+    }
 }
 
 fn short(secs: f64) -> String {
@@ -54,6 +73,7 @@ fn short(secs: f64) -> String {
 /// `loadlab run` and `loadlab grpc`: one bar over the measured seconds.
 pub struct RunView {
     bar: Option<ProgressBar>,
+    plain: bool,
 }
 
 impl RunView {
@@ -69,12 +89,12 @@ impl RunView {
             });
             b.set_message("starting");
         }
-        RunView { bar }
+        RunView { bar, plain: !quiet }
     }
 
     /// One finished second.
     pub fn second(&self, s: &SecondStats) {
-        show_second(self.bar.as_ref(), s);
+        show_second(self.bar.as_ref(), self.plain, s);
     }
 }
 
@@ -140,6 +160,7 @@ impl LabProgress for LabView {
     }
 
     fn second(&self, s: &SecondStats) {
-        show_second(self.bar.as_ref(), s);
+        // The lab prints a line per step already; its steps are short.
+        show_second(self.bar.as_ref(), false, s);
     }
 }
