@@ -1,12 +1,14 @@
 //! Command-line arguments (clap stays in this crate) and their translation into the
 //! engine's [`Workload`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use loadlab_engine::config::workload::DEFAULT_CONNECTIONS;
-use loadlab_engine::config::{parse_duration, CpuList, Request, SourceAddrs, TransportFlags};
+use loadlab_engine::config::{
+    parse_duration, ClientCertPem, CpuList, Request, SourceAddrs, TransportFlags,
+};
 use loadlab_engine::{Arrival, GrpcCall, LoadModel, Transport, Workload};
 
 /// What `--help` says of request templates (run, knee, grpc).
@@ -769,9 +771,26 @@ pub struct KneeArgs {
     /// Skip TLS certificate verification.
     #[arg(short = 'k', long, help_heading = "Connections")]
     pub insecure: bool,
-    /// Trust the certificates of this PEM file besides the public roots.
+    /// Trust the certificates of this PEM file besides the system's trust store (which is
+    /// always used: a CA installed in /etc/ssl/certs is trusted).
     #[arg(long, value_name = "FILE", help_heading = "Connections")]
     pub cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for servers that require one (mTLS); with --key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "key",
+        help_heading = "Connections"
+    )]
+    pub cert: Option<PathBuf>,
+    /// The private key (PEM: PKCS#8, RSA or EC) of the --cert certificate.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "cert",
+        help_heading = "Connections"
+    )]
+    pub key: Option<PathBuf>,
     /// Worker threads [default: one per core].
     #[arg(short = 't', long, help_heading = "Connections")]
     pub threads: Option<usize>,
@@ -979,10 +998,28 @@ pub struct LoadArgs {
     /// Skip TLS certificate verification for https:// targets.
     #[arg(short = 'k', long, help_heading = "Connections")]
     pub insecure: bool,
-    /// Trust the certificates of this PEM file besides the public roots (a private CA, a
-    /// server's self-signed certificate), as curl --cacert does.
+    /// Trust the certificates of this PEM file (a private CA, a server's self-signed
+    /// certificate) besides the system's trust store, as curl --cacert does. The system's
+    /// store (/etc/ssl/certs, or SSL_CERT_FILE and SSL_CERT_DIR) is always used.
     #[arg(long, value_name = "FILE", help_heading = "Connections")]
     pub cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for servers that require one (mTLS); with --key. Any
+    /// intermediate certificates follow it in the file.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "key",
+        help_heading = "Connections"
+    )]
+    pub cert: Option<PathBuf>,
+    /// The private key (PEM: PKCS#8, RSA or EC) of the --cert certificate.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "cert",
+        help_heading = "Connections"
+    )]
+    pub key: Option<PathBuf>,
 }
 
 /// Where the result goes.
@@ -1196,12 +1233,23 @@ impl LoadArgs {
     /// A workload for `url` over `transport` with these load settings (request fields at
     /// their defaults).
     pub fn to_workload(&self, url: String, transport: Transport) -> anyhow::Result<Workload> {
+        let read = |flag: &str, p: &Path| {
+            std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("{flag} {}: cannot read: {e}", p.display()))
+        };
         let ca_pem = match &self.cacert {
-            Some(p) => Some(
-                std::fs::read_to_string(p)
-                    .map_err(|e| anyhow::anyhow!("--cacert {}: cannot read: {e}", p.display()))?,
-            ),
+            Some(p) => Some(read("--cacert", p)?),
             None => None,
+        };
+        // clap has already refused one without the other.
+        let client_cert = match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Some(ClientCertPem {
+                cert_file: cert.display().to_string(),
+                cert_pem: read("--cert", cert)?,
+                key_file: key.display().to_string(),
+                key_pem: read("--key", key)?,
+            }),
+            _ => None,
         };
         Ok(Workload {
             url,
@@ -1224,6 +1272,7 @@ impl LoadArgs {
             threads: self.threads,
             insecure: self.insecure,
             ca_pem,
+            client_cert,
             source_addrs: self.source_addrs.clone(),
             seed: self.seed,
             cpus: self.cpus.clone(),

@@ -70,6 +70,8 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
                 .or(a.call.as_ref().map(|_| "{}".to_string())),
         };
     let cacert = a.cacert.as_deref().map(absolute);
+    let cert = a.cert.as_deref().map(absolute);
+    let key = a.key.as_deref().map(absolute);
     let scenario = ScenarioFile {
         name: "knee".into(),
         url: literal(&url),
@@ -93,6 +95,8 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         metadata: a.metadata.clone(),
         insecure: a.insecure,
         cacert,
+        cert,
+        key,
         data: a.traffic.data.as_deref().map(absolute),
         data_order: a
             .traffic
@@ -205,6 +209,9 @@ fn flag_error(e: PlanError) -> BadInput {
         f if f.starts_with("scenario[0].targets") => "--targets",
         f if f.starts_with("scenario[0].request") => "--targets",
         f if f.starts_with("scenario[0].message") => "--message",
+        f if f.starts_with("scenario[0].cacert") => "--cacert",
+        f if f.starts_with("scenario[0].cert") => "--cert",
+        f if f.starts_with("scenario[0].key") => "--key",
         f if f.starts_with("scenario[0].") => {
             return BadInput(format!(
                 "{} {value} is not allowed: {allowed}",
@@ -214,6 +221,10 @@ fn flag_error(e: PlanError) -> BadInput {
         f if f.starts_with("probe") => "--probe-*",
         _ => return BadInput(e.to_string()),
     };
+    // What is allowed may name the client certificate's other half by its plan key.
+    let allowed = allowed
+        .replace("scenario[0].cert", "--cert")
+        .replace("scenario[0].key", "--key");
     BadInput(format!("{flag} {value} is not allowed: {allowed}"))
 }
 

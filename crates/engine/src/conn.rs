@@ -204,33 +204,87 @@ fn stamps_receipts(cfg: &RunConfig) -> bool {
         && cfg.target.scheme != Scheme::Https
 }
 
-/// The TLS client configuration for a run, or `None` for plain HTTP.
-pub fn tls_config(cfg: &RunConfig) -> Option<Arc<rustls::ClientConfig>> {
+/// The TLS client configuration for a run, or `None` for plain HTTP; built once per run,
+/// shared by every connection. With it, a warning when the system's trust store could not
+/// be read and the bundled public roots stand in for it.
+///
+/// Trusted: the operating system's store ([`system_roots`]) and `--cacert`'s certificates
+/// on top; nothing is checked with `--insecure`. The client certificate (mTLS), if any, is
+/// offered to servers that ask for one.
+pub fn tls_config(cfg: &RunConfig) -> (Option<Arc<rustls::ClientConfig>>, Option<String>) {
     if cfg.target.scheme != Scheme::Https {
-        return None;
+        return (None, None);
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions");
-    let mut config = if cfg.insecure {
-        builder
+    let (builder, warning) = if cfg.insecure {
+        let builder = builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-            .with_no_client_auth()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)));
+        (builder, None)
     } else {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
+        let system = system_roots();
+        let mut roots = system.roots.clone();
         roots.add_parsable_certificates(cfg.ca_certs.iter().cloned());
-        builder.with_root_certificates(roots).with_no_client_auth()
+        (
+            builder.with_root_certificates(roots),
+            system.warning.clone(),
+        )
+    };
+    let mut config = match &cfg.client_cert {
+        Some(key) => builder
+            .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(key.clone()))),
+        None => builder.with_no_client_auth(),
     };
     config.alpn_protocols = if cfg.protocol.multiplexed() {
         vec![b"h2".to_vec()]
     } else {
         vec![b"http/1.1".to_vec()]
     };
-    Some(Arc::new(config))
+    (Some(Arc::new(config)), warning)
+}
+
+/// The roots every verified run trusts before `--cacert`: the operating system's store.
+struct SystemRoots {
+    roots: rustls::RootCertStore,
+    /// Set when the store could not be read and the bundled roots stand in for it.
+    warning: Option<String>,
+}
+
+/// The operating system's trust store (on Linux `/etc/ssl/certs` and the like, or the
+/// files `SSL_CERT_FILE` and `SSL_CERT_DIR` name, as OpenSSL reads them), loaded once per
+/// process: a few hundred certificates parsed once, not per run or per connection. A store
+/// that cannot be read, or holds no certificate, does not stop a run: the public roots
+/// bundled with loadlab (Mozilla's, from `webpki-roots`) are trusted instead, and each run
+/// says so in a warning. Certificates of the store that rustls cannot parse are skipped.
+fn system_roots() -> &'static SystemRoots {
+    static ROOTS: std::sync::OnceLock<SystemRoots> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add_parsable_certificates(found.certs);
+        if !roots.is_empty() {
+            return SystemRoots {
+                roots,
+                warning: None,
+            };
+        }
+        let why = match found.errors.first() {
+            Some(e) => e.to_string(),
+            None => "it holds no certificate".into(),
+        };
+        SystemRoots {
+            roots: rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            },
+            warning: Some(format!(
+                "the system's trust store could not be read ({why}): certificates were \
+                 checked against the public roots bundled with loadlab, and --cacert"
+            )),
+        }
+    })
 }
 
 /// `--insecure`: accepts any certificate and any handshake signature (nothing is checked),

@@ -255,6 +255,9 @@ impl RunShape {
 pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement, EngineError> {
     check_fd_limit(cfg)?;
     let mut warnings = preflight(cfg);
+    // Before the clock starts: the first run of a process reads the system's trust store.
+    let (tls, tls_warning) = crate::conn::tls_config(cfg);
+    warnings.extend(tls_warning);
     let cfg = Arc::new(cfg.clone());
     let clock = Clock::new();
     // A little head start so every worker is running before the first arrival, or the
@@ -294,7 +297,6 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
             allowed: "header names and values valid in HTTP/2".into(),
         })
     })?;
-    let tls = crate::conn::tls_config(&cfg);
     let tickets = Arc::new(AtomicU64::new(cfg.requests.unwrap_or(u64::MAX)));
     let (tx, rx) = mpsc::channel::<IntervalReport>();
     let cpu_before = os::process_cpu_seconds();

@@ -14,6 +14,7 @@ pub mod values;
 pub mod workload;
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -22,8 +23,8 @@ pub use loadlab_grpc::GrpcCall;
 pub use validate::{ConfigError, Field};
 pub use values::{parse_duration, CpuList, SourceAddrs};
 pub use workload::{
-    CloseBy, Request, Transport, TransportFlags, Workload, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE,
-    MAX_TIMEOUT, MAX_WARMUP,
+    ClientCertPem, CloseBy, Request, Transport, TransportFlags, Workload, MAX_CONNECTIONS,
+    MAX_DURATION, MAX_RATE, MAX_TIMEOUT, MAX_WARMUP,
 };
 
 /// How arrivals are spaced in open loop.
@@ -206,8 +207,10 @@ pub struct RunConfig {
     pub resend_unprocessed: bool,
     /// Skip certificate checks.
     pub insecure: bool,
-    /// Certificates trusted besides the public roots.
+    /// Certificates trusted besides the system's trust store.
     pub ca_certs: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// The client certificate and its key (mTLS), checked to match.
+    pub client_cert: Option<Arc<rustls::sign::CertifiedKey>>,
     /// Source addresses (empty: let the kernel choose).
     pub source_addrs: Vec<IpAddr>,
     /// Seed for random arrivals.

@@ -49,8 +49,12 @@ pub enum Field {
     SourceAddrs,
     /// CPUs for the worker threads.
     Cpus,
-    /// Certificates trusted besides the public roots.
+    /// Certificates trusted besides the system's trust store.
     CaCert,
+    /// The client certificate (mTLS).
+    ClientCert,
+    /// The client certificate's private key.
+    ClientKey,
     /// The list of requests (a targets file, or a plan scenario's requests).
     Targets,
     /// The data file.
@@ -59,7 +63,7 @@ pub enum Field {
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 20] = [
+    pub const ALL: [Field; 22] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -78,6 +82,8 @@ impl Field {
         Field::SourceAddrs,
         Field::Cpus,
         Field::CaCert,
+        Field::ClientCert,
+        Field::ClientKey,
         Field::Targets,
         Field::Data,
     ];
@@ -103,6 +109,8 @@ impl Field {
             Field::SourceAddrs => "--source-addrs",
             Field::Cpus => "--cpus",
             Field::CaCert => "--cacert",
+            Field::ClientCert => "--cert",
+            Field::ClientKey => "--key",
             Field::Targets => "--targets",
             Field::Data => "--data",
         }
@@ -407,6 +415,10 @@ impl Workload {
                 Some(pem) => parse_ca(pem)?,
                 None => Vec::new(),
             },
+            client_cert: match &self.client_cert {
+                Some(c) => Some(std::sync::Arc::new(parse_client_cert(c)?)),
+                None => None,
+            },
             source_addrs,
             seed: self.seed.unwrap_or_else(rand::random),
             cpus: self
@@ -517,6 +529,53 @@ fn parse_ca(pem: &str) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>
         return Err(value_err(Field::CaCert, "no certificate", allowed));
     }
     Ok(certs)
+}
+
+/// A client certificate chain and its key, checked to belong together, ready for rustls.
+fn parse_client_cert(c: &super::ClientCertPem) -> Result<rustls::sign::CertifiedKey, ConfigError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let cert_allowed = "a PEM file holding the client certificate (-----BEGIN CERTIFICATE-----)";
+    let chain = CertificateDer::pem_slice_iter(c.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            value_err(
+                Field::ClientCert,
+                &c.cert_file,
+                format!("{cert_allowed}; this one is not PEM ({e})"),
+            )
+        })?;
+    if chain.is_empty() {
+        return Err(value_err(
+            Field::ClientCert,
+            &c.cert_file,
+            format!("{cert_allowed}; this one has no certificate"),
+        ));
+    }
+    let key_allowed = "a PEM file holding the private key of the --cert certificate \
+                       (-----BEGIN PRIVATE KEY-----, RSA PRIVATE KEY or EC PRIVATE KEY)";
+    let key = PrivateKeyDer::from_pem_slice(c.key_pem.as_bytes()).map_err(|e| {
+        let why = match e {
+            rustls::pki_types::pem::Error::NoItemsFound => "this one has no private key".into(),
+            e => format!("this one is not PEM ({e})"),
+        };
+        value_err(
+            Field::ClientKey,
+            &c.key_file,
+            format!("{key_allowed}; {why}"),
+        )
+    })?;
+    let provider = rustls::crypto::ring::default_provider();
+    rustls::sign::CertifiedKey::from_der(chain, key, &provider).map_err(|e| {
+        let why = match e {
+            rustls::Error::InconsistentKeys(_) => format!(
+                "the private key of the --cert certificate ({}); this one does not match it",
+                c.cert_file
+            ),
+            e => format!("{key_allowed}; rustls refuses this one ({e})"),
+        };
+        value_err(Field::ClientKey, &c.key_file, why)
+    })
 }
 
 /// A duration above 0 (unless `zero_example` is empty: then 0 is allowed) and at most `max`.

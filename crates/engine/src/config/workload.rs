@@ -195,9 +195,12 @@ pub struct Workload {
     pub request: Request,
     /// Skip TLS certificate verification.
     pub insecure: bool,
-    /// Certificates (PEM) trusted besides the public roots, e.g. a private CA's.
+    /// Certificates (PEM) trusted besides the system's trust store, e.g. a private CA's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_pem: Option<String>,
+    /// A client certificate and its key, for servers that ask for one (mTLS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<ClientCertPem>,
     /// Local source addresses for new connections.
     pub source_addrs: Option<SourceAddrs>,
     /// Seed for Poisson arrivals [default: random].
@@ -224,11 +227,37 @@ impl Default for Workload {
             request: Request::default(),
             insecure: false,
             ca_pem: None,
+            client_cert: None,
             source_addrs: None,
             seed: None,
             cpus: None,
             traffic: super::traffic::Traffic::default(),
         }
+    }
+}
+
+/// A client certificate (mTLS) as the user gave it: the PEM texts of `--cert` and `--key`
+/// (a plan's `cert` and `key`), with the files they came from so that a mistake names them.
+/// It travels to agents with the workload; its `Debug` leaves out the key.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientCertPem {
+    /// Where the certificate came from, as the user wrote it (for messages).
+    pub cert_file: String,
+    /// The certificate (PEM), followed by any intermediates it needs.
+    pub cert_pem: String,
+    /// Where the key came from, as the user wrote it (for messages).
+    pub key_file: String,
+    /// The certificate's private key (PEM: PKCS#8, RSA or EC).
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for ClientCertPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCertPem")
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
+            .finish_non_exhaustive()
     }
 }
 
@@ -419,8 +448,17 @@ mod tests {
                 },
                 concurrency: Some(32),
             },
+            // Agents get the client certificate and its key with the workload.
+            client_cert: Some(ClientCertPem {
+                cert_file: "client.pem".into(),
+                cert_pem: "-----BEGIN CERTIFICATE-----\n".into(),
+                key_file: "client.key".into(),
+                key_pem: "-----BEGIN PRIVATE KEY-----\n".into(),
+            }),
             ..Workload::default()
         };
+        // Its key is not in what a log or a panic would print.
+        assert!(!format!("{w:?}").contains("PRIVATE KEY"));
         let json = serde_json::to_string(&w).unwrap();
         assert!(json.contains("\"duration\":\"2s 500ms\""), "{json}");
         assert!(json.contains("\"protocol\":\"grpc\""), "{json}");

@@ -227,9 +227,14 @@ pub struct ScenarioFile {
     /// verifies certificates like any client.
     #[serde(default)]
     pub insecure: bool,
-    /// `https://`: a PEM file of certificates to trust besides the public roots (a private
-    /// CA, a target's self-signed certificate), relative to the plan's directory.
+    /// `https://`: a PEM file of certificates to trust besides the system's trust store (a
+    /// private CA, a target's self-signed certificate), relative to the plan's directory.
     pub cacert: Option<String>,
+    /// `https://`: a client certificate (PEM) for servers that require one (mTLS), relative
+    /// to the plan's directory; with `key`.
+    pub cert: Option<String>,
+    /// The private key (PEM: PKCS#8, RSA or EC) of `cert`, relative to the plan's directory.
+    pub key: Option<String>,
 }
 
 /// `[[scenario.request]]`: one request of a scenario's mix.

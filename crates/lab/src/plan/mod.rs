@@ -256,9 +256,13 @@ pub struct ScenarioSpec {
     /// `insecure` (default false): certificates are not checked.
     #[serde(default)]
     pub insecure: bool,
-    /// `cacert`: the certificates (PEM) the scenario trusts besides the public roots.
+    /// `cacert`: the certificates (PEM) the scenario trusts besides the system's store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_pem: Option<String>,
+    /// `cert` and `key`: the client certificate (mTLS). Not written to `plan.json` (nor,
+    /// from there, to the report): the key stays in its file.
+    #[serde(skip)]
+    pub client_cert: Option<loadlab_engine::config::ClientCertPem>,
     /// Requests that vary: `[[scenario.request]]` or `targets`, `data`, `data_order`,
     /// `request_order`.
     #[serde(default)]

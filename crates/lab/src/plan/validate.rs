@@ -670,9 +670,11 @@ fn scenarios(
             })?),
             None => None,
         };
+        let client_cert = scenario_client_cert(c, dir, i, s)?;
         scenarios.push(ScenarioSpec {
             insecure: s.insecure,
             ca_pem,
+            client_cert,
             protocol,
             call: s.call.clone(),
             grpc,
@@ -690,6 +692,52 @@ fn scenarios(
         });
     }
     Ok(scenarios)
+}
+
+/// A scenario's client certificate: `cert` and `key` read (relative to the plan), both or
+/// neither. Whether they are PEM and belong together is checked with the rest of the
+/// scenario ([`super::workload`]), as the engine will see them.
+fn scenario_client_cert(
+    c: &Checker<'_>,
+    dir: &Path,
+    i: usize,
+    s: &ScenarioFile,
+) -> Result<Option<loadlab_engine::config::ClientCertPem>, PlanError> {
+    let f = |x: &str| format!("scenario[{i}].{x}");
+    let read = |key: &str, file: &String| {
+        std::fs::read_to_string(dir.join(file)).map_err(|e| {
+            c.err(
+                f(key),
+                file.clone(),
+                format!("a readable PEM file, relative to the plan ({e})"),
+            )
+        })
+    };
+    match (&s.cert, &s.key) {
+        (None, None) => Ok(None),
+        (Some(cert), Some(key)) => Ok(Some(loadlab_engine::config::ClientCertPem {
+            cert_file: cert.clone(),
+            cert_pem: read("cert", cert)?,
+            key_file: key.clone(),
+            key_pem: read("key", key)?,
+        })),
+        (Some(cert), None) => Err(c.err(
+            f("key"),
+            "missing",
+            format!(
+                "the private key (PEM) of {} = {cert:?}: a client certificate needs its key",
+                f("cert")
+            ),
+        )),
+        (None, Some(key)) => Err(c.err(
+            f("cert"),
+            "missing",
+            format!(
+                "the client certificate (PEM) whose key is {} = {key:?}",
+                f("key")
+            ),
+        )),
+    }
 }
 
 /// A scenario's requests that vary: its `[[scenario.request]]`s and `targets` file, its

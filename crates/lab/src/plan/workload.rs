@@ -83,6 +83,7 @@ impl Plan {
             // Verified unless the scenario says `insecure = true` (the report says so).
             insecure: s.insecure,
             ca_pem: s.ca_pem.clone(),
+            client_cert: s.client_cert.clone(),
             source_addrs: l.source_addrs.clone(),
             seed: None,
             cpus,
@@ -152,6 +153,8 @@ impl Plan {
             Field::SourceAddrs => "load.source_addrs".into(),
             Field::Cpus => "load.cpus".into(),
             Field::CaCert => format!("scenario[{i}].cacert"),
+            Field::ClientCert => format!("scenario[{i}].cert"),
+            Field::ClientKey => format!("scenario[{i}].key"),
             Field::Targets => format!("scenario[{i}].request"),
             Field::Data => format!("scenario[{i}].data"),
         }
