@@ -472,6 +472,13 @@ pub struct LabArgs {
     /// (the knees' step ranges, the p99's 99.9 % interval) [default: 10%].
     #[arg(long, value_name = "FRACTION", requires = "baseline", value_parser = parse_fraction, help_heading = "Regression gate")]
     pub max_regression: Option<f64>,
+    /// Write JUnit XML for CI servers (`-`: standard output): a test case per configuration
+    /// (failed when its target never became ready or crashed; skipped when unavailable
+    /// here), one per knee found, and with --baseline one per regression (failed, with its
+    /// figures) or one passed case when there is none. Each step's interval log and every
+    /// second as CSV are in the bundle (hlog/, seconds.csv).
+    #[arg(long, value_name = "PATH", help_heading = "Regression gate")]
+    pub junit: Option<PathBuf>,
     #[command(flatten)]
     pub distributed: DistributedArgs,
 }

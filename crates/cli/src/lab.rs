@@ -192,6 +192,10 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
         summary.bundle.display(),
         loadlab_report::html_path(&summary.bundle).display()
     );
+    if let Some(path) = &a.junit {
+        let xml = lab_junit(&plan.name, &summary, check.as_ref()).to_xml();
+        crate::outputs::emit("--junit", path, xml.as_bytes())?;
+    }
     if let Some(code) = crate::interrupted_exit() {
         return Ok(code);
     }
@@ -269,6 +273,82 @@ pub fn cmd_tune(a: &TuneArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A lab as a JUnit suite: each configuration, each knee, the baseline's verdict.
+fn lab_junit(
+    plan: &str,
+    summary: &loadlab_lab::experiment::LabSummary,
+    check: Option<&loadlab_report::baseline::BaselineCheck>,
+) -> loadlab_lab::junit::Suite {
+    use loadlab_lab::bundle::ConfigStatus;
+    use loadlab_lab::junit::Case;
+    let case = |classname: &str, name: String| Case {
+        name,
+        classname: classname.into(),
+        failure: None,
+        skipped: None,
+        output: String::new(),
+    };
+    let mut cases = Vec::new();
+    for c in &summary.configs {
+        let why = c.message.clone().unwrap_or_default();
+        let mut k = case("loadlab.config", c.config.clone());
+        match c.status {
+            ConfigStatus::Completed => k.output = "every step ran".into(),
+            ConfigStatus::Unavailable => k.skipped = Some(format!("unavailable here: {why}")),
+            ConfigStatus::Interrupted => k.skipped = Some("interrupted".into()),
+            ConfigStatus::NotReady => {
+                k.failure = Some(format!("the target never became ready: {why}"))
+            }
+            ConfigStatus::Crashed => {
+                k.failure = Some(format!("a target exited during a step: {why}"))
+            }
+        }
+        cases.push(k);
+        for knee in &c.knees {
+            let mut k = case("loadlab.knee", format!("{} / {}", c.config, knee.scenario));
+            k.output = match &knee.diagnosis {
+                Some(d) => format!("{}; why: {}", knee.outcome.summary, d.headline()),
+                None => knee.outcome.summary.clone(),
+            };
+            cases.push(k);
+        }
+    }
+    if let Some(check) = check {
+        if check.regressions.is_empty() {
+            let mut k = case(
+                "loadlab.baseline",
+                format!("no regression against {}", check.baseline),
+            );
+            k.output = format!(
+                "allowed: {}",
+                loadlab_report::compare::text::pct_abs(check.max_regression)
+            );
+            cases.push(k);
+        }
+        for r in &check.regressions {
+            let figure = match r.figure {
+                loadlab_report::baseline::RegressedFigure::Knee => "knee".to_string(),
+                loadlab_report::baseline::RegressedFigure::P99 { load } => {
+                    format!("p99 at {}", loadlab_lab::knee::fmt(load))
+                }
+            };
+            let mut k = case(
+                "loadlab.baseline",
+                format!("{} / {} {figure}", r.config, r.scenario),
+            );
+            k.failure = Some(r.sentence.clone());
+            cases.push(k);
+        }
+    }
+    loadlab_lab::junit::Suite {
+        name: format!("loadlab lab {plan}"),
+        time_s: summary.configs.iter().map(|c| c.duration_s).sum(),
+        timestamp: String::new(),
+        properties: vec![("bundle".into(), summary.bundle.display().to_string())],
+        cases,
+    }
 }
 
 /// Names each regression against the baseline on stderr; true when there is one.

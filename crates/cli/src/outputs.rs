@@ -75,7 +75,7 @@ pub(crate) fn check(out: &OutputArgs) -> Result<(), BadInput> {
 }
 
 /// Writes `text` to `path` (whole, renamed into place) or to standard output.
-fn emit(flag: &str, path: &Path, text: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn emit(flag: &str, path: &Path, text: &[u8]) -> anyhow::Result<()> {
     if is_stdout(path) {
         let mut o = std::io::stdout().lock();
         o.write_all(text)
@@ -163,6 +163,7 @@ fn junit_suite(r: &RunResult, gates: &[GateOutcome]) -> junit::Suite {
             // The run itself: it fails as the exit status does when no request succeeded.
             name: "some requests succeeded".into(),
             classname: "loadlab.run".into(),
+            skipped: None,
             failure: r.all_failed().then(|| {
                 format!(
                     "no request succeeded: {} errors over {} requests",
@@ -178,6 +179,7 @@ fn junit_suite(r: &RunResult, gates: &[GateOutcome]) -> junit::Suite {
             name: g.gate.clone(),
             classname: "loadlab.slo".into(),
             failure: (!g.passed).then(|| format!("{} failed: {}", g.gate, g.shown)),
+            skipped: None,
             output: g.shown.clone(),
         }))
         .collect(),

@@ -430,7 +430,10 @@ fn a_bundle_keeps_each_steps_interval_log_and_every_second_in_seconds_csv() {
         .collect();
     assert!(steps.len() >= 2, "{steps:?}");
     let (header, rows) = read_csv(&std::fs::read_to_string(out.join("seconds.csv")).unwrap());
-    assert_eq!(&header[..6], ["config", "scenario", "step", "phase", "load", "second"]);
+    assert_eq!(
+        &header[..6],
+        ["config", "scenario", "step", "phase", "load", "second"]
+    );
     let mut hlogs = 0;
     for st in &steps {
         let index = st["index"].as_u64().unwrap().to_string();
@@ -441,14 +444,71 @@ fn a_bundle_keeps_each_steps_interval_log_and_every_second_in_seconds_csv() {
         assert_eq!(sum(&column(&header, &mine, "completed")), requests);
         let config = st["config"].as_str().unwrap();
         let scenario = st["scenario"].as_str().unwrap();
-        let hlog = out
-            .join("hlog")
-            .join(config)
-            .join(format!("{scenario}-step{:03}.hlog", st["index"].as_u64().unwrap()));
+        let hlog = out.join("hlog").join(config).join(format!(
+            "{scenario}-step{:03}.hlog",
+            st["index"].as_u64().unwrap()
+        ));
         let (intervals, count, _, _) = java_reads(&hlog);
         assert_eq!(intervals as usize, seconds, "{}", hlog.display());
         assert_eq!(count, requests, "{}", hlog.display());
         hlogs += 1;
     }
     assert_eq!(hlogs, steps.len());
+}
+
+#[test]
+fn lab_junit_has_each_configuration_each_knee_and_the_baseline() {
+    use util::lab::{plan_text, write_plan};
+    // Capacity 300/s (503 above it), and a configuration whose target cannot start (the
+    // fixture refuses `--capacity x`): a failed case.
+    let plan = write_plan(
+        "junit",
+        &plan_text(
+            "\"--capacity\", \"{capacity}\"",
+            "capacity = [\"300\", \"x\"]\nmode = [\"junit\"]",
+            "knee = { start = 150, max = 600, precision = 0.25, confirm = 0 }\nstep_duration = \"1s\"\nwarmup = \"200ms\"\nconnections = 8\nthreads = 1",
+        ),
+    );
+    let lab_junit = |out: &Path, junit: &Path, extra: &[&str]| {
+        let (o, _) = output_within(
+            Command::new(loadlab_bin())
+                .args(["lab", "-q"])
+                .arg(&plan)
+                .arg("--out")
+                .arg(out)
+                .arg("--junit")
+                .arg(junit)
+                .args(extra),
+            Duration::from_secs(300),
+        );
+        assert!(
+            matches!(o.status.code(), Some(0 | 3)),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        parse_junit(junit)
+    };
+    let first = temp_path("junit-lab-1");
+    let parsed = lab_junit(&first, &temp_path("lab-1.xml"), &[]);
+    assert!(parsed.starts_with("3 1\n"), "{parsed}");
+    assert!(
+        parsed.contains("loadlab.config | capacity=300,mode=junit | \n"),
+        "{parsed}"
+    );
+    assert!(
+        parsed.contains("loadlab.config | capacity=x,mode=junit | the target never became ready"),
+        "{parsed}"
+    );
+    assert!(
+        parsed.contains("loadlab.knee | capacity=300,mode=junit / s | \n"),
+        "{parsed}"
+    );
+    // Against itself as the baseline: one more case, passed or naming a regression.
+    let parsed = lab_junit(
+        &temp_path("junit-lab-2"),
+        &temp_path("lab-2.xml"),
+        &["--baseline", first.to_str().unwrap()],
+    );
+    assert!(parsed.starts_with("4 "), "{parsed}");
+    assert!(parsed.contains("loadlab.baseline | "), "{parsed}");
 }

@@ -280,7 +280,11 @@ impl Bundle {
         };
         let mut seconds = open("seconds.csv")?;
         if seconds.metadata()?.len() == 0 {
-            writeln!(seconds, "{}", loadlab_engine::export::csv_header(SECONDS_PREFIX))?;
+            writeln!(
+                seconds,
+                "{}",
+                loadlab_engine::export::csv_header(SECONDS_PREFIX)
+            )?;
         }
         Ok(Bundle {
             dir: dir.clone(),

@@ -12,6 +12,8 @@ pub struct Case {
     pub classname: String,
     /// Why it failed (`None`: it passed).
     pub failure: Option<String>,
+    /// Why it did not run (`None`: it ran); a skipped case neither passes nor fails.
+    pub skipped: Option<String>,
     /// The figure it was judged on, for the log (`system-out`).
     pub output: String,
 }
@@ -53,6 +55,7 @@ impl Suite {
     /// The suite as a JUnit XML document.
     pub fn to_xml(&self) -> String {
         let failures = self.cases.iter().filter(|c| c.failure.is_some()).count();
+        let skipped = self.cases.iter().filter(|c| c.skipped.is_some()).count();
         let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         let _ = writeln!(
             x,
@@ -62,7 +65,7 @@ impl Suite {
         );
         let _ = writeln!(
             x,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\" time=\"{:.3}\" timestamp=\"{}\">",
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{:.3}\" timestamp=\"{}\">",
             esc(&self.name),
             self.cases.len(),
             self.time_s,
@@ -95,6 +98,9 @@ impl Suite {
                     esc(f)
                 );
             }
+            if let Some(why) = &c.skipped {
+                let _ = writeln!(x, "      <skipped message=\"{}\"/>", esc(why));
+            }
             if !c.output.is_empty() {
                 let _ = writeln!(x, "      <system-out>{}</system-out>", esc(&c.output));
             }
@@ -121,25 +127,36 @@ mod tests {
                     name: "p99<50ms".into(),
                     classname: "loadlab.slo".into(),
                     failure: Some("p99 63.2 ms > 50 ms".into()),
+                    skipped: None,
                     output: String::new(),
                 },
                 Case {
                     name: "errors<1%".into(),
                     classname: "loadlab.slo".into(),
                     failure: None,
+                    skipped: None,
                     output: "errors 0.0 %".into(),
+                },
+                Case {
+                    name: "io=uring".into(),
+                    classname: "loadlab.config".into(),
+                    failure: None,
+                    skipped: Some("io_uring refused".into()),
+                    output: String::new(),
                 },
             ],
         };
         let x = s.to_xml();
-        assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
+        assert!(x.contains("tests=\"3\" failures=\"1\""), "{x}");
+        assert!(x.contains("skipped=\"1\""), "{x}");
+        assert!(x.contains("<skipped message=\"io_uring refused\"/>"), "{x}");
         assert!(x.contains("name=\"p99&lt;50ms\""), "{x}");
         assert!(x.contains("a=1&amp;b=2"), "{x}");
         assert!(
             x.contains("<failure message=\"p99 63.2 ms &gt; 50 ms\""),
             "{x}"
         );
-        assert_eq!(x.matches("<testcase ").count(), 2);
-        assert_eq!(x.matches("</testcase>").count(), 2);
+        assert_eq!(x.matches("<testcase ").count(), 3);
+        assert_eq!(x.matches("</testcase>").count(), 3);
     }
 }

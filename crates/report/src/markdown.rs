@@ -437,7 +437,10 @@ fn p95(r: &loadlab_engine::RunResult) -> Option<f64> {
 
 fn together_table(out: &mut String, steps: &[&StepRecord], config: Option<&ConfigRecord>) {
     let _ = writeln!(out, "| scenario | offered req/s | requests | mean ms | p95 ms | p99 ms | achieved rps | timeouts | errors | run time s | why |");
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
     let mut whys = Vec::new();
     for s in steps {
         let r = &s.result;
