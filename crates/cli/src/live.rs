@@ -54,7 +54,7 @@ fn show_second(bar: Option<&ProgressBar>, plain: bool, s: &SecondStats) {
             b.set_position((s.second + 1).min(len));
             b.set_message(second_text(s));
         }
-        None if plain && (s.second + 1) % PLAIN_EVERY_S == 0 => {
+        None if plain && (s.second + 1).is_multiple_of(PLAIN_EVERY_S) => {
             eprintln!("loadlab: {}s · {}", s.second + 1, second_text(s));
         }
         None => {}
