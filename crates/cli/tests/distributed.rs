@@ -122,6 +122,8 @@ fn three_agents_drive_a_fixed_rate_step_and_the_server_counts_what_they_report()
         })
         .collect();
     let json = temp_path("dist.json");
+    let csv = temp_path("dist.csv");
+    let hlog = temp_path("dist.hlog");
     let mut run = command(Some(&f.hub), loadlab_bin())
         .args([
             "run",
@@ -143,6 +145,10 @@ fn three_agents_drive_a_fixed_rate_step_and_the_server_counts_what_they_report()
         .arg(&token)
         .arg("--json")
         .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .arg("--hlog")
+        .arg(&hlog)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -221,6 +227,21 @@ fn three_agents_drive_a_fixed_rate_step_and_the_server_counts_what_they_report()
         "{seconds:?}"
     );
     assert!(stdout.contains("agents          3"), "{stdout}");
+    // The outputs other tools read hold the merged run: a CSV row and an interval-log
+    // histogram per merged second, the CSV's counts adding up to the agents' total.
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let completed = header.iter().position(|h| *h == "completed").unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), seconds.len(), "{csv}");
+    let csv_total: u64 = rows.iter().map(|r| r[completed].parse::<u64>().unwrap()).sum();
+    assert_eq!(csv_total, total, "{csv}");
+    let hlog = std::fs::read_to_string(&hlog).unwrap();
+    let histograms = hlog
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('"'))
+        .count();
+    assert_eq!(histograms, seconds.len(), "{hlog}");
 }
 
 /// A knee-search plan against the token-bucket fixture (503 above 200 req/s) on the hub,
