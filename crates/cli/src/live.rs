@@ -139,7 +139,7 @@ impl LabProgress for LabView {
         }
     }
 
-    fn second(&self, s: &SecondStats) {
+    fn second(&self, s: &SecondStats, _latency: &str) {
         show_second(self.bar.as_ref(), s);
     }
 }

@@ -7,6 +7,7 @@ mod fleet;
 mod knee;
 mod lab;
 mod live;
+mod promrw;
 
 use std::io::Write;
 use std::path::Path;
@@ -217,7 +218,25 @@ fn execute(
             loadlab_engine::LoadModel::Closed => None,
         },
     );
-    let mut progress = |s: &SecondStats| view.second(s);
+    // A distributed run reports the agents' seconds merged: no `agent` label.
+    let pusher = out
+        .prometheus
+        .prometheus_rw
+        .clone()
+        .map(promrw::Pusher::start);
+    let mut feed = pusher.as_ref().map(|p| {
+        let offered = match cfg.model {
+            loadlab_engine::LoadModel::Open { rate, .. } => Some(promrw::Offered::Rate(rate)),
+            loadlab_engine::LoadModel::Closed => None,
+        };
+        p.feed(promrw::Labels::new(), offered)
+    });
+    let mut progress = |s: &SecondStats, latency: &str| {
+        view.second(s);
+        if let Some(f) = feed.as_mut() {
+            f.second(s, latency);
+        }
+    };
     let result = match coordinator {
         Some(c) => {
             let job = [(workload, cfg)];
@@ -230,11 +249,10 @@ fn execute(
             r.expect("one result per workload")?
         }
         None => {
-            let mut engine_progress = |s: &SecondStats, _: &str| progress(s);
             let opts = RunOptions {
                 command: std::env::args().collect(),
                 stop,
-                progress: Some(&mut engine_progress),
+                progress: Some(&mut progress),
                 start_at: None,
             };
             loadlab_engine::run(&cfg, opts)?
@@ -252,6 +270,9 @@ fn execute(
     std::io::stdout().flush().ok();
     if let Some(path) = &out.json {
         write_json(path, &result)?;
+    }
+    if let Some(p) = pusher {
+        p.finish();
     }
     if let Some(code) = interrupted_exit() {
         return Ok(code);
