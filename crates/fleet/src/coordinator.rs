@@ -1043,6 +1043,9 @@ impl Coordinator {
                 }
             }
         }
+        if let Some(cb) = progress.as_mut() {
+            live.finish(&mut **cb);
+        }
         {
             let mut st = self.shared.state();
             for id in &ids {
@@ -1218,13 +1221,7 @@ impl LiveSeconds {
         }
     }
 
-    fn add(
-        &mut self,
-        agent: usize,
-        s: &SecondStats,
-        latency: &str,
-        cb: &mut dyn FnMut(&SecondStats, &str),
-    ) {
+    fn add(&mut self, agent: usize, s: &SecondStats, latency: &str, cb: &mut Progress<'_>) {
         let entry = self.pending.entry(s.second).or_insert_with(|| {
             (
                 SecondStats {
@@ -1258,13 +1255,24 @@ impl LiveSeconds {
             if *e.key() >= low {
                 break;
             }
-            let (mut s, h) = e.remove();
-            if !h.is_empty() {
-                s.latency_p50_ms = Some(h.value_at_quantile(0.5) as f64 / 1000.0);
-                s.latency_p99_ms = Some(h.value_at_quantile(0.99) as f64 / 1000.0);
-            }
-            cb(&s, &encode_histogram(&h));
+            let (s, h) = e.remove();
+            Self::show(s, &h, cb);
         }
+    }
+
+    /// The step is over: the seconds no agent moved past (the last ones) are final too.
+    fn finish(&mut self, cb: &mut Progress<'_>) {
+        for (_, (s, h)) in std::mem::take(&mut self.pending) {
+            Self::show(s, &h, cb);
+        }
+    }
+
+    fn show(mut s: SecondStats, h: &Histogram<u64>, cb: &mut Progress<'_>) {
+        if !h.is_empty() {
+            s.latency_p50_ms = Some(h.value_at_quantile(0.5) as f64 / 1000.0);
+            s.latency_p99_ms = Some(h.value_at_quantile(0.99) as f64 / 1000.0);
+        }
+        cb(&s, &encode_histogram(h));
     }
 }
 
