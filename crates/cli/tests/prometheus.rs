@@ -357,3 +357,54 @@ fn a_knee_search_pushes_each_step_labelled() {
         requests
     );
 }
+
+#[test]
+fn a_distributed_run_pushes_the_agents_seconds_merged() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let prom = Prometheus::start(true);
+    let s = TestServer::start(Behavior::Ok);
+    let token = temp_path("token");
+    std::fs::write(&token, "prometheus-test-token-0123456789\n").unwrap();
+    let token = token.display().to_string();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let hub = format!("127.0.0.1:{port}");
+    let mut agent = Command::new(loadlab_bin())
+        .args(["agent", "--coordinator", &hub, "--token-file", &token])
+        .args(["--wait", "30", "-q"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let r = run(&[
+        &s.url("/"),
+        "--agents",
+        "1",
+        "--listen",
+        &hub,
+        "--token-file",
+        &token,
+        "--rate",
+        "200",
+        "-d",
+        "3s",
+        "-q",
+        "--prometheus-rw",
+        &prom.write_url(),
+    ]);
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    assert!(!r.stderr.contains("--prometheus-rw"), "{}", r.stderr);
+    // Merged over the agents, the last second included: no `agent` label.
+    let requests = r.json()["requests"].as_u64().unwrap() as f64;
+    assert_eq!(prom.value("loadlab_requests_total"), requests);
+    assert_eq!(
+        prom.value("histogram_count(loadlab_latency_seconds)"),
+        requests
+    );
+}
