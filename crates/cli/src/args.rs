@@ -480,6 +480,8 @@ pub struct LabArgs {
     #[arg(long, value_name = "PATH", help_heading = "Regression gate")]
     pub junit: Option<PathBuf>,
     #[command(flatten)]
+    pub prometheus: PrometheusArgs,
+    #[command(flatten)]
     pub distributed: DistributedArgs,
 }
 
@@ -514,6 +516,8 @@ pub struct TuneArgs {
     /// Do not run the targets' `build` commands (what they build must be there already).
     #[arg(long)]
     pub no_build: bool,
+    #[command(flatten)]
+    pub prometheus: PrometheusArgs,
     #[command(flatten)]
     pub distributed: DistributedArgs,
 }
@@ -819,6 +823,8 @@ pub struct KneeArgs {
     /// No progress lines on stderr.
     #[arg(short = 'q', long, help_heading = "Output")]
     pub quiet: bool,
+    #[command(flatten)]
+    pub prometheus: PrometheusArgs,
 
     #[command(flatten)]
     pub distributed: DistributedArgs,
@@ -1066,6 +1072,21 @@ pub struct OutputArgs {
     /// status is 3 when one fails. Quote it from the shell.
     #[arg(long = "slo", value_name = "GATE", value_parser = parse_gate, help_heading = "Gates")]
     pub slo: Vec<loadlab_lab::gate::Gate>,
+    #[command(flatten)]
+    pub prometheus: PrometheusArgs,
+}
+
+/// `--prometheus-rw`, for run, grpc, knee, lab and tune.
+#[derive(Args, Debug)]
+pub struct PrometheusArgs {
+    /// Push each finished second to this Prometheus remote write receiver (http:// only,
+    /// e.g. http://127.0.0.1:9090/api/v1/write): loadlab_requests_total and
+    /// loadlab_errors_total (counters), latency as the native histogram
+    /// loadlab_latency_seconds (classic _bucket series if the server refuses native ones)
+    /// and loadlab_offered_rps, labelled by scenario and config in a lab. From a thread of
+    /// its own: a push that fails or is slow is a warning, never a failed run.
+    #[arg(long = "prometheus-rw", value_name = "URL", help_heading = "Output")]
+    pub prometheus_rw: Option<crate::promrw::Endpoint>,
 }
 
 /// `--rate`: requests per second as a number, or vegeta's `N/DURATION` (`100/s`, `50/1s`,

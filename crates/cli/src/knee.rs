@@ -246,6 +246,7 @@ pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
         skip_builds: false,
         brief_preflight: false,
         remote_probe: crate::fleet::remote_sources(&a.distributed, fleet.as_ref()),
+        prometheus: a.prometheus.prometheus_rw.clone(),
     };
     let (summary, _report) =
         crate::lab::run_lab(&plan, out, settings, stop.clone(), fleet.clone())?;

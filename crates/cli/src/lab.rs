@@ -45,6 +45,8 @@ pub(crate) struct RunSettings {
     pub(crate) brief_preflight: bool,
     /// `--remote-probe`: each step's probe source, from the coordinator's remote probe.
     pub(crate) remote_probe: Option<loadlab_lab::watch::RemoteSources>,
+    /// `--prometheus-rw`: where each step's seconds are pushed.
+    pub(crate) prometheus: Option<crate::promrw::Endpoint>,
 }
 
 /// The pre-flight in one line for a newcomer: whether anything stops the run, and where
@@ -97,6 +99,7 @@ pub(crate) fn run_with(
         skip_builds,
         brief_preflight,
         remote_probe,
+        prometheus,
     } = settings;
     // A keeper process kills what is left of the targets' process trees if loadlab is
     // killed (best effort: without it, only the targets themselves die with loadlab).
@@ -114,10 +117,17 @@ pub(crate) fn run_with(
         );
     }
     let view = (!quiet).then(crate::live::LabView::new);
+    let shown = view.clone().map(|v| v as Arc<dyn loadlab_lab::LabProgress>);
+    let pusher = prometheus.map(crate::promrw::Pusher::start);
+    let progress = match &pusher {
+        Some(p) => Some(Arc::new(crate::promrw::LabPush::new(p.feeds(), shown))
+            as Arc<dyn loadlab_lab::LabProgress>),
+        None => shown,
+    };
     let opts = LabOptions {
         out,
         stop,
-        progress: view.clone().map(|v| v as Arc<dyn loadlab_lab::LabProgress>),
+        progress,
         command: std::env::args().collect(),
         doctor: findings,
         fleet,
@@ -127,6 +137,9 @@ pub(crate) fn run_with(
     let summary = run(&opts);
     if let Some(v) = &view {
         v.finish();
+    }
+    if let Some(p) = pusher {
+        p.finish();
     }
     let summary = summary?;
     let path = loadlab_report::write_report(&summary.bundle)
@@ -153,6 +166,7 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
         skip_builds: a.no_build,
         brief_preflight: false,
         remote_probe: crate::fleet::remote_sources(&a.distributed, fleet.as_ref()),
+        prometheus: a.prometheus.prometheus_rw.clone(),
     };
     let (summary, mut report) = run_lab(&plan, out, settings, stop.clone(), fleet.clone())?;
     if let Some(c) = fleet {
@@ -224,6 +238,7 @@ pub fn cmd_tune(a: &TuneArgs) -> anyhow::Result<ExitCode> {
         skip_builds: a.no_build,
         brief_preflight: false,
         remote_probe: crate::fleet::remote_sources(&a.distributed, fleet.as_ref()),
+        prometheus: a.prometheus.prometheus_rw.clone(),
     };
     let mut tuned = None;
     let (summary, _report) = run_with(
@@ -464,6 +479,7 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
         skip_builds: false,
         brief_preflight: true,
         remote_probe: None,
+        prometheus: None,
     };
     let (summary, report) = run_lab(&plan, out, settings, stop, None)?;
     if a.verbose {

@@ -159,7 +159,7 @@ impl LabProgress for LabView {
         }
     }
 
-    fn second(&self, s: &SecondStats) {
+    fn second(&self, s: &SecondStats, _latency: &str) {
         // The lab prints a line per step already; its steps are short.
         show_second(self.bar.as_ref(), false, s);
     }

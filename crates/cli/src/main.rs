@@ -8,6 +8,7 @@ mod knee;
 mod lab;
 mod live;
 mod outputs;
+mod promrw;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -250,7 +251,25 @@ fn execute(
             loadlab_engine::LoadModel::Closed => None,
         },
     );
-    let mut progress = |s: &SecondStats| view.second(s);
+    // A distributed run reports the agents' seconds merged: no `agent` label.
+    let pusher = out
+        .prometheus
+        .prometheus_rw
+        .clone()
+        .map(promrw::Pusher::start);
+    let mut feed = pusher.as_ref().map(|p| {
+        let offered = match cfg.model {
+            loadlab_engine::LoadModel::Open { rate, .. } => Some(promrw::Offered::Rate(rate)),
+            loadlab_engine::LoadModel::Closed => None,
+        };
+        p.feed(promrw::Labels::new(), offered)
+    });
+    let mut progress = |s: &SecondStats, latency: &str| {
+        view.second(s);
+        if let Some(f) = feed.as_mut() {
+            f.second(s, latency);
+        }
+    };
     let result = match coordinator {
         Some(c) => {
             let job = [(workload, cfg)];
@@ -263,17 +282,20 @@ fn execute(
             r.expect("one result per workload")?
         }
         None => {
-            let mut engine_progress = |s: &SecondStats, _: &str| progress(s);
             let opts = RunOptions {
                 command: std::env::args().collect(),
                 stop,
-                progress: Some(&mut engine_progress),
+                progress: Some(&mut progress),
                 start_at: None,
             };
             loadlab_engine::run(&cfg, opts)?
         }
     };
     drop(view);
+    // The last pushes to Prometheus (at most its flush bound), and its warnings, first.
+    if let Some(p) = pusher {
+        p.finish();
+    }
     let gates: Vec<_> = out.slo.iter().map(|g| g.check(&result)).collect();
     // The summary goes to standard error when an output takes standard output.
     let mut text = summary::render(&result);

@@ -232,9 +232,16 @@ fn three_agents_drive_a_fixed_rate_step_and_the_server_counts_what_they_report()
     let csv = std::fs::read_to_string(&csv).unwrap();
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let completed = header.iter().position(|h| *h == "completed").unwrap();
-    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
     assert_eq!(rows.len(), seconds.len(), "{csv}");
-    let csv_total: u64 = rows.iter().map(|r| r[completed].parse::<u64>().unwrap()).sum();
+    let csv_total: u64 = rows
+        .iter()
+        .map(|r| r[completed].parse::<u64>().unwrap())
+        .sum();
     assert_eq!(csv_total, total, "{csv}");
     let hlog = std::fs::read_to_string(&hlog).unwrap();
     let histograms = hlog

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use loadlab_engine::env::Environment;
 use loadlab_engine::recorder::{new_histogram, INTERVAL_SIGFIG};
-use loadlab_engine::result::{decode_histogram, SecondStats};
+use loadlab_engine::result::{decode_histogram, encode_histogram, SecondStats};
+use loadlab_engine::runner::Progress;
 use loadlab_engine::{CancellationToken, Measurement, RunConfig, RunResult, RunShape, Workload};
 use loadlab_system::cgroup::CgroupLimits;
 use loadlab_system::probe::{ProbeInfo, ProbeSource, SourceSample, TargetLimits};
@@ -867,12 +868,13 @@ impl Coordinator {
     /// Runs several workloads at once (a step: one per scenario) on every agent present,
     /// each split between them, all starting at the same instant; returns each merged
     /// result. `stop` ends the step early (what was measured is kept); `progress` sees the
-    /// first workload's merged seconds as every agent finishes them.
+    /// first workload's merged seconds as every agent finishes them, each with its merged
+    /// latency histogram (encoded as [`encode_histogram`] does).
     pub fn run_step(
         &self,
         jobs: &[(Workload, RunConfig)],
         stop: &CancellationToken,
-        mut progress: Option<&mut dyn FnMut(&SecondStats)>,
+        mut progress: Option<&mut Progress<'_>>,
     ) -> Vec<Result<RunResult, FleetError>> {
         let all_err = |e: &dyn Fn() -> FleetError| jobs.iter().map(|_| Err(e())).collect();
         let agents: Vec<Arc<AgentConn>> = self.shared.state().agents.clone();
@@ -1040,6 +1042,9 @@ impl Coordinator {
                     }
                 }
             }
+        }
+        if let Some(cb) = progress.as_mut() {
+            live.finish(&mut **cb);
         }
         {
             let mut st = self.shared.state();
@@ -1216,13 +1221,7 @@ impl LiveSeconds {
         }
     }
 
-    fn add(
-        &mut self,
-        agent: usize,
-        s: &SecondStats,
-        latency: &str,
-        cb: &mut dyn FnMut(&SecondStats),
-    ) {
+    fn add(&mut self, agent: usize, s: &SecondStats, latency: &str, cb: &mut Progress<'_>) {
         let entry = self.pending.entry(s.second).or_insert_with(|| {
             (
                 SecondStats {
@@ -1258,13 +1257,24 @@ impl LiveSeconds {
             if *e.key() >= low {
                 break;
             }
-            let (mut s, h) = e.remove();
-            if !h.is_empty() {
-                s.latency_p50_ms = Some(h.value_at_quantile(0.5) as f64 / 1000.0);
-                s.latency_p99_ms = Some(h.value_at_quantile(0.99) as f64 / 1000.0);
-            }
-            cb(&s);
+            let (s, h) = e.remove();
+            Self::show(s, &h, cb);
         }
+    }
+
+    /// The step is over: the seconds no agent moved past (the last ones) are final too.
+    fn finish(&mut self, cb: &mut Progress<'_>) {
+        for (_, (s, h)) in std::mem::take(&mut self.pending) {
+            Self::show(s, &h, cb);
+        }
+    }
+
+    fn show(mut s: SecondStats, h: &Histogram<u64>, cb: &mut Progress<'_>) {
+        if !h.is_empty() {
+            s.latency_p50_ms = Some(h.value_at_quantile(0.5) as f64 / 1000.0);
+            s.latency_p99_ms = Some(h.value_at_quantile(0.99) as f64 / 1000.0);
+        }
+        cb(&s, &encode_histogram(h));
     }
 }
 

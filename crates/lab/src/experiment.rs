@@ -59,8 +59,10 @@ pub trait LabProgress: Send + Sync {
     fn line(&self, msg: &str);
     /// A step is starting.
     fn step(&self, step: &StepStart);
-    /// One second of the running step finished (in together mode, the first scenario's).
-    fn second(&self, s: &SecondStats);
+    /// One second of the running step finished (in together mode, the first scenario's),
+    /// with its latency histogram (encoded as `loadlab_engine::result::encode_histogram`
+    /// does).
+    fn second(&self, s: &SecondStats, latency: &str);
 }
 
 /// A step about to run, for a live view.
@@ -74,6 +76,8 @@ pub struct StepStart {
     pub configs: usize,
     /// The scenarios of the step, joined.
     pub scenario: String,
+    /// The scenario whose seconds [`LabProgress::second`] reports: the step's first.
+    pub seconds_of: String,
     /// Offered load: req/s, or connections/streams in closed loop.
     pub load: f64,
     /// `req/s`, `conns` or `streams`.
@@ -712,9 +716,9 @@ impl Runner<'_> {
         stop: &CancellationToken,
     ) -> Vec<Result<RunResult, LabError>> {
         let progress = self.opts.progress.clone();
-        let mut seconds = |s: &SecondStats| {
+        let mut seconds = |s: &SecondStats, latency: &str| {
             if let Some(p) = &progress {
-                p.second(s);
+                p.second(s, latency);
             }
         };
         // A coordinator for a remote probe only drives no load: the step runs here.
@@ -743,9 +747,9 @@ impl Runner<'_> {
                     // The live view follows the first scenario of a together step.
                     let progress = self.opts.progress.clone().filter(|_| i == 0);
                     sc.spawn(move || {
-                        let mut seconds = |s: &SecondStats, _: &str| {
+                        let mut seconds = |s: &SecondStats, latency: &str| {
                             if let Some(p) = &progress {
-                                p.second(s);
+                                p.second(s, latency);
                             }
                         };
                         loadlab_engine::run(
@@ -821,6 +825,7 @@ impl Runner<'_> {
                     .map(|s| s.name.as_str())
                     .collect::<Vec<_>>()
                     .join("+"),
+                seconds_of: first.name.clone(),
                 load: value.or(first.rate).unwrap_or(0.0),
                 unit: match l.model {
                     Model::Open => "req/s",
