@@ -850,7 +850,8 @@ pub struct CompareArgs {
     #[arg(long)]
     pub json: bool,
     /// Also write the comparison as one self-contained HTML page: the text, and each
-    /// series' p99 and achieved of both sides overlaid, knees marked.
+    /// series' p99 and achieved of both sides overlaid, knees marked (`-`: standard output,
+    /// and the text goes to standard error).
     #[arg(long, value_name = "PATH")]
     pub html: Option<std::path::PathBuf>,
     /// A change whose whole confidence interval lies within ± this is reported as below

@@ -31,10 +31,24 @@ pub fn cmd_compare(a: &CompareArgs) -> anyhow::Result<ExitCode> {
     };
     let refs: Vec<&Input> = inputs.iter().collect();
     let comparison = compare::compare(&refs, &method);
+    let html_to_stdout = a.html.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if html_to_stdout && a.json {
+        return Err(BadInput(
+            "--html - and --json both write to standard output: give --html a file".into(),
+        )
+        .into());
+    }
     if let Some(path) = &a.html {
-        std::fs::write(path, loadlab_report::html::render_comparison(&comparison))
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("loadlab: wrote {}", path.display());
+        let page = loadlab_report::html::render_comparison(&comparison);
+        crate::outputs::emit("--html", path, page.as_bytes())?;
+        if !html_to_stdout {
+            eprintln!("loadlab: wrote {}", path.display());
+        }
+    }
+    if html_to_stdout {
+        // The page took standard output: the text goes to standard error.
+        eprint!("{}", compare::text::render(&comparison));
+        return Ok(ExitCode::SUCCESS);
     }
     let mut stdout = std::io::stdout().lock();
     if a.json {

@@ -512,3 +512,30 @@ fn lab_junit_has_each_configuration_each_knee_and_the_baseline() {
     assert!(parsed.starts_with("4 "), "{parsed}");
     assert!(parsed.contains("loadlab.baseline | "), "{parsed}");
 }
+
+#[test]
+fn compare_html_to_standard_output() {
+    let s = TestServer::start(Behavior::Ok);
+    let url = s.url("/");
+    let results: Vec<String> = (0..2)
+        .map(|i| {
+            let p = temp_path(&format!("cmp-{i}.json"));
+            let p = p.to_str().unwrap().to_string();
+            let (code, _, err) =
+                loadlab(&["run", &url, "--rate", "100", "-d", "1s", "-q", "--json", &p]);
+            assert_eq!(code, Some(0), "{err}");
+            p
+        })
+        .collect();
+    let (code, out, err) = loadlab(&["compare", &results[0], &results[1], "--html", "-"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.trim_start().starts_with("<!DOCTYPE html>"),
+        "{}",
+        &out[..out.len().min(200)]
+    );
+    assert!(out.trim_end().ends_with("</html>"));
+    assert!(!err.is_empty(), "the text on stderr");
+    let (code, _, err) = loadlab(&["compare", &results[0], &results[1], "--html", "-", "--json"]);
+    assert_eq!(code, Some(2), "{err}");
+}
