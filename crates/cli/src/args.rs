@@ -1082,7 +1082,7 @@ pub struct OutputArgs {
 pub struct PrometheusArgs {
     /// Push each finished second to this Prometheus remote write receiver (http:// only,
     /// e.g. http://127.0.0.1:9090/api/v1/write): loadlab_requests_total and
-    /// loadlab_errors_total (counters), latency as the native histogram
+    /// loadlab_errors_total{class} (counters), latency as the native histogram
     /// loadlab_latency_seconds (classic _bucket series if the server refuses native ones)
     /// and loadlab_offered_rps, labelled by scenario and config in a lab. From a thread of
     /// its own: a push that fails or is slow is a warning, never a failed run.
