@@ -812,7 +812,7 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
     let slo = &plan.slo;
     let _ = writeln!(
         out,
-        "Sustained means: {}errors at most {:.1} % of requests, {}. A clause fails only on a difference the step's request count resolves at {:.1} % confidence; achieved throughput is the successes over the window or, when the server fell behind, at most the rate the middle half of them completed at (see the README).\n",
+        "Sustained means: {}errors at most {:.1} % of requests, {}. A clause fails only on a difference the step's request count resolves at {:.1} % confidence; achieved throughput is the successes over the window or, when the server fell behind, at most the rate the middle half of them completed at (see docs/src/verdicts.md in loadlab's repository).\n",
         slo.latency_words()
             .iter()
             .map(|w| format!("{w}, "))
@@ -974,7 +974,7 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
             let _ = writeln!(
                 out,
                 "### Why\n\nWhat the evidence of the first step not sustained says, each bottleneck in \
-                 the order its signal moved (see the README, \"Why it broke\"):\n\n{}\n\n\
+                 the order its signal moved (see docs/src/diagnosis.md in loadlab's repository):\n\n{}\n\n\
                  <details><summary>The rules behind each why</summary>\n\n{}\n</details>\n",
                 whys.join("\n"),
                 loadlab_lab::diagnosis::rules::markdown_table()
