@@ -779,29 +779,8 @@ pub struct KneeArgs {
     /// Local source addresses for new connections (as `loadlab run --source-addrs`).
     #[arg(long, help_heading = "Connections")]
     pub source_addrs: Option<String>,
-    /// Skip TLS certificate verification.
-    #[arg(short = 'k', long, help_heading = "Connections")]
-    pub insecure: bool,
-    /// Trust the certificates of this PEM file besides the system's trust store (which is
-    /// always used: a CA installed in /etc/ssl/certs is trusted).
-    #[arg(long, value_name = "FILE", help_heading = "Connections")]
-    pub cacert: Option<PathBuf>,
-    /// Client certificate (PEM) for servers that require one (mTLS); with --key.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "key",
-        help_heading = "Connections"
-    )]
-    pub cert: Option<PathBuf>,
-    /// The private key (PEM: PKCS#8, RSA or EC) of the --cert certificate.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "cert",
-        help_heading = "Connections"
-    )]
-    pub key: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     /// Worker threads [default: one per core].
     #[arg(short = 't', long, help_heading = "Connections")]
     pub threads: Option<usize>,
@@ -1009,6 +988,14 @@ pub struct LoadArgs {
     /// count N (127.0.0.2 onwards, loopback targets). At most 65,000 addresses.
     #[arg(long, help_heading = "Connections")]
     pub source_addrs: Option<SourceAddrs>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// TLS: certificate checks, extra trusted certificates, a client certificate (run, grpc,
+/// knee).
+#[derive(Args, Debug)]
+pub struct TlsArgs {
     /// Skip TLS certificate verification for https:// targets.
     #[arg(short = 'k', long, help_heading = "Connections")]
     pub insecure: bool,
@@ -1266,12 +1253,12 @@ impl LoadArgs {
             std::fs::read_to_string(p)
                 .map_err(|e| anyhow::anyhow!("{flag} {}: cannot read: {e}", p.display()))
         };
-        let ca_pem = match &self.cacert {
+        let ca_pem = match &self.tls.cacert {
             Some(p) => Some(read("--cacert", p)?),
             None => None,
         };
         // clap has already refused one without the other.
-        let client_cert = match (&self.cert, &self.key) {
+        let client_cert = match (&self.tls.cert, &self.tls.key) {
             (Some(cert), Some(key)) => Some(ClientCertPem {
                 cert_file: cert.display().to_string(),
                 cert_pem: read("--cert", cert)?,
@@ -1299,7 +1286,7 @@ impl LoadArgs {
             warmup: self.warmup,
             timeout: self.timeout,
             threads: self.threads,
-            insecure: self.insecure,
+            insecure: self.tls.insecure,
             ca_pem,
             client_cert,
             source_addrs: self.source_addrs.clone(),

@@ -69,9 +69,9 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
                 .clone()
                 .or(a.call.as_ref().map(|_| "{}".to_string())),
         };
-    let cacert = a.cacert.as_deref().map(absolute);
-    let cert = a.cert.as_deref().map(absolute);
-    let key = a.key.as_deref().map(absolute);
+    let cacert = a.tls.cacert.as_deref().map(absolute);
+    let cert = a.tls.cert.as_deref().map(absolute);
+    let key = a.tls.key.as_deref().map(absolute);
     let scenario = ScenarioFile {
         name: "knee".into(),
         url: literal(&url),
@@ -93,7 +93,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         call: a.call.clone(),
         message,
         metadata: a.metadata.clone(),
-        insecure: a.insecure,
+        insecure: a.tls.insecure,
         cacert,
         cert,
         key,

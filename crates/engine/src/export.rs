@@ -23,7 +23,8 @@ pub fn window_start(r: &RunResult) -> SystemTime {
 /// the Interval_Max column in milliseconds. `what` is one more comment line (the step of a
 /// bundle, say).
 pub fn write_hlog(r: &RunResult, what: Option<&str>, w: &mut dyn Write) -> io::Result<()> {
-    let start = window_start(r)
+    let started = window_start(r);
+    let start = started
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64();
@@ -49,7 +50,7 @@ pub fn write_hlog(r: &RunResult, what: Option<&str>, w: &mut dyn Write) -> io::R
     writeln!(
         w,
         "#[StartTime: {start:.3} (seconds since epoch), {}]",
-        humantime::format_rfc3339_millis(window_start(r))
+        humantime::format_rfc3339_millis(started)
     )?;
     writeln!(
         w,
