@@ -47,6 +47,15 @@ pub(crate) fn range_words(k: &ScenarioKnee, unit: &str) -> String {
     }
     match (o.knee, o.first_unsustained) {
         (Some(lo), Some(hi)) => format!("between {} and {} {unit}", num(lo), num(hi)),
+        (Some(lo), None) if o.stopped.is_some() => {
+            let s = o.stopped.expect("checked");
+            format!(
+                "at least {} {unit} (the search stopped at {}: {})",
+                num(lo),
+                num(s.at),
+                s.by.describe()
+            )
+        }
         (Some(lo), None) => format!(
             "at least {} {unit} (sustained at the highest load tried)",
             num(lo)
@@ -56,6 +65,22 @@ pub(crate) fn range_words(k: &ScenarioKnee, unit: &str) -> String {
             num(hi)
         ),
         (None, None) => "not measured".into(),
+    }
+}
+
+/// What to do when a search stopped on a step that judged loadlab or the run.
+fn stop_advice(by: Limit) -> &'static str {
+    match by {
+        Limit::GeneratorLimited => {
+            "loadlab could not offer the load on schedule there; add --threads or cores, \
+             pin the server elsewhere, or spread the load with --agents"
+        }
+        Limit::AgentLost => "an agent was lost during the step; check the agents and run again",
+        Limit::RowsUsedUp => {
+            "the data file's rows were used up (data order unique); add rows or shorten the steps"
+        }
+        Limit::Interrupted => "the search was interrupted",
+        _ => "the search stopped before the server broke",
     }
 }
 
@@ -121,6 +146,14 @@ pub(crate) fn knees(bundle: &Path, probes: bool) -> std::io::Result<String> {
                 }
                 None => {}
             }
+            if let (Some(s), Some(_)) = (o.stopped, o.first_unsustained) {
+                let _ = writeln!(
+                    out,
+                    "  note: narrowing stopped at {} ({}): the range is the server's, only wider",
+                    num(s.at),
+                    s.by.describe()
+                );
+            }
             for n in &o.non_monotonic {
                 let _ = writeln!(out, "  note: non-monotonic: {n}");
             }
@@ -132,6 +165,10 @@ pub(crate) fn knees(bundle: &Path, probes: bool) -> std::io::Result<String> {
                     if let Some(f) = d.findings.first() {
                         let _ = writeln!(out, "  try: {}", f.advice);
                     }
+                }
+                None if o.first_unsustained.is_none() && o.stopped.is_some() => {
+                    let s = o.stopped.expect("checked");
+                    let _ = writeln!(out, "  why: not found: {}", stop_advice(s.by));
                 }
                 None if o.first_unsustained.is_none() && o.knee.is_some() => {
                     let _ = writeln!(

@@ -107,6 +107,21 @@ pub struct KneeOutcome {
     /// far); with `knee` unset and `first_unsustained` at it, it was dropped there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raced_at: Option<f64>,
+    /// Where the search stopped on a step that judged loadlab or the run rather than the
+    /// server (generator-limited, an agent lost, the data rows used up, interrupted), with
+    /// that limit: the knee is only known as far as the steps before it. During the
+    /// narrowing, the range found so far stands and is only less narrow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
+}
+
+/// A search stopped before it was done, by a step that did not judge the server.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stopped {
+    /// The load of the step that stopped it.
+    pub at: f64,
+    /// What that step was limited by.
+    pub by: Limit,
 }
 
 impl KneeOutcome {
@@ -291,6 +306,7 @@ pub fn race(
             fmt(at)
         ),
         raced_at: Some(at),
+        stopped: None,
     }
 }
 
@@ -361,6 +377,7 @@ fn search_from(
     };
     let mut rounds = 0;
     let mut note: Option<String> = None;
+    let mut stopped = None;
     'confirm: loop {
         loop {
             let narrow = if p.integer {
@@ -378,6 +395,13 @@ fn search_from(
             };
             match run(mid, Phase::Bisect, &mut history) {
                 StepSignal::Sustained => l = mid,
+                // The bracket already found is the server's: a step in it that judged
+                // loadlab or the run only stops the narrowing.
+                StepSignal::NotSustained(x) if stops_narrowing(x) => {
+                    stopped = Some(Stopped { at: mid, by: x });
+                    note = Some(format!("narrowing stopped at {}: {}", fmt(mid), x.describe()));
+                    break 'confirm;
+                }
                 StepSignal::NotSustained(x) if terminal(x) => {
                     return ended(history, Some(l), mid, x)
                 }
@@ -397,6 +421,7 @@ fn search_from(
                 StepSignal::Sustained => {}
                 StepSignal::NotSustained(x) if terminal(x) => {
                     note = Some(format!("confirmation stopped: {}", x.describe()));
+                    stopped = Some(Stopped { at: l, by: x });
                     break 'confirm;
                 }
                 StepSignal::NotSustained(x) => {
@@ -424,6 +449,7 @@ fn search_from(
             if let StepSignal::NotSustained(x) = run(h, Phase::Confirm, &mut history) {
                 if terminal(x) {
                     note = Some(format!("confirmation stopped: {}", x.describe()));
+                    stopped = Some(Stopped { at: h, by: x });
                     break 'confirm;
                 }
             }
@@ -457,7 +483,18 @@ fn search_from(
     if let Some(n) = note {
         summary.push_str(&format!(" ({n})"));
     }
-    finish(history, Some(l), Some(h), Some(hl), confirmed, summary)
+    let mut o = finish(history, Some(l), Some(h), Some(hl), confirmed, summary);
+    o.stopped = stopped;
+    o
+}
+
+/// A step limit that stops narrowing a bracket the server's steps already found, without
+/// moving it: loadlab's or the run's, not the server's and not a crash.
+fn stops_narrowing(l: Limit) -> bool {
+    matches!(
+        l,
+        Limit::GeneratorLimited | Limit::AgentLost | Limit::RowsUsedUp | Limit::Interrupted
+    )
 }
 
 fn finish(
@@ -478,6 +515,7 @@ fn finish(
         limited_by,
         range: knee.zip(first_unsustained).map(|(a, b)| [a, b]),
         raced_at: None,
+        stopped: None,
         confirmed,
         non_monotonic,
         values: history.values,
@@ -514,7 +552,9 @@ fn ended(history: History, lo: Option<f64>, at: f64, l: Limit) -> KneeOutcome {
         _ => format!("search {} at {}", l.describe(), fmt(at)),
     };
     let first = (l == Limit::TargetCrashed || l.not_the_load()).then_some(at);
-    finish(history, lo, first, Some(l), false, what)
+    let mut o = finish(history, lo, first, Some(l), false, what);
+    o.stopped = stops_narrowing(l).then_some(Stopped { at, by: l });
+    o
 }
 
 #[cfg(test)]
@@ -568,6 +608,56 @@ mod tests {
         assert_eq!(out.limited_by, Some(Limit::GeneratorLimited));
         assert!(out.summary.contains("at least 400"), "{}", out.summary);
         assert_eq!(out.range, None);
+        assert_eq!(
+            out.stopped,
+            Some(Stopped {
+                at: 800.0,
+                by: Limit::GeneratorLimited
+            })
+        );
+    }
+
+    #[test]
+    fn a_step_limited_by_loadlab_inside_the_bracket_keeps_the_bracket() {
+        // The server breaks above 130; 160 fails by throughput, and the narrowing's step
+        // at 140 (server-failing too) is generator-limited: the bracket 80..160 stands,
+        // with what stopped it, and is never turned into "at least 80".
+        let mut tried = Vec::new();
+        let out = search(params(20.0, 640.0), &mut |v, _| {
+            tried.push(v);
+            match v {
+                v if v <= 130.0 => StepSignal::Sustained,
+                v if v < 150.0 => StepSignal::NotSustained(Limit::GeneratorLimited),
+                _ => StepSignal::NotSustained(Limit::Throughput),
+            }
+        });
+        assert_eq!(tried, [20.0, 40.0, 80.0, 160.0, 120.0, 140.0]);
+        assert_eq!(
+            (out.knee, out.first_unsustained, out.range),
+            (Some(120.0), Some(160.0), Some([120.0, 160.0]))
+        );
+        assert_eq!(out.limited_by, Some(Limit::Throughput));
+        assert_eq!(
+            out.stopped,
+            Some(Stopped {
+                at: 140.0,
+                by: Limit::GeneratorLimited
+            })
+        );
+        assert!(
+            out.summary
+                .contains("narrowing stopped at 140: generator-limited"),
+            "{}",
+            out.summary
+        );
+        // A crash inside the bracket is the server's: it moves the top down to it.
+        let out = search(params(20.0, 640.0), &mut |v, _| match v {
+            v if v <= 130.0 => StepSignal::Sustained,
+            v if v < 150.0 => StepSignal::NotSustained(Limit::TargetCrashed),
+            _ => StepSignal::NotSustained(Limit::Throughput),
+        });
+        assert_eq!((out.knee, out.first_unsustained), (Some(120.0), Some(140.0)));
+        assert_eq!(out.stopped, None);
     }
 
     #[test]
