@@ -799,6 +799,13 @@ pub struct KneeArgs {
     /// Bundle directory [default: results/knee-TIMESTAMP].
     #[arg(short, long, help_heading = "Output")]
     pub out: Option<PathBuf>,
+    /// Write JUnit XML for CI servers (`-`: standard output, the closing lines then going
+    /// to standard error): one test case for the knee, failed when no knee was measured
+    /// (the request was rejected, nothing answered, or no step ran), with the search's
+    /// summary. The bundle has every step's interval log and every second as CSV (hlog/,
+    /// seconds.csv).
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub junit: Option<PathBuf>,
     /// No progress lines on stderr.
     #[arg(short = 'q', long, help_heading = "Output")]
     pub quiet: bool,

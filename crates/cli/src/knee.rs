@@ -233,6 +233,9 @@ pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
     let text = toml::to_string(&file)?;
     let cwd = std::env::current_dir()?;
     let plan = Plan::parse(&text, "loadlab knee", &cwd, false).map_err(flag_error)?;
+    if let Some(p) = &a.junit {
+        crate::outputs::check_dir("--junit", p)?;
+    }
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
     let out = a
@@ -257,13 +260,31 @@ pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
             "the run is over"
         });
     }
-    print!("{}", crate::closing::knees(&summary.bundle, true)?);
+    let closing = crate::closing::knees(&summary.bundle, true)?;
+    // `--junit -` has standard output: the closing lines go to standard error.
+    match &a.junit {
+        Some(p) if crate::outputs::is_stdout(p) => eprint!("{closing}"),
+        _ => print!("{closing}"),
+    }
     eprintln!(
         "loadlab: {} step{}; bundle {} (report.md, report.html; plan.toml re-runs this search with `loadlab lab`)",
         summary.steps,
         if summary.steps == 1 { "" } else { "s" },
         summary.bundle.display(),
     );
+    if let Some(p) = &a.junit {
+        let mut suite = crate::lab::lab_junit("knee", &summary, None);
+        if summary.steps == 0 {
+            suite.cases.push(loadlab_lab::junit::Case {
+                name: "knee".into(),
+                classname: "loadlab.knee".into(),
+                failure: Some("no knee measured: no step ran".into()),
+                skipped: None,
+                output: String::new(),
+            });
+        }
+        crate::outputs::emit("--junit", p, suite.to_xml().as_bytes())?;
+    }
     if let Some(code) = crate::interrupted_exit() {
         return Ok(code);
     }

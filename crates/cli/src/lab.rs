@@ -157,6 +157,9 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    if let Some(p) = &a.junit {
+        crate::outputs::check_dir("--junit", p)?;
+    }
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
     let out = a.out.clone().unwrap_or_else(|| default_out(&plan.name));
@@ -191,7 +194,12 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
-    println!("{report}");
+    // `--junit -` has standard output: the report goes to standard error.
+    if a.junit.as_deref().is_some_and(crate::outputs::is_stdout) {
+        eprintln!("{report}");
+    } else {
+        println!("{report}");
+    }
     eprintln!(
         "loadlab: {} step{} in {} configuration{}{}; bundle {}; charts in {}",
         summary.steps,
@@ -207,7 +215,7 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
         loadlab_report::html_path(&summary.bundle).display()
     );
     if let Some(path) = &a.junit {
-        let xml = lab_junit(&plan.name, &summary, check.as_ref()).to_xml();
+        let xml = lab_junit(&format!("lab {}", plan.name), &summary, check.as_ref()).to_xml();
         crate::outputs::emit("--junit", path, xml.as_bytes())?;
     }
     if let Some(code) = crate::interrupted_exit() {
@@ -291,8 +299,8 @@ pub fn cmd_tune(a: &TuneArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// A lab as a JUnit suite: each configuration, each knee, the baseline's verdict.
-fn lab_junit(
-    plan: &str,
+pub(crate) fn lab_junit(
+    suite: &str,
     summary: &loadlab_lab::experiment::LabSummary,
     check: Option<&loadlab_report::baseline::BaselineCheck>,
 ) -> loadlab_lab::junit::Suite {
@@ -327,6 +335,14 @@ fn lab_junit(
                 Some(d) => format!("{}; why: {}", knee.outcome.summary, d.headline()),
                 None => knee.outcome.summary.clone(),
             };
+            // A search that stopped on the request or the address measured no knee.
+            if knee
+                .outcome
+                .limited_by
+                .is_some_and(loadlab_lab::verdict::Limit::not_the_load)
+            {
+                k.failure = Some(format!("no knee measured: {}", knee.outcome.summary));
+            }
             cases.push(k);
         }
     }
@@ -358,7 +374,7 @@ fn lab_junit(
         }
     }
     loadlab_lab::junit::Suite {
-        name: format!("loadlab lab {plan}"),
+        name: format!("loadlab {suite}"),
         time_s: summary.configs.iter().map(|c| c.duration_s).sum(),
         timestamp: String::new(),
         properties: vec![("bundle".into(), summary.bundle.display().to_string())],

@@ -26,7 +26,7 @@ fn given(out: &OutputArgs) -> Vec<(&'static str, &PathBuf)> {
     .collect()
 }
 
-fn is_stdout(p: &Path) -> bool {
+pub(crate) fn is_stdout(p: &Path) -> bool {
     p.as_os_str() == "-"
 }
 
@@ -60,18 +60,24 @@ pub(crate) fn check(out: &OutputArgs) -> Result<(), BadInput> {
                 p.display()
             )));
         }
-        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
-        if let Some(dir) = dir {
-            if !dir.is_dir() {
-                return Err(BadInput(format!(
-                    "{flag} {}: the directory {} does not exist",
-                    p.display(),
-                    dir.display()
-                )));
-            }
-        }
+        check_dir(flag, p)?;
     }
     Ok(())
+}
+
+/// Refuses, before any load, an output file whose directory does not exist.
+pub(crate) fn check_dir(flag: &str, p: &Path) -> Result<(), BadInput> {
+    if is_stdout(p) {
+        return Ok(());
+    }
+    match p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) if !dir.is_dir() => Err(BadInput(format!(
+            "{flag} {}: the directory {} does not exist",
+            p.display(),
+            dir.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Writes `text` to `path` (whole, renamed into place) or to standard output.

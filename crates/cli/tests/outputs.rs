@@ -514,6 +514,70 @@ fn lab_junit_has_each_configuration_each_knee_and_the_baseline() {
 }
 
 #[test]
+fn knee_junit_has_the_knee_and_fails_when_none_was_measured() {
+    let s = TestServer::start(Behavior::Ok);
+    let knee = |url: &str, junit: &str| {
+        let out = temp_path("junit-knee");
+        let (o, _) = output_within(
+            Command::new(loadlab_bin())
+                .args([
+                    "knee",
+                    url,
+                    "-q",
+                    "--no-probe",
+                    "--start",
+                    "50",
+                    "--max",
+                    "100",
+                ])
+                .args(["--step", "1s", "--warmup", "200ms", "--confirm", "0"])
+                .args(["--junit", junit, "--out"])
+                .arg(&out),
+            Duration::from_secs(120),
+        );
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // Sustained to the maximum: a passed case with the search's summary; the XML alone on
+    // standard output, the closing lines on standard error.
+    let (code, out, err) = knee(&s.url("/"), "-");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.trim_start().starts_with("<?xml"), "{out}");
+    assert!(err.contains("knee at least 100 req/s"), "{err}");
+    let xml = temp_path("knee-stdout.xml");
+    std::fs::write(&xml, &out).unwrap();
+    let parsed = parse_junit(&xml);
+    assert!(parsed.starts_with("2 0\n"), "{parsed}");
+    assert!(
+        parsed.contains("loadlab.knee | default / knee | \n"),
+        "{parsed}"
+    );
+    // Nothing listens: the knee case fails, naming why.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    let file = temp_path("knee-refused.xml");
+    let (code, _, err) = knee(&url, file.to_str().unwrap());
+    assert_ne!(code, Some(0), "{err}");
+    let parsed = parse_junit(&file);
+    assert!(parsed.starts_with("2 1\n"), "{parsed}");
+    assert!(
+        parsed.contains("loadlab.knee | default / knee | no knee measured: search stopped at 50"),
+        "{parsed}"
+    );
+    // A directory that does not exist is refused before any load.
+    let (code, _, err) = knee(&s.url("/"), "/nonexistent-dir/k.xml");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--junit /nonexistent-dir/k.xml: the directory"),
+        "{err}"
+    );
+}
+
+#[test]
 fn compare_html_to_standard_output() {
     let s = TestServer::start(Behavior::Ok);
     let url = s.url("/");

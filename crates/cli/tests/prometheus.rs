@@ -366,11 +366,110 @@ fn a_knee_search_pushes_each_step_labelled() {
     );
 }
 
+/// A targets file of two named requests on `s`, half the mix each.
+fn two_names(s: &TestServer) -> PathBuf {
+    let path = temp_path("targets.txt");
+    std::fs::write(
+        &path,
+        format!(
+            "# @name home\nGET {}\n\n# @name cart\nGET {}\n",
+            s.url("/"),
+            s.url("/cart")
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Each `label` value's `loadlab_requests_total`, from Prometheus.
+fn requests_by(prom: &Prometheus, label: &str) -> Vec<(String, f64)> {
+    // Wait for the last push to land (the sum is the run's once it has).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut out: Vec<(String, f64)> = prom
+            .query(&format!("sum by ({label}) (loadlab_requests_total)"))
+            .iter()
+            .map(|v| {
+                (
+                    v["metric"][label].as_str().unwrap_or("").to_string(),
+                    v["value"][1].as_str().unwrap().parse().unwrap(),
+                )
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        if !out.is_empty() || Instant::now() > deadline {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
-fn a_distributed_run_pushes_the_agents_seconds_merged() {
+fn a_mix_of_named_requests_is_pushed_per_name() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let prom = Prometheus::start(true);
     let s = TestServer::start(Behavior::Ok);
+    let targets = two_names(&s);
+    let r = run(&[
+        "--targets",
+        targets.to_str().unwrap(),
+        "--rate",
+        "200",
+        "-d",
+        "3s",
+        "-q",
+        "--prometheus-rw",
+        &prom.write_url(),
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    assert!(!r.stderr.contains("--prometheus-rw"), "{}", r.stderr);
+    let j = r.json();
+    let of = |name: &str| -> f64 {
+        j["by_name"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {}", j["by_name"]))["requests"]
+            .as_u64()
+            .unwrap() as f64
+    };
+    // One series per name, each the name's own count; together the run's, no whole
+    // counted beside them.
+    assert_eq!(
+        requests_by(&prom, "name"),
+        [
+            ("cart".to_string(), of("cart")),
+            ("home".to_string(), of("home"))
+        ]
+    );
+    assert_eq!(
+        prom.value("sum(loadlab_requests_total)"),
+        j["requests"].as_u64().unwrap() as f64
+    );
+    assert_eq!(
+        prom.value(r#"histogram_count(loadlab_latency_seconds{name="cart"})"#),
+        of("cart")
+    );
+    assert_eq!(prom.value(r#"sum(loadlab_errors_total{name="home"})"#), 0.0);
+    // The offered load once, for the run.
+    assert_eq!(prom.value("loadlab_offered_rps"), 200.0);
+    // Each second's parts are in the result too, adding up to the second.
+    for sec in j["per_second"].as_array().unwrap() {
+        let parts: u64 = sec["by_name"]
+            .as_array()
+            .map(|a| a.iter().map(|n| n["completed"].as_u64().unwrap()).sum())
+            .unwrap_or(0);
+        assert_eq!(parts, sec["completed"].as_u64().unwrap(), "{sec}");
+    }
+}
+
+#[test]
+fn a_distributed_run_pushes_each_agents_seconds() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let prom = Prometheus::start(true);
+    let s = TestServer::start(Behavior::Ok);
+    let targets = two_names(&s);
     let token = temp_path("token");
     std::fs::write(&token, "prometheus-test-token-0123456789\n").unwrap();
     let token = token.display().to_string();
@@ -380,18 +479,24 @@ fn a_distributed_run_pushes_the_agents_seconds_merged() {
         .unwrap()
         .port();
     let hub = format!("127.0.0.1:{port}");
-    let mut agent = Command::new(loadlab_bin())
-        .args(["agent", "--coordinator", &hub, "--token-file", &token])
-        .args(["--wait", "30", "-q"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut agents: Vec<Child> = ["east", "west"]
+        .iter()
+        .map(|name| {
+            Command::new(loadlab_bin())
+                .args(["agent", "--coordinator", &hub, "--token-file", &token])
+                .args(["--name", name, "--wait", "30", "-q"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
     let r = run(&[
-        &s.url("/"),
+        "--targets",
+        targets.to_str().unwrap(),
         "--agents",
-        "1",
+        "2",
         "--listen",
         &hub,
         "--token-file",
@@ -404,15 +509,65 @@ fn a_distributed_run_pushes_the_agents_seconds_merged() {
         "--prometheus-rw",
         &prom.write_url(),
     ]);
-    let _ = agent.kill();
-    let _ = agent.wait();
+    for a in &mut agents {
+        let _ = a.kill();
+        let _ = a.wait();
+    }
     assert_eq!(r.code(), Some(0), "{}", r.stderr);
     assert!(!r.stderr.contains("--prometheus-rw"), "{}", r.stderr);
-    // Merged over the agents, the last second included: no `agent` label.
-    let requests = r.json()["requests"].as_u64().unwrap() as f64;
-    assert_eq!(prom.value("loadlab_requests_total"), requests);
+    let j = r.json();
+    let requests = j["requests"].as_u64().unwrap() as f64;
+    // Each agent's own series, its own count, the last second included; together the
+    // run's.
+    let of_agent = |name: &str| -> f64 {
+        j["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("no agent {name} in {}", j["agents"]))["requests"]
+            .as_u64()
+            .unwrap() as f64
+    };
     assert_eq!(
-        prom.value("histogram_count(loadlab_latency_seconds)"),
+        requests_by(&prom, "agent"),
+        [
+            ("east".to_string(), of_agent("east")),
+            ("west".to_string(), of_agent("west"))
+        ]
+    );
+    assert_eq!(prom.value("sum(loadlab_requests_total)"), requests);
+    assert_eq!(
+        prom.value("sum(histogram_count(loadlab_latency_seconds))"),
         requests
     );
+    // Within each agent, per name: four series, the names adding up to the run's names.
+    assert_eq!(prom.query("loadlab_requests_total").len(), 4);
+    let by_name = requests_by(&prom, "name");
+    let total_of = |name: &str| -> f64 {
+        j["by_name"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap()["requests"]
+            .as_u64()
+            .unwrap() as f64
+    };
+    assert_eq!(
+        by_name,
+        [
+            ("cart".to_string(), total_of("cart")),
+            ("home".to_string(), total_of("home"))
+        ]
+    );
+    // The merged result's seconds keep their names' parts, added over the agents.
+    let mut named = 0;
+    for sec in j["per_second"].as_array().unwrap() {
+        let parts = sec["by_name"].as_array().cloned().unwrap_or_default();
+        let sum: u64 = parts.iter().map(|n| n["completed"].as_u64().unwrap()).sum();
+        assert_eq!(sum, sec["completed"].as_u64().unwrap(), "{sec}");
+        named += parts.len();
+    }
+    assert!(named >= 4, "{}", j["per_second"]);
 }

@@ -120,6 +120,53 @@ pub struct IntervalReport {
     pub error_classes: [u64; ErrorClass::COUNT],
     /// Latency (from intended send) of the responses, microseconds.
     pub latency: Histogram<u64>,
+    /// A run of named requests: each name's part of the second, indexed as the names are
+    /// (empty for one unnamed request).
+    pub names: Vec<NameInterval>,
+}
+
+/// One name's part of one worker's second.
+#[derive(Debug)]
+pub struct NameInterval {
+    /// Responses received (any status).
+    pub completed: u64,
+    /// Successful responses.
+    pub successful: u64,
+    /// Failed requests by class (indexed by [`ErrorClass::index`]).
+    pub error_classes: [u64; ErrorClass::COUNT],
+    /// Latency from intended send of its responses, µs.
+    pub latency: Histogram<u64>,
+}
+
+impl NameInterval {
+    fn new() -> NameInterval {
+        NameInterval {
+            completed: 0,
+            successful: 0,
+            error_classes: [0; ErrorClass::COUNT],
+            latency: new_histogram(INTERVAL_SIGFIG),
+        }
+    }
+
+    /// Failed requests (any class).
+    pub fn errors(&self) -> u64 {
+        self.error_classes.iter().sum()
+    }
+
+    /// Nothing counted.
+    pub fn is_empty(&self) -> bool {
+        self.completed == 0 && self.errors() == 0
+    }
+
+    /// Adds another worker's part of the same second.
+    pub fn add(&mut self, o: &NameInterval) {
+        self.completed += o.completed;
+        self.successful += o.successful;
+        for (a, b) in self.error_classes.iter_mut().zip(o.error_classes) {
+            *a += b;
+        }
+        self.latency.add(&o.latency).expect("same bounds");
+    }
 }
 
 /// What a worker measured over the whole run.
@@ -239,16 +286,18 @@ struct IntervalCounts {
     errors: u64,
     error_classes: [u64; ErrorClass::COUNT],
     latency: Histogram<u64>,
+    names: Vec<NameInterval>,
 }
 
 impl IntervalCounts {
-    fn new() -> IntervalCounts {
+    fn new(names: usize) -> IntervalCounts {
         IntervalCounts {
             completed: 0,
             successful: 0,
             errors: 0,
             error_classes: [0; ErrorClass::COUNT],
             latency: new_histogram(INTERVAL_SIGFIG),
+            names: (0..names).map(|_| NameInterval::new()).collect(),
         }
     }
 }
@@ -271,9 +320,9 @@ impl Recorder {
             worker,
             measure_start_ns,
             totals: WorkerTotals::new(names.count()),
-            names,
             second: 0,
-            interval: IntervalCounts::new(),
+            interval: IntervalCounts::new(names.count()),
+            names,
             tx,
         }
     }
@@ -362,17 +411,27 @@ impl Recorder {
                 self.interval.successful += 1;
             }
         }
-        if let Some(n) = self.name(p.kind) {
-            n.latency.saturating_record(latency);
-            n.responses += 1;
-            n.count_status(status.min(999));
-            n.last_intended_ns = n.last_intended_ns.max(intended_ns);
-            match failure {
-                Some(class) => n.errors[class.index()] += 1,
-                None => {
-                    n.successful += 1;
-                    n.trend.add(x, y);
-                    n.success_done.saturating_record(done_us);
+        if let Some(i) = self.names.of(p.kind) {
+            if let Some(n) = self.totals.names.get_mut(i) {
+                n.latency.saturating_record(latency);
+                n.responses += 1;
+                n.count_status(status.min(999));
+                n.last_intended_ns = n.last_intended_ns.max(intended_ns);
+                match failure {
+                    Some(class) => n.errors[class.index()] += 1,
+                    None => {
+                        n.successful += 1;
+                        n.trend.add(x, y);
+                        n.success_done.saturating_record(done_us);
+                    }
+                }
+            }
+            if let Some(n) = self.interval.names.get_mut(i) {
+                n.completed += 1;
+                n.latency.saturating_record(latency);
+                match failure {
+                    Some(class) => n.error_classes[class.index()] += 1,
+                    None => n.successful += 1,
                 }
             }
         }
@@ -388,9 +447,14 @@ impl Recorder {
         self.totals.last_completion_ns = self.totals.last_completion_ns.max(done_ns);
         self.totals.last_intended_ns = self.totals.last_intended_ns.max(intended_ns);
         self.count_error(class);
-        if let Some(n) = self.name(p.kind) {
-            n.last_intended_ns = n.last_intended_ns.max(intended_ns);
-            n.errors[class.index()] += 1;
+        if let Some(i) = self.names.of(p.kind) {
+            if let Some(n) = self.totals.names.get_mut(i) {
+                n.last_intended_ns = n.last_intended_ns.max(intended_ns);
+                n.errors[class.index()] += 1;
+            }
+            if let Some(n) = self.interval.names.get_mut(i) {
+                n.error_classes[class.index()] += 1;
+            }
         }
     }
 
@@ -456,7 +520,10 @@ impl Recorder {
     }
 
     fn ship(&mut self, next_second: u64) {
-        let counts = std::mem::replace(&mut self.interval, IntervalCounts::new());
+        let counts = std::mem::replace(
+            &mut self.interval,
+            IntervalCounts::new(self.totals.names.len()),
+        );
         // The collector may be gone if the run was abandoned; nothing to do then.
         let _ = self.tx.send(IntervalReport {
             worker: self.worker,
@@ -467,6 +534,7 @@ impl Recorder {
             errors: counts.errors,
             error_classes: counts.error_classes,
             latency: counts.latency,
+            names: counts.names,
         });
         self.second = next_second;
     }
@@ -487,6 +555,7 @@ impl Recorder {
                 errors: 0,
                 error_classes: [0; ErrorClass::COUNT],
                 latency: new_histogram(INTERVAL_SIGFIG),
+                names: Vec::new(),
             });
         }
         self.totals
@@ -533,7 +602,7 @@ mod tests {
 
     #[test]
     fn each_request_counts_under_its_name_and_the_names_add_up_to_the_whole() {
-        let (tx, _rx) = std::sync::mpsc::channel();
+        let (tx, rx) = std::sync::mpsc::channel();
         let ms = 1_000_000;
         // Kinds 0 and 2 share name 0; kind 1 is name 1.
         let mut r = Recorder::new(0, 1_000 * ms, tx, NameMap::new(vec![0, 1, 0]));
@@ -564,5 +633,21 @@ mod tests {
         let errors = |n: &NameRecord| n.errors.iter().sum::<u64>();
         assert_eq!(errors(a) + errors(b), t.errors.iter().sum::<u64>());
         assert_eq!(a.successful + b.successful, t.successful);
+        // The second's report (all of them fall in second 0, from 1.0 s) has the same
+        // split, and its names add up to it.
+        let reports: Vec<IntervalReport> = rx.try_iter().collect();
+        assert_eq!(reports.len(), 1);
+        let s0 = &reports[0];
+        assert_eq!(s0.names.len(), 2);
+        let (a, b) = (&s0.names[0], &s0.names[1]);
+        assert_eq!((a.completed, a.successful, a.errors()), (2, 1, 2));
+        assert_eq!(a.error_classes[ErrorClass::Http4xx.index()], 1);
+        assert_eq!(a.error_classes[ErrorClass::GrpcStatus.index()], 1);
+        assert_eq!((b.completed, b.successful, b.errors()), (1, 1, 1));
+        assert_eq!(b.error_classes[ErrorClass::RequestTimeout.index()], 1);
+        assert_eq!(b.latency.max(), b.latency.highest_equivalent(500_000));
+        assert_eq!(a.completed + b.completed, s0.completed);
+        assert_eq!(a.errors() + b.errors(), s0.errors);
+        assert_eq!(a.latency.len() + b.latency.len(), s0.latency.len());
     }
 }

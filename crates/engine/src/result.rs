@@ -109,6 +109,93 @@ pub struct SecondStats {
     pub latency_p50_ms: Option<f64>,
     /// 99th-percentile latency of this second's responses, ms.
     pub latency_p99_ms: Option<f64>,
+    /// A run of named requests: each name's part of the second (names with nothing in it
+    /// left out); empty, and absent from the JSON, for one unnamed request. The parts add
+    /// up to the second.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_name: Vec<NameSecond>,
+    /// Live only, never serialized: the agents' own parts of a second a coordinator merged
+    /// from them (empty for a run on one machine and in results).
+    #[serde(skip)]
+    pub agents: Vec<AgentSecond>,
+}
+
+/// One request name's part of one second.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NameSecond {
+    /// The request name.
+    pub name: String,
+    /// Responses received (any status).
+    pub completed: u64,
+    /// Successful responses.
+    pub successful: u64,
+    /// Failed requests (any class).
+    pub errors: u64,
+    /// The failed requests by class (absent from the JSON when there were none).
+    #[serde(default, skip_serializing_if = "ErrorCounts::is_zero")]
+    pub errors_by_class: ErrorCounts,
+    /// The second's latency histogram of this name, encoded as [`Histograms`] are.
+    pub latency: String,
+}
+
+/// One agent's part of a second of a distributed step (live only).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentSecond {
+    /// The agent's name.
+    pub agent: String,
+    /// Its second (its own `by_name` included).
+    pub stats: SecondStats,
+    /// Its latency histogram of the second, encoded as [`Histograms`] are.
+    pub latency: String,
+}
+
+impl SecondStats {
+    /// A second with nothing in it.
+    pub fn empty(second: u64) -> SecondStats {
+        SecondStats {
+            second,
+            completed: 0,
+            successful: 0,
+            errors: 0,
+            errors_by_class: ErrorCounts::default(),
+            latency_p50_ms: None,
+            latency_p99_ms: None,
+            by_name: Vec::new(),
+            agents: Vec::new(),
+        }
+    }
+
+    /// Adds another part of the same second (another machine's): its counts, and its names'
+    /// parts to the names of the same name. The quantiles are the caller's to set from the
+    /// merged histogram. Fails only on a histogram of another build.
+    pub fn absorb(&mut self, o: &SecondStats) -> Result<(), String> {
+        self.completed += o.completed;
+        self.successful += o.successful;
+        self.errors += o.errors;
+        self.errors_by_class.add(&o.errors_by_class);
+        for n in &o.by_name {
+            match self.by_name.iter_mut().find(|m| m.name == n.name) {
+                Some(m) => m.absorb(n)?,
+                None => self.by_name.push(n.clone()),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl NameSecond {
+    /// Adds another part of the same name's second.
+    pub fn absorb(&mut self, o: &NameSecond) -> Result<(), String> {
+        self.completed += o.completed;
+        self.successful += o.successful;
+        self.errors += o.errors;
+        self.errors_by_class.add(&o.errors_by_class);
+        let mut h = decode_histogram(&self.latency)?;
+        h.add(decode_histogram(&o.latency)?)
+            .map_err(|e| format!("per-second histograms do not merge: {e:?}"))?;
+        self.latency = encode_histogram(&h);
+        Ok(())
+    }
 }
 
 /// Serialized histograms, mergeable later (HdrHistogram V2 + deflate, base64).

@@ -121,6 +121,7 @@ struct Pending {
     errors: u64,
     error_classes: [u64; ErrorClass::COUNT],
     latency: Option<Histogram<u64>>,
+    names: Vec<crate::recorder::NameInterval>,
 }
 
 /// Runs the load and returns its result.
@@ -342,7 +343,13 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     }
     drop(tx);
 
-    let (per_second, per_second_latency) = collect_seconds(rx, threads, opts.progress.as_mut());
+    let names: Vec<String> = cfg
+        .traffic
+        .as_ref()
+        .map(|t| t.names.clone())
+        .unwrap_or_default();
+    let (per_second, per_second_latency) =
+        collect_seconds(rx, threads, &names, opts.progress.as_mut());
     let totals = join_workers(handles)?;
     let end_now = clock.now();
     let cpu_seconds = os::process_cpu_seconds() - cpu_before;
@@ -413,15 +420,12 @@ impl Measurement {
                 let i = (s.second + shift) as usize;
                 while seconds.len() <= i {
                     seconds.push((
-                        empty_second(seconds.len() as u64),
+                        SecondStats::empty(seconds.len() as u64),
                         new_histogram(INTERVAL_SIGFIG),
                     ));
                 }
                 let (sum, hist) = &mut seconds[i];
-                sum.completed += s.completed;
-                sum.successful += s.successful;
-                sum.errors += s.errors;
-                sum.errors_by_class.add(&s.errors_by_class);
+                sum.absorb(s)?;
                 hist.add(decode_histogram(h)?)
                     .map_err(|e| format!("per-second histograms do not merge: {e:?}"))?;
             }
@@ -457,18 +461,6 @@ impl Measurement {
             // Each machine resumes where it stood; the caller keeps them apart.
             resume: None,
         })
-    }
-}
-
-fn empty_second(second: u64) -> SecondStats {
-    SecondStats {
-        second,
-        completed: 0,
-        successful: 0,
-        errors: 0,
-        errors_by_class: Default::default(),
-        latency_p50_ms: None,
-        latency_p99_ms: None,
     }
 }
 
@@ -632,6 +624,7 @@ fn by_name(
 fn collect_seconds(
     rx: mpsc::Receiver<IntervalReport>,
     threads: usize,
+    names: &[String],
     mut progress: Option<&mut &mut Progress<'_>>,
 ) -> (Vec<SecondStats>, Vec<String>) {
     let mut watermark = vec![0u64; threads];
@@ -640,6 +633,19 @@ fn collect_seconds(
     let mut finalize = |sec: u64, p: Pending, seconds: &mut Vec<(SecondStats, String)>| {
         let h = p.latency.unwrap_or_else(|| new_histogram(INTERVAL_SIGFIG));
         let (latency_p50_ms, latency_p99_ms) = second_quantiles(&h);
+        let by_name = names
+            .iter()
+            .zip(&p.names)
+            .filter(|(_, n)| !n.is_empty())
+            .map(|(name, n)| crate::result::NameSecond {
+                name: name.clone(),
+                completed: n.completed,
+                successful: n.successful,
+                errors: n.errors(),
+                errors_by_class: ErrorCounts::from_array(n.error_classes),
+                latency: encode_histogram(&n.latency),
+            })
+            .collect();
         let stats = SecondStats {
             second: sec,
             completed: p.completed,
@@ -648,6 +654,8 @@ fn collect_seconds(
             errors_by_class: ErrorCounts::from_array(p.error_classes),
             latency_p50_ms,
             latency_p99_ms,
+            by_name,
+            agents: Vec::new(),
         };
         let encoded = encode_histogram(&h);
         if let Some(cb) = progress.as_mut() {
@@ -667,6 +675,13 @@ fn collect_seconds(
             match &mut p.latency {
                 Some(h) => h.add(&r.latency).expect("same bounds"),
                 None => p.latency = Some(r.latency),
+            }
+            if p.names.is_empty() {
+                p.names = r.names;
+            } else {
+                for (a, b) in p.names.iter_mut().zip(&r.names) {
+                    a.add(b);
+                }
             }
         }
         watermark[r.worker] = watermark[r.worker].max(r.next_second);
@@ -689,7 +704,7 @@ fn collect_seconds(
     let mut latency = Vec::with_capacity(seconds.len());
     for (s, h) in seconds {
         for second in per_second.len() as u64..s.second {
-            per_second.push(empty_second(second));
+            per_second.push(SecondStats::empty(second));
             latency.push(empty.clone());
         }
         per_second.push(s);

@@ -44,13 +44,9 @@ fn measurement(seed: u64, seconds: u64, per_second: u64) -> Measurement {
                 .unwrap();
         }
         stats.push(SecondStats {
-            second: s,
             completed: per_second,
             successful: per_second,
-            errors: 0,
-            errors_by_class: Default::default(),
-            latency_p50_ms: None,
-            latency_p99_ms: None,
+            ..SecondStats::empty(s)
         });
         hists.push(encode_histogram(&h));
     }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use loadlab_engine::env::Environment;
 use loadlab_engine::recorder::{new_histogram, INTERVAL_SIGFIG};
-use loadlab_engine::result::{decode_histogram, encode_histogram, SecondStats};
+use loadlab_engine::result::{decode_histogram, encode_histogram, AgentSecond, SecondStats};
 use loadlab_engine::runner::Progress;
 use loadlab_engine::{CancellationToken, Measurement, RunConfig, RunResult, RunShape, Workload};
 use loadlab_system::cgroup::CgroupLimits;
@@ -943,7 +943,7 @@ impl Coordinator {
             })
             .collect();
         let mut stopped_at: Option<Instant> = None;
-        let mut live = LiveSeconds::new(agents.len());
+        let mut live = LiveSeconds::new(agents.iter().map(|a| a.info.name.clone()).collect());
         let index_of = |id: u64| agents.iter().position(|a| a.id == id);
         loop {
             let open = pending
@@ -1207,39 +1207,35 @@ impl ProbeSource for RemoteSource {
     }
 }
 
-/// Merges the agents' live seconds: a second is shown once every agent has moved past it.
+/// Merges the agents' live seconds: a second is shown once every agent has moved past it,
+/// with each agent's own part beside the merged figures ([`SecondStats::agents`]).
 struct LiveSeconds {
+    names: Vec<String>,
     watermark: Vec<Option<u64>>,
     pending: BTreeMap<u64, (SecondStats, Histogram<u64>)>,
 }
 
 impl LiveSeconds {
-    fn new(agents: usize) -> LiveSeconds {
+    fn new(names: Vec<String>) -> LiveSeconds {
         LiveSeconds {
-            watermark: vec![None; agents],
+            watermark: vec![None; names.len()],
+            names,
             pending: BTreeMap::new(),
         }
     }
 
     fn add(&mut self, agent: usize, s: &SecondStats, latency: &str, cb: &mut Progress<'_>) {
-        let entry = self.pending.entry(s.second).or_insert_with(|| {
-            (
-                SecondStats {
-                    second: s.second,
-                    completed: 0,
-                    successful: 0,
-                    errors: 0,
-                    errors_by_class: Default::default(),
-                    latency_p50_ms: None,
-                    latency_p99_ms: None,
-                },
-                new_histogram(INTERVAL_SIGFIG),
-            )
+        let entry = self
+            .pending
+            .entry(s.second)
+            .or_insert_with(|| (SecondStats::empty(s.second), new_histogram(INTERVAL_SIGFIG)));
+        // A histogram of another build is left out of the live view only.
+        let _ = entry.0.absorb(s);
+        entry.0.agents.push(AgentSecond {
+            agent: self.names[agent].clone(),
+            stats: s.clone(),
+            latency: latency.to_string(),
         });
-        entry.0.completed += s.completed;
-        entry.0.successful += s.successful;
-        entry.0.errors += s.errors;
-        entry.0.errors_by_class.add(&s.errors_by_class);
         if let Ok(h) = decode_histogram(latency) {
             let _ = entry.1.add(h);
         }

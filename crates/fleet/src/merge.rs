@@ -216,13 +216,11 @@ mod tests {
                 .record_n((s + 1) * 1_000_000 - 1, per_second)
                 .unwrap();
             seconds.push(SecondStats {
-                second: s,
                 completed: per_second,
                 successful: per_second,
-                errors: 0,
-                errors_by_class: Default::default(),
                 latency_p50_ms: Some(us as f64 / 1e3),
                 latency_p99_ms: Some(us as f64 / 1e3),
+                ..SecondStats::empty(s)
             });
             hists.push(encode_histogram(&h));
         }

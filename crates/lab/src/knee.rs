@@ -399,7 +399,11 @@ fn search_from(
                 // loadlab or the run only stops the narrowing.
                 StepSignal::NotSustained(x) if stops_narrowing(x) => {
                     stopped = Some(Stopped { at: mid, by: x });
-                    note = Some(format!("narrowing stopped at {}: {}", fmt(mid), x.describe()));
+                    note = Some(format!(
+                        "narrowing stopped at {}: {}",
+                        fmt(mid),
+                        x.describe()
+                    ));
                     break 'confirm;
                 }
                 StepSignal::NotSustained(x) if terminal(x) => {
@@ -656,7 +660,10 @@ mod tests {
             v if v < 150.0 => StepSignal::NotSustained(Limit::TargetCrashed),
             _ => StepSignal::NotSustained(Limit::Throughput),
         });
-        assert_eq!((out.knee, out.first_unsustained), (Some(120.0), Some(140.0)));
+        assert_eq!(
+            (out.knee, out.first_unsustained),
+            (Some(120.0), Some(140.0))
+        );
         assert_eq!(out.stopped, None);
     }
 

@@ -12,7 +12,10 @@
 //! `loadlab_latency_seconds` (latency from the intended send time) as a native histogram,
 //! or classic `_bucket{le}`/`_sum`/`_count` series once the server refused a native one;
 //! and the gauge `loadlab_offered_rps` (open loop) or `loadlab_offered_concurrency`
-//! (closed loop). Timestamps are the wall clock at each second's end.
+//! (closed loop). Timestamps are the wall clock at each second's end. A second is pushed
+//! as its parts ([`parts`]): one label set per request name (`name`) of a named mix and
+//! per agent (`agent`) of a distributed step, never the whole beside them, so that a
+//! `sum()` over the parts is the run's; the offered load is the feed's, once.
 //!
 //! The path from the run is a bounded channel (a second that does not fit is dropped and
 //! counted); the thread keeps each label set's totals and queues one snapshot per second
@@ -32,7 +35,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use loadlab_engine::SecondStats;
+use loadlab_engine::{ErrorCounts, SecondStats};
 
 pub use http::Endpoint;
 use http::PushError;
@@ -58,28 +61,83 @@ pub enum Offered {
     Concurrency(f64),
 }
 
-/// One finished second, as the thread gets it.
+/// One finished second, as the thread gets it: the feed's labels, and its parts.
 struct Second {
+    /// The feed's labels (the offered gauge's).
     labels: Arc<Labels>,
     /// Wall clock at the second's end, ms.
     timestamp: i64,
+    /// Each label set's part: the whole run, or one per request name, agent, or both.
+    parts: Vec<Part>,
+    offered: Option<Offered>,
+}
+
+/// One label set's part of a second.
+struct Part {
+    /// The feed's labels, with `name` and `agent` where the part is one's.
+    labels: Arc<Labels>,
     /// Responses (any status).
     completed: u64,
     /// Failures by class (`None`: every class together).
     errors: Vec<(Option<&'static str>, u64)>,
-    /// The second's latency histogram, as the engine encodes it.
+    /// The part's latency histogram, as the engine encodes it.
     latency: String,
-    offered: Option<Offered>,
 }
 
 /// Failures of a second by class, for `loadlab_errors_total{class}`: every class, zeros
 /// included, so that `sum(loadlab_errors_total)` is the run's `errors_total` from the first
 /// second and a class appearing later has a series to `rate()` over.
-fn errors_by_class(s: &SecondStats) -> Vec<(Option<&'static str>, u64)> {
-    s.errors_by_class
-        .iter()
-        .map(|(class, n)| (Some(class.name()), n))
-        .collect()
+fn errors_by_class(e: &ErrorCounts) -> Vec<(Option<&'static str>, u64)> {
+    e.iter().map(|(class, n)| (Some(class.name()), n)).collect()
+}
+
+/// A second's parts, each with its own labels: one per agent of a distributed step, and
+/// within it one per request name of a named mix; the whole second for one unnamed
+/// request on one machine. The parts add up to the second, so `sum()` over `name` and
+/// `agent` is the run's.
+fn parts(base: &Arc<Labels>, s: &SecondStats, latency: &str) -> Vec<Part> {
+    let with = |extra: &[(&'static str, &str)]| -> Arc<Labels> {
+        if extra.is_empty() {
+            return base.clone();
+        }
+        let mut l = (**base).clone();
+        for (k, v) in extra {
+            l.insert(k, (*v).to_string());
+        }
+        Arc::new(l)
+    };
+    let of = |s: &SecondStats, latency: &str, agent: Option<&str>| -> Vec<Part> {
+        let agent: Vec<(&'static str, &str)> = agent.map(|a| ("agent", a)).into_iter().collect();
+        if s.by_name.is_empty() {
+            return vec![Part {
+                labels: with(&agent),
+                completed: s.completed,
+                errors: errors_by_class(&s.errors_by_class),
+                latency: latency.to_string(),
+            }];
+        }
+        s.by_name
+            .iter()
+            .map(|n| {
+                let mut extra = agent.clone();
+                extra.push(("name", &n.name));
+                Part {
+                    labels: with(&extra),
+                    completed: n.completed,
+                    errors: errors_by_class(&n.errors_by_class),
+                    latency: n.latency.clone(),
+                }
+            })
+            .collect()
+    };
+    if s.agents.is_empty() {
+        of(s, latency, None)
+    } else {
+        s.agents
+            .iter()
+            .flat_map(|a| of(&a.stats, &a.latency, Some(&a.agent)))
+            .collect()
+    }
 }
 
 fn now_ms() -> i64 {
@@ -111,9 +169,7 @@ impl Feed {
             // A second reported late (the last ones come together) keeps its own time;
             // none is stamped in the future.
             timestamp: (start + since_start).min(now),
-            completed: s.completed,
-            errors: errors_by_class(s),
-            latency: latency.to_string(),
+            parts: parts(&self.labels, s, latency),
             offered: self.offered,
         };
         if self.tx.try_send(second).is_err() {
@@ -267,22 +323,27 @@ fn warning(url: &str, t: &Tally, lost: u64, finished: bool) -> Option<String> {
 }
 
 /// One label set's totals so far.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Totals {
     requests: u64,
     errors: BTreeMap<Option<&'static str>, u64>,
     latency: Latency,
+}
+
+/// One feed's label sets so far, and the time of its last snapshot.
+#[derive(Default)]
+struct FeedTotals {
+    parts: BTreeMap<Arc<Labels>, Totals>,
     last_ms: i64,
 }
 
-/// What one push sends for one label set.
+/// What one push sends for one feed: every label set of it so far, with its totals.
 #[derive(Clone)]
 struct Snapshot {
+    /// The feed's labels.
     labels: Arc<Labels>,
     timestamp: i64,
-    requests: u64,
-    errors: Vec<(Option<&'static str>, u64)>,
-    latency: Latency,
+    parts: Vec<(Arc<Labels>, Totals)>,
     offered: Option<Offered>,
 }
 
@@ -290,7 +351,7 @@ struct Snapshot {
 struct Worker {
     endpoint: Endpoint,
     shared: Arc<Shared>,
-    series: BTreeMap<Arc<Labels>, Totals>,
+    series: BTreeMap<Arc<Labels>, FeedTotals>,
     outbox: VecDeque<Snapshot>,
     /// The server refused a native histogram: classic buckets from then on.
     classic: bool,
@@ -344,37 +405,56 @@ impl Worker {
         self.shared.tally.lock().expect("promrw state")
     }
 
-    /// Adds a second to its label set's totals and queues their snapshot (a label set's
-    /// first second is preceded by zeros at its start, so `rate()` sees it whole).
+    /// Adds a second's parts to their label sets' totals and queues the feed's snapshot (a
+    /// label set's first second is preceded by zeros a second before, so `rate()` sees it
+    /// whole).
     fn add(&mut self, s: Second) {
-        let first = !self.series.contains_key(&s.labels);
-        let t = self.series.entry(s.labels.clone()).or_default();
-        let timestamp = s.timestamp.max(t.last_ms + 1);
-        if first {
+        let feed = self.series.entry(s.labels.clone()).or_default();
+        let timestamp = s.timestamp.max(feed.last_ms + 1);
+        let new: Vec<(Arc<Labels>, Totals)> = s
+            .parts
+            .iter()
+            .filter(|p| !feed.parts.contains_key(&p.labels))
+            .map(|p| {
+                let zero = Totals {
+                    errors: p.errors.iter().map(|(c, _)| (*c, 0)).collect(),
+                    ..Totals::default()
+                };
+                (p.labels.clone(), zero)
+            })
+            .collect();
+        let first = feed.last_ms == 0;
+        if !new.is_empty() || first {
+            // The offered gauge only with the feed's first zeros: a later one would fall
+            // before its last sample, which Prometheus refuses as out of order.
             let zeros = Snapshot {
                 labels: s.labels.clone(),
                 timestamp: timestamp - 1000,
-                requests: 0,
-                errors: s.errors.iter().map(|(c, _)| (*c, 0)).collect(),
-                latency: Latency::default(),
-                offered: s.offered,
+                parts: new.clone(),
+                offered: s.offered.filter(|_| first),
             };
             Self::queue(&mut self.outbox, &self.shared, zeros);
         }
-        t.last_ms = timestamp;
-        t.requests += s.completed;
-        for (class, n) in &s.errors {
-            *t.errors.entry(*class).or_default() += n;
-        }
-        if let Ok(h) = loadlab_engine::result::decode_histogram(&s.latency) {
-            t.latency.add(&h);
+        feed.parts.extend(new);
+        feed.last_ms = timestamp;
+        for p in &s.parts {
+            let t = feed.parts.entry(p.labels.clone()).or_default();
+            t.requests += p.completed;
+            for (class, n) in &p.errors {
+                *t.errors.entry(*class).or_default() += n;
+            }
+            if let Ok(h) = loadlab_engine::result::decode_histogram(&p.latency) {
+                t.latency.add(&h);
+            }
         }
         let snap = Snapshot {
             labels: s.labels,
             timestamp,
-            requests: t.requests,
-            errors: t.errors.iter().map(|(c, n)| (*c, *n)).collect(),
-            latency: t.latency.clone(),
+            parts: feed
+                .parts
+                .iter()
+                .map(|(l, t)| (l.clone(), t.clone()))
+                .collect(),
             offered: s.offered,
         };
         Self::queue(&mut self.outbox, &self.shared, snap);
@@ -441,11 +521,12 @@ fn refused_native(r: &Result<(), PushError>) -> bool {
         if (400..600).contains(code) && body.to_ascii_lowercase().contains("histogram"))
 }
 
-/// The write request for one snapshot: native or classic latency.
+/// The write request for one snapshot: each label set's counters and latency (native or
+/// classic), and the feed's offered load.
 fn request(s: &Snapshot, classic: bool) -> wire::WriteRequest {
-    let series = |name: &str, extra: &[(&str, &str)]| -> Vec<wire::Label> {
+    let series = |labels: &Labels, name: &str, extra: &[(&str, &str)]| -> Vec<wire::Label> {
         let mut l: Vec<wire::Label> = std::iter::once(("__name__", name))
-            .chain(s.labels.iter().map(|(k, v)| (*k, v.as_str())))
+            .chain(labels.iter().map(|(k, v)| (*k, v.as_str())))
             .chain(extra.iter().copied())
             .map(|(name, value)| wire::Label {
                 name: name.into(),
@@ -463,40 +544,51 @@ fn request(s: &Snapshot, classic: bool) -> wire::WriteRequest {
         }],
         histograms: Vec::new(),
     };
-    let mut out = vec![sample(
-        series("loadlab_requests_total", &[]),
-        s.requests as f64,
-    )];
-    for (class, n) in &s.errors {
-        let extra: Vec<(&str, &str)> = class.iter().map(|c| ("class", *c)).collect();
-        out.push(sample(series("loadlab_errors_total", &extra), *n as f64));
-    }
-    if classic {
-        for (le, n) in s.latency.classic() {
+    let mut out = Vec::new();
+    for (labels, t) in &s.parts {
+        out.push(sample(
+            series(labels, "loadlab_requests_total", &[]),
+            t.requests as f64,
+        ));
+        for (class, n) in &t.errors {
+            let extra: Vec<(&str, &str)> = class.iter().map(|c| ("class", *c)).collect();
             out.push(sample(
-                series("loadlab_latency_seconds_bucket", &[("le", &le)]),
-                n as f64,
+                series(labels, "loadlab_errors_total", &extra),
+                *n as f64,
             ));
         }
-        out.push(sample(
-            series("loadlab_latency_seconds_sum", &[]),
-            s.latency.sum(),
-        ));
-        out.push(sample(
-            series("loadlab_latency_seconds_count", &[]),
-            s.latency.count() as f64,
-        ));
-    } else {
-        out.push(wire::TimeSeries {
-            labels: series("loadlab_latency_seconds", &[]),
-            samples: Vec::new(),
-            histograms: vec![s.latency.native(s.timestamp)],
-        });
+        if classic {
+            for (le, n) in t.latency.classic() {
+                out.push(sample(
+                    series(labels, "loadlab_latency_seconds_bucket", &[("le", &le)]),
+                    n as f64,
+                ));
+            }
+            out.push(sample(
+                series(labels, "loadlab_latency_seconds_sum", &[]),
+                t.latency.sum(),
+            ));
+            out.push(sample(
+                series(labels, "loadlab_latency_seconds_count", &[]),
+                t.latency.count() as f64,
+            ));
+        } else {
+            out.push(wire::TimeSeries {
+                labels: series(labels, "loadlab_latency_seconds", &[]),
+                samples: Vec::new(),
+                histograms: vec![t.latency.native(s.timestamp)],
+            });
+        }
     }
     match s.offered {
-        Some(Offered::Rate(r)) => out.push(sample(series("loadlab_offered_rps", &[]), r)),
+        Some(Offered::Rate(r)) => {
+            out.push(sample(series(&s.labels, "loadlab_offered_rps", &[]), r))
+        }
         Some(Offered::Concurrency(c)) => {
-            out.push(sample(series("loadlab_offered_concurrency", &[]), c));
+            out.push(sample(
+                series(&s.labels, "loadlab_offered_concurrency", &[]),
+                c,
+            ));
         }
         None => {}
     }
@@ -510,12 +602,16 @@ mod tests {
     fn snapshot() -> Snapshot {
         let mut latency = Latency::default();
         latency.observe(0.002, 3);
-        Snapshot {
-            labels: Arc::new(Labels::from([("scenario", "api".to_string())])),
-            timestamp: 1000,
+        let labels = Arc::new(Labels::from([("scenario", "api".to_string())]));
+        let totals = Totals {
             requests: 10,
-            errors: vec![(None, 2), (Some("timeout"), 1)],
+            errors: BTreeMap::from([(None, 2), (Some("timeout"), 1)]),
             latency,
+        };
+        Snapshot {
+            labels: labels.clone(),
+            timestamp: 1000,
+            parts: vec![(labels, totals)],
             offered: Some(Offered::Rate(50.0)),
         }
     }
