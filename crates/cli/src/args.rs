@@ -1078,8 +1078,10 @@ pub struct PrometheusArgs {
     /// e.g. http://127.0.0.1:9090/api/v1/write): loadlab_requests_total and
     /// loadlab_errors_total{class} (counters), latency as the native histogram
     /// loadlab_latency_seconds (classic _bucket series if the server refuses native ones)
-    /// and loadlab_offered_rps, labelled by scenario and config in a lab. From a thread of
-    /// its own: a push that fails or is slow is a warning, never a failed run.
+    /// and loadlab_offered_rps, labelled by scenario and config in a lab, by request name
+    /// in a mix of named requests and by agent with --agents (one series per part, so a
+    /// sum() over them is the run's). From a thread of its own: a push that fails or is
+    /// slow is a warning, never a failed run.
     #[arg(long = "prometheus-rw", value_name = "URL", help_heading = "Output")]
     pub prometheus_rw: Option<crate::promrw::Endpoint>,
 }
