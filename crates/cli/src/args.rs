@@ -1503,6 +1503,24 @@ mod tests {
     }
 
     #[test]
+    fn grpc_takes_ghz_import_path_spellings() {
+        use clap::Parser;
+        let dirs = |flag: &str| {
+            let argv = [
+                "loadlab", "grpc", "127.0.0.1:1", "--proto", "p.proto", "--call", "a.B/C", flag,
+                "inc",
+            ];
+            match Cli::try_parse_from(argv).unwrap().command {
+                Command::Grpc(g) => g.import_paths,
+                _ => panic!("not grpc"),
+            }
+        };
+        for flag in ["-I", "-i", "--import-path", "--import-paths"] {
+            assert_eq!(dirs(flag), [PathBuf::from("inc")], "{flag}");
+        }
+    }
+
+    #[test]
     fn max_regression_needs_a_baseline_and_compare_two_inputs() {
         use clap::Parser;
         let lab =
