@@ -1507,7 +1507,14 @@ mod tests {
         use clap::Parser;
         let dirs = |flag: &str| {
             let argv = [
-                "loadlab", "grpc", "127.0.0.1:1", "--proto", "p.proto", "--call", "a.B/C", flag,
+                "loadlab",
+                "grpc",
+                "127.0.0.1:1",
+                "--proto",
+                "p.proto",
+                "--call",
+                "a.B/C",
+                flag,
                 "inc",
             ];
             match Cli::try_parse_from(argv).unwrap().command {

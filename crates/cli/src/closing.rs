@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use loadlab_lab::bundle::{read_configs, read_json, read_steps, ScenarioKnee};
-use loadlab_lab::plan::Model;
 use loadlab_lab::verdict::Limit;
 use loadlab_lab::Plan;
 
@@ -22,50 +21,11 @@ pub(crate) fn num(v: f64) -> String {
     }
 }
 
-/// The unit of a plan's steps.
-pub(crate) fn unit(plan: &Plan) -> &'static str {
-    match plan.load.model {
-        Model::Open => "req/s",
-        Model::Closed if plan.scenarios.iter().all(|s| s.protocol.multiplexed()) => "streams",
-        Model::Closed => "connections",
-    }
-}
+pub(crate) use loadlab_report::answer::unit;
 
-/// The knee of one search in words: `between 40 and 41.25 req/s`, `at least 100000 req/s`,
-/// `below 10 req/s`.
+/// The knee of one search in words (the report's answer says the same).
 pub(crate) fn range_words(k: &ScenarioKnee, unit: &str) -> String {
-    let o = &k.outcome;
-    let at = o.first_unsustained.map_or("?".into(), num);
-    match o.limited_by {
-        Some(Limit::Rejected) => {
-            return format!("not measured: the server rejected the request at {at} {unit}")
-        }
-        Some(Limit::Unreachable) => {
-            return format!("not measured: nothing answered at the address ({at} {unit} tried)")
-        }
-        _ => {}
-    }
-    match (o.knee, o.first_unsustained) {
-        (Some(lo), Some(hi)) => format!("between {} and {} {unit}", num(lo), num(hi)),
-        (Some(lo), None) if o.stopped.is_some() => {
-            let s = o.stopped.expect("checked");
-            format!(
-                "at least {} {unit} (the search stopped at {}: {})",
-                num(lo),
-                num(s.at),
-                s.by.describe()
-            )
-        }
-        (Some(lo), None) => format!(
-            "at least {} {unit} (sustained at the highest load tried)",
-            num(lo)
-        ),
-        (None, Some(hi)) => format!(
-            "below {} {unit} (the first load tried was not sustained)",
-            num(hi)
-        ),
-        (None, None) => "not measured".into(),
-    }
+    loadlab_report::answer::range_words(&k.outcome, unit)
 }
 
 /// What to do when a search stopped on a step that judged loadlab or the run.

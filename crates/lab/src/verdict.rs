@@ -181,7 +181,7 @@ pub fn rejected(r: &RunResult) -> Option<(u64, u64)> {
 
 /// The `q` percentile of a step's latency, ms: p99 from the result, others from its
 /// histogram.
-fn percentile_of(f: &Figures<'_>, q: f64) -> Option<f64> {
+pub fn percentile_of(f: &Figures<'_>, q: f64) -> Option<f64> {
     if q == 99.0 {
         return f.latency.p99;
     }

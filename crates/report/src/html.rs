@@ -110,6 +110,15 @@ pub fn render_html(dir: &Path) -> std::io::Result<String> {
         pulldown_cmark::html::push_html(&mut o, parser);
         o.push_str("</section>");
     }
+    // The answer before any chart: each knee, its why, the SLO clauses around it.
+    let answer = crate::answer::markdown(&plan, &steps, &configs);
+    if !answer.is_empty() {
+        let parser =
+            pulldown_cmark::Parser::new_ext(&answer, pulldown_cmark::Options::ENABLE_TABLES);
+        o.push_str("<section class=\"answer md\" id=\"answer\">");
+        pulldown_cmark::html::push_html(&mut o, parser);
+        o.push_str("</section>");
+    }
 
     let config_order: Vec<&str> =
         configs

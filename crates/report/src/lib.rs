@@ -2,6 +2,8 @@
 //! be re-rendered, compared or merged later.
 //!
 //! # Layout
+//! - [`answer`]: what both reports open with: each knee, its why, the SLO clauses around
+//!   it, the best configuration and the warnings.
 //! - [`markdown`]: `report.md`, tables in the shape of the source experiments.
 //! - [`html`]: `report.html`, the same with charts, one self-contained file.
 //! - [`svg`]: the line charts `report.html` draws.
@@ -9,6 +11,7 @@
 //!   tested against the noise.
 //! - [`baseline`]: `loadlab lab --baseline`: the gate on regressions, and its report section.
 
+pub mod answer;
 pub mod baseline;
 pub mod compare;
 pub mod html;

@@ -784,6 +784,8 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
         }
         None => {}
     }
+    // The answer before anything else is explained.
+    out.push_str(&crate::answer::markdown(&plan, &steps, &configs));
     for s in &steps {
         if let Err(e) = loadlab_engine::result::decode_histogram(&s.result.histograms.latency) {
             let _ = writeln!(

@@ -57,6 +57,26 @@ fn the_report_says_what_the_steps_measured() {
         report.contains("| capacity=400 | queue | at least 300 | not reached |"),
         "{report}"
     );
+    // The answer first: each knee, the best configuration, the clauses around the knee.
+    let answer = report.find("## Answer").expect("an answer");
+    assert!(answer < report.find("## Knees").unwrap(), "{report}");
+    assert!(answer < report.find("Sustained means").unwrap(), "{report}");
+    assert!(
+        report.contains("- **queue** (capacity=150): knee between 100 and 300 req/s."),
+        "{report}"
+    );
+    assert!(
+        report.contains("- **queue**: best configuration `capacity=400`: it sustained 300 req/s, where every other configuration had already broken."),
+        "{report}"
+    );
+    assert!(
+        report.contains("| queue | capacity=150 | p99 < 500 ms | 100 req/s: "),
+        "{report}"
+    );
+    assert!(
+        report.contains("keeps pace ≥ 98 % | 100 %, passed | 50 %, **failed** |"),
+        "{report}"
+    );
     // The plan's SLO and the pre-flight findings come from the bundle's typed files.
     assert!(report.contains("p99 latency at most 500 ms"), "{report}");
     assert!(

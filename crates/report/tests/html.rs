@@ -81,6 +81,37 @@ fn each_scenario_has_its_charts_with_the_knee_and_the_slo() {
 }
 
 #[test]
+fn the_answer_comes_before_any_chart() {
+    let dir = bundle("answer", |_| {});
+    let html = loadlab_report::html::render_html(&dir).unwrap();
+    let answer = html
+        .find("<section class=\"answer md\"")
+        .expect("an answer section");
+    let first_chart = html.find("<svg").expect("charts");
+    assert!(
+        answer < first_chart,
+        "the answer at {answer}, a chart at {first_chart}"
+    );
+    let section = &html[answer..html[answer..].find("</section>").unwrap() + answer];
+    // /sleep's knee in each configuration with its why, and the clauses around it.
+    assert!(
+        section.contains(
+            "<strong>sleep</strong> (backlog=16,workers=2): knee between 10 and 50 req/s."
+        ),
+        "{section}"
+    );
+    assert!(section.contains("Why: concurrency-bound: "), "{section}");
+    assert!(section.contains("<td>p99 &lt; 1000 ms</td>"), "{section}");
+    assert!(section.contains("<strong>failed</strong>"), "{section}");
+    // /health held at every step: its knee is above the highest load tried.
+    assert!(
+        section.contains("(sustained at the highest load tried)")
+            || section.contains("every step sustained"),
+        "{section}"
+    );
+}
+
+#[test]
 fn strings_from_the_bundle_are_escaped() {
     let dir = bundle("hostile", |p| {
         p["name"] = "<script>alert(1)</script>".into();

@@ -1,0 +1,447 @@
+//! The answer a report opens with, before any chart or table: per scenario and
+//! configuration, where the knee is (a range), why (one sentence with its figures), each
+//! SLO clause at the last load sustained and at the first not sustained, the best
+//! configuration when one is resolvably ahead, and what to be wary of (loadlab's own
+//! limit, lost agents or probes, clauses the counts could not resolve, configurations that
+//! did not run). Both `report.md` and `report.html` put it first.
+//!
+//! The knee's words ([`range_words`]) are the ones the terminal prints too.
+
+use std::fmt::Write;
+
+use loadlab_lab::bundle::{ConfigRecord, ConfigStatus, StepRecord};
+use loadlab_lab::gate::Figures;
+use loadlab_lab::knee::KneeOutcome;
+use loadlab_lab::plan::{Model, Plan, Slo};
+use loadlab_lab::verdict::{percentile_of, Limit};
+
+use crate::markdown::{fixed_knee, num};
+
+/// The knee of one search in words: `between 40 and 41.25 req/s`, `at least 100000 req/s`,
+/// `below 10 req/s`, or why none was measured.
+pub fn range_words(o: &KneeOutcome, unit: &str) -> String {
+    let at = o.first_unsustained.map_or("?".into(), num);
+    match o.limited_by {
+        Some(Limit::Rejected) => {
+            return format!("not measured: the server rejected the request at {at} {unit}")
+        }
+        Some(Limit::Unreachable) => {
+            return format!("not measured: nothing answered at the address ({at} {unit} tried)")
+        }
+        _ => {}
+    }
+    match (o.knee, o.first_unsustained, o.stopped) {
+        (Some(lo), Some(hi), _) => format!("between {} and {} {unit}", num(lo), num(hi)),
+        (Some(lo), None, Some(s)) => format!(
+            "at least {} {unit} (the search stopped at {}: {})",
+            num(lo),
+            num(s.at),
+            s.by.describe()
+        ),
+        (Some(lo), None, None) => format!(
+            "at least {} {unit} (sustained at the highest load tried)",
+            num(lo)
+        ),
+        (None, Some(hi), _) => format!(
+            "below {} {unit} (the first load tried was not sustained)",
+            num(hi)
+        ),
+        (None, None, _) => "not measured".into(),
+    }
+}
+
+/// The unit of a plan's loads.
+pub fn unit(plan: &Plan) -> &'static str {
+    match plan.load.model {
+        Model::Open => "req/s",
+        Model::Closed if plan.scenarios.iter().all(|s| s.protocol.multiplexed()) => "streams",
+        Model::Closed => "connections",
+    }
+}
+
+/// One SLO clause.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Clause {
+    /// The `q` percentile at most `ms`.
+    Latency { q: f64, ms: f64 },
+    /// Failed requests at most this fraction.
+    Errors(f64),
+    /// The server kept pace with the arrivals, at least this fraction (open loop).
+    Throughput(f64),
+}
+
+impl Clause {
+    fn of(slo: &Slo, model: Model) -> Vec<Clause> {
+        let mut v: Vec<Clause> = slo
+            .latency_bounds()
+            .into_iter()
+            .map(|(q, ms)| Clause::Latency { q, ms })
+            .collect();
+        v.push(Clause::Errors(slo.max_error_rate));
+        if model == Model::Open {
+            v.push(Clause::Throughput(slo.min_achieved_ratio));
+        }
+        v
+    }
+
+    fn words(self) -> String {
+        match self {
+            Clause::Latency { q, ms } => format!("p{} < {} ms", num(q), num(ms)),
+            Clause::Errors(x) => format!("errors < {} %", num(100.0 * x)),
+            Clause::Throughput(x) => format!("keeps pace ≥ {} %", num(100.0 * x)),
+        }
+    }
+
+    fn limit(self) -> Limit {
+        match self {
+            Clause::Latency { .. } => Limit::Latency,
+            Clause::Errors(_) => Limit::Errors,
+            Clause::Throughput(_) => Limit::Throughput,
+        }
+    }
+
+    /// The figure for the clause, and whether it is beyond the bound.
+    fn figure(self, f: &Figures<'_>) -> Option<(String, bool)> {
+        match self {
+            Clause::Latency { q, ms } => {
+                percentile_of(f, q).map(|v| (format!("{} ms", num(v)), v > ms))
+            }
+            Clause::Errors(max) => {
+                let attempts = f.attempts.max(1) as f64;
+                let rate = f.errors_total as f64 / attempts;
+                Some((format!("{} %", pct(rate)), rate > max))
+            }
+            Clause::Throughput(min) => {
+                let pace = f.trend.map_or(1.0, |t| t.pace);
+                Some((format!("{} %", pct(pace)), pace < min))
+            }
+        }
+    }
+
+    /// The clause at one step, for the whole run or one request `name`: its figure, and
+    /// passed, failed, or beyond the bound by less than the step's count of requests
+    /// resolves (then not failed).
+    fn at(self, s: &StepRecord, name: Option<&str>) -> String {
+        let (figures, failed) = match name {
+            None => (
+                Some(Figures::of_run(&s.result)),
+                s.verdict.limits.contains(&self.limit()),
+            ),
+            Some(name) => (
+                s.result
+                    .by_name
+                    .iter()
+                    .find(|n| n.name == name)
+                    .map(Figures::of_name),
+                s.verdict
+                    .names
+                    .iter()
+                    .any(|n| n.name == name && n.limits.contains(&self.limit())),
+            ),
+        };
+        let Some((figure, beyond)) = figures.as_ref().and_then(|f| self.figure(f)) else {
+            return "-".into();
+        };
+        match (beyond, failed) {
+            (true, true) => format!("{figure}, **failed**"),
+            (true, false) => format!("{figure}, not resolved (too few requests to tell)"),
+            (false, _) => format!("{figure}, passed"),
+        }
+    }
+}
+
+/// A fraction as a percentage, one decimal below 10 %.
+fn pct(x: f64) -> String {
+    let p = 100.0 * x;
+    if p != 0.0 && p < 10.0 {
+        format!("{p:.1}")
+    } else {
+        format!("{p:.0}")
+    }
+}
+
+/// One scenario and configuration.
+struct Row<'a> {
+    scenario: String,
+    config: String,
+    knee: String,
+    /// The range, when both ends are known (to compare configurations).
+    range: Option<[f64; 2]>,
+    /// The highest load sustained at the knee.
+    low: Option<f64>,
+    why: Option<String>,
+    /// The last step sustained and the first not sustained.
+    steps: [Option<&'a StepRecord>; 2],
+}
+
+/// The last run at `load` of a scenario and configuration.
+fn step_at<'a>(list: &[&'a StepRecord], load: Option<f64>) -> Option<&'a StepRecord> {
+    let load = load?;
+    list.iter()
+        .rev()
+        .find(|s| (s.load - load).abs() < 1e-9)
+        .copied()
+}
+
+fn rows<'a>(
+    plan: &Plan,
+    steps: &'a [StepRecord],
+    configs: &[ConfigRecord],
+    unit: &str,
+) -> Vec<Row<'a>> {
+    let mut config_order: Vec<&str> = configs.iter().map(|c| c.config.as_str()).collect();
+    for s in steps {
+        if !config_order.contains(&s.config.as_str()) {
+            config_order.push(&s.config);
+        }
+    }
+    let mut out = Vec::new();
+    for sc in &plan.scenarios {
+        for c in &config_order {
+            let list: Vec<&StepRecord> = steps
+                .iter()
+                .filter(|s| s.scenario == sc.name && s.config == *c)
+                .collect();
+            if list.is_empty() {
+                continue;
+            }
+            let searched = configs
+                .iter()
+                .find(|r| r.config == *c)
+                .and_then(|r| r.knees.iter().find(|k| k.scenario == sc.name));
+            let (knee, range, low, fail, diagnosis) = match searched {
+                Some(k) => (
+                    range_words(&k.outcome, unit),
+                    k.outcome.range,
+                    k.outcome.knee,
+                    k.outcome.first_unsustained,
+                    k.diagnosis.as_ref(),
+                ),
+                None => {
+                    let f = fixed_knee(&list);
+                    let words = match (f.best, f.fail) {
+                        (Some(b), Some(x)) => format!("between {} and {} {unit}", num(b), num(x)),
+                        (Some(b), None) => {
+                            format!("at least {} {unit} (every step sustained)", num(b))
+                        }
+                        (None, Some(x)) => {
+                            format!("below {} {unit} (the first step was not sustained)", num(x))
+                        }
+                        (None, None) => "not measured".into(),
+                    };
+                    (
+                        words,
+                        f.best.zip(f.fail).map(|(a, b)| [a, b]),
+                        f.best,
+                        f.fail,
+                        None,
+                    )
+                }
+            };
+            let diagnosis =
+                diagnosis.or_else(|| step_at(&list, fail).and_then(|s| s.diagnosis.as_ref()));
+            let why = diagnosis.and_then(|d| d.findings.first()).map(|f| {
+                let evidence = f.evidence.split("; ruled out").next().unwrap_or_default();
+                format!("{}: {}", f.bottleneck.label(), evidence.trim())
+            });
+            out.push(Row {
+                scenario: sc.name.clone(),
+                config: c.to_string(),
+                knee,
+                range,
+                low,
+                why,
+                steps: [step_at(&list, low), step_at(&list, fail)],
+            });
+        }
+    }
+    out
+}
+
+/// Per scenario with several configurations: the one whose knee is resolvably ahead (its
+/// range's low end at or above every other range's high end), or that none is.
+fn best(rows: &[Row<'_>], unit: &str) -> Vec<String> {
+    let mut scenarios: Vec<&str> = Vec::new();
+    for r in rows {
+        if !scenarios.contains(&r.scenario.as_str()) {
+            scenarios.push(&r.scenario);
+        }
+    }
+    let mut out = Vec::new();
+    for sc in scenarios {
+        let mine: Vec<&Row<'_>> = rows.iter().filter(|r| r.scenario == sc).collect();
+        if mine.len() < 2 {
+            continue;
+        }
+        // A range's top: its first unsustained load, or unbounded ("at least").
+        let top = |r: &Row<'_>| r.range.map_or(f64::INFINITY, |[_, hi]| hi);
+        let ahead = mine.iter().find(|r| {
+            r.low.is_some_and(|lo| {
+                mine.iter()
+                    .filter(|o| o.config != r.config)
+                    .all(|o| top(o) <= lo)
+            })
+        });
+        out.push(match ahead {
+            Some(r) => format!(
+                "**{sc}**: best configuration `{}`: it sustained {} {unit}, where every other configuration had already broken",
+                r.config,
+                num(r.low.unwrap_or_default())
+            ),
+            None => format!(
+                "**{sc}**: no configuration's knee is apart from every other's: their ranges overlap, so none is resolvably best"
+            ),
+        });
+    }
+    out
+}
+
+/// What a reader should weigh before trusting the figures.
+fn warnings(steps: &[StepRecord], configs: &[ConfigRecord]) -> Vec<String> {
+    let mut out = Vec::new();
+    let count = |f: &dyn Fn(&StepRecord) -> bool| steps.iter().filter(|s| f(s)).count();
+    let generator = count(&|s| s.verdict.limits.contains(&Limit::GeneratorLimited));
+    if generator > 0 {
+        out.push(format!(
+            "{generator} step{} limited by loadlab itself (generator-limited): {} nothing about the server; see the step notes",
+            if generator == 1 { " was" } else { "s were" },
+            if generator == 1 { "it says" } else { "they say" }
+        ));
+    }
+    let agents = count(&|s| s.result.agents.iter().any(|a| a.lost.is_some()));
+    if agents > 0 {
+        out.push(format!(
+            "an agent was lost during {agents} step{}",
+            if agents == 1 { "" } else { "s" }
+        ));
+    }
+    let probes = count(&|s| s.probes.as_ref().is_some_and(|p| p.lost.is_some()));
+    if probes > 0 {
+        out.push(format!(
+            "the probe's source stopped answering during {probes} step{}: the why there rests on fewer samples",
+            if probes == 1 { "" } else { "s" }
+        ));
+    }
+    let unresolved = count(&|s| !s.verdict.unresolved.is_empty());
+    if unresolved > 0 {
+        out.push(format!(
+            "{unresolved} step{} a clause the request count could not resolve (not counted as failed; see the step notes)",
+            if unresolved == 1 { " had" } else { "s had" }
+        ));
+    }
+    for c in configs {
+        let what = match c.status {
+            ConfigStatus::Completed => continue,
+            ConfigStatus::Unavailable => "unavailable here",
+            ConfigStatus::Interrupted => "interrupted",
+            ConfigStatus::NotReady => "its target never became ready",
+            ConfigStatus::Crashed => "a target exited during a step",
+        };
+        out.push(format!(
+            "configuration `{}`: {what}{}",
+            c.config,
+            c.message
+                .as_deref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        ));
+    }
+    for c in configs {
+        for k in &c.knees {
+            if let (Some(s), Some(_)) = (k.outcome.stopped, k.outcome.first_unsustained) {
+                out.push(format!(
+                    "{} / {}: the narrowing stopped at {} ({}): the range is the server's, only wider",
+                    c.config,
+                    k.scenario,
+                    num(s.at),
+                    s.by.describe()
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The answer section, in Markdown (empty for a bundle without steps).
+pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> String {
+    let unit = unit(plan);
+    let rows = rows(plan, steps, configs, unit);
+    let mut out = String::new();
+    if rows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "## Answer\n");
+    let many_configs = rows.iter().any(|r| {
+        rows.iter()
+            .any(|o| o.scenario == r.scenario && o.config != r.config)
+    });
+    for r in &rows {
+        let who = if many_configs || rows.len() > 1 {
+            format!("**{}** ({})", r.scenario, r.config)
+        } else {
+            format!("**{}**", r.scenario)
+        };
+        let _ = writeln!(out, "- {who}: knee {}.", r.knee);
+        if let Some(why) = &r.why {
+            let _ = writeln!(out, "  Why: {why}.");
+        }
+    }
+    for b in best(&rows, unit) {
+        let _ = writeln!(out, "- {b}.");
+    }
+    let _ = writeln!(out);
+    // Each clause at the two steps that bracket the knee; for a mix of named requests, also
+    // each clause of every name that failed at the second.
+    let _ = writeln!(
+        out,
+        "| scenario | configuration | SLO clause | at the last load sustained | at the first load not sustained |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    for r in &rows {
+        let mut lines: Vec<(Option<&str>, Clause)> = Clause::of(&plan.slo, plan.load.model)
+            .into_iter()
+            .map(|c| (None, c))
+            .collect();
+        if let Some(s) = r.steps[1] {
+            for n in &s.verdict.names {
+                for c in Clause::of(plan.slo.for_name(&n.name), plan.load.model) {
+                    lines.push((Some(n.name.as_str()), c));
+                }
+            }
+        }
+        for (i, (name, c)) in lines.iter().enumerate() {
+            let cell = |s: Option<&StepRecord>| {
+                s.map_or("-".to_string(), |s| {
+                    let at = c.at(s, *name);
+                    if i == 0 {
+                        format!("{} {unit}: {at}", num(s.load))
+                    } else {
+                        at
+                    }
+                })
+            };
+            let words = match name {
+                Some(n) => format!("`{n}`: {}", c.words()),
+                None => c.words(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {words} | {} | {} |",
+                if i == 0 { r.scenario.as_str() } else { "" },
+                if i == 0 { r.config.as_str() } else { "" },
+                cell(r.steps[0]),
+                cell(r.steps[1]),
+            );
+        }
+    }
+    let _ = writeln!(out);
+    let warnings = warnings(steps, configs);
+    if !warnings.is_empty() {
+        let _ = writeln!(out, "Before trusting these figures:\n");
+        for w in warnings {
+            let _ = writeln!(out, "- {w}.");
+        }
+        let _ = writeln!(out);
+    }
+    out
+}
