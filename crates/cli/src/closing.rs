@@ -109,7 +109,7 @@ pub(crate) fn knees(bundle: &Path, probes: bool) -> std::io::Result<String> {
             if let (Some(s), Some(_)) = (o.stopped, o.first_unsustained) {
                 let _ = writeln!(
                     out,
-                    "  note: narrowing stopped at {} ({}): the range is the server's, only wider",
+                    "  note: the search stopped at {} ({}): the range is the server's, only not narrowed or confirmed further",
                     num(s.at),
                     s.by.describe()
                 );

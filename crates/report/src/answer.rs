@@ -174,13 +174,29 @@ struct Row<'a> {
     steps: [Option<&'a StepRecord>; 2],
 }
 
-/// The last run at `load` of a scenario and configuration.
-fn step_at<'a>(list: &[&'a StepRecord], load: Option<f64>) -> Option<&'a StepRecord> {
+/// The run at `load` of a scenario and configuration that says what the knee says: the
+/// last one `sustained` as asked, else the last one at all. A load repeated to confirm it
+/// may have a run limited by loadlab itself, which says nothing about the server.
+fn step_at<'a>(
+    list: &[&'a StepRecord],
+    load: Option<f64>,
+    sustained: bool,
+) -> Option<&'a StepRecord> {
     let load = load?;
-    list.iter()
-        .rev()
-        .find(|s| (s.load - load).abs() < 1e-9)
+    let at: Vec<&'a StepRecord> = list
+        .iter()
+        .filter(|s| (s.load - load).abs() < 1e-9)
         .copied()
+        .collect();
+    let says = |s: &&StepRecord| {
+        s.verdict.sustained == sustained
+            && (sustained
+                || s.verdict
+                    .limits
+                    .iter()
+                    .any(|l| matches!(l, Limit::Latency | Limit::Errors | Limit::Throughput)))
+    };
+    at.iter().rev().find(|s| says(s)).or(at.last()).copied()
 }
 
 fn rows<'a>(
@@ -238,8 +254,8 @@ fn rows<'a>(
                     )
                 }
             };
-            let diagnosis =
-                diagnosis.or_else(|| step_at(&list, fail).and_then(|s| s.diagnosis.as_ref()));
+            let diagnosis = diagnosis
+                .or_else(|| step_at(&list, fail, false).and_then(|s| s.diagnosis.as_ref()));
             let why = diagnosis.and_then(|d| d.findings.first()).map(|f| {
                 let evidence = f.evidence.split("; ruled out").next().unwrap_or_default();
                 format!("{}: {}", f.bottleneck.label(), evidence.trim())
@@ -251,7 +267,7 @@ fn rows<'a>(
                 range,
                 low,
                 why,
-                steps: [step_at(&list, low), step_at(&list, fail)],
+                steps: [step_at(&list, low, true), step_at(&list, fail, false)],
             });
         }
     }
@@ -350,7 +366,7 @@ fn warnings(steps: &[StepRecord], configs: &[ConfigRecord]) -> Vec<String> {
         for k in &c.knees {
             if let (Some(s), Some(_)) = (k.outcome.stopped, k.outcome.first_unsustained) {
                 out.push(format!(
-                    "{} / {}: the narrowing stopped at {} ({}): the range is the server's, only wider",
+                    "{} / {}: the search stopped at {} ({}): the range is the server's, only not narrowed or confirmed further",
                     c.config,
                     k.scenario,
                     num(s.at),
@@ -391,7 +407,7 @@ pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> 
     }
     let _ = writeln!(out);
     // Each clause at the two steps that bracket the knee; for a mix of named requests, also
-    // each clause of every name that failed at the second.
+    // the clauses each name failed at the second, by its own bounds.
     let _ = writeln!(
         out,
         "| scenario | configuration | SLO clause | at the last load sustained | at the first load not sustained |"
@@ -405,7 +421,9 @@ pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> 
         if let Some(s) = r.steps[1] {
             for n in &s.verdict.names {
                 for c in Clause::of(plan.slo.for_name(&n.name), plan.load.model) {
-                    lines.push((Some(n.name.as_str()), c));
+                    if n.limits.contains(&c.limit()) {
+                        lines.push((Some(n.name.as_str()), c));
+                    }
                 }
             }
         }
