@@ -1,7 +1,8 @@
 //! `report.html` of a real bundle (a small plan run against the fixture server) opened in a
 //! real browser: Debian's `chromium`, headless. The page runs with no console message at
-//! all, and its DOM holds one latency chart per scenario and the knee. Fails, rather than
-//! skips, without chromium (`.ci/run` installs it).
+//! all, and its DOM holds the answer before any chart, one latency chart per scenario, the
+//! knee as a band and the errors by class. Fails, rather than skips, without chromium
+//! (`.ci/run` installs it).
 
 mod util;
 
@@ -48,6 +49,32 @@ fn the_html_report_opens_in_a_browser_with_its_charts_and_knee() {
         1,
         "one latency chart for the one scenario"
     );
-    assert!(dom.contains("<title>knee at 50: mode=ok</title>"), "{dom}");
+    // The answer (where, why, pass or fail) before the first chart.
+    let answer = dom
+        .find("<section class=\"answer md\" id=\"answer\">")
+        .unwrap_or_else(|| panic!("no answer section: {dom}"));
+    let first_chart = dom.find("<svg").expect("charts");
+    assert!(
+        answer < first_chart,
+        "answer at {answer}, first chart at {first_chart}"
+    );
+    let section = &dom[answer..answer + dom[answer..].find("</section>").unwrap()];
+    assert!(
+        section.contains("knee between 50 and 400 req/s."),
+        "{section}"
+    );
+    assert!(section.contains("<strong>failed</strong>"), "{section}");
+    // The knee as a shaded band on the charts against load, errors by class among them
+    // (the fixture answers 503 above its capacity).
+    assert!(
+        dom.contains("<title>knee between 50 and 400: mode=ok</title>"),
+        "{dom}"
+    );
+    assert!(dom.contains("class=\"band\""), "{dom}");
+    assert!(
+        dom.contains(">s: errors by class against load</text>"),
+        "{dom}"
+    );
+    assert!(dom.contains("http_5xx"), "{dom}");
     assert!(dom.contains("data-toggle"), "legends are there");
 }

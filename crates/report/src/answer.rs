@@ -286,25 +286,42 @@ fn best(rows: &[Row<'_>], unit: &str) -> Vec<String> {
     let mut out = Vec::new();
     for sc in scenarios {
         let mine: Vec<&Row<'_>> = rows.iter().filter(|r| r.scenario == sc).collect();
-        if mine.len() < 2 {
+        // Fewer than two, or no configuration broke: nothing to rank.
+        if mine.len() < 2 || mine.iter().all(|r| r.range.is_none()) {
             continue;
         }
         // A range's top: its first unsustained load, or unbounded ("at least").
         let top = |r: &Row<'_>| r.range.map_or(f64::INFINITY, |[_, hi]| hi);
-        let ahead = mine.iter().find(|r| {
-            r.low.is_some_and(|lo| {
-                mine.iter()
-                    .filter(|o| o.config != r.config)
-                    .all(|o| top(o) <= lo)
-            })
-        });
-        out.push(match ahead {
-            Some(r) => format!(
-                "**{sc}**: best configuration `{}`: it sustained {} {unit}, where every other configuration had already broken",
-                r.config,
+        // `o` is resolvably above `r`: it sustained a load at which `r` had broken.
+        let above = |o: &Row<'_>, r: &Row<'_>| o.low.is_some_and(|lo| top(r) <= lo);
+        let unbeaten: Vec<&Row<'_>> = mine
+            .iter()
+            .copied()
+            .filter(|r| !mine.iter().any(|o| o.config != r.config && above(o, r)))
+            .collect();
+        let ahead_of_rest = !unbeaten.is_empty()
+            && unbeaten.len() < mine.len()
+            && mine
+                .iter()
+                .filter(|o| !unbeaten.iter().any(|b| b.config == o.config))
+                .all(|o| unbeaten.iter().all(|b| above(b, o)));
+        let names = |v: &[&Row<'_>]| {
+            v.iter()
+                .map(|r| format!("`{}`", r.config))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push(match (ahead_of_rest, unbeaten.as_slice()) {
+            (true, [r]) => format!(
+                "**{sc}**: best configuration {}: it sustained {} {unit}, where every other configuration had already broken",
+                names(&[r]),
                 num(r.low.unwrap_or_default())
             ),
-            None => format!(
+            (true, best) => format!(
+                "**{sc}**: best configurations {}: each sustained a load at which every other configuration had already broken; their own knees overlap, so none of them is resolvably ahead",
+                names(best)
+            ),
+            _ => format!(
                 "**{sc}**: no configuration's knee is apart from every other's: their ranges overlap, so none is resolvably best"
             ),
         });
@@ -391,7 +408,23 @@ pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> 
         rows.iter()
             .any(|o| o.scenario == r.scenario && o.config != r.config)
     });
+    let mut said: Vec<&str> = Vec::new();
     for r in &rows {
+        // A scenario whose every configuration reads the same, without a why, in one line.
+        let same: Vec<&Row<'_>> = rows.iter().filter(|o| o.scenario == r.scenario).collect();
+        if same.len() > 1 && same.iter().all(|o| o.knee == r.knee && o.why.is_none()) {
+            if !said.contains(&r.scenario.as_str()) {
+                said.push(&r.scenario);
+                let _ = writeln!(
+                    out,
+                    "- **{}**: knee {} in all {} configurations.",
+                    r.scenario,
+                    r.knee,
+                    same.len()
+                );
+            }
+            continue;
+        }
         let who = if many_configs || rows.len() > 1 {
             format!("**{}** ({})", r.scenario, r.config)
         } else {
@@ -407,13 +440,18 @@ pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> 
     }
     let _ = writeln!(out);
     // Each clause at the two steps that bracket the knee; for a mix of named requests, also
-    // the clauses each name failed at the second, by its own bounds.
+    // the clauses each name failed at the second, by its own bounds. A knee not reached
+    // (every step held) has no such pair: its line above says so.
+    let bracketed: Vec<&Row<'_>> = rows.iter().filter(|r| r.steps[1].is_some()).collect();
+    if bracketed.is_empty() {
+        return finish(out, steps, configs);
+    }
     let _ = writeln!(
         out,
         "| scenario | configuration | SLO clause | at the last load sustained | at the first load not sustained |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|");
-    for r in &rows {
+    for r in bracketed {
         let mut lines: Vec<(Option<&str>, Clause)> = Clause::of(&plan.slo, plan.load.model)
             .into_iter()
             .map(|c| (None, c))
@@ -453,6 +491,11 @@ pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> 
         }
     }
     let _ = writeln!(out);
+    finish(out, steps, configs)
+}
+
+/// The warnings after the answer.
+fn finish(mut out: String, steps: &[StepRecord], configs: &[ConfigRecord]) -> String {
     let warnings = warnings(steps, configs);
     if !warnings.is_empty() {
         let _ = writeln!(out, "Before trusting these figures:\n");

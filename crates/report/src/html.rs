@@ -3,13 +3,16 @@
 //! inline script toggle a chart's series from its legend (hover read-outs are the SVG's own
 //! `<title>`s). No network access, no external file: it opens from disk and prints.
 //!
-//! What it draws, per scenario: latency (p50, p99, p99.9, mean) against offered load, one
-//! colour per configuration, the SLO bound and each knee marked; achieved against offered
-//! with the diagonal; the percentile distribution of the steps on each side of each knee;
+//! What it draws: first the answer ([`crate::answer`]), before any chart. Per scenario:
+//! latency (p50, p99, p99.9, mean) against offered load, one colour per configuration, the
+//! SLO bound and each knee shaded from the last load held to the first not held; achieved
+//! against offered with the diagonal; errors by class against offered load (when there were
+//! any); the percentile distribution of the steps on each side of each knee;
 //! for a scenario of named requests, at those same steps, one chart per step with the
 //! percentile curve of each name and of all requests together.
 //! Per step (folded): the per-second timeline (achieved, errors, p99) and the target's
-//! probes (CPU, RSS, listen overflows, TIME_WAIT) on the same time axis. Long series are
+//! probes (CPU, RSS, listen overflows, TIME_WAIT), one unit per chart, every chart of the
+//! step on the same time span. Long series are
 //! downsampled for drawing ([`svg::downsample`], keeping spikes); percentiles always come
 //! from the full histograms.
 
@@ -241,6 +244,12 @@ fn scenario_charts(
         diagonal: plan.load.model == Model::Open,
         ..Chart::default()
     };
+    let mut errors = Chart {
+        title: format!("{scenario}: errors by class against load"),
+        x_label: unit.into(),
+        y_label: "failed requests (% of attempts)".into(),
+        ..Chart::default()
+    };
     let mut dist = Chart {
         title: format!("{scenario}: latency percentiles, last step held and first not"),
         x_label: "percentile".into(),
@@ -259,8 +268,15 @@ fn scenario_charts(
         latency.h_marks.push(slo.clone());
         dist.h_marks.push(slo);
     }
-    // Knee values, with the configurations that have each.
-    let mut knees: BTreeMap<u64, Vec<(&str, usize)>> = BTreeMap::new();
+    // Knee ranges, with the configurations that have each.
+    let mut knees: BTreeMap<(u64, u64), Vec<(&str, usize)>> = BTreeMap::new();
+    // The error classes any step of the scenario had, in the engine's order.
+    let classes: Vec<loadlab_engine::ErrorClass> = loadlab_engine::ErrorClass::ALL
+        .iter()
+        .copied()
+        .filter(|c| steps.iter().any(|s| s.result.errors[*c] > 0))
+        .collect();
+    let dashes = [Dash::Solid, Dash::Dashed, Dash::Dotted, Dash::DashDot];
     for config in config_order {
         let runs = per_load(steps, config);
         if runs.is_empty() {
@@ -289,11 +305,33 @@ fn scenario_charts(
             color: c,
             dash: Dash::Solid,
         });
+        for (i, class) in classes.iter().enumerate() {
+            errors.series.push(Series {
+                name: if config_order.len() > 1 {
+                    format!("{config} {}", class.name())
+                } else {
+                    class.name().to_string()
+                },
+                points: stat(&|s| {
+                    let attempts = s.result.attempts().max(1) as f64;
+                    Some(100.0 * s.result.errors[*class] as f64 / attempts)
+                }),
+                color: if config_order.len() > 1 { c } else { i },
+                dash: if config_order.len() > 1 {
+                    dashes[i % dashes.len()]
+                } else {
+                    Dash::Solid
+                },
+            });
+        }
         let (knee, first_unsustained) = knee_of(configs, scenario, config, &runs);
         {
-            // A knee is marked where a step was not sustained above it.
-            if let (Some(v), Some(_)) = (knee, first_unsustained) {
-                knees.entry(v.to_bits()).or_default().push((config, c));
+            // A knee is shaded from the last load sustained to the first not sustained.
+            if let (Some(lo), Some(hi)) = (knee, first_unsustained) {
+                knees
+                    .entry((lo.to_bits(), hi.to_bits()))
+                    .or_default()
+                    .push((config, c));
             }
             // The distributions on either side of the knee.
             let [below, above] = knee_steps(&runs, knee, first_unsustained);
@@ -312,23 +350,26 @@ fn scenario_charts(
             }
         }
     }
-    for (bits, at) in knees {
-        let v = f64::from_bits(bits);
-        let mark = Mark {
-            at: v,
-            label: format!("knee {}", svg::short_num(v)),
+    for ((lo, hi), at) in knees {
+        let (lo, hi) = (f64::from_bits(lo), f64::from_bits(hi));
+        let band = svg::Band {
+            from: lo,
+            to: hi,
+            label: format!("knee {}–{}", svg::short_num(lo), svg::short_num(hi)),
             note: format!(
-                "knee at {}: {}",
-                svg::short_num(v),
+                "knee between {} and {}: {}",
+                svg::short_num(lo),
+                svg::short_num(hi),
                 at.iter().map(|(c, _)| *c).collect::<Vec<_>>().join(", ")
             ),
             color: (at.len() == 1).then(|| at[0].1),
         };
-        latency.v_marks.push(mark.clone());
-        achieved.v_marks.push(mark);
+        latency.v_bands.push(band.clone());
+        achieved.v_bands.push(band.clone());
+        errors.v_bands.push(band);
     }
     let mut o = String::new();
-    for chart in [latency, achieved, dist] {
+    for chart in [latency, achieved, errors, dist] {
         if chart.series.iter().all(|s| s.points.is_empty()) {
             continue;
         }
@@ -539,6 +580,25 @@ fn step_details(s: &StepRecord) -> String {
         )
     };
     let time = "time (s of the measured window)".to_string();
+    // Every chart of the step on one time axis: from the warm-up (negative) or the probe's
+    // first sample to the window's end or its last sample.
+    let probe_times = s
+        .probes
+        .as_ref()
+        .map(|p| {
+            p.samples
+                .iter()
+                .map(|x| x.t_s - warmup)
+                .collect::<Vec<f64>>()
+        })
+        .unwrap_or_default();
+    let span = (
+        probe_times.iter().copied().fold(0f64, f64::min),
+        probe_times
+            .iter()
+            .copied()
+            .fold(r.duration_s.max(r.per_second.len() as f64), f64::max),
+    );
     let load = Chart {
         title: "per second: achieved and errors".into(),
         x_label: time.clone(),
@@ -557,6 +617,7 @@ fn step_details(s: &StepRecord) -> String {
                 dash: Dash::Solid,
             },
         ],
+        x_span: Some(span),
         ..Chart::default()
     };
     let p99 = Chart {
@@ -569,6 +630,7 @@ fn step_details(s: &StepRecord) -> String {
             color: 3,
             dash: Dash::Solid,
         }],
+        x_span: Some(span),
         ..Chart::default()
     };
     let _ = write!(
@@ -601,52 +663,40 @@ fn step_details(s: &StepRecord) -> String {
             ));
             tw.push((t, w[1].kernel.time_wait as f64));
         }
-        let target = Chart {
-            title: "target: CPU and memory".into(),
+        // One unit per axis: a chart for each figure.
+        let one = |title: &str, y: &str, name: &str, points: &[(f64, f64)], color: usize| Chart {
+            title: title.into(),
             x_label: time.clone(),
-            y_label: "CPU (% of one core) · RSS (MB)".into(),
-            series: vec![
-                Series {
-                    name: "CPU %".into(),
-                    points: svg::downsample(&cpu, MAX_POINTS),
-                    color: 2,
-                    dash: Dash::Solid,
-                },
-                Series {
-                    name: "RSS MB".into(),
-                    points: svg::downsample(&rss, MAX_POINTS),
-                    color: 4,
-                    dash: Dash::Dashed,
-                },
-            ],
+            y_label: y.into(),
+            series: vec![Series {
+                name: name.into(),
+                points: svg::downsample(points, MAX_POINTS),
+                color,
+                dash: Dash::Solid,
+            }],
+            x_span: Some(span),
             ..Chart::default()
         };
-        let kernel = Chart {
-            title: "kernel: listen overflows and TIME_WAIT".into(),
-            x_label: time,
-            y_label: "overflows per s · sockets in TIME_WAIT".into(),
-            series: vec![
-                Series {
-                    name: "listen overflows/s".into(),
-                    points: svg::downsample(&overflows, MAX_POINTS),
-                    color: 1,
-                    dash: Dash::Solid,
-                },
-                Series {
-                    name: "TIME_WAIT".into(),
-                    points: svg::downsample(&tw, MAX_POINTS),
-                    color: 5,
-                    dash: Dash::Dashed,
-                },
-            ],
-            ..Chart::default()
-        };
-        let _ = write!(
-            o,
-            "<figure>{}</figure><figure>{}</figure>",
-            target.render(),
-            kernel.render()
-        );
+        for chart in [
+            one("target: CPU", "CPU (% of one core)", "CPU %", &cpu, 2),
+            one("target: memory", "RSS (MB)", "RSS MB", &rss, 4),
+            one(
+                "kernel: listen-queue overflows",
+                "overflows per second",
+                "listen overflows/s",
+                &overflows,
+                1,
+            ),
+            one(
+                "kernel: TIME_WAIT",
+                "sockets in TIME_WAIT",
+                "TIME_WAIT",
+                &tw,
+                5,
+            ),
+        ] {
+            let _ = write!(o, "<figure>{}</figure>", chart.render());
+        }
     }
     o.push_str("</details>");
     o

@@ -62,6 +62,22 @@ pub struct Mark {
     pub color: Option<usize>,
 }
 
+/// A shaded range across the plot's height: a knee measured as a range (the last load
+/// sustained to the first not sustained).
+#[derive(Clone, Debug)]
+pub struct Band {
+    /// Where it starts and ends, in data units.
+    pub from: f64,
+    /// Where it ends.
+    pub to: f64,
+    /// Its label.
+    pub label: String,
+    /// Its hover read-out (the label when empty).
+    pub note: String,
+    /// Palette index, or `None` for grey.
+    pub color: Option<usize>,
+}
+
 /// A chart and what it draws.
 #[derive(Clone, Debug, Default)]
 pub struct Chart {
@@ -81,6 +97,10 @@ pub struct Chart {
     pub h_marks: Vec<Mark>,
     /// Vertical reference lines (x values).
     pub v_marks: Vec<Mark>,
+    /// Shaded ranges of x (knees).
+    pub v_bands: Vec<Band>,
+    /// The x axis spans at least this range (charts that share a time axis).
+    pub x_span: Option<(f64, f64)>,
     /// Draw y = x (achieved against offered).
     pub diagonal: bool,
     /// Tick labels on x for the percentile plot: `(x, label)`; empty for numeric ticks.
@@ -217,9 +237,11 @@ impl Chart {
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.0));
         let xa = Axis::new(
-            xs.chain(self.v_marks.iter().map(|m| m.at)),
+            xs.chain(self.v_marks.iter().map(|m| m.at))
+                .chain(self.v_bands.iter().flat_map(|b| [b.from, b.to]))
+                .chain(self.x_span.iter().flat_map(|&(a, b)| [a, b])),
             self.x_log,
-            !self.x_log,
+            !self.x_log && self.x_span.is_none(),
         );
         let ys = self
             .series
@@ -295,6 +317,21 @@ impl Chart {
                 py(xa.lo.max(ya.lo)),
                 px(xa.hi.min(ya.hi)),
                 py(xa.hi.min(ya.hi))
+            );
+        }
+        for (i, b) in self.v_bands.iter().enumerate() {
+            let (x0, x1) = (px(b.from), px(b.to));
+            let note = if b.note.is_empty() { &b.label } else { &b.note };
+            let fill = b.color.map_or("#888", color);
+            let _ = write!(
+                o,
+                r#"<rect x="{x0:.1}" y="{TOP}" width="{:.1}" height="{ph:.1}" class="band" fill="{fill}" fill-opacity="0.13"><title>{}</title></rect><text x="{:.1}" y="{:.1}" class="mark"><title>{}</title>{}</text>"#,
+                (x1 - x0).max(1.5),
+                esc(note),
+                x0 + 3.0,
+                TOP + ph - 6.0 - 12.0 * (i % 4) as f64,
+                esc(note),
+                esc(&b.label)
             );
         }
         for m in &self.h_marks {

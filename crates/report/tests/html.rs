@@ -46,17 +46,23 @@ fn each_scenario_has_its_charts_with_the_knee_and_the_slo() {
         )));
     }
     // /sleep: 2 workers held 10 req/s, not 50; 16 workers held 50, not 200.
+    // Each knee a shaded band from the last load held to the first not held.
     assert!(
-        html.contains("<title>knee at 10: backlog=16,workers=2</title>"),
-        "knee 10"
+        html.contains("<title>knee between 10 and 50: backlog=16,workers=2</title>"),
+        "knee 10-50"
     );
     assert!(
-        html.contains("<title>knee at 50: backlog=16,workers=16</title>"),
-        "knee 50"
+        html.contains("<title>knee between 50 and 200: backlog=16,workers=16</title>"),
+        "knee 50-200"
     );
-    // /health held everywhere: no knee is drawn for it.
-    // Two knees, in two charts each, read out on the line and on its label.
-    assert_eq!(html.matches("<title>knee at").count(), 8);
+    assert!(html.contains(">knee 10–50</text>"));
+    // /health held everywhere: no knee is drawn for it. Two knees, in each chart against
+    // load (latency, achieved, errors by class: /sleep timed out), read out on the band and
+    // on its label.
+    assert!(html.contains("sleep: errors by class against load</text>"));
+    assert!(!html.contains("health: errors by class against load</text>"));
+    assert_eq!(html.matches("<title>knee between").count(), 2 * 3 * 2);
+    assert_eq!(html.matches("class=\"band\"").count(), 2 * 3);
     assert!(html.contains("SLO p99 1000 ms"));
     // The percentile curves on either side of each knee.
     assert!(html.contains("backlog=16,workers=2 at 10 (sustained)"));
@@ -65,11 +71,17 @@ fn each_scenario_has_its_charts_with_the_knee_and_the_slo() {
     assert!(!html.contains("percentiles by request name") && !html.contains("By request name"));
     // Every step folded with its timeline and probes.
     assert_eq!(html.matches("<details class=\"step\">").count(), 16);
-    assert_eq!(
-        html.matches(">kernel: listen overflows and TIME_WAIT</text>")
-            .count(),
-        16
-    );
+    // One unit per axis: CPU, memory, overflows and TIME_WAIT each on a chart of its own.
+    for title in [
+        ">target: CPU</text>",
+        ">target: memory</text>",
+        ">kernel: listen-queue overflows</text>",
+        ">kernel: TIME_WAIT</text>",
+    ] {
+        assert_eq!(html.matches(title).count(), 16, "{title}");
+    }
+    assert!(!html.contains("CPU (% of one core) · RSS (MB)"));
+    assert!(!html.contains("overflows per s · sockets in TIME_WAIT"));
     // report.md's tables, as HTML.
     assert!(html.contains("<th>configuration</th>"), "the Knees table");
     // Self-contained: nothing loaded from anywhere (URLs appear only as text: the plan's).
