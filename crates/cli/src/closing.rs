@@ -9,23 +9,13 @@ use loadlab_lab::bundle::{read_configs, read_json, read_steps, ScenarioKnee};
 use loadlab_lab::verdict::Limit;
 use loadlab_lab::Plan;
 
-/// A load value as the closing lines print it.
-pub(crate) fn num(v: f64) -> String {
-    if v.fract() == 0.0 || v >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_string()
-    }
-}
-
-pub(crate) use loadlab_report::answer::unit;
+/// A load value as the closing lines print it (as the reports do).
+pub(crate) use loadlab_report::format::load as num;
+pub(crate) use loadlab_report::knee::unit;
 
 /// The knee of one search in words (the report's answer says the same).
 pub(crate) fn range_words(k: &ScenarioKnee, unit: &str) -> String {
-    loadlab_report::answer::range_words(&k.outcome, unit)
+    loadlab_report::knee::range_words(&k.outcome, unit)
 }
 
 /// What to do when a search stopped on a step that judged loadlab or the run.

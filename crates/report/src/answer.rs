@@ -5,59 +5,17 @@
 //! limit, lost agents or probes, clauses the counts could not resolve, configurations that
 //! did not run). Both `report.md` and `report.html` put it first.
 //!
-//! The knee's words ([`range_words`]) are the ones the terminal prints too.
+//! The knee's words are [`crate::knee::range_words`], the ones the terminal prints too.
 
 use std::fmt::Write;
 
 use loadlab_lab::bundle::{ConfigRecord, ConfigStatus, StepRecord};
 use loadlab_lab::gate::Figures;
-use loadlab_lab::knee::KneeOutcome;
 use loadlab_lab::plan::{Model, Plan, Slo};
 use loadlab_lab::verdict::{percentile_of, Limit};
 
-use crate::markdown::{fixed_knee, num};
-
-/// The knee of one search in words: `between 40 and 41.25 req/s`, `at least 100000 req/s`,
-/// `below 10 req/s`, or why none was measured.
-pub fn range_words(o: &KneeOutcome, unit: &str) -> String {
-    let at = o.first_unsustained.map_or("?".into(), num);
-    match o.limited_by {
-        Some(Limit::Rejected) => {
-            return format!("not measured: the server rejected the request at {at} {unit}")
-        }
-        Some(Limit::Unreachable) => {
-            return format!("not measured: nothing answered at the address ({at} {unit} tried)")
-        }
-        _ => {}
-    }
-    match (o.knee, o.first_unsustained, o.stopped) {
-        (Some(lo), Some(hi), _) => format!("between {} and {} {unit}", num(lo), num(hi)),
-        (Some(lo), None, Some(s)) => format!(
-            "at least {} {unit} (the search stopped at {}: {})",
-            num(lo),
-            num(s.at),
-            s.by.describe()
-        ),
-        (Some(lo), None, None) => format!(
-            "at least {} {unit} (sustained at the highest load tried)",
-            num(lo)
-        ),
-        (None, Some(hi), _) => format!(
-            "below {} {unit} (the first load tried was not sustained)",
-            num(hi)
-        ),
-        (None, None, _) => "not measured".into(),
-    }
-}
-
-/// The unit of a plan's loads.
-pub fn unit(plan: &Plan) -> &'static str {
-    match plan.load.model {
-        Model::Open => "req/s",
-        Model::Closed if plan.scenarios.iter().all(|s| s.protocol.multiplexed()) => "streams",
-        Model::Closed => "connections",
-    }
-}
+use crate::format::{load, num, pct_abs};
+use crate::knee::{fixed_knee, range_words, unit};
 
 /// One SLO clause.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -109,11 +67,11 @@ impl Clause {
             Clause::Errors(max) => {
                 let attempts = f.attempts.max(1) as f64;
                 let rate = f.errors_total as f64 / attempts;
-                Some((format!("{} %", pct(rate)), rate > max))
+                Some((pct_abs(rate), rate > max))
             }
             Clause::Throughput(min) => {
                 let pace = f.trend.map_or(1.0, |t| t.pace);
-                Some((format!("{} %", pct(pace)), pace < min))
+                Some((pct_abs(pace), pace < min))
             }
         }
     }
@@ -147,16 +105,6 @@ impl Clause {
             (true, false) => format!("{figure}, not resolved (too few requests to tell)"),
             (false, _) => format!("{figure}, passed"),
         }
-    }
-}
-
-/// A fraction as a percentage, one decimal below 10 %.
-fn pct(x: f64) -> String {
-    let p = 100.0 * x;
-    if p != 0.0 && p < 10.0 {
-        format!("{p:.1}")
-    } else {
-        format!("{p:.0}")
     }
 }
 
@@ -236,12 +184,15 @@ fn rows<'a>(
                 None => {
                     let f = fixed_knee(&list);
                     let words = match (f.best, f.fail) {
-                        (Some(b), Some(x)) => format!("between {} and {} {unit}", num(b), num(x)),
+                        (Some(b), Some(x)) => format!("between {} and {} {unit}", load(b), load(x)),
                         (Some(b), None) => {
-                            format!("at least {} {unit} (every step sustained)", num(b))
+                            format!("at least {} {unit} (every step sustained)", load(b))
                         }
                         (None, Some(x)) => {
-                            format!("below {} {unit} (the first step was not sustained)", num(x))
+                            format!(
+                                "below {} {unit} (the first step was not sustained)",
+                                load(x)
+                            )
                         }
                         (None, None) => "not measured".into(),
                     };
@@ -315,7 +266,7 @@ fn best(rows: &[Row<'_>], unit: &str) -> Vec<String> {
             (true, [r]) => format!(
                 "**{sc}**: best configuration {}: it sustained {} {unit}, where every other configuration had already broken",
                 names(&[r]),
-                num(r.low.unwrap_or_default())
+                load(r.low.unwrap_or_default())
             ),
             (true, best) => format!(
                 "**{sc}**: best configurations {}: each sustained a load at which every other configuration had already broken; their own knees overlap, so none of them is resolvably ahead",
@@ -386,7 +337,7 @@ fn warnings(steps: &[StepRecord], configs: &[ConfigRecord]) -> Vec<String> {
                     "{} / {}: the search stopped at {} ({}): the range is the server's, only not narrowed or confirmed further",
                     c.config,
                     k.scenario,
-                    num(s.at),
+                    load(s.at),
                     s.by.describe()
                 ));
             }
@@ -470,7 +421,7 @@ pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> 
                 s.map_or("-".to_string(), |s| {
                     let at = c.at(s, *name);
                     if i == 0 {
-                        format!("{} {unit}: {at}", num(s.load))
+                        format!("{} {unit}: {at}", load(s.load))
                     } else {
                         at
                     }

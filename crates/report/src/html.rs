@@ -380,7 +380,7 @@ fn scenario_charts(
 
 /// The knee of a scenario in a configuration: the highest value sustained and the first
 /// not sustained, from the search's outcome, or from fixed steps (the Markdown report's
-/// [`crate::markdown::fixed_knee`], so the page and the table say the same).
+/// [`crate::knee::fixed_knee`], so the page and the table say the same).
 fn knee_of(
     configs: &[ConfigRecord],
     scenario: &str,
@@ -394,7 +394,7 @@ fn knee_of(
     match searched {
         Some(k) => (k.outcome.knee, k.outcome.first_unsustained),
         None => {
-            let f = crate::markdown::fixed_knee(runs);
+            let f = crate::knee::fixed_knee(runs);
             (f.best, f.fail)
         }
     }

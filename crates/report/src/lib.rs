@@ -14,10 +14,24 @@
 pub mod answer;
 pub mod baseline;
 pub mod compare;
+pub mod format;
 pub mod html;
+pub mod knee;
 pub mod markdown;
 pub mod svg;
 pub mod tune;
 
 pub use html::{html_path, write_html};
-pub use markdown::{knee_lines, render_bundle, write_report};
+pub use markdown::{knee_lines, render_bundle};
+
+use std::path::{Path, PathBuf};
+
+/// Renders the report and writes it to `DIR/report.md`, and its charted twin to
+/// `DIR/report.html` ([`crate::html`]); returns the path of `report.md`.
+pub fn write_report(dir: &Path) -> std::io::Result<PathBuf> {
+    let text = markdown::render_bundle(dir)?;
+    let path = dir.join("report.md");
+    std::fs::write(&path, text)?;
+    html::write_html(dir)?;
+    Ok(path)
+}

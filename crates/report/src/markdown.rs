@@ -6,8 +6,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::format::{ms, num};
+use crate::knee::{closed_unit, fixed_knee, knee_cell};
 use loadlab_engine::env::Environment;
 use loadlab_engine::ErrorClass;
 use loadlab_lab::bundle::{
@@ -24,23 +26,6 @@ const TIMEOUTS: [ErrorClass; 2] = [ErrorClass::RequestTimeout, ErrorClass::Conne
 const BLOWUP: f64 = 10.0;
 /// Within this factor of the lowest mean latency of a table is "near the latency floor".
 const FLOOR: f64 = 1.5;
-
-pub(crate) fn ms(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(x) if x >= 100.0 => format!("{x:.0}"),
-        Some(x) if x >= 10.0 => format!("{x:.1}"),
-        Some(x) => format!("{x:.2}"),
-    }
-}
-
-pub(crate) fn num(v: f64) -> String {
-    if v >= 100.0 || v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
 
 /// Why lateness the verdict excused does not matter, as the note says it.
 fn excused(step: &StepRecord) -> &'static str {
@@ -225,15 +210,6 @@ fn agents_section(out: &mut String, steps: &[StepRecord]) {
     let _ = writeln!(out);
 }
 
-/// What a closed-loop step counts: streams over HTTP/2 and gRPC, connections over HTTP/1.1.
-pub(crate) fn closed_unit<'a>(mut steps: impl Iterator<Item = &'a StepRecord>) -> &'static str {
-    if steps.any(|s| s.result.protocol.multiplexed()) {
-        "concurrent streams"
-    } else {
-        "connections"
-    }
-}
-
 fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
     let mut rows: Vec<&StepRecord> = steps.to_vec();
     rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
@@ -408,7 +384,7 @@ fn names_table(out: &mut String, steps: &[&StepRecord], closed: bool, slo: &Slo)
                 "| {} | {} | {} | {} | {} | {} | {} | {errors} | {} | {verdict} |",
                 num(s.load),
                 n.name.replace('|', "\\|"),
-                crate::compare::text::pct_abs(n.share),
+                crate::format::pct_abs(n.share),
                 n.offered_rps.map_or("-".into(), num),
                 num(n.achieved_rps),
                 ms(n.latency_ms.p50),
@@ -650,86 +626,6 @@ fn side_by_side(
             out,
             "✗ marks a step that was not sustained: it missed the SLO, or loadlab itself was the limit (generator-limited: the figure is a lower bound for the server). The per-configuration tables below say which.\n"
         );
-    }
-}
-
-/// The knee as a range: "between 775 and 800", "at least 800" (never unsustained), "below
-/// 100" (not even the lowest).
-pub(crate) fn knee_cell(best: Option<f64>, fail: Option<f64>) -> String {
-    match (best, fail) {
-        (Some(b), Some(f)) => format!("between {} and {}", num(b), num(f)),
-        (Some(b), None) => format!("at least {}", num(b)),
-        (None, Some(f)) => format!("below {}", num(f)),
-        (None, None) => "unknown".into(),
-    }
-}
-
-/// What fixed steps say of the knee.
-pub(crate) struct FixedKnee {
-    /// The highest sustained step below `fail`.
-    pub(crate) best: Option<f64>,
-    /// The first step the server itself did not sustain.
-    pub(crate) fail: Option<f64>,
-    /// What failed there.
-    pub(crate) limit: Option<Limit>,
-    /// A sustained step above one that was not.
-    pub(crate) non_monotonic: Option<String>,
-}
-
-/// The highest sustained step below the first step the server itself did not sustain
-/// (a generator-limited, agent-lost or interrupted step says nothing about the server).
-pub(crate) fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
-    // Not the server's doing: whatever else such a step missed, loadlab's lateness, a lost
-    // agent, an interruption or data used up could have caused it.
-    let not_the_server = |l: &Limit| {
-        matches!(
-            l,
-            Limit::GeneratorLimited | Limit::AgentLost | Limit::Interrupted | Limit::RowsUsedUp
-        )
-    };
-    let says_nothing = |s: &StepRecord| s.verdict.limits.iter().any(not_the_server);
-    let server_limit = |s: &StepRecord| {
-        (!says_nothing(s))
-            .then(|| s.verdict.limits.first().copied())
-            .flatten()
-    };
-    let fail = list
-        .iter()
-        .filter(|s| server_limit(s).is_some())
-        .min_by(|a, b| a.load.total_cmp(&b.load));
-    let best = list
-        .iter()
-        .filter(|s| s.verdict.sustained && fail.is_none_or(|f| s.load < f.load))
-        .map(|s| s.load)
-        .reduce(f64::max);
-    let above = fail.and_then(|f| {
-        list.iter()
-            .filter(|s| s.verdict.sustained && s.load > f.load)
-            .map(|s| s.load)
-            .reduce(f64::max)
-    });
-    // Where the range stops short of a server failure: the first step above the highest
-    // sustained one that says nothing about the server (loadlab was the limit there).
-    let stopped = list
-        .iter()
-        .filter(|s| {
-            says_nothing(s)
-                && best.is_none_or(|b| s.load > b)
-                && fail.is_none_or(|f| s.load < f.load)
-        })
-        .min_by(|a, b| a.load.total_cmp(&b.load))
-        .and_then(|s| s.verdict.limits.iter().copied().find(not_the_server));
-    FixedKnee {
-        best,
-        fail: fail.map(|s| s.load),
-        limit: fail.and_then(|s| server_limit(s)).or(stopped),
-        non_monotonic: above.zip(fail).map(|(a, f)| {
-            format!(
-                "sustained at {} above {}, which was not sustained",
-                num(a),
-                num(f.load)
-            )
-        }),
     }
 }
 
@@ -1096,16 +992,6 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
         "Files: `steps.jsonl` (every step, with mergeable HdrHistograms and probe series), `configs.jsonl`, `environment.json`, `doctor.txt`, `logs/`."
     );
     Ok((out, knee_lines))
-}
-
-/// Renders the report and writes it to `DIR/report.md`, and its charted twin to
-/// `DIR/report.html` ([`crate::html`]); returns the path of `report.md`.
-pub fn write_report(dir: &Path) -> std::io::Result<PathBuf> {
-    let text = render_bundle(dir)?;
-    let path = dir.join("report.md");
-    std::fs::write(&path, text)?;
-    crate::html::write_html(dir)?;
-    Ok(path)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use loadlab_lab::verdict::{Limit, Verdict};
 
 use super::bootstrap::{Counts, QuantileTable};
 use super::{InputSummary, KneeRange, KneeSource, NameFigures, SeriesKey, StepFigures};
-use crate::markdown::{closed_unit, fixed_knee};
+use crate::knee::{closed_unit, fixed_knee};
 
 /// Why an input cannot be compared.
 #[derive(Debug, thiserror::Error)]

@@ -3,8 +3,8 @@
 //! comment of [`super`]).
 
 use super::input::Series;
-use super::text::{num, pct, pct_range};
 use super::{Finding, KneeComparison, KneeRange};
+use crate::format::{num, pct, pct_range};
 
 /// The range as numbers: `[sustained or 0, not_sustained or ∞]`.
 fn bounds(k: &KneeRange) -> Option<(f64, f64)> {

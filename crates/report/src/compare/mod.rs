@@ -296,7 +296,7 @@ pub struct KneeRange {
 impl KneeRange {
     /// "between 50 and 200", "at least 800", "below 10", "unknown".
     pub fn describe(&self) -> String {
-        crate::markdown::knee_cell(self.sustained, self.not_sustained)
+        crate::knee::knee_cell(self.sustained, self.not_sustained)
     }
 }
 

@@ -32,7 +32,8 @@ use statrs::distribution::{Binomial, DiscreteCDF};
 
 use super::bootstrap::{tail_testable, Counts};
 use super::input::{Level, Series};
-use super::{same_load, text, too_few_responses, Finding, Method, MetricChange};
+use super::{same_load, too_few_responses, Finding, Method, MetricChange};
+use crate::format as text;
 
 /// The quantile compared per name.
 const Q: f64 = 0.99;
@@ -202,8 +203,8 @@ fn p99(
     };
     let figures = format!(
         "{} ms → {} ms",
-        text::ms(fa.p99_ms.unwrap_or_default()),
-        text::ms(fb.p99_ms.unwrap_or_default())
+        text::ms(Some(fa.p99_ms.unwrap_or_default())),
+        text::ms(Some(fb.p99_ms.unwrap_or_default()))
     );
     if ci[0] <= 0.0 && ci[1] >= 0.0 {
         out.finding = Finding::WithinNoise;

@@ -8,57 +8,11 @@ use super::{
     PairComparison, SeriesComparison,
 };
 
-/// A load or rate as the report prints it.
-pub fn num(v: f64) -> String {
-    crate::markdown::num(v)
-}
+pub use crate::format::{confidence, num, pct, pct_abs, pct_range};
 
 /// Milliseconds as the report prints them.
 pub fn ms(v: f64) -> String {
-    crate::markdown::ms(Some(v))
-}
-
-/// A signed change in percent: `+38 %`, `-2.5 %`.
-pub fn pct(x: f64) -> String {
-    let v = 100.0 * x;
-    if v.abs() >= 10.0 {
-        format!("{v:+.0} %")
-    } else {
-        format!("{v:+.1} %")
-    }
-}
-
-/// A fraction as an unsigned percentage: `5 %`.
-pub fn pct_abs(x: f64) -> String {
-    let v = 100.0 * x;
-    if v.fract() == 0.0 || v >= 10.0 {
-        format!("{v:.0} %")
-    } else {
-        format!("{v:.1} %")
-    }
-}
-
-/// An interval of changes: `+30..+47 %`.
-pub fn pct_range(lo: f64, hi: f64) -> String {
-    let one = |x: f64| {
-        let v = 100.0 * x;
-        if v.abs() >= 10.0 {
-            format!("{v:+.0}")
-        } else {
-            format!("{v:+.1}")
-        }
-    };
-    format!("{}..{} %", one(lo), one(hi))
-}
-
-/// `99.9 %`.
-pub fn confidence(c: f64) -> String {
-    let v = 100.0 * c;
-    if v.fract() == 0.0 {
-        format!("{v:.0} %")
-    } else {
-        format!("{v} %")
-    }
+    crate::format::ms(Some(v))
 }
 
 /// Aligns columns with two spaces between them; the last column is not padded.
