@@ -20,9 +20,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use loadlab_engine::env::Environment;
 use loadlab_engine::result::decode_histogram;
-use loadlab_lab::bundle::{read_configs, read_json, read_steps, ConfigRecord, StepRecord};
+use loadlab_lab::bundle::{ConfigRecord, StepRecord};
 use loadlab_lab::plan::{Model, Plan};
 
 use crate::svg::{self, esc, Chart, Dash, Mark, Series};
@@ -76,11 +75,14 @@ pub fn write_html(dir: &Path) -> std::io::Result<PathBuf> {
 
 /// The page for the bundle in `dir` (`report.md` is rendered fresh, not read).
 pub fn render_html(dir: &Path) -> std::io::Result<String> {
-    let plan: Plan = read_json(&dir.join("plan.json"))?;
-    let env: Option<Environment> = read_json(&dir.join("environment.json")).ok();
-    let steps = read_steps(dir)?;
-    let configs = read_configs(dir)?;
-    let markdown = crate::markdown::render_bundle(dir)?;
+    Ok(render_view(&crate::view::Bundle::load(dir)?))
+}
+
+/// The page for a loaded bundle (its report.md rendered from the same view).
+pub(crate) fn render_view(b: &crate::view::Bundle) -> String {
+    let dir = b.dir.as_path();
+    let (plan, env, steps, configs) = (&b.plan, &b.env, &b.steps, &b.configs);
+    let (markdown, _) = crate::markdown::render_view(b);
 
     let mut o = String::new();
     let _ = write!(
@@ -114,7 +116,7 @@ pub fn render_html(dir: &Path) -> std::io::Result<String> {
         o.push_str("</section>");
     }
     // The answer before any chart: each knee, its why, the SLO clauses around it.
-    let answer = crate::answer::markdown(&plan, &steps, &configs);
+    let answer = crate::answer::markdown(plan, steps, configs);
     if !answer.is_empty() {
         let parser =
             pulldown_cmark::Parser::new_ext(&answer, pulldown_cmark::Options::ENABLE_TABLES);
@@ -134,7 +136,7 @@ pub fn render_html(dir: &Path) -> std::io::Result<String> {
                 v
             });
     let mut config_order = config_order;
-    for s in &steps {
+    for s in steps {
         if !config_order.contains(&s.config.as_str()) {
             config_order.push(&s.config);
         }
@@ -156,21 +158,15 @@ pub fn render_html(dir: &Path) -> std::io::Result<String> {
             esc(&sc.name)
         );
         o.push_str(&scenario_charts(
-            &plan,
+            plan,
             &sc.name,
             &mine,
-            &configs,
+            configs,
             &config_order,
             unit,
             &color_of,
         ));
-        o.push_str(&names_charts(
-            &plan,
-            &sc.name,
-            &mine,
-            &configs,
-            &config_order,
-        ));
+        o.push_str(&names_charts(plan, &sc.name, &mine, configs, &config_order));
         o.push_str("</section>");
     }
 
@@ -188,7 +184,7 @@ pub fn render_html(dir: &Path) -> std::io::Result<String> {
 
     // Every step, folded.
     o.push_str("<h2>Steps</h2><p>Each step's seconds: what loadlab measured (achieved, errors, p99) and what the probes saw of the target and the kernel, on one time axis (seconds of the measured window; the warm-up is negative).</p>");
-    for s in &steps {
+    for s in steps {
         o.push_str(&step_details(s));
     }
 
@@ -206,7 +202,7 @@ pub fn render_html(dir: &Path) -> std::io::Result<String> {
         esc(&serde_json::to_string_pretty(&plan).unwrap_or_default())
     );
     let _ = write!(o, "<script>{SCRIPT}</script></body></html>");
-    Ok(o)
+    o
 }
 
 /// The runs of one scenario and configuration, one per load (the last run at a load

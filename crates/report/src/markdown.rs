@@ -10,14 +10,13 @@ use std::path::Path;
 
 use crate::format::{ms, num};
 use crate::knee::{closed_unit, fixed_knee, knee_cell};
-use loadlab_engine::env::Environment;
 use loadlab_engine::ErrorClass;
-use loadlab_lab::bundle::{
-    read_configs, read_json, read_steps, ConfigRecord, ConfigStatus, StepRecord,
-};
+use loadlab_lab::bundle::{ConfigRecord, ConfigStatus, StepRecord};
 use loadlab_lab::diagnosis::Bottleneck;
 use loadlab_lab::knee::Phase;
-use loadlab_lab::plan::{Model, Plan, Slo, Steps};
+use loadlab_lab::plan::{Model, Slo, Steps};
+
+use crate::view::Bundle;
 use loadlab_lab::verdict::Limit;
 
 /// The error classes the report counts as timeouts.
@@ -640,11 +639,14 @@ pub fn knee_lines(dir: &Path) -> std::io::Result<Vec<String>> {
 }
 
 fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
+    Ok(render_view(&Bundle::load(dir)?))
+}
+
+/// report.md of a loaded bundle, and one line per knee.
+pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
+    let dir = b.dir.as_path();
+    let (plan, env, steps, configs) = (&b.plan, &b.env, &b.steps, &b.configs);
     let mut knee_lines = Vec::new();
-    let plan: Plan = read_json(&dir.join("plan.json"))?;
-    let env: Option<Environment> = read_json(&dir.join("environment.json")).ok();
-    let steps = read_steps(dir)?;
-    let configs = read_configs(dir)?;
     let closed = plan.load.model == Model::Closed;
     let together = plan.load.steps == Steps::Together;
     let min_ratio = plan.slo.min_achieved_ratio;
@@ -681,8 +683,8 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
         None => {}
     }
     // The answer before anything else is explained.
-    out.push_str(&crate::answer::markdown(&plan, &steps, &configs));
-    for s in &steps {
+    out.push_str(&crate::answer::markdown(plan, steps, configs));
+    for s in steps {
         if let Err(e) = loadlab_engine::result::decode_histogram(&s.result.histograms.latency) {
             let _ = writeln!(
                 out,
@@ -743,7 +745,7 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
     // Knees (or the highest sustained step) side by side.
     let mut by_config: BTreeMap<(String, String), Vec<&StepRecord>> = BTreeMap::new();
     let mut config_order: Vec<String> = Vec::new();
-    for s in &steps {
+    for s in steps {
         if !config_order.contains(&s.config) {
             config_order.push(s.config.clone());
         }
@@ -881,11 +883,11 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
     }
 
     if !together {
-        side_by_side(&mut out, &steps, &configs, &scenario_order, closed);
+        side_by_side(&mut out, steps, configs, &scenario_order, closed);
     }
 
     if together {
-        together_summary(&mut out, &steps, &configs);
+        together_summary(&mut out, steps, configs);
         for c in &config_order {
             let _ = writeln!(out, "## {c}\n");
             let list: Vec<&StepRecord> = steps
@@ -912,7 +914,7 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
         }
     }
 
-    agents_section(&mut out, &steps);
+    agents_section(&mut out, steps);
 
     // A target's output past the log cap was dropped (its last bytes kept): say so, the
     // log in `logs/` is not all it wrote.
@@ -991,7 +993,7 @@ fn render(dir: &Path) -> std::io::Result<(String, Vec<String>)> {
         out,
         "Files: `steps.jsonl` (every step, with mergeable HdrHistograms and probe series), `configs.jsonl`, `environment.json`, `doctor.txt`, `logs/`."
     );
-    Ok((out, knee_lines))
+    (out, knee_lines)
 }
 
 #[cfg(test)]

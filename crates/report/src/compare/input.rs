@@ -6,11 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use loadlab_engine::env::Environment;
 use loadlab_engine::result::{decode_histogram, SCHEMA_VERSION};
 use loadlab_engine::{Model, RunResult};
-use loadlab_lab::bundle::{read_configs, read_json, read_steps, StepRecord};
-use loadlab_lab::plan::{Plan, Steps};
+use loadlab_lab::bundle::StepRecord;
+use loadlab_lab::plan::Steps;
 use loadlab_lab::verdict::{Limit, Verdict};
 
 use super::bootstrap::{Counts, QuantileTable};
@@ -471,19 +470,20 @@ fn load_bundle(dir: &Path) -> Result<Input, InputError> {
         path: dir.to_path_buf(),
         why,
     };
-    if !dir.join("plan.json").exists() {
-        return Err(not_bundle("no plan.json".into()));
-    }
-    let plan: Plan = read_json(&dir.join("plan.json")).map_err(|e| not_bundle(e.to_string()))?;
+    let b = crate::view::Bundle::load(dir).map_err(|e| not_bundle(e.to_string()))?;
     if !dir.join("steps.jsonl").exists() {
         return Err(not_bundle("no steps.jsonl".into()));
     }
-    let steps = read_steps(dir).map_err(|e| not_bundle(e.to_string()))?;
-    if steps.is_empty() {
+    if b.steps.is_empty() {
         return Err(not_bundle("no step finished (steps.jsonl is empty)".into()));
     }
-    let configs = read_configs(dir).map_err(|e| not_bundle(e.to_string()))?;
-    let env: Option<Environment> = read_json(&dir.join("environment.json")).ok();
+    let crate::view::Bundle {
+        plan,
+        env,
+        steps,
+        configs,
+        ..
+    } = b;
 
     // Series in the report's order: configurations as they ran, scenarios in plan order.
     let mut config_order: Vec<&str> = Vec::new();
