@@ -25,6 +25,7 @@ use loadlab_lab::bundle::{ConfigRecord, StepRecord};
 use loadlab_lab::plan::{Model, Plan};
 
 use crate::svg::{self, esc, Chart, Dash, Mark, Series};
+use loadlab_lab::diagnosis::LatencySplit;
 
 /// Points per drawn time series at most.
 const MAX_POINTS: usize = 300;
@@ -36,7 +37,7 @@ h1{font-size:24px;margin-top:24px}h2{font-size:20px;border-bottom:1px solid #ddd
 .env{color:#555}
 figure{display:inline-block;vertical-align:top;margin:8px 12px 16px 0;width:500px;max-width:100%}
 svg.chart{width:100%;height:auto;background:#fff}
-svg .title{font-size:13px;font-weight:600}svg .tick{font-size:10px;fill:#555}svg .label{font-size:11px;fill:#333}svg .mark{font-size:10px;fill:#444}
+svg .title{font-size:13px;font-weight:600}svg .tick{font-size:10px;fill:#555}svg .label{font-size:11px;fill:#333}svg .mark{font-size:10px;fill:#444;paint-order:stroke;stroke:#fff;stroke-width:3px;stroke-linejoin:round}
 svg .grid{stroke:#eee}svg .frame{fill:none;stroke:#bbb}svg .ref{stroke:#888;stroke-dasharray:4 3}
 .legend{display:flex;flex-wrap:wrap;gap:4px 10px;font-size:11px}
 .legend button{border:0;background:none;padding:0;font:inherit;cursor:pointer;color:#333}
@@ -260,9 +261,14 @@ fn scenario_charts(
             label: format!("SLO p99 {p99} ms"),
             note: String::new(),
             color: None,
+            from_x: None,
         };
         latency.h_marks.push(slo.clone());
-        dist.h_marks.push(slo);
+        // On the percentile axis the bound holds from the 99th percentile on.
+        dist.h_marks.push(Mark {
+            from_x: Some(percentile_x(99.0)),
+            ..slo
+        });
     }
     // Knee ranges, with the configurations that have each.
     let mut knees: BTreeMap<(u64, u64), Vec<(&str, usize)>> = BTreeMap::new();
@@ -273,12 +279,54 @@ fn scenario_charts(
         .filter(|c| steps.iter().any(|s| s.result.errors[*c] > 0))
         .collect();
     let dashes = [Dash::Solid, Dash::Dashed, Dash::Dotted, Dash::DashDot];
+    // Where each step's mean latency went, one chart per configuration.
+    let mut splits: Vec<Chart> = Vec::new();
+    // The configurations drawn, with their colours.
+    let mut drawn: Vec<(&str, usize)> = Vec::new();
     for config in config_order {
         let runs = per_load(steps, config);
         if runs.is_empty() {
             continue;
         }
         let c = color_of(config);
+        drawn.push((config, c));
+        let parts: Vec<LatencySplit> = runs
+            .iter()
+            .filter_map(|s| LatencySplit::of(s.load, &s.result))
+            .collect();
+        let part = |f: &dyn Fn(&LatencySplit) -> f64| -> Vec<(f64, f64)> {
+            parts.iter().map(|p| (p.load, f(p))).collect()
+        };
+        splits.push(Chart {
+            title: if config_order.len() > 1 {
+                format!("{scenario} · {config}: where the mean latency went")
+            } else {
+                format!("{scenario}: where the mean latency went")
+            },
+            x_label: unit.into(),
+            y_label: "mean latency (ms)".into(),
+            series: vec![
+                Series {
+                    name: "the server (service time)".into(),
+                    points: part(&|p| p.service_ms),
+                    color: 0,
+                    dash: Dash::Solid,
+                },
+                Series {
+                    name: "queued in loadlab (a connection or the schedule)".into(),
+                    points: part(&|p| p.queued_ms),
+                    color: 1,
+                    dash: Dash::Dashed,
+                },
+                Series {
+                    name: "connecting".into(),
+                    points: part(&|p| p.connect_ms),
+                    color: 2,
+                    dash: Dash::Dotted,
+                },
+            ],
+            ..Chart::default()
+        });
         let stat = |f: &dyn Fn(&StepRecord) -> Option<f64>| -> Vec<(f64, f64)> {
             runs.iter().filter_map(|s| Some((s.load, f(s)?))).collect()
         };
@@ -362,16 +410,104 @@ fn scenario_charts(
         };
         latency.v_bands.push(band.clone());
         achieved.v_bands.push(band.clone());
-        errors.v_bands.push(band);
+        errors.v_bands.push(band.clone());
+        for (config, _) in &at {
+            if let Some((i, _)) = drawn.iter().enumerate().find(|(_, (c, _))| c == config) {
+                splits[i].v_bands.push(svg::Band {
+                    color: None,
+                    ..band.clone()
+                });
+            }
+        }
     }
+    // Beyond two configurations, the charts with a line per configuration and figure are
+    // drawn once per configuration instead, on shared scales (a legend stays short).
+    let many = drawn.len() > 2;
+    let mut charts: Vec<Chart> = Vec::new();
+    if many {
+        charts.extend(small_multiples(&latency, &drawn, false));
+        charts.push(achieved);
+        charts.extend(small_multiples(&errors, &drawn, true));
+    } else {
+        charts.extend([latency, achieved, errors]);
+    }
+    charts.push(dist);
+    let span = shared_span(&splits);
+    charts.extend(splits.into_iter().map(|c| Chart { y_span: span, ..c }));
     let mut o = String::new();
-    for chart in [latency, achieved, errors, dist] {
+    for chart in charts {
         if chart.series.iter().all(|s| s.points.is_empty()) {
             continue;
         }
         let _ = write!(o, "<figure>{}</figure>", chart.render());
     }
     o
+}
+
+/// The y range of every point of `charts`, for small multiples read on one scale.
+fn shared_span(charts: &[Chart]) -> Option<(f64, f64)> {
+    let ys = charts
+        .iter()
+        .flat_map(|c| c.series.iter())
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .filter(|y| y.is_finite() && *y > 0.0);
+    ys.fold(None, |acc, y| match acc {
+        None => Some((y, y)),
+        Some((lo, hi)) => Some((f64::min(lo, y), f64::max(hi, y))),
+    })
+}
+
+/// One chart per configuration from a chart whose series are named `CONFIG FIGURE`: each
+/// with that configuration's series (named by the figure alone) and knee bands, the x and
+/// y scales of the whole. With `recolor`, the series of each are coloured in turn (one
+/// colour per figure) instead of by configuration.
+fn small_multiples(whole: &Chart, drawn: &[(&str, usize)], recolor: bool) -> Vec<Chart> {
+    let xs = whole
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0));
+    let x_span = xs.fold(None, |acc: Option<(f64, f64)>, x| match acc {
+        None => Some((x, x)),
+        Some((lo, hi)) => Some((lo.min(x), hi.max(x))),
+    });
+    let y_span = shared_span(std::slice::from_ref(whole));
+    drawn
+        .iter()
+        .map(|(config, _)| {
+            let prefix = format!("{config} ");
+            let series: Vec<Series> = whole
+                .series
+                .iter()
+                .filter_map(|s| s.name.strip_prefix(&prefix).map(|n| (n, s)))
+                .enumerate()
+                .map(|(i, (name, s))| Series {
+                    name: name.to_string(),
+                    color: if recolor { i } else { s.color },
+                    dash: if recolor { Dash::Solid } else { s.dash },
+                    ..s.clone()
+                })
+                .collect();
+            let v_bands = whole
+                .v_bands
+                .iter()
+                .filter(|b| {
+                    b.note
+                        .split(": ")
+                        .nth(1)
+                        .is_some_and(|who| who.split(", ").any(|c| c == *config))
+                })
+                .cloned()
+                .collect();
+            Chart {
+                title: format!("{} · {config}", whole.title),
+                series,
+                v_bands,
+                x_span,
+                y_span,
+                ..whole.clone()
+            }
+        })
+        .collect()
 }
 
 /// The knee of a scenario in a configuration: the highest value sustained and the first
@@ -459,6 +595,7 @@ fn names_charts(
                     label: format!("SLO p99 {p99} ms"),
                     note: String::new(),
                     color: None,
+                    from_x: Some(percentile_x(99.0)),
                 });
             }
             chart.series.push(Series {
@@ -485,6 +622,7 @@ fn names_charts(
                             label: format!("{} p{q} {bound} ms", n.name),
                             note: String::new(),
                             color: Some(i + 1),
+                            from_x: Some(percentile_x(q)),
                         });
                     }
                 }
@@ -758,6 +896,7 @@ pub fn render_comparison(c: &crate::compare::Comparison) -> String {
                             label: format!("knee {label} {}", svg::short_num(v)),
                             note: format!("{label}: knee {}", range.describe()),
                             color: Some(color),
+                            from_x: None,
                         });
                     }
                 }

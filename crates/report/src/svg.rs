@@ -60,6 +60,9 @@ pub struct Mark {
     pub note: String,
     /// Palette index, or `None` for grey.
     pub color: Option<usize>,
+    /// A horizontal mark starts here (x, data units) instead of at the left edge: a bound
+    /// that applies from some x on (the p99 bound from the 99th percentile).
+    pub from_x: Option<f64>,
 }
 
 /// A shaded range across the plot's height: a knee measured as a range (the last load
@@ -101,6 +104,8 @@ pub struct Chart {
     pub v_bands: Vec<Band>,
     /// The x axis spans at least this range (charts that share a time axis).
     pub x_span: Option<(f64, f64)>,
+    /// The y axis spans at least this range (small multiples read on one scale).
+    pub y_span: Option<(f64, f64)>,
     /// Draw y = x (achieved against offered).
     pub diagonal: bool,
     /// Tick labels on x for the percentile plot: `(x, label)`; empty for numeric ticks.
@@ -254,7 +259,8 @@ impl Chart {
         };
         let ya = Axis::new(
             ys.chain(self.h_marks.iter().map(|m| m.at))
-                .chain(diag.iter().copied()),
+                .chain(diag.iter().copied())
+                .chain(self.y_span.iter().flat_map(|&(a, b)| [a, b])),
             self.y_log,
             !self.y_log,
         );
@@ -336,9 +342,10 @@ impl Chart {
         }
         for m in &self.h_marks {
             let y = py(m.at);
+            let x0 = m.from_x.map_or(LEFT, &px);
             let _ = write!(
                 o,
-                r#"<line x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" class="ref"{}><title>{}</title></line><text x="{:.1}" y="{:.1}" class="mark" text-anchor="end">{}</text>"#,
+                r#"<line x1="{x0:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" class="ref"{}><title>{}</title></line><text x="{:.1}" y="{:.1}" class="mark" text-anchor="end">{}</text>"#,
                 LEFT + pw,
                 stroke(m.color),
                 esc(&m.label),
@@ -489,12 +496,14 @@ mod tests {
                 label: "SLO p99 100 ms".into(),
                 note: String::new(),
                 color: None,
+                from_x: None,
             }],
             v_marks: vec![Mark {
                 at: 30.0,
                 label: "knee".into(),
                 note: String::new(),
                 color: Some(0),
+                from_x: None,
             }],
             ..Chart::default()
         }

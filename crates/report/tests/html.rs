@@ -61,8 +61,12 @@ fn each_scenario_has_its_charts_with_the_knee_and_the_slo() {
     // on its label.
     assert!(html.contains("sleep: errors by class against load</text>"));
     assert!(!html.contains("health: errors by class against load</text>"));
-    assert_eq!(html.matches("<title>knee between").count(), 2 * 3 * 2);
-    assert_eq!(html.matches("class=\"band\"").count(), 2 * 3);
+    // Each knee on the three charts against load, and on its own configuration's chart of
+    // where the mean latency went.
+    assert_eq!(html.matches("class=\"band\"").count(), 2 * 3 + 2);
+    assert_eq!(html.matches("<title>knee between").count(), 2 * (2 * 3 + 2));
+    assert!(html.contains(">sleep · backlog=16,workers=2: where the mean latency went</text>"));
+    assert!(html.contains("queued in loadlab (a connection or the schedule)"));
     assert!(html.contains("SLO p99 1000 ms"));
     // The percentile curves on either side of each knee.
     assert!(html.contains("backlog=16,workers=2 at 10 (sustained)"));
@@ -90,6 +94,64 @@ fn each_scenario_has_its_charts_with_the_knee_and_the_slo() {
     ] {
         assert!(!html.contains(needle), "found {needle}");
     }
+}
+
+#[test]
+fn beyond_two_configurations_each_has_its_own_chart_on_shared_scales() {
+    // A third and a fourth configuration: copies of the first's steps under other names.
+    let dir = bundle("multiples", |_| {});
+    let path = dir.join("steps.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut out = text.clone();
+    for (i, extra) in ["backlog=64,workers=2", "backlog=256,workers=2"]
+        .iter()
+        .enumerate()
+    {
+        for line in text.lines() {
+            let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v["config"] == "backlog=16,workers=2" {
+                v["config"] = (*extra).into();
+                v["index"] = (100 * (i + 1) as u64 + v["index"].as_u64().unwrap()).into();
+                out.push_str(&v.to_string());
+                out.push('\n');
+            }
+        }
+    }
+    std::fs::write(&path, out).unwrap();
+    let html = loadlab_report::html::render_html(&dir).unwrap();
+    // Latency against load: one chart per configuration, each legend its four figures.
+    assert!(!html.contains(">sleep: latency against load</text>"));
+    for config in [
+        "backlog=16,workers=2",
+        "backlog=16,workers=16",
+        "backlog=64,workers=2",
+        "backlog=256,workers=2",
+    ] {
+        assert_eq!(
+            html.matches(&format!(">sleep: latency against load · {config}</text>"))
+                .count(),
+            1,
+            "{config}"
+        );
+    }
+    let first = html
+        .find(">sleep: latency against load · backlog=16,workers=2</text>")
+        .unwrap();
+    let figure = &html[first..first + html[first..].find("</figure>").unwrap()];
+    assert_eq!(
+        figure.matches("data-toggle=").count(),
+        4,
+        "p50, p99, p99.9, mean"
+    );
+    // Its own knee only.
+    assert!(figure.contains("knee between 10 and 50"));
+    assert!(!figure.contains("knee between 50 and 200"));
+    // The achieved chart stays one (one line per configuration).
+    assert_eq!(
+        html.matches(">sleep: achieved against offered</text>")
+            .count(),
+        1
+    );
 }
 
 #[test]
