@@ -34,6 +34,7 @@ pub mod conn;
 pub mod env;
 pub mod error;
 pub mod export;
+pub mod format;
 pub mod http1;
 pub mod http2;
 pub mod recorder;

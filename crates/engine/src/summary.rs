@@ -6,14 +6,7 @@ use crate::config::{CloseBy, Protocol};
 use crate::error::ErrorClass;
 use crate::result::{LatencyStats, RunResult, StopReason};
 
-fn ms(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(x) if x >= 1000.0 => format!("{:.2}s", x / 1000.0),
-        Some(x) if x >= 10.0 => format!("{x:.1}ms"),
-        Some(x) => format!("{x:.3}ms"),
-    }
-}
+use crate::format::ms_unit as ms;
 
 fn stats_line(out: &mut String, label: &str, s: &LatencyStats) {
     let _ = writeln!(

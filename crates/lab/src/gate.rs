@@ -348,24 +348,7 @@ impl Gate {
     }
 }
 
-fn ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0} ms")
-    } else if v >= 1.0 {
-        format!("{v:.2} ms")
-    } else {
-        format!("{v:.3} ms")
-    }
-}
-
-fn pct(x: f64) -> String {
-    let p = 100.0 * x;
-    if p == 0.0 || p >= 1.0 {
-        format!("{p:.2} %")
-    } else {
-        format!("{p:.3} %")
-    }
-}
+use loadlab_engine::format::{ms_precise as ms, pct_precise as pct};
 
 /// What a gate or a verdict reads of a run, or of one request name's part of it.
 pub struct Figures<'a> {

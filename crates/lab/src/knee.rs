@@ -131,14 +131,8 @@ impl KneeOutcome {
     }
 }
 
-/// A load value as summaries print it.
-pub fn fmt(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
+/// A load value as summaries print it (as the terminal and the reports do).
+pub use loadlab_engine::format::load as fmt;
 
 /// Runs of every value tried.
 #[derive(Default)]

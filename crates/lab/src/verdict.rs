@@ -103,14 +103,7 @@ impl Verdict {
     }
 }
 
-fn pct(x: f64) -> String {
-    let v = 100.0 * x;
-    if v >= 10.0 || v.fract() == 0.0 {
-        format!("{v:.0} %")
-    } else {
-        format!("{v:.1} %")
-    }
-}
+use loadlab_engine::format::pct_abs as pct;
 
 /// A count clause: `bad` of `n` against the rate `bound`. Fails only when resolved at
 /// [`CONFIDENCE`](stats::CONFIDENCE); a miss the count cannot resolve is described in `unresolved`.

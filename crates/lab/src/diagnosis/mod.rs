@@ -267,19 +267,7 @@ impl Diagnosis {
     }
 }
 
-/// A percentage of a fraction, whole (`42 %`).
-pub(crate) fn pct(x: f64) -> String {
-    format!("{:.0} %", 100.0 * x)
-}
-
-/// A figure with one decimal below 100 unless it is whole.
-pub(crate) fn num(v: f64) -> String {
-    if v >= 100.0 || v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
+pub(crate) use loadlab_engine::format::{num, pct_whole as pct};
 
 /// What the first step of a configuration and scenario left for the later ones.
 #[derive(Clone, Debug)]

@@ -250,12 +250,16 @@ fn eval_of(
         (None, Some(l)) => Some(l.describe().to_string()),
         (None, None) => None,
     };
-    let not_the_server = o.limited_by.is_some_and(|l| {
-        matches!(
-            l,
-            Limit::GeneratorLimited | Limit::AgentLost | Limit::Interrupted
-        )
-    }) || first.is_some_and(|f| f.bottleneck.not_the_server());
+    // A search stopped by loadlab's own limit (even inside a bracket the server's steps
+    // found) is ranked on its floor alone: a higher floor may replace it.
+    let not_the_server = o.stopped.is_some()
+        || o.limited_by.is_some_and(|l| {
+            matches!(
+                l,
+                Limit::GeneratorLimited | Limit::AgentLost | Limit::Interrupted
+            )
+        })
+        || first.is_some_and(|f| f.bottleneck.not_the_server());
     let failed = rec.status != ConfigStatus::Completed && o.knee.is_none()
         || o.limited_by.is_some_and(Limit::not_the_load);
     (

@@ -94,7 +94,8 @@ impl Evaluator for Model<'_> {
             None => knee::search(self.params, &mut step),
         };
         let (bottleneck, named) = (self.diagnose)(&self.configs[config]);
-        let not_the_server = o.limited_by == Some(Limit::GeneratorLimited);
+        // As tune's own evaluation: a search stopped by loadlab is ranked on its floor.
+        let not_the_server = o.limited_by == Some(Limit::GeneratorLimited) || o.stopped.is_some();
         Ok(Eval {
             lo: o.knee,
             hi: o.first_unsustained.filter(|_| !not_the_server),
