@@ -359,29 +359,48 @@ pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> 
         rows.iter()
             .any(|o| o.scenario == r.scenario && o.config != r.config)
     });
-    let mut said: Vec<&str> = Vec::new();
-    for r in &rows {
-        // A scenario whose every configuration reads the same, without a why, in one line.
-        let same: Vec<&Row<'_>> = rows.iter().filter(|o| o.scenario == r.scenario).collect();
-        if same.len() > 1 && same.iter().all(|o| o.knee == r.knee && o.why.is_none()) {
-            if !said.contains(&r.scenario.as_str()) {
-                said.push(&r.scenario);
-                let _ = writeln!(
-                    out,
-                    "- **{}**: knee {} in all {} configurations.",
-                    r.scenario,
-                    r.knee,
-                    same.len()
-                );
-            }
-            continue;
-        }
-        let who = if many_configs || rows.len() > 1 {
+    // Rows that read the same and have no why (knees not reached, mostly) share one line: a
+    // scenario whose every configuration is among them is named once.
+    let label = |r: &Row<'_>| {
+        if many_configs || rows.len() > 1 {
             format!("**{}** ({})", r.scenario, r.config)
         } else {
             format!("**{}**", r.scenario)
-        };
-        let _ = writeln!(out, "- {who}: knee {}.", r.knee);
+        }
+    };
+    let mut said: Vec<&str> = Vec::new();
+    for r in &rows {
+        if r.why.is_none() {
+            if said.contains(&r.knee.as_str()) {
+                continue;
+            }
+            let alike: Vec<&Row<'_>> = rows
+                .iter()
+                .filter(|o| o.why.is_none() && o.knee == r.knee)
+                .collect();
+            if alike.len() > 1 {
+                said.push(&r.knee);
+                let mut who: Vec<String> = Vec::new();
+                let mut named: Vec<&str> = Vec::new();
+                for o in &alike {
+                    let all = rows.iter().filter(|x| x.scenario == o.scenario).count();
+                    let here = alike.iter().filter(|x| x.scenario == o.scenario).count();
+                    if all > 1 && here == all {
+                        if !named.contains(&o.scenario.as_str()) {
+                            named.push(&o.scenario);
+                            who.push(format!("**{}** (all {all} configurations)", o.scenario));
+                        }
+                    } else if many_configs {
+                        who.push(label(o));
+                    } else {
+                        who.push(format!("**{}**", o.scenario));
+                    }
+                }
+                let _ = writeln!(out, "- {}: knee {}.", who.join(", "), r.knee);
+                continue;
+            }
+        }
+        let _ = writeln!(out, "- {}: knee {}.", label(r), r.knee);
         if let Some(why) = &r.why {
             let _ = writeln!(out, "  Why: {why}.");
         }

@@ -178,9 +178,14 @@ fn the_answer_comes_before_any_chart() {
     assert!(section.contains("<td>p99 &lt; 1000 ms</td>"), "{section}");
     assert!(section.contains("<strong>failed</strong>"), "{section}");
     // /health held at every step: its knee is above the highest load tried.
+    // /health held at every step in both configurations: one line for both.
     assert!(
-        section.contains("(sustained at the highest load tried)")
-            || section.contains("every step sustained"),
+        section.contains("<strong>health</strong> (all 2 configurations): knee at least"),
+        "{section}"
+    );
+    assert_eq!(
+        section.matches("<strong>health</strong>").count(),
+        1,
         "{section}"
     );
 }
