@@ -381,6 +381,17 @@ fn two_names(s: &TestServer) -> PathBuf {
     path
 }
 
+/// The `requests` of the entry named `name` in a result's list (`by_name`, `agents`).
+fn requests_of(list: &Value, name: &str) -> f64 {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {list}"))["requests"]
+        .as_u64()
+        .unwrap() as f64
+}
+
 /// Each `label` value's `loadlab_requests_total`, from Prometheus.
 fn requests_by(prom: &Prometheus, label: &str) -> Vec<(String, f64)> {
     // Wait for the last push to land (the sum is the run's once it has).
@@ -424,16 +435,7 @@ fn a_mix_of_named_requests_is_pushed_per_name() {
     assert_eq!(r.code(), Some(0), "{}", r.stderr);
     assert!(!r.stderr.contains("--prometheus-rw"), "{}", r.stderr);
     let j = r.json();
-    let of = |name: &str| -> f64 {
-        j["by_name"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|n| n["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} in {}", j["by_name"]))["requests"]
-            .as_u64()
-            .unwrap() as f64
-    };
+    let of = |name: &str| requests_of(&j["by_name"], name);
     // One series per name, each the name's own count; together the run's, no whole
     // counted beside them.
     assert_eq!(
@@ -519,16 +521,7 @@ fn a_distributed_run_pushes_each_agents_seconds() {
     let requests = j["requests"].as_u64().unwrap() as f64;
     // Each agent's own series, its own count, the last second included; together the
     // run's.
-    let of_agent = |name: &str| -> f64 {
-        j["agents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["name"] == name)
-            .unwrap_or_else(|| panic!("no agent {name} in {}", j["agents"]))["requests"]
-            .as_u64()
-            .unwrap() as f64
-    };
+    let of_agent = |name: &str| requests_of(&j["agents"], name);
     assert_eq!(
         requests_by(&prom, "agent"),
         [
@@ -544,16 +537,7 @@ fn a_distributed_run_pushes_each_agents_seconds() {
     // Within each agent, per name: four series, the names adding up to the run's names.
     assert_eq!(prom.query("loadlab_requests_total").len(), 4);
     let by_name = requests_by(&prom, "name");
-    let total_of = |name: &str| -> f64 {
-        j["by_name"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|n| n["name"] == name)
-            .unwrap()["requests"]
-            .as_u64()
-            .unwrap() as f64
-    };
+    let total_of = |name: &str| requests_of(&j["by_name"], name);
     assert_eq!(
         by_name,
         [

@@ -15,7 +15,7 @@ use loadlab_lab::plan::{Model, Plan, Slo};
 use loadlab_lab::verdict::{percentile_of, Limit};
 
 use crate::format::{load, num, pct_abs};
-use crate::knee::{fixed_knee, range_words, unit};
+use crate::knee::{fixed_knee, fixed_words, range_words, unit};
 
 /// One SLO clause.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -183,19 +183,7 @@ fn rows<'a>(
                 ),
                 None => {
                     let f = fixed_knee(&list);
-                    let words = match (f.best, f.fail) {
-                        (Some(b), Some(x)) => format!("between {} and {} {unit}", load(b), load(x)),
-                        (Some(b), None) => {
-                            format!("at least {} {unit} (every step sustained)", load(b))
-                        }
-                        (None, Some(x)) => {
-                            format!(
-                                "below {} {unit} (the first step was not sustained)",
-                                load(x)
-                            )
-                        }
-                        (None, None) => "not measured".into(),
-                    };
+                    let words = fixed_words(&f, unit);
                     (
                         words,
                         f.best.zip(f.fail).map(|(a, b)| [a, b]),

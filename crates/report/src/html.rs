@@ -394,6 +394,8 @@ fn scenario_charts(
             }
         }
     }
+    // Each configuration's own knee band, for its small multiples.
+    let mut own_bands: Vec<(&str, svg::Band)> = Vec::new();
     for ((lo, hi), at) in knees {
         let (lo, hi) = (f64::from_bits(lo), f64::from_bits(hi));
         let band = svg::Band {
@@ -412,6 +414,7 @@ fn scenario_charts(
         achieved.v_bands.push(band.clone());
         errors.v_bands.push(band.clone());
         for (config, _) in &at {
+            own_bands.push((config, band.clone()));
             if let Some((i, _)) = drawn.iter().enumerate().find(|(_, (c, _))| c == config) {
                 splits[i].v_bands.push(svg::Band {
                     color: None,
@@ -425,9 +428,9 @@ fn scenario_charts(
     let many = drawn.len() > 2;
     let mut charts: Vec<Chart> = Vec::new();
     if many {
-        charts.extend(small_multiples(&latency, &drawn, false));
+        charts.extend(small_multiples(&latency, &drawn, &own_bands, false));
         charts.push(achieved);
-        charts.extend(small_multiples(&errors, &drawn, true));
+        charts.extend(small_multiples(&errors, &drawn, &own_bands, true));
     } else {
         charts.extend([latency, achieved, errors]);
     }
@@ -458,10 +461,15 @@ fn shared_span(charts: &[Chart]) -> Option<(f64, f64)> {
 }
 
 /// One chart per configuration from a chart whose series are named `CONFIG FIGURE`: each
-/// with that configuration's series (named by the figure alone) and knee bands, the x and
-/// y scales of the whole. With `recolor`, the series of each are coloured in turn (one
-/// colour per figure) instead of by configuration.
-fn small_multiples(whole: &Chart, drawn: &[(&str, usize)], recolor: bool) -> Vec<Chart> {
+/// with that configuration's series (named by the figure alone) and its own knee bands
+/// (`bands`), the x and y scales of the whole. With `recolor`, the series of each are
+/// coloured in turn (one colour per figure) instead of by configuration.
+fn small_multiples(
+    whole: &Chart,
+    drawn: &[(&str, usize)],
+    bands: &[(&str, svg::Band)],
+    recolor: bool,
+) -> Vec<Chart> {
     let xs = whole
         .series
         .iter()
@@ -487,16 +495,10 @@ fn small_multiples(whole: &Chart, drawn: &[(&str, usize)], recolor: bool) -> Vec
                     ..s.clone()
                 })
                 .collect();
-            let v_bands = whole
-                .v_bands
+            let v_bands = bands
                 .iter()
-                .filter(|b| {
-                    b.note
-                        .split(": ")
-                        .nth(1)
-                        .is_some_and(|who| who.split(", ").any(|c| c == *config))
-                })
-                .cloned()
+                .filter(|(c, _)| c == config)
+                .map(|(_, b)| b.clone())
                 .collect();
             Chart {
                 title: format!("{} · {config}", whole.title),

@@ -139,3 +139,14 @@ pub fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
         }),
     }
 }
+
+/// The knee fixed steps show, in words with `unit`: `between 10 and 50 req/s`, `at least
+/// 800 req/s (every step sustained)`, `below 10 req/s (the first step was not sustained)`.
+pub fn fixed_words(f: &FixedKnee, unit: &str) -> String {
+    match (f.best, f.fail) {
+        (Some(b), Some(x)) => format!("between {} and {} {unit}", num(b), num(x)),
+        (Some(b), None) => format!("at least {} {unit} (every step sustained)", num(b)),
+        (None, Some(x)) => format!("below {} {unit} (the first step was not sustained)", num(x)),
+        (None, None) => "not measured".into(),
+    }
+}
