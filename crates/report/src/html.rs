@@ -575,6 +575,23 @@ fn names_charts(
             continue;
         }
         let (knee, first_unsustained) = knee_of(configs, scenario, config, &runs);
+        for chart in names_against_load(
+            plan,
+            scenario,
+            config,
+            config_order.len() > 1,
+            &runs,
+            knee,
+            first_unsustained,
+        ) {
+            if chart.series.iter().any(|x| !x.points.is_empty()) {
+                let _ = write!(
+                    o,
+                    "<figure class=\"names-load\">{}</figure>",
+                    chart.render()
+                );
+            }
+        }
         let [below, above] = knee_steps(&runs, knee, first_unsustained);
         for (s, what) in [(below, "sustained"), (above, "not sustained")] {
             let Some(s) = s.filter(|s| !s.result.by_name.is_empty()) else {
@@ -635,6 +652,115 @@ fn names_charts(
         }
     }
     o
+}
+
+/// Per request name against load, in one configuration: each name's p99 (and the p99 of
+/// all requests, dashed) and each name's failed requests as a share of its own attempts,
+/// with the configuration's knee band. A name's line ends where it received no response.
+fn names_against_load(
+    plan: &Plan,
+    scenario: &str,
+    config: &str,
+    several: bool,
+    runs: &[&StepRecord],
+    knee: Option<f64>,
+    first_unsustained: Option<f64>,
+) -> [Chart; 2] {
+    let unit = match plan.load.model {
+        Model::Open => "offered load (req/s)",
+        Model::Closed => "requests in flight",
+    };
+    let title = |what: &str| {
+        if several {
+            format!("{scenario} · {config}: {what} by request name against load")
+        } else {
+            format!("{scenario}: {what} by request name against load")
+        }
+    };
+    let mut latency = Chart {
+        title: title("p99 latency"),
+        x_label: unit.into(),
+        y_label: "p99 latency (ms, log scale)".into(),
+        y_log: true,
+        ..Chart::default()
+    };
+    let mut errors = Chart {
+        title: title("failed requests"),
+        x_label: unit.into(),
+        y_label: "failed requests (% of the name's attempts)".into(),
+        ..Chart::default()
+    };
+    if let Some(p99) = plan.slo.p99_ms {
+        latency.h_marks.push(Mark {
+            at: p99,
+            label: format!("SLO p99 {p99} ms"),
+            note: String::new(),
+            color: None,
+            from_x: None,
+        });
+    }
+    if let (Some(lo), Some(hi)) = (knee, first_unsustained) {
+        let band = svg::Band {
+            from: lo,
+            to: hi,
+            label: format!("knee {}–{}", svg::short_num(lo), svg::short_num(hi)),
+            note: format!(
+                "knee between {} and {}",
+                svg::short_num(lo),
+                svg::short_num(hi)
+            ),
+            color: None,
+        };
+        latency.v_bands.push(band.clone());
+        errors.v_bands.push(band);
+    }
+    latency.series.push(Series {
+        name: "all requests".into(),
+        points: runs
+            .iter()
+            .filter_map(|s| Some((s.load, s.result.latency_ms.p99?)))
+            .collect(),
+        color: 0,
+        dash: Dash::Dashed,
+    });
+    // The names in the order they first appear.
+    let mut names: Vec<&str> = Vec::new();
+    for s in runs {
+        for n in &s.result.by_name {
+            if !names.contains(&n.name.as_str()) {
+                names.push(&n.name);
+            }
+        }
+    }
+    for (i, name) in names.iter().enumerate() {
+        fn of<'a>(s: &'a StepRecord, name: &str) -> Option<&'a loadlab_engine::result::NameResult> {
+            s.result.by_name.iter().find(|n| n.name == name)
+        }
+        latency.series.push(Series {
+            name: name.to_string(),
+            points: runs
+                .iter()
+                .filter_map(|s| Some((s.load, of(s, name)?.latency_ms.p99?)))
+                .collect(),
+            color: i + 1,
+            dash: Dash::Solid,
+        });
+        errors.series.push(Series {
+            name: name.to_string(),
+            points: runs
+                .iter()
+                .filter_map(|s| {
+                    let n = of(s, name)?;
+                    let attempts = n.attempts();
+                    (attempts > 0)
+                        .then(|| (s.load, 100.0 * n.errors_total as f64 / attempts as f64))
+                })
+                .collect(),
+            color: i + 1,
+            dash: Dash::Solid,
+        });
+    }
+    [latency, errors]
 }
 
 /// x of the percentile plot: `-log10(1 - q)` (0 % at 0, 90 % at 1, 99 % at 2, ...).

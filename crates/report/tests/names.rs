@@ -300,6 +300,54 @@ fn the_html_report_draws_each_names_percentiles_at_the_knee() {
 }
 
 #[test]
+fn the_html_report_draws_each_names_p99_and_errors_against_load() {
+    // /sleep timed out on 10 requests at 80 req/s: 10 of its 50 attempts.
+    let dir = copy("names-load", |s| {
+        if s["load"] == 80.0 {
+            let sleep = &mut s["result"]["by_name"][1];
+            sleep["errors"]["request_timeout"] = 10.into();
+            sleep["errors_total"] = 10.into();
+        }
+    });
+    let html = loadlab_report::html::render_html(&dir).unwrap();
+    let figures: Vec<&str> = html
+        .split("<figure class=\"names-load\">")
+        .skip(1)
+        .map(|f| &f[..f.find("</figure>").unwrap()])
+        .collect();
+    assert_eq!(figures.len(), 2, "a latency and an errors chart");
+    let (latency, errors) = (figures[0], figures[1]);
+    assert!(latency.contains(">mix: p99 latency by request name against load</text>"));
+    assert!(errors.contains(">mix: failed requests by request name against load</text>"));
+    assert!(errors.contains(">failed requests (% of the name&#39;s attempts)</text>"));
+    // All requests and each name on the latency chart; each name on the errors chart.
+    assert_eq!(latency.matches("<g data-series=").count(), 3);
+    assert_eq!(errors.matches("<g data-series=").count(), 2);
+    // Every step's p99 of each name, read from its own result, at its load.
+    for s in steps() {
+        let load = loadlab_report::svg::short_num(s["load"].as_f64().unwrap());
+        for n in s["result"]["by_name"].as_array().unwrap() {
+            let p99 = n["latency_ms"]["p99"].as_f64().unwrap();
+            let read_out = format!(
+                "<title>{}: {} at {load}</title>",
+                n["name"].as_str().unwrap(),
+                loadlab_report::svg::short_num(p99)
+            );
+            assert!(latency.contains(&read_out), "{read_out}");
+        }
+    }
+    // The errors are the name's own share: 10 of /sleep's 50 attempts, none of /health's.
+    assert!(errors.contains("<title>sleep: 20 at 80</title>"), "{errors}");
+    assert!(errors.contains("<title>health: 0 at 80</title>"), "{errors}");
+    // The knee band (50 held, 60 not) and the plan's p99 bound.
+    for f in [latency, errors] {
+        assert!(f.contains(">knee 50–60</text>"), "{f}");
+    }
+    assert!(latency.contains(">SLO p99 1000 ms</text>"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn a_names_histogram_that_does_not_decode_is_named_and_its_curve_left_out() {
     let dir = copy("bad-histogram", |s| {
         if s["load"] == 60.0 {
