@@ -267,7 +267,7 @@ impl Traffic {
             (Some(d), r) if r != Planned::NO_ROW => Some(d.row(r as usize)),
             _ => None,
         };
-        Draw { seq, row }
+        Draw::new(seq, row)
     }
 
     /// The kind of request `p`.

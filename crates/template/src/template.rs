@@ -19,6 +19,10 @@
 //! - `${NAME}`: column NAME of the data row this request drew: one row per request, so
 //!   every column reference in one request comes from the same row. NAME is
 //!   `[A-Za-z_][A-Za-z0-9_.-]*`.
+//! - In a session's request ([`Template::compile_session`]), `${NAME}` may also name a
+//!   session variable: a value an earlier request of the session took from its response.
+//!   It renders as the value (percent-encoded in a URL, as a column's; in a header with
+//!   any CR, LF or NUL left out), or as nothing before it is set.
 //! - `$${` is a literal `${` (nothing after it is read as an expression: `$${seq}` is the
 //!   text `${seq}`). A `$` not followed by `{` is literal.
 //! - No whitespace inside `${…}` (not around the name, not in an argument, not in a
@@ -118,6 +122,8 @@ enum Part {
     Now,
     NowMs,
     Column(usize),
+    /// A session variable, by its index in the variables the template was parsed with.
+    Var(usize),
 }
 
 /// A compiled template: literal bytes and expressions. Cheap to render, `Send + Sync`;
@@ -133,6 +139,8 @@ pub struct Template {
     /// Where each referenced column is first used, parallel to `columns`.
     column_at: Box<[Origin]>,
     seq: bool,
+    /// Whether the template uses a session variable.
+    vars: bool,
     /// Where the text came from (none for [`Template::literal`]).
     origin: Option<Origin>,
 }
@@ -151,9 +159,36 @@ impl Template {
             slot,
             origin,
             columns,
+            vars: &[],
             data_file: None,
         }
         .run()
+    }
+
+    /// Parses `text` as [`Template::compile`] does, where `${NAME}` may also name one of
+    /// `vars`: a session's variables (values a flow takes from earlier responses), which
+    /// [`Template::render`] reads from [`Draw::vars`]. A name that is both a variable and
+    /// a column is the variable (a flow's validation refuses the clash before this).
+    pub fn compile_session(
+        text: &str,
+        slot: Slot,
+        origin: &Origin,
+        data: Option<&Data>,
+        vars: &[String],
+    ) -> Result<Template, TemplateError> {
+        let template = Parser {
+            text,
+            slot,
+            origin,
+            columns: data.map_or(&[], Data::columns),
+            vars,
+            data_file: data.map(Data::file),
+        }
+        .run()?;
+        if let Some(data) = data {
+            template.check_data(data)?;
+        }
+        Ok(template)
     }
 
     /// Parses `text` against `data` (its columns, and its file name in messages) and
@@ -170,6 +205,7 @@ impl Template {
             slot,
             origin,
             columns: data.map_or(&[], Data::columns),
+            vars: &[],
             data_file: data.map(Data::file),
         }
         .run()?;
@@ -197,6 +233,7 @@ impl Template {
             columns: Box::new([]),
             column_at: Box::new([]),
             seq: false,
+            vars: false,
             origin: None,
         }
     }
@@ -256,6 +293,11 @@ impl Template {
         self.seq
     }
 
+    /// Whether the template uses a session variable ([`Template::compile_session`]).
+    pub fn uses_vars(&self) -> bool {
+        self.vars
+    }
+
     /// Checks every row's values for the columns this template uses against its slot: in
     /// a [`Slot::Header`], no CR, LF or NUL. Errors name the data file, the line and
     /// column of the bad value, and where the header uses it. Also fails if the template
@@ -307,6 +349,8 @@ impl Template {
                 Part::Uuid => 36,
                 Part::Pick(values) => values.iter().map(|v| v.len()).max().unwrap_or(0),
                 Part::RandStr(n) | Part::Hex(n) => *n,
+                // A variable's value is known only during the run: rendering may allocate.
+                Part::Var(_) => 0,
                 Part::Column(i) => {
                     let widest = data.map_or(0, |d| d.max_value_len(*i));
                     if self.slot == Slot::Url {
@@ -341,6 +385,19 @@ impl Template {
                 Part::Hex(n) => gen.hex(*n, out),
                 Part::Now => write_int(since_epoch().as_secs(), out),
                 Part::NowMs => write_int(since_epoch().as_millis(), out),
+                Part::Var(i) => {
+                    if let Some(value) = draw.vars.and_then(|vars| vars.get(*i)) {
+                        match self.slot {
+                            Slot::Url => percent_encode(value.as_bytes(), out),
+                            // A value taken from a response is checked when it is taken;
+                            // a header never carries a line break or a NUL all the same.
+                            Slot::Header => {
+                                out.extend(value.bytes().filter(|b| header_forbidden(*b).is_none()))
+                            }
+                            Slot::Body => out.extend_from_slice(value.as_bytes()),
+                        }
+                    }
+                }
                 Part::Column(i) => {
                     debug_assert!(
                         draw.row.is_some_and(|r| *i < r.len()),
@@ -359,19 +416,35 @@ impl Template {
     }
 }
 
-/// What one request shares across its templates: its `${seq}` and its data row.
+/// What one request shares across its templates: its `${seq}`, its data row, and in a
+/// session, the session's variables.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Draw<'a> {
     /// The request's `${seq}`.
     pub seq: u64,
     /// The data row the request drew (`None` without a data file).
     pub row: Option<&'a [Box<str>]>,
+    /// The session's variables, in the order the templates were compiled with (`None`
+    /// outside a session; a variable not yet set renders as nothing).
+    pub vars: Option<&'a [Box<str>]>,
 }
 
 impl<'a> Draw<'a> {
     /// A draw of `seq` and `row`.
     pub fn new(seq: u64, row: Option<&'a [Box<str>]>) -> Draw<'a> {
-        Draw { seq, row }
+        Draw {
+            seq,
+            row,
+            vars: None,
+        }
+    }
+
+    /// The same draw with a session's variables.
+    pub fn with_vars(self, vars: &'a [Box<str>]) -> Draw<'a> {
+        Draw {
+            vars: Some(vars),
+            ..self
+        }
     }
 }
 
@@ -531,6 +604,8 @@ struct Parser<'a> {
     slot: Slot,
     origin: &'a Origin,
     columns: &'a [String],
+    /// A session's variables ([`Template::compile_session`]; empty otherwise).
+    vars: &'a [String],
     data_file: Option<&'a str>,
 }
 
@@ -587,6 +662,7 @@ impl<'a> Parser<'a> {
         // Each referenced column and the offset of its first use.
         let mut columns: Vec<(usize, usize)> = Vec::new();
         let mut seq = false;
+        let mut vars = false;
         let mut lit_start = 0;
         let mut i = 0;
         while i < b.len() {
@@ -602,6 +678,7 @@ impl<'a> Parser<'a> {
                         let expr = self.expression(i)?;
                         match expr.part {
                             Part::Seq => seq = true,
+                            Part::Var(_) => vars = true,
                             Part::Column(c) if !columns.iter().any(|(k, _)| *k == c) => {
                                 columns.push((c, i));
                             }
@@ -644,6 +721,7 @@ impl<'a> Parser<'a> {
             columns: columns.into_boxed_slice(),
             column_at: column_at.into_boxed_slice(),
             seq,
+            vars,
             origin: Some(self.origin.clone()),
         })
     }
@@ -785,20 +863,39 @@ impl<'a> Parser<'a> {
                 let syntax = builtin.map_or("", |(_, s)| s);
                 Err(at.error(format!("`{expr}` needs an argument: write `{syntax}`")))
             }
+            _ if self.vars.iter().any(|v| v == name) => match arg {
+                None => Ok(Part::Var(
+                    self.vars.iter().position(|v| v == name).unwrap_or(0),
+                )),
+                Some(_) => Err(at.error(format!(
+                    "`{expr}`: the session variable `{name}` takes no argument: write `${{{name}}}`"
+                ))),
+            },
             _ => match self.columns.iter().position(|c| c == name) {
                 Some(i) if arg.is_none() => Ok(Part::Column(i)),
                 Some(_) => Err(at.error(format!(
                     "`{expr}`: the data column `{name}` takes no argument: write `${{{name}}}`"
                 ))),
                 None => Err(at.error(format!(
-                    "unknown name `{expr}`: {}; built-ins: {BUILTINS}",
-                    self.known_columns()
+                    "unknown name `{expr}`: {}{}; built-ins: {BUILTINS}",
+                    self.known_columns(),
+                    self.known_vars()
                 ))),
             },
         }
     }
 
     /// What an unknown name's message says about the data file.
+    fn known_vars(&self) -> String {
+        if self.vars.is_empty() {
+            return String::new();
+        }
+        format!(
+            "; the session's variables (taken by earlier requests) are {}",
+            self.vars.join(", ")
+        )
+    }
+
     fn known_columns(&self) -> String {
         if self.columns.is_empty() {
             return "no data file given (--data FILE)".to_owned();

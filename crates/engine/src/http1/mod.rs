@@ -32,7 +32,7 @@ pub fn encode_request(cfg: &RunConfig) -> Vec<u8> {
     let mut out = Vec::new();
     let mut gen = loadlab_template::Generator::new(0, 0);
     request.render(
-        &loadlab_template::Draw { seq: 0, row: None },
+        &loadlab_template::Draw::default(),
         &mut gen,
         &mut out,
         &mut Vec::new(),
