@@ -113,11 +113,13 @@ struct Row<'a> {
     scenario: String,
     config: String,
     knee: String,
-    /// The range, when both ends are known (to compare configurations).
-    range: Option<[f64; 2]>,
     /// The highest load sustained at the knee.
     low: Option<f64>,
+    /// The first load the server did not sustain.
+    fail: Option<f64>,
     why: Option<String>,
+    /// The why's bottleneck alone ("CPU-bound"), to count alike whys.
+    why_label: Option<String>,
     /// The last step sustained and the first not sustained.
     steps: [Option<&'a StepRecord>; 2],
 }
@@ -173,10 +175,9 @@ fn rows<'a>(
                 .iter()
                 .find(|r| r.config == *c)
                 .and_then(|r| r.knees.iter().find(|k| k.scenario == sc.name));
-            let (knee, range, low, fail, diagnosis) = match searched {
+            let (knee, low, fail, diagnosis) = match searched {
                 Some(k) => (
                     range_words(&k.outcome, unit),
-                    k.outcome.range,
                     k.outcome.knee,
                     k.outcome.first_unsustained,
                     k.diagnosis.as_ref(),
@@ -184,28 +185,25 @@ fn rows<'a>(
                 None => {
                     let f = fixed_knee(&list);
                     let words = fixed_words(&f, unit);
-                    (
-                        words,
-                        f.best.zip(f.fail).map(|(a, b)| [a, b]),
-                        f.best,
-                        f.fail,
-                        None,
-                    )
+                    (words, f.best, f.fail, None)
                 }
             };
             let diagnosis = diagnosis
                 .or_else(|| step_at(&list, fail, false).and_then(|s| s.diagnosis.as_ref()));
-            let why = diagnosis.and_then(|d| d.findings.first()).map(|f| {
+            let finding = diagnosis.and_then(|d| d.findings.first());
+            let why = finding.map(|f| {
                 let evidence = f.evidence.split("; ruled out").next().unwrap_or_default();
                 format!("{}: {}", f.bottleneck.label(), evidence.trim())
             });
+            let why_label = finding.map(|f| f.bottleneck.label().to_string());
             out.push(Row {
                 scenario: sc.name.clone(),
                 config: c.to_string(),
                 knee,
-                range,
                 low,
+                fail,
                 why,
+                why_label,
                 steps: [step_at(&list, low, true), step_at(&list, fail, false)],
             });
         }
@@ -226,11 +224,11 @@ fn best(rows: &[Row<'_>], unit: &str) -> Vec<String> {
     for sc in scenarios {
         let mine: Vec<&Row<'_>> = rows.iter().filter(|r| r.scenario == sc).collect();
         // Fewer than two, or no configuration broke: nothing to rank.
-        if mine.len() < 2 || mine.iter().all(|r| r.range.is_none()) {
+        if mine.len() < 2 || mine.iter().all(|r| r.fail.is_none()) {
             continue;
         }
         // A range's top: its first unsustained load, or unbounded ("at least").
-        let top = |r: &Row<'_>| r.range.map_or(f64::INFINITY, |[_, hi]| hi);
+        let top = |r: &Row<'_>| r.fail.unwrap_or(f64::INFINITY);
         // `o` is resolvably above `r`: it sustained a load at which `r` had broken.
         let above = |o: &Row<'_>, r: &Row<'_>| o.low.is_some_and(|lo| top(r) <= lo);
         let unbeaten: Vec<&Row<'_>> = mine
@@ -334,6 +332,128 @@ fn warnings(steps: &[StepRecord], configs: &[ConfigRecord]) -> Vec<String> {
     out
 }
 
+/// Beyond this many configurations a scenario is answered in groups (configurations
+/// whose knees read the same) and its clauses in counts, so that a large matrix still
+/// answers in its first screen; each configuration's own line is in the Knees table.
+const COMPACT_BEYOND: usize = 4;
+
+/// The scenarios answered in groups ([`COMPACT_BEYOND`]), in plan order.
+fn compact_scenarios<'r>(rows: &'r [Row<'_>]) -> Vec<&'r str> {
+    let mut v: Vec<&str> = Vec::new();
+    for r in rows {
+        if !v.contains(&r.scenario.as_str())
+            && rows.iter().filter(|o| o.scenario == r.scenario).count() > COMPACT_BEYOND
+        {
+            v.push(&r.scenario);
+        }
+    }
+    v
+}
+
+/// A scenario of many configurations: one line per knee shared, with the configurations
+/// that have it and their whys counted.
+fn compact_lines(out: &mut String, rows: &[Row<'_>], scenario: &str) {
+    let mine: Vec<&Row<'_>> = rows.iter().filter(|r| r.scenario == scenario).collect();
+    let _ = writeln!(out, "- **{scenario}** ({} configurations):", mine.len());
+    let mut said: Vec<&str> = Vec::new();
+    for r in &mine {
+        if said.contains(&r.knee.as_str()) {
+            continue;
+        }
+        said.push(&r.knee);
+        let alike: Vec<&&Row<'_>> = mine.iter().filter(|o| o.knee == r.knee).collect();
+        let names: Vec<String> = alike.iter().map(|o| format!("`{}`", o.config)).collect();
+        let mut whys: Vec<(&str, usize)> = Vec::new();
+        for o in &alike {
+            if let Some(l) = &o.why_label {
+                match whys.iter_mut().find(|(w, _)| *w == l.as_str()) {
+                    Some((_, n)) => *n += 1,
+                    None => whys.push((l, 1)),
+                }
+            }
+        }
+        let why = if whys.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " Why: {}.",
+                whys.iter()
+                    .map(|(w, n)| format!("{w} in {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  - knee {} in {} of {}: {}.{why}",
+            r.knee,
+            alike.len(),
+            mine.len(),
+            names.join(", ")
+        );
+    }
+}
+
+/// A scenario of many configurations in the clause table: each clause counted over the
+/// configurations that broke, at the last load each sustained and the first it did not.
+fn compact_clauses(out: &mut String, plan: &Plan, rows: &[Row<'_>], scenario: &str) {
+    let broke: Vec<&Row<'_>> = rows
+        .iter()
+        .filter(|r| r.scenario == scenario && r.steps[1].is_some())
+        .collect();
+    if broke.is_empty() {
+        return;
+    }
+    let all = rows.iter().filter(|r| r.scenario == scenario).count();
+    let count = |c: Clause, side: usize| -> String {
+        let (mut passed, mut failed, mut unresolved) = (0, 0, 0);
+        for r in &broke {
+            let Some(s) = r.steps[side] else { continue };
+            let at = c.at(s, None);
+            if at.ends_with("**failed**") {
+                failed += 1;
+            } else if at.contains("not resolved") {
+                unresolved += 1;
+            } else if at.ends_with("passed") {
+                passed += 1;
+            }
+        }
+        let mut parts = Vec::new();
+        if failed > 0 {
+            parts.push(format!("**failed** in {failed}"));
+        }
+        if unresolved > 0 {
+            parts.push(format!("not resolved in {unresolved}"));
+        }
+        if passed > 0 {
+            parts.push(format!("passed in {passed}"));
+        }
+        if parts.is_empty() {
+            "-".into()
+        } else {
+            parts.join(", ")
+        }
+    };
+    for (i, c) in Clause::of(&plan.slo, plan.load.model)
+        .into_iter()
+        .enumerate()
+    {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            if i == 0 { scenario } else { "" },
+            if i == 0 {
+                format!("the {} of {all} that broke", broke.len())
+            } else {
+                String::new()
+            },
+            c.words(),
+            count(c, 0),
+            count(c, 1),
+        );
+    }
+}
+
 /// The answer section, in Markdown (empty for a bundle without steps).
 pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> String {
     let unit = unit(plan);
@@ -356,14 +476,24 @@ pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> 
             format!("**{}**", r.scenario)
         }
     };
+    let compact = compact_scenarios(&rows);
     let mut said: Vec<&str> = Vec::new();
-    for r in &rows {
+    for sc in &compact {
+        compact_lines(&mut out, &rows, sc);
+    }
+    // The rest, one line per scenario and configuration.
+    let full: Vec<&Row<'_>> = rows
+        .iter()
+        .filter(|r| !compact.contains(&r.scenario.as_str()))
+        .collect();
+    for r in full.iter().copied() {
         if r.why.is_none() {
             if said.contains(&r.knee.as_str()) {
                 continue;
             }
-            let alike: Vec<&Row<'_>> = rows
+            let alike: Vec<&Row<'_>> = full
                 .iter()
+                .copied()
                 .filter(|o| o.why.is_none() && o.knee == r.knee)
                 .collect();
             if alike.len() > 1 {
@@ -409,7 +539,15 @@ pub fn markdown(plan: &Plan, steps: &[StepRecord], configs: &[ConfigRecord]) -> 
         "| scenario | configuration | SLO clause | at the last load sustained | at the first load not sustained |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|");
+    let mut compacted: Vec<&str> = Vec::new();
     for r in bracketed {
+        if compact.contains(&r.scenario.as_str()) {
+            if !compacted.contains(&r.scenario.as_str()) {
+                compacted.push(&r.scenario);
+                compact_clauses(&mut out, plan, &rows, &r.scenario);
+            }
+            continue;
+        }
         let mut lines: Vec<(Option<&str>, Clause)> = Clause::of(&plan.slo, plan.load.model)
             .into_iter()
             .map(|c| (None, c))

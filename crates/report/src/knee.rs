@@ -81,6 +81,11 @@ pub struct FixedKnee {
     pub limit: Option<Limit>,
     /// A sustained step above one that was not.
     pub non_monotonic: Option<String>,
+    /// The first step above `best` (and below `fail`) that says nothing about the server,
+    /// and what limited it (loadlab, an agent, the data, an interruption).
+    pub stopped: Option<(f64, Limit)>,
+    /// Every step was sustained.
+    pub all_sustained: bool,
 }
 
 /// The highest sustained step below the first step the server itself did not sustain
@@ -125,11 +130,18 @@ pub fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
                 && fail.is_none_or(|f| s.load < f.load)
         })
         .min_by(|a, b| a.load.total_cmp(&b.load))
-        .and_then(|s| s.verdict.limits.iter().copied().find(not_the_server));
+        .and_then(|s| {
+            let by = s.verdict.limits.iter().copied().find(not_the_server)?;
+            Some((s.load, by))
+        });
     FixedKnee {
         best,
         fail: fail.map(|s| s.load),
-        limit: fail.and_then(|s| server_limit(s)).or(stopped),
+        limit: fail
+            .and_then(|s| server_limit(s))
+            .or(stopped.map(|(_, by)| by)),
+        stopped,
+        all_sustained: list.iter().all(|s| s.verdict.sustained),
         non_monotonic: above.zip(fail).map(|(a, f)| {
             format!(
                 "sustained at {} above {}, which was not sustained",
@@ -141,12 +153,28 @@ pub fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
 }
 
 /// The knee fixed steps show, in words with `unit`: `between 10 and 50 req/s`, `at least
-/// 800 req/s (every step sustained)`, `below 10 req/s (the first step was not sustained)`.
+/// 800 req/s (every step sustained)`, `at least 40 req/s (the step at 160 req/s was
+/// generator-limited: it says nothing about the server)`, `below 10 req/s (the first step
+/// was not sustained)`.
 pub fn fixed_words(f: &FixedKnee, unit: &str) -> String {
-    match (f.best, f.fail) {
-        (Some(b), Some(x)) => format!("between {} and {} {unit}", num(b), num(x)),
-        (Some(b), None) => format!("at least {} {unit} (every step sustained)", num(b)),
-        (None, Some(x)) => format!("below {} {unit} (the first step was not sustained)", num(x)),
-        (None, None) => "not measured".into(),
+    let stopped = |(at, by): (f64, Limit)| {
+        format!(
+            "the step at {} {unit} was {}: it says nothing about the server",
+            num(at),
+            by.describe()
+        )
+    };
+    match (f.best, f.fail, f.stopped) {
+        (Some(b), Some(x), _) => format!("between {} and {} {unit}", num(b), num(x)),
+        (Some(b), None, Some(s)) => format!("at least {} {unit} ({})", num(b), stopped(s)),
+        (Some(b), None, None) if f.all_sustained => {
+            format!("at least {} {unit} (every step sustained)", num(b))
+        }
+        (Some(b), None, None) => format!("at least {} {unit} (the highest step sustained)", num(b)),
+        (None, Some(x), _) => {
+            format!("below {} {unit} (the first step was not sustained)", num(x))
+        }
+        (None, None, Some(s)) => format!("not measured ({})", stopped(s)),
+        (None, None, None) => "not measured".into(),
     }
 }

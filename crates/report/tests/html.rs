@@ -190,6 +190,106 @@ fn the_answer_comes_before_any_chart() {
     );
 }
 
+/// A fixed-steps knee whose top step was loadlab's limit, not the server's: the answer
+/// says so in the words of the Knees table, not "every step sustained".
+#[test]
+fn a_generator_limited_top_step_is_named_in_the_answer() {
+    let dir = bundle("generator-limited-top", |_| {});
+    let steps = std::fs::read_to_string(dir.join("steps.jsonl")).unwrap();
+    let edited: Vec<String> = steps
+        .lines()
+        .map(|l| {
+            let mut s: serde_json::Value = serde_json::from_str(l).unwrap();
+            if s["scenario"] == "health"
+                && s["load"] == 800.0
+                && s["config"] == "backlog=16,workers=2"
+            {
+                s["verdict"]["sustained"] = false.into();
+                s["verdict"]["limits"] = serde_json::json!(["generator_limited"]);
+            }
+            s.to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("steps.jsonl"), edited.join("\n") + "\n").unwrap();
+    let report = loadlab_report::render_bundle(&dir).unwrap();
+    let answer = &report[report.find("## Answer").unwrap()..report.find("## Knees").unwrap()];
+    assert!(
+        answer.contains(
+            "**health** (backlog=16,workers=2): knee at least 200 req/s (the step at 800 req/s was generator-limited: it says nothing about the server)."
+        ),
+        "{answer}"
+    );
+    // The configuration whose every step held still reads so.
+    assert!(answer.contains("every step sustained"), "{answer}");
+    assert!(
+        report.contains("| backlog=16,workers=2 | health | at least 200 | generator-limited |"),
+        "{report}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Beyond four configurations a scenario is answered in groups and its clauses in counts:
+/// a large matrix still answers in its first screen.
+#[test]
+fn a_scenario_of_many_configurations_is_answered_in_groups() {
+    // Four more configurations: copies of the first's steps (2 workers) under other names.
+    let dir = bundle("compact", |_| {});
+    let path = dir.join("steps.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut out = text.clone();
+    let extra = ["b=64,w=2", "b=256,w=2", "b=512,w=2", "b=2048,w=2"];
+    for (i, name) in extra.iter().enumerate() {
+        for line in text.lines() {
+            let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v["config"] == "backlog=16,workers=2" {
+                v["config"] = (*name).into();
+                v["index"] = (100 * (i + 1) as u64 + v["index"].as_u64().unwrap()).into();
+                out.push_str(&v.to_string());
+                out.push('\n');
+            }
+        }
+    }
+    std::fs::write(&path, out).unwrap();
+    let report = loadlab_report::render_bundle(&dir).unwrap();
+    let answer = &report[report.find("## Answer").unwrap()..report.find("## Knees").unwrap()];
+    // /sleep: one line per knee shared, with its configurations and their whys counted.
+    assert!(
+        answer.contains("- **sleep** (6 configurations):\n"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains(
+            "  - knee between 10 and 50 req/s in 5 of 6: `backlog=16,workers=2`, `b=64,w=2`, `b=256,w=2`, `b=512,w=2`, `b=2048,w=2`. Why: concurrency-bound in 5."
+        ),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("  - knee between 50 and 200 req/s in 1 of 6: `backlog=16,workers=16`."),
+        "{answer}"
+    );
+    // 16 workers sustained 50 req/s, where every 2-worker configuration had broken.
+    assert!(
+        answer.contains(
+            "- **sleep**: best configuration `backlog=16,workers=16`: it sustained 50 req/s"
+        ),
+        "{answer}"
+    );
+    // The clauses counted over the six that broke; no line per configuration.
+    assert!(
+        answer.contains("| sleep | the 6 of 6 that broke | p99 < 1000 ms | passed in 6 |"),
+        "{answer}"
+    );
+    assert!(!answer.contains("| sleep | b=64,w=2 |"), "{answer}");
+    assert!(!answer.contains("Why: concurrency-bound: "), "{answer}");
+    // /health has as many configurations: one line for its one knee.
+    assert!(
+        answer.contains("- **health** (6 configurations):\n  - knee at least"),
+        "{answer}"
+    );
+    assert!(answer.lines().count() < 25, "{answer}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn strings_from_the_bundle_are_escaped() {
     let dir = bundle("hostile", |p| {

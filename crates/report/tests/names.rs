@@ -337,8 +337,14 @@ fn the_html_report_draws_each_names_p99_and_errors_against_load() {
         }
     }
     // The errors are the name's own share: 10 of /sleep's 50 attempts, none of /health's.
-    assert!(errors.contains("<title>sleep: 20 at 80</title>"), "{errors}");
-    assert!(errors.contains("<title>health: 0 at 80</title>"), "{errors}");
+    assert!(
+        errors.contains("<title>sleep: 20 at 80</title>"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("<title>health: 0 at 80</title>"),
+        "{errors}"
+    );
     // The knee band (50 held, 60 not) and the plan's p99 bound.
     for f in [latency, errors] {
         assert!(f.contains(">knee 50–60</text>"), "{f}");

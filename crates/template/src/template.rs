@@ -440,6 +440,7 @@ impl<'a> Draw<'a> {
     }
 
     /// The same draw with a session's variables.
+    #[must_use]
     pub fn with_vars(self, vars: &'a [Box<str>]) -> Draw<'a> {
         Draw {
             vars: Some(vars),

@@ -82,7 +82,7 @@ impl Cpu {
 pub enum Saturation {
     /// Latency grew with the send time (resolved): a queue built up.
     QueueGrew {
-        /// Latency added per second of load, ms.
+        /// Latency added per second of the step, ms.
         slope_ms_per_s: f64,
     },
     /// The service time's median rose above its floor: requests waited inside the server.
@@ -113,7 +113,7 @@ impl Saturation {
     pub fn describe(&self) -> String {
         match self {
             Saturation::QueueGrew { slope_ms_per_s } => format!(
-                "latency grew {} ms per second of load (a queue built up)",
+                "latency grew {} ms per second of the step (a queue built up)",
                 num(*slope_ms_per_s)
             ),
             Saturation::WaitedInside { p50_ms, floor_ms } => format!(
