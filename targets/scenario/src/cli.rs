@@ -51,6 +51,19 @@ struct Args {
     /// The hello.HelloService backend of the /grpc_* endpoints.
     #[arg(long, default_value = "http://127.0.0.1:50051")]
     grpc_backend: Uri,
+    /// Sessions of the /flow endpoints kept for /flow/stats; when full, a login forgets the
+    /// session that logged out first, or else the oldest. About 0.6 KiB each, 1.5 KiB at most.
+    #[arg(long, default_value_t = 200_000)]
+    flow_sessions: usize,
+    /// Page requests (/flow/page/N) served at once; the others wait in line (first come,
+    /// first served). With --flow-work-ms, pages top out at capacity / work per second: a
+    /// knee for load plans [default: no limit].
+    #[arg(long)]
+    flow_capacity: Option<usize>,
+    /// Milliseconds each /flow/page/N request holds its place (an async wait: the worker
+    /// stays free).
+    #[arg(long, default_value_t = 0)]
+    flow_work_ms: u64,
 }
 
 impl Args {
@@ -66,6 +79,9 @@ impl Args {
             mailbox: self.mailbox,
             blocking_threads: self.blocking_threads,
             grpc_backend: self.grpc_backend.clone(),
+            flow_sessions: self.flow_sessions,
+            flow_capacity: self.flow_capacity,
+            flow_work: Duration::from_millis(self.flow_work_ms),
         }
     }
 }

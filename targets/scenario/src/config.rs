@@ -84,6 +84,15 @@ pub struct Config {
     pub blocking_threads: usize,
     /// The `hello.HelloService` backend, `http://HOST:PORT`.
     pub grpc_backend: Uri,
+    /// Sessions of the `/flow` endpoints kept for `/flow/stats`; when a login finds them
+    /// all taken, the session that logged out first is forgotten (or, if none has, the
+    /// oldest). About 0.6 KiB each, 1.5 KiB at most.
+    pub flow_sessions: usize,
+    /// `/flow/page/{n}` requests served at once (`None`: no limit); the others wait in
+    /// line, first come, first served.
+    pub flow_capacity: Option<usize>,
+    /// How long each `/flow/page/{n}` request holds its place (an async wait).
+    pub flow_work: Duration,
 }
 
 impl Default for Config {
@@ -99,11 +108,14 @@ impl Default for Config {
             mailbox: 16,
             blocking_threads: 4,
             grpc_backend: Uri::from_static("http://127.0.0.1:50051"),
+            flow_sessions: 200_000,
+            flow_capacity: None,
+            flow_work: Duration::ZERO,
         }
     }
 }
 
-/// Longest `--sleep-ms` and `--actor-delay-ms`.
+/// Longest `--sleep-ms`, `--actor-delay-ms` and `--flow-work-ms`.
 const MAX_DELAY: Duration = Duration::from_secs(600);
 
 fn check<T: fmt::Display>(
@@ -146,6 +158,23 @@ impl Config {
         check("sleep-ms", ms(d), d <= MAX_DELAY, "0..=600000")?;
         let d = self.actor_delay;
         check("actor-delay-ms", ms(d), d <= MAX_DELAY, "0..=600000")?;
+        let n = self.flow_sessions;
+        check(
+            "flow-sessions",
+            n,
+            (1..=10_000_000).contains(&n),
+            "1..=10000000",
+        )?;
+        if let Some(n) = self.flow_capacity {
+            check(
+                "flow-capacity",
+                n,
+                (1..=1_000_000).contains(&n),
+                "1..=1000000",
+            )?;
+        }
+        let d = self.flow_work;
+        check("flow-work-ms", ms(d), d <= MAX_DELAY, "0..=600000")?;
         let uri = &self.grpc_backend;
         let plain_http = uri.scheme_str() == Some("http") && uri.port_u16().is_some();
         check("grpc-backend", uri, plain_http, "http://HOST:PORT")
@@ -177,12 +206,15 @@ mod tests {
     #[test]
     fn out_of_range_settings_name_their_field() {
         type Spoil = fn(&mut Config);
-        let cases: [(&str, Spoil); 6] = [
+        let cases: [(&str, Spoil); 9] = [
             ("workers", |c| c.workers = Some(0)),
             ("max-connections", |c| c.max_connections = 0),
             ("mailbox", |c| c.mailbox = 0),
             ("blocking-threads", |c| c.blocking_threads = 0),
             ("sleep-ms", |c| c.sleep = Duration::from_secs(3600)),
+            ("flow-sessions", |c| c.flow_sessions = 0),
+            ("flow-capacity", |c| c.flow_capacity = Some(0)),
+            ("flow-work-ms", |c| c.flow_work = Duration::from_secs(3600)),
             ("grpc-backend", |c| {
                 c.grpc_backend = Uri::from_static("https://example.test:443")
             }),

@@ -2,7 +2,8 @@
 //!
 //! Ten endpoints from the benchmark of documents 000 and 004 (`/health`, `/sleep`,
 //! `/f_sleep`, `/count`, `/send_wait`, `/fsend_wait`, `/send_nowait`, `/grpc_wait`,
-//! `/fgrpc_wait`, `/grpc_per`), the thread-pooled `/page` of document 003, and `/stats`.
+//! `/fgrpc_wait`, `/grpc_per`), the thread-pooled `/page` of document 003, and `/stats`;
+//! and a stateful login flow under `/flow` for load tools that drive arriving users.
 //! Each shows one way a server breaks under load: a blocked worker thread, a single slow
 //! actor, an unbounded (here: bounded and counted) mailbox, one shared client connection, a
 //! new connection per request, a thread pool too small for the load.
@@ -13,6 +14,8 @@
 //! - `actor`: the slow actor and its bounded mailbox;
 //! - `grpc`: the shared and per-request gRPC clients and their connection counts;
 //! - `pool`: the bounded blocking pool behind `/page`;
+//! - `flow`: the login → pages → logout flow, its session book and the [`FlowStats`] of
+//!   `/flow/stats`;
 //! - `stats`: request counters and the [`Stats`] document of `/stats`;
 //! - `background`: the runtimes that keep client and pool work off the actix workers.
 
@@ -21,6 +24,7 @@ pub mod config;
 
 mod actor;
 mod background;
+mod flow;
 mod grpc;
 mod pool;
 mod routes;
@@ -35,6 +39,7 @@ use actix_web::{web, App, HttpServer};
 
 pub use actor::ActorStats;
 pub use config::{Config, ConfigError, KeepAlive};
+pub use flow::{FlowPages, FlowRejections, FlowRequest, FlowSession, FlowStats, FlowTotals};
 pub use grpc::GrpcStats;
 pub use pool::PoolStats;
 pub use stats::Stats;
@@ -67,6 +72,7 @@ pub(crate) struct AppState {
     mailbox: actor::Mailbox,
     grpc: grpc::GrpcClients,
     pool: pool::BlockingPool,
+    flow: flow::Flow,
 }
 
 impl AppState {
@@ -81,6 +87,7 @@ impl AppState {
             mailbox: actor::Mailbox::start(config.actor_delay, config.mailbox),
             grpc,
             pool,
+            flow: flow::Flow::new(config),
         })
     }
 
@@ -117,6 +124,7 @@ pub async fn run(
                 service.call(request)
             })
             .configure(routes::configure)
+            .configure(flow::configure)
     })
     .max_connections(config.max_connections)
     .max_connection_rate(config.max_connection_rate)

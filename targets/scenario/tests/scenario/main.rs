@@ -7,4 +7,5 @@ mod actor;
 mod basics;
 mod blocking;
 mod cli;
+mod flow;
 mod grpc;

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loadlab_hello::Counters;
-use loadlab_target::{Config, Stats};
-use loadlab_target_common::testing::{http_get, HttpResponse, ServerThread};
+use loadlab_target::{Config, FlowStats, Stats};
+use loadlab_target_common::testing::{http_exchange, http_get, HttpResponse, ServerThread};
 
 pub use loadlab_target_common::testing::{concurrently, timed, WAIT_LIMIT};
 
@@ -51,12 +51,69 @@ impl Target {
         serde_json::from_str(&self.ok("/stats")).expect("/stats is a Stats document")
     }
 
+    /// `METHOD path` with `headers` and `body` on a new connection, closed after the reply.
+    pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        let addr = self.addr();
+        let mut request =
+            format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if !body.is_empty() || method == "POST" {
+            request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        Reply::parse(&http_exchange(addr, &request))
+    }
+
+    pub fn flow_stats(&self) -> FlowStats {
+        serde_json::from_str(&self.ok("/flow/stats")).expect("/flow/stats is a FlowStats document")
+    }
+
     pub fn addr(&self) -> std::net::SocketAddr {
         self.server.addr()
     }
 
     pub fn stop(self) -> Result<(), String> {
         self.server.stop()
+    }
+}
+
+/// Status, headers and body of an HTTP response.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    fn parse(raw: &str) -> Self {
+        let (head, body) = raw.split_once("\r\n\r\n").expect("response head");
+        let mut lines = head.split("\r\n");
+        let status = lines
+            .next()
+            .and_then(|line| line.split(' ').nth(1))
+            .and_then(|code| code.parse().ok())
+            .expect("status code");
+        let headers = lines
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+            .collect();
+        Reply {
+            status,
+            headers,
+            body: body.to_owned(),
+        }
+    }
+
+    /// The first header called `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, value)| value.as_str())
     }
 }
 
