@@ -209,6 +209,9 @@ pub struct WorkerTotals {
     pub last_completion_ns: u64,
     /// Measured arrivals never sent (open loop).
     pub unsent: Unsent,
+    /// Open loop: measured arrivals intended inside the window but released at or after
+    /// its end (the load that slipped out of the window by loadlab's lateness).
+    pub sent_after_end: u64,
     /// This worker thread's CPU seconds (user + system).
     pub thread_cpu_seconds: f64,
     /// Wall seconds the worker thread was running its load.
@@ -238,6 +241,7 @@ impl WorkerTotals {
             server_close_requests: 0,
             last_completion_ns: 0,
             unsent: Unsent::default(),
+            sent_after_end: 0,
             thread_cpu_seconds: 0.0,
             thread_wall_seconds: 0.0,
             names: (0..names).map(|_| NameRecord::empty()).collect(),
@@ -273,6 +277,8 @@ impl Unsent {
 pub struct Recorder {
     worker: usize,
     measure_start_ns: u64,
+    /// The end of the window arrivals are intended in ([`Recorder::set_window_end`]).
+    window_end_ns: u64,
     names: NameMap,
     totals: WorkerTotals,
     second: u64,
@@ -319,12 +325,19 @@ impl Recorder {
         Recorder {
             worker,
             measure_start_ns,
+            window_end_ns: u64::MAX,
             totals: WorkerTotals::new(names.count()),
             second: 0,
             interval: IntervalCounts::new(names.count()),
             names,
             tx,
         }
+    }
+
+    /// The end of the window arrivals are intended in (open loop): an arrival released at
+    /// or after it counts in [`WorkerTotals::sent_after_end`].
+    pub fn set_window_end(&mut self, end_ns: u64) {
+        self.window_end_ns = end_ns;
     }
 
     /// Whether a request intended at `intended_ns` is measured (not warm-up).
@@ -489,6 +502,9 @@ impl Recorder {
             self.totals
                 .lag
                 .saturating_record(us(released_ns.saturating_sub(intended_ns)));
+            if intended_ns < self.window_end_ns && released_ns >= self.window_end_ns {
+                self.totals.sent_after_end += 1;
+            }
         }
     }
 
@@ -598,6 +614,22 @@ mod tests {
             (reports[1].second, reports[1].errors, reports[1].next_second),
             (1, 1, u64::MAX)
         );
+    }
+
+    #[test]
+    fn arrivals_released_after_the_window_are_counted_once_each() {
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let ms = 1_000_000;
+        let mut r = Recorder::new(0, 1_000 * ms, tx, NameMap::default());
+        r.set_window_end(3_000 * ms);
+        r.lag(900 * ms, 3_100 * ms); // warm-up: not measured
+        r.lag(2_000 * ms, 2_010 * ms); // late, inside the window
+        r.lag(2_990 * ms, 2_999 * ms); // late, still inside
+        r.lag(2_995 * ms, 3_000 * ms); // released at the end: outside
+        r.lag(2_999 * ms, 3_020 * ms); // slipped out
+        let t = r.finish();
+        assert_eq!(t.sent_after_end, 2);
+        assert_eq!(t.lag.len(), 4);
     }
 
     #[test]

@@ -344,6 +344,11 @@ pub struct RunResult {
     /// full. Not errors of the server: a run with any is generator-limited.
     #[serde(default)]
     pub unsent: u64,
+    /// Open loop: measured arrivals intended inside the window that loadlab released only
+    /// after its end, late: load planned for the step that the server did not see in it.
+    /// `null` in closed loop and in results of a loadlab that did not count them.
+    #[serde(default)]
+    pub sent_after_window: Option<u64>,
     /// The generator, not the server, may have limited this run.
     pub generator_limited: bool,
     /// Why `generator_limited` is set.
@@ -557,6 +562,10 @@ pub struct Merged {
     /// Open loop: measured arrivals never sent.
     #[serde(default)]
     pub unsent: crate::recorder::Unsent,
+    /// Open loop: measured arrivals intended inside the window and released after its end
+    /// (`None` from a loadlab that did not count them).
+    #[serde(default)]
+    pub sent_after_end: Option<u64>,
     /// CPU utilization of each worker thread.
     pub worker_cpu: Vec<f64>,
     /// Per request name, in the run's order of names (empty when its requests are not
@@ -684,6 +693,7 @@ impl Merged {
             server_close_requests: 0,
             last_completion_ns: 0,
             unsent: crate::recorder::Unsent::default(),
+            sent_after_end: Some(0),
             worker_cpu: Vec::new(),
             names: Vec::new(),
         }
@@ -721,6 +731,10 @@ impl Merged {
         self.server_close_requests += o.server_close_requests;
         self.last_completion_ns = self.last_completion_ns.max(o.last_completion_ns);
         self.unsent.add(o.unsent);
+        self.sent_after_end = self
+            .sent_after_end
+            .zip(o.sent_after_end)
+            .map(|(a, b)| a + b);
         self.worker_cpu.extend_from_slice(&o.worker_cpu);
         if self.names.is_empty() {
             self.names = o.names.clone();
@@ -763,6 +777,7 @@ pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
             server_close_requests: w.server_close_requests,
             last_completion_ns: w.last_completion_ns,
             unsent: w.unsent,
+            sent_after_end: Some(w.sent_after_end),
             worker_cpu: vec![if w.thread_wall_seconds > 0.0 {
                 (w.thread_cpu_seconds / w.thread_wall_seconds).min(1.0)
             } else {

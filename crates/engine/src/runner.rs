@@ -542,6 +542,10 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         requests_per_server_close: (m.server_closes > 0)
             .then(|| m.server_close_requests as f64 / m.server_closes as f64),
         unsent: m.unsent.total(),
+        sent_after_window: match shape.load {
+            LoadModel::Open { .. } => m.sent_after_end,
+            LoadModel::Closed => None,
+        },
         generator_limited: !generator_notes.is_empty(),
         generator_notes,
         generator_cpu_seconds: ms.cpu_seconds,

@@ -120,7 +120,8 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     let traffic = plan.cfg.traffic.clone();
     let seed = plan.cfg.seed;
     let names = traffic.as_ref().map(|t| t.name_map()).unwrap_or_default();
-    let recorder = Recorder::new(plan.index, plan.window.measure_start_ns, plan.tx, names);
+    let mut recorder = Recorder::new(plan.index, plan.window.measure_start_ns, plan.tx, names);
+    recorder.set_window_end(plan.window.end_ns);
     let ctx = Rc::new(Ctx {
         h2_pool: (0..plan.h2_connections)
             .map(|_| Rc::new(H2Conn::default()))

@@ -310,11 +310,12 @@ fn server_clauses(
 /// was CPU-bound, no agent lost) still judges the server when the lateness could not have
 /// changed the verdict. Every send left within the schedule's worst lag `L` of its
 /// intended instant, so:
-/// - the load was offered as planned but for the arrivals of the window's last `L`, which
-///   slipped past its end: when every clause held, the step is sustained if `L` is within
-///   the throughput clause's tolerance, `(1 − min_achieved_ratio) × window` (open loop);
-///   lateness only made latency look worse (it counts from the intended send time) and the
-///   arrivals burstier, never the load lighter;
+/// - the load was offered as planned but for the arrivals released after the window's
+///   end: when every clause held, the step is sustained if their share is within the
+///   throughput clause's tolerance, `1 − min_achieved_ratio` (open loop). The engine counts
+///   them (`sent_after_window`); a result without the count is bounded by the arrivals of
+///   the window's last `L`, `L / window`. Lateness only made latency look worse (it counts
+///   from the intended send time) and the arrivals burstier, never the load lighter;
 /// - when clauses failed, each must be far beyond what `L` can cause: latency — the
 ///   responses slower than the bound plus `L` still resolve above 1 %; throughput — the
 ///   server fell behind by `(1 − pace) × window`, at least ten times `L`; errors — `L` is
@@ -347,16 +348,36 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
     let window_ms = r.duration_s * 1000.0;
     if server.is_empty() {
         let tolerance = 1.0 - slo.min_achieved_ratio;
-        let slipped = lag_ms / window_ms;
+        // The arrivals released after the window's end, as counted; without the count (an
+        // older result), those intended in its last `L` at most.
+        let planned = r.offered_rps.unwrap_or(0.0) * r.duration_s;
+        let (slipped, how) = match r.sent_after_window {
+            Some(n) if planned >= 1.0 => {
+                let f = n as f64 / planned;
+                let how = format!(
+                    "{n} of the step's {} arrivals ({}) were sent after its end",
+                    planned.round(),
+                    pct(f)
+                );
+                (f, how)
+            }
+            _ => {
+                let f = lag_ms / window_ms;
+                let how = format!(
+                    "at most {} of the step's arrivals slipped past its end",
+                    pct(f)
+                );
+                (f, how)
+            }
+        };
         return (r.offered_rps.is_some()
             && window_ms > 0.0
             && failed.is_empty()
             && slipped <= tolerance)
             .then(|| {
                 format!(
-                    "{lag}: at most {} of the step's arrivals slipped past its end, within the {} \
-                     the throughput clause allows; every clause held with the load offered",
-                    pct(slipped),
+                    "{lag}: {how}, within the {} the throughput clause allows; every clause held \
+                     with the load offered",
                     pct(tolerance)
                 )
             });

@@ -107,6 +107,33 @@ fn a_healthy_step_with_a_little_lag_is_sustained_and_with_much_it_is_not() {
 }
 
 #[test]
+fn the_arrivals_counted_after_the_window_decide_a_healthy_step_not_the_worst_lag() {
+    // /health at 800 req/s held every clause. Its worst send was 5 % of the window late, so
+    // without a count up to 5 % of the load may have slipped out (generator-limited); the
+    // engine counted how many did.
+    let h = step("backlog=16,workers=2", "health", 800.0);
+    let window_ms = h.result.duration_s * 1000.0;
+    let planned = h.result.offered_rps.unwrap() * h.result.duration_s;
+    let mut r = lagging(&h, 1.5, 0.05 * window_ms);
+    // A few of them: the load was offered as planned.
+    r.sent_after_window = Some(3);
+    let v = judge(&r, &SLO, false);
+    assert!(v.sustained, "{v:?}");
+    let why = v.generator_excused.expect("the lag is named");
+    assert!(
+        why.contains(&format!("3 of the step's {} arrivals (", planned.round()))
+            && why.contains("were sent after its end, within the 2.0 %"),
+        "{why}"
+    );
+    // 3 % of them: more than the throughput clause allows may never have been offered.
+    r.sent_after_window = Some((0.03 * planned).ceil() as u64);
+    assert_eq!(judge(&r, &SLO, false).limits, vec![Limit::GeneratorLimited]);
+    // Closed loop, or an older result: no count, the worst lag bounds it (5 %: too much).
+    r.sent_after_window = None;
+    assert_eq!(judge(&r, &SLO, false).limits, vec![Limit::GeneratorLimited]);
+}
+
+#[test]
 fn a_bound_on_another_percentile_is_judged_on_its_own_share() {
     use loadlab_lab::plan::PercentileBound;
     // /health at 800 req/s held p99 < 1 s easily; its median is a fraction of a millisecond.
