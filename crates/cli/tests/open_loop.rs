@@ -106,7 +106,11 @@ fn achieved_counts_responses_that_land_after_the_window() {
         "achieved {achieved} of 20 offered"
     );
     // Open loop counts the arrivals released after the window's end (the verdicts read it).
-    assert!(j["sent_after_window"].is_u64(), "{}", j["sent_after_window"]);
+    assert!(
+        j["sent_after_window"].is_u64(),
+        "{}",
+        j["sent_after_window"]
+    );
 }
 
 /// A saturated server (two connections, 100 ms each: 20 req/s) offered 40 req/s achieves

@@ -112,7 +112,26 @@ pub fn pct_precise(x: f64) -> String {
     }
 }
 
-/// A fraction as a whole percentage (`42 %`).
+/// A fraction as a whole percentage (`42 %`); a share above zero that would round to
+/// `0 %` reads `< 1 %`.
 pub fn pct_whole(x: f64) -> String {
-    format!("{:.0} %", 100.0 * x)
+    let p = 100.0 * x;
+    if p > 0.0 && p < 0.5 {
+        "< 1 %".to_string()
+    } else {
+        format!("{:.0} %", p.round())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_percentage_never_reads_zero_for_a_share_above_zero() {
+        assert_eq!(pct_whole(0.0), "0 %");
+        assert_eq!(pct_whole(0.004), "< 1 %");
+        assert_eq!(pct_whole(0.005), "1 %");
+        assert_eq!(pct_whole(0.42), "42 %");
+    }
 }
