@@ -484,11 +484,16 @@ fn a_node_event_loop_is_named_as_one_thread_with_the_cpus_half_idle() {
     assert!(lo >= 200.0 && hi <= 600.0, "knee between {lo} and {hi}");
     let f = first_finding(&d);
     assert_eq!(f["bottleneck"], "thread_bound", "{d}");
+    // The loop ran (or waited to run) nearly all the time, doing nearly all the process's
+    // work, while the process used under 90 % of its two CPUs.
+    let figure = |k: &str| f["figures"][k].as_f64().unwrap();
+    let (thread, waited) = (figure("busiest_thread_cpu"), figure("busiest_thread_wait"));
+    let process = figure("utilization") * figure("cpus");
     assert!(
-        f["figures"]["busiest_thread_cpu"].as_f64().unwrap() >= 0.9,
+        thread + waited >= 0.9 || (thread >= 0.8 && thread >= 0.9 * process),
         "{f}"
     );
-    assert!(f["figures"]["utilization"].as_f64().unwrap() < 0.9, "{f}");
+    assert!(figure("utilization") < 0.9, "{f}");
     assert!(
         f["evidence"]
             .as_str()
