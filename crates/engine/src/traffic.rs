@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use loadlab_template::{Cursor, Data, Draw, Generator, Order, Origin, Slot, Template};
 
+use crate::config::error::{value_err, ConfigError, Field};
 use crate::config::traffic::{MixOrder, NamedRequest, Traffic as Spec, MAX_NAMES, MAX_REQUESTS};
-use crate::config::validate::{value_err, ConfigError, Field};
 use crate::config::values::parse_header;
 use crate::recorder::{NameMap, Planned};
 

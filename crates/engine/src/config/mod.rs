@@ -6,8 +6,10 @@
 //! - [`values`]: durations, CPU lists, source addresses and headers, each with one parser.
 //! - [`traffic`]: requests that vary ([`traffic::Traffic`]): templates, data rows and a
 //!   list of named requests, as described.
-//! - [`validate`]: [`Workload::validate`] and [`ConfigError`].
+//! - [`validate`]: every field checked once, in [`Workload::validate`].
+//! - [`error`]: the [`Field`] at fault and the [`ConfigError`] naming it.
 
+pub mod error;
 pub mod traffic;
 pub mod validate;
 pub mod values;
@@ -19,8 +21,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use error::{ConfigError, Field};
 pub use loadlab_grpc::GrpcCall;
-pub use validate::{ConfigError, Field};
 pub use values::{parse_duration, CpuList, SourceAddrs};
 pub use workload::{
     ClientCertPem, CloseBy, Request, Transport, TransportFlags, Workload, MAX_CONNECTIONS,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::validate::{value_err, ConfigError, Field};
+use super::error::{value_err, ConfigError, Field};
 use super::values::{duration_text, opt_duration_text, CpuList, SourceAddrs};
 use super::{GrpcCall, LoadModel, Protocol};
 
