@@ -222,37 +222,6 @@ impl<'de> Deserialize<'de> for ErrorCounts {
     }
 }
 
-/// Classifies an `h2` error.
-pub(crate) fn from_h2(err: &h2::Error, connecting: bool) -> ErrorClass {
-    if let Some(io) = err.get_io() {
-        return ErrorClass::from_io(io, connecting);
-    }
-    // A frame the server got wrong (too large, undecodable headers, a flow-control breach,
-    // a flood of CONTINUATION frames):
-    // h2 closes the connection itself; that is the server's malformed reply, not a reset.
-    if err.is_library()
-        && matches!(
-            err.reason(),
-            Some(
-                h2::Reason::PROTOCOL_ERROR
-                    | h2::Reason::FRAME_SIZE_ERROR
-                    | h2::Reason::COMPRESSION_ERROR
-                    | h2::Reason::FLOW_CONTROL_ERROR
-                    | h2::Reason::ENHANCE_YOUR_CALM
-            )
-        )
-    {
-        return ErrorClass::MalformedResponse;
-    }
-    if err.is_go_away() || err.is_reset() {
-        return ErrorClass::StreamReset;
-    }
-    if err.is_remote() || err.reason() == Some(h2::Reason::PROTOCOL_ERROR) {
-        return ErrorClass::MalformedResponse;
-    }
-    ErrorClass::Other
-}
-
 fn is_tls_error(err: &io::Error) -> bool {
     err.get_ref()
         .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())

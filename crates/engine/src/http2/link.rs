@@ -11,8 +11,10 @@ use loadlab_grpc::frame::FrameScan;
 use loadlab_grpc::GrpcStatus;
 use tokio::time::Instant;
 
-use super::{ConnState, GoAwayWatch, H2Conn, H2Request, Live, Slot, Template, TimeoutCache};
-use crate::error::{from_h2, ErrorClass};
+use super::{
+    from_h2, ConnState, GoAwayWatch, H2Conn, H2Request, Live, Slot, Template, TimeoutCache,
+};
+use crate::error::ErrorClass;
 use crate::recorder::Planned;
 use crate::transport::{Io, Varying, MAX_RESENDS};
 

@@ -33,6 +33,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
 use crate::config::{Protocol, RunConfig, Scheme};
+use crate::error::ErrorClass;
 
 /// The largest response header block accepted (decoded, as HTTP/2 counts it).
 pub const MAX_HEADER_LIST: u32 = 256 << 10;
@@ -557,6 +558,38 @@ pub struct Slot {
     pub conn: Rc<H2Conn>,
     /// Cached live connection.
     pub cached: Option<Live>,
+}
+
+/// Classifies an `h2` error: the transport's I/O errors as any connection's, a frame the
+/// server got wrong as its malformed reply, GOAWAY and RST_STREAM as a stream reset.
+pub(crate) fn from_h2(err: &h2::Error, connecting: bool) -> ErrorClass {
+    if let Some(io) = err.get_io() {
+        return ErrorClass::from_io(io, connecting);
+    }
+    // A frame the server got wrong (too large, undecodable headers, a flow-control breach,
+    // a flood of CONTINUATION frames):
+    // h2 closes the connection itself; that is the server's malformed reply, not a reset.
+    if err.is_library()
+        && matches!(
+            err.reason(),
+            Some(
+                h2::Reason::PROTOCOL_ERROR
+                    | h2::Reason::FRAME_SIZE_ERROR
+                    | h2::Reason::COMPRESSION_ERROR
+                    | h2::Reason::FLOW_CONTROL_ERROR
+                    | h2::Reason::ENHANCE_YOUR_CALM
+            )
+        )
+    {
+        return ErrorClass::MalformedResponse;
+    }
+    if err.is_go_away() || err.is_reset() {
+        return ErrorClass::StreamReset;
+    }
+    if err.is_remote() || err.reason() == Some(h2::Reason::PROTOCOL_ERROR) {
+        return ErrorClass::MalformedResponse;
+    }
+    ErrorClass::Other
 }
 
 #[cfg(test)]
