@@ -51,10 +51,12 @@ fn knee_of(bundle: &Path) -> ([f64; 2], Value) {
     )
 }
 
-/// The search ended on loadlab's own limit, with no knee range measured.
+/// The search ended on loadlab's own limit, with no knee range measured, or loadlab's limit
+/// stopped its narrowing inside the range (not narrowed to its precision).
 fn generator_limited(bundle: &Path) -> bool {
     let configs = lines(&bundle.join("configs.jsonl"));
-    configs[0]["knees"][0]["outcome"]["limited_by"] == "generator_limited"
+    let o = &configs[0]["knees"][0]["outcome"];
+    o["limited_by"] == "generator_limited" || !o["stopped"].is_null()
 }
 
 /// The first finding that is the server's (loadlab's own lateness excepted).
