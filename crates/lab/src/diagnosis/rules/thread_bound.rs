@@ -13,14 +13,6 @@ pub(super) const RULE: Rule = Rule {
     check,
 };
 
-/// A thread that ran at least this fraction of the time while doing nearly all of its
-/// process's work ([`ALONE`]) is the limit even below [`CPU_BOUND`]: a step's edges and the
-/// sampling between probes dilute a saturated event loop's figure by a few percent (89 %
-/// measured for a Node.js loop at its knee).
-const NEARLY_BOUND: f64 = 0.8;
-/// The share of its process's CPU time such a thread did.
-const ALONE: f64 = 0.9;
-
 fn check(e: &Evidence<'_>) -> Check {
     let (Some(cpu), Some(p)) = (&e.cpu, e.probes()) else {
         return Check::NoEvidence("the target's CPU (not probed)".into());
@@ -30,9 +22,6 @@ fn check(e: &Evidence<'_>) -> Check {
     };
     let waited = p.delta.busiest_thread_wait.unwrap_or(0.0);
     let name = p.delta.busiest_thread.as_deref().unwrap_or("?");
-    // What the thread wanted: its CPU, or waited for it behind other threads (a thread
-    // that could run all the time is the limit even when it shares its CPU).
-    let demand = (used + waited).min(1.0);
     let starved = used < CPU_BOUND && waited >= STARVED;
     let words = format!(
         "its busiest thread (`{name}`) used {} of one CPU{} while the process used {} of its {}",
@@ -45,9 +34,9 @@ fn check(e: &Evidence<'_>) -> Check {
         pct(cpu.util()),
         cpu.cpus_words()
     );
-    let process_cpus = cpu.util() * cpu.cpus;
-    let alone = used >= NEARLY_BOUND && process_cpus > 0.0 && used >= ALONE * process_cpus;
-    if (demand < CPU_BOUND && !alone)
+    // What the thread wanted (its CPU, or waited for it behind other threads: a thread that
+    // could run all the time is the limit even when it shares its CPU), as every rule reads it.
+    if e.busy_thread().is_none()
         || cpu.cpus < 1.5
         || cpu.util() >= CPU_BOUND
         || !e.failed_on_the_server()
