@@ -200,19 +200,7 @@ impl Template {
         origin: &Origin,
         data: Option<&Data>,
     ) -> Result<Template, TemplateError> {
-        let template = Parser {
-            text,
-            slot,
-            origin,
-            columns: data.map_or(&[], Data::columns),
-            vars: &[],
-            data_file: data.map(Data::file),
-        }
-        .run()?;
-        if let Some(data) = data {
-            template.check_data(data)?;
-        }
-        Ok(template)
+        Template::compile_session(text, slot, origin, data, &[])
     }
 
     /// A template of fixed bytes (no parsing).
