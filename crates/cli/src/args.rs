@@ -595,6 +595,25 @@ pub struct TrafficArgs {
         help_heading = "Requests that vary"
     )]
     pub targets_order: loadlab_engine::config::traffic::MixOrder,
+    /// Load as users: a flow file (TOML) of named steps sent in order by each session, with
+    /// think times, `extract` rules that take values from responses into `${variables}`,
+    /// a cookie jar per session and `loop = N`. The rate then counts sessions started per
+    /// second (closed loop: --connections users); results are kept per step and per
+    /// session. See docs/src/flows.md.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "targets",
+        help_heading = "Requests that vary"
+    )]
+    pub flow: Option<PathBuf>,
+}
+
+/// Reads a flow file: TOML, as `[[scenario]] flow` tables are written.
+pub fn read_flow(path: &std::path::Path) -> anyhow::Result<loadlab_session::Flow> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("--flow {}: cannot read it: {e}", path.display()))?;
+    toml::from_str(&text).map_err(|e| anyhow::anyhow!("--flow {}: {e}", path.display()))
 }
 
 fn parse_data_order(s: &str) -> Result<loadlab_engine::config::traffic::DataOrder, String> {
@@ -624,11 +643,16 @@ impl TrafficArgs {
                 .collect(),
             None => Vec::new(),
         };
+        let flow = match &self.flow {
+            Some(p) => Some(read_flow(p)?),
+            None => None,
+        };
         Ok(Traffic {
             requests,
             order: self.targets_order,
             data,
             data_order: self.data_order,
+            flow,
             ..Traffic::default()
         })
     }

@@ -39,13 +39,16 @@ pub enum ErrorClass {
     /// gRPC: the call ended with a status other than OK (counted per code in
     /// `grpc_status`), including DEADLINE_EXCEEDED when the client's deadline passed.
     GrpcStatus,
+    /// A session's extract rule found no value in a response (the response itself may be a
+    /// success); it ends the session.
+    ExtractFailed,
     /// Any other I/O failure.
     Other,
 }
 
 impl ErrorClass {
     /// Every class, in the order results list them.
-    pub const ALL: [ErrorClass; 14] = [
+    pub const ALL: [ErrorClass; 15] = [
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
         ErrorClass::ConnectionReset,
@@ -59,6 +62,7 @@ impl ErrorClass {
         ErrorClass::TlsHandshake,
         ErrorClass::StreamReset,
         ErrorClass::GrpcStatus,
+        ErrorClass::ExtractFailed,
         ErrorClass::Other,
     ];
     /// Number of classes.
@@ -85,6 +89,7 @@ impl ErrorClass {
             ErrorClass::TlsHandshake => "tls_handshake",
             ErrorClass::StreamReset => "stream_reset",
             ErrorClass::GrpcStatus => "grpc_status",
+            ErrorClass::ExtractFailed => "extract_failed",
             ErrorClass::Other => "other",
         }
     }
@@ -112,6 +117,7 @@ impl ErrorClass {
                 "HTTP/2 stream reset or connection closed (RST_STREAM/GOAWAY)"
             }
             ErrorClass::GrpcStatus => "gRPC status other than OK",
+            ErrorClass::ExtractFailed => "a session's extract rule found no value",
             ErrorClass::Other => "other I/O error",
         }
     }

@@ -10,6 +10,8 @@
 //!   unary calls, streams multiplexed over shared connections.
 //! - [`traffic`]: requests that vary, compiled: templates, data rows, a list of named
 //!   requests in proportion to their weights, and what each request draws.
+//! - [`session`]: user sessions of a flow: steps in order with think times, extract rules
+//!   and a cookie jar, on a connection of their own.
 //! - [`worker`]: one single-threaded event loop per thread, one request loop for every
 //!   load model.
 //! - [`recorder`]: per-worker HdrHistograms and per-second interval reports.
@@ -41,6 +43,7 @@ pub mod recorder;
 pub mod result;
 pub mod runner;
 pub mod schedule;
+pub mod session;
 pub mod stats;
 pub mod summary;
 pub mod traffic;

@@ -218,6 +218,8 @@ pub struct WorkerTotals {
     pub thread_wall_seconds: f64,
     /// Per request name (empty when the run's requests are not named).
     pub names: Vec<NameRecord>,
+    /// A flow's sessions (`None`: independent requests).
+    pub sessions: Option<crate::session::SessionTotals>,
 }
 
 impl WorkerTotals {
@@ -245,6 +247,7 @@ impl WorkerTotals {
             thread_cpu_seconds: 0.0,
             thread_wall_seconds: 0.0,
             names: (0..names).map(|_| NameRecord::empty()).collect(),
+            sessions: None,
         }
     }
 }
@@ -338,6 +341,65 @@ impl Recorder {
     /// or after it counts in [`WorkerTotals::sent_after_end`].
     pub fn set_window_end(&mut self, end_ns: u64) {
         self.window_end_ns = end_ns;
+    }
+
+    /// Counts sessions of a flow of `steps` steps (as written).
+    pub fn count_sessions(&mut self, steps: usize) {
+        self.totals.sessions = Some(crate::session::SessionTotals::new(steps));
+    }
+
+    /// A measured session started.
+    pub fn session_started(&mut self) {
+        if let Some(s) = &mut self.totals.sessions {
+            s.started += 1;
+        }
+    }
+
+    /// An arrival intended at `intended_ns` found every session loop busy.
+    pub fn session_waited(&mut self, intended_ns: u64) {
+        if !self.measured(intended_ns) {
+            return;
+        }
+        if let Some(s) = &mut self.totals.sessions {
+            s.waited_for_loop += 1;
+        }
+    }
+
+    /// A measured session ended.
+    pub fn session_ended(&mut self, ended: crate::session::Ended) {
+        use crate::session::Ended;
+        let Some(s) = &mut self.totals.sessions else {
+            return;
+        };
+        match ended {
+            Ended::Completed {
+                duration_ns,
+                active_ns,
+            } => {
+                s.completed += 1;
+                s.duration.saturating_record(us(duration_ns));
+                s.active.saturating_record(us(active_ns));
+            }
+            Ended::Aborted(step) => {
+                if let Some(n) = s.aborted_by_step.get_mut(step) {
+                    *n += 1;
+                }
+            }
+            Ended::Running => s.running_at_end += 1,
+        }
+    }
+
+    /// A response of status `status` that fails for a reason of the client's checks (an
+    /// extract rule found nothing): counted as a response and as a failure of `class`.
+    pub fn failed_response(
+        &mut self,
+        p: Planned,
+        sent_ns: u64,
+        done_ns: u64,
+        status: u16,
+        class: ErrorClass,
+    ) {
+        self.reply(p, sent_ns, done_ns, status, Some(class));
     }
 
     /// Whether a request intended at `intended_ns` is measured (not warm-up).

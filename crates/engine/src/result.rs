@@ -377,6 +377,95 @@ pub struct RunResult {
     /// own figures, in the order of the list. Its counts add up to the whole's exactly.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_name: Vec<NameResult>,
+    /// A flow: its sessions (the rate, `offered_rps`, then counts sessions started per
+    /// second, and `by_name` holds its steps). Absent for independent requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionsResult>,
+}
+
+/// A flow's sessions over a run: those that started in the measured window.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SessionsResult {
+    /// Requests one complete session sends.
+    pub requests_per_session: u64,
+    /// Sessions started.
+    pub started: u64,
+    /// Sessions that sent every step and had every response.
+    pub completed: u64,
+    /// Completed sessions per second of the window.
+    pub completed_per_s: f64,
+    /// Sessions ended by a failed request (no response, a 4xx or 5xx, or an extract rule
+    /// that found nothing).
+    pub aborted: u64,
+    /// Aborted sessions by the step that failed, steps as written (those with none left
+    /// out); why each step failed is in its `by_name` errors.
+    pub aborted_by_step: Vec<StepAborts>,
+    /// Sessions whose next step was due after the window (or the run was interrupted).
+    pub running_at_end: u64,
+    /// Open loop: arriving sessions that waited for a free session loop (the generator's
+    /// pool ceiling, not the server).
+    pub waited_for_loop: u64,
+    /// Completed sessions, first intended send to last response, think times included, ms.
+    pub duration_ms: LatencyStats,
+    /// Completed sessions' time waiting for responses, think times left out, ms.
+    pub active_ms: LatencyStats,
+    /// The two as histograms (µs), encoded as the others are.
+    pub duration_histogram: String,
+    /// See `duration_histogram`.
+    pub active_histogram: String,
+}
+
+/// Sessions a step ended.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StepAborts {
+    /// The step's name.
+    pub step: String,
+    /// Sessions it ended.
+    pub sessions: u64,
+}
+
+impl SessionsResult {
+    /// The result of merged session counts, over a window of `window_s` seconds.
+    pub fn of(
+        s: &crate::session::SessionTotals,
+        shape: &crate::runner::RunShape,
+        window_s: f64,
+    ) -> SessionsResult {
+        let names = shape.traffic.as_ref().map(|t| &t.names);
+        SessionsResult {
+            requests_per_session: shape
+                .traffic
+                .as_ref()
+                .and_then(|t| t.requests_per_session)
+                .unwrap_or(0),
+            started: s.started,
+            completed: s.completed,
+            completed_per_s: if window_s > 0.0 {
+                s.completed as f64 / window_s
+            } else {
+                0.0
+            },
+            aborted: s.aborted(),
+            aborted_by_step: s
+                .aborted_by_step
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(i, &n)| StepAborts {
+                    step: names
+                        .and_then(|n| n.get(i))
+                        .map_or_else(|| format!("step {}", i + 1), |(name, _)| name.clone()),
+                    sessions: n,
+                })
+                .collect(),
+            running_at_end: s.running_at_end,
+            waited_for_loop: s.waited_for_loop,
+            duration_ms: LatencyStats::from_histogram(&s.duration),
+            active_ms: LatencyStats::from_histogram(&s.active),
+            duration_histogram: encode_histogram(&s.duration),
+            active_histogram: encode_histogram(&s.active),
+        }
+    }
 }
 
 /// Requests attempted: `responses` plus the `failures` that had no response (a 4xx or
@@ -572,6 +661,9 @@ pub struct Merged {
     /// named).
     #[serde(default)]
     pub names: Vec<NameRecord>,
+    /// A flow's sessions (`None`: independent requests).
+    #[serde(default)]
+    pub sessions: Option<crate::session::SessionTotals>,
 }
 
 /// One request name's part of a record (a run of named requests: a targets file, or a plan
@@ -657,15 +749,15 @@ impl NameRecord {
 }
 
 /// A histogram as JSON text, in the result format's encoding.
-mod histogram_text {
+pub(crate) mod histogram_text {
     use hdrhistogram::Histogram;
     use serde::{de::Error as _, Deserialize, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&super::encode_histogram(h))
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
         let text = String::deserialize(d)?;
         super::decode_histogram(&text).map_err(D::Error::custom)
     }
@@ -696,6 +788,7 @@ impl Merged {
             sent_after_end: Some(0),
             worker_cpu: Vec::new(),
             names: Vec::new(),
+            sessions: None,
         }
     }
 
@@ -736,6 +829,11 @@ impl Merged {
             .zip(o.sent_after_end)
             .map(|(a, b)| a + b);
         self.worker_cpu.extend_from_slice(&o.worker_cpu);
+        match (&mut self.sessions, &o.sessions) {
+            (Some(a), Some(b)) => a.absorb(b)?,
+            (None, Some(b)) => self.sessions = Some(b.clone()),
+            (_, None) => {}
+        }
         if self.names.is_empty() {
             self.names = o.names.clone();
         } else if o.names.len() == self.names.len() {
@@ -784,6 +882,7 @@ pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
                 0.0
             }],
             names: w.names,
+            sessions: w.sessions,
         };
         // Same bounds everywhere, so adding cannot fail.
         m.absorb(&one).expect("same bounds");

@@ -210,6 +210,10 @@ pub struct TrafficShape {
     pub data: Option<(String, usize, crate::config::traffic::DataOrder)>,
     /// Notes for the reader (names merged, …).
     pub notes: Vec<String>,
+    /// A flow: the requests one complete session sends (the names are its steps, and the
+    /// run's rate counts sessions).
+    #[serde(default)]
+    pub requests_per_session: Option<u64>,
 }
 
 impl TrafficShape {
@@ -223,6 +227,7 @@ impl TrafficShape {
                 .data()
                 .map(|d| (d.file().to_string(), d.len(), t.data_order())),
             notes: t.notes.clone(),
+            requests_per_session: t.flow.as_ref().map(|f| f.requests_per_session),
         }
     }
 }
@@ -564,6 +569,13 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         },
         environment,
         agents: Vec::new(),
+        sessions: m.sessions.as_ref().map(|s| {
+            crate::result::SessionsResult::of(
+                s,
+                shape,
+                crate::achieved::window_seconds(shape.load, &m, ms.stop_reason, 0, ms.window_ns),
+            )
+        }),
         traffic,
         by_name,
     }
@@ -597,7 +609,11 @@ fn by_name(
                 name: name.clone(),
                 share: *share,
                 offered_rps: match shape.load {
-                    LoadModel::Open { rate, .. } => Some(rate * share),
+                    // A flow's rate counts sessions: a step is offered as often per second
+                    // as sessions start times its turns in one session.
+                    LoadModel::Open { rate, .. } => {
+                        Some(rate * share * t.requests_per_session.unwrap_or(1) as f64)
+                    }
                     LoadModel::Closed => None,
                 },
                 requests: n.responses,
@@ -761,6 +777,14 @@ fn generator_notes(m: &Merged, lag: &LagStats) -> Vec<String> {
              (a rate this machine cannot generate); add --threads or cores, lower --rate, or spread \
              the load with --agents",
             m.unsent.late
+        ));
+    }
+    if let Some(s) = m.sessions.as_ref().filter(|s| s.waited_for_loop > 0) {
+        notes.push(format!(
+            "{} arriving sessions waited for a free session loop: every one of --max-connections \
+             was busy with a session (sending or thinking); raise --max-connections above the \
+             sessions in progress (rate × session duration)",
+            s.waited_for_loop
         ));
     }
     if m.unsent.queue_full > 0 {

@@ -102,13 +102,22 @@ fn traffic_lines(out: &mut String, r: &RunResult) {
         );
     }
     if !r.by_name.is_empty() {
-        let _ = writeln!(
-            out,
-            "  by name         {} requests of {} kinds, {}:",
-            r.by_name.iter().map(|n| n.attempts()).sum::<u64>(),
-            t.requests,
-            t.order.name()
-        );
+        if r.sessions.is_some() {
+            let _ = writeln!(
+                out,
+                "  by step         {} requests of {} steps (shares: turns per session):",
+                r.by_name.iter().map(|n| n.attempts()).sum::<u64>(),
+                t.requests
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  by name         {} requests of {} kinds, {}:",
+                r.by_name.iter().map(|n| n.attempts()).sum::<u64>(),
+                t.requests,
+                t.order.name()
+            );
+        }
         let width = r
             .by_name
             .iter()
@@ -144,22 +153,84 @@ fn traffic_lines(out: &mut String, r: &RunResult) {
     }
 }
 
+/// A flow's sessions: how many started, completed, failed (by step) and were still running,
+/// and how long they took with and without think time.
+fn session_lines(out: &mut String, r: &RunResult) {
+    let Some(s) = &r.sessions else {
+        return;
+    };
+    let offered = r
+        .offered_rps
+        .map(|o| format!(" of {o} started per second"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "  sessions        {} started, {} completed ({:.1}/s{offered}), {} aborted, {} still running at the end",
+        s.started, s.completed, s.completed_per_s, s.aborted, s.running_at_end
+    );
+    if !s.aborted_by_step.is_empty() {
+        let by: Vec<String> = s
+            .aborted_by_step
+            .iter()
+            .map(|a| {
+                let why = r
+                    .by_name
+                    .iter()
+                    .find(|n| n.name == a.step)
+                    .map(|n| {
+                        n.errors
+                            .iter()
+                            .filter(|&(_, k)| k > 0)
+                            .map(|(c, k)| format!("{} {k}", c.name()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                format!("{} {} ({why})", a.step, a.sessions)
+            })
+            .collect();
+        let _ = writeln!(out, "  aborted by      {}", by.join("; "));
+    }
+    if s.duration_ms.count > 0 {
+        let _ = writeln!(
+            out,
+            "  session time    with think time p50 {}  p99 {}; waiting for responses only p50 {}  p99 {}",
+            ms(s.duration_ms.p50),
+            ms(s.duration_ms.p99),
+            ms(s.active_ms.p50),
+            ms(s.active_ms.p99)
+        );
+    }
+}
+
 /// Renders the summary of a run.
 pub fn render(r: &RunResult) -> String {
     let mut out = String::new();
-    let model = match r.offered_rps {
-        Some(rate) => format!(
+    let model = match (r.offered_rps, &r.sessions) {
+        (Some(rate), Some(s)) => format!(
+            "open loop at {rate} sessions/s of {} requests each ({})",
+            s.requests_per_session,
+            match r.arrival {
+                Some(crate::config::Arrival::Poisson) => "poisson arrivals",
+                _ => "constant arrivals",
+            }
+        ),
+        (None, Some(s)) => format!(
+            "closed loop, {} users (sessions of {} requests, back to back)",
+            r.connections, s.requests_per_session
+        ),
+        (Some(rate), None) => format!(
             "open loop at {rate} req/s ({})",
             match r.arrival {
                 Some(crate::config::Arrival::Poisson) => "poisson arrivals",
                 _ => "constant arrivals",
             }
         ),
-        None if r.protocol.multiplexed() => format!(
+        (None, None) if r.protocol.multiplexed() => format!(
             "closed loop, {} streams over {} connections",
             r.concurrency, r.connections
         ),
-        None => format!("closed loop, {} connections", r.connections),
+        (None, None) => format!("closed loop, {} connections", r.connections),
     };
     let protocol = match r.protocol {
         Protocol::Http1 => "",
@@ -238,8 +309,10 @@ pub fn render(r: &RunResult) -> String {
             );
         }
     } else {
+        // A flow's rate counts sessions, not requests: its requests have no offered rate.
         let offered = r
             .offered_rps
+            .filter(|_| r.sessions.is_none())
             .map(|o| format!(" of {o} offered ({:.1} %)", 100.0 * r.achieved_rps / o))
             .unwrap_or_default();
         let _ = writeln!(
@@ -282,6 +355,7 @@ pub fn render(r: &RunResult) -> String {
     }
     counts_line(&mut out, "status codes", &r.status_codes);
     counts_line(&mut out, "gRPC status", &r.grpc_status);
+    session_lines(&mut out, r);
     traffic_lines(&mut out, r);
     if r.server_closes > 0 || r.resent_unprocessed > 0 {
         let _ = writeln!(

@@ -60,6 +60,23 @@ pub struct Traffic {
     used_up: AtomicBool,
     /// Notes for the reader (names merged, …).
     pub notes: Vec<String>,
+    /// A flow: kind `i` is the flow's step `i` (as written), and every arrival or user is a
+    /// session ([`crate::session`]). `None`: independent requests.
+    pub flow: Option<FlowPlan>,
+}
+
+/// A flow, compiled: the steps' order, think times and extract rules, and the names of the
+/// variables its templates read (in the slots [`loadlab_session::Vars::values`] fills).
+#[derive(Debug)]
+pub struct FlowPlan {
+    /// The flow as read (its steps' templates are compiled into the run's kinds).
+    pub flow: loadlab_session::Flow,
+    /// The session variables, in slot order.
+    pub vars: Vec<String>,
+    /// Whether a step's response must be kept (it has extract rules), by step id.
+    pub captures: Vec<bool>,
+    /// Requests one complete session sends (loops unrolled).
+    pub requests_per_session: u64,
 }
 
 /// What a worker keeps to draw requests: its random state and its round-robin place.
@@ -86,6 +103,9 @@ impl Traffic {
         multiplexed: bool,
     ) -> Result<Option<Traffic>, ConfigError> {
         let own_templated = own.is_templated();
+        if let Some(flow) = &spec.flow {
+            return compile_flow(spec, flow, base, multiplexed).map(Some);
+        }
         if spec.is_fixed() && !own_templated {
             return Ok(None);
         }
@@ -149,6 +169,7 @@ impl Traffic {
             seq_part: spec.seq_part,
             used_up: AtomicBool::new(false),
             notes,
+            flow: None,
         }))
     }
 
@@ -210,13 +231,34 @@ impl Traffic {
         })
     }
 
+    /// A data row for a session (`NO_ROW` without data); `None` once `unique` has used every
+    /// row.
+    #[inline]
+    pub fn pick_row(&self, w: &mut TrafficWorker) -> Option<u32> {
+        match &self.data {
+            None => Some(Planned::NO_ROW),
+            Some(data) => match data.pick(self.data_order, &self.cursor, &mut w.gen) {
+                Some(r) => Some(r as u32),
+                None => {
+                    self.used_up.store(true, Ordering::Relaxed);
+                    None
+                }
+            },
+        }
+    }
+
     /// A request that failed before it could be sent (it waited past its deadline): a kind
     /// only, so that it counts under a name; no row is used.
     #[inline]
     pub fn plan_unsent(&self, w: &mut TrafficWorker, intended: u64) -> Planned {
         Planned {
             intended,
-            kind: self.pick_kind(w),
+            // A session that never started fails at its first step.
+            kind: if self.flow.is_some() {
+                0
+            } else {
+                self.pick_kind(w)
+            },
             row: Planned::NO_ROW,
         }
     }
@@ -479,6 +521,133 @@ fn compile_named(
 }
 
 /// The path and query of `url`, a path from `/` or a URL on `base`'s server.
+/// A flow's steps as the run's kinds (kind `i` is step `i`, counted under its own name),
+/// their templates compiled with the session's variables.
+fn compile_flow(
+    spec: &Spec,
+    flow: &loadlab_session::Flow,
+    base: &Base,
+    multiplexed: bool,
+) -> Result<Traffic, ConfigError> {
+    if multiplexed {
+        return Err(value_err(
+            Field::Flow,
+            "over HTTP/2 or gRPC",
+            "flows over HTTP/1.1 (a session keeps its own connection and cookies)",
+        ));
+    }
+    if !spec.requests.is_empty() {
+        return Err(value_err(
+            Field::Flow,
+            "with a list of requests",
+            "a flow's steps or a list of requests (--targets), not both",
+        ));
+    }
+    if flow.step_count() > MAX_NAMES {
+        return Err(value_err(
+            Field::Flow,
+            format!("{} steps", flow.step_count()),
+            format!("at most {MAX_NAMES} steps written (each keeps its own latency histogram; a loop's steps count once)"),
+        ));
+    }
+    let columns: Vec<String> = spec
+        .data
+        .as_ref()
+        .map(|d| d.columns().to_vec())
+        .unwrap_or_default();
+    if let Some(unset) = flow.variables_used_before_set(&columns).first() {
+        return Err(value_err(Field::Flow, "", unset.to_string()));
+    }
+    if let Some(clash) = flow.variables_named_like_columns(&columns).first() {
+        return Err(value_err(Field::Flow, "", clash.to_string()));
+    }
+    let vars = flow.variables();
+    let data = spec.data.as_deref();
+    let mut kinds = Vec::with_capacity(flow.step_count());
+    for step in flow.steps() {
+        let at = |what: &str| Origin::flag(&format!("flow step `{}` {what}", step.name));
+        if Template::has_expressions(&step.method) {
+            return Err(value_err(
+                Field::Flow,
+                format!("step `{}` method {}", step.name, step.method),
+                "a literal method (templates go in the path, headers and body)",
+            ));
+        }
+        // A path that is a variable (`${next}`, a link taken from a response) is sent as
+        // the value renders.
+        let path = if step.path.trim_start().starts_with("${") {
+            Ok(step.path.trim().to_string())
+        } else {
+            path_of(&step.path, base)
+        }
+        .map_err(|allowed| {
+            value_err(
+                Field::Flow,
+                format!("step `{}` path {}", step.name, step.path),
+                allowed,
+            )
+        })?;
+        let path_t = Template::compile_session(&path, Slot::Url, &at("path"), data, &vars)?;
+        let mut headers = Vec::with_capacity(step.headers.len());
+        for (name, value) in &step.headers {
+            if name.eq_ignore_ascii_case("cookie") {
+                return Err(value_err(
+                    Field::Flow,
+                    format!("step `{}` header Cookie", step.name),
+                    "cookies from the session's jar (Set-Cookie of earlier responses); set other values in another header",
+                ));
+            }
+            headers.push((
+                name.clone(),
+                Template::compile_session(
+                    value,
+                    Slot::Header,
+                    &at(&format!("header {name}")),
+                    data,
+                    &vars,
+                )?,
+            ));
+        }
+        let body = Template::compile_session(&step.body, Slot::Body, &at("body"), data, &vars)?;
+        kinds.push(Kind {
+            name: step.name.clone(),
+            method: step.method.to_ascii_uppercase(),
+            path: path_t,
+            headers,
+            body,
+            message: None,
+        });
+    }
+    // Each step's weight is how often one session sends it: the names' shares of the
+    // requests.
+    let mut weights = vec![0u32; kinds.len()];
+    for s in flow.walk() {
+        weights[s.id] = weights[s.id].saturating_add(1);
+    }
+    let names: Vec<String> = kinds.iter().map(|k| k.name.clone()).collect();
+    Ok(Traffic {
+        name_of_kind: (0..kinds.len() as u32).collect(),
+        names,
+        uniform: false,
+        weights,
+        kinds,
+        order: MixOrder::RoundRobin,
+        data: spec.data.clone(),
+        data_order: spec.data_order,
+        cursor: Cursor::starting_at(spec.resume.next_row, spec.resume.next_seq + 1),
+        seq_parts: spec.seq_parts.max(1),
+        seq_part: spec.seq_part,
+        used_up: AtomicBool::new(false),
+        notes: Vec::new(),
+        flow: Some(FlowPlan {
+            captures: flow.steps().map(|s| !s.extract.is_empty()).collect(),
+            requests_per_session: flow.walk_len(),
+            vars,
+            flow: flow.clone(),
+        }),
+    })
+}
+
 fn path_of(url: &str, base: &Base) -> Result<String, String> {
     let url = url.trim();
     if url.starts_with('/') {

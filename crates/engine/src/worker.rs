@@ -98,6 +98,10 @@ struct Ctx {
     traffic: Option<Arc<crate::traffic::Traffic>>,
     /// The run ends when the data rows are used up (`unique`): the dispatcher checks.
     rows_end_run: bool,
+    /// A flow: every request loop runs sessions of it ([`crate::session`]).
+    flow: Option<Arc<crate::transport::Varying<crate::http1::H1Request>>>,
+    /// A flow: wakes sessions after their think times.
+    wakeups: crate::session::Wakeups,
 }
 
 /// Runs one worker to completion (or until `stop`) and returns what it measured.
@@ -122,6 +126,13 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     let names = traffic.as_ref().map(|t| t.name_map()).unwrap_or_default();
     let mut recorder = Recorder::new(plan.index, plan.window.measure_start_ns, plan.tx, names);
     recorder.set_window_end(plan.window.end_ns);
+    let flow = match &plan.request {
+        Request::Http1Varying(v) if v.traffic.flow.is_some() => Some(v.clone()),
+        _ => None,
+    };
+    if let Some(v) = &flow {
+        recorder.count_sessions(v.kinds.len());
+    }
     let ctx = Rc::new(Ctx {
         h2_pool: (0..plan.h2_connections)
             .map(|_| Rc::new(H2Conn::default()))
@@ -151,6 +162,8 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         finished: Notify::new(),
         rows_end_run: traffic.as_ref().is_some_and(|t| t.unique_rows().is_some()),
         traffic,
+        flow,
+        wakeups: crate::session::Wakeups::new(plan.clock),
     });
     let stop = plan.stop;
     let wall_start = plan.clock.now();
@@ -173,6 +186,11 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
                 tokio::task::spawn_local(dispatch(ctx.clone(), sched, timer));
             }
             tokio::task::spawn_local(tick(ctx.clone()));
+            if ctx.flow.is_some() {
+                let ctx = ctx.clone();
+                let timer = PreciseTimer::new(ctx.io.clock).ok();
+                tokio::task::spawn_local(async move { ctx.wakeups.run(timer).await });
+            }
             tokio::select! {
                 _ = all_finished(&ctx) => {}
                 _ = stop.cancelled() => {}
@@ -224,6 +242,11 @@ fn spawn_conn(ctx: &Rc<Ctx>) {
     ctx.live.set(ctx.live.get() + 1);
     let n = ctx.spawned.get();
     ctx.spawned.set(n + 1);
+    if let Some(v) = &ctx.flow {
+        let conn = crate::session::SessionConn::new(v.clone());
+        tokio::task::spawn_local(session_task(ctx.clone(), conn));
+        return;
+    }
     let link = ctx.request.link(&ctx.io.cfg, &ctx.h2_pool, n);
     tokio::task::spawn_local(conn_task(ctx.clone(), link));
 }
@@ -298,6 +321,10 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: PreciseTimer) 
             ctx.wake.notify_one();
         } else if ctx.live.get() < ctx.max_live {
             spawn_conn(&ctx);
+        } else if ctx.flow.is_some() {
+            // Every session loop is busy (sending, or thinking): this user waits for one,
+            // loadlab's ceiling and not the server's doing.
+            ctx.io.recorder.borrow_mut().session_waited(intended);
         }
     }
     ctx.dispatch_done.set(true);
@@ -464,6 +491,35 @@ impl Ctx {
         } else {
             rec.error(p, now, class);
         }
+    }
+}
+
+/// The request loop of a flow: one session after another (open loop: each arrival released
+/// to it; closed loop: a user that starts again as soon as its session ends).
+async fn session_task(ctx: Rc<Ctx>, mut conn: crate::session::SessionConn) {
+    let mut batch = Vec::with_capacity(1);
+    while ctx.next_batch(&mut batch).await {
+        let p = batch[0];
+        batch.clear();
+        let ended = crate::session::run(
+            &ctx.io,
+            &ctx.wakeups,
+            &mut conn,
+            p.intended,
+            p.row,
+            ctx.window.end_ns,
+            ctx.timeout_ns,
+        )
+        .await;
+        if matches!(ended, crate::session::Ended::Aborted(_)) {
+            // A failure can be synchronous (a refused connect on loopback): let the other
+            // tasks of this thread run.
+            tokio::task::yield_now().await;
+        }
+    }
+    ctx.live.set(ctx.live.get() - 1);
+    if ctx.live.get() == 0 {
+        ctx.finished.notify_one();
     }
 }
 

@@ -49,11 +49,13 @@ pub enum Field {
     Targets,
     /// The data file.
     Data,
+    /// A flow of user sessions.
+    Flow,
 }
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 22] = [
+    pub const ALL: [Field; 23] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -76,6 +78,7 @@ impl Field {
         Field::ClientKey,
         Field::Targets,
         Field::Data,
+        Field::Flow,
     ];
 
     /// The `loadlab run` flag that sets it.
@@ -103,6 +106,7 @@ impl Field {
             Field::ClientKey => "--key",
             Field::Targets => "--targets",
             Field::Data => "--data",
+            Field::Flow => "--flow",
         }
     }
 }

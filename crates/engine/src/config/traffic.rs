@@ -159,6 +159,11 @@ pub struct Traffic {
     pub seq_parts: u64,
     /// This machine's part (below `seq_parts`).
     pub seq_part: u64,
+    /// A flow: every arrival (open loop) or user (closed loop) is a session that sends its
+    /// steps in order, with think times, extract rules and a cookie jar. Its steps are the
+    /// run's requests and names; `requests` is then empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow: Option<loadlab_session::Flow>,
     /// Which series of steps this traffic belongs to (a plan's scenario name): a
     /// coordinator keeps each agent's place in the rows per key between steps.
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -168,7 +173,7 @@ pub struct Traffic {
 impl Traffic {
     /// Nothing varies and there is no list: the workload's fixed request.
     pub fn is_fixed(&self) -> bool {
-        self.requests.is_empty() && self.data.is_none()
+        self.requests.is_empty() && self.data.is_none() && self.flow.is_none()
     }
 
     /// Nothing set (what a workload of one fixed request has; not sent over the wire).

@@ -189,6 +189,13 @@ impl Workload {
                 "one method per gRPC run: templates go in its message (-D), a list of requests is HTTP only",
             ));
         }
+        if self.traffic.flow.is_some() && self.requests.is_some() {
+            return Err(value_err(
+                Field::Requests,
+                self.requests.unwrap_or(0),
+                "a duration (--duration) with a flow: its sessions run for a time, not a request count",
+            ));
+        }
         if traffic.is_some() && pipeline > 1 {
             return Err(value_err(
                 Field::Pipeline,

@@ -173,6 +173,17 @@ impl H1Request {
     }
 }
 
+impl H1Request {
+    /// Inserts `header` (`Name: value\r\n`) at the end of the head of a request
+    /// [`H1Request::render`] just appended to `out` with `scratch`.
+    pub(crate) fn insert_header(&self, out: &mut Vec<u8>, scratch: &[u8], header: &[u8]) {
+        let body = self.body.as_literal().map_or(scratch.len(), <[u8]>::len);
+        // The head ends with the empty line's CRLF, just before the body.
+        let at = out.len() - body - 2;
+        out.splice(at..at, header.iter().copied());
+    }
+}
+
 /// What the engine needs to know of a response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ResponseMeta {
@@ -288,9 +299,28 @@ impl ResponseReader {
         &mut self,
         s: &mut S,
     ) -> Result<ResponseMeta, ErrorClass> {
+        self.read_into(s, None).await
+    }
+
+    /// Reads one complete response, keeping its headers and (if `capture` asks) its body
+    /// in `capture`: a session's response, for its cookies and extract rules.
+    pub async fn read_captured<S: AsyncRead + Unpin>(
+        &mut self,
+        s: &mut S,
+        capture: &mut Capture,
+    ) -> Result<ResponseMeta, ErrorClass> {
+        capture.clear();
+        self.read_into(s, Some(capture)).await
+    }
+
+    async fn read_into<S: AsyncRead + Unpin>(
+        &mut self,
+        s: &mut S,
+        mut capture: Option<&mut Capture>,
+    ) -> Result<ResponseMeta, ErrorClass> {
         self.began = self.start != self.end;
         let (meta, body) = loop {
-            match self.parse_head()? {
+            match self.parse_head(capture.as_deref_mut())? {
                 Some((meta, body, used)) => {
                     self.start += used;
                     match meta.status {
@@ -315,10 +345,13 @@ impl ResponseReader {
         };
         match body {
             Body::None => {}
-            Body::Length(n) => self.skip(s, n).await?,
-            Body::Chunked => self.skip_chunked(s).await?,
+            Body::Length(n) => self.skip(s, n, capture).await?,
+            Body::Chunked => self.skip_chunked(s, capture).await?,
             Body::UntilClose => {
                 while {
+                    if let Some(c) = capture.as_deref_mut() {
+                        c.keep(&self.buf[self.start..self.end]);
+                    }
                     self.start = self.end;
                     self.fill(s).await? > 0
                 } {}
@@ -327,7 +360,10 @@ impl ResponseReader {
         Ok(meta)
     }
 
-    fn parse_head(&self) -> Result<Option<(ResponseMeta, Body, usize)>, ErrorClass> {
+    fn parse_head(
+        &self,
+        capture: Option<&mut Capture>,
+    ) -> Result<Option<(ResponseMeta, Body, usize)>, ErrorClass> {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
         let used = match resp.parse(&self.buf[self.start..self.end]) {
@@ -336,6 +372,13 @@ impl ResponseReader {
             Err(_) => return Err(ErrorClass::MalformedResponse),
         };
         let status = resp.code.unwrap_or(0);
+        if let Some(c) = capture {
+            // Interim responses' headers are replaced by the final one's.
+            c.clear();
+            for h in resp.headers.iter() {
+                c.header(h.name.as_bytes(), h.value);
+            }
+        }
         let mut close = resp.version == Some(0);
         let mut length = None;
         let mut chunked = false;
@@ -391,9 +434,13 @@ impl ResponseReader {
         &mut self,
         s: &mut S,
         mut n: usize,
+        mut capture: Option<&mut Capture>,
     ) -> Result<(), ErrorClass> {
         loop {
             let take = n.min(self.end - self.start);
+            if let Some(c) = capture.as_deref_mut() {
+                c.keep(&self.buf[self.start..self.start + take]);
+            }
             self.start += take;
             n -= take;
             if n == 0 {
@@ -405,7 +452,11 @@ impl ResponseReader {
         }
     }
 
-    async fn skip_chunked<S: AsyncRead + Unpin>(&mut self, s: &mut S) -> Result<(), ErrorClass> {
+    async fn skip_chunked<S: AsyncRead + Unpin>(
+        &mut self,
+        s: &mut S,
+        mut capture: Option<&mut Capture>,
+    ) -> Result<(), ErrorClass> {
         loop {
             match httparse::parse_chunk_size(&self.buf[self.start..self.end]) {
                 Ok(httparse::Status::Complete((used, 0))) => {
@@ -415,7 +466,8 @@ impl ResponseReader {
                 Ok(httparse::Status::Complete((used, size))) => {
                     self.start += used;
                     let size = usize::try_from(size).map_err(|_| ErrorClass::MalformedResponse)?;
-                    self.skip(s, size + 2).await?;
+                    self.skip(s, size, capture.as_deref_mut()).await?;
+                    self.skip(s, 2, None).await?;
                 }
                 Ok(httparse::Status::Partial) => {
                     if self.fill(s).await? == 0 {
@@ -443,6 +495,91 @@ impl ResponseReader {
                 }
             }
         }
+    }
+}
+
+/// What a session keeps of a response: its headers (for `Set-Cookie` and header extract
+/// rules) and, when asked, its body up to a cap (for body extract rules). Reused across
+/// responses: it allocates only while growing.
+#[derive(Debug, Default)]
+pub struct Capture {
+    /// The header names and values, back to back.
+    bytes: Vec<u8>,
+    /// Each header's name and value as ranges of `bytes`.
+    fields: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+    /// The body, up to `body_cap` bytes.
+    body: Vec<u8>,
+    /// The most body bytes kept (0: none).
+    body_cap: usize,
+    /// The body was longer than `body_cap`.
+    truncated: bool,
+}
+
+/// The most bytes of a body a session keeps for its extract rules.
+pub const MAX_CAPTURED_BODY: usize = 1 << 20;
+
+impl Capture {
+    /// A capture that keeps at most `body_cap` bytes of each body (0: headers only).
+    pub fn new(body_cap: usize) -> Capture {
+        Capture {
+            body_cap,
+            ..Capture::default()
+        }
+    }
+
+    /// Keeps at most `cap` bytes of the next bodies (0: none).
+    pub fn keep_body(&mut self, cap: usize) {
+        self.body_cap = cap;
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.fields.clear();
+        self.body.clear();
+        self.truncated = false;
+    }
+
+    fn header(&mut self, name: &[u8], value: &[u8]) {
+        let n0 = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        let v0 = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.fields.push((n0..v0, v0..self.bytes.len()));
+    }
+
+    fn keep(&mut self, bytes: &[u8]) {
+        let room = self.body_cap.saturating_sub(self.body.len());
+        if bytes.len() > room {
+            self.truncated = true;
+        }
+        self.body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// The values of every header named `name` (ASCII case-insensitive), in order.
+    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.fields
+            .iter()
+            .filter(move |(n, _)| self.bytes[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| &self.bytes[v.clone()])
+    }
+
+    /// The body kept (its first `body_cap` bytes).
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The body was longer than what was kept.
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+}
+
+impl loadlab_session::Headers for Capture {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.fields
+            .iter()
+            .find(|(n, _)| self.bytes[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| &self.bytes[v.clone()])
     }
 }
 

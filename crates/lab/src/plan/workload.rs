@@ -157,6 +157,7 @@ impl Plan {
             Field::ClientKey => format!("scenario[{i}].key"),
             Field::Targets => format!("scenario[{i}].request"),
             Field::Data => format!("scenario[{i}].data"),
+            Field::Flow => format!("scenario[{i}].flow"),
         }
     }
 }

@@ -1,0 +1,363 @@
+//! User sessions (`--flow`), end to end against the scenario server's `/flow`, which keeps
+//! its own book of every session: the order of its requests, the token and cookie each
+//! carried, and the gap it measured before each request. The server is the truth here:
+//! every session's requests arrive in order with its own token and cookie, think times
+//! measured at the server follow the planned distribution, and a failed extraction ends
+//! only its own session, counted under its step. One test at a time: they measure.
+
+mod util;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+
+use serde_json::Value;
+use util::{loadlab_bin, run, temp_path};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// `loadlab serve scenario` on a free port, stopped when dropped.
+struct Scenario {
+    child: Child,
+    addr: String,
+}
+
+impl Scenario {
+    fn start(extra: &[&str]) -> Scenario {
+        let mut child = Command::new(loadlab_bin())
+            .args([
+                "serve",
+                "scenario",
+                "--bind",
+                "127.0.0.1:0",
+                "--workers",
+                "1",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("the scenario server said {line:?}"))
+            .to_string();
+        Scenario { child, addr }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// `GET /flow/stats`, parsed.
+    fn stats(&self) -> Value {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        write!(
+            s,
+            "GET /flow/stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let body = text.split_once("\r\n\r\n").unwrap().1;
+        // actix may answer chunked: take the JSON object whatever the framing.
+        let start = body.find('{').unwrap();
+        let end = body.rfind('}').unwrap();
+        serde_json::from_str(&body[start..=end]).unwrap()
+    }
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write(name: &str, text: &str) -> String {
+    let p = temp_path(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+const PAGES: u64 = 10;
+
+/// Login, `PAGES` pages by the links the server hands out, logout with the last csrf;
+/// think time `think` after every step but the last.
+fn login_browse(think: &str) -> String {
+    format!(
+        r#"
+think = {think}
+
+[[steps]]
+name = "login"
+method = "POST"
+path = "/flow/login"
+headers = {{ Content-Type = "application/json" }}
+body = '{{"user": "u${{seq}}"}}'
+extract = [{{ var = "token", json = "/token" }}, {{ var = "next", jsonpath = "$.next" }}]
+
+[[steps]]
+loop = {PAGES}
+steps = [{{ name = "page", path = "${{next}}", headers = {{ Authorization = "Bearer ${{token}}" }}, extract = [
+    {{ var = "csrf", regex = 'name="csrf" value="([^"]+)"' }},
+    {{ var = "next", regex = 'rel="next" href="([^"]+)"' }},
+] }}]
+
+[[steps]]
+name = "logout"
+method = "POST"
+path = "/flow/logout"
+headers = {{ Authorization = "Bearer ${{token}}", Content-Type = "application/json" }}
+body = '{{"csrf": "${{csrf}}"}}'
+"#
+    )
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn every_session_sends_its_steps_in_order_with_its_own_token_and_cookie_and_thinks_as_planned() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Scenario::start(&[]);
+    // An exponential think time of mean 100 ms: 12 requests and 11 pauses per session.
+    let flow = write("flow.toml", &login_browse(r#"{ exponential = "100ms" }"#));
+    let r = run(&[
+        &server.url(),
+        "--flow",
+        &flow,
+        "--rate",
+        "100",
+        "-d",
+        "6s",
+        "--seed",
+        "7",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    let s = &j["sessions"];
+    assert_eq!(u(&s["requests_per_session"]), PAGES + 2);
+    // 100 sessions per second over 6 s, each about 1.1 s long.
+    let started = u(&s["started"]);
+    assert!((550..=650).contains(&started), "{s}");
+    assert_eq!(u(&s["aborted"]), 0, "{s}\n{}", r.stdout);
+    assert_eq!(
+        u(&s["completed"]) + u(&s["running_at_end"]),
+        started,
+        "every session started is completed or still running: {s}"
+    );
+    assert!(u(&s["completed"]) > started / 2, "{s}");
+    assert!(
+        r.stdout
+            .contains("open loop at 100 sessions/s of 12 requests each"),
+        "{}",
+        r.stdout
+    );
+    // Steps are the names; the page's offered rate is ten per session.
+    let names: Vec<&str> = j["by_name"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["login", "page", "logout"]);
+    assert_eq!(j["by_name"][1]["offered_rps"].as_f64(), Some(1000.0));
+    // Think time is left out of the time waiting for responses, not out of the duration.
+    let with = s["duration_ms"]["p50"].as_f64().unwrap();
+    let without = s["active_ms"]["p50"].as_f64().unwrap();
+    assert!(with > 500.0 && without < with / 10.0, "{s}");
+
+    // The server's own book.
+    let stats = server.stats();
+    let totals = &stats["totals"];
+    assert_eq!(u(&totals["out_of_order"]), 0, "{totals}");
+    assert_eq!(u(&totals["unattributed"]), 0, "{totals}");
+    for (cause, n) in totals["rejected"].as_object().unwrap() {
+        assert_eq!(u(n), 0, "{cause}: {totals}");
+    }
+    // Every login the server saw (warm-up none) came from a session loadlab counted
+    // (sessions whose first request was still in flight at the end count as running).
+    assert_eq!(u(&totals["sessions_started"]), started, "{totals}");
+    assert_eq!(
+        u(&totals["sessions_completed"]),
+        u(&s["completed"]),
+        "{totals}"
+    );
+    let mut gaps = Vec::new();
+    for session in stats["sessions"].as_array().unwrap() {
+        let paths: Vec<&str> = session["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["path"].as_str().unwrap())
+            .collect();
+        // In order: login, the pages by number, logout (a session cut by the end of the
+        // run stops anywhere on that path).
+        let mut expected = vec!["/flow/login".to_string()];
+        expected.extend((1..=PAGES).map(|n| format!("/flow/page/{n}")));
+        expected.push("/flow/logout".into());
+        assert!(
+            !paths.is_empty() && paths.len() <= expected.len(),
+            "{paths:?}"
+        );
+        assert_eq!(paths, expected[..paths.len()], "{session}");
+        for q in session["requests"].as_array().unwrap() {
+            assert_eq!(u(&q["status"]), 200, "{session}");
+            if let Some(g) = q["gap_us"].as_u64() {
+                gaps.push(g as f64 / 1000.0);
+            }
+        }
+    }
+    // Think times at the server: exponential with mean 100 ms. The gap also holds the
+    // network and loadlab's wake-up (well under a millisecond here), so the mean is within
+    // 5 % (the standard error of ~5,000 draws is about 1.4 %), and the spread is an
+    // exponential's (standard deviation equal to the mean), not a fixed pause's.
+    assert!(gaps.len() > 3000, "{} gaps", gaps.len());
+    let n = gaps.len() as f64;
+    let mean = gaps.iter().sum::<f64>() / n;
+    let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    assert!((95.0..=105.0).contains(&mean), "mean gap {mean:.2} ms");
+    assert!(
+        (0.85..=1.15).contains(&(sd / mean)),
+        "sd {sd:.2} of mean {mean:.2}"
+    );
+    // None shorter than the pause can be: an exponential draw is ≥ 0, and the server
+    // measures from its reply to the next request.
+    assert!(gaps.iter().all(|&g| g >= 0.0));
+}
+
+#[test]
+fn a_failed_extraction_ends_only_its_own_session_and_counts_under_its_step() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Scenario::start(&[]);
+    // Users in turn ok0, bad1, ok2, …: the login's check takes the user back from the
+    // reply only if it starts with "ok", so every second session fails at login.
+    let data = write(
+        "users.csv",
+        &std::iter::once("user".to_string())
+            .chain((0..40).map(|i| {
+                if i % 2 == 0 {
+                    format!("ok{i}")
+                } else {
+                    format!("bad{i}")
+                }
+            }))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    let flow = write(
+        "flow.toml",
+        r#"
+[[steps]]
+name = "login"
+method = "POST"
+path = "/flow/login"
+headers = { Content-Type = "application/json" }
+body = '{"user": "${user}"}'
+extract = [{ var = "token", json = "/token" }, { var = "me", regex = '"user":"(ok[0-9]+)"' }]
+
+[[steps]]
+name = "page"
+path = "/flow/page/1?me=${me}"
+headers = { Authorization = "Bearer ${token}" }
+think = "20ms"
+
+[[steps]]
+name = "logout"
+method = "POST"
+path = "/flow/logout"
+headers = { Authorization = "Bearer ${token}", Content-Type = "application/x-www-form-urlencoded" }
+body = "csrf=none"
+"#,
+    );
+    let r = run(&[
+        &server.url(),
+        "--flow",
+        &flow,
+        "--data",
+        &data,
+        "--data-order",
+        "unique",
+        "--rate",
+        "40",
+        "-d",
+        "3s",
+    ]);
+    let j = r.json();
+    let s = &j["sessions"];
+    assert_eq!(u(&s["started"]), 40, "{s}\n{}", r.stdout);
+    // The bad users' logins fail their extraction; the good users' logouts are refused
+    // (403: the csrf is wrong on purpose), so every session is aborted by one of two steps.
+    let aborted: Vec<(String, u64)> = s["aborted_by_step"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["step"].as_str().unwrap().to_string(), u(&a["sessions"])))
+        .collect();
+    assert_eq!(
+        aborted,
+        [("login".to_string(), 20), ("logout".to_string(), 20)],
+        "{s}"
+    );
+    let login = &j["by_name"][0];
+    assert_eq!(login["name"], "login");
+    assert_eq!(u(&login["errors"]["extract_failed"]), 20, "{login}");
+    // The response itself arrived, and is counted with its status.
+    assert_eq!(u(&login["status_codes"]["200"]), 40, "{login}");
+    assert_eq!(u(&j["by_name"][2]["errors"]["http_4xx"]), 20);
+    assert!(
+        r.stdout.contains("login 20 (extract_failed 20)"),
+        "{}",
+        r.stdout
+    );
+    // At the server: a bad user's session ends at its login; a good user's goes on.
+    for session in server.stats()["sessions"].as_array().unwrap() {
+        let user = session["user"].as_str().unwrap();
+        let paths: Vec<&str> = session["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|q| q["path"].as_str().unwrap())
+            .collect();
+        if user.starts_with("bad") {
+            assert_eq!(paths, ["/flow/login"], "{session}");
+        } else {
+            assert_eq!(
+                paths,
+                ["/flow/login", "/flow/page/1", "/flow/logout"],
+                "{session}"
+            );
+            assert_eq!(u(&session["rejected"]["wrong_csrf"]), 1, "{session}");
+        }
+    }
+}
+
+#[test]
+fn a_flow_file_with_a_mistake_is_refused_before_any_load_naming_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (text, says) in [
+        (
+            "[[steps]]\nname = \"a\"\npath = \"/x?t=${token}\"\n",
+            "no earlier step extracts `token`",
+        ),
+        (
+            "[[steps]]\nname = \"a\"\npath = \"/x\"\n[[steps]]\nname = \"a\"\npath = \"/y\"\n",
+            "`a`",
+        ),
+        ("[[steps]]\nname = \"a\"\npth = \"/x\"\n", "pth"),
+    ] {
+        let flow = write("bad.toml", text);
+        let r = run(&["http://127.0.0.1:9/", "--flow", &flow, "-d", "1s"]);
+        assert_eq!(r.code(), Some(2), "{text}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{text}: {}", r.stderr);
+        assert!(r.stderr.contains("--flow"), "{}", r.stderr);
+    }
+}

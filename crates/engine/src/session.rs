@@ -1,0 +1,547 @@
+//! User sessions ([`crate::traffic::FlowPlan`]): a session sends its flow's steps in order
+//! on a connection of its own, each step's request intended at the end of the previous
+//! response plus the step's think time, latency counted from that intended time as for
+//! independent requests. A session keeps a cookie jar and the variables its extract rules
+//! set; a request that fails (no response, a 4xx or 5xx status, or an extract rule that
+//! finds nothing) ends its session, counted as aborted by that step.
+//!
+//! The request loop ([`crate::worker`]) hands a session its start (an open-loop arrival, or
+//! "now" for a closed-loop user) and its data row; [`run`] does the rest and records every
+//! request under its step's name and the session itself in [`SessionTotals`].
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::task::{Context, Poll, Waker};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
+
+use loadlab_session::{CookieJar, Vars};
+
+use crate::clock::PreciseTimer;
+use crate::conn::Conn;
+use crate::error::ErrorClass;
+use crate::http1::{Capture, H1Request, ResponseReader, MAX_CAPTURED_BODY};
+use crate::recorder::{new_histogram, Planned, TOTAL_SIGFIG};
+use crate::traffic::FlowPlan;
+use crate::transport::{Io, Varying, MAX_RESENDS};
+use crate::worker::MIN_WAKE_GAP_NS;
+
+/// Wakes sessions at their steps' intended send times with the precision of the open-loop
+/// dispatcher: one timer per worker ([`PreciseTimer`], a timerfd), not tokio's millisecond
+/// wheel, whose rounding would be charged to every step's latency. Wake-ups closer than
+/// [`MIN_WAKE_GAP_NS`] are served together, as the dispatcher's are; the lateness is
+/// recorded as schedule lag.
+pub(crate) struct Wakeups {
+    clock: crate::clock::Clock,
+    due: RefCell<BinaryHeap<Reverse<(u64, u64)>>>,
+    wakers: RefCell<HashMap<u64, Waker>>,
+    next_id: Cell<u64>,
+    /// The deadline the timer loop sleeps to (`u64::MAX`: none).
+    sleeping_to: Cell<u64>,
+    kick: Notify,
+}
+
+impl Wakeups {
+    /// Wake-ups on `clock`.
+    pub(crate) fn new(clock: crate::clock::Clock) -> Wakeups {
+        Wakeups {
+            clock,
+            due: RefCell::new(BinaryHeap::new()),
+            wakers: RefCell::new(HashMap::new()),
+            next_id: Cell::new(0),
+            sleeping_to: Cell::new(u64::MAX),
+            kick: Notify::new(),
+        }
+    }
+
+    /// Waits until the clock reads `at` (never earlier).
+    pub(crate) fn at(&self, at: u64) -> WakeAt<'_> {
+        WakeAt {
+            w: self,
+            at,
+            id: None,
+        }
+    }
+
+    /// The timer loop: runs for the worker's life (a spawned task, cancelled with it).
+    pub(crate) async fn run(&self, timer: Option<PreciseTimer>) {
+        let mut last_wake = 0u64;
+        loop {
+            let next = loop {
+                let top = self.due.borrow().peek().map(|r| r.0);
+                match top {
+                    // An entry whose session stopped waiting: skip it.
+                    Some((_, id)) if !self.wakers.borrow().contains_key(&id) => {
+                        self.due.borrow_mut().pop();
+                    }
+                    Some((t, _)) => break Some(t),
+                    None => break None,
+                }
+            };
+            let Some(t) = next else {
+                self.sleeping_to.set(u64::MAX);
+                self.kick.notified().await;
+                continue;
+            };
+            let wake_at = t.max(last_wake + MIN_WAKE_GAP_NS);
+            self.sleeping_to.set(wake_at);
+            if self.clock.now() < wake_at {
+                let kicked = async {
+                    self.kick.notified().await;
+                    true
+                };
+                let slept = async {
+                    match &timer {
+                        Some(timer) if timer.sleep_until(wake_at).await.is_ok() => {}
+                        _ => {
+                            tokio::time::sleep_until(self.clock.instant(wake_at).into()).await;
+                        }
+                    }
+                    false
+                };
+                tokio::pin!(kicked, slept);
+                if tokio::select! { k = &mut kicked => k, k = &mut slept => k } {
+                    continue;
+                }
+                last_wake = self.clock.now();
+            }
+            let now = self.clock.now();
+            let mut due = self.due.borrow_mut();
+            let mut wakers = self.wakers.borrow_mut();
+            while let Some(&Reverse((t, id))) = due.peek() {
+                if t > now {
+                    break;
+                }
+                due.pop();
+                if let Some(w) = wakers.remove(&id) {
+                    w.wake();
+                }
+            }
+        }
+    }
+}
+
+/// A wait for [`Wakeups::at`].
+pub(crate) struct WakeAt<'a> {
+    w: &'a Wakeups,
+    at: u64,
+    id: Option<u64>,
+}
+
+impl std::future::Future for WakeAt<'_> {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let w = self.w;
+        if w.clock.now() >= self.at {
+            if let Some(id) = self.id.take() {
+                w.wakers.borrow_mut().remove(&id);
+            }
+            return Poll::Ready(());
+        }
+        match self.id {
+            Some(id) => {
+                w.wakers.borrow_mut().insert(id, cx.waker().clone());
+            }
+            None => {
+                let id = w.next_id.get();
+                w.next_id.set(id + 1);
+                self.id = Some(id);
+                w.wakers.borrow_mut().insert(id, cx.waker().clone());
+                w.due.borrow_mut().push(Reverse((self.at, id)));
+                if self.at < w.sleeping_to.get() {
+                    w.kick.notify_one();
+                }
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for WakeAt<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.w.wakers.borrow_mut().remove(&id);
+        }
+    }
+}
+
+/// What a worker counted of the sessions that started in the measured window.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SessionTotals {
+    /// Sessions started.
+    pub started: u64,
+    /// Sessions that sent every step and had every response.
+    pub completed: u64,
+    /// Sessions ended by a failed request, by the step (as written) that failed.
+    pub aborted_by_step: Vec<u64>,
+    /// Sessions still running when the run ended (their next step was due after the
+    /// window, or the run was interrupted).
+    pub running_at_end: u64,
+    /// Open loop: arrivals that found every session loop busy (the pool ceiling,
+    /// `max_connections`, reached by sessions sending or thinking) and waited for one: the
+    /// generator's limit, not the server's.
+    #[serde(default)]
+    pub waited_for_loop: u64,
+    /// Completed sessions' duration, first intended send to last response, think times
+    /// included, µs.
+    #[serde(with = "crate::result::histogram_text")]
+    pub duration: Histogram<u64>,
+    /// Completed sessions' time waiting for responses (each request from its intended send
+    /// time to its response), think times left out, µs.
+    #[serde(with = "crate::result::histogram_text")]
+    pub active: Histogram<u64>,
+}
+
+impl SessionTotals {
+    /// Nothing counted, for a flow of `steps` steps as written.
+    pub fn new(steps: usize) -> SessionTotals {
+        SessionTotals {
+            started: 0,
+            completed: 0,
+            aborted_by_step: vec![0; steps],
+            running_at_end: 0,
+            waited_for_loop: 0,
+            duration: new_histogram(TOTAL_SIGFIG),
+            active: new_histogram(TOTAL_SIGFIG),
+        }
+    }
+
+    /// Sessions aborted, all steps together.
+    pub fn aborted(&self) -> u64 {
+        self.aborted_by_step.iter().sum()
+    }
+
+    /// Adds another worker's (or machine's) counts exactly.
+    pub fn absorb(&mut self, o: &SessionTotals) -> Result<(), String> {
+        if o.aborted_by_step.len() != self.aborted_by_step.len() {
+            return Err(format!(
+                "sessions of flows of {} and {} steps do not merge",
+                self.aborted_by_step.len(),
+                o.aborted_by_step.len()
+            ));
+        }
+        self.started += o.started;
+        self.completed += o.completed;
+        self.running_at_end += o.running_at_end;
+        self.waited_for_loop += o.waited_for_loop;
+        for (a, b) in self.aborted_by_step.iter_mut().zip(&o.aborted_by_step) {
+            *a += b;
+        }
+        self.duration
+            .add(&o.duration)
+            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
+        self.active
+            .add(&o.active)
+            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
+        Ok(())
+    }
+}
+
+/// How a session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Every step answered.
+    Completed {
+        /// First intended send to last response, ns.
+        duration_ns: u64,
+        /// The requests' latencies summed, ns.
+        active_ns: u64,
+    },
+    /// A request of this step (as written) failed.
+    Aborted(usize),
+    /// Its next step was due after the window's end.
+    Running,
+}
+
+/// A session request loop's state, reused from one session to the next: its connection,
+/// response reader and capture, request buffers, the session's variables and cookies.
+pub(crate) struct SessionConn {
+    v: std::sync::Arc<Varying<H1Request>>,
+    conn: Option<Conn>,
+    reader: ResponseReader,
+    capture: Capture,
+    buf: Vec<u8>,
+    scratch: Vec<u8>,
+    cookie: Vec<u8>,
+    vars: Vars,
+    jar: CookieJar,
+}
+
+impl SessionConn {
+    /// A loop that sends the flow of `v` (its traffic has a [`FlowPlan`]).
+    pub(crate) fn new(v: std::sync::Arc<Varying<H1Request>>) -> SessionConn {
+        let vars = Vars::with_names(&flow_of(&v).vars);
+        SessionConn {
+            v,
+            conn: None,
+            reader: ResponseReader::new("GET"),
+            capture: Capture::new(0),
+            buf: Vec::with_capacity(1024),
+            scratch: Vec::new(),
+            cookie: Vec::new(),
+            vars,
+            jar: CookieJar::new(),
+        }
+    }
+}
+
+fn flow_of(v: &Varying<H1Request>) -> &FlowPlan {
+    v.traffic
+        .flow
+        .as_ref()
+        .expect("a session loop runs a flow's traffic")
+}
+
+/// The request line's target (`/path?query`) in rendered request bytes.
+fn request_path(request: &[u8]) -> &str {
+    let line = request.split(|&b| b == b'\r').next().unwrap_or_default();
+    let mut parts = line.splitn(3, |&b| b == b' ');
+    parts.next();
+    parts
+        .next()
+        .and_then(|p| std::str::from_utf8(p).ok())
+        .unwrap_or("/")
+}
+
+fn unix_secs() -> u64 {
+    loadlab_session::cookie::unix_secs(std::time::SystemTime::now())
+}
+
+/// Runs one session from `start` (its first request's intended send time) with data row
+/// `row`, until it completes, fails, or its next step is due at or after `window_end`.
+/// Records each request and the session.
+pub(crate) async fn run(
+    io: &Io,
+    wakeups: &Wakeups,
+    s: &mut SessionConn,
+    start: u64,
+    row: u32,
+    window_end: u64,
+    timeout_ns: u64,
+) -> Ended {
+    let measured = io.recorder.borrow().measured(start);
+    if measured {
+        io.recorder.borrow_mut().session_started();
+    }
+    let ended = walk(io, wakeups, s, start, row, window_end, timeout_ns).await;
+    // A user leaves: the next session is another user, with a connection, cookies and
+    // variables of its own.
+    s.conn = None;
+    s.jar.clear();
+    s.vars.clear();
+    if measured {
+        io.recorder.borrow_mut().session_ended(ended);
+    }
+    ended
+}
+
+async fn walk(
+    io: &Io,
+    wakeups: &Wakeups,
+    s: &mut SessionConn,
+    start: u64,
+    row: u32,
+    window_end: u64,
+    timeout_ns: u64,
+) -> Ended {
+    let v = s.v.clone();
+    let plan = flow_of(&v);
+    let flow = &plan.flow;
+    let secure = io.cfg.target.scheme == crate::config::Scheme::Https;
+    let mut position = loadlab_session::Position::default();
+    let mut intended = start;
+    let mut active_ns = 0u64;
+    let mut last_done = start;
+    let w = io
+        .traffic
+        .as_ref()
+        .expect("a worker of a flow has its drawing state");
+    loop {
+        let Some(step) = flow.at(position) else {
+            return Ended::Completed {
+                duration_ns: last_done.saturating_sub(start),
+                active_ns,
+            };
+        };
+        if intended >= window_end {
+            return Ended::Running;
+        }
+        let mut now = io.clock.now();
+        if now < intended {
+            wakeups.at(intended).await;
+            now = io.clock.now();
+        }
+        if position != loadlab_session::Position::default() {
+            // A step after think time: how late it leaves is schedule lag, as an
+            // arrival's is (the first step's was recorded when it was released).
+            io.recorder.borrow_mut().lag(intended, now);
+        }
+        let p = Planned {
+            intended,
+            kind: step.id as u32,
+            row,
+        };
+        let deadline = intended + timeout_ns;
+        if now >= deadline {
+            // An arrival that waited for a free loop past its deadline.
+            io.recorder
+                .borrow_mut()
+                .error(p, now, ErrorClass::RequestTimeout);
+            return Ended::Aborted(step.id);
+        }
+        let kind = v.kind(p);
+        // The request: its templates with this session's row and variables, and the jar's
+        // cookies for its path.
+        s.buf.clear();
+        {
+            let draw = v.traffic.draw(p).with_vars(s.vars.values());
+            let mut tw = w.borrow_mut();
+            kind.render(&draw, &mut tw.gen, &mut s.buf, &mut s.scratch);
+        }
+        if !s.jar.is_empty() {
+            s.cookie.clear();
+            s.cookie.extend_from_slice(b"Cookie: ");
+            let path = request_path(&s.buf).to_string();
+            if s.jar.write_header(
+                &io.cfg.target.host,
+                &path,
+                secure,
+                unix_secs(),
+                &mut s.cookie,
+            ) > 0
+            {
+                s.cookie.extend_from_slice(b"\r\n");
+                kind.insert_header(&mut s.buf, &s.scratch, &s.cookie);
+            }
+        }
+        let capture_body = plan.captures[step.id];
+        s.capture
+            .keep_body(if capture_body { MAX_CAPTURED_BODY } else { 0 });
+        s.reader.expect_head(kind.head_request);
+        let idempotent = matches!(
+            kind_method(&s.buf),
+            b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
+        );
+        let exchange = exchange(io, s, p, idempotent);
+        let outcome =
+            match tokio::time::timeout_at(io.clock.instant(deadline).into(), exchange).await {
+                Ok(r) => r,
+                Err(_) => Err(if s.conn.is_none() {
+                    ErrorClass::ConnectTimeout
+                } else {
+                    ErrorClass::RequestTimeout
+                }),
+            };
+        let (status, sent, done) = match outcome {
+            Ok(x) => x,
+            Err(class) => {
+                s.conn = None;
+                io.recorder.borrow_mut().error(p, io.clock.now(), class);
+                return Ended::Aborted(step.id);
+            }
+        };
+        let mut rec = io.recorder.borrow_mut();
+        if status >= 400 {
+            rec.response(p, sent, done, status);
+            return Ended::Aborted(step.id);
+        }
+        let now_s = if s.capture.all("set-cookie").next().is_some() {
+            unix_secs()
+        } else {
+            0
+        };
+        if now_s > 0 {
+            let path = request_path(&s.buf).to_string();
+            for value in s.capture.all("set-cookie") {
+                // A cookie the jar refuses (too large, another domain) is dropped, as a
+                // browser drops it.
+                let _ = s.jar.store(value, &io.cfg.target.host, &path, now_s);
+            }
+        }
+        if !step.step.extract.is_empty() {
+            let body = s.capture.body();
+            if loadlab_session::apply_all(&step.step.extract, &s.capture, body, &mut s.vars)
+                .is_err()
+            {
+                rec.failed_response(p, sent, done, status, ErrorClass::ExtractFailed);
+                return Ended::Aborted(step.id);
+            }
+        }
+        rec.response(p, sent, done, status);
+        drop(rec);
+        active_ns += done.saturating_sub(intended);
+        last_done = done;
+        let think = flow.think_after(step.step).sample(w.borrow_mut().gen.rng());
+        intended = done + think;
+        position = flow.advance(position);
+    }
+}
+
+/// The method of rendered request bytes.
+fn kind_method(request: &[u8]) -> &[u8] {
+    request.split(|&b| b == b' ').next().unwrap_or_default()
+}
+
+/// Sends the session's rendered request (connecting first if its connection is gone) and
+/// reads its response into the capture: (status, sent, done). A kept-alive connection
+/// the server closed while the session thought is reopened and the request sent again
+/// (idempotent methods only, at most [`MAX_RESENDS`] times).
+async fn exchange(
+    io: &Io,
+    s: &mut SessionConn,
+    p: Planned,
+    idempotent: bool,
+) -> Result<(u16, u64, u64), ErrorClass> {
+    let mut resends = 0;
+    loop {
+        let reused = s.conn.is_some();
+        if s.conn.is_none() {
+            let c0 = io.clock.now();
+            let c = io.connector.connect().await?;
+            io.recorder.borrow_mut().connect(io.clock.now() - c0);
+            s.reader.reset();
+            s.conn = Some(c);
+        }
+        let c = s.conn.as_mut().expect("connected above");
+        if reused && s.reader.unsolicited(c, false) {
+            s.conn = None;
+            return Err(ErrorClass::MalformedResponse);
+        }
+        let sent = io.clock.now();
+        let written = c.write_all(&s.buf).await;
+        let read = match written {
+            Ok(()) => s.reader.read_captured(c, &mut s.capture).await,
+            Err(e) => Err(ErrorClass::from_io(&e, false)),
+        };
+        match read {
+            Ok(meta) => {
+                let now = io.clock.now();
+                let done = c
+                    .received_at()
+                    .map_or(now, |at| io.clock.from_realtime(at, sent, now));
+                if meta.close || !io.cfg.keep_alive {
+                    s.conn = None;
+                }
+                return Ok((meta.status, sent, done));
+            }
+            // An idle kept-alive connection the server closed (or reset) before any byte of
+            // the response: the request was never processed.
+            Err(ErrorClass::ConnectionClosed | ErrorClass::ConnectionReset)
+                if reused && !s.reader.began() && idempotent && resends < MAX_RESENDS =>
+            {
+                s.conn = None;
+                resends += 1;
+                io.recorder.borrow_mut().resent(p.intended);
+            }
+            Err(class) => {
+                s.conn = None;
+                return Err(class);
+            }
+        }
+    }
+}
