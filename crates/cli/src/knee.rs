@@ -110,6 +110,11 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
             .is_some()
             .then(|| a.traffic.targets_order.name().to_string()),
         request: Vec::new(),
+        flow: a
+            .traffic
+            .flow
+            .as_deref()
+            .map(|p| toml::Value::String(absolute(p))),
     };
     let probe = if a.no_probe {
         Some(ProbeFile {

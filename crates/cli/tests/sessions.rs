@@ -361,3 +361,217 @@ fn a_flow_file_with_a_mistake_is_refused_before_any_load_naming_it() {
         assert!(r.stderr.contains("--flow"), "{}", r.stderr);
     }
 }
+
+/// A plan whose scenario is a flow, inline: a step of sessions the server sustains and one
+/// far past its pages' capacity (one place of 20 ms: 50 pages per second, one page per
+/// session). The report counts loads in sessions per second and has the sessions table.
+#[test]
+fn a_plan_loads_a_flow_in_sessions_per_second_and_reports_its_sessions() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let plan = util::lab::write_plan(
+        "flow-plan",
+        r#"
+name = "flow-plan"
+[[target]]
+name = "app"
+command = ["{loadlab}", "serve", "scenario", "--bind", "127.0.0.1:{port}", "--workers", "1",
+           "--flow-capacity", "1", "--flow-work-ms", "20"]
+ready = { http = "http://127.0.0.1:{port}/health", status = 200 }
+
+[[scenario]]
+name = "users"
+url = "http://127.0.0.1:{port}/"
+timeout = "2s"
+[scenario.flow]
+think = "50ms"
+[[scenario.flow.steps]]
+name = "login"
+method = "POST"
+path = "/flow/login"
+body = "user=u${seq}"
+headers = { Content-Type = "application/x-www-form-urlencoded" }
+extract = [{ var = "token", json = "/token" }]
+[[scenario.flow.steps]]
+name = "page"
+path = "/flow/page/1"
+headers = { Authorization = "Bearer ${token}" }
+
+[load]
+model = "open"
+steps = [10, 150]
+step_duration = "3s"
+pause = "300ms"
+
+[slo]
+p99_ms = 300
+"#,
+    );
+    let out = temp_path("flow-bundle");
+    let o = util::lab::lab(&plan, &out);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let steps = util::lab::lines(&out.join("steps.jsonl"));
+    assert_eq!(steps.len(), 2, "{stdout}\n{stderr}");
+    let (low, high) = (&steps[0], &steps[1]);
+    assert_eq!(low["load"].as_f64(), Some(10.0));
+    assert_eq!(low["verdict"]["sustained"], true, "{}", low["verdict"]);
+    assert_eq!(high["verdict"]["sustained"], false, "{}", high["verdict"]);
+    // The page, not the login, broke: its step names it.
+    let failed: Vec<&str> = high["verdict"]["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert!(failed.contains(&"page"), "{}", high["verdict"]);
+    assert!(!failed.contains(&"login"), "{}", high["verdict"]);
+    let sessions = &low["result"]["sessions"];
+    assert_eq!(u(&sessions["aborted"]), 0, "{sessions}");
+    assert!(u(&sessions["started"]) >= 25, "{sessions}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for says in [
+        "knee (sessions/s)",
+        "#### Sessions",
+        "| offered sessions/s | started |",
+        "knee between 10 and 150 sessions/s",
+    ] {
+        assert!(report.contains(says), "report lacks {says:?}:\n{report}");
+    }
+}
+
+#[test]
+fn a_plan_with_a_flow_and_requests_or_over_http2_is_refused() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let flow = "[scenario.flow]\n[[scenario.flow.steps]]\nname = \"a\"\npath = \"/\"\n";
+    util::lab::assert_plans_rejected(
+        "flow",
+        &[
+            (
+                format!("name = \"t\"\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:1/\"\n[[scenario.request]]\nurl = \"/x\"\n{flow}[load]\nsteps = [1]\n"),
+                "not both",
+            ),
+            (
+                format!("name = \"t\"\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:1/\"\nprotocol = \"http2\"\n{flow}[load]\nsteps = [1]\n"),
+                "HTTP/1.1",
+            ),
+            (
+                "name = \"t\"\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:1/\"\nflow = \"no-such-flow.toml\"\n[load]\nsteps = [1]\n".to_string(),
+                "scenario[0].flow",
+            ),
+        ],
+    );
+}
+
+/// Two agents in network namespaces of their own drive one flow: the coordinator's merged
+/// sessions are exactly what the server's book saw, each user (`${seq}`, strided across the
+/// agents) is one session, and none is out of order.
+#[test]
+fn two_agents_run_one_flow_and_their_sessions_merge_exactly() {
+    use util::fabric::{Fabric, HUB_IP};
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = Fabric::new(2);
+    let mut server = Fabric::command(&f.hub, loadlab_bin())
+        .args([
+            "serve",
+            "scenario",
+            "--bind",
+            &format!("{HUB_IP}:8080"),
+            "--workers",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("listening on"), "{line}");
+    let token = temp_path("token");
+    std::fs::write(&token, "dGVzdC10b2tlbi1mb3ItbG9hZGxhYg==\n").unwrap();
+    let coordinator = format!("{HUB_IP}:7879");
+    let mut agents: Vec<Child> = (0..2)
+        .map(|i| {
+            Fabric::command(&f.leaves[i], loadlab_bin())
+                .args(["agent", "--coordinator", &coordinator, "--token-file"])
+                .arg(&token)
+                .args([
+                    "--name",
+                    &format!("a{i}"),
+                    "--threads",
+                    "1",
+                    "--wait",
+                    "60s",
+                ])
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let flow = write("flow.toml", &login_browse(r#""30ms""#));
+    let json = temp_path("dist.json");
+    let o = Fabric::command(&f.hub, loadlab_bin())
+        .args(["run", &format!("http://{HUB_IP}:8080/"), "--flow", &flow])
+        .args([
+            "--rate",
+            "40",
+            "-d",
+            "3s",
+            "--agents",
+            "2",
+            "--listen",
+            &coordinator,
+        ])
+        .arg("--token-file")
+        .arg(&token)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    for a in &mut agents {
+        let _ = a.wait();
+    }
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    util::assert_schema_valid(&r);
+    assert_eq!(r["agents"].as_array().map(Vec::len), Some(2));
+    let s = &r["sessions"];
+    // Stats from the hub namespace, where the server listens.
+    let stats_out = Fabric::command(&f.hub, "curl")
+        .args(["-s", &format!("http://{HUB_IP}:8080/flow/stats")])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let stats: Value = serde_json::from_slice(&stats_out.stdout).unwrap();
+    let totals = &stats["totals"];
+    assert_eq!(u(&s["started"]), 120, "{s}");
+    assert_eq!(u(&totals["sessions_started"]), u(&s["started"]), "{totals}");
+    assert_eq!(
+        u(&totals["sessions_completed"]),
+        u(&s["completed"]),
+        "{totals}"
+    );
+    assert_eq!(u(&totals["out_of_order"]), 0, "{totals}");
+    assert_eq!(u(&s["aborted"]), 0, "{s}");
+    // Every user name once: the agents' `${seq}` never collide.
+    let mut users: Vec<&str> = stats["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["user"].as_str().unwrap())
+        .collect();
+    users.sort_unstable();
+    let n = users.len();
+    users.dedup();
+    assert_eq!(users.len(), n, "a user name was used twice");
+    // The merged requests are the steps' requests.
+    let by_name: u64 = r["by_name"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| u(&x["requests"]))
+        .sum();
+    assert_eq!(by_name, u(&r["requests"]));
+    assert_eq!(u(&totals["requests"]), u(&r["requests"]), "{totals}");
+}

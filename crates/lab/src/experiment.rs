@@ -827,10 +827,13 @@ impl Runner<'_> {
                     .join("+"),
                 seconds_of: first.name.clone(),
                 load: value.or(first.rate).unwrap_or(0.0),
-                unit: match l.model {
-                    Model::Open => "req/s",
-                    Model::Closed if first.protocol.multiplexed() => "streams",
-                    Model::Closed => "conns",
+                unit: match crate::plan::load_unit(
+                    l.model,
+                    first.protocol.multiplexed(),
+                    first.traffic.flow.is_some(),
+                ) {
+                    "connections" => "conns",
+                    u => u,
                 },
                 duration_s: l.step_duration.as_secs_f64(),
                 number: self.steps_run + 1,
@@ -933,10 +936,13 @@ impl Runner<'_> {
                 "  {} {:>9} {}: achieved {:.1} req/s, p99 {}, {} errors{} {eta}",
                 s.name,
                 format!("{load:.0}"),
-                match self.plan.load.model {
-                    Model::Open => "req/s",
-                    Model::Closed if s.protocol.multiplexed() => "streams",
-                    Model::Closed => "conns",
+                match crate::plan::load_unit(
+                    self.plan.load.model,
+                    s.protocol.multiplexed(),
+                    s.traffic.flow.is_some(),
+                ) {
+                    "connections" => "conns",
+                    u => u,
                 },
                 rec.result.achieved_rps,
                 rec.result

@@ -565,9 +565,11 @@ fn names_charts(
     config_order: &[&str],
 ) -> String {
     let mut o = String::new();
-    let unit = match plan.load.model {
-        Model::Open => "req/s",
-        Model::Closed => "in flight",
+    let unit = match plan.unit() {
+        "req/s" => "req/s",
+        "sessions/s" => "sessions/s",
+        "users" => "users",
+        _ => "in flight",
     };
     for config in config_order {
         let runs = per_load(steps, config);
@@ -827,9 +829,11 @@ fn step_details(s: &StepRecord) -> String {
         esc(&s.config),
         esc(&s.scenario),
         svg::short_num(s.load),
-        match s.model {
-            Model::Open => "req/s",
-            Model::Closed => "in flight",
+        match (s.model, s.result.sessions.is_some()) {
+            (Model::Open, false) => "req/s",
+            (Model::Open, true) => "sessions/s",
+            (Model::Closed, true) => "users",
+            (Model::Closed, false) => "in flight",
         }
     );
     let secs = |f: &dyn Fn(&loadlab_engine::SecondStats) -> Option<f64>| -> Vec<(f64, f64)> {

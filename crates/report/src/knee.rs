@@ -4,7 +4,7 @@
 
 use loadlab_lab::bundle::StepRecord;
 use loadlab_lab::knee::KneeOutcome;
-use loadlab_lab::plan::{Model, Plan};
+use loadlab_lab::plan::Plan;
 use loadlab_lab::verdict::Limit;
 
 use crate::format::load as num;
@@ -44,16 +44,15 @@ pub fn range_words(o: &KneeOutcome, unit: &str) -> String {
 
 /// The unit of a plan's loads.
 pub fn unit(plan: &Plan) -> &'static str {
-    match plan.load.model {
-        Model::Open => "req/s",
-        Model::Closed if plan.scenarios.iter().all(|s| s.protocol.multiplexed()) => "streams",
-        Model::Closed => "connections",
-    }
+    plan.unit()
 }
 
 /// What a closed-loop step counts: streams over HTTP/2 and gRPC, connections over HTTP/1.1.
-pub fn closed_unit<'a>(mut steps: impl Iterator<Item = &'a StepRecord>) -> &'static str {
-    if steps.any(|s| s.result.protocol.multiplexed()) {
+pub fn closed_unit<'a>(steps: impl Iterator<Item = &'a StepRecord>) -> &'static str {
+    let steps: Vec<&StepRecord> = steps.collect();
+    if !steps.is_empty() && steps.iter().all(|s| s.result.sessions.is_some()) {
+        "users"
+    } else if steps.iter().any(|s| s.result.protocol.multiplexed()) {
         "concurrent streams"
     } else {
         "connections"

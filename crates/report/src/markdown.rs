@@ -222,6 +222,8 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
         .reduce(f64::min);
     let load_col = if closed {
         closed_unit(steps.iter().copied())
+    } else if steps.iter().all(|s| s.result.sessions.is_some()) {
+        "offered sessions/s"
     } else {
         "offered req/s"
     };
@@ -258,6 +260,80 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
     }
 }
 
+/// A flow's sessions at every step of one scenario and configuration (nothing for
+/// independent requests): how many started, completed, failed (by the step that ended
+/// them, and why) and were still running at the step's end; how long the completed ones
+/// took with their think times and without.
+fn sessions_table(out: &mut String, steps: &[&StepRecord], closed: bool) {
+    if steps.iter().all(|s| s.result.sessions.is_none()) {
+        return;
+    }
+    let mut rows: Vec<&StepRecord> = steps.to_vec();
+    rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
+    let load_col = if closed {
+        "users"
+    } else {
+        "offered sessions/s"
+    };
+    let _ = writeln!(
+        out,
+        "#### Sessions
+"
+    );
+    let _ = writeln!(
+        out,
+        "Sessions that started in the step's window: a failed request (no response, a 4xx or 5xx, or an extract rule that found nothing) ends its session; a session whose next step was due after the window is still running. Duration is the first intended send to the last response of completed sessions, think times included; *waiting* leaves them out.
+"
+    );
+    let _ = writeln!(
+        out,
+        "| {load_col} | started | completed/s | completed | aborted (by step: why) | still running | duration p50 / p99 ms | waiting p50 / p99 ms |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---|---:|---:|---:|");
+    for s in rows {
+        let r = &s.result;
+        let Some(x) = &r.sessions else { continue };
+        let by: Vec<String> = x
+            .aborted_by_step
+            .iter()
+            .map(|a| {
+                let why: Vec<String> = r
+                    .by_name
+                    .iter()
+                    .find(|n| n.name == a.step)
+                    .map(|n| {
+                        n.errors
+                            .iter()
+                            .filter(|&(_, k)| k > 0)
+                            .map(|(c, k)| format!("{} {k}", c.name()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                format!("{} {}: {}", a.step, a.sessions, why.join(", "))
+            })
+            .collect();
+        let aborted = if by.is_empty() {
+            x.aborted.to_string()
+        } else {
+            format!("{} ({})", x.aborted, by.join("; "))
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {aborted} | {} | {} / {} | {} / {} |",
+            num(s.load),
+            x.started,
+            num(x.completed_per_s),
+            x.completed,
+            x.running_at_end,
+            ms(x.duration_ms.p50),
+            ms(x.duration_ms.p99),
+            ms(x.active_ms.p50),
+            ms(x.active_ms.p99),
+        );
+    }
+    let _ = writeln!(out);
+}
+
 /// Each request name's own figures at every step of one scenario and configuration, when
 /// its steps ran named requests (nothing otherwise): a row per step and name, by load and
 /// then in the list's order, with the name's verdict (✓, or ✗ with the clauses it missed
@@ -270,6 +346,8 @@ fn names_table(out: &mut String, steps: &[&StepRecord], closed: bool, slo: &Slo)
     rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
     let load_col = if closed {
         closed_unit(steps.iter().copied())
+    } else if steps.iter().all(|s| s.result.sessions.is_some()) {
+        "offered sessions/s"
     } else {
         "offered req/s"
     };
@@ -757,6 +835,8 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
     if !together && !steps.is_empty() {
         let unit = if closed {
             closed_unit(steps.iter())
+        } else if steps.iter().all(|s| s.result.sessions.is_some()) {
+            "sessions/s"
         } else {
             "req/s"
         };
@@ -909,6 +989,7 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
             for c in present {
                 let _ = writeln!(out, "### {c}\n");
                 table(&mut out, &by_config[&(sc.clone(), c.clone())], closed);
+                sessions_table(&mut out, &by_config[&(sc.clone(), c.clone())], closed);
                 names_table(&mut out, &by_config[&(sc.clone(), c.clone())], closed, slo);
             }
         }

@@ -220,6 +220,10 @@ pub struct ScenarioFile {
     /// `[[scenario.request]]`: several requests in one load, each with its name and weight.
     #[serde(default)]
     pub request: Vec<RequestFile>,
+    /// A flow of user sessions (docs/src/flows.md): a flow file relative to the plan's
+    /// directory, or its table inline (`[scenario.flow]`). The load then counts sessions:
+    /// started per second (open loop) or users (closed loop).
+    pub flow: Option<toml::Value>,
     /// gRPC: request metadata, `key: value` each.
     #[serde(default)]
     pub metadata: Vec<String>,

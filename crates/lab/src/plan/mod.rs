@@ -285,6 +285,12 @@ pub struct ScenarioTraffic {
     pub data: Option<std::sync::Arc<loadlab_engine::config::traffic::Data>>,
     /// How rows are drawn.
     pub data_order: loadlab_engine::config::traffic::DataOrder,
+    /// A flow of user sessions (`flow`): its steps instead of requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<loadlab_session::Flow>,
+    /// `flow`, when it names a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_file: Option<String>,
 }
 
 /// How steps are chosen.
@@ -453,7 +459,37 @@ fn plan_dir(path: &Path) -> PathBuf {
     std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf())
 }
 
+/// The unit a step's load is counted in: requests per second in open loop (sessions
+/// started per second for a flow), and in closed loop connections, streams (HTTP/2, gRPC)
+/// or users (a flow).
+pub fn load_unit(model: Model, multiplexed: bool, flow: bool) -> &'static str {
+    match (model, flow, multiplexed) {
+        (Model::Open, true, _) => "sessions/s",
+        (Model::Open, false, _) => "req/s",
+        (Model::Closed, true, _) => "users",
+        (Model::Closed, false, true) => "streams",
+        (Model::Closed, false, false) => "connections",
+    }
+}
+
+/// The unit of a run's load, from its result (see [`load_unit`]).
+pub fn result_unit(r: &loadlab_engine::RunResult) -> &'static str {
+    load_unit(r.model, r.protocol.multiplexed(), r.sessions.is_some())
+}
+
 impl Plan {
+    /// The unit of the plan's loads: its scenarios' when they agree (see [`load_unit`]);
+    /// a plan that mixes flows and requests, or protocols, in closed loop counts
+    /// connections, and in open loop requests per second.
+    pub fn unit(&self) -> &'static str {
+        let all = |f: &dyn Fn(&ScenarioSpec) -> bool| self.scenarios.iter().all(f);
+        load_unit(
+            self.load.model,
+            all(&|s| s.protocol.multiplexed()),
+            all(&|s| s.traffic.flow.is_some()),
+        )
+    }
+
     /// Reads and validates a plan file.
     pub fn load(path: &Path, quick: bool) -> Result<Plan, PlanError> {
         let source = std::fs::read_to_string(path).map_err(|e| PlanError::Read {

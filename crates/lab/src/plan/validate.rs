@@ -832,12 +832,59 @@ fn scenario_traffic(
     if data.is_none() && s.data_order.is_some() {
         return Err(c.err(f("data_order"), "set", "only with data = \"FILE\""));
     }
+    let (flow, flow_file) = match &s.flow {
+        None => (None, None),
+        Some(toml::Value::String(file)) => {
+            let text = std::fs::read_to_string(dir.join(file)).map_err(|e| {
+                c.err(
+                    f("flow"),
+                    file.clone(),
+                    format!("a readable flow file: {e}"),
+                )
+            })?;
+            let flow: loadlab_session::Flow = toml::from_str(&text)
+                .map_err(|e| c.err(f("flow"), file.clone(), format!("a valid flow: {e}")))?;
+            (Some(flow), Some(file.clone()))
+        }
+        Some(v @ toml::Value::Table(_)) => {
+            let flow: loadlab_session::Flow = v
+                .clone()
+                .try_into()
+                .map_err(|e| c.err(f("flow"), "the table", format!("a valid flow: {e}")))?;
+            (Some(flow), None)
+        }
+        Some(other) => {
+            return Err(c.err(
+                f("flow"),
+                other.to_string(),
+                "a flow file (flow = \"flows/login.toml\") or a table ([scenario.flow])",
+            ))
+        }
+    };
+    if flow.is_some() {
+        if !requests.is_empty() {
+            return Err(c.err(
+                f("flow"),
+                "set",
+                "a flow or requests ([[scenario.request]], targets), not both",
+            ));
+        }
+        if s.protocol != "http1" {
+            return Err(c.err(
+                f("flow"),
+                "set",
+                "HTTP/1.1 scenarios (protocol = \"http1\")",
+            ));
+        }
+    }
     Ok(ScenarioTraffic {
         requests,
         order,
         data_file: s.data.clone(),
         data,
         data_order,
+        flow,
+        flow_file,
     })
 }
 

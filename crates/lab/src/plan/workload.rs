@@ -106,6 +106,7 @@ impl Plan {
                 order: s.traffic.order,
                 data: s.traffic.data.clone(),
                 data_order: s.traffic.data_order,
+                flow: s.traffic.flow.clone(),
                 ..Traffic::default()
             },
         }

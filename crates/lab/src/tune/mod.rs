@@ -356,11 +356,7 @@ impl Evaluator for LabEval<'_, '_> {
 
 /// The unit of a plan's loads.
 pub fn unit(plan: &Plan) -> &'static str {
-    match plan.load.model {
-        Model::Open => "req/s",
-        Model::Closed if plan.scenarios.iter().all(|s| s.protocol.multiplexed()) => "streams",
-        Model::Closed => "connections",
-    }
+    plan.unit()
 }
 
 /// Runs tune on a prepared plan and writes `tune.json` into the bundle (after every

@@ -439,6 +439,8 @@ fn load_run(path: &Path) -> Result<Input, InputError> {
         None => r.connections as f64,
     };
     let unit = match (r.model, r.protocol.multiplexed()) {
+        (Model::Open, _) if r.sessions.is_some() => "sessions/s",
+        (Model::Closed, _) if r.sessions.is_some() => "users",
         (Model::Open, _) => "req/s",
         (Model::Closed, true) => "concurrent streams",
         (Model::Closed, false) => "connections",
@@ -505,6 +507,7 @@ fn load_bundle(dir: &Path) -> Result<Input, InputError> {
                 continue;
             }
             let unit = match model {
+                Model::Open if scenario.traffic.flow.is_some() => "sessions/s",
                 Model::Open => "req/s",
                 Model::Closed => closed_unit(list.iter().copied()),
             };
