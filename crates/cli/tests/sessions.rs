@@ -575,3 +575,35 @@ fn two_agents_run_one_flow_and_their_sessions_merge_exactly() {
     assert_eq!(by_name, u(&r["requests"]));
     assert_eq!(u(&totals["requests"]), u(&r["requests"]), "{totals}");
 }
+
+/// Closed loop: `--connections` users, each starting a new session when its last one ends;
+/// a request count is refused (sessions run for a time).
+#[test]
+fn closed_loop_users_run_sessions_back_to_back() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Scenario::start(&[]);
+    let flow = write("flow.toml", &login_browse(r#""1ms""#));
+    let r = run(&[&server.url(), "--flow", &flow, "-c", "4", "-d", "2s"]);
+    assert_eq!(r.code(), Some(0), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("closed loop, 4 users (sessions of 12 requests, back to back)"),
+        "{}",
+        r.stdout
+    );
+    let s = &r.json()["sessions"];
+    assert_eq!(u(&s["aborted"]), 0, "{s}");
+    // Four users, each ending at most one session unfinished.
+    assert!(u(&s["running_at_end"]) <= 4, "{s}");
+    assert!(u(&s["completed"]) >= 8, "{s}");
+    let totals = &server.stats()["totals"];
+    assert_eq!(u(&totals["out_of_order"]), 0, "{totals}");
+    assert_eq!(
+        u(&totals["sessions_completed"]),
+        u(&s["completed"]),
+        "{totals}"
+    );
+    let r = run(&[&server.url(), "--flow", &flow, "-c", "4", "-n", "100"]);
+    assert_eq!(r.code(), Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("a duration"), "{}", r.stderr);
+}

@@ -369,6 +369,11 @@ async fn walk(
             };
         };
         if intended >= window_end {
+            // The user is still thinking when the window ends: the session is running then
+            // (and a closed-loop user starts no new one before the end).
+            if io.clock.now() < window_end {
+                wakeups.at(window_end).await;
+            }
             return Ended::Running;
         }
         let mut now = io.clock.now();
@@ -406,10 +411,10 @@ async fn walk(
         if !s.jar.is_empty() {
             s.cookie.clear();
             s.cookie.extend_from_slice(b"Cookie: ");
-            let path = request_path(&s.buf).to_string();
+            let path = request_path(&s.buf);
             if s.jar.write_header(
                 &io.cfg.target.host,
-                &path,
+                path,
                 secure,
                 unix_secs(),
                 &mut s.cookie,
@@ -456,11 +461,11 @@ async fn walk(
             0
         };
         if now_s > 0 {
-            let path = request_path(&s.buf).to_string();
+            let path = request_path(&s.buf);
             for value in s.capture.all("set-cookie") {
                 // A cookie the jar refuses (too large, another domain) is dropped, as a
                 // browser drops it.
-                let _ = s.jar.store(value, &io.cfg.target.host, &path, now_s);
+                let _ = s.jar.store(value, &io.cfg.target.host, path, now_s);
             }
         }
         if !step.step.extract.is_empty() {
