@@ -603,6 +603,22 @@ fn closed_loop_users_run_sessions_back_to_back() {
         u(&s["completed"]),
         "{totals}"
     );
+    // A connection per session (the default): one opened for every session started.
+    assert!(
+        u(&r.json()["connections_opened"]) >= u(&s["started"]),
+        "{}",
+        r.json()["connections_opened"]
+    );
+    // `connection = "reuse"`: each user keeps its connection from one session to the next.
+    let reuse = write(
+        "flow-reuse.toml",
+        &format!("connection = \"reuse\"\n{}", login_browse(r#""1ms""#)),
+    );
+    let r = run(&[&server.url(), "--flow", &reuse, "-c", "4", "-d", "2s"]);
+    let j = r.json();
+    assert_eq!(u(&j["sessions"]["aborted"]), 0, "{}", j["sessions"]);
+    assert!(u(&j["sessions"]["completed"]) >= 8, "{}", j["sessions"]);
+    assert_eq!(u(&j["connections_opened"]), 4, "{}", r.stdout);
     let r = run(&[&server.url(), "--flow", &flow, "-c", "4", "-n", "100"]);
     assert_eq!(r.code(), Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("a duration"), "{}", r.stderr);

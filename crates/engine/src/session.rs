@@ -290,6 +290,10 @@ impl SessionConn {
     }
 }
 
+fn plan_of(s: &SessionConn) -> &FlowPlan {
+    flow_of(&s.v)
+}
+
 fn flow_of(v: &Varying<H1Request>) -> &FlowPlan {
     v.traffic
         .flow
@@ -329,9 +333,11 @@ pub(crate) async fn run(
         io.recorder.borrow_mut().session_started();
     }
     let ended = walk(io, wakeups, s, start, row, window_end, timeout_ns).await;
-    // A user leaves: the next session is another user, with a connection, cookies and
-    // variables of its own.
-    s.conn = None;
+    // A user leaves: the next session is another user, with cookies and variables of its
+    // own, and (unless the flow reuses connections) a connection of its own.
+    if plan_of(s).flow.connection() == loadlab_session::Connection::PerSession {
+        s.conn = None;
+    }
     s.jar.clear();
     s.vars.clear();
     if measured {

@@ -143,9 +143,11 @@ pub(crate) fn render_view(b: &crate::view::Bundle) -> String {
         }
     }
     let color_of = |config: &str| config_order.iter().position(|c| *c == config).unwrap_or(0);
-    let unit = match plan.load.model {
-        Model::Open => "offered load (req/s)",
-        Model::Closed => "requests in flight",
+    let unit = match plan.unit() {
+        "req/s" => "offered load (req/s)",
+        "sessions/s" => "offered load (sessions/s)",
+        "users" => "users",
+        _ => "requests in flight",
     };
 
     for sc in &plan.scenarios {
@@ -668,9 +670,11 @@ fn names_against_load(
     knee: Option<f64>,
     first_unsustained: Option<f64>,
 ) -> [Chart; 2] {
-    let unit = match plan.load.model {
-        Model::Open => "offered load (req/s)",
-        Model::Closed => "requests in flight",
+    let unit = match plan.unit() {
+        "req/s" => "offered load (req/s)",
+        "sessions/s" => "offered load (sessions/s)",
+        "users" => "users",
+        _ => "requests in flight",
     };
     let title = |what: &str| {
         if several {

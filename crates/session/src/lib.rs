@@ -57,5 +57,7 @@ pub mod think;
 
 pub use cookie::{CookieJar, Rejected, Stored};
 pub use extract::{apply_all, Extract, ExtractError, ExtractFailure, Headers, Source, Vars};
-pub use spec::{ColumnClash, Flow, Item, Loop, Position, SpecError, Step, StepRef, UnsetVariable};
+pub use spec::{
+    ColumnClash, Connection, Flow, Item, Loop, Position, SpecError, Step, StepRef, UnsetVariable,
+};
 pub use think::{Think, ThinkError};

@@ -4,6 +4,7 @@
 //! # Syntax
 //! ```toml
 //! think = "1s"                      # the default pause after each step (default: none)
+//! connection = "per-session"        # or "reuse": the request loop's connection, kept across sessions
 //!
 //! [[steps]]
 //! name = "login"                    # required, unique: results are counted per step
@@ -233,6 +234,7 @@ impl Item {
 #[serde(try_from = "RawFlow", into = "RawFlow")]
 pub struct Flow {
     think: Think,
+    connection: Connection,
     items: Vec<Item>,
     /// The [`StepRef::id`] of each item's first step.
     first_id: Vec<usize>,
@@ -390,9 +392,21 @@ impl Flow {
         }
         Ok(Flow {
             think,
+            connection: Connection::default(),
             items,
             first_id,
         })
+    }
+
+    /// The same flow, its sessions sending on `connection`.
+    #[must_use]
+    pub fn with_connection(self, connection: Connection) -> Flow {
+        Flow { connection, ..self }
+    }
+
+    /// Which connection its sessions send on.
+    pub fn connection(&self) -> Connection {
+        self.connection
     }
 
     /// The default pause after each step.
@@ -574,10 +588,26 @@ fn check_step(step: &Step, at: &str) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// Which connection a session sends on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Connection {
+    /// Its own, opened by its first request and closed when it ends: each session is a new
+    /// client (tsung's and Gatling's users).
+    #[default]
+    PerSession,
+    /// The connection of the request loop it runs on, kept from one session to the next:
+    /// a client that reuses its connection for each new user (JMeter's thread keeping its
+    /// connections across iterations). Cookies and variables are still per session.
+    Reuse,
+}
+
 /// A flow as written.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFlow {
+    #[serde(default, skip_serializing_if = "is_per_session")]
+    connection: Connection,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     think: Option<Think>,
     #[serde(default)]
@@ -693,13 +723,20 @@ impl TryFrom<RawFlow> for Flow {
             }
             items.push(Item::Loop(Loop { count, steps }));
         }
-        Flow::new(raw.think.unwrap_or_default(), items)
+        Ok(Flow::new(raw.think.unwrap_or_default(), items)?.with_connection(raw.connection))
     }
+}
+
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_per_session(c: &Connection) -> bool {
+    *c == Connection::PerSession
 }
 
 impl From<Flow> for RawFlow {
     fn from(f: Flow) -> RawFlow {
         RawFlow {
+            connection: f.connection,
             think: (f.think != Think::None).then_some(f.think),
             steps: f
                 .items
@@ -911,7 +948,7 @@ mod tests {
         }
         let e = flow("thinks = \"1s\"\n[[steps]]\nname = \"a\"\npath = \"/\"").unwrap_err();
         assert!(
-            e.contains("unknown field `thinks`, expected `think` or `steps`"),
+            e.contains("unknown field `thinks`, expected one of `connection`, `think`, `steps`"),
             "{e}"
         );
         let e =
@@ -1103,5 +1140,24 @@ mod tests {
             })
         );
         assert_eq!(Flow::new(Think::None, vec![]), Err(SpecError::NoSteps));
+    }
+
+    #[test]
+    fn a_flow_opens_a_connection_per_session_unless_it_says_reuse() {
+        let one = "[[steps]]\nname = \"a\"\npath = \"/\"\n";
+        let f: Flow = toml::from_str(one).unwrap();
+        assert_eq!(f.connection(), Connection::PerSession);
+        let f: Flow = toml::from_str(&format!("connection = \"reuse\"\n{one}")).unwrap();
+        assert_eq!(f.connection(), Connection::Reuse);
+        // It survives the round trip an agent's workload makes.
+        let back: Flow = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+        assert_eq!(back, f);
+        let err = toml::from_str::<Flow>(&format!("connection = \"pooled\"\n{one}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("per-session") && err.contains("reuse"),
+            "{err}"
+        );
     }
 }
