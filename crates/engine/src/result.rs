@@ -533,6 +533,17 @@ impl NameResult {
     pub fn attempts(&self) -> u64 {
         attempts(self.requests, self.errors_total, &self.errors)
     }
+
+    /// Its failures by class, `class n` each, the classes with none left out:
+    /// `extract_failed 20, http_4xx 3`.
+    pub fn failures_text(&self) -> String {
+        self.errors
+            .iter()
+            .filter(|&(_, n)| n > 0)
+            .map(|(c, n)| format!("{} {n}", c.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// One agent's part of a distributed step: what it was given and what it measured alone.

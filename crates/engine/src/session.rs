@@ -434,10 +434,7 @@ async fn walk(
         s.capture
             .keep_body(if capture_body { MAX_CAPTURED_BODY } else { 0 });
         s.reader.expect_head(kind.head_request);
-        let idempotent = matches!(
-            kind_method(&s.buf),
-            b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
-        );
+        let idempotent = crate::config::validate::idempotent(&v.traffic.kind(p).method);
         let exchange = exchange(io, s, p, idempotent);
         let outcome =
             match tokio::time::timeout_at(io.clock.instant(deadline).into(), exchange).await {
@@ -491,11 +488,6 @@ async fn walk(
         intended = done + think;
         position = flow.advance(position);
     }
-}
-
-/// The method of rendered request bytes.
-fn kind_method(request: &[u8]) -> &[u8] {
-    request.split(|&b| b == b' ').next().unwrap_or_default()
 }
 
 /// Sends the session's rendered request (connecting first if its connection is gone) and

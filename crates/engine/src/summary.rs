@@ -177,14 +177,7 @@ fn session_lines(out: &mut String, r: &RunResult) {
                     .by_name
                     .iter()
                     .find(|n| n.name == a.step)
-                    .map(|n| {
-                        n.errors
-                            .iter()
-                            .filter(|&(_, k)| k > 0)
-                            .map(|(c, k)| format!("{} {k}", c.name()))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    })
+                    .map(crate::result::NameResult::failures_text)
                     .unwrap_or_default();
                 format!("{} {} ({why})", a.step, a.sessions)
             })

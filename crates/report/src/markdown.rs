@@ -297,19 +297,13 @@ fn sessions_table(out: &mut String, steps: &[&StepRecord], closed: bool) {
             .aborted_by_step
             .iter()
             .map(|a| {
-                let why: Vec<String> = r
+                let why = r
                     .by_name
                     .iter()
                     .find(|n| n.name == a.step)
-                    .map(|n| {
-                        n.errors
-                            .iter()
-                            .filter(|&(_, k)| k > 0)
-                            .map(|(c, k)| format!("{} {k}", c.name()))
-                            .collect()
-                    })
+                    .map(loadlab_engine::result::NameResult::failures_text)
                     .unwrap_or_default();
-                format!("{} {}: {}", a.step, a.sessions, why.join(", "))
+                format!("{} {}: {why}", a.step, a.sessions)
             })
             .collect();
         let aborted = if by.is_empty() {

@@ -153,12 +153,7 @@ impl Workload {
                 .map_err(|allowed| value_err(Field::SourceAddrs, s, allowed))?,
             _ => Vec::new(),
         };
-        // RFC 9110 §9.2.2: a client may repeat an idempotent request it got no answer to.
-        let resend_unprocessed = retry_unprocessed
-            || matches!(
-                method.as_str(),
-                "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
-            );
+        let resend_unprocessed = retry_unprocessed || idempotent(&method);
         let traffic = crate::traffic::Traffic::compile(
             &self.traffic,
             &crate::traffic::Base {
@@ -614,4 +609,13 @@ mod tests {
         };
         assert_eq!(w.check().unwrap_err().field(), Field::Concurrency);
     }
+}
+
+/// RFC 9110 §9.2.2: a client may repeat a request of an idempotent method it got no
+/// answer to.
+pub(crate) fn idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
+    )
 }
