@@ -502,6 +502,15 @@ fn parse_target(raw: &str, resolve: Resolve) -> Result<Target, ConfigError> {
     })
 }
 
+/// RFC 9110 §9.2.2: a client may repeat a request of an idempotent method it got no
+/// answer to.
+pub(crate) fn idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,13 +618,4 @@ mod tests {
         };
         assert_eq!(w.check().unwrap_err().field(), Field::Concurrency);
     }
-}
-
-/// RFC 9110 §9.2.2: a client may repeat a request of an idempotent method it got no
-/// answer to.
-pub(crate) fn idempotent(method: &str) -> bool {
-    matches!(
-        method,
-        "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
-    )
 }
