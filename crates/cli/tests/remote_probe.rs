@@ -166,9 +166,23 @@ fn a_knee_with_an_agent_and_a_remote_probe_finds_what_a_local_run_finds() {
     let mut srv = pool_server(server_ns);
     // The same search run on the server's host, probed locally (the listener on the URL's
     // port), to compare with.
+    // A search whose first unsustained step was loadlab's own lateness (`generator`, on a
+    // busy machine) says nothing about the server: it is run again, twice at most.
     let local = temp_path("knee-local");
-    let (out, local_took) = knee(server_ns, &local, &[]);
-    assert!(out.status.success(), "{}", text(&out));
+    let mut local_took = Duration::ZERO;
+    for attempt in 1..=3 {
+        let _ = std::fs::remove_dir_all(&local);
+        let (out, took) = knee(server_ns, &local, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        local_took = took;
+        let steps = lines(&local.join("steps.jsonl"));
+        let (name, _) = bottleneck(first_unsustained(&steps));
+        if name != "generator" {
+            break;
+        }
+        assert!(attempt < 3, "the local search was generator-limited 3 times");
+        eprintln!("local knee: first unsustained step was loadlab's own lateness; again");
+    }
     let token = token_file();
     let (mut probe, probe_log) = probe(server_ns, &token, "srv-probe");
     let mut agent = agent(agent_ns, &token, "gen-1");
