@@ -180,7 +180,10 @@ fn a_knee_with_an_agent_and_a_remote_probe_finds_what_a_local_run_finds() {
         if name != "generator" {
             break;
         }
-        assert!(attempt < 3, "the local search was generator-limited 3 times");
+        assert!(
+            attempt < 3,
+            "the local search was generator-limited 3 times"
+        );
         eprintln!("local knee: first unsustained step was loadlab's own lateness; again");
     }
     let token = token_file();

@@ -623,3 +623,190 @@ fn closed_loop_users_run_sessions_back_to_back() {
     assert_eq!(r.code(), Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("a duration"), "{}", r.stderr);
 }
+
+/// A login-then-browse app on gunicorn (a pre-fork Python server nobody here wrote) with 2
+/// synchronous workers, every request holding one for 20 ms. It signs a token and a session
+/// cookie per user (HMAC), checks both on every later request, and appends what it saw to
+/// a log shared by its workers.
+const GUNICORN_APP: &str = r#"
+import hashlib, hmac, json, os, time
+KEY = b"loadlab-test"
+LOG = os.environ["FLOW_LOG"]
+
+def sign(kind, user):
+    return hmac.new(KEY, (kind + ":" + user).encode(), hashlib.sha256).hexdigest()[:24]
+
+def note(line):
+    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(fd, (line + "\n").encode())
+    os.close(fd)
+
+def reply(start, status, body, headers=()):
+    body = body.encode()
+    start(status, [("Content-Type", "application/json"),
+                   ("Content-Length", str(len(body)))] + list(headers))
+    return [body]
+
+def user_of(environ):
+    jar = dict(c.strip().split("=", 1) for c in environ.get("HTTP_COOKIE", "").split(";") if "=" in c)
+    user, _, mac = jar.get("sid", "").partition(".")
+    token = environ.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ")
+    if user and hmac.compare_digest(mac, sign("sid", user)) and token == sign("token", user):
+        return user
+    return None
+
+def app(environ, start):
+    time.sleep(0.02)
+    path, method = environ["PATH_INFO"], environ["REQUEST_METHOD"]
+    if path == "/login" and method == "POST":
+        n = int(environ.get("CONTENT_LENGTH") or 0)
+        user = json.loads(environ["wsgi.input"].read(n))["user"]
+        note("login " + user)
+        cookie = "sid=%s.%s; Path=/; HttpOnly" % (user, sign("sid", user))
+        return reply(start, "200 OK", json.dumps({"token": sign("token", user)}),
+                     [("Set-Cookie", cookie)])
+    user = user_of(environ)
+    if user is None:
+        note("refused " + method + " " + path)
+        return reply(start, "401 Unauthorized", '{"error": "no such user"}')
+    if path == "/page":
+        note("page " + user)
+        return reply(start, "200 OK", json.dumps({"user": user}))
+    if path == "/logout" and method == "POST":
+        note("logout " + user)
+        return reply(start, "200 OK", "{}")
+    note("unknown " + method + " " + path)
+    return reply(start, "404 Not Found", "{}")
+"#;
+
+#[test]
+fn a_flow_knee_on_gunicorn_is_in_sessions_per_second_and_names_its_two_workers() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp_path("gunicorn-flow");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("app.py"), GUNICORN_APP).unwrap();
+    let log = dir.join("seen.log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut gunicorn = Command::new("taskset")
+        .args(["-c", "0", "gunicorn", "-w", "2", "-b"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--chdir")
+        .arg(&dir)
+        .arg("app:app")
+        .env("FLOW_LOG", &log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gunicorn (Debian: apt-get install gunicorn)");
+    let ready = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(ready, "gunicorn never listened on {port}");
+    // Five requests of 20 ms per session on 2 workers: 20 sessions/s at most.
+    let flow = write(
+        "gunicorn-flow.toml",
+        r#"
+think = "10ms"
+[[steps]]
+name = "login"
+method = "POST"
+path = "/login"
+headers = { Content-Type = "application/json" }
+body = '{"user": "u${uuid}"}'
+extract = [{ var = "token", json = "/token" }]
+[[steps]]
+loop = 3
+steps = [{ name = "page", path = "/page", headers = { Authorization = "Bearer ${token}" } }]
+[[steps]]
+name = "logout"
+method = "POST"
+path = "/logout"
+headers = { Authorization = "Bearer ${token}" }
+"#,
+    );
+    let out = temp_path("gunicorn-flow-bundle");
+    let url = format!("http://127.0.0.1:{port}/");
+    let (o, _) = util::output_within(
+        Command::new(loadlab_bin())
+            .args([
+                "knee",
+                "-q",
+                &url,
+                "--flow",
+                &flow,
+                "--cpus",
+                "1",
+                "--threads",
+                "1",
+            ])
+            .args(["--step", "3s", "--warmup", "500ms", "--pause", "300ms"])
+            .args([
+                "--slo",
+                "p99<1s",
+                "--start",
+                "5",
+                "--max",
+                "80",
+                "--confirm",
+                "0",
+            ])
+            .args(["--timeout", "10s", "--out"])
+            .arg(&out),
+        std::time::Duration::from_secs(300),
+    );
+    let _ = gunicorn.kill();
+    let _ = gunicorn.wait();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("sessions/s"), "{stdout}");
+    eprintln!("{stdout}");
+    let configs = util::lab::lines(&out.join("configs.jsonl"));
+    let k = &configs[0]["knees"][0];
+    let range = &k["outcome"]["range"];
+    let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
+    assert!(
+        lo >= 10.0 && hi <= 24.0,
+        "knee {lo}..{hi} sessions/s for 20: {k}"
+    );
+    let f = &k["diagnosis"]["findings"][0];
+    assert_eq!(f["bottleneck"], "concurrency_bound", "{}", k["diagnosis"]);
+    let in_service = f["figures"]["in_service"].as_f64().unwrap();
+    assert!(
+        (1.5..=2.5).contains(&in_service),
+        "≈{in_service} for 2 workers"
+    );
+    // What gunicorn's app saw: never a request without its user's own token and cookie, and
+    // every user's requests in the flow's order (a user may be cut short by a step's end).
+    let seen = std::fs::read_to_string(&log).unwrap();
+    let mut at: std::collections::HashMap<&str, usize> = Default::default();
+    let order = ["login", "page", "page", "page", "logout"];
+    let mut logouts = 0;
+    for line in seen.lines() {
+        let (what, who) = line.split_once(' ').unwrap();
+        assert!(what != "refused" && what != "unknown", "{line}");
+        let i = at.entry(who).or_insert(0);
+        assert_eq!(
+            order.get(*i),
+            Some(&what),
+            "user {who} out of order at {line}"
+        );
+        *i += 1;
+        logouts += usize::from(what == "logout");
+    }
+    // Loadlab's completed sessions (measured windows only) all logged out at the server.
+    let completed: u64 = util::lab::lines(&out.join("steps.jsonl"))
+        .iter()
+        .map(|s| u(&s["result"]["sessions"]["completed"]))
+        .sum();
+    assert!(completed >= 50, "{completed} sessions completed");
+    assert!(
+        logouts as u64 >= completed,
+        "{logouts} logouts < {completed}"
+    );
+}

@@ -33,12 +33,13 @@ use crate::worker::MIN_WAKE_GAP_NS;
 /// Wakes sessions at their steps' intended send times with the precision of the open-loop
 /// dispatcher: one timer per worker ([`PreciseTimer`], a timerfd), not tokio's millisecond
 /// wheel, whose rounding would be charged to every step's latency. Wake-ups closer than
-/// [`MIN_WAKE_GAP_NS`] are served together, as the dispatcher's are; the lateness is
-/// recorded as schedule lag.
+/// [`MIN_WAKE_GAP_NS`] are served together, as the dispatcher's are. A wait ends with the
+/// clock's reading when the timer loop released it, so that a step's schedule lag is
+/// measured where an arrival's is: at release, not when its task next runs.
 pub(crate) struct Wakeups {
     clock: crate::clock::Clock,
     due: RefCell<BinaryHeap<Reverse<(u64, u64)>>>,
-    wakers: RefCell<HashMap<u64, Waker>>,
+    waits: RefCell<HashMap<u64, Wait>>,
     next_id: Cell<u64>,
     /// The deadline the timer loop sleeps to (`u64::MAX`: none).
     sleeping_to: Cell<u64>,
@@ -51,14 +52,15 @@ impl Wakeups {
         Wakeups {
             clock,
             due: RefCell::new(BinaryHeap::new()),
-            wakers: RefCell::new(HashMap::new()),
+            waits: RefCell::new(HashMap::new()),
             next_id: Cell::new(0),
             sleeping_to: Cell::new(u64::MAX),
             kick: Notify::new(),
         }
     }
 
-    /// Waits until the clock reads `at` (never earlier).
+    /// Waits until the clock reads `at` (never earlier); ends with the time it was
+    /// released.
     pub(crate) fn at(&self, at: u64) -> WakeAt<'_> {
         WakeAt {
             w: self,
@@ -75,7 +77,7 @@ impl Wakeups {
                 let top = self.due.borrow().peek().map(|r| r.0);
                 match top {
                     // An entry whose session stopped waiting: skip it.
-                    Some((_, id)) if !self.wakers.borrow().contains_key(&id) => {
+                    Some((_, id)) if !self.waits.borrow().contains_key(&id) => {
                         self.due.borrow_mut().pop();
                     }
                     Some((t, _)) => break Some(t),
@@ -111,18 +113,27 @@ impl Wakeups {
             }
             let now = self.clock.now();
             let mut due = self.due.borrow_mut();
-            let mut wakers = self.wakers.borrow_mut();
+            let mut waits = self.waits.borrow_mut();
             while let Some(&Reverse((t, id))) = due.peek() {
                 if t > now {
                     break;
                 }
                 due.pop();
-                if let Some(w) = wakers.remove(&id) {
-                    w.wake();
+                if let Some(wait) = waits.get_mut(&id) {
+                    if let Wait::Waiting(w) = std::mem::replace(wait, Wait::Released(now)) {
+                        w.wake();
+                    }
                 }
             }
         }
     }
+}
+
+/// A wait's state in [`Wakeups`].
+enum Wait {
+    Waiting(Waker),
+    /// Released by the timer loop at this clock reading.
+    Released(u64),
 }
 
 /// A wait for [`Wakeups::at`].
@@ -133,25 +144,35 @@ pub(crate) struct WakeAt<'a> {
 }
 
 impl std::future::Future for WakeAt<'_> {
-    type Output = ();
+    type Output = u64;
 
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {
         let w = self.w;
-        if w.clock.now() >= self.at {
-            if let Some(id) = self.id.take() {
-                w.wakers.borrow_mut().remove(&id);
-            }
-            return Poll::Ready(());
-        }
         match self.id {
             Some(id) => {
-                w.wakers.borrow_mut().insert(id, cx.waker().clone());
+                let mut waits = w.waits.borrow_mut();
+                match waits.get_mut(&id) {
+                    Some(Wait::Released(t)) => {
+                        let t = *t;
+                        waits.remove(&id);
+                        self.id = None;
+                        return Poll::Ready(t);
+                    }
+                    Some(Wait::Waiting(waker)) => waker.clone_from(cx.waker()),
+                    None => unreachable!("a wait is removed only when it ends"),
+                }
             }
             None => {
+                let now = w.clock.now();
+                if now >= self.at {
+                    return Poll::Ready(now);
+                }
                 let id = w.next_id.get();
                 w.next_id.set(id + 1);
                 self.id = Some(id);
-                w.wakers.borrow_mut().insert(id, cx.waker().clone());
+                w.waits
+                    .borrow_mut()
+                    .insert(id, Wait::Waiting(cx.waker().clone()));
                 w.due.borrow_mut().push(Reverse((self.at, id)));
                 if self.at < w.sleeping_to.get() {
                     w.kick.notify_one();
@@ -165,7 +186,7 @@ impl std::future::Future for WakeAt<'_> {
 impl Drop for WakeAt<'_> {
     fn drop(&mut self) {
         if let Some(id) = self.id {
-            self.w.wakers.borrow_mut().remove(&id);
+            self.w.waits.borrow_mut().remove(&id);
         }
     }
 }
@@ -384,12 +405,12 @@ async fn walk(
         }
         let mut now = io.clock.now();
         if now < intended {
-            wakeups.at(intended).await;
-            now = io.clock.now();
+            now = wakeups.at(intended).await;
         }
         if position != loadlab_session::Position::default() {
-            // A step after think time: how late it leaves is schedule lag, as an
-            // arrival's is (the first step's was recorded when it was released).
+            // A step after think time: how late it is released is schedule lag, measured
+            // as an arrival's is by the dispatcher (the first step's was, when the
+            // dispatcher released it).
             io.recorder.borrow_mut().lag(intended, now);
         }
         let p = Planned {
@@ -546,5 +567,59 @@ async fn exchange(
                 return Err(class);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use std::rc::Rc;
+
+    /// Waits end no earlier than asked, in order, each with the time the timer loop
+    /// released it (the lag the session records), and a wait given up does not hold
+    /// back the others.
+    #[test]
+    fn waits_end_at_their_time_with_the_time_they_were_released() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let clock = Clock::new();
+            let w = Rc::new(Wakeups::new(clock.clone()));
+            let timer = PreciseTimer::new(clock.clone()).ok();
+            let looped = w.clone();
+            let timer_loop = tokio::task::spawn_local(async move { looped.run(timer).await });
+            let ms = 1_000_000;
+            let t0 = clock.now();
+            let mut ends = Vec::new();
+            for (i, after) in [(0u64, 3 * ms), (1, ms), (2, 5 * ms)] {
+                let w = w.clone();
+                let clock = clock.clone();
+                ends.push(tokio::task::spawn_local(async move {
+                    let at = t0 + after;
+                    let released = w.at(at).await;
+                    (i, at, released, clock.now())
+                }));
+            }
+            // A wait given up before it is due.
+            {
+                let gone = w.at(t0 + 2 * ms);
+                let _ = tokio::time::timeout(std::time::Duration::from_micros(100), gone).await;
+            }
+            // A wait already due ends at once, with the time it was asked.
+            let before = clock.now();
+            let past = w.at(t0).await;
+            assert!(past >= before && past <= clock.now());
+            for e in ends {
+                let (i, at, released, after) = e.await.unwrap();
+                assert!(released >= at, "wait {i} released {released} before {at}");
+                assert!(released <= after, "wait {i}: released after it ran");
+            }
+            assert!(w.waits.borrow().is_empty(), "every wait removed");
+            timer_loop.abort();
+        });
     }
 }
