@@ -810,3 +810,96 @@ headers = { Authorization = "Bearer ${token}" }
         "{logouts} logouts < {completed}"
     );
 }
+
+#[test]
+fn compare_shows_two_runs_sessions_side_by_side_untested() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Scenario::start(&[]);
+    // The same flow twice at the same rate: users all good, then every second one bad
+    // (its login's extraction fails, which ends its session).
+    let users = |bad: bool| {
+        std::iter::once("user".to_string())
+            .chain((0..40).map(|i| match bad && i % 2 == 1 {
+                true => format!("bad{i}"),
+                false => format!("ok{i}"),
+            }))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let flow = write(
+        "compare-flow.toml",
+        r#"
+[[steps]]
+name = "login"
+method = "POST"
+path = "/flow/login"
+headers = { Content-Type = "application/json" }
+body = '{"user": "${user}"}'
+extract = [{ var = "token", json = "/token" }, { var = "me", regex = '"user":"(ok[0-9]+)"' }]
+
+[[steps]]
+name = "page"
+path = "/flow/page/1?me=${me}"
+headers = { Authorization = "Bearer ${token}" }
+"#,
+    );
+    let mut files = Vec::new();
+    for (name, bad) in [("good", false), ("half-bad", true)] {
+        let data = write(&format!("compare-{name}.csv"), &users(bad));
+        let r = run(&[
+            &server.url(),
+            "--flow",
+            &flow,
+            "--data",
+            &data,
+            "--data-order",
+            "unique",
+            "--rate",
+            "40",
+            "-d",
+            "3s",
+        ]);
+        let path = temp_path(&format!("compare-{name}.json"));
+        std::fs::write(&path, r.json().to_string()).unwrap();
+        files.push(path.display().to_string());
+    }
+    let (o, _) = util::output_within(
+        Command::new(loadlab_bin()).args(["compare", &files[0], &files[1]]),
+        std::time::Duration::from_secs(60),
+    );
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let row = said
+        .lines()
+        .find(|l| l.trim_start().starts_with("sessions at 40 sessions/s"))
+        .unwrap_or_else(|| panic!("no sessions row:\n{said}"));
+    for says in [
+        "40 of 40 done, 0 aborted",
+        "20 of 40 done, 20 aborted",
+        "aborted 0.0 % → 50.0 %, not tested for noise",
+    ] {
+        assert!(row.contains(says), "{row}");
+    }
+    // Its achieved rate is requests, said so beside a load in sessions.
+    assert!(said.contains("achieved req/s at 40 sessions/s"), "{said}");
+    // The JSON: the committed schema, the counts.
+    let (o, _) = util::output_within(
+        Command::new(loadlab_bin()).args(["compare", "--json", &files[0], &files[1]]),
+        std::time::Duration::from_secs(60),
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../schema/comparison.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let step = &v["pairs"][0]["series"][0]["steps"][0];
+    assert_eq!(u(&step["baseline"]["sessions"]["completed"]), 40, "{step}");
+    assert_eq!(u(&step["other"]["sessions"]["aborted"]), 20, "{step}");
+}

@@ -382,6 +382,7 @@ mod tests {
             latency_seconds: 10,
             window_seconds: 10,
             generator_limited: false,
+            sessions: None,
         }
     }
 

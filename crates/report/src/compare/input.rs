@@ -13,7 +13,9 @@ use loadlab_lab::plan::Steps;
 use loadlab_lab::verdict::{Limit, Verdict};
 
 use super::bootstrap::{Counts, QuantileTable};
-use super::{InputSummary, KneeRange, KneeSource, NameFigures, SeriesKey, StepFigures};
+use super::{
+    InputSummary, KneeRange, KneeSource, NameFigures, SeriesKey, SessionCounts, StepFigures,
+};
 use crate::knee::{closed_unit, fixed_knee};
 
 /// Why an input cannot be compared.
@@ -102,6 +104,8 @@ pub(super) struct Run {
     window_successes: Vec<u64>,
     /// Each request name's part of the run, in the list's order (empty without names).
     names: Vec<NameRun>,
+    /// A flow's sessions (`None` for independent requests).
+    sessions: Option<SessionCounts>,
 }
 
 /// One request name's part of a run: its figures and its whole-window latency (the run
@@ -232,6 +236,16 @@ impl Level {
                 .map(|r| r.window_successes.len() as u32)
                 .sum(),
             generator_limited: self.runs.iter().any(|r| r.generator_limited),
+            sessions: self
+                .runs
+                .iter()
+                .filter_map(|r| r.sessions)
+                .reduce(|a, b| SessionCounts {
+                    started: a.started + b.started,
+                    completed: a.completed + b.completed,
+                    aborted: a.aborted + b.aborted,
+                    running_at_end: a.running_at_end + b.running_at_end,
+                }),
         }
     }
 
@@ -316,6 +330,7 @@ impl Run {
             seconds,
             window_successes: successes,
             names: Vec::new(),
+            sessions: None,
         }
     }
 
@@ -407,6 +422,12 @@ fn run_of(r: &RunResult, verdict: Option<&Verdict>) -> Result<Run, String> {
         seconds,
         window_successes,
         names,
+        sessions: r.sessions.as_ref().map(|s| SessionCounts {
+            started: s.started,
+            completed: s.completed,
+            aborted: s.aborted,
+            running_at_end: s.running_at_end,
+        }),
     })
 }
 

@@ -362,6 +362,23 @@ pub struct StepFigures {
     pub window_seconds: u32,
     /// A run result that `loadlab run` itself flagged as generator-limited.
     pub generator_limited: bool,
+    /// A flow's sessions, summed over the runs (absent for independent requests). Shown
+    /// side by side, not tested for noise: a run keeps no per-second session counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionCounts>,
+}
+
+/// A flow's sessions in the compared runs of a step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionCounts {
+    /// Sessions started.
+    pub started: u64,
+    /// Sessions that sent every step and had every response.
+    pub completed: u64,
+    /// Sessions ended by a failed request.
+    pub aborted: u64,
+    /// Sessions still running when their window ended.
+    pub running_at_end: u64,
 }
 
 /// One figure on both sides.

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::{
     names, Comparison, Finding, InputKind, KneeComparison, Method, MetricChange, NamesComparison,
-    PairComparison, SeriesComparison,
+    PairComparison, SeriesComparison, SessionCounts, StepFigures,
 };
 
 pub use crate::format::{confidence, num, pct, pct_abs, pct_range};
@@ -129,7 +129,12 @@ fn ms_cell(v: f64) -> String {
 
 /// Each request name's rows of a series' table (its p99 and achieved at each load), after
 /// the whole's.
-fn name_rows(rows: &mut Vec<Vec<String>>, names: &NamesComparison, load_suffix: &str) {
+fn name_rows(
+    rows: &mut Vec<Vec<String>>,
+    names: &NamesComparison,
+    load_suffix: &str,
+    achieved: &str,
+) {
     for n in &names.names {
         for st in &n.steps {
             let at = format!("{}{load_suffix}", num(st.load));
@@ -144,12 +149,54 @@ fn name_rows(rows: &mut Vec<Vec<String>>, names: &NamesComparison, load_suffix: 
                 ),
             ]);
             rows.push(vec![
-                format!("{}: achieved at {at}", n.name),
+                format!("{}: {achieved} at {at}", n.name),
                 value(st.achieved.baseline, a.sustained, a.runs, num),
                 value(st.achieved.other, b.sustained, b.runs, num),
                 metric_cell(&st.achieved, names::NO_SECONDS),
             ]);
         }
+    }
+}
+
+/// A flow's sessions at a load, side by side: counts only, not tested for noise (a run
+/// keeps no per-second session counts, and a session's fate depends on its neighbours').
+fn session_row(at: &str, a: &StepFigures, b: &StepFigures) -> Option<Vec<String>> {
+    if a.sessions.is_none() && b.sessions.is_none() {
+        return None;
+    }
+    let cell = |s: Option<SessionCounts>| match s {
+        Some(s) => format!(
+            "{} of {} done, {} aborted",
+            s.completed, s.started, s.aborted
+        ),
+        None => "-".into(),
+    };
+    let share = |s: Option<SessionCounts>| {
+        s.filter(|s| s.started > 0)
+            .map(|s| s.aborted as f64 / s.started as f64)
+    };
+    let change = match (share(a.sessions), share(b.sessions)) {
+        (Some(x), Some(y)) => format!(
+            "aborted {} → {}, not tested for noise",
+            pct_of(x),
+            pct_of(y)
+        ),
+        _ => "not tested for noise".into(),
+    };
+    Some(vec![
+        format!("sessions at {at}"),
+        cell(a.sessions),
+        cell(b.sessions),
+        change,
+    ])
+}
+
+/// A share as a percentage, "< 0.1 %" above zero.
+fn pct_of(x: f64) -> String {
+    if x > 0.0 && x < 0.001 {
+        "< 0.1 %".into()
+    } else {
+        format!("{:.1} %", 100.0 * x)
     }
 }
 
@@ -209,6 +256,12 @@ fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesCo
     } else {
         format!(" {}", s.unit)
     };
+    // A flow's loads are sessions or users; what it achieves is still requests per second.
+    let achieved = if matches!(s.unit.as_str(), "sessions/s" | "users") {
+        "achieved req/s"
+    } else {
+        "achieved"
+    };
     for st in &s.steps {
         let at = format!("{}{load_suffix}", num(st.load));
         rows.push(vec![
@@ -234,7 +287,7 @@ fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesCo
             }),
         ]);
         rows.push(vec![
-            format!("achieved at {at}"),
+            format!("{achieved} at {at}"),
             value(
                 st.achieved.baseline,
                 st.baseline.sustained,
@@ -250,9 +303,12 @@ fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesCo
                 ),
             ),
         ]);
+        if let Some(row) = session_row(&at, &st.baseline, &st.other) {
+            rows.push(row);
+        }
     }
     if let Some(names) = &s.names {
-        name_rows(&mut rows, names, &load_suffix);
+        name_rows(&mut rows, names, &load_suffix, achieved);
     }
     table(out, "    ", &rows);
     if let Some(k) = &s.knee {
