@@ -437,6 +437,17 @@ p99_ms = 300
     ] {
         assert!(report.contains(says), "report lacks {says:?}:\n{report}");
     }
+    // report.html: the same Sessions table, loads in sessions/s, and the achieved requests
+    // against the line of offered sessions × their 2 requests (not y = x).
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for says in [
+        "<h4>Sessions</h4>",
+        "offered load (sessions/s)",
+        "achieved = offered × 2 requests per session",
+    ] {
+        assert!(html.contains(says), "report.html lacks {says:?}");
+    }
+    assert!(!html.contains("<title>achieved = offered</title>"));
 }
 
 #[test]

@@ -240,7 +240,13 @@ fn scenario_charts(
         title: format!("{scenario}: achieved against offered"),
         x_label: unit.into(),
         y_label: "achieved (successful req/s)".into(),
-        diagonal: plan.load.model == Model::Open,
+        // A flow's sessions offer their requests each: the line is offered × that.
+        diagonal: (plan.load.model == Model::Open).then(|| {
+            steps
+                .iter()
+                .find_map(|s| s.result.sessions.as_ref())
+                .map_or(1.0, |x| x.requests_per_session as f64)
+        }),
         ..Chart::default()
     };
     let mut errors = Chart {
@@ -1053,7 +1059,7 @@ pub fn render_comparison(c: &crate::compare::Comparison) -> String {
                 title: format!("{}: achieved", s.scenario),
                 x_label: format!("load ({})", s.unit),
                 y_label: "achieved (successful req/s)".into(),
-                diagonal: s.unit == "req/s",
+                diagonal: (s.unit == "req/s").then_some(1.0),
                 series: vec![
                     side(&p.baseline, Dash::Solid, 0, &|st| st.achieved.baseline),
                     side(&p.other, Dash::Dashed, 1, &|st| st.achieved.other),

@@ -106,8 +106,9 @@ pub struct Chart {
     pub x_span: Option<(f64, f64)>,
     /// The y axis spans at least this range (small multiples read on one scale).
     pub y_span: Option<(f64, f64)>,
-    /// Draw y = x (achieved against offered).
-    pub diagonal: bool,
+    /// Draw y = k·x (achieved against offered: k = 1 for requests, the requests of one
+    /// session for a flow's sessions).
+    pub diagonal: Option<f64>,
     /// Tick labels on x for the percentile plot: `(x, label)`; empty for numeric ticks.
     pub x_ticks: Vec<(f64, String)>,
 }
@@ -252,10 +253,9 @@ impl Chart {
             .series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.1));
-        let diag: Vec<f64> = if self.diagonal {
-            vec![xa.lo, xa.hi]
-        } else {
-            Vec::new()
+        let diag: Vec<f64> = match self.diagonal {
+            Some(k) => vec![k * xa.lo, k * xa.hi],
+            None => Vec::new(),
         };
         let ya = Axis::new(
             ys.chain(self.h_marks.iter().map(|m| m.at))
@@ -315,14 +315,20 @@ impl Chart {
             TOP + ph / 2.0,
             esc(&self.y_label)
         );
-        if self.diagonal {
+        if let Some(k) = self.diagonal.filter(|k| *k > 0.0) {
+            let (x0, x1) = (xa.lo.max(ya.lo / k), xa.hi.min(ya.hi / k));
+            let title = if k == 1.0 {
+                "achieved = offered".to_string()
+            } else {
+                format!("achieved = offered × {} requests per session", short_num(k))
+            };
             let _ = write!(
                 o,
-                r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" class="ref"><title>achieved = offered</title></line>"#,
-                px(xa.lo.max(ya.lo)),
-                py(xa.lo.max(ya.lo)),
-                px(xa.hi.min(ya.hi)),
-                py(xa.hi.min(ya.hi))
+                r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" class="ref"><title>{title}</title></line>"#,
+                px(x0),
+                py(k * x0),
+                px(x1),
+                py(k * x1)
             );
         }
         for (i, b) in self.v_bands.iter().enumerate() {
