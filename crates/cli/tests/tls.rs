@@ -364,3 +364,95 @@ fn client_certificate_mistakes_are_refused_naming_the_flag_and_the_file() {
         assert!(help.contains("system's trust store"), "{sub}: {help}");
     }
 }
+
+/// A login flow over TLS against nginx, which checks on every page that the bearer token
+/// and the session cookie (set `Secure`: sent only over https) belong to one login
+/// (`$request_id` of the login in both; a PCRE back-reference compares them).
+#[test]
+fn a_flow_over_tls_sends_each_sessions_secure_cookie_and_token_to_nginx() {
+    let ca = Ca::new();
+    let (cert, key) = ca.issue_pem(&["127.0.0.1"]);
+    let dir = pem_dir(&[
+        ("ca.pem", &ca.pem()),
+        ("server.pem", &cert),
+        ("server.key", &key),
+    ]);
+    let d = dir.display();
+    let nginx = Nginx::with_servers(&format!(
+        "access_log off;\n  \
+         map \"$http_authorization|$cookie_sid\" $who {{ \
+           \"~^Bearer t-([0-9a-f]{{32}})\\|\\1$\" ok; default bad; }}\n  \
+         server {{ listen 127.0.0.1:{{port}} ssl; \
+           ssl_certificate {d}/server.pem; ssl_certificate_key {d}/server.key; \
+           default_type application/json; \
+           location = /login {{ add_header Set-Cookie \"sid=$request_id; Path=/; Secure; HttpOnly\"; \
+             return 200 '{{\"token\":\"t-$request_id\"}}'; }} \
+           location = /page {{ if ($who != ok) {{ return 401; }} return 200 'page'; }} \
+           location = /logout {{ if ($who != ok) {{ return 401; }} return 200 'bye'; }} }}"
+    ));
+    let url = format!("https://127.0.0.1:{}/", nginx.http);
+    let ca_path = path(&dir, "ca.pem");
+    let flow = |page_auth: &str| {
+        let f = temp_path("tls-flow.toml");
+        std::fs::write(
+            &f,
+            format!(
+                "think = \"5ms\"\n\
+                 [[steps]]\nname = \"login\"\nmethod = \"POST\"\npath = \"/login\"\n\
+                 extract = [{{ var = \"token\", json = \"/token\" }}]\n\
+                 [[steps]]\nloop = 3\nsteps = [{{ name = \"page\", path = \"/page\", \
+                 headers = {{ Authorization = \"{page_auth}\" }} }}]\n\
+                 [[steps]]\nname = \"logout\"\nmethod = \"POST\"\npath = \"/logout\"\n\
+                 headers = {{ Authorization = \"Bearer ${{token}}\" }}\n"
+            ),
+        )
+        .unwrap();
+        f
+    };
+    let good = flow("Bearer ${token}");
+    let r = run(&[
+        &url,
+        "--flow",
+        good.to_str().unwrap(),
+        "--cacert",
+        &ca_path,
+        "--rate",
+        "50",
+        "-d",
+        "2s",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}\n{}", r.stderr, log(&nginx.dir));
+    let j = r.json();
+    let s = &j["sessions"];
+    let started = s["started"].as_u64().unwrap();
+    assert!(started >= 80, "{s}");
+    assert_eq!(s["aborted"], 0, "{s}\n{}", r.stdout);
+    assert_eq!(
+        s["completed"].as_u64().unwrap() + s["running_at_end"].as_u64().unwrap(),
+        started,
+        "{s}"
+    );
+    assert_eq!(j["errors_total"], 0, "{j}");
+    assert_eq!(j["errors"]["tls_handshake"], 0);
+    // nginx does check: a page sent with another token ends every session there.
+    let wrong = flow("Bearer t-00000000000000000000000000000000");
+    let r = run(&[
+        &url,
+        "--flow",
+        wrong.to_str().unwrap(),
+        "--cacert",
+        &ca_path,
+        "--rate",
+        "50",
+        "-d",
+        "1s",
+        "-q",
+    ]);
+    let s = &r.json()["sessions"];
+    assert_eq!(s["completed"], 0, "{s}");
+    let by = &s["aborted_by_step"];
+    assert_eq!(by[0]["step"], "page", "{s}");
+    assert_eq!(by[0]["sessions"], s["aborted"], "{s}");
+    assert!(r.json()["status_codes"]["401"].as_u64().unwrap() > 0);
+}

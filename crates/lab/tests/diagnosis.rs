@@ -555,3 +555,29 @@ fn memory_and_pids_limits_of_the_cgroup() {
         d.ruled_out
     );
 }
+
+#[test]
+fn the_offered_figure_is_what_loadlab_sent_not_the_steps_nominal_rate() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    let offered = |s: &StepRecord| {
+        let d = diagnose_variant(&steps, i, s.clone()).unwrap();
+        d.findings
+            .iter()
+            .find(|f| f.bottleneck == Bottleneck::ConcurrencyBound)
+            .unwrap()
+            .figures["offered_in_service"]
+    };
+    let o = offered(&s);
+    // What was sent in the window times the 100 ms sleep's floor.
+    let sent = s.result.attempts() as f64 / s.result.duration_s;
+    assert!(
+        (o / sent - 0.1).abs() < 0.01,
+        "offered ≈{o} at {sent}/s sent"
+    );
+    // A step whose nominal rate says otherwise (a Poisson draw, a flow's sessions): the
+    // figure stays with what was sent.
+    let mut other = s.clone();
+    other.load *= 1.5;
+    assert!((offered(&other) - o).abs() < 1e-9);
+}

@@ -177,7 +177,24 @@ fn rows<'a>(
                 .and_then(|r| r.knees.iter().find(|k| k.scenario == sc.name));
             let (knee, low, fail, diagnosis) = match searched {
                 Some(k) => (
-                    range_words(&k.outcome, unit),
+                    {
+                        // A repeated load that held in some runs and not others: the range
+                        // rests on it, so the answer says so (as the closing lines do).
+                        let mut words = range_words(&k.outcome, unit);
+                        if !k.outcome.non_monotonic.is_empty() {
+                            let at: Vec<String> = k
+                                .outcome
+                                .non_monotonic
+                                .iter()
+                                .map(|n| match n.split_once(": ") {
+                                    Some((load, what)) => format!("at {load} {unit}: {what}"),
+                                    None => n.clone(),
+                                })
+                                .collect();
+                            words.push_str(&format!(", not confirmed ({})", at.join("; ")));
+                        }
+                        words
+                    },
                     k.outcome.knee,
                     k.outcome.first_unsustained,
                     k.diagnosis.as_ref(),

@@ -541,3 +541,25 @@ fn names_only_one_side_ran_are_listed_not_compared() {
         std::fs::remove_dir_all(d).unwrap();
     }
 }
+
+#[test]
+fn a_knee_whose_end_held_in_one_run_and_not_another_says_so_in_the_answer() {
+    let dir = copy("non-monotonic", |_| {});
+    let configs = std::fs::read_to_string(dir.join("configs.jsonl")).unwrap();
+    let mut c: serde_json::Value = serde_json::from_str(configs.lines().next().unwrap()).unwrap();
+    c["knees"][0]["outcome"]["non_monotonic"] = serde_json::json!(["60: sustained in 1 of 2 runs"]);
+    std::fs::write(dir.join("configs.jsonl"), format!("{c}\n")).unwrap();
+    let report = loadlab_report::render_bundle(&dir).unwrap();
+    let answer =
+        &report[report.find("## Answer").unwrap()..report.find("Sustained means").unwrap()];
+    assert!(
+        answer.contains(
+            "knee between 50 and 60 req/s, not confirmed (at 60 req/s: sustained in 1 of 2 runs)"
+        ),
+        "{answer}"
+    );
+    // Without it, the answer is the range alone.
+    let plain = loadlab_report::render_bundle(&fixture()).unwrap();
+    assert!(!plain.contains("not confirmed ("), "{plain}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

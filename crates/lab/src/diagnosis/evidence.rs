@@ -377,23 +377,32 @@ impl<'a> Evidence<'a> {
     }
 
     /// Requests loadlab offered at once, by Little's law over the service-time floor (open
-    /// loop), or those it kept in flight (closed loop).
+    /// loop), or those it kept in flight (closed loop). Open loop counts what was sent in
+    /// the window, not the step's nominal rate: a Poisson step of 4 s at 25/s may send 29/s,
+    /// and a flow's sessions send at the rate their users arrived and thought.
     pub fn offered_in_service(&self) -> Option<f64> {
+        let r = self.result();
+        let sent = |attempts: u64, nominal: Option<f64>| {
+            if r.duration_s > 0.0 && attempts > 0 {
+                Some(attempts as f64 / r.duration_s)
+            } else {
+                nominal
+            }
+        };
         if !self.mix.is_empty() && self.step.model == Model::Open {
-            let r = self.result();
             return Some(
                 r.by_name
                     .iter()
                     .filter_map(|n| {
                         let f = self.ctx.name_floors_ms.get(&n.name)?;
-                        Some(n.offered_rps? * f / 1000.0)
+                        Some(sent(n.attempts(), n.offered_rps)? * f / 1000.0)
                     })
                     .sum(),
             );
         }
         let floor = self.ctx.service_floor_ms.filter(|f| *f > 0.0)?;
         Some(match self.step.model {
-            Model::Open => self.step.load * floor / 1000.0,
+            Model::Open => sent(r.attempts(), Some(self.step.load))? * floor / 1000.0,
             Model::Closed => self.step.load,
         })
     }
