@@ -152,7 +152,13 @@ fn junit_suite(r: &RunResult, gates: &[GateOutcome]) -> junit::Suite {
         ("errors_total".to_string(), r.errors_total.to_string()),
     ];
     if let Some(o) = r.offered_rps {
-        properties.insert(1, ("offered_rps".to_string(), format!("{o}")));
+        // A flow's rate counts sessions.
+        let key = if r.sessions.is_some() {
+            "offered_sessions_per_s"
+        } else {
+            "offered_rps"
+        };
+        properties.insert(1, (key.to_string(), format!("{o}")));
     }
     if r.generator_limited {
         properties.push((

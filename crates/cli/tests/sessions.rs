@@ -914,3 +914,39 @@ headers = { Authorization = "Bearer ${token}" }
     assert_eq!(u(&step["baseline"]["sessions"]["completed"]), 40, "{step}");
     assert_eq!(u(&step["other"]["sessions"]["aborted"]), 20, "{step}");
 }
+
+#[test]
+fn a_flows_achieved_gate_compares_requests_with_the_requests_its_sessions_offered() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = Scenario::start(&[]);
+    // 50 sessions/s of 4 requests: 200 req/s offered (not 50: achieved over the session
+    // rate would read 4.0 and pass any `achieved>=` gate).
+    let flow = write(
+        "gate-flow.toml",
+        r#"
+[[steps]]
+name = "login"
+method = "POST"
+path = "/flow/login"
+headers = { Content-Type = "application/json" }
+body = '{"user": "u${seq}"}'
+extract = [{ var = "token", json = "/token" }]
+[[steps]]
+loop = 3
+steps = [{ name = "page", path = "/flow/page/1", headers = { Authorization = "Bearer ${token}" } }]
+"#,
+    );
+    let r = run(&[
+        &server.url(),
+        "--flow",
+        &flow,
+        "--rate",
+        "50",
+        "-d",
+        "3s",
+        "--slo",
+        "achieved<=1.5",
+    ]);
+    assert!(r.stdout.contains("of 200 req/s offered)"), "{}", r.stdout);
+    assert!(r.stdout.contains("[PASS] achieved<=1.5"), "{}", r.stdout);
+}

@@ -40,8 +40,14 @@ pub fn write_hlog(r: &RunResult, what: Option<&str>, w: &mut dyn Write) -> io::R
         "#[{} {} {}]",
         r.method,
         r.url,
-        r.offered_rps
-            .map_or("closed loop".to_string(), |o| format!("offered {o} req/s"))
+        match (r.offered_rps, &r.sessions) {
+            (None, _) => "closed loop".to_string(),
+            (Some(o), None) => format!("offered {o} req/s"),
+            (Some(o), Some(s)) => format!(
+                "offered {o} sessions/s of {} requests",
+                s.requests_per_session
+            ),
+        }
     )?;
     if let Some(what) = what {
         writeln!(w, "#[{}]", what.replace(['\n', ']'], " "))?;
@@ -99,7 +105,11 @@ pub fn csv_rows(r: &RunResult, prefix: &[&str]) -> io::Result<Vec<String>> {
     for (s, encoded) in r.per_second.iter().zip(&r.histograms.per_second_latency) {
         let h = decode_histogram(encoded).map_err(io::Error::other)?;
         let mut line = pre.clone();
-        let offered = r.offered_rps.map(|o| format!("{o}")).unwrap_or_default();
+        // Requests per second, as the row's other figures (a flow's rate counts sessions).
+        let offered = r
+            .offered_requests_rps()
+            .map(|o| format!("{o}"))
+            .unwrap_or_default();
         let _ = write!(
             line,
             "{},{offered},{},{},{},{}",

@@ -601,6 +601,17 @@ impl RunResult {
         self.successful == 0
     }
 
+    /// The rate of requests offered (open loop): `offered_rps`, which for a flow counts
+    /// sessions, times the requests of one session. Compare achieved with this, not with
+    /// `offered_rps`.
+    pub fn offered_requests_rps(&self) -> Option<f64> {
+        let per_session = self
+            .sessions
+            .as_ref()
+            .map_or(1, |s| s.requests_per_session.max(1));
+        self.offered_rps.map(|o| o * per_session as f64)
+    }
+
     /// Requests that were attempted and ended one way or another: the responses plus the
     /// failures that had no response (a 4xx or 5xx is both a response and an error).
     pub fn attempts(&self) -> u64 {

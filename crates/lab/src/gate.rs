@@ -378,7 +378,8 @@ impl Figures<'_> {
             histogram: &r.histograms.latency,
             errors_total: r.errors_total,
             attempts: r.attempts(),
-            offered_rps: r.offered_rps,
+            // A flow's offered rate counts sessions; achieved counts requests.
+            offered_rps: r.offered_requests_rps(),
             achieved_rps: r.achieved_rps,
             successful: r.successful,
             trend: r.latency_trend.as_ref(),

@@ -98,7 +98,7 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
         }
     }
     if step.verdict.limits.contains(&Limit::Throughput) {
-        if let (Some(t), Some(offered)) = (&r.latency_trend, r.offered_rps) {
+        if let (Some(t), Some(offered)) = (&r.latency_trend, r.offered_requests_rps()) {
             out.push(format!(
                 "fell behind: latency grew {:.0} ms per second of the step, served {:.0} % of the offered rate",
                 1000.0 * t.slope,
