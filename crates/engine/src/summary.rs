@@ -45,7 +45,11 @@ fn agent_lines(out: &mut String, r: &RunResult) {
         let offered = a
             .offered_rps
             .map_or(format!("{} conns", a.connections), |v| {
-                format!("{v:.1} req/s")
+                if r.sessions.is_some() {
+                    format!("{v:.1} sessions/s")
+                } else {
+                    format!("{v:.1} req/s")
+                }
             });
         match &a.lost {
             Some(why) => {
@@ -302,10 +306,10 @@ pub fn render(r: &RunResult) -> String {
             );
         }
     } else {
-        // A flow's rate counts sessions, not requests: its requests have no offered rate.
+        // A flow's rate counts sessions: its requests were offered at that times the
+        // requests of one session.
         let offered = r
-            .offered_rps
-            .filter(|_| r.sessions.is_none())
+            .offered_requests_rps()
             .map(|o| format!(" of {o} offered ({:.1} %)", 100.0 * r.achieved_rps / o))
             .unwrap_or_default();
         let _ = writeln!(
