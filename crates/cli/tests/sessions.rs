@@ -432,6 +432,7 @@ p99_ms = 300
     for says in [
         "knee (sessions/s)",
         "#### Sessions",
+        "#### By step of the flow",
         "| offered sessions/s | started |",
         "knee between 10 and 150 sessions/s",
     ] {

@@ -345,7 +345,16 @@ fn names_table(out: &mut String, steps: &[&StepRecord], closed: bool, slo: &Slo)
     } else {
         "offered req/s"
     };
-    let _ = writeln!(out, "#### By request name\n");
+    let flow = steps.iter().all(|s| s.result.sessions.is_some());
+    let _ = writeln!(
+        out,
+        "#### {}\n",
+        if flow {
+            "By step of the flow"
+        } else {
+            "By request name"
+        }
+    );
     let mut about = vec![
         "Each name's own figures over the step's window; its verdict is judged on them alone, by its own bounds or the plan's (✗: the clauses it missed)".to_string(),
     ];
