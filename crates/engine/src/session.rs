@@ -588,8 +588,8 @@ mod tests {
         let local = tokio::task::LocalSet::new();
         local.block_on(&rt, async {
             let clock = Clock::new();
-            let w = Rc::new(Wakeups::new(clock.clone()));
-            let timer = PreciseTimer::new(clock.clone()).ok();
+            let w = Rc::new(Wakeups::new(clock));
+            let timer = PreciseTimer::new(clock).ok();
             let looped = w.clone();
             let timer_loop = tokio::task::spawn_local(async move { looped.run(timer).await });
             let ms = 1_000_000;
@@ -597,7 +597,6 @@ mod tests {
             let mut ends = Vec::new();
             for (i, after) in [(0u64, 3 * ms), (1, ms), (2, 5 * ms)] {
                 let w = w.clone();
-                let clock = clock.clone();
                 ends.push(tokio::task::spawn_local(async move {
                     let at = t0 + after;
                     let released = w.at(at).await;
