@@ -124,6 +124,37 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
+/// A data file of 40 users, `ok0`, `ok1`, …; with `bad`, every second one is `badN`.
+fn users_csv(name: &str, bad: bool) -> String {
+    write(
+        name,
+        &std::iter::once("user".to_string())
+            .chain((0..40).map(|i| match bad && i % 2 == 1 {
+                true => format!("bad{i}"),
+                false => format!("ok{i}"),
+            }))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// A login whose check takes the user back from the reply only if it starts with "ok"
+/// (an extraction that fails for a `badN` user), then a page as that user.
+const LOGIN_CHECKED_THEN_PAGE: &str = r#"
+[[steps]]
+name = "login"
+method = "POST"
+path = "/flow/login"
+headers = { Content-Type = "application/json" }
+body = '{"user": "${user}"}'
+extract = [{ var = "token", json = "/token" }, { var = "me", regex = '"user":"(ok[0-9]+)"' }]
+
+[[steps]]
+name = "page"
+path = "/flow/page/1?me=${me}"
+headers = { Authorization = "Bearer ${token}" }
+"#;
+
 #[test]
 fn every_session_sends_its_steps_in_order_with_its_own_token_and_cookie_and_thinks_as_planned() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -240,35 +271,11 @@ fn a_failed_extraction_ends_only_its_own_session_and_counts_under_its_step() {
     let server = Scenario::start(&[]);
     // Users in turn ok0, bad1, ok2, …: the login's check takes the user back from the
     // reply only if it starts with "ok", so every second session fails at login.
-    let data = write(
-        "users.csv",
-        &std::iter::once("user".to_string())
-            .chain((0..40).map(|i| {
-                if i % 2 == 0 {
-                    format!("ok{i}")
-                } else {
-                    format!("bad{i}")
-                }
-            }))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
+    let data = users_csv("users.csv", true);
     let flow = write(
         "flow.toml",
-        r#"
-[[steps]]
-name = "login"
-method = "POST"
-path = "/flow/login"
-headers = { Content-Type = "application/json" }
-body = '{"user": "${user}"}'
-extract = [{ var = "token", json = "/token" }, { var = "me", regex = '"user":"(ok[0-9]+)"' }]
-
-[[steps]]
-name = "page"
-path = "/flow/page/1?me=${me}"
-headers = { Authorization = "Bearer ${token}" }
-think = "20ms"
+        &(LOGIN_CHECKED_THEN_PAGE.to_string()
+            + r#"think = "20ms"
 
 [[steps]]
 name = "logout"
@@ -276,7 +283,7 @@ method = "POST"
 path = "/flow/logout"
 headers = { Authorization = "Bearer ${token}", Content-Type = "application/x-www-form-urlencoded" }
 body = "csrf=none"
-"#,
+"#),
     );
     let r = run(&[
         &server.url(),
@@ -829,35 +836,10 @@ fn compare_shows_two_runs_sessions_side_by_side_untested() {
     let server = Scenario::start(&[]);
     // The same flow twice at the same rate: users all good, then every second one bad
     // (its login's extraction fails, which ends its session).
-    let users = |bad: bool| {
-        std::iter::once("user".to_string())
-            .chain((0..40).map(|i| match bad && i % 2 == 1 {
-                true => format!("bad{i}"),
-                false => format!("ok{i}"),
-            }))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    let flow = write(
-        "compare-flow.toml",
-        r#"
-[[steps]]
-name = "login"
-method = "POST"
-path = "/flow/login"
-headers = { Content-Type = "application/json" }
-body = '{"user": "${user}"}'
-extract = [{ var = "token", json = "/token" }, { var = "me", regex = '"user":"(ok[0-9]+)"' }]
-
-[[steps]]
-name = "page"
-path = "/flow/page/1?me=${me}"
-headers = { Authorization = "Bearer ${token}" }
-"#,
-    );
+    let flow = write("compare-flow.toml", LOGIN_CHECKED_THEN_PAGE);
     let mut files = Vec::new();
     for (name, bad) in [("good", false), ("half-bad", true)] {
-        let data = write(&format!("compare-{name}.csv"), &users(bad));
+        let data = users_csv(&format!("compare-{name}.csv"), bad);
         let r = run(&[
             &server.url(),
             "--flow",

@@ -177,24 +177,7 @@ fn rows<'a>(
                 .and_then(|r| r.knees.iter().find(|k| k.scenario == sc.name));
             let (knee, low, fail, diagnosis) = match searched {
                 Some(k) => (
-                    {
-                        // A repeated load that held in some runs and not others: the range
-                        // rests on it, so the answer says so (as the closing lines do).
-                        let mut words = range_words(&k.outcome, unit);
-                        if !k.outcome.non_monotonic.is_empty() {
-                            let at: Vec<String> = k
-                                .outcome
-                                .non_monotonic
-                                .iter()
-                                .map(|n| match n.split_once(": ") {
-                                    Some((load, what)) => format!("at {load} {unit}: {what}"),
-                                    None => n.clone(),
-                                })
-                                .collect();
-                            words.push_str(&format!(", not confirmed ({})", at.join("; ")));
-                        }
-                        words
-                    },
+                    searched_words(&k.outcome, unit),
                     k.outcome.knee,
                     k.outcome.first_unsustained,
                     k.diagnosis.as_ref(),
@@ -226,6 +209,24 @@ fn rows<'a>(
         }
     }
     out
+}
+
+/// A searched knee's range in words; a repeated load that held in some runs and not others
+/// is said, as the closing lines say it: the range rests on it.
+fn searched_words(o: &loadlab_lab::knee::KneeOutcome, unit: &str) -> String {
+    let mut words = range_words(o, unit);
+    if !o.non_monotonic.is_empty() {
+        let at: Vec<String> = o
+            .non_monotonic
+            .iter()
+            .map(|n| match n.split_once(": ") {
+                Some((load, what)) => format!("at {load} {unit}: {what}"),
+                None => n.clone(),
+            })
+            .collect();
+        words.push_str(&format!(", not confirmed ({})", at.join("; ")));
+    }
+    words
 }
 
 /// Per scenario with several configurations: the one whose knee is resolvably ahead (its
