@@ -183,14 +183,19 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
                     ctx.io.cfg.seed,
                 );
                 let timer = PreciseTimer::new(ctx.io.clock)?;
-                tokio::task::spawn_local(dispatch(ctx.clone(), sched, timer));
+                // A flow's arrivals and its sessions' steps share one timer loop: one
+                // wake-up serves every arrival and step due within a gap, where two loops
+                // woke the worker twice as often.
+                if ctx.flow.is_some() {
+                    spawn_wakeups(&ctx, Some(timer));
+                    tokio::task::spawn_local(dispatch(ctx.clone(), sched, None));
+                } else {
+                    tokio::task::spawn_local(dispatch(ctx.clone(), sched, Some(timer)));
+                }
+            } else if ctx.flow.is_some() {
+                spawn_wakeups(&ctx, PreciseTimer::new(ctx.io.clock).ok());
             }
             tokio::task::spawn_local(tick(ctx.clone()));
-            if ctx.flow.is_some() {
-                let ctx = ctx.clone();
-                let timer = PreciseTimer::new(ctx.io.clock).ok();
-                tokio::task::spawn_local(async move { ctx.wakeups.run(timer).await });
-            }
             tokio::select! {
                 _ = all_finished(&ctx) => {}
                 _ = stop.cancelled() => {}
@@ -238,6 +243,12 @@ async fn all_finished(ctx: &Ctx) {
     }
 }
 
+/// Starts the worker's session wake-ups ([`crate::session::Wakeups`]) on `timer`.
+fn spawn_wakeups(ctx: &Rc<Ctx>, timer: Option<PreciseTimer>) {
+    let ctx = ctx.clone();
+    tokio::task::spawn_local(async move { ctx.wakeups.run(timer).await });
+}
+
 fn spawn_conn(ctx: &Rc<Ctx>) {
     ctx.live.set(ctx.live.get() + 1);
     let n = ctx.spawned.get();
@@ -280,7 +291,10 @@ const MIN_QUEUE_CAP: usize = 1 << 12;
 /// before their deadline (it fell more than the timeout behind, at a rate the machine
 /// cannot generate) are skipped all at once and counted as never sent, so it ends at the
 /// latest one timeout after the window, and the queue it fills is capped.
-async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: PreciseTimer) {
+///
+/// `timer`: its own timer; `None` for a flow, whose arrivals wait in the sessions' wake-ups
+/// ([`crate::session::Wakeups`], which space wake-ups as this loop does).
+async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<PreciseTimer>) {
     let mut behind = 0u32;
     let mut last_wake = 0u64;
     while let Some(intended) = sched.next() {
@@ -290,12 +304,17 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: PreciseTimer) 
         let mut now = ctx.io.clock.now();
         if now < intended {
             behind = 0;
-            let wake_at = intended.max(last_wake + MIN_WAKE_GAP_NS);
-            if timer.sleep_until(wake_at).await.is_err() {
-                tokio::time::sleep_until(ctx.io.clock.instant(wake_at).into()).await;
-            }
-            last_wake = ctx.io.clock.now();
-            now = last_wake;
+            now = match &timer {
+                Some(timer) => {
+                    let wake_at = intended.max(last_wake + MIN_WAKE_GAP_NS);
+                    if timer.sleep_until(wake_at).await.is_err() {
+                        tokio::time::sleep_until(ctx.io.clock.instant(wake_at).into()).await;
+                    }
+                    last_wake = ctx.io.clock.now();
+                    last_wake
+                }
+                None => ctx.wakeups.at(intended).await,
+            };
         } else if now >= intended + ctx.timeout_ns {
             // This arrival, and every one after it whose deadline has passed too, could only
             // be counted as timeouts it was loadlab's fault to miss.
