@@ -200,7 +200,7 @@ impl Connector {
 /// own switch to idle and back, which a sleep pays as much as a wait for events.
 fn stamps_receipts(cfg: &RunConfig) -> bool {
     matches!(cfg.model, crate::config::LoadModel::Open { .. })
-        && cfg.protocol == crate::config::Protocol::Http1
+        && cfg.transport.protocol() == crate::config::Protocol::Http1
         && cfg.target.scheme != Scheme::Https
 }
 
@@ -238,7 +238,7 @@ pub fn tls_config(cfg: &RunConfig) -> (Option<Arc<rustls::ClientConfig>>, Option
             .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(key.clone()))),
         None => builder.with_no_client_auth(),
     };
-    config.alpn_protocols = if cfg.protocol.multiplexed() {
+    config.alpn_protocols = if cfg.transport.protocol().multiplexed() {
         vec![b"h2".to_vec()]
     } else {
         vec![b"http/1.1".to_vec()]

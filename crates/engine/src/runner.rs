@@ -84,7 +84,7 @@ pub fn preflight(cfg: &RunConfig) -> Vec<String> {
         return out;
     };
     // Connections the server closes leave their TIME_WAIT on the server's side.
-    if cfg.keep_alive || cfg.close_by == CloseBy::Server {
+    if cfg.transport.closes() != Some(CloseBy::Client) {
         return out;
     }
     let loopback = cfg.target.addrs[0].ip().is_loopback();
@@ -238,15 +238,18 @@ impl RunShape {
         RunShape {
             url: cfg.target.url.clone(),
             method: cfg.method.clone(),
-            protocol: cfg.protocol,
+            protocol: cfg.transport.protocol(),
             load: cfg.model,
             connections: cfg.connections,
             max_connections: cfg.max_connections,
             concurrency: cfg.concurrency,
             threads: cfg.threads,
-            keep_alive: cfg.keep_alive,
-            close_by: cfg.close_by,
-            pipeline: cfg.pipeline,
+            keep_alive: cfg.transport.keep_alive(),
+            close_by: match cfg.transport {
+                crate::Transport::Http1 { close_by, .. } => close_by,
+                _ => CloseBy::Server,
+            },
+            pipeline: cfg.transport.pipeline(),
             timeout_ms: cfg.timeout.as_secs_f64() * 1000.0,
             warmup_s: cfg.warmup.as_secs_f64(),
             traffic: cfg
@@ -310,7 +313,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     let mut handles = Vec::with_capacity(threads);
     for index in 0..threads {
         // Request loops: one per connection over HTTP/1.1, one per stream over HTTP/2.
-        let (tasks, max_tasks, h2_connections) = match cfg.protocol {
+        let (tasks, max_tasks, h2_connections) = match cfg.transport.protocol() {
             Protocol::Http1 => (
                 share(cfg.connections, index, threads),
                 share(cfg.max_connections, index, threads).max(1),

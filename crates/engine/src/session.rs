@@ -548,7 +548,7 @@ async fn exchange(
                 let done = c
                     .received_at()
                     .map_or(now, |at| io.clock.from_realtime(at, sent, now));
-                if meta.close || !io.cfg.keep_alive {
+                if meta.close || !io.cfg.transport.keep_alive() {
                     s.conn = None;
                 }
                 return Ok((meta.status, sent, done));

@@ -16,7 +16,7 @@ use crate::conn::Connector;
 use crate::error::ErrorClass;
 use crate::http1::link::Http1Link;
 use crate::http2::link::Http2Link;
-use crate::http2::{ConnState, H2Conn, Template};
+use crate::http2::{H2Conn, Template};
 use crate::recorder::{Planned, Recorder};
 use crate::traffic::{Traffic, TrafficWorker};
 
@@ -35,9 +35,6 @@ pub(crate) struct Io {
     pub(crate) recorder: RefCell<Recorder>,
     /// Opens connections (TCP or TLS, from the run's source addresses).
     pub(crate) connector: Connector,
-    /// Every HTTP/2 connection opened, so that its graceful close is counted once at the
-    /// end.
-    pub(crate) h2_states: RefCell<Vec<Rc<ConnState>>>,
     /// Requests that vary: this worker's drawing state (`None`: one fixed request).
     pub(crate) traffic: Option<RefCell<TrafficWorker>>,
 }
@@ -77,9 +74,9 @@ impl Request {
     /// The request of `cfg`'s protocol; an HTTP/2 header value HTTP/2 refuses is an error
     /// (validation has already built the template once).
     pub fn encode(cfg: &RunConfig) -> Result<Request, String> {
-        Ok(match (cfg.protocol, &cfg.traffic) {
+        Ok(match (cfg.transport.protocol(), &cfg.traffic) {
             (Protocol::Http1, None) => Request::Http1(Arc::new(
-                crate::http1::encode_request(cfg).repeat(cfg.pipeline as usize),
+                crate::http1::encode_request(cfg).repeat(cfg.transport.pipeline() as usize),
             )),
             (Protocol::Http1, Some(t)) => Request::Http1Varying(Arc::new(Varying {
                 kinds: t
@@ -112,13 +109,34 @@ impl Request {
             }
         })
     }
+}
 
-    /// A request loop's link: its own HTTP/1.1 connection, or a stream slot on `h2_pool`'s
-    /// connection number `n` (round robin).
-    pub(crate) fn link(&self, cfg: &RunConfig, h2_pool: &[Rc<H2Conn>], n: usize) -> Link {
+/// What gives a worker's request loops their links: the run's request and, over HTTP/2,
+/// the worker's connections whose streams the loops share.
+pub(crate) struct Links {
+    request: Request,
+    /// HTTP/2: the worker's connections; request loop `n` sends on `h2[n % len]`.
+    h2: Vec<Rc<H2Conn>>,
+}
+
+impl Links {
+    /// Links sending `request`, over `h2_connections` HTTP/2 connections (0 over HTTP/1.1).
+    pub(crate) fn new(request: Request, h2_connections: usize) -> Links {
+        Links {
+            request,
+            h2: (0..h2_connections)
+                .map(|_| Rc::new(H2Conn::default()))
+                .collect(),
+        }
+    }
+
+    /// Request loop `n`'s link: its own HTTP/1.1 connection, or a stream slot on HTTP/2
+    /// connection `n` (round robin).
+    pub(crate) fn link(&self, cfg: &RunConfig, n: usize) -> Link {
         use crate::http1::link::H1Source;
         use crate::http2::link::H2Source;
-        match self {
+        let h2_pool = &self.h2;
+        match &self.request {
             Request::Http1(bytes) => Link::Http1(Http1Link::new(H1Source::fixed(bytes, cfg), cfg)),
             Request::Http1Varying(v) => {
                 Link::Http1(Http1Link::new(H1Source::varying(v.clone()), cfg))
@@ -131,6 +149,15 @@ impl Request {
                 H2Source::Varying(v.clone()),
                 h2_pool[n % h2_pool.len()].clone(),
             )),
+        }
+    }
+
+    /// Counts, once each, the graceful closes of the HTTP/2 connections opened.
+    pub(crate) fn count_closes(&self, recorder: &mut Recorder) {
+        for conn in &self.h2 {
+            for requests in conn.take_closes() {
+                recorder.server_close(requests);
+            }
         }
     }
 }

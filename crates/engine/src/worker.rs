@@ -35,10 +35,9 @@ use crate::clock::{Clock, PreciseTimer};
 use crate::config::{LoadModel, Protocol, RunConfig};
 use crate::conn::Connector;
 use crate::error::ErrorClass;
-use crate::http2::H2Conn;
 use crate::recorder::{IntervalReport, Planned, Recorder, WorkerTotals};
 use crate::schedule::{Window, WorkerSchedule};
-use crate::transport::{Io, Link, Request};
+use crate::transport::{Io, Link, Links, Request};
 
 /// Everything a worker thread needs; built by the runner.
 pub struct WorkerPlan {
@@ -73,10 +72,8 @@ pub struct WorkerPlan {
 struct Ctx {
     /// What the transports share: the run, the clock, the connector, the recorder.
     io: Io,
-    /// What every request sends; it gives each request loop its link.
-    request: Request,
-    /// HTTP/2 connections; slot `i` sends on `h2_pool[i % len]`.
-    h2_pool: Vec<Rc<H2Conn>>,
+    /// What every request sends, and the HTTP/2 connections: each request loop's link.
+    links: Links,
     /// Request loops started so far (numbers the slots).
     spawned: Cell<usize>,
     window: Window,
@@ -134,9 +131,6 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         recorder.count_sessions(v.kinds.len());
     }
     let ctx = Rc::new(Ctx {
-        h2_pool: (0..plan.h2_connections)
-            .map(|_| Rc::new(H2Conn::default()))
-            .collect(),
         spawned: Cell::new(0),
         timeout_ns: plan.cfg.timeout.as_nanos() as u64,
         io: Io {
@@ -144,12 +138,11 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
             cfg: plan.cfg,
             clock: plan.clock,
             recorder: RefCell::new(recorder),
-            h2_states: RefCell::new(Vec::new()),
             traffic: traffic
                 .as_ref()
                 .map(|t| RefCell::new(t.worker(seed, plan.index))),
         },
-        request: plan.request,
+        links: Links::new(plan.request, plan.h2_connections),
         window: plan.window,
         tickets: plan.tickets,
         queue: RefCell::new(VecDeque::new()),
@@ -209,11 +202,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     result?;
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| panic!("worker tasks outlived their runtime"));
     let mut recorder = ctx.io.recorder.into_inner();
-    for state in ctx.io.h2_states.into_inner() {
-        if let Some(requests) = state.take_close() {
-            recorder.server_close(requests);
-        }
-    }
+    ctx.links.count_closes(&mut recorder);
     let mut totals = recorder.finish();
     totals.thread_cpu_seconds = thread_cpu_seconds() - cpu_start;
     totals.thread_wall_seconds = (plan.clock.now() - wall_start) as f64 / 1e9;
@@ -258,7 +247,7 @@ fn spawn_conn(ctx: &Rc<Ctx>) {
         tokio::task::spawn_local(session_task(ctx.clone(), conn));
         return;
     }
-    let link = ctx.request.link(&ctx.io.cfg, &ctx.h2_pool, n);
+    let link = ctx.links.link(&ctx.io.cfg, n);
     tokio::task::spawn_local(conn_task(ctx.clone(), link));
 }
 
@@ -366,7 +355,7 @@ impl Ctx {
                 if now >= self.window.end_ns {
                     return false;
                 }
-                let mut n = self.io.cfg.pipeline as u64;
+                let mut n = self.io.cfg.transport.pipeline() as u64;
                 if now >= self.window.measure_start_ns {
                     let claimed =
                         self.tickets
@@ -490,7 +479,7 @@ impl Ctx {
             None if connecting.get() => Some(ErrorClass::ConnectTimeout),
             None => Some(ErrorClass::RequestTimeout),
         };
-        link.settle(failure.is_some(), self.io.cfg.keep_alive);
+        link.settle(failure.is_some(), self.io.cfg.transport.keep_alive());
         if let Some(class) = failure {
             let now = self.io.clock.now();
             for &t in &batch[done.get()..] {
@@ -505,7 +494,8 @@ impl Ctx {
     /// DEADLINE_EXCEEDED, and so does loadlab.
     fn record_failure(&self, p: Planned, now: u64, class: ErrorClass) {
         let mut rec = self.io.recorder.borrow_mut();
-        if class == ErrorClass::RequestTimeout && self.io.cfg.protocol == Protocol::Grpc {
+        if class == ErrorClass::RequestTimeout && self.io.cfg.transport.protocol() == Protocol::Grpc
+        {
             rec.grpc_error(p, now, GrpcStatus::DeadlineExceeded);
         } else {
             rec.error(p, now, class);
@@ -548,7 +538,7 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
     // Closed loop connects every connection up front (as wrk does). Open loop connects on
     // first use, as clients arrive: a burst of pre-connects would overflow a small listen
     // queue and be measured as the server's problem.
-    if ctx.io.cfg.keep_alive && ctx.io.cfg.model == LoadModel::Closed {
+    if ctx.io.cfg.transport.keep_alive() && ctx.io.cfg.model == LoadModel::Closed {
         let c0 = ctx.io.clock.now();
         let first = ctx.window.start_ns.max(c0);
         let deadline = ctx.io.clock.instant(first + ctx.timeout_ns);
@@ -560,7 +550,7 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
             ctx.record_failure(ctx.plan_unsent(first), now, ErrorClass::ConnectTimeout);
         }
     }
-    let mut batch = Vec::with_capacity(ctx.io.cfg.pipeline as usize);
+    let mut batch = Vec::with_capacity(ctx.io.cfg.transport.pipeline() as usize);
     // Armed for each batch's deadline by `exchange`; never polled before that.
     let mut timer = std::pin::pin!(tokio::time::sleep_until(
         ctx.io.clock.instant(ctx.window.end_ns).into()

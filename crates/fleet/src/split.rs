@@ -110,7 +110,7 @@ pub fn split(cfg: &RunConfig, threads: &[usize]) -> Result<Vec<Share>, SplitErro
         threads,
         "max_connections",
     )?;
-    let concurrency = if cfg.protocol.multiplexed() {
+    let concurrency = if cfg.transport.protocol().multiplexed() {
         apportion(cfg.concurrency, threads, "streams (concurrency)")?
     } else {
         vec![0; n]

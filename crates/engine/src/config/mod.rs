@@ -170,8 +170,11 @@ pub struct RunConfig {
     pub target: Target,
     /// Open or closed loop.
     pub model: LoadModel,
-    /// Wire protocol, from the workload's [`Transport`].
-    pub protocol: Protocol,
+    /// The wire and its settings: the workload's [`Transport`] with its defaults filled
+    /// in (`max_connections` and `concurrency` are `Some`, as [`RunConfig::max_connections`]
+    /// and [`RunConfig::concurrency`]; HTTP/1.1's `retry_unprocessed` is on for idempotent
+    /// methods too: it says whether an unanswered request may be re-sent).
+    pub transport: Transport,
     /// Initial connections (closed loop, and HTTP/2: all of them).
     pub connections: u64,
     /// Pool ceiling (equal to `connections` in closed loop and over HTTP/2).
@@ -180,18 +183,12 @@ pub struct RunConfig {
     /// one per connection (`connections`, or `max_connections` in open loop); HTTP/2:
     /// streams spread over the connections.
     pub concurrency: u64,
-    /// The gRPC call, for [`Protocol::Grpc`].
-    pub grpc: Option<GrpcCall>,
     /// Measured duration, if bounded by time.
     pub duration: Option<Duration>,
     /// Measured requests, if bounded by count.
     pub requests: Option<u64>,
     /// Load applied before measurement starts, not recorded (zero: none).
     pub warmup: Duration,
-    /// Connection reuse (always on over HTTP/2 and gRPC).
-    pub keep_alive: bool,
-    /// With keep-alive off, which side closes each connection.
-    pub close_by: CloseBy,
     /// Per-request deadline from intended send time.
     pub timeout: Duration,
     /// Worker threads (default: one per core); closed loop and HTTP/2: at most one per connection.
@@ -202,11 +199,6 @@ pub struct RunConfig {
     pub headers: Vec<(String, String)>,
     /// Body (gRPC: the call's frame, not this, is sent).
     pub body: Vec<u8>,
-    /// Pipeline depth (1 = none).
-    pub pipeline: u32,
-    /// HTTP/1.1 requests the server never processed may be re-sent on another connection:
-    /// the method is idempotent, or `--retry-unprocessed` allows it.
-    pub resend_unprocessed: bool,
     /// Skip certificate checks.
     pub insecure: bool,
     /// Certificates trusted besides the system's trust store.

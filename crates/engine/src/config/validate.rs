@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use super::error::{value_err, ConfigError, Field};
 use super::values::parse_header;
 use super::workload::{
-    CloseBy, Transport, Workload, DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS, DEFAULT_OPEN_STREAMS,
+    Transport, Workload, DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS, DEFAULT_OPEN_STREAMS,
     DEFAULT_STREAMS, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_TIMEOUT, MAX_WARMUP,
 };
 use super::{available_cores, LoadModel, Protocol, RunConfig, Scheme, Target};
@@ -102,15 +102,13 @@ impl Workload {
                 self.streams(*concurrency, threads)?
             }
         };
-        let (keep_alive, close_by, pipeline, retry_unprocessed) = match self.transport {
+        let (pipeline, retry_unprocessed) = match self.transport {
             Transport::Http1 {
-                keep_alive,
-                close_by,
                 pipeline,
                 retry_unprocessed,
                 ..
-            } => (keep_alive, close_by, pipeline, retry_unprocessed),
-            _ => (true, CloseBy::Server, 1, false),
+            } => (pipeline, retry_unprocessed),
+            _ => (1, false),
         };
         let grpc = match &self.transport {
             Transport::Grpc { call, .. } => {
@@ -153,7 +151,6 @@ impl Workload {
                 .map_err(|allowed| value_err(Field::SourceAddrs, s, allowed))?,
             _ => Vec::new(),
         };
-        let resend_unprocessed = retry_unprocessed || idempotent(&method);
         let traffic = crate::traffic::Traffic::compile(
             &self.traffic,
             &crate::traffic::Base {
@@ -198,30 +195,46 @@ impl Workload {
                 "1 with requests that vary (templates, --data, --targets)",
             ));
         }
+        let transport = match &self.transport {
+            Transport::Http1 {
+                keep_alive,
+                close_by,
+                pipeline,
+                ..
+            } => Transport::Http1 {
+                keep_alive: *keep_alive,
+                close_by: *close_by,
+                pipeline: *pipeline,
+                max_connections: Some(max_connections),
+                retry_unprocessed: retry_unprocessed || idempotent(&method),
+            },
+            Transport::Http2 { .. } => Transport::Http2 {
+                concurrency: Some(concurrency),
+            },
+            Transport::Grpc { .. } => Transport::Grpc {
+                call: grpc.expect("a gRPC transport has its call"),
+                concurrency: Some(concurrency),
+            },
+        };
         let cfg = RunConfig {
             traffic: traffic.map(std::sync::Arc::new),
             target,
             model: self.load,
-            protocol,
+            transport,
             connections,
             max_connections,
             concurrency,
-            grpc,
             duration: match (self.duration, self.requests) {
                 (None, None) => Some(DEFAULT_DURATION),
                 (d, _) => d,
             },
             requests: self.requests,
             warmup: self.warmup,
-            keep_alive,
-            close_by,
             timeout: self.timeout,
             threads,
             method,
             headers,
             body: self.request.body.clone(),
-            pipeline,
-            resend_unprocessed,
             insecure: self.insecure,
             ca_certs: match &self.ca_pem {
                 Some(pem) => parse_ca(pem)?,

@@ -139,6 +139,56 @@ impl Transport {
             Transport::Grpc { .. } => Protocol::Grpc,
         }
     }
+
+    /// Whether connections are kept for the next request (always over HTTP/2).
+    pub fn keep_alive(&self) -> bool {
+        match self {
+            Transport::Http1 { keep_alive, .. } => *keep_alive,
+            Transport::Http2 { .. } | Transport::Grpc { .. } => true,
+        }
+    }
+
+    /// HTTP/1.1 with keep-alive off: the side that closes each connection; `None` for
+    /// kept connections.
+    pub fn closes(&self) -> Option<CloseBy> {
+        match self {
+            Transport::Http1 {
+                keep_alive: false,
+                close_by,
+                ..
+            } => Some(*close_by),
+            _ => None,
+        }
+    }
+
+    /// Requests written back to back before their responses are read (1: none; always 1
+    /// over HTTP/2, whose streams are concurrent instead).
+    pub fn pipeline(&self) -> u32 {
+        match self {
+            Transport::Http1 { pipeline, .. } => *pipeline,
+            Transport::Http2 { .. } | Transport::Grpc { .. } => 1,
+        }
+    }
+
+    /// HTTP/1.1: whether a request the server never processed may be re-sent on another
+    /// connection (see [`crate::RunConfig::transport`]).
+    pub fn resend_unprocessed(&self) -> bool {
+        matches!(
+            self,
+            Transport::Http1 {
+                retry_unprocessed: true,
+                ..
+            }
+        )
+    }
+
+    /// The gRPC call, for gRPC.
+    pub fn grpc(&self) -> Option<&GrpcCall> {
+        match self {
+            Transport::Grpc { call, .. } => Some(call),
+            _ => None,
+        }
+    }
 }
 
 /// The request sent, before validation (the method is upper-cased and headers split then).

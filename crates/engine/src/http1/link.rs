@@ -44,7 +44,7 @@ impl H1Source {
     /// The fixed request `bytes` (repeated `cfg.pipeline` times).
     pub(crate) fn fixed(bytes: &Arc<Vec<u8>>, cfg: &RunConfig) -> H1Source {
         H1Source::Fixed {
-            len: bytes.len() / cfg.pipeline as usize,
+            len: bytes.len() / cfg.transport.pipeline() as usize,
             bytes: bytes.clone(),
         }
     }
@@ -202,7 +202,7 @@ impl Http1Link {
                             continue;
                         }
                         // With keep-alive off loadlab asked for the close itself.
-                        if !io.cfg.keep_alive {
+                        if !io.cfg.transport.keep_alive() {
                             self.conn = None;
                             return Ok(());
                         }
@@ -218,7 +218,7 @@ impl Http1Link {
                 if done.get() == batch.len() {
                     return Ok(());
                 }
-                if !io.cfg.resend_unprocessed || resends >= MAX_RESENDS {
+                if !io.cfg.transport.resend_unprocessed() || resends >= MAX_RESENDS {
                     return Err(ErrorClass::ConnectionClosed);
                 }
                 resends += 1;

@@ -132,7 +132,7 @@ impl H1Request {
                 }
             }
         }
-        if !cfg.keep_alive && cfg.close_by == CloseBy::Server && !has("connection") {
+        if cfg.transport.closes() == Some(CloseBy::Server) && !has("connection") {
             lit(&mut head, b"Connection: close\r\n");
         }
         lit(&mut head, b"\r\n");

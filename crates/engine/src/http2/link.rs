@@ -253,7 +253,7 @@ async fn connection(
         let tcp = io.connector.connect().await?;
         io.recorder.borrow_mut().connect(io.clock.now() - c0);
         let state = Rc::new(ConnState::default());
-        io.h2_states.borrow_mut().push(state.clone());
+        conn.opened(state.clone());
         let watched = GoAwayWatch::new(tcp, state.clone());
         let (send, driver) = h2::client::Builder::new()
             .initial_window_size(super::STREAM_WINDOW)

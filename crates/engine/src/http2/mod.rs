@@ -86,7 +86,7 @@ impl Template {
         let method = http::Method::from_bytes(cfg.method.as_bytes())
             .map_err(|e| format!("{} ({e})", cfg.method))?;
         let mut headers = http::HeaderMap::new();
-        let grpc = cfg.protocol == Protocol::Grpc;
+        let grpc = cfg.transport.protocol() == Protocol::Grpc;
         let mut add = |name: &str, value: &str| -> Result<(), String> {
             let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name} ({e})"))?;
             let v = HeaderValue::from_str(value).map_err(|e| format!("{name}: {value} ({e})"))?;
@@ -96,7 +96,7 @@ impl Template {
         for (name, value) in &cfg.headers {
             add(name, value)?;
         }
-        let body = match &cfg.grpc {
+        let body = match cfg.transport.grpc() {
             Some(call) => {
                 add(CONTENT_TYPE.as_str(), "application/grpc")?;
                 add(TE.as_str(), "trailers")?;
@@ -218,7 +218,7 @@ impl H2Request {
                 None => varying.push((n, Template2::of(value))),
             }
         }
-        if let (Some(_), Some(call)) = (&k.message, &cfg.grpc) {
+        if let (Some(_), Some(call)) = (&k.message, cfg.transport.grpc()) {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
             headers.insert(TE, HeaderValue::from_static("trailers"));
             for (name, value) in &call.metadata {
@@ -489,9 +489,27 @@ pub struct H2Conn {
     /// A slot is connecting; the others wait on `changed`.
     connecting: Cell<bool>,
     changed: Notify,
+    /// The state of every connection this slot opened, so that each one's graceful close
+    /// is counted once, at the end.
+    opened: RefCell<Vec<Rc<ConnState>>>,
 }
 
 impl H2Conn {
+    /// Keeps a new connection's state for [`H2Conn::take_closes`].
+    pub(crate) fn opened(&self, state: Rc<ConnState>) {
+        self.opened.borrow_mut().push(state);
+    }
+
+    /// The requests each connection this slot opened had processed when its server closed
+    /// it gracefully (see [`ConnState::take_close`]): each close once.
+    pub(crate) fn take_closes(&self) -> Vec<u64> {
+        self.opened
+            .borrow()
+            .iter()
+            .filter_map(|s| s.take_close())
+            .collect()
+    }
+
     /// The live connection, if any.
     pub fn current(&self) -> Option<Live> {
         self.send
