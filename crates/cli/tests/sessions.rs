@@ -876,6 +876,9 @@ fn compare_shows_two_runs_sessions_side_by_side_untested() {
     }
     // Its achieved rate is requests, said so beside a load in sessions.
     assert!(said.contains("achieved req/s at 40 sessions/s"), "{said}");
+    // Each input is named by its flow's steps, not by its first request's method.
+    let sent = format!("flow login → page at {}", server.url());
+    assert!(said.contains(&sent), "no '{sent}':\n{said}");
     // The JSON: the committed schema, the counts.
     let (o, _) = util::output_within(
         Command::new(loadlab_bin()).args(["compare", "--json", &files[0], &files[1]]),

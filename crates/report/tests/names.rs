@@ -6,6 +6,9 @@
 //! After an intended change of the report, regenerate its expected file with
 //! `UPDATE_EXPECT=1 cargo test -p loadlab-report --test names`.
 
+mod util;
+use util::TempDir;
+
 use std::path::{Path, PathBuf};
 
 use loadlab_report::compare::{compare, Comparison, Finding, Input, Method};
@@ -15,10 +18,8 @@ fn fixture() -> PathBuf {
 }
 
 /// A fresh copy of the named fixture, each step's JSON passed through `edit`.
-fn copy(name: &str, edit: impl Fn(&mut serde_json::Value)) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("loadlab-names-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn copy(name: &str, edit: impl Fn(&mut serde_json::Value)) -> TempDir {
+    let dir = TempDir::new(&format!("names-{name}"));
     for f in std::fs::read_dir(fixture()).unwrap() {
         let f = f.unwrap().path();
         std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
@@ -232,7 +233,6 @@ fn without_names_the_report_is_the_named_one_less_the_names() {
     assert!(!without.contains("names failed") && !without.contains("By request name"));
     let html = loadlab_report::html::render_html(&plain).unwrap();
     assert!(!html.contains("percentiles by request name"));
-    std::fs::remove_dir_all(plain).unwrap();
 }
 
 #[test]
@@ -296,7 +296,6 @@ fn the_html_report_draws_each_names_percentiles_at_the_knee() {
     for needle in ["src=", "href=", "<link", "url("] {
         assert!(!html.contains(needle), "found {needle}");
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -350,7 +349,6 @@ fn the_html_report_draws_each_names_p99_and_errors_against_load() {
         assert!(f.contains(">knee 50–60</text>"), "{f}");
     }
     assert!(latency.contains(">SLO p99 1000 ms</text>"));
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -371,7 +369,6 @@ fn a_names_histogram_that_does_not_decode_is_named_and_its_curve_left_out() {
     // Its line is drawn empty; the others are there.
     assert!(at60.contains("<polyline points=\"\""), "{at60}");
     assert!(!at60.contains("<title>sleep (✗): ") && at60.contains("<title>health (✓): "));
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// `loadlab compare --json`'s contract: the committed schema accepts the comparison.
@@ -537,9 +534,6 @@ fn names_only_one_side_ran_are_listed_not_compared() {
     assert!(c.pairs[0].series[0].names.is_none());
     let json = assert_schema_valid(&c);
     assert!(json["pairs"][0]["series"][0].get("names").is_none());
-    for d in [renamed, plain] {
-        std::fs::remove_dir_all(d).unwrap();
-    }
 }
 
 #[test]
@@ -561,5 +555,18 @@ fn a_knee_whose_end_held_in_one_run_and_not_another_says_so_in_the_answer() {
     // Without it, the answer is the range alone.
     let plain = loadlab_report::render_bundle(&fixture()).unwrap();
     assert!(!plain.contains("not confirmed ("), "{plain}");
-    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_run_result_of_named_requests_is_named_by_its_requests_not_its_first_method() {
+    // One step's result, as `loadlab run --targets ... --json` writes it.
+    let result = steps()[0]["result"].clone();
+    let url = result["url"].as_str().unwrap().to_string();
+    let dir = TempDir::new("names-run");
+    let path = dir.join("run.json");
+    std::fs::write(&path, result.to_string()).unwrap();
+    let a = Input::load(&path).unwrap();
+    let text = loadlab_report::compare::text::render(&compare(&[&a, &a], &Method::default()));
+    let sent = format!("run result: 2 requests (health, sleep) at {url}");
+    assert!(text.contains(&sent), "no '{sent}':\n{text}");
 }

@@ -470,7 +470,7 @@ fn load_run(path: &Path) -> Result<Input, InputError> {
     Ok(Input {
         path: path.to_path_buf(),
         kind: InputKind::RunResult,
-        name: format!("{} {}", r.method, r.url),
+        name: what_it_sent(&r),
         started_at: Some(r.environment.started_at.clone()),
         steps: 1,
         series: vec![Series {
@@ -603,4 +603,16 @@ fn load_bundle(dir: &Path) -> Result<Input, InputError> {
         steps: steps.len(),
         series,
     })
+}
+
+/// What a run sent, as a comparison names it: `GET URL` for one request; a flow's steps
+/// (`flow login → page → logout at URL`) or a list's names (`3 requests (a, b, c) at URL`),
+/// whose first method would misname the run.
+fn what_it_sent(r: &RunResult) -> String {
+    let names: Vec<&str> = r.by_name.iter().map(|n| n.name.as_str()).collect();
+    match (&r.sessions, names.len()) {
+        (Some(_), n) if n > 0 => format!("flow {} at {}", names.join(" → "), r.url),
+        (None, n) if n > 1 => format!("{n} requests ({}) at {}", names.join(", "), r.url),
+        _ => format!("{} {}", r.method, r.url),
+    }
 }
