@@ -1,6 +1,9 @@
 //! `loadlab compare`'s inputs on the committed bundle (`tests/fixtures/queue`) and broken
 //! copies of it: each refusal names the path and the cause.
 
+mod util;
+use util::TempDir;
+
 use std::path::{Path, PathBuf};
 
 use loadlab_report::compare::{compare, Finding, Input, InputError, Method};
@@ -10,10 +13,8 @@ fn fixture() -> PathBuf {
 }
 
 /// A copy of the fixture in a fresh directory, with `steps.jsonl` replaced by `steps`.
-fn copy_with_steps(name: &str, steps: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("loadlab-compare-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn copy_with_steps(name: &str, steps: &str) -> TempDir {
+    let dir = TempDir::new(&format!("compare-{name}"));
     for f in ["plan.json", "environment.json", "configs.jsonl"] {
         std::fs::copy(fixture().join(f), dir.join(f)).unwrap();
     }
@@ -96,9 +97,6 @@ fn broken_bundles_are_refused_with_the_cause() {
         ),
         "{e}"
     );
-    for d in [empty, bad, torn] {
-        std::fs::remove_dir_all(d).unwrap();
-    }
 }
 
 #[test]
@@ -128,5 +126,4 @@ fn the_html_comparison_overlays_both_sides_and_escapes_what_it_shows() {
     for needle in ["src=", "href=", "<link", "url("] {
         assert!(!html.contains(needle), "found {needle}");
     }
-    std::fs::remove_dir_all(odd).unwrap();
 }

@@ -4,6 +4,9 @@
 //! After an intended change of the report, regenerate the expected file with
 //! `UPDATE_EXPECT=1 cargo test -p loadlab-report --test fixture_bundle`.
 
+mod util;
+use util::TempDir;
+
 use std::path::{Path, PathBuf};
 
 fn fixture() -> PathBuf {
@@ -90,8 +93,7 @@ fn the_report_says_what_the_steps_measured() {
 /// `doctor.json` (only the text `doctor.txt` was written then).
 #[test]
 fn an_older_bundle_without_later_fields_still_renders() {
-    let old = std::env::temp_dir().join(format!("loadlab-old-bundle-{}", std::process::id()));
-    std::fs::create_dir_all(&old).unwrap();
+    let old = TempDir::new("old-bundle");
     for f in std::fs::read_dir(fixture()).unwrap() {
         let f = f.unwrap().path();
         std::fs::copy(&f, old.join(f.file_name().unwrap())).unwrap();
@@ -134,7 +136,6 @@ fn an_older_bundle_without_later_fields_still_renders() {
     let report = loadlab_report::render_bundle(&old).unwrap();
     assert!(report.contains("| capacity=400 | 100 | 300 |"), "{report}");
     assert!(!report.contains("## Pre-flight"), "{report}");
-    std::fs::remove_dir_all(&old).unwrap();
 }
 
 /// One agent's share as a distributed step records it.
@@ -158,9 +159,7 @@ fn agent_share(name: &str, generator_limited: bool) -> serde_json::Value {
 /// when the verdict found the lag too small to matter, generator-limited when it did not.
 #[test]
 fn an_agents_row_agrees_with_its_steps_verdict_on_lateness() {
-    let dir = std::env::temp_dir().join(format!("loadlab-agents-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("agents");
     for f in std::fs::read_dir(fixture()).unwrap() {
         let f = f.unwrap().path();
         std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
@@ -183,7 +182,6 @@ fn an_agents_row_agrees_with_its_steps_verdict_on_lateness() {
     let body: String = steps.iter().map(|s| format!("{s}\n")).collect();
     std::fs::write(dir.join("steps.jsonl"), body).unwrap();
     let report = loadlab_report::render_bundle(&dir).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     let row = |name: &str| {
         report
             .lines()

@@ -3,14 +3,15 @@
 //! scenario needs, the knee and the SLO marked, every string from the bundle escaped,
 //! nothing fetched from anywhere, and a 100-step bundle kept small.
 
-use std::path::{Path, PathBuf};
+mod util;
+use util::TempDir;
+
+use std::path::Path;
 
 /// A fresh copy of the fixture bundle, with `edit` applied to its plan's JSON.
-fn bundle(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+fn bundle(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> TempDir {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::temp_dir().join(format!("loadlab-html-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new(&format!("html-{name}"));
     let fixture = here.join("tests/fixtures/backlog-workers");
     for f in ["environment.json", "configs.jsonl"] {
         std::fs::copy(fixture.join(f), dir.join(f)).unwrap();
@@ -225,7 +226,6 @@ fn a_generator_limited_top_step_is_named_in_the_answer() {
         report.contains("| backlog=16,workers=2 | health | at least 200 | generator-limited |"),
         "{report}"
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// Beyond four configurations a scenario is answered in groups and its clauses in counts:
@@ -287,7 +287,6 @@ fn a_scenario_of_many_configurations_is_answered_in_groups() {
         "{answer}"
     );
     assert!(answer.lines().count() < 25, "{answer}");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

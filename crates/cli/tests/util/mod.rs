@@ -16,7 +16,7 @@ pub mod tls;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -360,8 +360,22 @@ pub fn temp_path(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("loadlab-test-{}", std::process::id()));
     // A directory left by an earlier process with the same id (ids are reused) must not
     // hand this one its files: a stale result.json reads as a result this run wrote.
+    // Those of test processes that have ended go too, so that runs do not pile them up.
     FRESH.call_once(|| {
         let _ = std::fs::remove_dir_all(&dir);
+        let ended = std::fs::read_dir(std::env::temp_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name();
+                let pid = name.to_str().and_then(|n| n.strip_prefix("loadlab-test-"));
+                pid.and_then(|p| p.parse::<u32>().ok())
+                    .is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists())
+            });
+        for e in ended {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     });
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(format!("{}-{name}", N.fetch_add(1, Ordering::Relaxed)))
