@@ -135,7 +135,6 @@ impl Links {
     pub(crate) fn link(&self, cfg: &RunConfig, n: usize) -> Link {
         use crate::http1::link::H1Source;
         use crate::http2::link::H2Source;
-        let h2_pool = &self.h2;
         match &self.request {
             Request::Http1(bytes) => Link::Http1(Http1Link::new(H1Source::fixed(bytes, cfg), cfg)),
             Request::Http1Varying(v) => {
@@ -143,11 +142,11 @@ impl Links {
             }
             Request::Http2(template) => Link::Http2(Http2Link::new(
                 H2Source::Fixed(template.clone()),
-                h2_pool[n % h2_pool.len()].clone(),
+                self.h2[n % self.h2.len()].clone(),
             )),
             Request::Http2Varying(v) => Link::Http2(Http2Link::new(
                 H2Source::Varying(v.clone()),
-                h2_pool[n % h2_pool.len()].clone(),
+                self.h2[n % self.h2.len()].clone(),
             )),
         }
     }

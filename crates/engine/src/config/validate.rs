@@ -102,14 +102,7 @@ impl Workload {
                 self.streams(*concurrency, threads)?
             }
         };
-        let (pipeline, retry_unprocessed) = match self.transport {
-            Transport::Http1 {
-                pipeline,
-                retry_unprocessed,
-                ..
-            } => (pipeline, retry_unprocessed),
-            _ => (1, false),
-        };
+        let pipeline = self.transport.pipeline();
         let grpc = match &self.transport {
             Transport::Grpc { call, .. } => {
                 target.path_and_query = call.path.clone();
@@ -199,14 +192,14 @@ impl Workload {
             Transport::Http1 {
                 keep_alive,
                 close_by,
-                pipeline,
+                retry_unprocessed,
                 ..
             } => Transport::Http1 {
                 keep_alive: *keep_alive,
                 close_by: *close_by,
-                pipeline: *pipeline,
+                pipeline,
                 max_connections: Some(max_connections),
-                retry_unprocessed: retry_unprocessed || idempotent(&method),
+                retry_unprocessed: *retry_unprocessed || idempotent(&method),
             },
             Transport::Http2 { .. } => Transport::Http2 {
                 concurrency: Some(concurrency),

@@ -2,25 +2,24 @@
 
 use std::path::{Path, PathBuf};
 
-/// A fresh, empty directory in the system's temporary directory, named for this test
-/// process and `name`, removed when dropped: whether its test passed or failed, no
-/// directory is left behind (a `name` with a `/` in it, as a test of odd names has, makes
-/// a directory inside another: the outer one is removed).
+/// A fresh directory named `name` (a `/` in it nests one directory in another, as the test
+/// of odd names wants) inside a temporary directory of `tempfile`'s, which removes it all
+/// when dropped, whether its test passed or failed.
 pub struct TempDir {
+    _outer: tempfile::TempDir,
     dir: PathBuf,
-    outer: PathBuf,
 }
 
 impl TempDir {
-    /// Creates it (an old one of the same name is removed first).
+    /// Creates it.
     pub fn new(name: &str) -> TempDir {
-        let relative = PathBuf::from(format!("loadlab-report-{}-{name}", std::process::id()));
-        let first = relative.components().next().expect("a name");
-        let outer = std::env::temp_dir().join(first);
-        let dir = std::env::temp_dir().join(&relative);
-        let _ = std::fs::remove_dir_all(&outer);
+        let outer = tempfile::Builder::new()
+            .prefix("loadlab-report-")
+            .tempdir()
+            .unwrap();
+        let dir = outer.path().join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        TempDir { dir, outer }
+        TempDir { _outer: outer, dir }
     }
 }
 
@@ -35,11 +34,5 @@ impl std::ops::Deref for TempDir {
 impl AsRef<Path> for TempDir {
     fn as_ref(&self) -> &Path {
         &self.dir
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.outer);
     }
 }
