@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use loadlab_engine::config::workload::DEFAULT_CONNECTIONS;
 use loadlab_engine::config::{
-    parse_duration, ClientCertPem, CpuList, Request, SourceAddrs, TransportFlags,
+    parse_duration, ClientCertPem, CpuList, IoMode, Request, SourceAddrs, TransportFlags,
 };
 use loadlab_engine::{Arrival, GrpcCall, LoadModel, Transport, Workload};
 
@@ -811,6 +811,11 @@ pub struct KneeArgs {
     /// Pin loadlab's worker threads to these CPUs (keep them off the server's), e.g. 1.
     #[arg(long, help_heading = "Connections")]
     pub cpus: Option<String>,
+    /// The I/O interface of plain http:// HTTP/1.1 connections: auto (epoll for now),
+    /// epoll, or uring (io_uring: one system call per turn of the event loop for every
+    /// connect, send, receive and close; where the kernel refuses it, epoll, said once).
+    #[arg(long, value_parser = ["auto", "epoll", "uring"], help_heading = "Connections")]
+    pub io: Option<String>,
     /// Spacing of open-loop arrivals.
     #[arg(
         long,
@@ -1009,6 +1014,16 @@ pub struct LoadArgs {
     /// loadlab off the server's cores. CPU numbers 0 to 4095.
     #[arg(long, help_heading = "Load")]
     pub cpus: Option<CpuList>,
+    /// The I/O interface of plain http:// HTTP/1.1 connections: auto (epoll for now),
+    /// epoll, or uring (io_uring: one system call per turn of the event loop for every
+    /// connect, send, receive and close; where the kernel refuses it, epoll, said once).
+    #[arg(
+        long,
+        env = "LOADLAB_IO",
+        default_value = "auto",
+        help_heading = "Connections"
+    )]
+    pub io: IoMode,
 
     /// Per-request deadline (connect + response), counted from the intended send time.
     /// gRPC: also sent as grpc-timeout; a passed deadline counts as DEADLINE_EXCEEDED.
@@ -1325,6 +1340,7 @@ impl LoadArgs {
             source_addrs: self.source_addrs.clone(),
             seed: self.seed,
             cpus: self.cpus.clone(),
+            io: self.io,
             ..Workload::default()
         })
     }

@@ -168,6 +168,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
             .into(),
             source_addrs: a.source_addrs.clone(),
             cpus: a.cpus.clone(),
+            io: a.io.clone(),
         },
         slo: SloFile {
             gates: a.slo.clone(),
@@ -203,6 +204,7 @@ fn flag_error(e: PlanError) -> BadInput {
         "load.concurrency" => "--concurrency",
         "load.threads" => "--threads",
         "load.cpus" => "--cpus",
+        "load.io" => "--io",
         "load.source_addrs" => "--source-addrs",
         f if f.starts_with("slo.gates") => "--slo",
         f if f.starts_with("scenario[0].url") => "URL",

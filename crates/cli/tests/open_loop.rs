@@ -24,6 +24,35 @@ fn fixed_rate_sends_that_many_requests() {
     assert_eq!(j["arrival"], "constant");
 }
 
+/// Fewer connections than threads: a worker that starts with none still sends its share
+/// of the arrivals (it opens connections as they come). It once ended at once, and the run
+/// sent half the offered rate and blamed the idle worker as CPU-bound.
+#[test]
+fn a_worker_without_a_first_connection_still_sends_its_share() {
+    let s = TestServer::start(Behavior::Ok);
+    let r = run(&[
+        &s.url("/"),
+        "--rate",
+        "200",
+        "-c",
+        "1",
+        "-t",
+        "2",
+        "-d",
+        "2s",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    let sent = s.requests() as f64;
+    assert!(
+        (sent - 400.0).abs() <= 8.0,
+        "server saw {sent}, expected 400: {j}"
+    );
+    assert!((num(j, &["achieved_rps"]) - 200.0).abs() <= 4.0, "{j}");
+    assert_eq!(j["generator_limited"], false, "{j}");
+}
+
 #[test]
 fn poisson_arrivals_average_the_rate() {
     let s = TestServer::start(Behavior::Ok);

@@ -28,6 +28,8 @@ pub enum Conn {
     Stamped(TcpStream, u64),
     /// TLS over TCP.
     Tls(Box<TlsStream<TcpStream>>),
+    /// Plain TCP through the worker's io_uring (`--io uring`).
+    Uring(crate::uring::UringConn),
 }
 
 impl Conn {
@@ -36,8 +38,18 @@ impl Conn {
     pub fn received_at(&self) -> Option<u64> {
         match self {
             Conn::Stamped(_, at) if *at > 0 => Some(*at),
+            Conn::Uring(c) => c.received_at(),
             _ => None,
         }
+    }
+}
+
+impl Conn {
+    /// Whether looking for bytes the server sent unasked on an idle connection costs no
+    /// system call: over io_uring a receive is always armed on an idle connection and its
+    /// completion is read from memory, so every reuse is checked.
+    pub(crate) fn peek_is_free(&self) -> bool {
+        matches!(self, Conn::Uring(_))
     }
 }
 
@@ -85,6 +97,7 @@ impl AsyncRead for Conn {
                 }
             },
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Conn::Uring(c) => Pin::new(c).poll_read(cx, buf),
         }
     }
 }
@@ -98,18 +111,21 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(s) | Conn::Stamped(s, _) => Pin::new(s).poll_write(cx, buf),
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Conn::Uring(c) => Pin::new(c).poll_write(cx, buf),
         }
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Plain(s) | Conn::Stamped(s, _) => Pin::new(s).poll_flush(cx),
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Conn::Uring(c) => Pin::new(c).poll_flush(cx),
         }
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Plain(s) | Conn::Stamped(s, _) => Pin::new(s).poll_shutdown(cx),
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Conn::Uring(c) => Pin::new(c).poll_shutdown(cx),
         }
     }
 }
@@ -124,6 +140,8 @@ pub struct Connector {
     tls: Option<(TlsConnector, ServerName<'static>)>,
     /// Plain connections read with the kernel's receive timestamps.
     stamped: bool,
+    /// Plain connections go through the worker's io_uring.
+    uring: bool,
 }
 
 impl Connector {
@@ -133,6 +151,7 @@ impl Connector {
         tls: Option<Arc<rustls::ClientConfig>>,
         worker: usize,
         threads: usize,
+        io: crate::config::IoUsed,
     ) -> Connector {
         let tls = tls.map(|c| {
             let name = ServerName::try_from(cfg.target.host.clone())
@@ -145,6 +164,7 @@ impl Connector {
             next_source: std::cell::Cell::new(worker),
             stride: threads.max(1),
             stamped: tls.is_none() && stamps_receipts(cfg),
+            uring: tls.is_none() && io == crate::config::IoUsed::Uring,
             tls,
         }
     }
@@ -152,6 +172,13 @@ impl Connector {
     /// Opens one connection.
     pub async fn connect(&self) -> Result<Conn, ErrorClass> {
         let classify = |e: io::Error| ErrorClass::from_io(&e, true);
+        if self.uring {
+            let source = (!self.sources.is_empty()).then(|| self.next_source());
+            return crate::uring::UringConn::connect(self.addr, source, self.stamped)
+                .await
+                .map(Conn::Uring)
+                .map_err(classify);
+        }
         let sock = if self.addr.is_ipv4() {
             TcpSocket::new_v4()
         } else {
@@ -159,9 +186,7 @@ impl Connector {
         }
         .map_err(classify)?;
         if !self.sources.is_empty() {
-            let i = self.next_source.get();
-            self.next_source.set(i.wrapping_add(self.stride));
-            let src = self.sources[i % self.sources.len()];
+            let src = self.next_source();
             // Defer the port choice to connect(), where the kernel can share a port across
             // different destinations instead of reserving one per bind.
             loadlab_system::os::set_bind_address_no_port(sock.as_fd());
@@ -184,6 +209,15 @@ impl Connector {
                     c => c,
                 }),
         }
+    }
+}
+
+impl Connector {
+    /// The source address of the next connection (round robin, interleaved by worker).
+    fn next_source(&self) -> IpAddr {
+        let i = self.next_source.get();
+        self.next_source.set(i.wrapping_add(self.stride));
+        self.sources[i % self.sources.len()]
     }
 }
 
@@ -358,7 +392,7 @@ mod tests {
                 }
                 .validate()
                 .unwrap();
-                let c = Connector::new(&cfg, None, 0, 1);
+                let c = Connector::new(&cfg, None, 0, 1, crate::config::IoUsed::Epoll);
                 assert_eq!(c.stamped, stamped);
                 let (conn, accepted) = tokio::join!(c.connect(), l.accept());
                 let (mut conn, (mut server, _)) = (conn.unwrap(), accepted.unwrap());

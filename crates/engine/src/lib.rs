@@ -48,6 +48,7 @@ pub mod stats;
 pub mod summary;
 pub mod traffic;
 pub mod transport;
+pub mod uring;
 pub mod worker;
 
 pub use config::{

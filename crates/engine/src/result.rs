@@ -251,6 +251,10 @@ pub enum StopReason {
     RowsUsedUp,
 }
 
+fn io_epoll() -> crate::config::IoUsed {
+    crate::config::IoUsed::Epoll
+}
+
 /// The result of `loadlab run`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
@@ -286,6 +290,9 @@ pub struct RunResult {
     pub close_by: Option<CloseBy>,
     /// HTTP/1.1 requests written back to back per connection (1: no pipelining).
     pub pipeline: u32,
+    /// The interface HTTP/1.1 connections used: `epoll` or `uring` (`--io`).
+    #[serde(default = "io_epoll")]
+    pub io: crate::config::IoUsed,
     /// Request timeout, ms.
     pub timeout_ms: f64,
     /// Warm-up, seconds.

@@ -187,6 +187,9 @@ pub struct RunShape {
     pub close_by: CloseBy,
     /// HTTP/1.1 pipeline depth.
     pub pipeline: u32,
+    /// The interface plain HTTP/1.1 connections use.
+    #[serde(default = "epoll")]
+    pub io: crate::config::IoUsed,
     /// Request timeout, ms.
     pub timeout_ms: f64,
     /// Warm-up, seconds.
@@ -250,6 +253,7 @@ impl RunShape {
                 _ => CloseBy::Server,
             },
             pipeline: cfg.transport.pipeline(),
+            io: io_used(cfg).0,
             timeout_ms: cfg.timeout.as_secs_f64() * 1000.0,
             warmup_s: cfg.warmup.as_secs_f64(),
             traffic: cfg
@@ -260,6 +264,18 @@ impl RunShape {
     }
 }
 
+fn epoll() -> crate::config::IoUsed {
+    crate::config::IoUsed::Epoll
+}
+
+/// The interface `cfg`'s HTTP/1.1 connections use, and why not io_uring if it was asked
+/// for and refused.
+fn io_used(cfg: &RunConfig) -> (crate::config::IoUsed, Option<String>) {
+    let plain_http1 = cfg.transport.protocol() == Protocol::Http1
+        && cfg.target.scheme == crate::config::Scheme::Http;
+    cfg.io.resolve(plain_http1)
+}
+
 /// Runs the load and returns what it measured, unsummarized.
 pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement, EngineError> {
     check_fd_limit(cfg)?;
@@ -267,6 +283,8 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     // Before the clock starts: the first run of a process reads the system's trust store.
     let (tls, tls_warning) = crate::conn::tls_config(cfg);
     warnings.extend(tls_warning);
+    let (io, io_warning) = io_used(cfg);
+    warnings.extend(io_warning);
     let cfg = Arc::new(cfg.clone());
     let clock = Clock::new();
     // A little head start so every worker is running before the first arrival, or the
@@ -342,6 +360,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
             tickets: tickets.clone(),
             stop: opts.stop.clone(),
             tx: tx.clone(),
+            io,
         };
         let h = std::thread::Builder::new()
             .name(format!("loadlab-worker-{index}"))
@@ -528,6 +547,7 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         keep_alive: shape.keep_alive,
         close_by: (!shape.keep_alive).then_some(shape.close_by),
         pipeline: shape.pipeline,
+        io: shape.io,
         timeout_ms: shape.timeout_ms,
         warmup_s: shape.warmup_s,
         duration_s: ms.window_ns as f64 / 1e9,

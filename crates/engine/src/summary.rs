@@ -258,7 +258,11 @@ pub fn render(r: &RunResult) -> String {
             },
             r.connections,
             r.max_connections,
-        )
+        ) + if r.io == crate::config::IoUsed::Uring {
+            " (io_uring)"
+        } else {
+            ""
+        }
     };
     let _ = writeln!(
         out,

@@ -67,6 +67,8 @@ pub struct WorkerPlan {
     pub stop: CancellationToken,
     /// Per-second reports to the collector.
     pub tx: Sender<IntervalReport>,
+    /// The interface plain HTTP/1.1 connections use.
+    pub io: crate::config::IoUsed,
 }
 
 struct Ctx {
@@ -113,9 +115,15 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
             )
         })?;
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let uring = plan.io == crate::config::IoUsed::Uring;
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all();
+    if uring {
+        crate::uring::install()?;
+        // What the request loops queued goes to the kernel in one system call per turn.
+        builder.on_thread_park(crate::uring::flush);
+    }
+    let rt = builder.build()?;
     let local = tokio::task::LocalSet::new();
     let cpu_start = thread_cpu_seconds();
     let traffic = plan.cfg.traffic.clone();
@@ -134,7 +142,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         spawned: Cell::new(0),
         timeout_ns: plan.cfg.timeout.as_nanos() as u64,
         io: Io {
-            connector: Connector::new(&plan.cfg, plan.tls, plan.index, plan.threads),
+            connector: Connector::new(&plan.cfg, plan.tls, plan.index, plan.threads, plan.io),
             cfg: plan.cfg,
             clock: plan.clock,
             recorder: RefCell::new(recorder),
@@ -163,6 +171,9 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     let result = local.block_on(&rt, {
         let ctx = ctx.clone();
         async move {
+            if uring {
+                tokio::task::spawn_local(crate::uring::drive());
+            }
             for _ in 0..plan.tasks {
                 spawn_conn(&ctx);
             }
@@ -199,6 +210,10 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     // Dropping the set cancels what is still running (after Ctrl-C, or the ticker).
     drop(local);
     drop(rt);
+    if uring {
+        // After the connections: their closes go to the kernel before the ring ends.
+        crate::uring::uninstall();
+    }
     result?;
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| panic!("worker tasks outlived their runtime"));
     let mut recorder = ctx.io.recorder.into_inner();
@@ -226,8 +241,12 @@ fn thread_cpu_seconds() -> f64 {
     loadlab_system::os::thread_cpu_seconds()
 }
 
+/// Every request loop has ended and, in open loop, so has the dispatcher: a worker that
+/// starts with no connection (fewer connections than threads) still releases its share of
+/// the arrivals, opening connections as they come.
 async fn all_finished(ctx: &Ctx) {
-    while ctx.live.get() > 0 {
+    let open = matches!(ctx.io.cfg.model, LoadModel::Open { .. });
+    while ctx.live.get() > 0 || (open && !ctx.dispatch_done.get()) {
         ctx.finished.notified().await;
     }
 }
@@ -337,6 +356,7 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
     }
     ctx.dispatch_done.set(true);
     ctx.wake.notify_waiters();
+    ctx.finished.notify_one();
 }
 
 impl Ctx {

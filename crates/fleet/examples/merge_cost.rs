@@ -92,6 +92,7 @@ fn main() {
         keep_alive: true,
         close_by: loadlab_engine::CloseBy::Server,
         pipeline: 1,
+        io: loadlab_engine::config::IoUsed::Epoll,
         timeout_ms: 5000.0,
         warmup_s: 0.0,
         traffic: None,

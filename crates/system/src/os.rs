@@ -202,11 +202,22 @@ pub fn recv_timestamped(
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: the kernel filled `msg_controllen` bytes of `control`, which `msg` points to.
+    Ok((n as usize, unsafe { receive_timestamp(&msg) }))
+}
+
+/// The kernel's receive timestamp (`SCM_TIMESTAMPNS`, `CLOCK_REALTIME` ns) among the control
+/// messages of a `recvmsg` that returned `msg`, if it carries one.
+///
+/// # Safety
+/// `msg.msg_control` points to `msg.msg_controllen` readable bytes the kernel filled (or is
+/// null with a length of 0).
+pub unsafe fn receive_timestamp(msg: &libc::msghdr) -> Option<u64> {
     let mut stamp = None;
-    // SAFETY: the kernel filled `msg_controllen` bytes of `control`; the CMSG macros walk
-    // them within that length.
+    // SAFETY: the caller's promise; the CMSG macros walk the control bytes within their
+    // length.
     unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        let mut c = libc::CMSG_FIRSTHDR(msg);
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
                 let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
@@ -214,10 +225,10 @@ pub fn recv_timestamped(
                     stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
                 }
             }
-            c = libc::CMSG_NXTHDR(&msg, c);
+            c = libc::CMSG_NXTHDR(msg, c);
         }
     }
-    Ok((n as usize, stamp))
+    stamp
 }
 
 /// A new non-blocking, close-on-exec `timerfd` on `CLOCK_MONOTONIC`, disarmed.

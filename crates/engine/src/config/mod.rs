@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 pub use error::{ConfigError, Field};
 pub use loadlab_grpc::GrpcCall;
-pub use values::{parse_duration, CpuList, SourceAddrs};
+pub use values::{parse_duration, CpuList, IoMode, IoUsed, SourceAddrs};
 pub use workload::{
     ClientCertPem, CloseBy, Request, Transport, TransportFlags, Workload, MAX_CONNECTIONS,
     MAX_DURATION, MAX_RATE, MAX_TIMEOUT, MAX_WARMUP,
@@ -211,6 +211,8 @@ pub struct RunConfig {
     pub seed: u64,
     /// CPUs the worker threads are pinned to (empty: not pinned).
     pub cpus: Vec<usize>,
+    /// The I/O interface asked for (the runner resolves it: [`IoMode::resolve`]).
+    pub io: IoMode,
 }
 
 /// Number of cores available to this process.

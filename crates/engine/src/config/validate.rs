@@ -243,6 +243,7 @@ impl Workload {
                 .cpus
                 .as_ref()
                 .map_or_else(Vec::new, |c| c.as_slice().to_vec()),
+            io: self.io,
         };
         if protocol.multiplexed() {
             // The HTTP/2 header block is built here once, so that a value HTTP/2 refuses

@@ -25,6 +25,84 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("`{s}` is not a duration ({e}): use e.g. 10s, 500ms, 2m"))
 }
 
+/// Which system interface carries plain HTTP/1.1 connections (`--io`, a plan's `load.io`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoMode {
+    /// loadlab's choice: see [`IoMode::resolve`].
+    #[default]
+    Auto,
+    /// Readiness events (epoll, through tokio): every protocol.
+    Epoll,
+    /// io_uring: plain `http://` HTTP/1.1 only; where the kernel refuses it, epoll is used
+    /// and the run says so.
+    Uring,
+}
+
+/// The interface a run's HTTP/1.1 connections used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoUsed {
+    /// Readiness events (epoll).
+    Epoll,
+    /// io_uring.
+    Uring,
+}
+
+impl IoUsed {
+    /// Its name as `--io` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IoUsed::Epoll => "epoll",
+            IoUsed::Uring => "uring",
+        }
+    }
+}
+
+impl IoMode {
+    /// What a run uses (`plain_http1`: plain `http://` HTTP/1.1), and a note when io_uring
+    /// was asked for and not used: the kernel refused it, or the run is https, HTTP/2 or
+    /// gRPC (io_uring carries plain HTTP/1.1 only). `Auto` is epoll: io_uring is chosen by
+    /// `--io uring` until it is measured better here (`bench/peers.sh IO=uring`).
+    pub fn resolve(self, plain_http1: bool) -> (IoUsed, Option<String>) {
+        match self {
+            IoMode::Uring if !plain_http1 => (
+                IoUsed::Epoll,
+                Some(
+                    "--io uring: io_uring carries plain http:// HTTP/1.1 only; this run \
+                     (https, HTTP/2 or gRPC) used epoll"
+                        .into(),
+                ),
+            ),
+            IoMode::Uring => match crate::uring::available() {
+                Ok(()) => (IoUsed::Uring, None),
+                Err(why) => (
+                    IoUsed::Epoll,
+                    Some(format!(
+                        "--io uring: {why}; the epoll transport was used (same requests, same \
+                         measures)"
+                    )),
+                ),
+            },
+            _ => (IoUsed::Epoll, None),
+        }
+    }
+}
+
+impl FromStr for IoMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(IoMode::Auto),
+            "epoll" => Ok(IoMode::Epoll),
+            "uring" | "io_uring" => Ok(IoMode::Uring),
+            _ => Err(format!(
+                "`{s}` is not an I/O interface: auto, epoll or uring"
+            )),
+        }
+    }
+}
+
 /// Serde for a [`Duration`] as the text [`parse_duration`] reads (`"10s"`, `"1m 30s"`).
 pub mod duration_text {
     use super::*;

@@ -257,6 +257,9 @@ pub struct Workload {
     pub seed: Option<u64>,
     /// CPUs to pin the worker threads to (worker i takes the i-th).
     pub cpus: Option<CpuList>,
+    /// The I/O interface of plain HTTP/1.1 connections.
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub io: super::IoMode,
     /// Requests that vary: templates, a data file, a list of named requests.
     #[serde(skip_serializing_if = "super::traffic::Traffic::is_default")]
     pub traffic: super::traffic::Traffic,
@@ -281,9 +284,15 @@ impl Default for Workload {
             source_addrs: None,
             seed: None,
             cpus: None,
+            io: super::IoMode::Auto,
             traffic: super::traffic::Traffic::default(),
         }
     }
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` lends a reference
+fn is_auto(io: &super::IoMode) -> bool {
+    *io == super::IoMode::Auto
 }
 
 /// A client certificate (mTLS) as the user gave it: the PEM texts of `--cert` and `--key`

@@ -166,7 +166,8 @@ impl Http1Link {
             let sent = io.clock.now();
             // Bytes on a connection no request is waiting on: the server answers out of
             // turn, and every response read from here on could be another request's.
-            let peek = self.served == 1
+            let peek = c.peek_is_free()
+                || self.served == 1
                 || self.served.is_multiple_of(PEEK_EVERY)
                 || sent - self.last_done >= PEEK_IDLE_NS;
             if opened_before && self.reader.unsolicited(c, peek) {

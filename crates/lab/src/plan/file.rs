@@ -327,6 +327,9 @@ pub struct LoadFile {
     pub source_addrs: Option<String>,
     /// CPUs to pin loadlab's worker threads to, e.g. "1" (keep them off the target's).
     pub cpus: Option<String>,
+    /// The I/O interface of plain HTTP/1.1 connections: `auto`, `epoll` or `uring` (as
+    /// `loadlab run --io`).
+    pub io: Option<String>,
 }
 
 fn default_model() -> String {

@@ -345,6 +345,9 @@ pub struct LoadSpec {
     /// CPUs for loadlab's workers (empty: not pinned).
     #[serde(default)]
     pub cpus: Vec<usize>,
+    /// The I/O interface of plain HTTP/1.1 connections.
+    #[serde(default)]
+    pub io: loadlab_engine::config::IoMode,
 }
 
 /// A validated `[slo]`: a step is sustained when every bound holds ([`crate::verdict::judge`]).

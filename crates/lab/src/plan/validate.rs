@@ -981,6 +981,12 @@ fn load(c: &Checker<'_>, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<Loa
         arrival,
         source_addrs,
         cpus: c.cpu_list("load.cpus", l.cpus.as_deref())?,
+        io: match l.io.as_deref() {
+            None => loadlab_engine::config::IoMode::Auto,
+            Some(s) => s
+                .parse()
+                .map_err(|_| c.err("load.io", s, "auto, epoll or uring"))?,
+        },
     })
 }
 

@@ -87,6 +87,7 @@ impl Plan {
             source_addrs: l.source_addrs.clone(),
             seed: None,
             cpus,
+            io: l.io,
             traffic: Traffic {
                 requests: s
                     .traffic

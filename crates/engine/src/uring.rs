@@ -1,0 +1,628 @@
+//! The io_uring transport of plain HTTP/1.1 (`--io uring`): a connection's connect, sends,
+//! receives and close go through one ring per worker thread instead of readiness events
+//! and a system call each.
+//!
+//! How it meets the worker's tokio runtime:
+//! - a request loop's reads and writes queue submissions in the worker's ring
+//!   ([`UringConn`] implements `AsyncRead` and `AsyncWrite`, so the HTTP/1.1 reader and
+//!   link are the same for both transports);
+//! - just before the worker's thread goes idle (tokio's `on_thread_park`), [`flush`] submits
+//!   every queued entry in one `io_uring_enter` and takes the completions already there;
+//! - the ring's file descriptor sits in tokio's event loop: completions that arrive while
+//!   the thread waits wake it, and the [`drive`] task takes them and wakes their loops.
+//!
+//! A request is written without waiting for the send to complete: `poll_write` copies it
+//! into the connection's buffer, queues the send and, with it, the receive of the response,
+//! so one system call carries both (the epoll transport makes a `sendto`, an `epoll_wait`
+//! and a `recvmsg` per request). A send's failure is reported by the next read or write. A
+//! buffer the kernel may still use is never touched: a connection dropped with operations
+//! in flight hands its buffers to the ring until they complete (cancelled, then closed).
+
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd, RawFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use io_uring::{opcode, squeue, types, IoUring};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Bytes one receive reads at most (a connection's read buffer).
+const READ_BUF: usize = 16 * 1024;
+/// Submission queue entries (the completion queue is four times as long; the kernel keeps
+/// completions that overflow it).
+const ENTRIES: u32 = 1024;
+/// `user_data` of entries whose completion nobody waits for (cancels and closes).
+const IGNORED: u64 = u64::MAX;
+/// `io_uring_enter`'s flag to run deferred completions (and wait for `min_complete`).
+const ENTER_GETEVENTS: u32 = 1;
+
+/// Whether io_uring can carry HTTP/1.1 here: a ring can be created and the kernel has every
+/// operation the transport uses. Checked once per process; the error says why not.
+pub fn available() -> Result<(), String> {
+    static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let ring = IoUring::new(8).map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOSYS) => "the kernel has no io_uring (ENOSYS)".to_string(),
+                Some(libc::EPERM) => "io_uring is refused here (EPERM: a seccomp filter, \
+                     a container policy or kernel.io_uring_disabled)"
+                    .to_string(),
+                _ => format!("io_uring_setup failed: {e}"),
+            })?;
+            let mut probe = io_uring::Probe::new();
+            ring.submitter()
+                .register_probe(&mut probe)
+                .map_err(|e| format!("cannot probe io_uring's operations: {e}"))?;
+            let needed = [
+                ("connect", opcode::Connect::CODE),
+                ("send", opcode::Send::CODE),
+                ("recv", opcode::Recv::CODE),
+                ("recvmsg", opcode::RecvMsg::CODE),
+                ("close", opcode::Close::CODE),
+                ("async_cancel", opcode::AsyncCancel::CODE),
+            ];
+            for (name, code) in needed {
+                if !probe.is_supported(code) {
+                    return Err(format!("the kernel's io_uring lacks {name}"));
+                }
+            }
+            Ok(())
+        })
+        .clone()
+}
+
+/// What an operation of a connection is, so that its completion lands in the right state.
+#[derive(Clone, Copy)]
+enum Kind {
+    Connect,
+    Send,
+    Recv,
+}
+
+/// The state of one of a connection's operations.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Op {
+    /// None submitted (or its result already taken).
+    Idle,
+    /// Queued or submitted, in slot `n` of the ring's table.
+    InFlight(u32),
+    /// Completed with this result (bytes, or `-errno`).
+    Done(i32),
+}
+
+/// `recvmsg`'s header, its one `iovec` and room for the timestamp's control message.
+struct MsgParts {
+    hdr: libc::msghdr,
+    iov: libc::iovec,
+    control: [u64; 8],
+}
+
+/// A connection's state, shared between the connection and the ring's table while an
+/// operation is in flight: the kernel reads `wbuf` during a send and writes `rbuf` (and
+/// `msg`) during a receive, so neither is touched by loadlab until that operation is done.
+struct Shared {
+    fd: RawFd,
+    addr: socket2::SockAddr,
+    /// Read with the kernel's receive timestamps (`recvmsg`).
+    stamped: bool,
+    rbuf: UnsafeCell<Box<[u8]>>,
+    wbuf: UnsafeCell<Vec<u8>>,
+    msg: UnsafeCell<MsgParts>,
+    connect: Cell<Op>,
+    send: Cell<Op>,
+    recv: Cell<Op>,
+    /// Bytes of the last send (a shorter completion is an error).
+    sent_len: Cell<usize>,
+    /// Unread bytes of `rbuf`: `rpos..rlen`.
+    rpos: Cell<usize>,
+    rlen: Cell<usize>,
+    /// When the newest bytes arrived (`CLOCK_REALTIME` ns; 0: not stamped).
+    stamp: Cell<u64>,
+    /// The request loop waiting on this connection.
+    waker: Cell<Option<Waker>>,
+}
+
+/// One worker's ring and the operations in flight on it.
+struct Driver {
+    ring: IoUring,
+    /// Signalled by the kernel when completion work is pending (the ring defers it to
+    /// the next `io_uring_enter`): what tokio's event loop watches.
+    eventfd: std::os::fd::OwnedFd,
+    /// Slot `n`: the connection (and which of its operations) whose entry has
+    /// `user_data == n`; holding the `Rc` keeps the buffers alive until completion.
+    slots: Vec<Option<(Rc<Shared>, Kind)>>,
+    free: Vec<u32>,
+    /// Entries queued since the last submission.
+    queued: u32,
+    /// Slots in use.
+    in_flight: u32,
+    /// Wakers taken from completions, woken once the driver is no longer borrowed.
+    wake: Vec<Waker>,
+}
+
+thread_local! {
+    static DRIVER: RefCell<Option<Driver>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread's ring; `None` if the thread has none.
+fn with_driver<R>(f: impl FnOnce(&mut Driver) -> R) -> Option<R> {
+    DRIVER.with(|d| d.borrow_mut().as_mut().map(f))
+}
+
+/// Gives this thread a ring (a worker of `--io uring`, before its connections open).
+pub(crate) fn install() -> io::Result<()> {
+    let ring = IoUring::builder()
+        .setup_cqsize(ENTRIES * 4)
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_taskrun_flag()
+        .build(ENTRIES)?;
+    // SAFETY: eventfd(2) with flags only; the descriptor is owned below.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor nothing else owns.
+    let eventfd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+    DRIVER.with(|d| {
+        *d.borrow_mut() = Some(Driver {
+            ring,
+            eventfd,
+            slots: Vec::new(),
+            free: Vec::new(),
+            queued: 0,
+            in_flight: 0,
+            wake: Vec::new(),
+        });
+    });
+    Ok(())
+}
+
+/// Ends this thread's ring once its connections are dropped: what is still in flight is
+/// cancelled and waited for (a second at most), so the kernel writes into no buffer freed
+/// after it; buffers of operations that outlive the wait are leaked, not freed.
+pub(crate) fn uninstall() {
+    let Some(mut d) = DRIVER.with(|d| d.borrow_mut().take()) else {
+        return;
+    };
+    let cancel_all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
+        .build()
+        .user_data(IGNORED);
+    d.push_raw(&cancel_all);
+    let ts = types::Timespec::new().nsec(100_000_000);
+    for _ in 0..10 {
+        if d.in_flight == 0 {
+            break;
+        }
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let _ = d.ring.submitter().submit_with_args(1, &args);
+        d.queued = 0;
+        d.reap();
+        d.wake.clear();
+    }
+    if d.in_flight > 0 {
+        // The kernel may still write into these buffers: never free them.
+        for s in d.slots.drain(..).flatten() {
+            Box::leak(Box::new(s));
+        }
+    }
+}
+
+/// Submits what this thread's request loops queued and takes the completions already there
+/// (tokio's `on_thread_park`: once per turn of the event loop, before it waits).
+pub(crate) fn flush() {
+    let wake = with_driver(|d| {
+        if d.queued > 0 {
+            d.submit();
+            d.reap();
+        }
+        std::mem::take(&mut d.wake)
+    });
+    if let Some(mut wake) = wake {
+        for w in wake.drain(..) {
+            w.wake();
+        }
+        // Keep the allocation.
+        with_driver(|d| d.wake = wake);
+    }
+}
+
+/// The task that takes completions arriving while the worker waits: the ring's descriptor
+/// is readable when its completion queue is not empty.
+pub(crate) async fn drive() {
+    struct RingFd(RawFd);
+    impl AsRawFd for RingFd {
+        fn as_raw_fd(&self) -> RawFd {
+            self.0
+        }
+    }
+    let Some(fd) = with_driver(|d| d.eventfd.as_raw_fd()) else {
+        return;
+    };
+    // SAFETY: the ring's descriptor stays open while this task lives: the ring is ended
+    // (`uninstall`) only after the worker's tasks are dropped.
+    let Ok(afd) =
+        (unsafe { AsyncFd::register_with_interest(RingFd(fd), tokio::io::Interest::READABLE) })
+    else {
+        return;
+    };
+    loop {
+        let Ok(mut ready) = afd.readable().await else {
+            return;
+        };
+        // Cleared before taking the completions: one that lands after is a new edge.
+        ready.clear_ready();
+        let wake = with_driver(|d| {
+            d.submit();
+            d.reap();
+            std::mem::take(&mut d.wake)
+        });
+        for w in wake.into_iter().flatten() {
+            w.wake();
+        }
+    }
+}
+
+impl Driver {
+    /// Queues `entry` for `sh`'s operation `kind`; returns its slot.
+    fn push(&mut self, entry: squeue::Entry, sh: &Rc<Shared>, kind: Kind) -> u32 {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            (self.slots.len() - 1) as u32
+        });
+        self.slots[slot as usize] = Some((sh.clone(), kind));
+        self.in_flight += 1;
+        self.push_raw(&entry.user_data(u64::from(slot)));
+        slot
+    }
+
+    /// Queues `entry` (submitting first if the queue is full).
+    fn push_raw(&mut self, entry: &squeue::Entry) {
+        loop {
+            // SAFETY: every buffer an entry points to is owned by a `Shared` its slot
+            // holds until the completion (entries with IGNORED point to none).
+            if unsafe { self.ring.submission().push(entry) }.is_ok() {
+                self.queued += 1;
+                return;
+            }
+            self.submit();
+            self.reap();
+        }
+    }
+
+    /// One `io_uring_enter` for every queued entry.
+    fn submit(&mut self) {
+        for _ in 0..64 {
+            // SAFETY: no argument; GETEVENTS runs the completions the ring deferred.
+            let r = unsafe {
+                self.ring
+                    .submitter()
+                    .enter::<libc::sigset_t>(self.queued, 0, ENTER_GETEVENTS, None)
+            };
+            match r {
+                // The kernel runs deferred completions in batches (20 at a time since
+                // Linux 6.13) and flags what it left: run them all now, or their loops
+                // would wait for the next wake-up, their connections busy.
+                Ok(_) if self.ring.submission().taskrun() => {
+                    self.queued = 0;
+                    continue;
+                }
+                Ok(_) => break,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                // The completion queue is full: take completions, then submit again.
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    self.reap();
+                    continue;
+                }
+                Err(_) => break,
+            }
+        }
+        self.queued = 0;
+    }
+
+    /// Takes every completion: the result goes to its operation's state, its loop's waker
+    /// to `self.wake`.
+    fn reap(&mut self) {
+        let mut cq = self.ring.completion();
+        cq.sync();
+        for cqe in &mut cq {
+            let n = cqe.user_data();
+            if n == IGNORED {
+                continue;
+            }
+            let Some((sh, kind)) = self.slots.get_mut(n as usize).and_then(Option::take) else {
+                continue;
+            };
+            self.free.push(n as u32);
+            self.in_flight -= 1;
+            let res = cqe.result();
+            match kind {
+                Kind::Connect => sh.connect.set(Op::Done(res)),
+                Kind::Send => sh.send.set(Op::Done(res)),
+                Kind::Recv => {
+                    if sh.stamped && res > 0 {
+                        // SAFETY: the receive is complete: the kernel no longer writes
+                        // `msg`, and its control length is what it filled.
+                        let stamp =
+                            unsafe { loadlab_system::os::receive_timestamp(&(*sh.msg.get()).hdr) };
+                        sh.stamp.set(stamp.unwrap_or(0));
+                    }
+                    sh.recv.set(Op::Done(res));
+                }
+            }
+            if let Some(w) = sh.waker.take() {
+                self.wake.push(w);
+            }
+        }
+    }
+}
+
+/// A plain TCP connection whose I/O goes through the worker's ring.
+pub struct UringConn {
+    sh: Rc<Shared>,
+}
+
+impl UringConn {
+    /// Opens a connection to `addr` (from `source`, if given) through this thread's ring;
+    /// `stamped` reads with receive timestamps.
+    pub(crate) async fn connect(
+        addr: SocketAddr,
+        source: Option<IpAddr>,
+        stamped: bool,
+    ) -> io::Result<UringConn> {
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )?;
+        if let Some(src) = source {
+            loadlab_system::os::set_bind_address_no_port(sock.as_fd());
+            sock.bind(&SocketAddr::new(src, 0).into())?;
+        }
+        sock.set_nodelay(true)?;
+        if stamped {
+            loadlab_system::os::enable_rx_timestamps(sock.as_fd())?;
+        }
+        let conn = UringConn {
+            sh: Rc::new(Shared {
+                fd: sock.into_raw_fd(),
+                addr: addr.into(),
+                stamped,
+                rbuf: UnsafeCell::new(vec![0; READ_BUF].into_boxed_slice()),
+                wbuf: UnsafeCell::new(Vec::new()),
+                // SAFETY: all-zero is a valid empty msghdr and iovec.
+                msg: UnsafeCell::new(unsafe { std::mem::zeroed() }),
+                connect: Cell::new(Op::Idle),
+                send: Cell::new(Op::Idle),
+                recv: Cell::new(Op::Idle),
+                sent_len: Cell::new(0),
+                rpos: Cell::new(0),
+                rlen: Cell::new(0),
+                stamp: Cell::new(0),
+                waker: Cell::new(None),
+            }),
+        };
+        let sh = &conn.sh;
+        let entry =
+            opcode::Connect::new(types::Fd(sh.fd), sh.addr.as_ptr().cast(), sh.addr.len()).build();
+        let slot = with_driver(|d| d.push(entry, sh, Kind::Connect))
+            .ok_or_else(|| io::Error::other("this thread has no io_uring"))?;
+        sh.connect.set(Op::InFlight(slot));
+        std::future::poll_fn(|cx| match sh.connect.get() {
+            Op::Done(0) => {
+                sh.connect.set(Op::Idle);
+                Poll::Ready(Ok(()))
+            }
+            Op::Done(e) => Poll::Ready(Err(io::Error::from_raw_os_error(-e))),
+            _ => {
+                sh.waker.set(Some(cx.waker().clone()));
+                Poll::Pending
+            }
+        })
+        .await?;
+        // Armed at once: what a server sends before any request (a greeting, an early
+        // close) is in when the first request is about to be written.
+        conn.submit_recv()?;
+        Ok(conn)
+    }
+
+    /// When the newest bytes read arrived (`CLOCK_REALTIME` ns), if the kernel stamped them.
+    pub fn received_at(&self) -> Option<u64> {
+        match self.sh.stamp.get() {
+            0 => None,
+            at => Some(at),
+        }
+    }
+
+    /// Queues a receive into the (fully read) read buffer.
+    fn submit_recv(&self) -> io::Result<()> {
+        let sh = &self.sh;
+        debug_assert!(sh.rpos.get() == sh.rlen.get() && sh.recv.get() == Op::Idle);
+        // SAFETY: no receive is in flight, so the kernel holds no pointer into `rbuf` or
+        // `msg`; the pointers set here stay valid while `sh` (held by the slot) lives.
+        let entry = unsafe {
+            let buf = &mut *sh.rbuf.get();
+            if sh.stamped {
+                let m = &mut *sh.msg.get();
+                m.iov = libc::iovec {
+                    iov_base: buf.as_mut_ptr().cast(),
+                    iov_len: buf.len(),
+                };
+                m.hdr = std::mem::zeroed();
+                m.hdr.msg_iov = &mut m.iov;
+                m.hdr.msg_iovlen = 1;
+                m.hdr.msg_control = m.control.as_mut_ptr().cast();
+                m.hdr.msg_controllen = std::mem::size_of_val(&m.control) as _;
+                opcode::RecvMsg::new(types::Fd(sh.fd), &mut m.hdr).build()
+            } else {
+                opcode::Recv::new(types::Fd(sh.fd), buf.as_mut_ptr(), buf.len() as u32).build()
+            }
+        };
+        let slot = with_driver(|d| d.push(entry, sh, Kind::Recv))
+            .ok_or_else(|| io::Error::other("this thread has no io_uring"))?;
+        sh.recv.set(Op::InFlight(slot));
+        Ok(())
+    }
+
+    /// A failed (or short) send, once its completion is in.
+    fn send_error(&self) -> Option<io::Error> {
+        match self.sh.send.get() {
+            Op::Done(e) if e < 0 => Some(io::Error::from_raw_os_error(-e)),
+            Op::Done(n) if (n as usize) < self.sh.sent_len.get() => Some(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "the connection took only part of the request",
+            )),
+            _ => None,
+        }
+    }
+}
+
+impl AsyncRead for UringConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let sh = &this.sh;
+        loop {
+            let (pos, len) = (sh.rpos.get(), sh.rlen.get());
+            if pos < len {
+                let n = (len - pos).min(buf.remaining());
+                // SAFETY: bytes `pos..len` came from a completed receive and no receive is
+                // in flight while any are unread.
+                buf.put_slice(unsafe { &(&*sh.rbuf.get())[pos..pos + n] });
+                sh.rpos.set(pos + n);
+                if pos + n == len {
+                    // Drained: the next receive goes in now, so that bytes the server sends
+                    // while the connection is idle (an unasked response, a close) are in
+                    // before the next request is written (the link checks every reuse). It is
+                    // the one the next response would need anyway.
+                    sh.rpos.set(0);
+                    sh.rlen.set(0);
+                    this.submit_recv()?;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            match sh.recv.get() {
+                Op::Done(res) => {
+                    sh.recv.set(Op::Idle);
+                    if res < 0 {
+                        return Poll::Ready(Err(io::Error::from_raw_os_error(-res)));
+                    }
+                    if res == 0 {
+                        return Poll::Ready(Ok(()));
+                    }
+                    sh.rpos.set(0);
+                    sh.rlen.set(res as usize);
+                }
+                Op::InFlight(_) => {
+                    if let Some(e) = this.send_error() {
+                        return Poll::Ready(Err(e));
+                    }
+                    sh.waker.set(Some(cx.waker().clone()));
+                    return Poll::Pending;
+                }
+                Op::Idle => {
+                    if let Some(e) = this.send_error() {
+                        return Poll::Ready(Err(e));
+                    }
+                    sh.rpos.set(0);
+                    sh.rlen.set(0);
+                    this.submit_recv()?;
+                }
+            }
+        }
+    }
+}
+
+impl AsyncWrite for UringConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let sh = &this.sh;
+        match sh.send.get() {
+            Op::InFlight(_) => {
+                sh.waker.set(Some(cx.waker().clone()));
+                return Poll::Pending;
+            }
+            Op::Done(_) => {
+                if let Some(e) = this.send_error() {
+                    return Poll::Ready(Err(e));
+                }
+            }
+            Op::Idle => {}
+        }
+        // SAFETY: no send is in flight: the kernel holds no pointer into `wbuf`, and the
+        // one set here stays valid while `sh` (held by the slot) lives.
+        let entry = unsafe {
+            let w = &mut *sh.wbuf.get();
+            w.clear();
+            w.extend_from_slice(buf);
+            opcode::Send::new(types::Fd(sh.fd), w.as_ptr(), w.len() as u32)
+                .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+                .build()
+        };
+        let Some(slot) = with_driver(|d| d.push(entry, sh, Kind::Send)) else {
+            return Poll::Ready(Err(io::Error::other("this thread has no io_uring")));
+        };
+        sh.send.set(Op::InFlight(slot));
+        sh.sent_len.set(buf.len());
+        // The response's receive goes in the same submission.
+        if sh.recv.get() == Op::Idle && sh.rpos.get() == sh.rlen.get() {
+            sh.rpos.set(0);
+            sh.rlen.set(0);
+            this.submit_recv()?;
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // SAFETY: shutdown(2) on the connection's own descriptor.
+        unsafe { libc::shutdown(self.sh.fd, libc::SHUT_WR) };
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for UringConn {
+    /// Cancels what is in flight and closes the descriptor, both through the ring (queued
+    /// with the next submission, no system call of their own).
+    fn drop(&mut self) {
+        let sh = &self.sh;
+        let queued = with_driver(|d| {
+            for op in [&sh.connect, &sh.send, &sh.recv] {
+                if let Op::InFlight(slot) = op.get() {
+                    d.push_raw(
+                        &opcode::AsyncCancel::new(u64::from(slot))
+                            .build()
+                            .flags(squeue::Flags::SKIP_SUCCESS)
+                            .user_data(IGNORED),
+                    );
+                }
+            }
+            d.push_raw(
+                &opcode::Close::new(types::Fd(sh.fd))
+                    .build()
+                    .flags(squeue::Flags::SKIP_SUCCESS)
+                    .user_data(IGNORED),
+            );
+        });
+        if queued.is_none() {
+            // No ring (its thread is ending): nothing can be in flight on it any more.
+            // SAFETY: the connection's own descriptor, closed once.
+            unsafe { libc::close(sh.fd) };
+        }
+    }
+}
