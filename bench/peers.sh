@@ -22,6 +22,7 @@
 #   RATES        open-loop rates, requests/s, comma list (20000,50000,100000)
 #   RATE         one open-loop rate (overrides RATES; kept for older scripts)
 #   LOADLAB      loadlab binary                          (target/release/loadlab)
+#   IO           loadlab's --io: auto, epoll or uring    (auto)
 #   TOOLS        comma list from loadlab,wrk,ab,h2load,oha,floor (all)
 #   FLOOR        bench/floor binary (built: bench/floor/target/release/loadlab-floor)
 #   MODES        comma list from keepalive,close,openloop (all)
@@ -39,6 +40,8 @@ ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-64}
 RATES=${RATE:-${RATES:-20000,50000,100000}}
 LOADLAB=${LOADLAB:-$ROOT/target/release/loadlab}
+IO=${IO:-auto}
+case $IO in auto|epoll|uring) ;; *) echo "peers.sh: IO must be auto, epoll or uring, not '$IO'" >&2; exit 2 ;; esac
 TOOLS=${TOOLS:-loadlab,wrk,ab,h2load,oha,floor}
 FLOOR=${FLOOR:-}
 MODES=${MODES:-keepalive,close,openloop}
@@ -188,7 +191,7 @@ fi
 HOSTDESC="$(uname -srm); $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
 log "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') on $URL (pid $NGX_PID, CPU $SERVER_CPU); generators on CPU $GEN_CPU"
 log "duration ${DURATION}s, rounds $ROUNDS, connections $CONNECTIONS, open-loop rates ${WANT_RATES[*]} req/s"
-log "tools: ${WANT_TOOLS[*]}; modes: ${WANT_MODES[*]}"
+log "tools: ${WANT_TOOLS[*]}; modes: ${WANT_MODES[*]}; loadlab --io $IO"
 log "raw output: $RAW"
 for t in "${WANT_TOOLS[@]}"; do
     case $t in
@@ -220,9 +223,9 @@ tool_cmd() {
     local mode=$1 tool=$2 dur=$3 json=$4 c=$CONNECTIONS
     CMD=(); SKIP_REASON=
     case $mode/$tool in
-        keepalive/loadlab) CMD=("$LOADLAB" run "$URL" --connections "$c" --threads 1 --duration "${dur}s" --keep-alive on --json "$json") ;;
-        close/loadlab)     CMD=("$LOADLAB" run "$URL" --connections "$c" --threads 1 --duration "${dur}s" --keep-alive off --json "$json") ;;
-        openloop/loadlab)  CMD=("$LOADLAB" run "$URL" --connections "$c" --threads 1 --duration "${dur}s" --rate "$RATE" --json "$json") ;;
+        keepalive/loadlab) CMD=("$LOADLAB" run "$URL" --connections "$c" --threads 1 --duration "${dur}s" --keep-alive on --io "$IO" --json "$json") ;;
+        close/loadlab)     CMD=("$LOADLAB" run "$URL" --connections "$c" --threads 1 --duration "${dur}s" --keep-alive off --io "$IO" --json "$json") ;;
+        openloop/loadlab)  CMD=("$LOADLAB" run "$URL" --connections "$c" --threads 1 --duration "${dur}s" --rate "$RATE" --io "$IO" --json "$json") ;;
         keepalive/wrk)     CMD=(wrk -t1 -c"$c" -d"${dur}s" "$URL") ;;
         close/wrk)         CMD=(wrk -t1 -c"$c" -d"${dur}s" -H "Connection: close" "$URL") ;;
         # ab: -t implies -n 50000, so -n must come after -t.

@@ -48,6 +48,27 @@ fn a_counted_run_gives_the_same_results_over_uring_and_epoll() {
 }
 
 #[test]
+fn auto_takes_io_uring_where_it_was_measured_better() {
+    let server = TestServer::start(Behavior::Ok);
+    for (args, io) in [
+        (&["-c", "2", "-n", "50", "--keep-alive", "off"][..], "uring"),
+        (&["-c", "2", "-n", "50"][..], "epoll"),
+        (
+            &["--rate", "100", "-n", "20", "--keep-alive", "off"][..],
+            "epoll",
+        ),
+    ] {
+        let r = run(&server, "auto", args);
+        assert_eq!(r.json()["io"], io, "{args:?}: {}", r.json());
+        assert!(
+            r.json()["warnings"].as_array().unwrap().is_empty(),
+            "{}",
+            r.json()
+        );
+    }
+}
+
+#[test]
 fn error_classes_are_the_same_over_uring() {
     // A refused connection, a reset after the request, a clean close without an answer,
     // bytes that are not HTTP: each under the class epoll gives it.

@@ -273,7 +273,8 @@ fn epoll() -> crate::config::IoUsed {
 fn io_used(cfg: &RunConfig) -> (crate::config::IoUsed, Option<String>) {
     let plain_http1 = cfg.transport.protocol() == Protocol::Http1
         && cfg.target.scheme == crate::config::Scheme::Http;
-    cfg.io.resolve(plain_http1)
+    let batches = cfg.model == LoadModel::Closed && !cfg.transport.keep_alive();
+    cfg.io.resolve(plain_http1, batches)
 }
 
 /// Runs the load and returns what it measured, unsummarized.

@@ -109,7 +109,9 @@ struct Shared {
     addr: socket2::SockAddr,
     /// Read with the kernel's receive timestamps (`recvmsg`).
     stamped: bool,
-    rbuf: UnsafeCell<Box<[u8]>>,
+    /// Not zeroed (16 KiB per connection, one per request with keep-alive off): only the
+    /// bytes a receive filled are read.
+    rbuf: UnsafeCell<Box<[std::mem::MaybeUninit<u8>]>>,
     wbuf: UnsafeCell<Vec<u8>>,
     msg: UnsafeCell<MsgParts>,
     connect: Cell<Op>,
@@ -213,23 +215,16 @@ pub(crate) fn uninstall() {
     }
 }
 
-/// Submits what this thread's request loops queued and takes the completions already there
-/// (tokio's `on_thread_park`: once per turn of the event loop, before it waits).
+/// Submits what this thread's request loops queued (tokio's `on_thread_park`: once per turn
+/// of the event loop, before it waits). Completions are not taken here: a waker woken from
+/// outside the worker's task set costs tokio a system call to wake itself, so they are left
+/// to [`drive`], which the kernel's signal on the eventfd runs at once.
 pub(crate) fn flush() {
-    let wake = with_driver(|d| {
+    with_driver(|d| {
         if d.queued > 0 {
             d.submit();
-            d.reap();
         }
-        std::mem::take(&mut d.wake)
     });
-    if let Some(mut wake) = wake {
-        for w in wake.drain(..) {
-            w.wake();
-        }
-        // Keep the allocation.
-        with_driver(|d| d.wake = wake);
-    }
 }
 
 /// The task that takes completions arriving while the worker waits: the ring's descriptor
@@ -258,12 +253,19 @@ pub(crate) async fn drive() {
         // Cleared before taking the completions: one that lands after is a new edge.
         ready.clear_ready();
         let wake = with_driver(|d| {
-            d.submit();
+            // Completions the kernel deferred run only in io_uring_enter.
+            if d.queued > 0 || d.ring.submission().taskrun() {
+                d.submit();
+            }
             d.reap();
             std::mem::take(&mut d.wake)
         });
-        for w in wake.into_iter().flatten() {
-            w.wake();
+        if let Some(mut wake) = wake {
+            for w in wake.drain(..) {
+                w.wake();
+            }
+            // Keep the allocation.
+            with_driver(|d| d.wake = wake);
         }
     }
 }
@@ -393,7 +395,7 @@ impl UringConn {
                 fd: sock.into_raw_fd(),
                 addr: addr.into(),
                 stamped,
-                rbuf: UnsafeCell::new(vec![0; READ_BUF].into_boxed_slice()),
+                rbuf: UnsafeCell::new(Box::new_uninit_slice(READ_BUF)),
                 wbuf: UnsafeCell::new(Vec::new()),
                 // SAFETY: all-zero is a valid empty msghdr and iovec.
                 msg: UnsafeCell::new(unsafe { std::mem::zeroed() }),
@@ -460,7 +462,8 @@ impl UringConn {
                 m.hdr.msg_controllen = std::mem::size_of_val(&m.control) as _;
                 opcode::RecvMsg::new(types::Fd(sh.fd), &mut m.hdr).build()
             } else {
-                opcode::Recv::new(types::Fd(sh.fd), buf.as_mut_ptr(), buf.len() as u32).build()
+                opcode::Recv::new(types::Fd(sh.fd), buf.as_mut_ptr().cast(), buf.len() as u32)
+                    .build()
             }
         };
         let slot = with_driver(|d| d.push(entry, sh, Kind::Recv))
@@ -494,9 +497,13 @@ impl AsyncRead for UringConn {
             let (pos, len) = (sh.rpos.get(), sh.rlen.get());
             if pos < len {
                 let n = (len - pos).min(buf.remaining());
-                // SAFETY: bytes `pos..len` came from a completed receive and no receive is
-                // in flight while any are unread.
-                buf.put_slice(unsafe { &(&*sh.rbuf.get())[pos..pos + n] });
+                // SAFETY: bytes `pos..len` came from a completed receive (the kernel wrote
+                // them: initialized), and no receive is in flight while any are unread.
+                let filled = unsafe {
+                    let rbuf = &*sh.rbuf.get();
+                    std::slice::from_raw_parts(rbuf.as_ptr().add(pos).cast::<u8>(), n)
+                };
+                buf.put_slice(filled);
                 sh.rpos.set(pos + n);
                 if pos + n == len {
                     // Drained: the next receive goes in now, so that bytes the server sends

@@ -60,12 +60,22 @@ impl IoUsed {
 }
 
 impl IoMode {
-    /// What a run uses (`plain_http1`: plain `http://` HTTP/1.1), and a note when io_uring
-    /// was asked for and not used: the kernel refused it, or the run is https, HTTP/2 or
-    /// gRPC (io_uring carries plain HTTP/1.1 only). `Auto` is epoll: io_uring is chosen by
-    /// `--io uring` until it is measured better here (`bench/peers.sh IO=uring`).
-    pub fn resolve(self, plain_http1: bool) -> (IoUsed, Option<String>) {
+    /// What a run uses (`plain_http1`: plain `http://` HTTP/1.1; `batches`: closed loop
+    /// with keep-alive off), and a note when io_uring was asked for and not used: the kernel
+    /// refused it, or the run is https, HTTP/2 or gRPC (io_uring carries plain HTTP/1.1
+    /// only).
+    ///
+    /// `Auto` takes io_uring where it was measured better here (`bench/peers.sh IO=uring`):
+    /// closed loop with keep-alive off, where each turn of the event loop connects, sends,
+    /// receives and closes for many connections at once and the ring carries them all in
+    /// one system call (1.1 to 1.3 times the requests per CPU-second of epoll). Elsewhere
+    /// (keep-alive, open loop) it was not, and epoll is used; so it is where io_uring is
+    /// refused, silently (`--io uring` says so).
+    pub fn resolve(self, plain_http1: bool, batches: bool) -> (IoUsed, Option<String>) {
         match self {
+            IoMode::Auto if plain_http1 && batches && crate::uring::available().is_ok() => {
+                (IoUsed::Uring, None)
+            }
             IoMode::Uring if !plain_http1 => (
                 IoUsed::Epoll,
                 Some(
