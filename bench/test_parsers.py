@@ -218,10 +218,10 @@ class Tables(unittest.TestCase):
 
 
 class PeerTargets(unittest.TestCase):
-    """Issue 17's targets, judged from summarized runs: each PASS or FAIL on its own figure."""
+    """Issue 33's targets, judged from summarized runs: each PASS or FAIL on its own figure."""
 
     @staticmethod
-    def rec(phase, tool, req_per_cpu_s, lag_p99=None, rate=None):
+    def rec(phase, tool, req_per_cpu_s, lag_p99=None, rate=None, limited=None):
         r = {"phase": phase, "tool": tool, "ok": True, "rps": 1000.0, "cpu_s": 1.0,
              "req_per_cpu_s": req_per_cpu_s, "rss_kb": 9000, "requests": 10000,
              "duration_s": 10, "round": 1}
@@ -229,6 +229,8 @@ class PeerTargets(unittest.TestCase):
             r["schedule_lag_ms"] = {"p99": lag_p99}
         if rate is not None:
             r["rate"] = rate
+        if limited is not None:
+            r["generator_limited"] = limited
         return r
 
     def test_open_loop_phases_by_rate_and_targets(self):
@@ -236,47 +238,59 @@ class PeerTargets(unittest.TestCase):
             self.rec("keepalive", "loadlab", 130000), self.rec("keepalive", "wrk", 100000),
             self.rec("close", "loadlab", 21000), self.rec("close", "wrk", 20000),
             self.rec("openloop-50000", "loadlab", 90000, 0.2),
+            self.rec("openloop-50000", "oha", 60000),
             self.rec("openloop-20000", "loadlab", 125000, 0.25),
             self.rec("openloop-20000", "oha", 60000),
+            self.rec("openloop-100000", "loadlab", 150000, 0.8, limited=False),
         ]
         summ = peers.summarize(recs)
         self.assertEqual(peers.open_phases(summ),
-                         [("openloop-20000", 20000.0), ("openloop-50000", 50000.0)])
+                         [("openloop-20000", 20000.0), ("openloop-50000", 50000.0),
+                          ("openloop-100000", 100000.0)])
         lines = peers.target_checks(summ, [])
         self.assertIn("[PASS] loadlab vs wrk, keep-alive on: 1.30×", lines[0])
         self.assertIn("[FAIL] loadlab vs wrk, keep-alive off: 1.05×", lines[1])
-        # 1e6 / 125,000 = 8 µs per request; lag 0.25 ms; 125,000 / 60,000 = 2.08x oha.
-        self.assertIn("[PASS] loadlab open loop at 20,000 req/s: 8.0 µs", lines[2])
+        # 125,000 / 60,000 = 2.08x oha, 8 µs per request; lag 0.25 ms.
+        self.assertIn("[PASS] loadlab vs oha, open loop at 20,000 req/s: 2.08×", lines[2])
+        self.assertIn("8.0 µs per request (target ≥ 1.5×)", lines[2])
         self.assertIn("[PASS] loadlab open-loop schedule lag p99 at 20,000 req/s: 0.250 ms", lines[3])
-        self.assertIn("[PASS] loadlab vs oha, open loop at 20,000 req/s: 2.08×", lines[4])
+        # 90,000 / 60,000 = 1.50x oha at 50,000 req/s: short of 1.8x.
+        self.assertIn("[FAIL] loadlab vs oha, open loop at 50,000 req/s: 1.50×", lines[4])
+        self.assertIn("[PASS] loadlab open loop at 100,000 req/s on one core: lag p99 0.800 ms, "
+                      "generator-limited in 0 of 1 runs", lines[5])
         rows, _ = peers.open_rows(summ["openloop-50000"], 50000)
         self.assertEqual(rows[0][4], "11.1")  # µs per request at 50,000 req/s
 
     def test_open_loop_misses_and_older_files(self):
-        recs = [self.rec("openloop", "loadlab", 60000, 0.5, rate=20000)]
+        recs = [self.rec("openloop", "loadlab", 60000, 0.5, rate=20000),
+                self.rec("openloop-100000", "loadlab", 150000, 0.4, limited=True)]
         summ = peers.summarize(recs)
-        self.assertEqual(peers.open_phases(summ), [("openloop", 20000)])
+        self.assertEqual(peers.open_phases(summ), [("openloop", 20000), ("openloop-100000", 100000.0)])
         lines = peers.target_checks(summ, [])
-        self.assertTrue(any(l.startswith("[FAIL] loadlab open loop at 20,000 req/s: 16.7 µs")
+        self.assertTrue(any(l.startswith("[ -- ] loadlab vs oha, open loop at 20,000 req/s")
                             for l in lines), lines)
         self.assertTrue(any(l.startswith("[FAIL] loadlab open-loop schedule lag p99") for l in lines))
-        self.assertTrue(any(l.startswith("[ -- ] loadlab vs oha") for l in lines))
+        self.assertTrue(any(l.startswith("[ -- ] loadlab open loop at 50,000 req/s: not measured")
+                            for l in lines), lines)
+        # Held within 1 ms but generator-limited: not on schedule.
+        self.assertTrue(any(l.startswith("[FAIL] loadlab open loop at 100,000 req/s on one core")
+                            for l in lines), lines)
 
     def test_the_floor_bounds_each_target(self):
         recs = [
             self.rec("keepalive", "loadlab", 110000), self.rec("keepalive", "wrk", 100000),
-            self.rec("keepalive", "floor", 108000),
+            self.rec("keepalive", "floor", 98000),
             self.rec("close", "loadlab", 21000), self.rec("close", "wrk", 20000),
-            self.rec("close", "floor", 23000),
+            self.rec("close", "floor", 28000),
             self.rec("openloop-20000", "loadlab", 55000, 0.27),
             self.rec("openloop-20000", "oha", 60000),
             self.rec("openloop-20000", "floor", 70000, 0.31),
         ]
         lines = peers.target_checks(peers.summarize(recs), [], wake_us=30.0)
-        self.assertIn("[FLOOR] bench/floor vs wrk, keep-alive on: 1.08×", lines[1])
+        self.assertIn("[FLOOR] bench/floor vs wrk, keep-alive on: 0.98×", lines[1])
         self.assertIn("out of reach of any client", lines[1])
-        self.assertIn("[FLOOR] bench/floor vs wrk, keep-alive off: 1.15×", lines[3])
-        self.assertIn("target 1.1× within reach", lines[3])
+        self.assertIn("[FLOOR] bench/floor vs wrk, keep-alive off: 1.40×", lines[3])
+        self.assertIn("target 1.3× within reach", lines[3])
         floor = [l for l in lines if l.startswith("[FLOOR] bench/floor open loop")]
         # 1e6 / 70,000 = 14.3 µs; lag 0.31 ms; 70,000 / 60,000 = 1.17x oha.
         self.assertEqual(len(floor), 1, lines)
