@@ -49,6 +49,7 @@ fn mistakes_name_their_field() {
         (with("", "steps=[1]\n[slo]\nmax_error_rate=3"), "slo.max_error_rate"),
         (format!("name = \"x\"\n[matrix]\nw=[1]\n[[exclude]]\nq=1\n{SCENARIO}[load]\nsteps=[1]\n"), "exclude[0].q"),
         (with("", "steps=[1]\ncpus=\"1-0\""), "load.cpus"),
+        (with("", "steps=[1]\nio=\"kqueue\""), "load.io"),
         (format!("name = \"x\"\n[[target]]\nname=\"a\"\ncommand=[\"x\"]\nready={{}}\n{SCENARIO}[load]\nsteps=[1]\n"), "target[0].ready"),
         (with("", "steps=[1]\narrival=\"bursty\""), "load.arrival"),
         (with("", "steps=[1]\nsource_addrs=\"127.0.0.9-127.0.0.2\""), "load.source_addrs"),
@@ -151,7 +152,7 @@ fn grpc_mistakes_name_their_field() {
 
 #[test]
 fn a_valid_plan_becomes_typed_values_and_workloads() {
-    let text = "name = \"ok\"\n[matrix]\nworkers = [2, 4]\n[[target]]\nname = \"srv\"\ncommand = [\"x\", \"--workers\", \"{workers}\"]\nready = { tcp = \"127.0.0.1:{port}\" }\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:{port}/w/{workers}\"\nheaders = [\"X-W: {workers}\"]\n[load]\nsteps = [100, 200]\narrival = \"poisson\"\nsource_addrs = \"4\"\ncpus = \"1\"\n".to_string();
+    let text = "name = \"ok\"\n[matrix]\nworkers = [2, 4]\n[[target]]\nname = \"srv\"\ncommand = [\"x\", \"--workers\", \"{workers}\"]\nready = { tcp = \"127.0.0.1:{port}\" }\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:{port}/w/{workers}\"\nheaders = [\"X-W: {workers}\"]\n[load]\nsteps = [100, 200]\narrival = \"poisson\"\nsource_addrs = \"4\"\ncpus = \"1\"\nio = \"uring\"\n".to_string();
     let plan = parse(&text).unwrap();
     assert_eq!(plan.load.model, Model::Open);
     assert_eq!(
@@ -160,12 +161,18 @@ fn a_valid_plan_becomes_typed_values_and_workloads() {
     );
     assert_eq!(plan.load.source_addrs.as_ref().map(|s| s.len()), Some(4));
     assert_eq!(plan.load.cpus, vec![1]);
+    assert_eq!(plan.load.io, loadlab_engine::config::IoMode::Uring);
     let vars = [("port", "8080"), ("workers", "4")]
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .into_iter()
         .collect();
     let w = plan.workload(&plan.scenarios[0], &vars, Some(200.0), None);
     assert_eq!(w.url, "http://127.0.0.1:8080/w/4");
+    assert_eq!(
+        w.io,
+        loadlab_engine::config::IoMode::Uring,
+        "load.io reaches the run"
+    );
     assert_eq!(w.request.headers, vec!["X-W: 4".to_string()]);
     assert_eq!(
         w.load,
