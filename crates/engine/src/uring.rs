@@ -7,9 +7,11 @@
 //!   ([`UringConn`] implements `AsyncRead` and `AsyncWrite`, so the HTTP/1.1 reader and
 //!   link are the same for both transports);
 //! - just before the worker's thread goes idle (tokio's `on_thread_park`), [`flush`] submits
-//!   every queued entry in one `io_uring_enter` and takes the completions already there;
-//! - the ring's file descriptor sits in tokio's event loop: completions that arrive while
-//!   the thread waits wake it, and the [`drive`] task takes them and wakes their loops.
+//!   every queued entry in one `io_uring_enter`;
+//! - the ring defers its completion work to the worker's next `io_uring_enter` and signals
+//!   an eventfd that sits in tokio's event loop: the [`drive`] task, woken by it, runs that
+//!   work, takes the completions and wakes their loops (inside the worker's task set, where a
+//!   wake costs no system call).
 //!
 //! A request is written without waiting for the send to complete: `poll_write` copies it
 //! into the connection's buffer, queues the send and, with it, the receive of the response,
@@ -227,11 +229,11 @@ pub(crate) fn flush() {
     });
 }
 
-/// The task that takes completions arriving while the worker waits: the ring's descriptor
-/// is readable when its completion queue is not empty.
+/// The task that takes completions: the kernel signals the ring's eventfd when completions,
+/// or completion work it deferred, are waiting.
 pub(crate) async fn drive() {
-    struct RingFd(RawFd);
-    impl AsRawFd for RingFd {
+    struct EventFd(RawFd);
+    impl AsRawFd for EventFd {
         fn as_raw_fd(&self) -> RawFd {
             self.0
         }
@@ -239,10 +241,10 @@ pub(crate) async fn drive() {
     let Some(fd) = with_driver(|d| d.eventfd.as_raw_fd()) else {
         return;
     };
-    // SAFETY: the ring's descriptor stays open while this task lives: the ring is ended
-    // (`uninstall`) only after the worker's tasks are dropped.
+    // SAFETY: the eventfd stays open while this task lives: the ring and its eventfd are
+    // ended (`uninstall`) only after the worker's tasks are dropped.
     let Ok(afd) =
-        (unsafe { AsyncFd::register_with_interest(RingFd(fd), tokio::io::Interest::READABLE) })
+        (unsafe { AsyncFd::register_with_interest(EventFd(fd), tokio::io::Interest::READABLE) })
     else {
         return;
     };
