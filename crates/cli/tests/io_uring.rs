@@ -140,13 +140,7 @@ fn https_and_http2_say_they_used_epoll() {
     );
     let j = r.json();
     assert_eq!(j["io"], "epoll", "{j}");
-    let notes: Vec<&str> = j["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|w| w.as_str())
-        .filter(|w| w.contains("--io uring"))
-        .collect();
+    let notes = util::warnings_with(j, "--io uring");
     assert_eq!(notes.len(), 1, "{j}");
     assert!(notes[0].contains("plain http:// HTTP/1.1 only"), "{j}");
 }

@@ -44,13 +44,7 @@ fn a_refused_io_uring_falls_back_to_epoll_and_says_so_once() {
     assert_eq!(refused.code(), Some(0), "{}", refused.stderr);
     assert_eq!(r["successful"], 100, "{r}");
     assert_eq!(r["successful"], a["successful"], "{r}\n{a}");
-    let notes: Vec<&str> = r["warnings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|w| w.as_str())
-        .filter(|w| w.contains("io_uring"))
-        .collect();
+    let notes = util::warnings_with(r, "io_uring");
     assert_eq!(notes.len(), 1, "{r}");
     assert!(
         notes[0].contains("refused") && notes[0].contains("epoll"),

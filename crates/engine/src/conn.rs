@@ -42,9 +42,7 @@ impl Conn {
             _ => None,
         }
     }
-}
 
-impl Conn {
     /// Whether looking for bytes the server sent unasked on an idle connection costs no
     /// system call: over io_uring a receive is always armed on an idle connection and its
     /// completion is read from memory, so every reuse is checked.

@@ -251,10 +251,6 @@ pub enum StopReason {
     RowsUsedUp,
 }
 
-fn io_epoll() -> crate::config::IoUsed {
-    crate::config::IoUsed::Epoll
-}
-
 /// The result of `loadlab run`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
@@ -291,7 +287,7 @@ pub struct RunResult {
     /// HTTP/1.1 requests written back to back per connection (1: no pipelining).
     pub pipeline: u32,
     /// The interface HTTP/1.1 connections used: `epoll` or `uring` (`--io`).
-    #[serde(default = "io_epoll")]
+    #[serde(default)]
     pub io: crate::config::IoUsed,
     /// Request timeout, ms.
     pub timeout_ms: f64,

@@ -188,7 +188,7 @@ pub struct RunShape {
     /// HTTP/1.1 pipeline depth.
     pub pipeline: u32,
     /// The interface plain HTTP/1.1 connections use.
-    #[serde(default = "epoll")]
+    #[serde(default)]
     pub io: crate::config::IoUsed,
     /// Request timeout, ms.
     pub timeout_ms: f64,
@@ -262,10 +262,6 @@ impl RunShape {
                 .map(|t| Box::new(TrafficShape::of(t))),
         }
     }
-}
-
-fn epoll() -> crate::config::IoUsed {
-    crate::config::IoUsed::Epoll
 }
 
 /// The interface `cfg`'s HTTP/1.1 connections use, and why not io_uring if it was asked

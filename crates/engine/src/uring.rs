@@ -443,10 +443,12 @@ impl UringConn {
         }
     }
 
-    /// Queues a receive into the (fully read) read buffer.
+    /// Queues a receive into the (fully read, so emptied) read buffer.
     fn submit_recv(&self) -> io::Result<()> {
         let sh = &self.sh;
         debug_assert!(sh.rpos.get() == sh.rlen.get() && sh.recv.get() == Op::Idle);
+        sh.rpos.set(0);
+        sh.rlen.set(0);
         // SAFETY: no receive is in flight, so the kernel holds no pointer into `rbuf` or
         // `msg`; the pointers set here stay valid while `sh` (held by the slot) lives.
         let entry = unsafe {
@@ -512,8 +514,6 @@ impl AsyncRead for UringConn {
                     // while the connection is idle (an unasked response, a close) are in
                     // before the next request is written (the link checks every reuse). It is
                     // the one the next response would need anyway.
-                    sh.rpos.set(0);
-                    sh.rlen.set(0);
                     this.submit_recv()?;
                 }
                 return Poll::Ready(Ok(()));
@@ -541,8 +541,6 @@ impl AsyncRead for UringConn {
                     if let Some(e) = this.send_error() {
                         return Poll::Ready(Err(e));
                     }
-                    sh.rpos.set(0);
-                    sh.rlen.set(0);
                     this.submit_recv()?;
                 }
             }
@@ -587,8 +585,6 @@ impl AsyncWrite for UringConn {
         sh.sent_len.set(buf.len());
         // The response's receive goes in the same submission.
         if sh.recv.get() == Op::Idle && sh.rpos.get() == sh.rlen.get() {
-            sh.rpos.set(0);
-            sh.rlen.set(0);
             this.submit_recv()?;
         }
         Poll::Ready(Ok(buf.len()))

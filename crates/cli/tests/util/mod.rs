@@ -637,6 +637,17 @@ pub fn assert_stall_in_latency_not_service_time(j: &Value) {
     assert!(num(j, &["service_time_ms", "max"]) >= 900.0);
 }
 
+/// The warnings of result `j` that mention `needle`.
+pub fn warnings_with<'a>(j: &'a Value, needle: &str) -> Vec<&'a str> {
+    j["warnings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no warnings array: {j}"))
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.contains(needle))
+        .collect()
+}
+
 /// `as_f64` with a helpful panic.
 pub fn num(v: &Value, path: &[&str]) -> f64 {
     let mut cur = v;

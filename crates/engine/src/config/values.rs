@@ -39,24 +39,16 @@ pub enum IoMode {
     Uring,
 }
 
-/// The interface a run's HTTP/1.1 connections used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The interface a run's HTTP/1.1 connections used (epoll in results written before it
+/// was recorded).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IoUsed {
     /// Readiness events (epoll).
+    #[default]
     Epoll,
     /// io_uring.
     Uring,
-}
-
-impl IoUsed {
-    /// Its name as `--io` spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IoUsed::Epoll => "epoll",
-            IoUsed::Uring => "uring",
-        }
-    }
 }
 
 impl IoMode {
