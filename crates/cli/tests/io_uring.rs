@@ -42,6 +42,14 @@ fn a_counted_run_gives_the_same_results_over_uring_and_epoll() {
         } else {
             assert_eq!(opened, 4, "{u}");
         }
+        // Each connect timed, also those that went in linked ahead of their request.
+        let connect = &u["connect_time_ms"];
+        assert_eq!(connect["count"], opened, "{u}");
+        assert!(connect["min"].as_f64().unwrap() > 0.0, "{u}");
+        assert!(
+            connect["max"].as_f64().unwrap() < 2000.0,
+            "a connect on loopback timed at seconds: {u}"
+        );
         assert_eq!(uring.code(), Some(0), "{}", uring.stderr);
         assert!(u["warnings"].as_array().unwrap().is_empty(), "{u}");
     }
@@ -80,8 +88,28 @@ fn error_classes_are_the_same_over_uring() {
     };
     let url = format!("http://127.0.0.1:{refused}/");
     for io in ["epoll", "uring"] {
-        let r = util::run(&[&url, "--io", io, "-c", "1", "-n", "3", "-q"]);
-        assert!(r.error_count("connect_refused") > 0, "{io}: {}", r.json());
+        for keep_alive in ["on", "off"] {
+            let r = util::run(&[
+                &url,
+                "--io",
+                io,
+                "-c",
+                "1",
+                "-n",
+                "3",
+                "--keep-alive",
+                keep_alive,
+                "-q",
+            ]);
+            let j = r.json();
+            assert_eq!(
+                r.error_count("connect_refused"),
+                count(j, "errors_total"),
+                "{io} {keep_alive}: {j}"
+            );
+            assert!(r.error_count("connect_refused") > 0, "{io}: {j}");
+            assert_eq!(count(j, "connections_opened"), 0, "{io} {keep_alive}: {j}");
+        }
     }
     for (behavior, class) in [
         (Behavior::Reset, "connection_reset"),
@@ -102,6 +130,51 @@ fn error_classes_are_the_same_over_uring() {
             assert!(r.error_count(class) > 0, "{io} {class}: {j}");
         }
     }
+}
+
+/// Over io_uring a connection opened for a request connects linked ahead of it, in the
+/// same submission: a connect that never completes (the server's accept queue full, SYNs
+/// dropped) is still a connect timeout, not a request timeout.
+#[test]
+fn a_connect_that_hangs_is_a_connect_timeout_over_uring() {
+    use std::os::fd::AsRawFd;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: re-listening with a backlog of 0 on our own socket.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let addr = l.local_addr().unwrap();
+    // Fill the queue (it holds backlog + 1); further handshakes are not completed.
+    let fillers: Vec<_> = (0..3)
+        .filter_map(|_| {
+            std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)).ok()
+        })
+        .collect();
+    let url = format!("http://{addr}/");
+    for keep_alive in ["on", "off"] {
+        let r = util::run(&[
+            &url,
+            "--io",
+            "uring",
+            "-n",
+            "6",
+            "-c",
+            "2",
+            "--timeout",
+            "300ms",
+            "--keep-alive",
+            keep_alive,
+            "-q",
+        ]);
+        let j = r.json();
+        assert_eq!(j["io"], "uring", "{j}");
+        assert_eq!(
+            r.error_count("connect_timeout"),
+            count(j, "errors_total"),
+            "{keep_alive}: {j}"
+        );
+        assert!(r.error_count("connect_timeout") >= 4, "{keep_alive}: {j}");
+        assert_eq!(count(j, "successful"), 0, "{j}");
+    }
+    drop((fillers, l));
 }
 
 #[test]

@@ -49,6 +49,12 @@ impl Conn {
     pub(crate) fn peek_is_free(&self) -> bool {
         matches!(self, Conn::Uring(_))
     }
+
+    /// Whether the connection is not up yet: one opened by [`Connector::open`] connects
+    /// with its first request.
+    pub(crate) fn connecting(&self) -> bool {
+        matches!(self, Conn::Uring(c) if c.connecting())
+    }
 }
 
 impl AsyncRead for Conn {
@@ -165,6 +171,21 @@ impl Connector {
             uring: tls.is_none() && io == crate::config::IoUsed::Uring,
             tls,
         }
+    }
+
+    /// A connection for a request about to be written: over io_uring its connect is
+    /// deferred and goes in linked ahead of the request ([`crate::uring::UringConn::open`]:
+    /// [`Conn::connecting`] until it is up, a failed connect reported by the first read,
+    /// its time recorded through [`crate::uring::take_connects`]); otherwise
+    /// [`Connector::connect`]. `single_use`: one request, then closed (keep-alive off).
+    pub async fn open(&self, single_use: bool) -> Result<Conn, ErrorClass> {
+        if self.uring {
+            let source = (!self.sources.is_empty()).then(|| self.next_source());
+            return crate::uring::UringConn::open(self.addr, source, self.stamped, single_use)
+                .map(Conn::Uring)
+                .map_err(|e| ErrorClass::from_io(&e, true));
+        }
+        self.connect().await
     }
 
     /// Opens one connection.

@@ -201,6 +201,13 @@ impl Link {
         }
     }
 
+    /// Whether its connection is still coming up after the exchange was cut short (over
+    /// io_uring a connect goes in with the first request: the exchange's `connecting` cannot
+    /// see it end).
+    pub(crate) fn connecting(&self) -> bool {
+        matches!(self, Link::Http1(l) if l.connecting())
+    }
+
     /// After an exchange: a failed one leaves no HTTP/1.1 connection to reuse, and with
     /// keep-alive off none is reused either.
     pub(crate) fn settle(&mut self, failed: bool, keep_alive: bool) {

@@ -88,8 +88,11 @@ enum Kind {
 /// The state of one of a connection's operations.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Op {
-    /// None submitted (or its result already taken).
+    /// None submitted (or its result already taken; for a connect: connected).
     Idle,
+    /// A connect not yet queued: it goes in linked ahead of the first request
+    /// ([`UringConn::open`]).
+    Deferred,
     /// Queued or submitted, in slot `n` of the ring's table.
     InFlight(u32),
     /// Completed with this result (bytes, or `-errno`).
@@ -111,6 +114,11 @@ struct Shared {
     addr: socket2::SockAddr,
     /// Read with the kernel's receive timestamps (`recvmsg`).
     stamped: bool,
+    /// One request, then closed (keep-alive off): no receive is armed once its response
+    /// is read.
+    single_use: bool,
+    /// When a deferred connect was queued: its completion records how long it took.
+    connect_queued: Cell<Option<std::time::Instant>>,
     /// Not zeroed (16 KiB per connection, one per request with keep-alive off): only the
     /// bytes a receive filled are read.
     rbuf: UnsafeCell<Box<[std::mem::MaybeUninit<u8>]>>,
@@ -146,6 +154,9 @@ struct Driver {
     in_flight: u32,
     /// Wakers taken from completions, woken once the driver is no longer borrowed.
     wake: Vec<Waker>,
+    /// How long each deferred connect that succeeded took (ns), until the worker's
+    /// recorder takes them ([`take_connects`]).
+    connects: Vec<u64>,
 }
 
 thread_local! {
@@ -182,17 +193,25 @@ pub(crate) fn install() -> io::Result<()> {
             queued: 0,
             in_flight: 0,
             wake: Vec::new(),
+            connects: Vec::new(),
         });
     });
     Ok(())
 }
 
+/// Hands `record` how long each deferred connect that completed since the last call took
+/// (ns): connections opened linked to their first request are timed by the ring.
+pub(crate) fn take_connects(mut record: impl FnMut(u64)) {
+    with_driver(|d| d.connects.drain(..).for_each(&mut record));
+}
+
 /// Ends this thread's ring once its connections are dropped: what is still in flight is
 /// cancelled and waited for (a second at most), so the kernel writes into no buffer freed
-/// after it; buffers of operations that outlive the wait are leaked, not freed.
-pub(crate) fn uninstall() {
+/// after it; buffers of operations that outlive the wait are leaked, not freed. Returns the
+/// connect times not yet taken ([`take_connects`]).
+pub(crate) fn uninstall() -> Vec<u64> {
     let Some(mut d) = DRIVER.with(|d| d.borrow_mut().take()) else {
-        return;
+        return Vec::new();
     };
     let cancel_all = opcode::AsyncCancel2::new(types::CancelBuilder::any())
         .build()
@@ -215,6 +234,7 @@ pub(crate) fn uninstall() {
             Box::leak(Box::new(s));
         }
     }
+    std::mem::take(&mut d.connects)
 }
 
 /// Submits what this thread's request loops queued (tokio's `on_thread_park`: once per turn
@@ -285,6 +305,20 @@ impl Driver {
         slot
     }
 
+    /// Makes room for `n` entries in the submission queue (submitting what is queued if
+    /// need be), so that a linked chain is never split across two submissions: the kernel
+    /// would run its head unlinked.
+    fn reserve(&mut self, n: usize) {
+        let room = |d: &mut Driver| {
+            let sq = d.ring.submission();
+            sq.capacity() - sq.len()
+        };
+        while room(self) < n {
+            self.submit();
+            self.reap();
+        }
+    }
+
     /// Queues `entry` (submitting first if the queue is full).
     fn push_raw(&mut self, entry: &squeue::Entry) {
         loop {
@@ -346,7 +380,12 @@ impl Driver {
             self.in_flight -= 1;
             let res = cqe.result();
             match kind {
-                Kind::Connect => sh.connect.set(Op::Done(res)),
+                Kind::Connect => {
+                    if let (0, Some(t0)) = (res, sh.connect_queued.take()) {
+                        self.connects.push(t0.elapsed().as_nanos() as u64);
+                    }
+                    sh.connect.set(Op::Done(res));
+                }
                 Kind::Send => sh.send.set(Op::Done(res)),
                 Kind::Recv => {
                     if sh.stamped && res > 0 {
@@ -372,12 +411,19 @@ pub struct UringConn {
 }
 
 impl UringConn {
-    /// Opens a connection to `addr` (from `source`, if given) through this thread's ring;
-    /// `stamped` reads with receive timestamps.
-    pub(crate) async fn connect(
+    /// A connection to `addr` (from `source`, if given) whose connect is deferred: it goes
+    /// into the ring linked ahead of the first request and its response's receive, in one
+    /// submission, so the server finds the request as soon as it accepts (one wake-up of
+    /// the server, not two) and the request loop is not woken for the connect. Until it
+    /// completes the connection is [`connecting`](UringConn::connecting); a failed connect
+    /// is reported by the first read (or write), with the connect's own error. `stamped`
+    /// reads with receive timestamps; `single_use` connections carry one request (keep-alive
+    /// off).
+    pub(crate) fn open(
         addr: SocketAddr,
         source: Option<IpAddr>,
         stamped: bool,
+        single_use: bool,
     ) -> io::Result<UringConn> {
         let sock = socket2::Socket::new(
             socket2::Domain::for_address(addr),
@@ -388,20 +434,25 @@ impl UringConn {
             loadlab_system::os::set_bind_address_no_port(sock.as_fd());
             sock.bind(&SocketAddr::new(src, 0).into())?;
         }
-        sock.set_nodelay(true)?;
+        if !single_use {
+            // One write per connection needs no Nagle off (nothing unacknowledged precedes it).
+            sock.set_nodelay(true)?;
+        }
         if stamped {
             loadlab_system::os::enable_rx_timestamps(sock.as_fd())?;
         }
-        let conn = UringConn {
+        Ok(UringConn {
             sh: Rc::new(Shared {
                 fd: sock.into_raw_fd(),
                 addr: addr.into(),
                 stamped,
+                single_use,
+                connect_queued: Cell::new(None),
                 rbuf: UnsafeCell::new(Box::new_uninit_slice(READ_BUF)),
                 wbuf: UnsafeCell::new(Vec::new()),
                 // SAFETY: all-zero is a valid empty msghdr and iovec.
                 msg: UnsafeCell::new(unsafe { std::mem::zeroed() }),
-                connect: Cell::new(Op::Idle),
+                connect: Cell::new(Op::Deferred),
                 send: Cell::new(Op::Idle),
                 recv: Cell::new(Op::Idle),
                 sent_len: Cell::new(0),
@@ -410,7 +461,17 @@ impl UringConn {
                 stamp: Cell::new(0),
                 waker: Cell::new(None),
             }),
-        };
+        })
+    }
+
+    /// Opens a connection to `addr` (from `source`, if given) and waits until it is up;
+    /// `stamped` reads with receive timestamps.
+    pub(crate) async fn connect(
+        addr: SocketAddr,
+        source: Option<IpAddr>,
+        stamped: bool,
+    ) -> io::Result<UringConn> {
+        let conn = UringConn::open(addr, source, stamped, false)?;
         let sh = &conn.sh;
         let entry =
             opcode::Connect::new(types::Fd(sh.fd), sh.addr.as_ptr().cast(), sh.addr.len()).build();
@@ -435,6 +496,36 @@ impl UringConn {
         Ok(conn)
     }
 
+    /// Whether the connection is not up yet (its deferred connect not queued, or not
+    /// completed): a request that times out meanwhile timed out connecting.
+    pub(crate) fn connecting(&self) -> bool {
+        matches!(self.sh.connect.get(), Op::Deferred | Op::InFlight(_))
+    }
+
+    /// Queues the deferred connect, linked to the entries pushed right after it (the
+    /// caller has reserved room for the whole chain).
+    fn queue_connect(&self, d: &mut Driver) {
+        let sh = &self.sh;
+        let entry = opcode::Connect::new(types::Fd(sh.fd), sh.addr.as_ptr().cast(), sh.addr.len())
+            .build()
+            .flags(squeue::Flags::IO_LINK);
+        sh.connect_queued.set(Some(std::time::Instant::now()));
+        let slot = d.push(entry, sh, Kind::Connect);
+        sh.connect.set(Op::InFlight(slot));
+    }
+
+    /// The error of a receive or send that failed (`res`, `-errno`): a failed connect or
+    /// send ahead of it in its chain is the cause (it was cancelled, `ECANCELED`).
+    fn failure(&self, res: i32) -> io::Error {
+        if let Op::Done(e) = self.sh.connect.get() {
+            if e < 0 {
+                return io::Error::from_raw_os_error(-e);
+            }
+        }
+        self.send_error()
+            .unwrap_or_else(|| io::Error::from_raw_os_error(-res))
+    }
+
     /// When the newest bytes read arrived (`CLOCK_REALTIME` ns), if the kernel stamped them.
     pub fn received_at(&self) -> Option<u64> {
         match self.sh.stamp.get() {
@@ -443,10 +534,18 @@ impl UringConn {
         }
     }
 
-    /// Queues a receive into the (fully read, so emptied) read buffer.
+    /// Queues a receive into the (fully read, so emptied) read buffer (behind the deferred
+    /// connect, linked, if it is not queued yet).
     fn submit_recv(&self) -> io::Result<()> {
         let sh = &self.sh;
         debug_assert!(sh.rpos.get() == sh.rlen.get() && sh.recv.get() == Op::Idle);
+        if sh.connect.get() == Op::Deferred {
+            with_driver(|d| {
+                d.reserve(2);
+                self.queue_connect(d);
+            })
+            .ok_or_else(|| io::Error::other("this thread has no io_uring"))?;
+        }
         sh.rpos.set(0);
         sh.rlen.set(0);
         // SAFETY: no receive is in flight, so the kernel holds no pointer into `rbuf` or
@@ -509,7 +608,7 @@ impl AsyncRead for UringConn {
                 };
                 buf.put_slice(filled);
                 sh.rpos.set(pos + n);
-                if pos + n == len {
+                if pos + n == len && !sh.single_use {
                     // Drained: the next receive goes in now, so that bytes the server sends
                     // while the connection is idle (an unasked response, a close) are in
                     // before the next request is written (the link checks every reuse). It is
@@ -522,7 +621,7 @@ impl AsyncRead for UringConn {
                 Op::Done(res) => {
                     sh.recv.set(Op::Idle);
                     if res < 0 {
-                        return Poll::Ready(Err(io::Error::from_raw_os_error(-res)));
+                        return Poll::Ready(Err(this.failure(res)));
                     }
                     if res == 0 {
                         return Poll::Ready(Ok(()));
@@ -537,7 +636,8 @@ impl AsyncRead for UringConn {
                     sh.waker.set(Some(cx.waker().clone()));
                     return Poll::Pending;
                 }
-                Op::Idle => {
+                // (`Deferred` is a connect's state only.)
+                Op::Idle | Op::Deferred => {
                     if let Some(e) = this.send_error() {
                         return Poll::Ready(Err(e));
                     }
@@ -566,11 +666,16 @@ impl AsyncWrite for UringConn {
                     return Poll::Ready(Err(e));
                 }
             }
-            Op::Idle => {}
+            Op::Idle | Op::Deferred => {}
+        }
+        if let Op::Done(e) = sh.connect.get() {
+            if e < 0 {
+                return Poll::Ready(Err(io::Error::from_raw_os_error(-e)));
+            }
         }
         // SAFETY: no send is in flight: the kernel holds no pointer into `wbuf`, and the
         // one set here stays valid while `sh` (held by the slot) lives.
-        let entry = unsafe {
+        let mut entry = unsafe {
             let w = &mut *sh.wbuf.get();
             w.clear();
             w.extend_from_slice(buf);
@@ -578,12 +683,25 @@ impl AsyncWrite for UringConn {
                 .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
                 .build()
         };
-        let Some(slot) = with_driver(|d| d.push(entry, sh, Kind::Send)) else {
+        let deferred = sh.connect.get() == Op::Deferred;
+        let pushed = with_driver(|d| {
+            if deferred {
+                // connect -> send -> receive, one chain: each runs when the one before
+                // succeeded, and is cancelled if it failed.
+                d.reserve(3);
+                this.queue_connect(d);
+                entry = entry.flags(squeue::Flags::IO_LINK);
+            }
+            d.push(entry, sh, Kind::Send)
+        });
+        let Some(slot) = pushed else {
             return Poll::Ready(Err(io::Error::other("this thread has no io_uring")));
         };
         sh.send.set(Op::InFlight(slot));
         sh.sent_len.set(buf.len());
-        // The response's receive goes in the same submission.
+        // The response's receive goes in the same submission (right behind the send: the
+        // chain's last link when the connect went in ahead).
+        debug_assert!(!deferred || (sh.recv.get() == Op::Idle && sh.rpos.get() == sh.rlen.get()));
         if sh.recv.get() == Op::Idle && sh.rpos.get() == sh.rlen.get() {
             this.submit_recv()?;
         }

@@ -212,7 +212,10 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     drop(rt);
     if uring {
         // After the connections: their closes go to the kernel before the ring ends.
-        crate::uring::uninstall();
+        let mut rec = ctx.io.recorder.borrow_mut();
+        crate::uring::uninstall()
+            .into_iter()
+            .for_each(|ns| rec.connect(ns));
     }
     result?;
     let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| panic!("worker tasks outlived their runtime"));
@@ -274,7 +277,9 @@ async fn tick(ctx: Rc<Ctx>) {
     let mut every = tokio::time::interval(Duration::from_millis(200));
     loop {
         every.tick().await;
-        ctx.io.recorder.borrow_mut().tick(ctx.io.clock.now());
+        let mut rec = ctx.io.recorder.borrow_mut();
+        crate::uring::take_connects(|ns| rec.connect(ns));
+        rec.tick(ctx.io.clock.now());
     }
 }
 
@@ -496,7 +501,7 @@ impl Ctx {
         let failure = match outcome {
             Some(Ok(())) => None,
             Some(Err(class)) => Some(class),
-            None if connecting.get() => Some(ErrorClass::ConnectTimeout),
+            None if connecting.get() || link.connecting() => Some(ErrorClass::ConnectTimeout),
             None => Some(ErrorClass::RequestTimeout),
         };
         link.settle(failure.is_some(), self.io.cfg.transport.keep_alive());

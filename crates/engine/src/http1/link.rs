@@ -91,6 +91,11 @@ impl Http1Link {
         }
     }
 
+    /// Whether its connection is not up yet (connecting with its first request).
+    pub(crate) fn connecting(&self) -> bool {
+        self.conn.as_ref().is_some_and(Conn::connecting)
+    }
+
     /// Drops the connection (after a failure, or with keep-alive off).
     pub(crate) fn close(&mut self) {
         self.conn = None;
@@ -154,8 +159,10 @@ impl Http1Link {
             if self.conn.is_none() {
                 connecting.set(true);
                 let c0 = io.clock.now();
-                let c = io.connector.connect().await?;
-                io.recorder.borrow_mut().connect(io.clock.now() - c0);
+                let c = io.connector.open(!io.cfg.transport.keep_alive()).await?;
+                if !c.connecting() {
+                    io.recorder.borrow_mut().connect(io.clock.now() - c0);
+                }
                 self.reader.reset();
                 self.served = 0;
                 connecting.set(false);
