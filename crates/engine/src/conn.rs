@@ -246,11 +246,12 @@ impl Connector {
 /// loop, HTTP/1.1 (an HTTP/2 reader cannot tell which bytes completed a response), plain
 /// TCP (nor can a TLS one).
 ///
-/// Tried and left out: sleeping through the responses between releases, to read them
-/// together. It cut loadlab's wake-ups per request (`epoll_wait` 0.95 to 0.19, context
-/// switches 0.7 to 0.19 at 20,000 req/s) and saved no CPU on this VM: per request the cost
-/// is waking the idle server (`sock_def_readable`, 7 to 14 % of loadlab's CPU) and loadlab's
-/// own switch to idle and back, which a sleep pays as much as a wait for events.
+/// The timestamps are also what lets an io_uring worker sleep through the responses between
+/// two releases and take them together ([`crate::uring::pace`]). Over epoll the same was
+/// tried and left out: it cut loadlab's wake-ups per request (`epoll_wait` 0.95 to 0.19,
+/// context switches 0.7 to 0.19 at 20,000 req/s) but saved no CPU on this VM, each response
+/// still costing its own `recvmsg`; over io_uring the responses of a wake-up come in with
+/// one `io_uring_enter`.
 fn stamps_receipts(cfg: &RunConfig) -> bool {
     matches!(cfg.model, crate::config::LoadModel::Open { .. })
         && cfg.transport.protocol() == crate::config::Protocol::Http1

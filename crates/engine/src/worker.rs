@@ -23,6 +23,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -291,6 +292,10 @@ async fn tick(ctx: Rc<Ctx>) {
 /// latency like any other.
 pub const MIN_WAKE_GAP_NS: u64 = 200_000;
 
+/// Over io_uring the dispatcher takes the responses in at its wake-ups while it sleeps no
+/// longer than this ([`crate::uring::pace`]); beyond, each response wakes the worker.
+const PACE_MAX_GAP_NS: u64 = 1_000_000;
+
 /// The most arrivals waiting for a free connection, all workers together (8 bytes each):
 /// the queue's memory is bounded whatever the rate and the timeout. An arrival released
 /// when its worker's share is full is never sent and counted as such.
@@ -320,9 +325,12 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             now = match &timer {
                 Some(timer) => {
                     let wake_at = intended.max(last_wake + MIN_WAKE_GAP_NS);
+                    // Over io_uring, at short gaps, responses wait for this loop's wake-up.
+                    crate::uring::pace(wake_at - now <= PACE_MAX_GAP_NS);
                     if timer.sleep_until(wake_at).await.is_err() {
                         tokio::time::sleep_until(ctx.io.clock.instant(wake_at).into()).await;
                     }
+                    crate::uring::reap_now();
                     last_wake = ctx.io.clock.now();
                     last_wake
                 }
@@ -341,6 +349,7 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             // Catching up: let connection tasks run now and then.
             behind += 1;
             if behind.is_multiple_of(64) {
+                crate::uring::reap_now();
                 tokio::task::yield_now().await;
             }
         }
@@ -359,6 +368,7 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             ctx.io.recorder.borrow_mut().session_waited(intended);
         }
     }
+    crate::uring::pace(false);
     ctx.dispatch_done.set(true);
     ctx.wake.notify_waiters();
     ctx.finished.notify_one();
@@ -491,12 +501,26 @@ impl Ctx {
         }
         let connecting = Cell::new(false);
         let done = Cell::new(0usize);
-        let work = link.exchange(&self.io, batch, deadline, &connecting, &done);
-        timer.as_mut().reset(self.io.clock.instant(deadline).into());
-        let outcome = tokio::select! {
-            biased;
-            done = work => Some(done),
-            () = timer => None,
+        let outcome = {
+            let mut work =
+                std::pin::pin!(link.exchange(&self.io, batch, deadline, &connecting, &done));
+            timer.as_mut().reset(self.io.clock.instant(deadline).into());
+            match tokio::select! {
+                biased;
+                done = &mut work => Some(done),
+                () = timer => None,
+            } {
+                Some(done) => Some(done),
+                None => {
+                    // A paced ring's response may be in, not yet taken: look once more.
+                    crate::uring::reap_now();
+                    std::future::poll_fn(|cx| match std::future::Future::poll(work.as_mut(), cx) {
+                        Poll::Ready(done) => Poll::Ready(Some(done)),
+                        Poll::Pending => Poll::Ready(None),
+                    })
+                    .await
+                }
+            }
         };
         let failure = match outcome {
             Some(Ok(())) => None,
