@@ -41,6 +41,8 @@ const ENTRIES: u32 = 1024;
 const IGNORED: u64 = u64::MAX;
 /// `io_uring_enter`'s flag to run deferred completions (and wait for `min_complete`).
 const ENTER_GETEVENTS: u32 = 1;
+/// A receive's `ioprio` flag: wait for data before the first try (Linux 5.19).
+const POLL_FIRST: u16 = 1;
 
 /// Whether io_uring can carry HTTP/1.1 here: a ring can be created and the kernel has every
 /// operation the transport uses. Checked once per process; the error says why not.
@@ -48,13 +50,23 @@ pub fn available() -> Result<(), String> {
     static PROBE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     PROBE
         .get_or_init(|| {
-            let ring = IoUring::new(8).map_err(|e| match e.raw_os_error() {
-                Some(libc::ENOSYS) => "the kernel has no io_uring (ENOSYS)".to_string(),
-                Some(libc::EPERM) => "io_uring is refused here (EPERM: a seccomp filter, \
-                     a container policy or kernel.io_uring_disabled)"
-                    .to_string(),
-                _ => format!("io_uring_setup failed: {e}"),
-            })?;
+            // Set up as a worker's ring is (`install`), so a kernel that has io_uring but
+            // not these flags is found here, not in a worker.
+            let ring: IoUring = IoUring::builder()
+                .setup_single_issuer()
+                .setup_defer_taskrun()
+                .setup_taskrun_flag()
+                .build(8)
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::ENOSYS) => "the kernel has no io_uring (ENOSYS)".to_string(),
+                    Some(libc::EPERM) => "io_uring is refused here (EPERM: a seccomp filter, \
+                         a container policy or kernel.io_uring_disabled)"
+                        .to_string(),
+                    Some(libc::EINVAL) => "the kernel's io_uring is older than Linux 6.1 (no \
+                         deferred task running, which the transport needs)"
+                        .to_string(),
+                    _ => format!("io_uring_setup failed: {e}"),
+                })?;
             let mut probe = io_uring::Probe::new();
             ring.submitter()
                 .register_probe(&mut probe)
@@ -543,7 +555,7 @@ impl UringConn {
         .await?;
         // Armed at once: what a server sends before any request (a greeting, an early
         // close) is in when the first request is about to be written.
-        conn.submit_recv()?;
+        conn.submit_recv(true)?;
         Ok(conn)
     }
 
@@ -586,8 +598,11 @@ impl UringConn {
     }
 
     /// Queues a receive into the (fully read, so emptied) read buffer (behind the deferred
-    /// connect, linked, if it is not queued yet).
-    fn submit_recv(&self) -> io::Result<()> {
+    /// connect, linked, if it is not queued yet). `expect_none`: no bytes are expected yet
+    /// (the response of a request just queued, or none at all on an idle connection): the
+    /// kernel waits for them without trying the socket first (`IORING_RECVSEND_POLL_FIRST`),
+    /// where a first try would fail and cost a `recvmsg` for nothing.
+    fn submit_recv(&self, expect_none: bool) -> io::Result<()> {
         let sh = &self.sh;
         debug_assert!(sh.rpos.get() == sh.rlen.get() && sh.recv.get() == Op::Idle);
         if sh.connect.get() == Op::Deferred {
@@ -614,7 +629,9 @@ impl UringConn {
                 m.hdr.msg_iovlen = 1;
                 m.hdr.msg_control = m.control.as_mut_ptr().cast();
                 m.hdr.msg_controllen = std::mem::size_of_val(&m.control) as _;
-                opcode::RecvMsg::new(types::Fd(sh.fd), &mut m.hdr).build()
+                opcode::RecvMsg::new(types::Fd(sh.fd), &mut m.hdr)
+                    .ioprio(if expect_none { POLL_FIRST } else { 0 })
+                    .build()
             } else {
                 opcode::Recv::new(types::Fd(sh.fd), buf.as_mut_ptr().cast(), buf.len() as u32)
                     .build()
@@ -663,8 +680,9 @@ impl AsyncRead for UringConn {
                     // Drained: the next receive goes in now, so that bytes the server sends
                     // while the connection is idle (an unasked response, a close) are in
                     // before the next request is written (the link checks every reuse). It is
-                    // the one the next response would need anyway.
-                    this.submit_recv()?;
+                    // the one the next response would need anyway. (A receive that filled
+                    // the buffer likely left bytes in the socket: it is tried at once.)
+                    this.submit_recv(len < READ_BUF)?;
                 }
                 return Poll::Ready(Ok(()));
             }
@@ -692,7 +710,7 @@ impl AsyncRead for UringConn {
                     if let Some(e) = this.send_error() {
                         return Poll::Ready(Err(e));
                     }
-                    this.submit_recv()?;
+                    this.submit_recv(false)?;
                 }
             }
         }
@@ -754,7 +772,7 @@ impl AsyncWrite for UringConn {
         // chain's last link when the connect went in ahead).
         debug_assert!(!deferred || (sh.recv.get() == Op::Idle && sh.rpos.get() == sh.rlen.get()));
         if sh.recv.get() == Op::Idle && sh.rpos.get() == sh.rlen.get() {
-            this.submit_recv()?;
+            this.submit_recv(true)?;
         }
         Poll::Ready(Ok(buf.len()))
     }
