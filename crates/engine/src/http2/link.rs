@@ -239,6 +239,7 @@ async fn connection(
     conn: &Rc<H2Conn>,
     connecting: &Cell<bool>,
 ) -> Result<Live, ErrorClass> {
+    super::quiet_tracing();
     loop {
         let changed = conn.changed();
         if let Some(live) = conn.current() {

@@ -43,6 +43,26 @@ pub const STREAM_WINDOW: u32 = 1 << 20;
 /// Connection-level flow-control window.
 pub const CONNECTION_WINDOW: u32 = 1 << 24;
 
+/// Tells `tracing` a subscriber is set (one that wants nothing), once per process.
+///
+/// `h2` opens a trace span around most of what it does per frame and per stream. Release
+/// builds compile the spans out (the engine names tracing's `release_max_level_off`), but
+/// with tracing's `log` feature on (actix-web turns it on for the whole build) a disabled
+/// span still falls back to `log` while no tracing subscriber was ever set: each one
+/// records its fields and asks `log` for its level on creation, enter, exit and drop,
+/// 2-3 % of an HTTP/2 worker's CPU in `perf` (`Span::log`, `Span::record_all`). Nothing
+/// in loadlab installs a `log` logger or a tracing subscriber, so these spans reached
+/// nothing before and reach nothing after; if one is ever installed first, this leaves it.
+pub(crate) fn quiet_tracing() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if !tracing::dispatcher::has_been_set() {
+            let none = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+            let _ = tracing::dispatcher::set_global_default(none);
+        }
+    });
+}
+
 /// The request every stream sends, built once.
 #[derive(Debug)]
 pub struct Template {
