@@ -52,20 +52,22 @@ pub enum IoUsed {
 }
 
 impl IoMode {
-    /// What a run uses (`plain_http1`: plain `http://` HTTP/1.1; `batches`: closed loop
-    /// with keep-alive off), and a note when io_uring was asked for and not used: the kernel
-    /// refused it, or the run is https, HTTP/2 or gRPC (io_uring carries plain HTTP/1.1
-    /// only).
+    /// What a run uses (`plain_http1`: plain `http://` HTTP/1.1; `better`: a run of the
+    /// kind where io_uring was measured better), and a note when io_uring was asked for and
+    /// not used: the kernel refused it, or the run is https, HTTP/2 or gRPC (io_uring
+    /// carries plain HTTP/1.1 only).
     ///
-    /// `Auto` takes io_uring where it was measured better here (`bench/peers.sh IO=uring`):
-    /// closed loop with keep-alive off, where each turn of the event loop connects, sends,
-    /// receives and closes for many connections at once and the ring carries them all in
-    /// one system call (1.1 to 1.3 times the requests per CPU-second of epoll). Elsewhere
-    /// (keep-alive, open loop) it was not, and epoll is used; so it is where io_uring is
-    /// refused, silently (`--io uring` says so).
-    pub fn resolve(self, plain_http1: bool, batches: bool) -> (IoUsed, Option<String>) {
+    /// `Auto` takes io_uring where it was measured better here (`bench/peers.sh IO=uring`,
+    /// docs/src/benchmarks.md): open loop (the dispatcher takes the responses in at its own
+    /// wake-ups, one per release instead of about two per request: 1.5 times oha's requests
+    /// per CPU-second at 20,000 req/s, epoll 1.0) and closed loop with keep-alive off (a
+    /// connect linked ahead of its request, many connections' connects, sends, receives and
+    /// closes in one system call: 1.3 times wrk, epoll 1.0). With keep-alive in closed loop
+    /// it was not (0.9 times wrk, epoll 1.0), nor measured for a flow's sessions: epoll; so
+    /// it is where io_uring is refused, silently (`--io uring` says so).
+    pub fn resolve(self, plain_http1: bool, better: bool) -> (IoUsed, Option<String>) {
         match self {
-            IoMode::Auto if plain_http1 && batches && crate::uring::available().is_ok() => {
+            IoMode::Auto if plain_http1 && better && crate::uring::available().is_ok() => {
                 (IoUsed::Uring, None)
             }
             IoMode::Uring if !plain_http1 => (
