@@ -348,11 +348,13 @@ pub(crate) fn pace(on: bool) {
     });
 }
 
-/// Takes the completions in now (the paced dispatcher at its wake-up, or a request loop
-/// about to give up on its deadline): no system call unless the kernel holds completion
-/// work for the ring. Nothing without a ring.
+/// Submits what is queued and takes the completions in now: the paced dispatcher at its
+/// wake-up, a dispatcher catching up (its thread does not go idle, so what the request loops
+/// queued would wait for the end of the catch-up), a request loop about to give up on its
+/// deadline. No system call unless entries are queued or the kernel holds completion work
+/// for the ring. Nothing without a ring.
 pub(crate) fn reap_now() {
-    take_completions(false);
+    take_completions(true);
 }
 
 impl Driver {

@@ -349,6 +349,8 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             // Catching up: let connection tasks run now and then.
             behind += 1;
             if behind.is_multiple_of(64) {
+                // Over io_uring: the requests queued since go out now, and the responses in
+                // free their connections.
                 crate::uring::reap_now();
                 tokio::task::yield_now().await;
             }
