@@ -2,7 +2,6 @@
 
 mod util;
 
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use util::{run, Behavior, RunOutput, TestServer};
@@ -97,17 +96,8 @@ fn connect_refused() {
 /// A listener whose accept queue is full drops new SYNs: connects hang until the deadline.
 #[test]
 fn connect_timeout() {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    // SAFETY: re-listening with a backlog of 0 on our own socket.
-    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let (l, _fillers) = util::full_listener();
     let addr = l.local_addr().unwrap();
-    // Fill the queue (it holds backlog + 1); further handshakes are not completed.
-    let mut fillers = Vec::new();
-    for _ in 0..3 {
-        if let Ok(c) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-            fillers.push(c);
-        }
-    }
     let r = run(&[
         &format!("http://{addr}/"),
         "-n",

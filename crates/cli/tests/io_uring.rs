@@ -137,17 +137,8 @@ fn error_classes_are_the_same_over_uring() {
 /// dropped) is still a connect timeout, not a request timeout.
 #[test]
 fn a_connect_that_hangs_is_a_connect_timeout_over_uring() {
-    use std::os::fd::AsRawFd;
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    // SAFETY: re-listening with a backlog of 0 on our own socket.
-    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let (l, fillers) = util::full_listener();
     let addr = l.local_addr().unwrap();
-    // Fill the queue (it holds backlog + 1); further handshakes are not completed.
-    let fillers: Vec<_> = (0..3)
-        .filter_map(|_| {
-            std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(200)).ok()
-        })
-        .collect();
     let url = format!("http://{addr}/");
     for keep_alive in ["on", "off"] {
         let r = util::run(&[

@@ -290,17 +290,17 @@ pub(crate) async fn drive() {
         };
         // Cleared before taking the completions: one that lands after is a new edge.
         ready.clear_ready();
-        take_completions(true);
+        take_completions();
     }
 }
 
 /// Takes the completions in and wakes their request loops (from inside the worker's task
-/// set: no system call per wake). Completion work the kernel deferred runs only in
-/// `io_uring_enter`: one is made if the ring flags such work, or if `submit` and entries
-/// are queued.
-fn take_completions(submit: bool) {
+/// set: no system call per wake), submitting what is queued. Completion work the kernel
+/// deferred runs only in `io_uring_enter`: one is made if the ring flags such work or
+/// entries are queued.
+fn take_completions() {
     let wake = with_driver(|d| {
-        if (submit && d.queued > 0) || d.ring.submission().taskrun() {
+        if d.queued > 0 || d.ring.submission().taskrun() {
             d.submit();
         }
         d.reap();
@@ -354,7 +354,7 @@ pub(crate) fn pace(on: bool) {
 /// deadline. No system call unless entries are queued or the kernel holds completion work
 /// for the ring. Nothing without a ring.
 pub(crate) fn reap_now() {
-    take_completions(true);
+    take_completions();
 }
 
 impl Driver {

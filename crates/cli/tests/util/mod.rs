@@ -638,6 +638,23 @@ pub fn assert_stall_in_latency_not_service_time(j: &Value) {
 }
 
 /// The warnings of result `j` that mention `needle`.
+/// A listener whose accept queue is full (backlog 0, filled by the connections returned
+/// with it, which must live as long as it): the kernel drops new SYNs, so connects hang
+/// until their deadline.
+pub fn full_listener() -> (std::net::TcpListener, Vec<std::net::TcpStream>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: re-listening with a backlog of 0 on our own socket.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let addr = l.local_addr().unwrap();
+    // Fill the queue (it holds backlog + 1); further handshakes are not completed.
+    let fillers = (0..3)
+        .filter_map(|_| {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()
+        })
+        .collect();
+    (l, fillers)
+}
+
 pub fn warnings_with<'a>(j: &'a Value, needle: &str) -> Vec<&'a str> {
     j["warnings"]
         .as_array()
