@@ -37,6 +37,11 @@ impl Clock {
         }
     }
 
+    /// The `CLOCK_MONOTONIC` reading (ns) of clock reading `t`.
+    pub fn monotonic_ns(&self, t: u64) -> u64 {
+        self.origin_mono_ns + t
+    }
+
     /// Nanoseconds since the origin.
     #[inline]
     pub fn now(&self) -> u64 {
@@ -88,7 +93,7 @@ impl PreciseTimer {
             if now >= deadline_ns {
                 return Ok(());
             }
-            let abs = self.clock.origin_mono_ns + deadline_ns;
+            let abs = self.clock.monotonic_ns(deadline_ns);
             os::timerfd_fire_at(self.fd.get_ref().as_fd(), abs)?;
             let mut guard = self.fd.readable().await?;
             // Not read: arming the timer again (above) zeroes its expiration count, so it is

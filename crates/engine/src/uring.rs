@@ -11,7 +11,10 @@
 //! - the ring defers its completion work to the worker's next `io_uring_enter` and signals
 //!   an eventfd that sits in tokio's event loop: the [`drive`] task, woken by it, runs that
 //!   work, takes the completions and wakes their loops (inside the worker's task set, where a
-//!   wake costs no system call).
+//!   wake costs no system call);
+//! - an open loop's dispatcher releasing arrivals at short gaps sleeps in the ring instead
+//!   ([`pace`], [`sleep_until`]): one `io_uring_enter` per wake-up submits the loops' sends,
+//!   sleeps to the next release and takes the responses that came in meanwhile.
 //!
 //! A request is written without waiting for the send to complete: `poll_write` copies it
 //! into the connection's buffer, queues the send and, with it, the receive of the response,
@@ -172,6 +175,8 @@ struct Driver {
     /// Completions are taken by the open loop's dispatcher at each of its wake-ups
     /// ([`pace`]), not at the kernel's signal: the eventfd is unregistered.
     paced: bool,
+    /// The kernel takes absolute timeouts ([`sleep_until`]); cleared at its first refusal.
+    abs_timer: bool,
 }
 
 thread_local! {
@@ -210,6 +215,7 @@ pub(crate) fn install() -> io::Result<()> {
             wake: Vec::new(),
             connects: Vec::new(),
             paced: false,
+            abs_timer: true,
         });
     });
     Ok(())
@@ -327,10 +333,12 @@ fn take_completions() {
 /// Turned off (`false`) when the dispatcher is about to sleep longer, or is done: the
 /// eventfd goes back into the ring and is signalled once, so that what came in meanwhile
 /// is taken at once.
-pub(crate) fn pace(on: bool) {
+///
+/// Returns whether this thread's ring is paced now (`false` without a ring).
+pub(crate) fn pace(on: bool) -> bool {
     with_driver(|d| {
         if d.paced == on {
-            return;
+            return d.paced;
         }
         let fd = d.eventfd.as_raw_fd();
         let r = if on {
@@ -345,7 +353,93 @@ pub(crate) fn pace(on: bool) {
             // SAFETY: eventfd_write(3) on the ring's own eventfd.
             unsafe { libc::eventfd_write(fd, 1) };
         }
-    });
+        d.paced
+    })
+    .unwrap_or(false)
+}
+
+/// Whether this thread's ring is paced ([`pace`]).
+pub(crate) fn paced() -> bool {
+    with_driver(|d| d.paced).unwrap_or(false)
+}
+
+/// The paced dispatcher's sleep: submits what the request loops queued and sleeps in the
+/// ring until `clock` reads `deadline_ns`, then takes the completions in. One
+/// `io_uring_enter` per wake-up, as `bench/floor` makes, where a timer in tokio's event loop
+/// cost an `epoll_wait`, a `timerfd_settime` and a second `io_uring_enter` (submit, then
+/// reap). A completion does not end the sleep (the ring is asked for more than are in
+/// flight): a response is charged its receive timestamp, not its reaping ([`pace`]).
+///
+/// It blocks the worker's thread, so the caller lets the tasks it woke run first, and
+/// sleeps no longer than [`pace`]'s gaps: the request loops' deadlines and the worker's
+/// other timers are served between two sleeps. `false` (and no sleep) if the thread's ring
+/// is not paced.
+pub(crate) fn sleep_until(clock: &crate::clock::Clock, deadline_ns: u64) -> bool {
+    let slept = with_driver(|d| {
+        if !d.paced {
+            return false;
+        }
+        loop {
+            let now = clock.now();
+            if now >= deadline_ns {
+                return true;
+            }
+            if d.abs_timer {
+                // The deadline as such: the sends the call submits first (each runs the
+                // TCP stack inline, tens of microseconds on loopback) do not push it later.
+                let at = clock.monotonic_ns(deadline_ns);
+                match d.wait(&Timespec::at_ns(at), ENTER_ABS_TIMER) {
+                    Err(Some(libc::EINVAL)) => d.abs_timer = false,
+                    Err(None) => return false,
+                    _ => {}
+                }
+            } else {
+                // Linux < 6.12: the timeout runs from after the submission, so submit first.
+                if d.queued > 0 {
+                    d.submit();
+                }
+                let wait = deadline_ns.saturating_sub(clock.now());
+                if d.wait(&Timespec::at_ns(wait), 0) == Err(None) {
+                    return false;
+                }
+            }
+        }
+    })
+    .unwrap_or(false);
+    if slept {
+        take_completions();
+    }
+    slept
+}
+
+/// `io_uring_enter`'s flag: an extended argument (the timeout) follows.
+const ENTER_EXT_ARG: u32 = 1 << 3;
+/// `io_uring_enter`'s flag: the timeout is an absolute `CLOCK_MONOTONIC` time (Linux 6.12).
+const ENTER_ABS_TIMER: u32 = 1 << 5;
+
+/// The kernel's `__kernel_timespec`.
+#[repr(C)]
+struct Timespec {
+    sec: i64,
+    nsec: i64,
+}
+
+impl Timespec {
+    fn at_ns(ns: u64) -> Timespec {
+        Timespec {
+            sec: (ns / 1_000_000_000) as i64,
+            nsec: (ns % 1_000_000_000) as i64,
+        }
+    }
+}
+
+/// The kernel's `io_uring_getevents_arg`.
+#[repr(C)]
+struct GetEventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    ts: u64,
 }
 
 /// Submits what is queued and takes the completions in now: the paced dispatcher at its
@@ -396,6 +490,43 @@ impl Driver {
             self.submit();
             self.reap();
         }
+    }
+
+    /// One `io_uring_enter` that submits every queued entry and sleeps until the timeout
+    /// `ts` (`flags`: [`ENTER_ABS_TIMER`] or 0, relative) whatever completes meanwhile: it
+    /// asks for more completions than are in flight. `Err(None)`: an error a working ring
+    /// does not give; `Err(Some(errno))` otherwise (a timeout or a signal is `Ok`).
+    fn wait(&mut self, ts: &Timespec, flags: u32) -> Result<(), Option<i32>> {
+        let arg = GetEventsArg {
+            sigmask: 0,
+            sigmask_sz: 0,
+            min_wait_usec: 0,
+            ts: ts as *const Timespec as u64,
+        };
+        // SAFETY: `arg` and the timespec it points to outlive the call; the kernel reads
+        // `size_of::<GetEventsArg>()` bytes of it.
+        let r = unsafe {
+            self.ring.submitter().enter(
+                self.queued,
+                self.in_flight + 1,
+                ENTER_GETEVENTS | ENTER_EXT_ARG | flags,
+                Some(&arg),
+            )
+        };
+        match r.map_err(|e| e.raw_os_error()) {
+            Ok(_) => {}
+            Err(Some(libc::ETIME | libc::EINTR)) => {}
+            // The completion queue is full: take completions, then sleep on.
+            Err(Some(libc::EBUSY)) => self.reap(),
+            Err(Some(libc::EINVAL)) if flags != 0 => return Err(Some(libc::EINVAL)),
+            Err(_) => {
+                self.queued = 0;
+                return Err(None);
+            }
+        }
+        // The kernel took every queued entry before it waited.
+        self.queued = 0;
+        Ok(())
     }
 
     /// One `io_uring_enter` for every queued entry.
@@ -893,5 +1024,80 @@ mod tests {
             arrived < reaped_after,
             "stamped at the reaping ({arrived}), not at the arrival (before {reaped_after})"
         );
+    }
+
+    /// The paced dispatcher's sleep in the ring submits what was queued before it sleeps
+    /// (the server has the request long before the sleep ends), never ends before its
+    /// deadline though the response completes meanwhile, and takes the response in after:
+    /// with absolute timeouts (Linux 6.12) and with the relative ones older kernels take.
+    #[test]
+    fn a_paced_sleep_in_the_ring_submits_first_and_ends_at_its_deadline() {
+        available().expect("io_uring must be available to test the io_uring transport");
+        for absolute in [true, false] {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut buf = [0u8; 1024];
+                let mut got = Vec::new();
+                while !got.ends_with(b"\r\n\r\n") {
+                    let n = s.read(&mut buf).unwrap();
+                    assert!(n > 0, "the client closed before its request ended");
+                    got.extend_from_slice(&buf[..n]);
+                }
+                let received = std::time::Instant::now();
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    .unwrap();
+                let _ = s.read(&mut buf);
+                received
+            });
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            install().unwrap();
+            with_driver(|d| d.abs_timer = absolute);
+            let clock = crate::clock::Clock::new();
+            let local = tokio::task::LocalSet::new();
+            let (slept, woke, deadline, read) = local.block_on(&rt, async move {
+                assert!(pace(true), "a ring is paced once asked");
+                let mut c = UringConn::open(addr, None, true, false).unwrap();
+                c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                    .await
+                    .unwrap();
+                assert!(
+                    with_driver(|d| d.queued).unwrap() > 0,
+                    "queued, not yet submitted"
+                );
+                let deadline = clock.now() + 200_000_000;
+                let slept = sleep_until(&clock, deadline);
+                let woke = clock.now();
+                let taken = with_driver(|d| d.in_flight).unwrap();
+                assert_eq!(
+                    taken, 0,
+                    "the connect, send and receive all taken in by the sleep"
+                );
+                let mut buf = [0u8; 64];
+                let n = c.read(&mut buf).await.unwrap();
+                pace(false);
+                drop(c);
+                (slept, woke, deadline, buf[..n].to_vec())
+            });
+            drop(local);
+            drop(rt);
+            uninstall();
+            let received = server.join().unwrap();
+            assert!(slept, "a paced ring sleeps");
+            assert!(woke >= deadline, "woke {} ns early", deadline - woke);
+            assert!(
+                received < clock.instant(deadline),
+                "the request reached the server after the sleep (absolute timeout: {absolute})"
+            );
+            assert!(
+                read.ends_with(b"ok"),
+                "{:?}",
+                String::from_utf8_lossy(&read)
+            );
+        }
     }
 }

@@ -325,9 +325,15 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             now = match &timer {
                 Some(timer) => {
                     let wake_at = intended.max(last_wake + MIN_WAKE_GAP_NS);
-                    // Over io_uring, at short gaps, responses wait for this loop's wake-up.
-                    crate::uring::pace(wake_at - now <= PACE_MAX_GAP_NS);
-                    if timer.sleep_until(wake_at).await.is_err() {
+                    // Over io_uring, at short gaps, responses wait for this loop's wake-up,
+                    // and it sleeps in the ring: the loops it woke run first, so that their
+                    // sends go in with the sleep.
+                    let paced = crate::uring::pace(wake_at - now <= PACE_MAX_GAP_NS);
+                    if !(paced && {
+                        yield_local().await;
+                        crate::uring::sleep_until(&ctx.io.clock, wake_at)
+                    }) && timer.sleep_until(wake_at).await.is_err()
+                    {
                         tokio::time::sleep_until(ctx.io.clock.instant(wake_at).into()).await;
                     }
                     crate::uring::reap_now();
@@ -363,6 +369,15 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             ctx.idle.set(ctx.idle.get() - 1);
             ctx.wake.notify_one();
         } else if ctx.live.get() < ctx.max_live {
+            // Over a paced ring a loop whose response came in is busy until it is reaped:
+            // reap, and let such loops take this arrival, before opening a connection.
+            if crate::uring::paced() && {
+                crate::uring::reap_now();
+                yield_local().await;
+                ctx.queue.borrow().is_empty()
+            } {
+                continue;
+            }
             spawn_conn(&ctx);
         } else if ctx.flow.is_some() {
             // Every session loop is busy (sending, or thinking): this user waits for one,
@@ -374,6 +389,22 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
     ctx.dispatch_done.set(true);
     ctx.wake.notify_waiters();
     ctx.finished.notify_one();
+}
+
+/// Lets the worker's other ready tasks run, once: this task goes to the back of the
+/// worker's run queue (`tokio::task::yield_now` waits for tokio's next event-loop turn, a
+/// system call).
+async fn yield_local() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
 }
 
 impl Ctx {
