@@ -63,8 +63,9 @@ fn auto_takes_io_uring_where_it_was_measured_better() {
         (&["-c", "2", "-n", "50"][..], "epoll"),
         (
             &["--rate", "100", "-n", "20", "--keep-alive", "off"][..],
-            "epoll",
+            "uring",
         ),
+        (&["--rate", "100", "-n", "20"][..], "uring"),
     ] {
         let r = run(&server, "auto", args);
         assert_eq!(r.json()["io"], io, "{args:?}: {}", r.json());

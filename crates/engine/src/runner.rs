@@ -269,8 +269,10 @@ impl RunShape {
 fn io_used(cfg: &RunConfig) -> (crate::config::IoUsed, Option<String>) {
     let plain_http1 = cfg.transport.protocol() == Protocol::Http1
         && cfg.target.scheme == crate::config::Scheme::Http;
-    let batches = cfg.model == LoadModel::Closed && !cfg.transport.keep_alive();
-    cfg.io.resolve(plain_http1, batches)
+    // A flow's sessions wake through their own timer loop, which does not pace the ring.
+    let flow = cfg.traffic.as_ref().is_some_and(|t| t.flow.is_some());
+    let better = !flow && (cfg.model != LoadModel::Closed || !cfg.transport.keep_alive());
+    cfg.io.resolve(plain_http1, better)
 }
 
 /// Runs the load and returns what it measured, unsummarized.

@@ -52,24 +52,24 @@ pub enum IoUsed {
 }
 
 impl IoMode {
-    /// What a run uses (`plain_http1`: plain `http://` HTTP/1.1; `batches`: closed loop
-    /// with keep-alive off), and a note when io_uring was asked for and not used: the kernel
-    /// refused it, or the run is https, HTTP/2 or gRPC (io_uring carries plain HTTP/1.1
-    /// only).
+    /// What a run uses (`plain_http1`: plain `http://` HTTP/1.1; `better`: a run of the
+    /// kind where io_uring was measured better), and a note when io_uring was asked for and
+    /// not used: the kernel refused it, or the run is https, HTTP/2 or gRPC (io_uring
+    /// carries plain HTTP/1.1 only).
     ///
     /// `Auto` takes io_uring where it was measured better here (`bench/peers.sh IO=uring`,
-    /// docs/src/benchmarks.md): closed loop with keep-alive off, where a connect goes in
-    /// linked ahead of its request and many connections' connects, sends, receives and
-    /// closes share one system call (1.3 times wrk's requests per CPU-second, epoll 1.0).
-    /// With keep-alive it was not (0.9 times wrk, epoll 1.0). In open loop io_uring spends
-    /// less CPU per request (1.3 to 1.5 times oha at 20,000 req/s, epoll 1.0) but does not
-    /// hold the schedule as steadily: at 50,000 req/s some runs' lag p99 rose to 3 to 30 ms
-    /// with the pool grown to 500 to 800 connections, where epoll held 0.24 to 0.31 ms; a
-    /// measurement that is steady comes first, so open loop stays on epoll unless asked.
-    /// Where io_uring is refused, epoll, silently (`--io uring` says so).
-    pub fn resolve(self, plain_http1: bool, batches: bool) -> (IoUsed, Option<String>) {
+    /// docs/src/benchmarks.md): open loop, where the dispatcher sleeps in the ring and takes
+    /// the responses in at its own wake-ups, one system call per release instead of about
+    /// three per request (at 20,000 and 50,000 req/s 0.7 to 0.8 times epoll's CPU per
+    /// request with as low a schedule lag: 1.3 to 1.5 times oha), and closed loop with
+    /// keep-alive off (a connect linked ahead of its request, many connections' connects,
+    /// sends, receives and closes in one system call: 1.3 times wrk, epoll 1.0). With
+    /// keep-alive in closed loop it was not (0.9 times wrk, epoll 1.0), nor measured for a
+    /// flow's sessions (their own timer loop does not pace the ring): epoll; so it is where
+    /// io_uring is refused, silently (`--io uring` says so).
+    pub fn resolve(self, plain_http1: bool, better: bool) -> (IoUsed, Option<String>) {
         match self {
-            IoMode::Auto if plain_http1 && batches && crate::uring::available().is_ok() => {
+            IoMode::Auto if plain_http1 && better && crate::uring::available().is_ok() => {
                 (IoUsed::Uring, None)
             }
             IoMode::Uring if !plain_http1 => (
