@@ -296,6 +296,13 @@ class PeerTargets(unittest.TestCase):
         self.assertEqual(len(floor), 1, lines)
         self.assertIn("14.3 µs per request, lag p99 0.310 ms, 1.17× oha", floor[0])
         self.assertIn("out of reach", floor[0])
+        self.assertNotIn("lag p99 is over", floor[0])
+        # Fast enough (1.67x oha) but its own lag over 0.3 ms: the line says which missed.
+        recs[-2] = self.rec("openloop-20000", "oha", 42000)
+        floor = [l for l in peers.target_checks(peers.summarize(recs), [], wake_us=30.0)
+                 if l.startswith("[FLOOR] bench/floor open loop")]
+        self.assertIn("1.67× oha: target 1.5× oha out of reach", floor[0])
+        self.assertIn("(the floor's own lag p99 is over the 0.3 ms target)", floor[0])
         # 30 µs per wake-up, 5,000 wake-ups per second, 20,000 requests per second.
         self.assertTrue(any("a timer wake-up costs 30.0 µs of CPU on this machine: 7.5 µs per request"
                             in l for l in lines), lines)

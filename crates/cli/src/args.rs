@@ -811,8 +811,9 @@ pub struct KneeArgs {
     /// Pin loadlab's worker threads to these CPUs (keep them off the server's), e.g. 1.
     #[arg(long, help_heading = "Connections")]
     pub cpus: Option<String>,
-    /// The I/O interface of plain http:// HTTP/1.1 connections: auto (io_uring in closed
-    /// loop with keep-alive off, where it was measured better; epoll elsewhere), epoll, or
+    /// The I/O interface of plain http:// HTTP/1.1 connections: auto (io_uring in open
+    /// loop and in closed loop with keep-alive off, where it was measured better; epoll with
+    /// keep-alive in closed loop and for a flow's sessions), epoll, or
     /// uring (io_uring: one system call per turn of the event loop for every connect, send,
     /// receive and close; where the kernel refuses it, epoll, said once).
     #[arg(long, value_parser = ["auto", "epoll", "uring"], help_heading = "Connections")]
@@ -1015,8 +1016,9 @@ pub struct LoadArgs {
     /// loadlab off the server's cores. CPU numbers 0 to 4095.
     #[arg(long, help_heading = "Load")]
     pub cpus: Option<CpuList>,
-    /// The I/O interface of plain http:// HTTP/1.1 connections: auto (io_uring in closed
-    /// loop with keep-alive off, where it was measured better; epoll elsewhere), epoll, or
+    /// The I/O interface of plain http:// HTTP/1.1 connections: auto (io_uring in open
+    /// loop and in closed loop with keep-alive off, where it was measured better; epoll with
+    /// keep-alive in closed loop and for a flow's sessions), epoll, or
     /// uring (io_uring: one system call per turn of the event loop for every connect, send,
     /// receive and close; where the kernel refuses it, epoll, said once).
     #[arg(
