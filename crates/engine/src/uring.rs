@@ -513,20 +513,19 @@ impl Driver {
                 Some(&arg),
             )
         };
+        // What the kernel did not take (it refuses to submit while the completion queue
+        // overflows) stays queued.
+        self.queued = self.ring.submission().len() as u32;
         match r.map_err(|e| e.raw_os_error()) {
-            Ok(_) => {}
-            Err(Some(libc::ETIME | libc::EINTR)) => {}
+            Ok(_) | Err(Some(libc::ETIME | libc::EINTR)) => Ok(()),
             // The completion queue is full: take completions, then sleep on.
-            Err(Some(libc::EBUSY)) => self.reap(),
-            Err(Some(libc::EINVAL)) if flags != 0 => return Err(Some(libc::EINVAL)),
-            Err(_) => {
-                self.queued = 0;
-                return Err(None);
+            Err(Some(libc::EBUSY)) => {
+                self.reap();
+                Ok(())
             }
+            Err(Some(libc::EINVAL)) if flags != 0 => Err(Some(libc::EINVAL)),
+            Err(_) => Err(None),
         }
-        // The kernel took every queued entry before it waited.
-        self.queued = 0;
-        Ok(())
     }
 
     /// One `io_uring_enter` for every queued entry.
