@@ -296,6 +296,10 @@ pub const MIN_WAKE_GAP_NS: u64 = 200_000;
 /// longer than this ([`crate::uring::pace`]); beyond, each response wakes the worker.
 const PACE_MAX_GAP_NS: u64 = 1_000_000;
 
+/// A dispatcher sleeping in the ring lets tokio's event loop turn at least this often, so
+/// that tokio's timers fire no later than its own resolution (1 ms) allows.
+const TOKIO_TURN_NS: u64 = 1_000_000;
+
 /// The most arrivals waiting for a free connection, all workers together (8 bytes each):
 /// the queue's memory is bounded whatever the rate and the timeout. An arrival released
 /// when its worker's share is full is never sent and counted as such.
@@ -315,6 +319,7 @@ const MIN_QUEUE_CAP: usize = 1 << 12;
 async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<PreciseTimer>) {
     let mut behind = 0u32;
     let mut last_wake = 0u64;
+    let mut last_turn = 0u64;
     while let Some(intended) = sched.next() {
         if ctx.rows_end_run && ctx.traffic.as_ref().is_some_and(|t| t.used_up()) {
             break;
@@ -330,7 +335,16 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
                     // sends go in with the sleep.
                     let paced = crate::uring::pace(wake_at - now <= PACE_MAX_GAP_NS);
                     if !(paced && {
-                        yield_local().await;
+                        // tokio's own timers (the loops' deadlines, the worker's tick) are
+                        // served only when its event loop turns, which a thread sleeping in
+                        // the ring seldom lets it do: let it turn (a zero-timeout
+                        // `epoll_wait`) at least once per `TOKIO_TURN_NS`.
+                        if now >= last_turn + TOKIO_TURN_NS {
+                            tokio::task::yield_now().await;
+                            last_turn = ctx.io.clock.now();
+                        } else {
+                            yield_local().await;
+                        }
                         crate::uring::sleep_until(&ctx.io.clock, wake_at)
                     }) && timer.sleep_until(wake_at).await.is_err()
                     {
