@@ -957,6 +957,22 @@ mod tests {
     use std::io::{Read, Write};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// Reads one request on `s` and answers it with a 2-byte body; returns when the request
+    /// was in.
+    fn answer_one_request(s: &mut std::net::TcpStream) -> std::time::Instant {
+        let mut buf = [0u8; 1024];
+        let mut got = Vec::new();
+        while !got.ends_with(b"\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "the client closed before its request ended");
+            got.extend_from_slice(&buf[..n]);
+        }
+        let received = std::time::Instant::now();
+        s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            .unwrap();
+        received
+    }
+
     /// A paced ring (the open loop's dispatcher takes completions at its own wake-ups) lets
     /// a response wait in the ring, and still charges it its arrival: the read reports the
     /// kernel's receive timestamp, taken before the ring was reaped.
@@ -968,18 +984,10 @@ mod tests {
         let (written_tx, written_rx) = tokio::sync::oneshot::channel();
         let server = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            let mut buf = [0u8; 1024];
-            let mut got = Vec::new();
-            while !got.ends_with(b"\r\n\r\n") {
-                let n = s.read(&mut buf).unwrap();
-                assert!(n > 0, "the client closed before its request ended");
-                got.extend_from_slice(&buf[..n]);
-            }
-            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                .unwrap();
+            answer_one_request(&mut s);
             written_tx.send(()).unwrap();
             // Held open until the client is done.
-            let _ = s.read(&mut buf);
+            let _ = s.read(&mut [0u8; 1]);
         });
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -1037,17 +1045,8 @@ mod tests {
             let addr = listener.local_addr().unwrap();
             let server = std::thread::spawn(move || {
                 let (mut s, _) = listener.accept().unwrap();
-                let mut buf = [0u8; 1024];
-                let mut got = Vec::new();
-                while !got.ends_with(b"\r\n\r\n") {
-                    let n = s.read(&mut buf).unwrap();
-                    assert!(n > 0, "the client closed before its request ended");
-                    got.extend_from_slice(&buf[..n]);
-                }
-                let received = std::time::Instant::now();
-                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                    .unwrap();
-                let _ = s.read(&mut buf);
+                let received = answer_one_request(&mut s);
+                let _ = s.read(&mut [0u8; 1]);
                 received
             });
             let rt = tokio::runtime::Builder::new_current_thread()
