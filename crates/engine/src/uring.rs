@@ -151,6 +151,9 @@ struct Shared {
     stamp: Cell<u64>,
     /// The request loop waiting on this connection.
     waker: Cell<Option<Waker>>,
+    /// The loop waits for the send in flight to end (to write again): its completion wakes
+    /// it. Otherwise only a failed send does (the loop waits for the response).
+    write_waiting: Cell<bool>,
 }
 
 /// One worker's ring and the operations in flight on it.
@@ -581,7 +584,17 @@ impl Driver {
                     }
                     sh.connect.set(Op::Done(res));
                 }
-                Kind::Send => sh.send.set(Op::Done(res)),
+                Kind::Send => {
+                    sh.send.set(Op::Done(res));
+                    // A send that went through is no news to its loop, which waits for the
+                    // response (the write returned when the send was queued): waking it
+                    // cost a task poll per request for nothing. A failed or short send
+                    // wakes it (the read reports it), as does one it waits to write after.
+                    let failed = res < 0 || (res as usize) < sh.sent_len.get();
+                    if !failed && !sh.write_waiting.replace(false) {
+                        continue;
+                    }
+                }
                 Kind::Recv => {
                     if sh.stamped && res > 0 {
                         // SAFETY: the receive is complete: the kernel no longer writes
@@ -655,6 +668,7 @@ impl UringConn {
                 rlen: Cell::new(0),
                 stamp: Cell::new(0),
                 waker: Cell::new(None),
+                write_waiting: Cell::new(false),
             }),
         })
     }
@@ -860,6 +874,7 @@ impl AsyncWrite for UringConn {
         match sh.send.get() {
             Op::InFlight(_) => {
                 sh.waker.set(Some(cx.waker().clone()));
+                sh.write_waiting.set(true);
                 return Poll::Pending;
             }
             Op::Done(_) => {
@@ -1097,5 +1112,97 @@ mod tests {
                 String::from_utf8_lossy(&read)
             );
         }
+    }
+
+    /// A send that went through wakes no one: the request loop waits for the response, so
+    /// the send's completion would cost it a poll for nothing. The response wakes it, once.
+    #[test]
+    fn a_send_that_went_through_wakes_no_one_and_the_response_does() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Count(AtomicUsize);
+        impl std::task::Wake for Count {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        available().expect("io_uring must be available to test the io_uring transport");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (got_tx, got_rx) = std::sync::mpsc::channel();
+        let (answer_tx, answer_rx) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let mut got = Vec::new();
+            while !got.ends_with(b"\r\n\r\n") {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "the client closed before its request ended");
+                got.extend_from_slice(&buf[..n]);
+            }
+            got_tx.send(()).unwrap();
+            answer_rx.recv().unwrap();
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .unwrap();
+            let _ = s.read(&mut [0u8; 1]);
+        });
+        // As a worker's: what is queued goes in when the event loop parks.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_park(flush)
+            .build()
+            .unwrap();
+        install().unwrap();
+        let local = tokio::task::LocalSet::new();
+        let (after_send, after_response, read) = local.block_on(&rt, async move {
+            tokio::task::spawn_local(drive());
+            // Unstamped: a stamped socket's close can turn the kernel's receive timestamps
+            // off for a moment, under another test's stamped read.
+            let mut c = UringConn::connect(addr, None, false).await.unwrap();
+            // From here the test takes the completions in itself.
+            assert!(pace(true));
+            c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .unwrap();
+            let count = std::sync::Arc::new(Count(AtomicUsize::new(0)));
+            let waker = std::task::Waker::from(count.clone());
+            let mut buf = [0u8; 64];
+            let mut rb = ReadBuf::new(&mut buf);
+            let mut cx = Context::from_waker(&waker);
+            assert!(Pin::new(&mut c).poll_read(&mut cx, &mut rb).is_pending());
+            flush();
+            got_rx.recv().unwrap();
+            reap_now();
+            assert!(
+                matches!(c.sh.send.get(), Op::Done(n) if n > 0),
+                "the send's completion is in"
+            );
+            let after_send = count.0.load(Ordering::SeqCst);
+            answer_tx.send(()).unwrap();
+            let mut woken = 0;
+            for _ in 0..200 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                reap_now();
+                woken = count.0.load(Ordering::SeqCst);
+                if woken > after_send {
+                    break;
+                }
+            }
+            assert!(Pin::new(&mut c).poll_read(&mut cx, &mut rb).is_ready());
+            let read = rb.filled().to_vec();
+            pace(false);
+            drop(c);
+            (after_send, woken, read)
+        });
+        drop(local);
+        drop(rt);
+        uninstall();
+        server.join().unwrap();
+        assert_eq!(after_send, 0, "the send's completion woke the loop");
+        assert_eq!(after_response, 1, "the response wakes the loop once");
+        assert!(
+            read.ends_with(b"ok"),
+            "{:?}",
+            String::from_utf8_lossy(&read)
+        );
     }
 }
