@@ -831,6 +831,31 @@ mod tests {
         assert_eq!(read_all(input, "GET", 1)[0].map(|m| m.close), Ok(false));
     }
 
+    /// Up to `MAX_HEADERS` header lines are read, the framing ones wherever they come (here
+    /// last, after 63 others); one more and the response is malformed, never a response
+    /// framed from half its head.
+    #[test]
+    fn a_head_of_up_to_64_headers_is_read_and_one_more_is_malformed() {
+        let head = |n: usize| {
+            let mut h = b"HTTP/1.1 200 OK\r\n".to_vec();
+            for i in 0..n - 2 {
+                h.extend_from_slice(format!("X-Filler-{i}: {i}\r\n").as_bytes());
+            }
+            h.extend_from_slice(b"Connection: close\r\nContent-Length: 2\r\n\r\nok");
+            h
+        };
+        let full = read_all(&head(MAX_HEADERS), "GET", 1);
+        assert_eq!(
+            full[0],
+            Ok(ResponseMeta {
+                status: 200,
+                close: true
+            })
+        );
+        let over = read_all(&head(MAX_HEADERS + 1), "GET", 1);
+        assert_eq!(over[0], Err(ErrorClass::MalformedResponse));
+    }
+
     #[test]
     fn obsolete_line_folding_is_malformed() {
         let input = b"HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 0\r\n\r\n";
