@@ -975,6 +975,13 @@ mod tests {
     /// Reads one request on `s` and answers it with a 2-byte body; returns when the request
     /// was in.
     fn answer_one_request(s: &mut std::net::TcpStream) -> std::time::Instant {
+        let received = read_one_request(s);
+        answer(s);
+        received
+    }
+
+    /// Reads one request on `s`; returns when it was in.
+    fn read_one_request(s: &mut std::net::TcpStream) -> std::time::Instant {
         let mut buf = [0u8; 1024];
         let mut got = Vec::new();
         while !got.ends_with(b"\r\n\r\n") {
@@ -982,10 +989,25 @@ mod tests {
             assert!(n > 0, "the client closed before its request ended");
             got.extend_from_slice(&buf[..n]);
         }
-        let received = std::time::Instant::now();
+        std::time::Instant::now()
+    }
+
+    /// Answers a request on `s` with a 2-byte body.
+    fn answer(s: &mut std::net::TcpStream) {
         s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
             .unwrap();
-        received
+    }
+
+    /// A runtime as a worker's (what is queued goes in when its event loop parks), with
+    /// this thread's ring installed.
+    fn ring_runtime() -> tokio::runtime::Runtime {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_park(flush)
+            .build()
+            .unwrap();
+        install().unwrap();
+        rt
     }
 
     /// A paced ring (the open loop's dispatcher takes completions at its own wake-ups) lets
@@ -1004,12 +1026,7 @@ mod tests {
             // Held open until the client is done.
             let _ = s.read(&mut [0u8; 1]);
         });
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .on_thread_park(flush)
-            .build()
-            .unwrap();
-        install().unwrap();
+        let rt = ring_runtime();
         let local = tokio::task::LocalSet::new();
         let (arrived, reaped_after, read) = local.block_on(&rt, async move {
             tokio::task::spawn_local(drive());
@@ -1132,26 +1149,13 @@ mod tests {
         let (answer_tx, answer_rx) = std::sync::mpsc::channel::<()>();
         let server = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            let mut buf = [0u8; 1024];
-            let mut got = Vec::new();
-            while !got.ends_with(b"\r\n\r\n") {
-                let n = s.read(&mut buf).unwrap();
-                assert!(n > 0, "the client closed before its request ended");
-                got.extend_from_slice(&buf[..n]);
-            }
+            read_one_request(&mut s);
             got_tx.send(()).unwrap();
             answer_rx.recv().unwrap();
-            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                .unwrap();
+            answer(&mut s);
             let _ = s.read(&mut [0u8; 1]);
         });
-        // As a worker's: what is queued goes in when the event loop parks.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .on_thread_park(flush)
-            .build()
-            .unwrap();
-        install().unwrap();
+        let rt = ring_runtime();
         let local = tokio::task::LocalSet::new();
         let (after_send, after_response, read) = local.block_on(&rt, async move {
             tokio::task::spawn_local(drive());
