@@ -1,4 +1,5 @@
-//! The HTTP/2 transport (plain HTTP/2 and gRPC unary calls), built on the `h2` crate.
+//! The HTTP/2 transport (plain HTTP/2 and gRPC unary calls), on a client of its own
+//! ([`client`]): the `h2` crate it replaced spent 2.3× h2load's user time per request.
 //!
 //! A worker owns a few [`H2Conn`]s; each request loop (a *stream slot*) is bound to one of
 //! them and sends its requests as streams on it, so `concurrency` slots spread over
@@ -7,35 +8,30 @@
 //! needs it, driven by a task of its own, and reopened by the next slot after it dies.
 //!
 //! The request loop and deadlines are the worker's; `link` sends streams and records
-//! their replies; this module provides the request [`Template`], the shared connection
-//! state and the reply classification.
+//! their replies; this module provides the request [`Template`] (its header block encoded
+//! once) and the shared connection.
 //!
 //! A server closing a connection gracefully sends `GOAWAY` with the last stream it
 //! processed; the streams above it were never processed and may be sent again on another
-//! connection (RFC 9113 §6.8), as may streams refused with `REFUSED_STREAM` (§8.7). `h2`
-//! reports both kinds of stream, and the streams cut when the connection ends later, with
-//! the same `GOAWAY` error, so [`GoAwayWatch`] reads the frame headers going by and keeps
-//! the `last_stream_id` for the worker to tell them apart.
+//! connection (RFC 9113 §6.8), as may streams refused with `REFUSED_STREAM` (§8.7): the
+//! client tells those apart from streams cut later ([`client::StreamFailure`]).
 
+pub(crate) mod client;
+pub(crate) mod hpack;
 pub(crate) mod link;
 
 use std::cell::{Cell, RefCell};
-use std::io;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use h2::client::SendRequest;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, TE, USER_AGENT};
-use loadlab_grpc::GrpcStatus;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 
 use crate::config::{Protocol, RunConfig, Scheme};
-use crate::error::ErrorClass;
+use client::Client;
 
-/// The largest response header block accepted (decoded, as HTTP/2 counts it).
+/// The largest response header block accepted (as sent: the client decodes only the
+/// fields it reads, so it counts the block's bytes, not the decoded list).
 pub const MAX_HEADER_LIST: u32 = 256 << 10;
 /// Stream-level flow-control window the client announces: large enough that response
 /// bodies are never held back by the client's window.
@@ -43,58 +39,64 @@ pub const STREAM_WINDOW: u32 = 1 << 20;
 /// Connection-level flow-control window.
 pub const CONNECTION_WINDOW: u32 = 1 << 24;
 
-/// Tells `tracing` a subscriber is set (one that wants nothing), once per process.
-///
-/// `h2` opens a trace span around most of what it does per frame and per stream. Release
-/// builds compile the spans out (the engine names tracing's `release_max_level_off`), but
-/// with tracing's `log` feature on (actix-web turns it on for the whole build) a disabled
-/// span still falls back to `log` while no tracing subscriber was ever set: each one
-/// records its fields and asks `log` for its level on creation, enter, exit and drop,
-/// 2-3 % of an HTTP/2 worker's CPU in `perf` (`Span::log`, `Span::record_all`). Nothing
-/// in loadlab installs a `log` logger or a tracing subscriber, so these spans reached
-/// nothing before and reach nothing after; if one is ever installed first, this leaves it.
-pub(crate) fn quiet_tracing() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if !tracing::dispatcher::has_been_set() {
-            let none = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
-            let _ = tracing::dispatcher::set_global_default(none);
-        }
-    });
-}
-
 /// The request every stream sends, built once.
 #[derive(Debug)]
 pub struct Template {
-    method: http::Method,
-    uri: http::Uri,
-    headers: http::HeaderMap,
+    /// The header block (pseudo-headers, then the headers), HPACK-encoded once.
+    head: Vec<u8>,
     body: Option<Bytes>,
     grpc: bool,
 }
 
 /// A stream slot's last `grpc-timeout` value: in closed loop every call has the whole
-/// timeout left, so the same value is sent again (a shared copy, not a new string per call).
+/// timeout left, so the same value is sent again (not a new string per call).
 #[derive(Debug, Default)]
 pub(crate) struct TimeoutCache(Option<(u64, HeaderValue)>);
 
 impl TimeoutCache {
     /// The `grpc-timeout` value for `remaining_ns`.
-    pub(crate) fn value(&mut self, remaining_ns: u64) -> HeaderValue {
+    pub(crate) fn value(&mut self, remaining_ns: u64) -> &HeaderValue {
         let ms = timeout_ms(remaining_ns);
-        match &self.0 {
-            Some((m, v)) if *m == ms => v.clone(),
-            _ => self.0.insert((ms, grpc_timeout(remaining_ns))).1.clone(),
+        if !matches!(&self.0, Some((m, _)) if *m == ms) {
+            self.0 = Some((ms, grpc_timeout(remaining_ns)));
         }
+        &self.0.as_ref().expect("set above").1
+    }
+
+    /// Appends the `grpc-timeout` field for `remaining_ns` to a header block.
+    pub(crate) fn encode(&mut self, out: &mut Vec<u8>, remaining_ns: u64) {
+        hpack::encode_literal(out, b"grpc-timeout", self.value(remaining_ns).as_bytes());
     }
 }
 
-/// `grpc-timeout`.
-pub(crate) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
-/// `grpc-status`.
-const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
-/// `grpc-encoding`.
-pub(crate) const GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2): they describe an HTTP/1.1 connection.
+fn connection_specific(name: &HeaderName, value: &[u8]) -> bool {
+    matches!(
+        name.as_str(),
+        "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
+    ) || (name == TE && value != b"trailers")
+}
+
+/// Checks a header HTTP/2 is to carry; `Err` says why it cannot.
+fn check_header(name: &HeaderName, value: &[u8]) -> Result<(), String> {
+    if connection_specific(name, value) {
+        return Err(format!(
+            "{name} (a connection-specific header, which HTTP/2 forbids: RFC 9113 §8.2.2)"
+        ));
+    }
+    Ok(())
+}
+
+/// A header value HTTP/2 may carry (what `http::HeaderValue` accepts): no control
+/// character but tab.
+fn valid_value(v: &[u8]) -> bool {
+    v.iter().all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\t')
+}
+
+/// A rendered `:path`: printable ASCII without spaces.
+fn valid_path(p: &[u8]) -> bool {
+    !p.is_empty() && p.iter().all(|&b| (0x21..0x7f).contains(&b))
+}
 
 impl Template {
     /// Builds the request of `cfg`; `Err` names a header that HTTP/2 cannot carry.
@@ -110,6 +112,7 @@ impl Template {
         let mut add = |name: &str, value: &str| -> Result<(), String> {
             let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name} ({e})"))?;
             let v = HeaderValue::from_str(value).map_err(|e| format!("{name}: {value} ({e})"))?;
+            check_header(&n, v.as_bytes())?;
             headers.append(n, v);
             Ok(())
         };
@@ -132,31 +135,25 @@ impl Template {
             let agent = concat!("loadlab/", env!("CARGO_PKG_VERSION"));
             headers.insert(USER_AGENT, HeaderValue::from_static(agent));
         }
-        Ok(Template {
-            method,
-            uri,
-            headers,
-            body,
-            grpc,
-        })
+        let mut head = Vec::new();
+        let authority = uri.authority().map_or("", |a| a.as_str());
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        client::encode_head(
+            &mut head,
+            method.as_str().as_bytes(),
+            t.scheme == Scheme::Https,
+            authority.as_bytes(),
+            path.as_bytes(),
+            headers
+                .iter()
+                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+        );
+        Ok(Template { head, body, grpc })
     }
 
-    /// A request to send now, `remaining_ns` before its deadline (sent to gRPC servers
-    /// as `grpc-timeout` from `timeouts`, so the server gives up when the client does).
-    pub(crate) fn request(
-        &self,
-        remaining_ns: u64,
-        timeouts: &mut TimeoutCache,
-    ) -> http::Request<()> {
-        let mut r = http::Request::new(());
-        *r.method_mut() = self.method.clone();
-        *r.uri_mut() = self.uri.clone();
-        *r.headers_mut() = self.headers.clone();
-        if self.grpc {
-            r.headers_mut()
-                .insert(GRPC_TIMEOUT, timeouts.value(remaining_ns));
-        }
-        r
+    /// The request's header block (a gRPC call's `grpc-timeout` follows it, per call).
+    pub(crate) fn head(&self) -> &[u8] {
+        &self.head
     }
 
     /// The request body (the gRPC frame), if any.
@@ -171,13 +168,13 @@ impl Template {
 }
 
 /// One kind of request of a run whose requests vary, as HTTP/2 parts compiled once: what
-/// is fixed is built here, the templates are rendered per stream (a stream's URI, header
-/// values and body are new values; `h2` takes them by value).
+/// is fixed is built here, the templates are rendered per stream into its header block.
 #[derive(Debug)]
 pub struct H2Request {
     method: http::Method,
-    /// `scheme://authority` the rendered path follows.
-    prefix: Vec<u8>,
+    https: bool,
+    /// `host:port` (an IPv6 host in brackets).
+    authority: Vec<u8>,
     path: Template2,
     /// The fixed headers (and `user-agent` unless given).
     headers: http::HeaderMap,
@@ -233,9 +230,13 @@ impl H2Request {
                 Some(v) => {
                     let v = HeaderValue::from_bytes(v)
                         .map_err(|e| format!("{name}: {} ({e})", String::from_utf8_lossy(v)))?;
+                    check_header(&n, v.as_bytes())?;
                     headers.append(n, v);
                 }
-                None => varying.push((n, Template2::of(value))),
+                None => {
+                    check_header(&n, b"trailers")?;
+                    varying.push((n, Template2::of(value)));
+                }
             }
         }
         if let (Some(_), Some(call)) = (&k.message, cfg.transport.grpc()) {
@@ -246,6 +247,7 @@ impl H2Request {
                     HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name} ({e})"))?;
                 let v =
                     HeaderValue::from_str(value).map_err(|e| format!("{name}: {value} ({e})"))?;
+                check_header(&n, v.as_bytes())?;
                 headers.append(n, v);
             }
         }
@@ -253,9 +255,12 @@ impl H2Request {
             let agent = concat!("loadlab/", env!("CARGO_PKG_VERSION"));
             headers.insert(USER_AGENT, HeaderValue::from_static(agent));
         }
+        let origin = origin(cfg);
+        let authority = origin.split_once("://").map_or("", |(_, a)| a);
         Ok(H2Request {
             method,
-            prefix: origin(cfg).into_bytes(),
+            https: cfg.target.scheme == Scheme::Https,
+            authority: authority.as_bytes().to_vec(),
             path: Template2::of(&k.path),
             headers,
             varying,
@@ -269,28 +274,40 @@ impl H2Request {
         self.message.is_some()
     }
 
-    /// The request of one stream, drawn as `draw` says, and its body (`None`: empty). A
-    /// rendered value HTTP/2 cannot carry is `Err` (the data were checked before the run;
-    /// this does not happen).
+    /// The header block of one stream, drawn as `draw` says, into `head`, and its body
+    /// (`None`: empty). A rendered path or value HTTP/2 cannot carry is `Err` (the data
+    /// were checked before the run; this does not happen).
     pub(crate) fn render(
         &self,
         draw: &loadlab_template::Draw<'_>,
         gen: &mut loadlab_template::Generator,
         scratch: &mut Vec<u8>,
-    ) -> Result<(http::Request<()>, Option<Bytes>), ()> {
-        let mut r = http::Request::new(());
-        *r.method_mut() = self.method.clone();
+        head: &mut Vec<u8>,
+    ) -> Result<Option<Bytes>, ()> {
         let path = self.path.render(draw, gen, scratch);
-        let mut uri = Vec::with_capacity(self.prefix.len() + path.len());
-        uri.extend_from_slice(&self.prefix);
-        uri.extend_from_slice(&path);
-        *r.uri_mut() = http::Uri::from_maybe_shared(Bytes::from(uri)).map_err(|_| ())?;
-        *r.headers_mut() = self.headers.clone();
+        if !valid_path(&path) {
+            return Err(());
+        }
+        let mut varying = Vec::with_capacity(self.varying.len());
         for (name, value) in &self.varying {
             let v = value.render(draw, gen, scratch);
-            let v = HeaderValue::from_maybe_shared(v).map_err(|_| ())?;
-            r.headers_mut().append(name.clone(), v);
+            if !valid_value(&v) {
+                return Err(());
+            }
+            varying.push((name, v));
         }
+        head.clear();
+        client::encode_head(
+            head,
+            self.method.as_str().as_bytes(),
+            self.https,
+            &self.authority,
+            &path,
+            self.headers
+                .iter()
+                .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+                .chain(varying.iter().map(|(n, v)| (n.as_str().as_bytes(), &v[..]))),
+        );
         let body = match &self.message {
             Some(m) => {
                 let mut frame = Vec::with_capacity(64);
@@ -299,7 +316,7 @@ impl H2Request {
             }
             None => self.body.render(draw, gen, scratch),
         };
-        Ok((r, (!body.is_empty()).then_some(body)))
+        Ok((!body.is_empty()).then_some(body))
     }
 }
 
@@ -335,238 +352,75 @@ fn timeout_ms(ns: u64) -> u64 {
     ns.div_ceil(1_000_000).max(1)
 }
 
-/// The `grpc-status` of a header block; a value that is not a defined code counts as
-/// UNKNOWN, as the gRPC spec tells clients to do.
-pub fn grpc_status(headers: &http::HeaderMap) -> Option<GrpcStatus> {
-    headers
-        .get(GRPC_STATUS)
-        .map(|v| GrpcStatus::from_trailer(v.as_bytes()).unwrap_or(GrpcStatus::Unknown))
-}
-
-/// What one live HTTP/2 connection has learnt from its server.
-#[derive(Debug, Default)]
-pub struct ConnState {
-    /// `last_stream_id` of the (lowest) `GOAWAY` received, once one was.
-    goaway: Cell<Option<u32>>,
-    /// The server's close of this connection was counted.
-    counted: Cell<bool>,
-}
-
-impl ConnState {
-    /// `last_stream_id` of the `GOAWAY` the server sent, if it sent one.
-    pub fn goaway(&self) -> Option<u32> {
-        self.goaway.get()
-    }
-
-    fn record_goaway(&self, last: u32) {
-        let last = self.goaway.get().map_or(last, |l| l.min(last));
-        self.goaway.set(Some(last));
-    }
-
-    /// True the first time it is called after a `GOAWAY` (to count each close once), with
-    /// the requests the server processed on the connection (client streams 1, 3, ...,
-    /// `last_stream_id`).
-    pub fn take_close(&self) -> Option<u64> {
-        let last = self.goaway.get()?;
-        if self.counted.replace(true) {
-            return None;
-        }
-        Some(u64::from(last).div_ceil(2))
-    }
-
-    /// Whether a stream that failed with `err` was never processed by the server: refused
-    /// (`REFUSED_STREAM`), or above the `last_stream_id` of the server's `GOAWAY`.
-    pub fn unprocessed(&self, err: &h2::Error, stream_id: u32) -> bool {
-        if err.reason() == Some(h2::Reason::REFUSED_STREAM) && err.is_remote() {
-            return true;
-        }
-        err.is_go_away() && err.is_remote() && self.goaway().is_some_and(|last| stream_id > last)
-    }
-}
-
-/// A connection's reading side, watched for `GOAWAY` frames: it follows the frame headers
-/// of what `h2` reads (length, type) and records the `last_stream_id` of each `GOAWAY`
-/// into the connection's [`ConnState`]. It copies nothing and costs a few comparisons per
-/// frame.
-pub struct GoAwayWatch<S> {
-    inner: S,
-    state: Rc<ConnState>,
-    scan: FrameScan,
-}
-
-impl<S> GoAwayWatch<S> {
-    /// Watches `inner` (the server's bytes start with a frame: it sends no preface).
-    pub fn new(inner: S, state: Rc<ConnState>) -> GoAwayWatch<S> {
-        GoAwayWatch {
-            inner,
-            state,
-            scan: FrameScan::default(),
-        }
-    }
-}
-
-/// Where the scan is in the server's frame stream.
-#[derive(Default)]
-struct FrameScan {
-    header: [u8; 9],
-    /// Header bytes seen of the current frame (9: in its payload).
-    have: usize,
-    /// Payload bytes of the current frame still to come.
-    left: usize,
-    /// In a `GOAWAY`: its first payload bytes (the last stream id).
-    goaway: Option<([u8; 4], usize)>,
-}
-
-const FRAME_GOAWAY: u8 = 0x7;
-
-impl FrameScan {
-    fn feed(&mut self, mut bytes: &[u8], state: &ConnState) {
-        while !bytes.is_empty() {
-            if self.have < 9 {
-                let n = (9 - self.have).min(bytes.len());
-                self.header[self.have..self.have + n].copy_from_slice(&bytes[..n]);
-                self.have += n;
-                bytes = &bytes[n..];
-                if self.have == 9 {
-                    let h = &self.header;
-                    self.left =
-                        usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
-                    self.goaway = (h[3] == FRAME_GOAWAY).then_some(([0; 4], 0));
-                    if self.left == 0 {
-                        self.have = 0;
-                    }
-                }
-                continue;
-            }
-            let n = self.left.min(bytes.len());
-            if let Some((id, got)) = &mut self.goaway {
-                let take = (4 - *got).min(n);
-                id[*got..*got + take].copy_from_slice(&bytes[..take]);
-                *got += take;
-                if *got == 4 {
-                    state.record_goaway(u32::from_be_bytes(*id) & 0x7fff_ffff);
-                    self.goaway = None;
-                }
-            }
-            self.left -= n;
-            bytes = &bytes[n..];
-            if self.left == 0 {
-                self.have = 0;
-            }
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for GoAwayWatch<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let r = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = r {
-            this.scan.feed(&buf.filled()[before..], &this.state);
-        }
-        r
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for GoAwayWatch<S> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, b)
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-}
-
-/// A live connection as a slot holds it: generation, handle, what the server told it.
-pub type Live = (u64, SendRequest<Bytes>, Rc<ConnState>);
+/// A live connection as a slot holds it: its generation and its client side.
+pub(crate) type Live = (u64, Rc<Client>);
 
 /// One HTTP/2 connection shared by the stream slots bound to it.
 #[derive(Default)]
 pub struct H2Conn {
-    /// The live connection's handle and state, `None` before the first connect, after it
-    /// died, and after its server sent `GOAWAY` (it takes no new streams).
-    send: RefCell<Option<(SendRequest<Bytes>, Rc<ConnState>)>>,
+    /// The live connection, `None` before the first connect, after it died, and after its
+    /// server sent `GOAWAY` (it takes no new streams).
+    live: RefCell<Option<Rc<Client>>>,
     /// Increments with each new connection, so a slot can tell its cached handle is stale.
     generation: Cell<u64>,
     /// A slot is connecting; the others wait on `changed`.
     connecting: Cell<bool>,
     changed: Notify,
-    /// The state of every connection this slot opened, so that each one's graceful close
-    /// is counted once, at the end.
-    opened: RefCell<Vec<Rc<ConnState>>>,
+    /// Every connection this slot opened, so that each one's graceful close is counted
+    /// once, at the end.
+    opened: RefCell<Vec<Rc<Client>>>,
 }
 
 impl H2Conn {
-    /// Keeps a new connection's state for [`H2Conn::take_closes`].
-    pub(crate) fn opened(&self, state: Rc<ConnState>) {
-        self.opened.borrow_mut().push(state);
-    }
-
-    /// The requests each connection this slot opened had processed when its server closed
-    /// it gracefully (see [`ConnState::take_close`]): each close once.
+    /// The requests each connection opened here had processed when its server closed it
+    /// gracefully (see [`Client::take_close`]): each close once.
     pub(crate) fn take_closes(&self) -> Vec<u64> {
         self.opened
             .borrow()
             .iter()
-            .filter_map(|s| s.take_close())
+            .filter_map(|c| c.take_close())
             .collect()
     }
 
     /// The live connection, if any.
-    pub fn current(&self) -> Option<Live> {
-        self.send
+    pub(crate) fn current(&self) -> Option<Live> {
+        self.live
             .borrow()
             .as_ref()
-            .map(|(s, st)| (self.generation.get(), s.clone(), st.clone()))
+            .map(|c| (self.generation.get(), c.clone()))
     }
 
-    /// Installs a new connection's handle; returns its generation.
-    pub fn install(&self, send: SendRequest<Bytes>, state: Rc<ConnState>) -> u64 {
+    /// Installs a new connection; returns its generation.
+    pub(crate) fn install(&self, client: Rc<Client>) -> u64 {
         let generation = self.generation.get() + 1;
         self.generation.set(generation);
-        *self.send.borrow_mut() = Some((send, state));
+        if let Some(old) = self.live.borrow_mut().take() {
+            old.retire();
+        }
+        self.opened.borrow_mut().push(client.clone());
+        *self.live.borrow_mut() = Some(client);
         generation
     }
 
     /// Forgets the connection of `generation` (it failed, its driver ended, or its server
     /// is going away).
-    pub fn invalidate(&self, generation: u64) {
+    pub(crate) fn invalidate(&self, generation: u64) {
         if self.generation.get() == generation {
-            self.send.borrow_mut().take();
+            if let Some(c) = self.live.borrow_mut().take() {
+                c.retire();
+            }
         }
     }
 
-    /// True if `generation` is still the live connection and its server is not going away.
-    pub fn is_current(&self, generation: u64) -> bool {
+    /// True if `generation` is still the live connection and takes new streams.
+    pub(crate) fn is_current(&self, generation: u64) -> bool {
         self.generation.get() == generation
-            && self
-                .send
-                .borrow()
-                .as_ref()
-                .is_some_and(|(_, st)| st.goaway().is_none())
+            && self.live.borrow().as_ref().is_some_and(|c| c.usable())
     }
 
     /// Claims the right to connect; `None` while another slot is connecting (wait with
     /// [`H2Conn::changed`] and look again).
-    pub fn begin_connect(&self) -> Option<ConnectingGuard<'_>> {
+    pub(crate) fn begin_connect(&self) -> Option<ConnectingGuard<'_>> {
         if self.connecting.replace(true) {
             return None;
         }
@@ -574,14 +428,14 @@ impl H2Conn {
     }
 
     /// Resolves when a connect attempt ends (created before looking, so no wake-up is lost).
-    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+    pub(crate) fn changed(&self) -> tokio::sync::futures::Notified<'_> {
         self.changed.notified()
     }
 }
 
 /// Held while a slot connects; dropping it (success, failure or a timeout cancelling the
 /// attempt) lets the waiting slots look again.
-pub struct ConnectingGuard<'a>(&'a H2Conn);
+pub(crate) struct ConnectingGuard<'a>(&'a H2Conn);
 
 impl Drop for ConnectingGuard<'_> {
     fn drop(&mut self) {
@@ -589,47 +443,6 @@ impl Drop for ConnectingGuard<'_> {
         self.0.changed.notify_waiters();
     }
 }
-
-/// A stream slot's link to its connection, with the handle it last used.
-pub struct Slot {
-    /// The connection this slot sends on.
-    pub conn: Rc<H2Conn>,
-    /// Cached live connection.
-    pub cached: Option<Live>,
-}
-
-/// Classifies an `h2` error: the transport's I/O errors as any connection's, a frame the
-/// server got wrong as its malformed reply, GOAWAY and RST_STREAM as a stream reset.
-pub(crate) fn from_h2(err: &h2::Error, connecting: bool) -> ErrorClass {
-    if let Some(io) = err.get_io() {
-        return ErrorClass::from_io(io, connecting);
-    }
-    // A frame the server got wrong (too large, undecodable headers, a flow-control breach,
-    // a flood of CONTINUATION frames):
-    // h2 closes the connection itself; that is the server's malformed reply, not a reset.
-    if err.is_library()
-        && matches!(
-            err.reason(),
-            Some(
-                h2::Reason::PROTOCOL_ERROR
-                    | h2::Reason::FRAME_SIZE_ERROR
-                    | h2::Reason::COMPRESSION_ERROR
-                    | h2::Reason::FLOW_CONTROL_ERROR
-                    | h2::Reason::ENHANCE_YOUR_CALM
-            )
-        )
-    {
-        return ErrorClass::MalformedResponse;
-    }
-    if err.is_go_away() || err.is_reset() {
-        return ErrorClass::StreamReset;
-    }
-    if err.is_remote() || err.reason() == Some(h2::Reason::PROTOCOL_ERROR) {
-        return ErrorClass::MalformedResponse;
-    }
-    ErrorClass::Other
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -653,51 +466,5 @@ mod tests {
         assert_eq!(cache.value(1), "1m");
         assert_eq!(cache.value(200_000_000_000_000), "200000S");
         assert_eq!(cache.value(5_000_000_000), "5000m");
-    }
-
-    fn frame(ty: u8, payload: &[u8]) -> Vec<u8> {
-        let n = payload.len();
-        let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, ty, 0, 0, 0, 0, 0];
-        f.extend_from_slice(payload);
-        f
-    }
-
-    #[test]
-    fn the_watch_finds_goaway_frames_split_anywhere() {
-        let mut stream = frame(0x4, &[0; 12]); // SETTINGS
-        stream.extend(frame(0x1, &[7; 300])); // HEADERS
-        stream.extend(frame(0x4, &[])); // SETTINGS ack
-        let mut goaway = 999u32.to_be_bytes().to_vec();
-        goaway[0] |= 0x80; // the reserved bit is not part of the id
-        goaway.extend_from_slice(&[0, 0, 0, 0]);
-        goaway.extend_from_slice(b"bye");
-        stream.extend(frame(FRAME_GOAWAY, &goaway));
-        stream.extend(frame(0x0, &[1; 40])); // DATA after it
-        for chunk in [1, 2, 5, 9, 10, 64, stream.len()] {
-            let state = ConnState::default();
-            let mut scan = FrameScan::default();
-            for piece in stream.chunks(chunk) {
-                scan.feed(piece, &state);
-            }
-            assert_eq!(state.goaway(), Some(999), "chunks of {chunk}");
-            assert_eq!(state.take_close(), Some(500));
-            assert_eq!(state.take_close(), None);
-        }
-        // A second GOAWAY may only lower the id.
-        let state = ConnState::default();
-        let mut scan = FrameScan::default();
-        scan.feed(&frame(FRAME_GOAWAY, &[0, 0, 0, 9, 0, 0, 0, 0]), &state);
-        scan.feed(&frame(FRAME_GOAWAY, &[0, 0, 0, 21, 0, 0, 0, 0]), &state);
-        assert_eq!(state.goaway(), Some(9));
-    }
-
-    #[test]
-    fn grpc_status_reads_codes_and_maps_junk_to_unknown() {
-        let mut h = http::HeaderMap::new();
-        assert_eq!(grpc_status(&h), None);
-        h.insert("grpc-status", HeaderValue::from_static("4"));
-        assert_eq!(grpc_status(&h), Some(GrpcStatus::DeadlineExceeded));
-        h.insert("grpc-status", HeaderValue::from_static("99"));
-        assert_eq!(grpc_status(&h), Some(GrpcStatus::Unknown));
     }
 }
