@@ -1,7 +1,7 @@
-//! HTTP/2 and gRPC runs against in-process h2 servers and the tonic greeter: counts match
-//! the server's, gRPC statuses are classified, a deadline shorter than the backend's
-//! latency is DEADLINE_EXCEEDED, coordinated omission is corrected over HTTP/2 too, and a
-//! bad proto or call stops before any load.
+//! HTTP/2 and gRPC runs against in-process h2 servers, the tonic greeter and Node.js's own
+//! HTTP/2 server: counts match the server's, gRPC statuses are classified, a deadline
+//! shorter than the backend's latency is DEADLINE_EXCEEDED, coordinated omission is
+//! corrected over HTTP/2 too, and a bad proto or call stops before any load.
 
 mod util;
 
@@ -323,4 +323,107 @@ fn skipped(reason: &str) {
         .expect("the LOADLAB_SKIPPED file");
     writeln!(log, "crates/cli http2: {reason}").expect("writing the skip log");
     eprintln!("SKIPPED: {reason}");
+}
+
+/// Node.js's own HTTP/2 server (nghttp2, which nobody here wrote): its responses index
+/// their headers in the HPACK table (a value of another length each time, so entries are
+/// evicted), and it answers a POST before reading its body, then resets the stream with
+/// NO_ERROR (RFC 9113 §8.1). Prints `port H2 STATS`; `STATS` answers HTTP/1.1 with
+/// `streams bodybytes`.
+fn node_h2_server() -> (util::server::Server, u16) {
+    let js = "const http2 = require('http2'); const http = require('http');\
+        let streams = 0, bytes = 0;\
+        const s = http2.createServer();\
+        s.on('stream', (st, h) => {\
+          streams++;\
+          st.on('data', (d) => { bytes += d.length; });\
+          st.on('error', () => {});\
+          st.respond({':status': 200, 'content-type': 'text/plain',\
+                      'x-seq': String(streams), 'x-pad': 'p'.repeat(streams % 700)});\
+          st.end('hello ' + streams);\
+        });\
+        const stats = http.createServer((q, r) => r.end(streams + ' ' + bytes));\
+        s.listen(0, '127.0.0.1', () => stats.listen(0, '127.0.0.1', () =>\
+          console.log('port ' + s.address().port + ' ' + stats.address().port)));\
+        setTimeout(() => process.exit(0), 120000);";
+    let mut cmd = Command::new("node");
+    cmd.args(["-e", js]);
+    let stats = std::cell::Cell::new(0);
+    let server = util::server::Server::spawn(cmd, |l| {
+        let (h2, s) = l.strip_prefix("port ")?.split_once(' ')?;
+        stats.set(s.parse().ok()?);
+        h2.parse().ok()
+    });
+    (server, stats.get())
+}
+
+/// `streams bodybytes` from the Node server's HTTP/1.1 stats port.
+fn node_stats(stats_port: u16) -> (u64, u64) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", stats_port)).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.rsplit("\r\n\r\n").next().unwrap().trim();
+    let (a, b) = body.split_once(' ').unwrap();
+    (a.parse().unwrap(), b.parse().unwrap())
+}
+
+#[test]
+fn http2_against_nodes_own_server_reads_every_answer_and_sends_every_body() {
+    let (node, stats_port) = node_h2_server();
+    let url = format!("http://127.0.0.1:{}/", node.port);
+    let r = run(&[
+        "--http2",
+        &url,
+        "-c",
+        "2",
+        "--concurrency",
+        "32",
+        "-n",
+        "3000",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["successful"], 3000, "{j}");
+    assert_eq!(j["status_codes"]["200"], 3000, "{j}");
+    assert_eq!(j["connections_opened"], 2);
+    assert_eq!(node_stats(stats_port).0, 3000);
+
+    // POSTs whose 100 KB body is more than the stream window (64 KiB): Node answers each
+    // before reading the rest and resets the stream (NO_ERROR). The client resets none of
+    // its own: nghttp2 sends GOAWAY to a client that resets more than ~1,000 streams, so
+    // 1,500 on one connection would close it under the run.
+    let body = temp_path("node-h2-body");
+    std::fs::write(&body, vec![b'a'; 100_000]).unwrap();
+    let r = run(&[
+        "--http2",
+        &url,
+        "-X",
+        "POST",
+        "--body-file",
+        body.to_str().unwrap(),
+        "-c",
+        "1",
+        "--concurrency",
+        "8",
+        "-n",
+        "1500",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    let _ = std::fs::remove_file(&body);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["successful"], 1500, "{j}");
+    assert_eq!(j["server_closes"], 0, "{j}");
+    assert_eq!(j["connections_opened"], 1, "{j}");
+    let (streams, bytes) = node_stats(stats_port);
+    assert_eq!(streams, 4500);
+    assert!(bytes > 0, "Node read no body byte");
 }

@@ -111,8 +111,13 @@ struct Stream {
     trailer_grpc: Option<GrpcStatus>,
     encoded: bool,
     scan: FrameScan,
-    /// Set when the stream ended (the slot has not taken it yet).
+    /// Set when the response ended (or the stream failed).
     end: Option<Result<(), StreamFailure>>,
+    /// The slot took the result; the stream stays only to finish sending its body.
+    taken: bool,
+    /// No longer counted against the server's stream limit: the response ended and the
+    /// body was sent (or will not be).
+    closed: bool,
     /// What the server lets this stream send.
     send_window: i64,
     /// A request body (and how much of it is sent) held back by flow control.
@@ -396,6 +401,8 @@ impl Client {
                 encoded: false,
                 scan: FrameScan::default(),
                 end: None,
+                taken: false,
+                closed: false,
                 send_window: i.initial_send_window,
                 body: body.map(|b| (b.clone(), 0)),
                 recv_window: i64::from(self.stream_window),
@@ -427,28 +434,37 @@ impl Client {
             }
             return Poll::Pending;
         };
-        let s = i.streams.remove(&id).expect("looked up above");
-        end?;
         let grpc = s.header_grpc.or_else(|| {
             s.trailers
                 .then(|| s.trailer_grpc.unwrap_or(GrpcStatus::Unknown))
         });
-        Poll::Ready(Ok(Reply {
+        let reply = Reply {
             status: s.status,
             grpc,
             bad_framing: s.grpc && s.scan.finish(s.encoded).is_err(),
-        }))
+        };
+        if s.body.is_some() {
+            // A complete response before the whole body went out (RFC 9113 §8.1): the
+            // body is still sent, unless the server resets the stream.
+            s.taken = true;
+        } else {
+            i.streams.remove(&id);
+        }
+        end?;
+        Poll::Ready(Ok(reply))
     }
 
     /// Forgets stream `id` whose slot gave up on it (its deadline passed): a stream still
-    /// open is reset (`CANCEL`), so the server stops working on it.
+    /// open is reset (`CANCEL`), so the server stops working on it. A stream whose result
+    /// was taken is left to finish its body.
     pub(crate) fn cancel(&self, id: u32) {
         let mut guard = self.inner.borrow_mut();
         let i = &mut *guard;
-        let Some(s) = i.streams.remove(&id) else {
+        if i.streams.get(&id).is_none_or(|s| s.taken) {
             return;
-        };
-        if s.end.is_none() && i.failed.is_none() {
+        }
+        let s = i.streams.remove(&id).expect("looked up above");
+        if !s.closed && i.failed.is_none() {
             rst_stream(&mut i.out, id, CANCEL);
             i.stream_closed();
             i.wake_driver();
@@ -471,21 +487,37 @@ impl Inner {
         }
     }
 
-    /// Ends stream `id` with `end` (if it is still open) and wakes its slot.
+    /// Ends stream `id` with `end` (if its response has not ended yet) and wakes its
+    /// slot. A failure (a reset, the connection's end) also stops its body; a reset after
+    /// a complete response (`NO_ERROR`: the server wants no more of the body) only that.
     fn end_stream(&mut self, id: u32, end: Result<(), StreamFailure>) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
-        if s.end.is_some() {
+        if end.is_err() {
+            s.body = None;
+        }
+        if s.end.is_none() {
+            s.end = Some(end);
+            if let Some(w) = s.waker.take() {
+                w.wake();
+            }
+        }
+        self.settle(id);
+    }
+
+    /// Stream `id` no longer counts against the server's limit once its response ended and
+    /// its body is sent (or stopped); it is forgotten then if its slot took the result.
+    fn settle(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if s.closed || s.end.is_none() || s.body.is_some() {
             return;
         }
-        s.end = Some(end);
-        if let Some(w) = s.waker.take() {
-            w.wake();
-        }
-        if s.body.take().is_some() {
-            // The server ended the stream before taking the whole body: stop sending it.
-            rst_stream(&mut self.out, id, CANCEL);
+        s.closed = true;
+        if s.taken {
+            self.streams.remove(&id);
         }
         self.stream_closed();
     }
@@ -493,10 +525,11 @@ impl Inner {
     /// Sends what flow control now allows of the bodies held back, oldest first.
     fn send_held(&mut self) {
         let mut k = 0;
+        let mut sent_all = Vec::new();
         while k < self.held.len() {
             let id = self.held[k];
             let done = match self.streams.get_mut(&id) {
-                Some(s) if s.end.is_none() => {
+                Some(s) => {
                     let Some((body, sent)) = &mut s.body else {
                         self.held.remove(k);
                         continue;
@@ -522,10 +555,11 @@ impl Inner {
                     let finished = *sent == body.len();
                     if finished {
                         s.body = None;
+                        sent_all.push(id);
                     }
                     finished
                 }
-                _ => true,
+                None => true,
             };
             if done {
                 self.held.remove(k);
@@ -536,10 +570,13 @@ impl Inner {
                 break;
             }
         }
+        for id in sent_all {
+            self.settle(id);
+        }
     }
 
     /// The connection failed: every stream open ends (those its server never processed as
-    /// such), and every slot waiting for a stream learns it.
+    /// such; a body still going out stops), and every slot waiting for a stream learns it.
     fn fail(&mut self, class: ErrorClass) {
         if self.failed.is_some() {
             return;
@@ -549,7 +586,7 @@ impl Inner {
         let ids: Vec<u32> = self
             .streams
             .iter()
-            .filter(|(_, s)| s.end.is_none())
+            .filter(|(_, s)| !s.closed)
             .map(|(&id, _)| id)
             .collect();
         for id in ids {
@@ -1134,6 +1171,42 @@ mod tests {
                 .unwrap();
             let r = result(&c, id).await.unwrap();
             assert_eq!(r.status, 200);
+        });
+    }
+
+    #[test]
+    fn a_response_before_the_whole_body_lets_the_body_go_on_until_the_server_resets() {
+        local(async {
+            let (c, mut s) = connected(&[(0x4, 3), (0x3, 1)]).await;
+            let body = Bytes::from_static(b"0123456789");
+            let id = open(&c, Some(&body), false).await;
+            next_of(&mut s, HEADERS).await;
+            let (_, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!(&data[..], b"012");
+            // A complete response (RFC 9113 §8.1): the slot has its result...
+            s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, id, &[0x88]))
+                .await
+                .unwrap();
+            assert_eq!(result(&c, id).await.unwrap().status, 200);
+            c.cancel(id);
+            // ...the body goes on as the window opens, and the stream still counts
+            // against the server's limit of 1.
+            s.write_all(&frame(WINDOW_UPDATE, 0, id, &4u32.to_be_bytes()))
+                .await
+                .unwrap();
+            let (flags, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!((flags, &data[..]), (0, &b"3456"[..]));
+            let waker = futures_noop_waker();
+            let cx = Context::from_waker(&waker);
+            assert!(c.poll_capacity(&cx).is_pending());
+            // The server wants no more of it: the stream is over, and the client sends no
+            // reset of its own (a server limits the resets it takes).
+            s.write_all(&frame(RST_STREAM, 0, id, &0u32.to_be_bytes()))
+                .await
+                .unwrap();
+            let next = open(&c, None, false).await;
+            let (ty, _, fid, _) = read_frame(&mut s).await;
+            assert_eq!((ty, fid), (HEADERS, next));
         });
     }
 
