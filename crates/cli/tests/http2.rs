@@ -427,3 +427,56 @@ fn http2_against_nodes_own_server_reads_every_answer_and_sends_every_body() {
     assert_eq!(streams, 4500);
     assert!(bytes > 0, "Node read no body byte");
 }
+
+/// HTTP/2 over TLS: ALPN `h2` with Node.js's own server (OpenSSL's TLS, nghttp2's HTTP/2),
+/// certified by a test CA given with `--cacert`.
+#[test]
+fn http2_over_tls_to_nodes_own_server_negotiates_h2() {
+    let ca = util::tls::Ca::new();
+    let (cert, key) = ca.issue_pem(&["127.0.0.1"]);
+    let dir = temp_path("node-h2-tls");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in [
+        ("ca.pem", ca.pem()),
+        ("server.pem", cert),
+        ("server.key", key),
+    ] {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let js = format!(
+        "const http2 = require('http2'); const fs = require('fs');\
+         const s = http2.createSecureServer({{\
+           cert: fs.readFileSync('{d}/server.pem'), key: fs.readFileSync('{d}/server.key')}});\
+         let n = 0;\
+         s.on('stream', (st) => {{ n++; st.on('error', () => {{}});\
+           st.respond({{':status': 200, 'x-seq': String(n)}}); st.end('over tls'); }});\
+         s.listen(0, '127.0.0.1', () => console.log('port ' + s.address().port));\
+         setTimeout(() => process.exit(0), 60000);",
+        d = dir.display()
+    );
+    let mut cmd = Command::new("node");
+    cmd.args(["-e", &js]);
+    let node = util::server::Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    let ca_file = dir.join("ca.pem");
+    let r = run(&[
+        "--http2",
+        &format!("https://127.0.0.1:{}/", node.port),
+        "--cacert",
+        ca_file.to_str().unwrap(),
+        "-c",
+        "2",
+        "--concurrency",
+        "16",
+        "-n",
+        "2000",
+        "-t",
+        "1",
+        "-q",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["protocol"], "http2");
+    assert_eq!(j["successful"], 2000, "{j}");
+    assert_eq!(j["connections_opened"], 2, "{j}");
+}
