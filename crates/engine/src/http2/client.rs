@@ -1046,7 +1046,6 @@ pub(crate) async fn drive<S: AsyncRead + AsyncWrite + Unpin>(client: Rc<Client>,
             // The server is going away, or another connection replaced this one, and no
             // stream is left: close it.
             if i.open == 0 && (i.goaway.is_some() || i.retired) {
-                i.out = Vec::new();
                 return Poll::Ready(());
             }
             match &i.driver {
@@ -1057,6 +1056,11 @@ pub(crate) async fn drive<S: AsyncRead + AsyncWrite + Unpin>(client: Rc<Client>,
         }
     })
     .await;
+    // The client outlives its connection (its graceful close is counted at the end of the
+    // run): it keeps no buffer.
+    let mut i = client.inner.borrow_mut();
+    i.out = Vec::new();
+    i.held = Vec::new();
 }
 
 #[cfg(test)]
