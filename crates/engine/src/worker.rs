@@ -334,20 +334,8 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
                     // and it sleeps in the ring: the loops it woke run first, so that their
                     // sends go in with the sleep.
                     let paced = crate::uring::pace(wake_at - now <= PACE_MAX_GAP_NS);
-                    if !(paced && {
-                        // tokio's own timers (the loops' deadlines, the worker's tick) are
-                        // served only when its event loop turns, which a thread sleeping in
-                        // the ring seldom lets it do: let it turn (a zero-timeout
-                        // `epoll_wait`) at least once per `TOKIO_TURN_NS`.
-                        if now >= last_turn + TOKIO_TURN_NS {
-                            tokio::task::yield_now().await;
-                            last_turn = ctx.io.clock.now();
-                        } else {
-                            yield_local().await;
-                        }
-                        crate::uring::sleep_until(&ctx.io.clock, wake_at)
-                    }) && timer.sleep_until(wake_at).await.is_err()
-                    {
+                    let slept = paced && sleep_in_ring(&ctx, now, &mut last_turn, wake_at).await;
+                    if !slept && timer.sleep_until(wake_at).await.is_err() {
                         tokio::time::sleep_until(ctx.io.clock.instant(wake_at).into()).await;
                     }
                     crate::uring::reap_now();
@@ -403,6 +391,23 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
     ctx.dispatch_done.set(true);
     ctx.wake.notify_waiters();
     ctx.finished.notify_one();
+}
+
+/// The paced dispatcher's sleep until `wake_at` in the worker's ring
+/// ([`crate::uring::sleep_until`]), after the loops it woke have run (so that their sends go
+/// in with the sleep); `false` if the ring did not sleep (not paced).
+///
+/// tokio's own timers (the loops' deadlines, the worker's tick) are served only when its
+/// event loop turns, which a thread sleeping in the ring seldom lets it do: it is let turn
+/// (a zero-timeout `epoll_wait`) at least once per [`TOKIO_TURN_NS`] (`last_turn`).
+async fn sleep_in_ring(ctx: &Ctx, now: u64, last_turn: &mut u64, wake_at: u64) -> bool {
+    if now >= *last_turn + TOKIO_TURN_NS {
+        tokio::task::yield_now().await;
+        *last_turn = ctx.io.clock.now();
+    } else {
+        yield_local().await;
+    }
+    crate::uring::sleep_until(&ctx.io.clock, wake_at)
 }
 
 /// Lets the worker's other ready tasks run, once: this task goes to the back of the
