@@ -1417,6 +1417,53 @@ mod tests {
         });
     }
 
+    /// Random frames from a server (any type, flags, stream, a payload of random bytes or
+    /// a valid `:status`), in reads of random sizes, then the end of the connection: no
+    /// panic (the test build checks the stream count never underflows), every stream ends,
+    /// and none is left counted against the server's limit.
+    #[test]
+    fn random_frames_never_panic_and_every_stream_ends() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(33);
+        for round in 0..2000 {
+            let mut bytes = frame(SETTINGS, 0, 0, &[]);
+            for _ in 0..rng.gen_range(0..12) {
+                let ty = rng.gen_range(0..11u8);
+                let flags: u8 = rng.gen();
+                let id = [0, 1, 3, 5, 7, 99][rng.gen_range(0..6)];
+                let payload: Vec<u8> = match rng.gen_range(0..3) {
+                    0 => vec![0x88],
+                    1 => (0..rng.gen_range(0..24)).map(|_| rng.gen()).collect(),
+                    _ => rng.gen::<[u8; 8]>().to_vec(),
+                };
+                bytes.extend(frame(ty, flags, id, &payload));
+            }
+            let step = rng.gen_range(1..40);
+            local(async move {
+                let (a, mut s) = tokio::io::duplex(1 << 20);
+                let c = Rc::new(Client::new(1 << 20, 1 << 24, 256 << 10));
+                tokio::task::spawn_local(drive(c.clone(), a));
+                let body = Bytes::from_static(b"body");
+                let ids = [
+                    open(&c, None, false).await,
+                    open(&c, Some(&body), true).await,
+                    open(&c, None, true).await,
+                ];
+                for chunk in bytes.chunks(step) {
+                    if s.write_all(chunk).await.is_err() {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                drop(s);
+                for id in ids {
+                    let _ = result(&c, id).await;
+                }
+                assert_eq!(c.inner.borrow().open, 0, "round {round}");
+            });
+        }
+    }
+
     #[test]
     fn a_frame_where_it_may_not_be_ends_the_connection_as_malformed() {
         for bad in [
