@@ -242,6 +242,35 @@ fn bad_proto_or_call_fails_before_any_load() {
     assert_eq!(s.accepts(), 0, "no connection before the call resolved");
 }
 
+/// A header HTTP/2 forbids (it describes an HTTP/1.1 connection) is refused with the rule
+/// named, before any connection; `te: trailers` is allowed.
+#[test]
+fn connection_specific_headers_are_refused_before_any_load() {
+    let s = H2Server::start(H2Behavior::Ok);
+    let url = s.url("/x");
+    for header in [
+        "Connection: keep-alive",
+        "Transfer-Encoding: chunked",
+        "TE: gzip",
+    ] {
+        let r = run(&["--http2", &url, "-H", header, "-n", "10", "-q"]);
+        assert_eq!(r.code(), Some(2), "{header}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("connection-specific"),
+            "{header}: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(
+        s.accepts(),
+        0,
+        "no connection before the header was refused"
+    );
+    let r = run(&["--http2", &url, "-H", "TE: trailers", "-n", "10", "-q"]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    assert_eq!(r.json()["successful"], 10);
+}
+
 /// The tonic greeter served by `loadlab serve greeter-tokio`: a real gRPC implementation
 /// answers every call OK, and the reply counts match the request count.
 #[test]

@@ -69,12 +69,12 @@ impl TimeoutCache {
     }
 }
 
-/// Headers HTTP/2 forbids (RFC 9113 §8.2.2): they describe an HTTP/1.1 connection.
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2): they describe an HTTP/1.1 connection (the
+/// flags' and plans' headers are refused earlier, by name; this also covers gRPC metadata
+/// and `te` other than `trailers`).
 fn connection_specific(name: &HeaderName, value: &[u8]) -> bool {
-    matches!(
-        name.as_str(),
-        "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
-    ) || (name == TE && value != b"trailers")
+    crate::config::validate::is_connection_header(name.as_str())
+        || (name == TE && value != b"trailers")
 }
 
 /// Checks a header HTTP/2 is to carry; `Err` says why it cannot.
