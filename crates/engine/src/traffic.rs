@@ -489,7 +489,7 @@ fn compile_named(
         let (name, value) = parse_header(h).map_err(|allowed| {
             value_err(Field::Header, format!("{h} ({})", r.where_()), allowed)
         })?;
-        if multiplexed && crate::config::validate::is_connection_header(&name) {
+        if multiplexed && crate::config::values::is_connection_header(&name) {
             return Err(value_err(
                 Field::Header,
                 format!("{name} ({})", r.where_()),

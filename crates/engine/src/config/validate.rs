@@ -5,29 +5,12 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use super::error::{value_err, ConfigError, Field};
-use super::values::parse_header;
+use super::values::{is_connection_header, parse_header};
 use super::workload::{
     Transport, Workload, DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS, DEFAULT_OPEN_STREAMS,
     DEFAULT_STREAMS, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_TIMEOUT, MAX_WARMUP,
 };
 use super::{available_cores, LoadModel, Protocol, RunConfig, Scheme, Target};
-
-/// Headers HTTP/2 forbids (RFC 9113 §8.2.2), and `host` (the URL's authority is sent).
-const CONNECTION_HEADERS: [&str; 6] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-];
-
-/// Whether `name` is a header HTTP/2 forbids (or `host`, which the URL gives).
-pub(crate) fn is_connection_header(name: &str) -> bool {
-    CONNECTION_HEADERS
-        .iter()
-        .any(|c| name.eq_ignore_ascii_case(c))
-}
 
 /// Whether the target's host is looked up.
 #[derive(Clone, Copy, PartialEq, Eq)]

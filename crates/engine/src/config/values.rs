@@ -316,6 +316,23 @@ impl<'de> Deserialize<'de> for SourceAddrs {
     }
 }
 
+/// Headers HTTP/2 forbids (RFC 9113 §8.2.2), and `host` (the URL's authority is sent).
+const CONNECTION_HEADERS: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+];
+
+/// Whether `name` is a header HTTP/2 forbids (or `host`, which the URL gives).
+pub(crate) fn is_connection_header(name: &str) -> bool {
+    CONNECTION_HEADERS
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
+}
+
 /// Splits a header line `Name: value` (a token name, no CR or LF in the value).
 pub fn parse_header(h: &str) -> Result<(String, String), String> {
     let allowed = "`Name: value` with a token name";

@@ -20,7 +20,7 @@
 //! as data comes in), header blocks decoded in order whatever stream they belong to (the
 //! HPACK table is shared), `GOAWAY` and `REFUSED_STREAM` tell streams the server never
 //! processed from the others, and anything the server gets wrong (a frame too large, a
-//! header block over [`MAX_HEADER_LIST`](super::MAX_HEADER_LIST), a flow-control breach,
+//! header block over the limit the client was given, a flow-control breach,
 //! a frame where it may not be) ends the connection as a malformed response.
 
 use std::cell::RefCell;
@@ -190,10 +190,11 @@ struct Inner {
 /// driver task.
 pub(crate) struct Client {
     inner: RefCell<Inner>,
-    /// The stream windows the client announces ([`super::STREAM_WINDOW`]) and its
-    /// connection window ([`super::CONNECTION_WINDOW`]).
+    /// The stream window the client announces and its connection window.
     stream_window: u32,
     connection_window: u32,
+    /// The largest response header block accepted (as sent, HEADERS and CONTINUATIONs).
+    max_header_list: usize,
 }
 
 /// Appends a frame header.
@@ -285,6 +286,7 @@ impl Client {
             }),
             stream_window,
             connection_window,
+            max_header_list: max_header_list as usize,
         }
     }
 
@@ -940,7 +942,7 @@ pub(crate) async fn drive<S: AsyncRead + AsyncWrite + Unpin>(client: Rc<Client>,
         block: Vec::new(),
         in_block: None,
         greeted: false,
-        max_header_list: super::MAX_HEADER_LIST as usize,
+        max_header_list: client.max_header_list,
     };
     std::future::poll_fn(|cx| {
         loop {

@@ -73,7 +73,7 @@ impl TimeoutCache {
 /// flags' and plans' headers are refused earlier, by name; this also covers gRPC metadata
 /// and `te` other than `trailers`).
 fn connection_specific(name: &HeaderName, value: &[u8]) -> bool {
-    crate::config::validate::is_connection_header(name.as_str())
+    crate::config::values::is_connection_header(name.as_str())
         || (name == TE && value != b"trailers")
 }
 
