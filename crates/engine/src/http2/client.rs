@@ -527,53 +527,47 @@ impl Inner {
     /// Sends what flow control now allows of the bodies held back, oldest first.
     fn send_held(&mut self) {
         let mut k = 0;
-        let mut sent_all = Vec::new();
         while k < self.held.len() {
             let id = self.held[k];
-            let done = match self.streams.get_mut(&id) {
-                Some(s) => {
-                    let Some((body, sent)) = &mut s.body else {
-                        self.held.remove(k);
-                        continue;
-                    };
-                    loop {
-                        let left = body.len() - *sent;
-                        if left == 0 {
-                            break;
+            // Whether the stream leaves the list, and whether its body went out whole.
+            let (done, sent_all) = match self.streams.get_mut(&id) {
+                Some(s) => match &mut s.body {
+                    None => (true, false),
+                    Some((body, sent)) => {
+                        loop {
+                            let left = body.len() - *sent;
+                            let room = self.send_window.min(s.send_window).max(0) as usize;
+                            let n = left.min(room).min(self.max_send_frame);
+                            if n == 0 {
+                                break;
+                            }
+                            let flags = if n == left { END_STREAM } else { 0 };
+                            frame_head(&mut self.out, n, DATA, flags, id);
+                            self.out.extend_from_slice(&body[*sent..*sent + n]);
+                            *sent += n;
+                            self.send_window -= n as i64;
+                            s.send_window -= n as i64;
                         }
-                        let room = self.send_window.min(s.send_window).max(0) as usize;
-                        let n = left.min(room).min(self.max_send_frame);
-                        if n == 0 {
-                            break;
+                        let finished = *sent == body.len();
+                        if finished {
+                            s.body = None;
                         }
-                        let last = n == left;
-                        let flags = if last { END_STREAM } else { 0 };
-                        frame_head(&mut self.out, n, DATA, flags, id);
-                        self.out.extend_from_slice(&body[*sent..*sent + n]);
-                        *sent += n;
-                        self.send_window -= n as i64;
-                        s.send_window -= n as i64;
+                        (finished, finished)
                     }
-                    let finished = *sent == body.len();
-                    if finished {
-                        s.body = None;
-                        sent_all.push(id);
-                    }
-                    finished
-                }
-                None => true,
+                },
+                None => (true, false),
             };
             if done {
                 self.held.remove(k);
             } else {
                 k += 1;
             }
+            if sent_all {
+                self.settle(id);
+            }
             if self.send_window <= 0 {
                 break;
             }
-        }
-        for id in sent_all {
-            self.settle(id);
         }
     }
 
@@ -1202,8 +1196,7 @@ mod tests {
                 .unwrap();
             let (flags, _, data) = next_of(&mut s, DATA).await;
             assert_eq!((flags, &data[..]), (0, &b"3456"[..]));
-            let waker = futures_noop_waker();
-            let cx = Context::from_waker(&waker);
+            let cx = Context::from_waker(Waker::noop());
             assert!(c.poll_capacity(&cx).is_pending());
             // The server wants no more of it: the stream is over, and the client sends no
             // reset of its own (a server limits the resets it takes).
@@ -1294,8 +1287,7 @@ mod tests {
             let id = open(&c, None, false).await;
             next_of(&mut s, HEADERS).await;
             // The server's limit is 1: no second stream while the first is open.
-            let waker = futures_noop_waker();
-            let cx = Context::from_waker(&waker);
+            let cx = Context::from_waker(Waker::noop());
             assert!(c.poll_capacity(&cx).is_pending());
             c.cancel(id);
             let (_, rid, code) = next_of(&mut s, RST_STREAM).await;
@@ -1316,10 +1308,6 @@ mod tests {
                 .unwrap();
             assert_eq!(result(&c, next).await.unwrap().status, 200);
         });
-    }
-
-    fn futures_noop_waker() -> Waker {
-        Waker::noop().clone()
     }
 
     #[test]
@@ -1375,8 +1363,7 @@ mod tests {
             s.write_all(&frame(GOAWAY, 0, 0, &goaway)).await.unwrap();
             assert_eq!(result(&c, second).await, Err(StreamFailure::Unprocessed));
             assert!(!c.usable());
-            let waker = futures_noop_waker();
-            let cx = Context::from_waker(&waker);
+            let cx = Context::from_waker(Waker::noop());
             assert_eq!(
                 c.poll_capacity(&cx),
                 Poll::Ready(Err(StreamFailure::Unprocessed))

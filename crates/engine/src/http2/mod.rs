@@ -71,31 +71,21 @@ impl TimeoutCache {
 
 /// Headers HTTP/2 forbids (RFC 9113 §8.2.2): they describe an HTTP/1.1 connection (the
 /// flags' and plans' headers are refused earlier, by name; this also covers gRPC metadata
-/// and `te` other than `trailers`).
-fn connection_specific(name: &HeaderName, value: &[u8]) -> bool {
+/// and `te` other than `trailers`). `value` is `None` when it is a template (rendered per
+/// request): only the name is checked.
+fn connection_specific(name: &HeaderName, value: Option<&[u8]>) -> bool {
     crate::config::values::is_connection_header(name.as_str())
-        || (name == TE && value != b"trailers")
+        || (name == TE && value.is_some_and(|v| v != b"trailers"))
 }
 
 /// Checks a header HTTP/2 is to carry; `Err` says why it cannot.
-fn check_header(name: &HeaderName, value: &[u8]) -> Result<(), String> {
+fn check_header(name: &HeaderName, value: Option<&[u8]>) -> Result<(), String> {
     if connection_specific(name, value) {
         return Err(format!(
             "{name} (a connection-specific header, which HTTP/2 forbids: RFC 9113 §8.2.2)"
         ));
     }
     Ok(())
-}
-
-/// A header value HTTP/2 may carry (what `http::HeaderValue` accepts): no control
-/// character but tab.
-fn valid_value(v: &[u8]) -> bool {
-    v.iter().all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\t')
-}
-
-/// A rendered `:path`: printable ASCII without spaces.
-fn valid_path(p: &[u8]) -> bool {
-    !p.is_empty() && p.iter().all(|&b| (0x21..0x7f).contains(&b))
 }
 
 impl Template {
@@ -112,7 +102,7 @@ impl Template {
         let mut add = |name: &str, value: &str| -> Result<(), String> {
             let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name} ({e})"))?;
             let v = HeaderValue::from_str(value).map_err(|e| format!("{name}: {value} ({e})"))?;
-            check_header(&n, v.as_bytes())?;
+            check_header(&n, Some(v.as_bytes()))?;
             headers.append(n, v);
             Ok(())
         };
@@ -230,11 +220,11 @@ impl H2Request {
                 Some(v) => {
                     let v = HeaderValue::from_bytes(v)
                         .map_err(|e| format!("{name}: {} ({e})", String::from_utf8_lossy(v)))?;
-                    check_header(&n, v.as_bytes())?;
+                    check_header(&n, Some(v.as_bytes()))?;
                     headers.append(n, v);
                 }
                 None => {
-                    check_header(&n, b"trailers")?;
+                    check_header(&n, None)?;
                     varying.push((n, Template2::of(value)));
                 }
             }
@@ -247,7 +237,7 @@ impl H2Request {
                     HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name} ({e})"))?;
                 let v =
                     HeaderValue::from_str(value).map_err(|e| format!("{name}: {value} ({e})"))?;
-                check_header(&n, v.as_bytes())?;
+                check_header(&n, Some(v.as_bytes()))?;
                 headers.append(n, v);
             }
         }
@@ -285,13 +275,14 @@ impl H2Request {
         head: &mut Vec<u8>,
     ) -> Result<Option<Bytes>, ()> {
         let path = self.path.render(draw, gen, scratch);
-        if !valid_path(&path) {
+        // The `http` crate's rules (a shared copy of the bytes, no allocation).
+        if http::uri::PathAndQuery::from_maybe_shared(path.clone()).is_err() {
             return Err(());
         }
         let mut varying = Vec::with_capacity(self.varying.len());
         for (name, value) in &self.varying {
             let v = value.render(draw, gen, scratch);
-            if !valid_value(&v) {
+            if HeaderValue::from_maybe_shared(v.clone()).is_err() {
                 return Err(());
             }
             varying.push((name, v));
