@@ -44,21 +44,35 @@ fn second_text(s: &SecondStats) -> String {
 /// shows the run going, as k6 does).
 const PLAIN_EVERY_S: u64 = 5;
 
-/// One finished second: on the bar (its position, at most the bar's length: a closed-loop
-/// run's last, partial second does not read "4/3s"), or every [`PLAIN_EVERY_S`] seconds a
-/// plain line on stderr when `plain` and there is no terminal.
-fn show_second(bar: Option<&ProgressBar>, plain: bool, s: &SecondStats) {
+/// One finished second of a window of `window_s` seconds (`None`: unknown, a run bounded by
+/// a request count): on the bar (its position, at most the bar's length: a closed-loop run's
+/// last, partial second does not read "4/3s"), or every [`PLAIN_EVERY_S`] seconds a plain
+/// line on stderr when `plain` and there is no terminal. A second past the window holds
+/// only the drain of what was still in flight (a few responses): shown, it would read as the
+/// rate falling off at the end, so neither the bar nor a line shows it.
+fn show_second(bar: Option<&ProgressBar>, plain: bool, window_s: Option<f64>, s: &SecondStats) {
+    if window_s.is_some_and(|w| s.second as f64 >= w) {
+        return;
+    }
     match bar {
         Some(b) => {
             let len = b.length().filter(|&l| l > 0).unwrap_or(u64::MAX);
             b.set_position((s.second + 1).min(len));
             b.set_message(second_text(s));
         }
-        None if plain && (s.second + 1).is_multiple_of(PLAIN_EVERY_S) => {
-            eprintln!("loadlab: {}s · {}", s.second + 1, second_text(s));
+        None => {
+            if let Some(line) = plain_line(plain, s) {
+                eprintln!("{line}");
+            }
         }
-        None => {}
     }
+}
+
+/// The plain progress line for second `s`, if one is due (`plain`, every
+/// [`PLAIN_EVERY_S`] seconds).
+fn plain_line(plain: bool, s: &SecondStats) -> Option<String> {
+    (plain && (s.second + 1).is_multiple_of(PLAIN_EVERY_S))
+        .then(|| format!("loadlab: {}s · {}", s.second + 1, second_text(s)))
 }
 
 fn short(secs: f64) -> String {
@@ -74,6 +88,8 @@ fn short(secs: f64) -> String {
 pub struct RunView {
     bar: Option<ProgressBar>,
     plain: bool,
+    /// The measured window, seconds (`None`: bounded by a request count).
+    window_s: Option<f64>,
 }
 
 impl RunView {
@@ -89,12 +105,16 @@ impl RunView {
             });
             b.set_message("starting");
         }
-        RunView { bar, plain: !quiet }
+        RunView {
+            bar,
+            plain: !quiet,
+            window_s: duration.map(|d| d.as_secs_f64()),
+        }
     }
 
     /// One finished second.
     pub fn second(&self, s: &SecondStats) {
-        show_second(self.bar.as_ref(), self.plain, s);
+        show_second(self.bar.as_ref(), self.plain, self.window_s, s);
     }
 }
 
@@ -110,6 +130,8 @@ impl Drop for RunView {
 /// log lines above it.
 pub struct LabView {
     bar: Option<ProgressBar>,
+    /// The running step's measured window, seconds.
+    window_s: std::sync::Mutex<Option<f64>>,
 }
 
 impl LabView {
@@ -117,6 +139,7 @@ impl LabView {
     pub fn new() -> Arc<LabView> {
         Arc::new(LabView {
             bar: terminal_bar(),
+            window_s: std::sync::Mutex::new(None),
         })
     }
 
@@ -137,6 +160,7 @@ impl LabProgress for LabView {
     }
 
     fn step(&self, st: &StepStart) {
+        *self.window_s.lock().unwrap_or_else(|e| e.into_inner()) = Some(st.duration_s);
         if let Some(b) = &self.bar {
             b.set_length(st.duration_s.ceil().max(1.0) as u64);
             b.set_position(0);
@@ -161,6 +185,7 @@ impl LabProgress for LabView {
 
     fn second(&self, s: &SecondStats, _latency: &str) {
         // The lab prints a line per step already; its steps are short.
-        show_second(self.bar.as_ref(), false, s);
+        let window = *self.window_s.lock().unwrap_or_else(|e| e.into_inner());
+        show_second(self.bar.as_ref(), false, window, s);
     }
 }

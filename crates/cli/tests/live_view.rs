@@ -77,3 +77,47 @@ fn lab_shows_the_running_step_and_keeps_its_log_lines() {
     // The lab's own lines are printed above the status area, not lost.
     assert!(tty.contains("(sustained)"), "{tty}");
 }
+
+/// Through a pipe, a line every five measured seconds; the second after the window, which
+/// holds only the responses still in flight when it closed, is not one of them (it read
+/// "achieved 10 req/s" at the end of a 4 s run).
+#[test]
+fn plain_lines_show_the_measured_seconds_and_not_the_drain_after_them() {
+    let server = TestServer::start(Behavior::Delay(Duration::from_millis(50)));
+    let url = server.url("/");
+    let plain = |secs: &str| {
+        let json = temp_path("drain").with_extension("json");
+        let args = [
+            "run",
+            &url,
+            "--rate",
+            "200",
+            "-d",
+            secs,
+            "--connections",
+            "16",
+        ];
+        let (out, _) = util::output_within(
+            Command::new(loadlab_bin())
+                .args(args)
+                .args(["--json", json.to_str().unwrap()]),
+            BOUND,
+        );
+        assert!(out.status.success(), "{out:?}");
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (String::from_utf8_lossy(&out.stderr).into_owned(), j)
+    };
+    // A 4 s run: its fifth second is the drain (responses sent in the window's last 50 ms).
+    let (err, j) = plain("4s");
+    let seconds = j["per_second"].as_array().unwrap();
+    assert_eq!(seconds.len(), 5, "the drain is recorded: {j}");
+    assert!(seconds[4]["completed"].as_u64().unwrap() > 0, "{j}");
+    assert!(!err.contains("loadlab: 5s"), "{err}");
+    // A 5 s run: its fifth second is measured, and said.
+    let (err, _) = plain("5s");
+    assert!(
+        err.contains("loadlab: 5s · achieved 200 req/s · 0 errors"),
+        "{err}"
+    );
+}
