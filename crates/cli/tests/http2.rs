@@ -358,20 +358,30 @@ fn skipped(reason: &str) {
 /// their headers in the HPACK table (a value of another length each time, so entries are
 /// evicted), and it answers a POST before reading its body, then resets the stream with
 /// NO_ERROR (RFC 9113 §8.1). Prints `port H2 STATS`; `STATS` answers HTTP/1.1 with
-/// `streams bodybytes`.
+/// [`NodeStats`].
 fn node_h2_server() -> (util::server::Server, u16) {
     let js = "const http2 = require('http2'); const http = require('http');\
-        let streams = 0, bytes = 0;\
+        let streams = 0, bytes = 0, sessions = 0, goaways = 0, errors = 0, closed = 0;\
+        let open = 0, maxOpen = 0;\
         const s = http2.createServer();\
+        s.on('session', (se) => {\
+          sessions++;\
+          se.on('goaway', (code) => { if (code === 0) goaways++; });\
+          se.on('error', () => { errors++; });\
+          se.on('close', () => { closed++; });\
+        });\
         s.on('stream', (st, h) => {\
-          streams++;\
+          streams++; open++; maxOpen = Math.max(maxOpen, open);\
+          st.on('close', () => { open--; });\
           st.on('data', (d) => { bytes += d.length; });\
           st.on('error', () => {});\
           st.respond({':status': 200, 'content-type': 'text/plain',\
                       'x-seq': String(streams), 'x-pad': 'p'.repeat(streams % 700)});\
           st.end('hello ' + streams);\
         });\
-        const stats = http.createServer((q, r) => r.end(streams + ' ' + bytes));\
+        const stats = http.createServer((q, r) => {\
+          r.end([streams, bytes, sessions, goaways, errors, closed, maxOpen].join(' '));\
+          if (q.url === '/reset') maxOpen = open; });\
         s.listen(0, '127.0.0.1', () => stats.listen(0, '127.0.0.1', () =>\
           console.log('port ' + s.address().port + ' ' + stats.address().port)));\
         setTimeout(() => process.exit(0), 120000);";
@@ -386,17 +396,51 @@ fn node_h2_server() -> (util::server::Server, u16) {
     (server, stats.get())
 }
 
-/// `streams bodybytes` from the Node server's HTTP/1.1 stats port.
-fn node_stats(stats_port: u16) -> (u64, u64) {
+/// What the Node server counted (from its HTTP/1.1 stats port).
+#[derive(Debug, PartialEq)]
+struct NodeStats {
+    streams: u64,
+    body_bytes: u64,
+    sessions: u64,
+    /// Sessions whose client sent GOAWAY(NO_ERROR).
+    goaways: u64,
+    /// Session errors (a connection reset by the client).
+    errors: u64,
+    closed: u64,
+    /// The most streams open at once (since the last [`node_stats_reset`]).
+    max_open: u64,
+}
+
+fn node_stats(stats_port: u16) -> NodeStats {
+    node_stats_at(stats_port, "/")
+}
+
+/// [`node_stats`], then the most streams open at once counts again from now.
+fn node_stats_reset(stats_port: u16) -> NodeStats {
+    node_stats_at(stats_port, "/reset")
+}
+
+fn node_stats_at(stats_port: u16, path: &str) -> NodeStats {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", stats_port)).unwrap();
-    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     let body = text.rsplit("\r\n\r\n").next().unwrap().trim();
-    let (a, b) = body.split_once(' ').unwrap();
-    (a.parse().unwrap(), b.parse().unwrap())
+    let n: Vec<u64> = body.split(' ').map(|v| v.parse().unwrap()).collect();
+    NodeStats {
+        streams: n[0],
+        body_bytes: n[1],
+        sessions: n[2],
+        goaways: n[3],
+        errors: n[4],
+        closed: n[5],
+        max_open: n[6],
+    }
 }
 
 #[test]
@@ -421,12 +465,15 @@ fn http2_against_nodes_own_server_reads_every_answer_and_sends_every_body() {
     assert_eq!(j["successful"], 3000, "{j}");
     assert_eq!(j["status_codes"]["200"], 3000, "{j}");
     assert_eq!(j["connections_opened"], 2);
-    assert_eq!(node_stats(stats_port).0, 3000);
+    let stats = node_stats_reset(stats_port);
+    assert_eq!(stats.streams, 3000);
+    assert!(stats.max_open <= 32, "{stats:?}");
 
     // POSTs whose 100 KB body is more than the stream window (64 KiB): Node answers each
-    // before reading the rest and resets the stream (NO_ERROR). The client resets none of
-    // its own: nghttp2 sends GOAWAY to a client that resets more than ~1,000 streams, so
-    // 1,500 on one connection would close it under the run.
+    // before the body is read, then reads the rest as the window lets it come. The client
+    // sends every body to its end and resets none of its streams (nghttp2 sends GOAWAY to a
+    // client that resets more than ~1,000, so 1,500 on one connection would close it under
+    // the run); the slot waits for its body before its next request.
     let body = temp_path("node-h2-body");
     std::fs::write(&body, vec![b'a'; 100_000]).unwrap();
     let r = run(&[
@@ -452,9 +499,22 @@ fn http2_against_nodes_own_server_reads_every_answer_and_sends_every_body() {
     assert_eq!(j["successful"], 1500, "{j}");
     assert_eq!(j["server_closes"], 0, "{j}");
     assert_eq!(j["connections_opened"], 1, "{j}");
-    let (streams, bytes) = node_stats(stats_port);
-    assert_eq!(streams, 4500);
-    assert!(bytes > 0, "Node read no body byte");
+    let stats = node_stats(stats_port);
+    assert_eq!(stats.streams, 4500);
+    assert_eq!(stats.body_bytes, 1500 * 100_000, "{stats:?}");
+    // A slot whose answer came before its body was all sent waits for the body: never more
+    // streams open on the server than --concurrency.
+    assert!(stats.max_open <= 8, "{stats:?}");
+    // Each of the three connections ended with the client's GOAWAY(NO_ERROR), none with a
+    // reset (Node's session closes just after the run ends: wait for it, bounded).
+    let t0 = std::time::Instant::now();
+    let mut stats = node_stats(stats_port);
+    while stats.closed < 3 && t0.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        stats = node_stats(stats_port);
+    }
+    assert_eq!((stats.sessions, stats.closed), (3, 3), "{stats:?}");
+    assert_eq!((stats.goaways, stats.errors), (3, 0), "{stats:?}");
 }
 
 /// HTTP/2 over TLS: ALPN `h2` with Node.js's own server (OpenSSL's TLS, nghttp2's HTTP/2),

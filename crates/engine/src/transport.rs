@@ -151,6 +151,15 @@ impl Links {
         }
     }
 
+    /// The run is over: every HTTP/2 connection closes once its streams are done, with a
+    /// `GOAWAY` first. `true` while one is still open (its driver has yet to run).
+    pub(crate) fn close_h2(&self) -> bool {
+        for conn in &self.h2 {
+            conn.retire();
+        }
+        self.h2.iter().any(|c| c.any_open())
+    }
+
     /// Counts, once each, the graceful closes of the HTTP/2 connections opened.
     pub(crate) fn count_closes(&self, recorder: &mut Recorder) {
         for conn in &self.h2 {
@@ -196,6 +205,7 @@ impl Link {
             Link::Http2(l) => {
                 l.exchange(io, batch[0], deadline, connecting).await?;
                 done.set(1);
+                l.finish_body().await;
                 Ok(())
             }
         }

@@ -205,6 +205,16 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
                 _ = all_finished(&ctx) => {}
                 _ = stop.cancelled() => {}
             }
+            // HTTP/2: each connection tells its server it is done (GOAWAY) before it closes,
+            // where dropping it cut it; bounded, for a server that stops reading.
+            if !stop.is_cancelled() && ctx.links.close_h2() {
+                let closed = async {
+                    while ctx.links.close_h2() {
+                        tokio::task::yield_now().await;
+                    }
+                };
+                let _ = tokio::time::timeout(H2_CLOSE_WAIT, closed).await;
+            }
             Ok::<(), std::io::Error>(())
         }
     });
@@ -283,6 +293,10 @@ async fn tick(ctx: Rc<Ctx>) {
         rec.tick(ctx.io.clock.now());
     }
 }
+
+/// The longest a worker waits, at the end of a run, for its HTTP/2 connections to write
+/// their `GOAWAY` and close.
+const H2_CLOSE_WAIT: Duration = Duration::from_millis(200);
 
 /// The dispatcher wakes at most this often. Below `1 / MIN_WAKE_GAP` arrivals per second
 /// per worker every arrival gets its own wake-up; above, the arrivals due within one gap

@@ -184,6 +184,10 @@ struct Inner {
     /// No slot will open a stream on it any more ([`Client::retire`]): it closes once its
     /// streams are done.
     retired: bool,
+    /// The client's own `GOAWAY` is queued: the connection closes once it is written.
+    bye: bool,
+    /// The driver ended: the connection is closed.
+    ended: bool,
 }
 
 /// One HTTP/2 connection's client side, shared by the stream slots bound to it and its
@@ -283,6 +287,8 @@ impl Client {
                 counted: false,
                 failed: None,
                 retired: false,
+                bye: false,
+                ended: false,
             }),
             stream_window,
             connection_window,
@@ -321,6 +327,11 @@ impl Client {
         if let Some(w) = i.driver.take() {
             w.wake();
         }
+    }
+
+    /// Whether its driver ended (the connection is closed).
+    pub(crate) fn ended(&self) -> bool {
+        self.inner.borrow().ended
     }
 
     /// Ready when one more stream may open (the server's limit), or with why none will on
@@ -459,6 +470,55 @@ impl Client {
     /// Forgets stream `id` whose slot gave up on it (its deadline passed): a stream still
     /// open is reset (`CANCEL`), so the server stops working on it. A stream whose result
     /// was taken is left to finish its body.
+    /// Whether stream `id`'s response was taken before its body was all sent: the body goes
+    /// on ([`Client::poll_sent`]).
+    pub(crate) fn sending(&self, id: u32) -> bool {
+        self.inner
+            .borrow()
+            .streams
+            .get(&id)
+            .is_some_and(|s| s.taken && !s.closed)
+    }
+
+    /// Ready once the body of stream `id`, whose response its slot took before the body
+    /// was all sent, is sent or stopped (the server reset the stream, or the connection
+    /// ended): the stream no longer counts against the server's limit, and the slot may
+    /// send its next request. Until then the stream is open on the server, so a slot that
+    /// moved on would have more streams open than `--concurrency` says.
+    pub(crate) fn poll_sent(&self, id: u32, cx: &Context<'_>) -> Poll<()> {
+        let mut i = self.inner.borrow_mut();
+        match i.streams.get_mut(&id) {
+            Some(s) if !s.closed => {
+                match &s.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => s.waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            Some(_) => {
+                i.streams.remove(&id);
+                Poll::Ready(())
+            }
+            None => Poll::Ready(()),
+        }
+    }
+
+    /// Gives up on the rest of stream `id`'s body, its response taken (its deadline
+    /// passed): resets the stream (`CANCEL`).
+    pub(crate) fn stop_body(&self, id: u32) {
+        let mut guard = self.inner.borrow_mut();
+        let i = &mut *guard;
+        if i.streams.get(&id).is_none_or(|s| !s.taken) {
+            return;
+        }
+        let s = i.streams.remove(&id).expect("looked up above");
+        if !s.closed && i.failed.is_none() {
+            rst_stream(&mut i.out, id, CANCEL);
+            i.stream_closed();
+            i.wake_driver();
+        }
+    }
+
     pub(crate) fn cancel(&self, id: u32) {
         let mut guard = self.inner.borrow_mut();
         let i = &mut *guard;
@@ -519,6 +579,10 @@ impl Inner {
         }
         s.closed = true;
         if s.taken {
+            // Its slot waits for the body's end ([`Client::poll_sent`]).
+            if let Some(w) = s.waker.take() {
+                w.wake();
+            }
             self.streams.remove(&id);
         }
         self.stream_closed();
@@ -1039,10 +1103,20 @@ pub(crate) async fn drive<S: AsyncRead + AsyncWrite + Unpin>(client: Rc<Client>,
                 // Frames queued while reading (acknowledgements, window updates).
                 continue;
             }
-            // The server is going away, or another connection replaced this one, and no
-            // stream is left: close it.
-            if i.open == 0 && (i.goaway.is_some() || i.retired) {
-                return Poll::Ready(());
+            // The server is going away, or another connection replaced this one (or the run
+            // is over), and no stream is left: close it, saying so first (RFC 9113 §6.8) with
+            // a GOAWAY(NO_ERROR) that accepted no stream of the server's, so that the server
+            // sees a graceful end and not a connection reset.
+            if i.open == 0 && (i.goaway.is_some() || i.retired) && !blocked {
+                if !i.bye {
+                    i.bye = true;
+                    frame_head(&mut i.out, 8, GOAWAY, 0, 0);
+                    i.out.extend_from_slice(&[0; 8]);
+                    continue;
+                }
+                if wpos == wbuf.len() && i.out.is_empty() && !unflushed {
+                    return Poll::Ready(());
+                }
             }
             match &i.driver {
                 Some(w) if w.will_wake(cx.waker()) => {}
@@ -1057,6 +1131,7 @@ pub(crate) async fn drive<S: AsyncRead + AsyncWrite + Unpin>(client: Rc<Client>,
     let mut i = client.inner.borrow_mut();
     i.out = Vec::new();
     i.held = Vec::new();
+    i.ended = true;
 }
 
 #[cfg(test)]
@@ -1142,6 +1217,31 @@ mod tests {
         });
     }
 
+    /// A retired connection (the run is over) waits for its open stream, then says
+    /// GOAWAY(NO_ERROR, last stream 0) and closes: nothing cut under a stream.
+    #[test]
+    fn a_retired_connection_says_goaway_once_its_streams_are_done_and_closes() {
+        local(async {
+            let (c, mut s) = connected(&[]).await;
+            let id = open(&c, None, false).await;
+            next_of(&mut s, HEADERS).await;
+            c.retire();
+            tokio::task::yield_now().await;
+            assert!(!c.ended(), "closed under an open stream");
+            s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, id, &[0x88]))
+                .await
+                .unwrap();
+            assert_eq!(result(&c, id).await.unwrap().status, 200);
+            let (flags, gid, payload) = next_of(&mut s, GOAWAY).await;
+            assert_eq!((flags, gid, payload), (0, 0, vec![0; 8]));
+            // Then the connection's end: nothing more, end of stream.
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).await.unwrap();
+            assert!(rest.is_empty(), "{rest:?}");
+            assert!(c.ended());
+        });
+    }
+
     #[test]
     fn a_body_held_by_the_servers_window_goes_out_as_the_window_opens() {
         local(async {
@@ -1198,14 +1298,43 @@ mod tests {
             assert_eq!((flags, &data[..]), (0, &b"3456"[..]));
             let cx = Context::from_waker(Waker::noop());
             assert!(c.poll_capacity(&cx).is_pending());
-            // The server wants no more of it: the stream is over, and the client sends no
-            // reset of its own (a server limits the resets it takes).
+            assert!(c.sending(id) && c.poll_sent(id, &cx).is_pending());
+            // The server wants no more of it: the stream is over (its slot, waiting for the
+            // body, goes on), and the client sends no reset of its own (a server limits the
+            // resets it takes).
             s.write_all(&frame(RST_STREAM, 0, id, &0u32.to_be_bytes()))
                 .await
                 .unwrap();
+            std::future::poll_fn(|cx| c.poll_sent(id, cx)).await;
+            assert!(!c.sending(id));
             let next = open(&c, None, false).await;
             let (ty, _, fid, _) = read_frame(&mut s).await;
             assert_eq!((ty, fid), (HEADERS, next));
+        });
+    }
+
+    /// A slot that stops waiting for the rest of a body (its deadline passed) resets the
+    /// stream, and the server's limit has room again.
+    #[test]
+    fn a_body_given_up_on_after_its_response_is_reset() {
+        local(async {
+            let (c, mut s) = connected(&[(0x4, 3), (0x3, 1)]).await;
+            let body = Bytes::from_static(b"0123456789");
+            let id = open(&c, Some(&body), false).await;
+            next_of(&mut s, DATA).await;
+            s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, id, &[0x88]))
+                .await
+                .unwrap();
+            assert_eq!(result(&c, id).await.unwrap().status, 200);
+            // What the slot's own guard does after a result: nothing for this stream.
+            c.cancel(id);
+            assert!(c.sending(id));
+            c.stop_body(id);
+            let (_, rid, code) = next_of(&mut s, RST_STREAM).await;
+            assert_eq!((rid, code), (id, CANCEL.to_be_bytes().to_vec()));
+            let cx = Context::from_waker(Waker::noop());
+            assert!(c.poll_sent(id, &cx).is_ready());
+            assert!(c.poll_capacity(&cx).is_ready());
         });
     }
 

@@ -33,6 +33,9 @@ pub(crate) struct Http2Link {
     timeouts: TimeoutCache,
     /// A rendered value before it becomes the request's (varying requests).
     scratch: Vec<u8>,
+    /// The stream whose response came before its body was all sent: the slot waits for
+    /// that body before its next request ([`Http2Link::finish_body`]).
+    sending: Option<(Rc<Client>, u32)>,
 }
 
 /// One request's parts, rendered once so that a stream sent again is the same request.
@@ -53,7 +56,21 @@ impl Http2Link {
             cached: None,
             timeouts: TimeoutCache::default(),
             scratch: Vec::new(),
+            sending: None,
         }
+    }
+
+    /// Waits until the body of the last stream, answered before it was all sent, is sent
+    /// or stopped by the server (RFC 9113 §8.1), so that the slot never has more than one
+    /// stream open on the server. Given up on (its deadline passed: this future is
+    /// dropped), the stream is reset.
+    pub(crate) async fn finish_body(&mut self) {
+        let Some((client, id)) = self.sending.take() else {
+            return;
+        };
+        // Once the body is done the stream is forgotten: nothing is reset then.
+        let _stop = StopBodyOnDrop(&client, id);
+        std::future::poll_fn(|cx| client.poll_sent(id, cx)).await;
     }
 
     /// Opens the slot's connection (if no other slot has) before the window starts.
@@ -177,9 +194,15 @@ impl Http2Link {
         match (grpc_call, reply.status, grpc) {
             (true, 200, Some(code)) => rec.grpc_reply(p, sent, now, code),
             // A 200 with no grpc-status and no trailers at all is not a gRPC reply.
-            (true, 200, None) => return Err(StreamFailure::Failed(ErrorClass::MalformedResponse)),
+            (true, 200, None) => {
+                client.stop_body(id);
+                return Err(StreamFailure::Failed(ErrorClass::MalformedResponse));
+            }
             // A proxy's error page, or a plain HTTP/2 reply.
             _ => rec.response(p, sent, now, reply.status),
+        }
+        if client.sending(id) {
+            self.sending = Some((client.clone(), id));
         }
         Ok(())
     }
@@ -191,6 +214,15 @@ struct CancelOnDrop<'a>(&'a Client, u32);
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
         self.0.cancel(self.1);
+    }
+}
+
+/// Resets a stream whose slot stopped waiting for the rest of its body.
+struct StopBodyOnDrop<'a>(&'a Client, u32);
+
+impl Drop for StopBodyOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop_body(self.1);
     }
 }
 

@@ -373,6 +373,19 @@ impl H2Conn {
             .collect()
     }
 
+    /// The run is over: the live connection takes no new stream and closes (with its
+    /// `GOAWAY`) once its streams are done.
+    pub(crate) fn retire(&self) {
+        if let Some(c) = self.live.borrow_mut().take() {
+            c.retire();
+        }
+    }
+
+    /// Whether a connection opened here is still open.
+    pub(crate) fn any_open(&self) -> bool {
+        self.opened.borrow().iter().any(|c| !c.ended())
+    }
+
     /// The live connection, if any.
     pub(crate) fn current(&self) -> Option<Live> {
         self.live
