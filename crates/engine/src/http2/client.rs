@@ -467,9 +467,6 @@ impl Client {
         Poll::Ready(Ok(reply))
     }
 
-    /// Forgets stream `id` whose slot gave up on it (its deadline passed): a stream still
-    /// open is reset (`CANCEL`), so the server stops working on it. A stream whose result
-    /// was taken is left to finish its body.
     /// Whether stream `id`'s response was taken before its body was all sent: the body goes
     /// on ([`Client::poll_sent`]).
     pub(crate) fn sending(&self, id: u32) -> bool {
@@ -519,6 +516,9 @@ impl Client {
         }
     }
 
+    /// Forgets stream `id` whose slot gave up on it (its deadline passed): a stream still
+    /// open is reset (`CANCEL`), so the server stops working on it. A stream whose result
+    /// was taken is left to finish its body ([`Client::stop_body`] gives up on it).
     pub(crate) fn cancel(&self, id: u32) {
         let mut guard = self.inner.borrow_mut();
         let i = &mut *guard;
