@@ -34,10 +34,15 @@ PHASES = [
     ("close", "Closed loop, keep-alive off (new connection per request)"),
     ("openloop", "Open loop, fixed rate"),
 ]
-PEER_ORDER = ["loadlab", "wrk", "ab", "h2load", "oha", "floor"]
+PEER_ORDER = ["loadlab", "wrk", "ab", "h2load", "oha", "floor", "floor-stamped"]
 # bench/floor: not a peer but the least CPU any client spends per request here (io_uring,
 # nothing recorded); its ratio to a peer is the most a ratio target can reach on this machine.
 FLOOR_NOTE = "lower bound: bench/floor (io_uring, no latency recorded), not a load tool"
+# bench/floor --stamp (open loop, run wherever the floor is): each response read with the
+# kernel's receive timestamp, which a client reading its responses late needs to measure
+# latency at all; the least such a client spends.
+STAMPED_NOTE = ("bench/floor --stamp: the floor reading each response with its kernel receive "
+                "timestamp (recvmsg), what any client that reads late must add to measure latency")
 
 # Targets (issue 33): requests per generator CPU-second against wrk, closed loop: with
 # keep-alive at or above wrk, without it at least 1.3x; open loop at least 1.5x oha's requests
@@ -211,7 +216,7 @@ def parse_floor(text):
 
 
 PARSERS = {"wrk": parse_wrk, "ab": parse_ab, "h2load": lib.parse_h2load, "oha": parse_oha,
-           "floor": parse_floor}
+           "floor": parse_floor, "floor-stamped": parse_floor}
 
 
 def cmd_record(a):
@@ -350,8 +355,10 @@ def open_rows(ph, rate):
             notes.append("latency with --latency-correction; no schedule-lag output")
         if tool == "floor":
             notes.append(FLOOR_NOTE + "; responses read only at the next release")
-            if s.get("unsent"):
-                notes.append("%s arrivals dropped (every connection busy; median)" % _fmt(s["unsent"]))
+        if tool == "floor-stamped":
+            notes.append(STAMPED_NOTE)
+        if tool in ("floor", "floor-stamped") and s.get("unsent"):
+            notes.append("%s arrivals dropped (every connection busy; median)" % _fmt(s["unsent"]))
         if s.get("generator_limited") and any(s["generator_limited"]):
             notes.append("self-reported generator_limited in %d/%d runs"
                          % (sum(map(bool, s["generator_limited"])), len(s["generator_limited"])))
@@ -443,6 +450,20 @@ def target_checks(summ, memcheck, wake_us=None):
                          % (_fmt(rate), 1e6 / fl["req_per_cpu_s"], _fmt(f_lag, 3),
                             ", %.2f× oha" % f_oha if f_oha is not None else "",
                             target, reach(fast and steady), why))
+        fs = ol.get("floor-stamped")
+        if fs and fs.get("n") and fs.get("req_per_cpu_s"):
+            s_oha = ratio(ol, "oha", "floor-stamped")
+            extra = ""
+            if fl and fl.get("n") and fl.get("req_per_cpu_s"):
+                extra = " (%+.1f µs for the timestamps)" % (
+                    1e6 / fs["req_per_cpu_s"] - 1e6 / fl["req_per_cpu_s"])
+            lines.append("[FLOOR] bench/floor --stamp open loop at %s req/s: %.1f µs per request%s%s: "
+                         "target %.1f× oha %s"
+                         % (_fmt(rate), 1e6 / fs["req_per_cpu_s"], extra,
+                            ", %.2f× oha" % s_oha if s_oha is not None else "", target,
+                            "within reach of a client that measures latency"
+                            if s_oha is not None and s_oha >= target
+                            else "out of reach of any client here that measures latency"))
         if wake_us and rate == OPEN_TARGET_RATE:
             # One wake-up per 200 µs release gap (MIN_WAKE_GAP_NS) releases rate / 5,000
             # arrivals, so each request carries 5,000 / rate of a wake-up.

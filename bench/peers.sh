@@ -4,7 +4,9 @@
 # bench/floor runs beside them: not a peer but the least CPU any HTTP/1.1 client spends per
 # request on this machine (io_uring, nothing recorded; built here with cargo). Its ratio to
 # a peer is the most a target ratio can reach here; the report says which targets are
-# beyond it.
+# beyond it. In open loop it runs a second time with --stamp ("floor-stamped"): each
+# response read with its kernel receive timestamp, the least a client that reads its
+# responses late spends if it measures latency at all.
 #
 #   bench/peers.sh                          # full run (10 s x 3 rounds x tools x modes)
 #   DURATION=3 ROUNDS=1 TOOLS=wrk,ab bench/peers.sh
@@ -239,6 +241,7 @@ tool_cmd() {
         close/floor)       CMD=("$FLOOR" close --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur") ;;
         # The release gap of loadlab's dispatcher (MIN_WAKE_GAP_NS in crates/engine/src/worker.rs).
         openloop/floor)    CMD=("$FLOOR" open --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur" --rate "$RATE" --gap-us 200) ;;
+        openloop/floor-stamped) CMD=("$FLOOR" open --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur" --rate "$RATE" --gap-us 200 --stamp) ;;
         close/h2load)      SKIP_REASON="h2load has no keep-alive-off mode"; return 1 ;;
         openloop/wrk)      SKIP_REASON="closed-loop only, wrk2 not packaged in Debian"; return 1 ;;
         openloop/ab|openloop/h2load) SKIP_REASON="no fixed-rate mode"; return 1 ;;
@@ -293,6 +296,9 @@ for entry in "${PHASE_LIST[@]}"; do
             tools+=("$t")
         fi
     done
+    if [[ $mode == openloop ]] && in_list floor "${tools[@]:-}"; then
+        tools+=(floor-stamped)
+    fi
     ((${#tools[@]})) || continue
     for ((r = 1; r <= ROUNDS; r++)); do
         log "== $phase, round $r/$ROUNDS"

@@ -307,6 +307,29 @@ class PeerTargets(unittest.TestCase):
         self.assertTrue(any("a timer wake-up costs 30.0 µs of CPU on this machine: 7.5 µs per request"
                             in l for l in lines), lines)
 
+    def test_the_stamped_floor_says_what_measuring_latency_costs(self):
+        recs = [
+            self.rec("openloop-20000", "loadlab", 55000, 0.27),
+            self.rec("openloop-20000", "oha", 60000),
+            self.rec("openloop-20000", "floor", 70000, 0.31),
+            self.rec("openloop-20000", "floor-stamped", 65000, 0.31),
+        ]
+        lines = [l for l in peers.target_checks(peers.summarize(recs), [])
+                 if l.startswith("[FLOOR] bench/floor --stamp")]
+        # 1e6 / 65,000 = 15.4 µs, 1.1 µs more than 14.3; 65,000 / 60,000 = 1.08x oha.
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("at 20,000 req/s: 15.4 µs per request (+1.1 µs for the timestamps), "
+                      "1.08× oha: target 1.5× oha out of reach of any client here that "
+                      "measures latency", lines[0])
+        recs[1] = self.rec("openloop-20000", "oha", 42000)
+        lines = [l for l in peers.target_checks(peers.summarize(recs), [])
+                 if l.startswith("[FLOOR] bench/floor --stamp")]
+        self.assertIn("1.55× oha: target 1.5× oha within reach of a client that measures "
+                      "latency", lines[0])
+        rows, _ = peers.open_rows(peers.summarize(recs)["openloop-20000"], 20000)
+        self.assertEqual([r[0] for r in rows], ["loadlab", "oha", "floor", "floor-stamped"])
+        self.assertIn("recvmsg", rows[-1][-1])
+
     def test_the_floors_drops_at_the_held_rate(self):
         # 10,000 sent and 250 dropped (2.4 %): its lag p99 says nothing of those.
         floor = dict(self.rec("openloop-100000", "floor", 180000, 0.6), unsent=250)

@@ -11,13 +11,18 @@
 //!
 //! ```text
 //! loadlab-floor keepalive|close|open --addr 127.0.0.1:PORT [--connections 64]
-//!               [--duration 10] [--rate 20000] [--gap-us 200]
+//!               [--duration 10] [--rate 20000] [--gap-us 200] [--stamp]
 //! loadlab-floor wakes [--duration 2] [--gap-us 200]
 //! ```
 //! Prints one JSON object: requests, errors, elapsed_s and, in open loop, schedule_lag_ms
 //! (p99, max) and unsent (arrivals that found every connection busy). `wakes` sends nothing:
 //! it sleeps on a timer every `--gap-us` and prints the CPU each wake-up cost the thread
 //! (`cpu_us_per_wake`), the price an open-loop client pays per release on this machine.
+//!
+//! `--stamp` reads each response with the kernel's receive timestamp (`SO_TIMESTAMPNS`,
+//! `recvmsg`), as a client that reads its responses late (the open loop reads them only at
+//! its next release) must to know when they came: what measuring latency costs at least.
+//! The JSON then counts the responses read with a timestamp (`stamped`).
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::IntoRawFd;
@@ -58,11 +63,13 @@ struct Args {
     duration: Duration,
     rate: f64,
     gap: Duration,
+    /// Read with the kernel's receive timestamps.
+    stamp: bool,
 }
 
 fn usage() -> String {
     "usage: loadlab-floor keepalive|close|open --addr 127.0.0.1:PORT [--connections N] \
-     [--duration SECONDS] [--rate REQ_PER_S] [--gap-us MICROSECONDS]\n       \
+     [--duration SECONDS] [--rate REQ_PER_S] [--gap-us MICROSECONDS] [--stamp]\n       \
      loadlab-floor wakes [--duration SECONDS] [--gap-us MICROSECONDS]"
         .to_string()
 }
@@ -83,9 +90,14 @@ fn parse_args() -> Result<Args, String> {
         duration: Duration::from_secs(10),
         rate: 20_000.0,
         gap: Duration::from_micros(200),
+        stamp: false,
     };
     let mut have_addr = false;
     while let Some(flag) = it.next() {
+        if flag == "--stamp" {
+            a.stamp = true;
+            continue;
+        }
         let v = it
             .next()
             .ok_or_else(|| format!("{flag} needs a value\n{}", usage()))?;
@@ -144,9 +156,18 @@ fn complete(buf: &[u8]) -> Option<Result<usize, ()>> {
     }
 }
 
+/// `recvmsg`'s header, its one `iovec` and room for the timestamp's control message.
+struct Msg {
+    hdr: libc::msghdr,
+    iov: libc::iovec,
+    control: [u64; 8],
+}
+
 struct Conn {
     fd: i32,
     buf: Box<[u8; BUF]>,
+    /// With `--stamp`: where each receive's header lives while it is in flight.
+    msg: Box<Msg>,
     fill: usize,
     busy: bool,
     /// Requests started on this slot (tags its completions).
@@ -160,6 +181,10 @@ struct Client {
     conns: Vec<Conn>,
     requests: u64,
     errors: u64,
+    /// `--stamp`: responses read with a timestamp, and the latest timestamp (ns).
+    stamp: bool,
+    stamped: u64,
+    latest_stamp: u64,
     /// The completions of one wake-up, copied out of the ring (reused: no allocation per
     /// wake-up).
     done: Vec<(u64, i32)>,
@@ -197,11 +222,18 @@ impl Client {
                 let s =
                     TcpStream::connect(a.addr).map_err(|e| format!("connect {}: {e}", a.addr))?;
                 s.set_nodelay(true).map_err(|e| e.to_string())?;
-                s.into_raw_fd()
+                let fd = s.into_raw_fd();
+                if a.stamp {
+                    stamp_socket(fd)?;
+                }
+                fd
             };
             conns.push(Conn {
                 fd,
                 buf: Box::new([0; BUF]),
+                // SAFETY: msghdr and iovec are plain C structs; all zeroes is a valid value
+                // (null pointers, zero lengths), filled in before each receive.
+                msg: Box::new(unsafe { std::mem::zeroed() }),
                 fill: 0,
                 busy: false,
                 seq: 0,
@@ -214,6 +246,9 @@ impl Client {
             conns,
             requests: 0,
             errors: 0,
+            stamp: a.stamp,
+            stamped: 0,
+            latest_stamp: 0,
             done: Vec::with_capacity(4 * a.connections),
         })
     }
@@ -251,6 +286,9 @@ impl Client {
             if fd < 0 {
                 return Err(format!("socket: {}", std::io::Error::last_os_error()));
             }
+            if self.stamp {
+                stamp_socket(fd)?;
+            }
             c.fd = fd;
             let connect = opcode::Connect::new(
                 types::Fd(fd),
@@ -262,8 +300,7 @@ impl Client {
             .user_data(tag(LINKED, seq, i));
             self.push(&connect)?;
         }
-        let c = &self.conns[i];
-        let (fd, buf) = (c.fd, c.buf.as_ptr().cast_mut());
+        let fd = self.conns[i].fd;
         let send = opcode::Send::new(
             types::Fd(fd),
             self.request.as_ptr(),
@@ -272,9 +309,7 @@ impl Client {
         .build()
         .flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS)
         .user_data(tag(LINKED, seq, i));
-        let recv = opcode::Recv::new(types::Fd(fd), buf, BUF as u32)
-            .build()
-            .user_data(tag(RECV, seq, i));
+        let recv = self.recv(i).user_data(tag(RECV, seq, i));
         self.push(&send)?;
         self.push(&recv)
     }
@@ -295,20 +330,16 @@ impl Client {
             let outcome = if res <= 0 {
                 Some(Err(()))
             } else {
+                if self.stamp {
+                    self.take_stamp(i);
+                }
                 let c = &mut self.conns[i];
                 c.fill += res as usize;
                 complete(&c.buf[..c.fill])
             };
             match outcome {
                 None => {
-                    let c = &self.conns[i];
-                    let recv = opcode::Recv::new(
-                        types::Fd(c.fd),
-                        c.buf[c.fill..].as_ptr().cast_mut(),
-                        (BUF - c.fill) as u32,
-                    )
-                    .build()
-                    .user_data(tag(RECV, c.seq, i));
+                    let recv = self.recv(i).user_data(tag(RECV, self.conns[i].seq, i));
                     self.push(&recv)?;
                 }
                 Some(r) => {
@@ -338,6 +369,49 @@ impl Client {
         }
         self.done = done;
         Ok(())
+    }
+
+    /// Connection `i`'s next receive, into the rest of its buffer: a `recv`, or with
+    /// `--stamp` a `recvmsg` with room for the timestamp.
+    fn recv(&mut self, i: usize) -> squeue::Entry {
+        let c = &mut self.conns[i];
+        let (fd, at, room) = (c.fd, c.buf[c.fill..].as_mut_ptr(), BUF - c.fill);
+        if !self.stamp {
+            return opcode::Recv::new(types::Fd(fd), at, room as u32).build();
+        }
+        let m = &mut *c.msg;
+        m.iov = libc::iovec {
+            iov_base: at.cast(),
+            iov_len: room,
+        };
+        m.hdr.msg_iov = &mut m.iov;
+        m.hdr.msg_iovlen = 1;
+        m.hdr.msg_control = m.control.as_mut_ptr().cast();
+        m.hdr.msg_controllen = std::mem::size_of_val(&m.control);
+        m.hdr.msg_flags = 0;
+        opcode::RecvMsg::new(types::Fd(fd), &mut m.hdr).build()
+    }
+
+    /// Reads the receive timestamp of connection `i`'s last `recvmsg`, as a latency-measuring
+    /// client must.
+    fn take_stamp(&mut self, i: usize) {
+        let m = &self.conns[i].msg;
+        // SAFETY: the kernel filled `msg_controllen` bytes of `control` (within its size);
+        // CMSG_FIRSTHDR and CMSG_NXTHDR stay inside them, and a timespec is read unaligned.
+        unsafe {
+            let mut cm = libc::CMSG_FIRSTHDR(&m.hdr);
+            while !cm.is_null() {
+                if (*cm).cmsg_level == libc::SOL_SOCKET && (*cm).cmsg_type == libc::SO_TIMESTAMPNS {
+                    let ts: libc::timespec =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(cm).cast::<libc::timespec>());
+                    let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                    self.stamped += 1;
+                    self.latest_stamp = self.latest_stamp.max(ns);
+                    return;
+                }
+                cm = libc::CMSG_NXTHDR(&m.hdr, cm);
+            }
+        }
     }
 
     /// Submits what is queued and sleeps until `want` completions or `timeout`.
@@ -377,10 +451,11 @@ fn closed_loop(a: &Args) -> Result<String, String> {
         }
     }
     Ok(format!(
-        "{{\"requests\":{},\"errors\":{},\"elapsed_s\":{:.6}}}",
+        "{{\"requests\":{},\"errors\":{},\"elapsed_s\":{:.6},\"stamped\":{}}}",
         c.requests,
         c.errors,
-        t0.elapsed().as_secs_f64()
+        t0.elapsed().as_secs_f64(),
+        c.stamped
     ))
 }
 
@@ -438,12 +513,35 @@ fn open_loop(a: &Args) -> Result<String, String> {
     let max = lag.iter().rposition(|&n| n > 0).unwrap_or(0);
     Ok(format!(
         "{{\"requests\":{},\"errors\":{},\"elapsed_s\":{elapsed:.6},\"unsent\":{unsent},\
-         \"schedule_lag_ms\":{{\"p99\":{:.3},\"max\":{:.3}}}}}",
+         \"stamped\":{},\"schedule_lag_ms\":{{\"p99\":{:.3},\"max\":{:.3}}}}}",
         c.requests,
         c.errors,
+        c.stamped,
         p99 as f64 / 1e3,
         max as f64 / 1e3
     ))
+}
+
+/// Asks the kernel to stamp what socket `fd` receives (`SO_TIMESTAMPNS`).
+fn stamp_socket(fd: i32) -> Result<(), String> {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt(2) with an int option value that lives across the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            std::ptr::addr_of!(on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(format!(
+            "SO_TIMESTAMPNS: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 /// CPU time of the calling thread.
@@ -548,6 +646,7 @@ mod tests {
             duration: Duration::from_millis(300),
             rate: 2_000.0,
             gap: Duration::from_micros(200),
+            stamp: false,
         }
     }
 
@@ -613,6 +712,26 @@ mod tests {
             field(&out, "p99") >= 0.0 && field(&out, "max") >= field(&out, "p99"),
             "{out}"
         );
+        assert_eq!(field(&out, "stamped"), 0.0, "{out}");
+    }
+
+    #[test]
+    fn with_stamp_every_response_is_read_with_its_receive_timestamp() {
+        for mode in [Mode::Open, Mode::KeepAlive, Mode::Close] {
+            let a = Args {
+                stamp: true,
+                ..args(mode, server(OK, mode == Mode::Close))
+            };
+            let out = match mode {
+                Mode::Open => open_loop(&a),
+                _ => closed_loop(&a),
+            }
+            .unwrap();
+            let requests = field(&out, "requests");
+            assert!(requests > 0.0, "{out}");
+            // One receive per response here (a small answer): each came with a timestamp.
+            assert!(field(&out, "stamped") >= requests, "{out}");
+        }
     }
 
     #[test]
