@@ -249,7 +249,7 @@ def cmd_record(a):
         extra = ""
         if rec.get("schedule_lag_ms"):
             extra = "  lag p99 %s ms" % _fmt(rec["schedule_lag_ms"].get("p99"), 3)
-        print("    %-8s %10.0f req/s  cpu %6.2fs  %9.0f req/cpu-s  rss %7.1f MB  errors %d%s"
+        print("    %-13s %10.0f req/s  cpu %6.2fs  %9.0f req/cpu-s  rss %7.1f MB  errors %d%s"
               % (a.tool, rec["rps"], rec["cpu_s"], rec["req_per_cpu_s"] or 0,
                  rec["rss_kb"] / 1024, rec["error_count"], extra))
     else:
