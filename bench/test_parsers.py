@@ -319,12 +319,12 @@ class PeerTargets(unittest.TestCase):
         # 1e6 / 65,000 = 15.4 µs, 1.1 µs more than 14.3; 65,000 / 60,000 = 1.08x oha.
         self.assertEqual(len(lines), 1, lines)
         self.assertIn("at 20,000 req/s: 15.4 µs per request (+1.1 µs for the timestamps), "
-                      "1.08× oha: target 1.5× oha out of reach of any client here that "
+                      "1.08× oha: CPU target 1.5× oha out of reach of any client here that "
                       "measures latency", lines[0])
         recs[1] = self.rec("openloop-20000", "oha", 42000)
         lines = [l for l in peers.target_checks(peers.summarize(recs), [])
                  if l.startswith("[FLOOR] bench/floor --stamp")]
-        self.assertIn("1.55× oha: target 1.5× oha within reach of a client that measures "
+        self.assertIn("1.55× oha: CPU target 1.5× oha within reach of a client that measures "
                       "latency", lines[0])
         rows, _ = peers.open_rows(peers.summarize(recs)["openloop-20000"], 20000)
         self.assertEqual([r[0] for r in rows], ["loadlab", "oha", "floor", "floor-stamped"])
