@@ -152,11 +152,15 @@ impl Links {
     }
 
     /// The run is over: every HTTP/2 connection closes once its streams are done, with a
-    /// `GOAWAY` first. `true` while one is still open (its driver has yet to run).
-    pub(crate) fn close_h2(&self) -> bool {
+    /// `GOAWAY` first.
+    pub(crate) fn close_h2(&self) {
         for conn in &self.h2 {
             conn.retire();
         }
+    }
+
+    /// Whether an HTTP/2 connection is still open (its driver has yet to end).
+    pub(crate) fn h2_open(&self) -> bool {
         self.h2.iter().any(|c| c.any_open())
     }
 

@@ -207,9 +207,10 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
             }
             // HTTP/2: each connection tells its server it is done (GOAWAY) before it closes,
             // where dropping it cut it; bounded, for a server that stops reading.
-            if !stop.is_cancelled() && ctx.links.close_h2() {
+            if !stop.is_cancelled() {
+                ctx.links.close_h2();
                 let closed = async {
-                    while ctx.links.close_h2() {
+                    while ctx.links.h2_open() {
                         tokio::task::yield_now().await;
                     }
                 };

@@ -503,38 +503,32 @@ impl Client {
     /// Gives up on the rest of stream `id`'s body, its response taken (its deadline
     /// passed): resets the stream (`CANCEL`).
     pub(crate) fn stop_body(&self, id: u32) {
-        let mut guard = self.inner.borrow_mut();
-        let i = &mut *guard;
-        if i.streams.get(&id).is_none_or(|s| !s.taken) {
-            return;
-        }
-        let s = i.streams.remove(&id).expect("looked up above");
-        if !s.closed && i.failed.is_none() {
-            rst_stream(&mut i.out, id, CANCEL);
-            i.stream_closed();
-            i.wake_driver();
-        }
+        self.inner.borrow_mut().give_up(id, true);
     }
 
     /// Forgets stream `id` whose slot gave up on it (its deadline passed): a stream still
     /// open is reset (`CANCEL`), so the server stops working on it. A stream whose result
     /// was taken is left to finish its body ([`Client::stop_body`] gives up on it).
     pub(crate) fn cancel(&self, id: u32) {
-        let mut guard = self.inner.borrow_mut();
-        let i = &mut *guard;
-        if i.streams.get(&id).is_none_or(|s| s.taken) {
-            return;
-        }
-        let s = i.streams.remove(&id).expect("looked up above");
-        if !s.closed && i.failed.is_none() {
-            rst_stream(&mut i.out, id, CANCEL);
-            i.stream_closed();
-            i.wake_driver();
-        }
+        self.inner.borrow_mut().give_up(id, false);
     }
 }
 
 impl Inner {
+    /// Forgets stream `id` if its result was taken (`taken`) or not (`!taken`), and
+    /// resets it (`CANCEL`) if it is still open.
+    fn give_up(&mut self, id: u32, taken: bool) {
+        if self.streams.get(&id).is_none_or(|s| s.taken != taken) {
+            return;
+        }
+        let s = self.streams.remove(&id).expect("looked up above");
+        if !s.closed && self.failed.is_none() {
+            rst_stream(&mut self.out, id, CANCEL);
+            self.stream_closed();
+            self.wake_driver();
+        }
+    }
+
     fn wake_driver(&mut self) {
         if let Some(w) = self.driver.take() {
             w.wake();

@@ -376,9 +376,7 @@ impl H2Conn {
     /// The run is over: the live connection takes no new stream and closes (with its
     /// `GOAWAY`) once its streams are done.
     pub(crate) fn retire(&self) {
-        if let Some(c) = self.live.borrow_mut().take() {
-            c.retire();
-        }
+        self.invalidate(self.generation.get());
     }
 
     /// Whether a connection opened here is still open.
