@@ -715,8 +715,46 @@ mod tests {
         assert_eq!(field(&out, "stamped"), 0.0, "{out}");
     }
 
+    /// A loopback TCP pair whose receiver asks for timestamps, returned once a byte it
+    /// received came with one. Linux turns receive timestamping on in deferred work after the
+    /// first socket asks (`net_enable_timestamp`), and TCP gives no timestamp for a packet that
+    /// arrived before: held open, this pair keeps it on, so a test's own sockets see every
+    /// packet stamped from their first.
+    fn timestamps_on() -> (std::net::TcpStream, std::net::TcpStream) {
+        use std::os::fd::AsRawFd;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (rx, _) = l.accept().unwrap();
+        stamp_socket(rx.as_raw_fd()).unwrap();
+        for _ in 0..200 {
+            tx.write_all(b"x").unwrap();
+            let mut byte = [0u8; 1];
+            let mut control = [0u64; 8];
+            let mut iov = libc::iovec {
+                iov_base: byte.as_mut_ptr().cast(),
+                iov_len: 1,
+            };
+            // SAFETY: a zeroed msghdr pointing at `iov` and `control`, which outlive the call.
+            let stamped = unsafe {
+                let mut hdr: libc::msghdr = std::mem::zeroed();
+                hdr.msg_iov = &mut iov;
+                hdr.msg_iovlen = 1;
+                hdr.msg_control = control.as_mut_ptr().cast();
+                hdr.msg_controllen = std::mem::size_of_val(&control);
+                assert_eq!(libc::recvmsg(rx.as_raw_fd(), &mut hdr, 0), 1);
+                !libc::CMSG_FIRSTHDR(&hdr).is_null()
+            };
+            if stamped {
+                return (tx, rx);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no TCP receive timestamp in 2 s after SO_TIMESTAMPNS");
+    }
+
     #[test]
     fn with_stamp_every_response_is_read_with_its_receive_timestamp() {
+        let _on = timestamps_on();
         for mode in [Mode::Open, Mode::KeepAlive, Mode::Close] {
             let a = Args {
                 stamp: true,
