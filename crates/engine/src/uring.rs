@@ -1016,6 +1016,7 @@ mod tests {
     #[test]
     fn a_paced_ring_charges_a_response_its_arrival_not_its_reaping() {
         available().expect("io_uring must be available to test the io_uring transport");
+        let _on = loadlab_system::os::hold_rx_timestamps().unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let (written_tx, written_rx) = tokio::sync::oneshot::channel();

@@ -175,6 +175,39 @@ pub fn enable_rx_timestamps(socket: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
+/// Receive timestamping held on for as long as it lives: a loopback TCP pair whose receiver
+/// asks for timestamps. Linux turns timestamping on system-wide in deferred work after the
+/// first socket asks, and a TCP segment that arrived before carries none; a test that needs
+/// every receive stamped from its first holds one of these (see [`hold_rx_timestamps`]).
+pub struct RxTimestampsHeld {
+    _pair: (std::net::TcpStream, std::net::TcpStream),
+}
+
+/// Turns receive timestamping on and returns once a segment received on loopback came
+/// stamped (at most 2 s), so that every socket asking from now on has its segments stamped
+/// while the returned value lives.
+pub fn hold_rx_timestamps() -> io::Result<RxTimestampsHeld> {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let mut tx = std::net::TcpStream::connect(l.local_addr()?)?;
+    let (rx, _) = l.accept()?;
+    enable_rx_timestamps(rx.as_fd())?;
+    for _ in 0..200 {
+        tx.write_all(b"x")?;
+        let mut byte = [0u8; 1];
+        // A blocking peek waits for the byte; the receive then takes it without waiting.
+        rx.peek(&mut byte)?;
+        if recv_timestamped(rx.as_fd(), &mut byte)?.1.is_some() {
+            return Ok(RxTimestampsHeld { _pair: (tx, rx) });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(io::Error::other(
+        "no TCP receive timestamp 2 s after SO_TIMESTAMPNS",
+    ))
+}
+
 /// One non-blocking `recvmsg` into `buf`: the bytes read and, on a socket with
 /// [`enable_rx_timestamps`], when the last of them arrived (`CLOCK_REALTIME` ns; for TCP the
 /// kernel reports the newest segment the read consumed). rustix's ancillary messages do not
@@ -481,6 +514,7 @@ mod tests {
     fn receive_timestamps_tell_when_bytes_arrived_not_when_they_were_read() {
         use std::io::Write;
         use std::os::fd::AsFd;
+        let _on = hold_rx_timestamps().unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let stamped = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let plain = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
@@ -491,27 +525,18 @@ mod tests {
         // Nothing to read: the call does not block.
         let e = recv_timestamped(stamped.as_fd(), &mut buf).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
-        // The kernel turns timestamping on system-wide a moment after the first socket asks
-        // (deferred work): the first segments of a process may come unstamped.
-        let mut stamped_once = false;
-        for _ in 0..20 {
-            let before = realtime_ns();
-            to_stamped.write_all(b"hello").unwrap();
-            let sent = realtime_ns();
-            std::thread::sleep(Duration::from_millis(50));
-            let (n, at) = recv_timestamped(stamped.as_fd(), &mut buf).unwrap();
-            assert_eq!(&buf[..n], b"hello");
-            if let Some(at) = at {
-                assert!(
-                    at >= before && at <= sent + 1_000_000,
-                    "arrived {} µs after the send began, read 50 ms later",
-                    (at as i64 - before as i64) / 1000
-                );
-                stamped_once = true;
-                break;
-            }
-        }
-        assert!(stamped_once, "no timestamp on a socket that asked for them");
+        let before = realtime_ns();
+        to_stamped.write_all(b"hello").unwrap();
+        let sent = realtime_ns();
+        std::thread::sleep(Duration::from_millis(50));
+        let (n, at) = recv_timestamped(stamped.as_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        let at = at.expect("no timestamp on a socket that asked for them");
+        assert!(
+            at >= before && at <= sent + 1_000_000,
+            "arrived {} µs after the send began, read 50 ms later",
+            (at as i64 - before as i64) / 1000
+        );
         to_plain.write_all(b"hello").unwrap();
         // A socket that did not ask gets the bytes and no timestamp.
         let (n, at) = recv_timestamped(plain.as_fd(), &mut buf).unwrap();
