@@ -11,7 +11,7 @@
 //!
 //! ```text
 //! loadlab-floor keepalive|close|open --addr 127.0.0.1:PORT [--connections 64]
-//!               [--duration 10] [--rate 20000] [--gap-us 200] [--stamp]
+//!               [--duration 10] [--rate 20000] [--gap-us 200] [--stamp] [--multishot]
 //! loadlab-floor wakes [--duration 2] [--gap-us 200]
 //! ```
 //! Prints one JSON object: requests, errors, elapsed_s and, in open loop, schedule_lag_ms
@@ -38,6 +38,8 @@ use io_uring::{opcode, squeue, types, IoUring};
 const RECV: u64 = 0;
 const LINKED: u64 = 1 << 62;
 const CLOSED: u64 = 2 << 62;
+/// `--multishot`: a connection's standing receive (no request number: it serves them all).
+const MULTI: u64 = 3 << 62;
 const KIND: u64 = 3 << 62;
 
 fn tag(kind: u64, seq: u64, i: usize) -> u64 {
@@ -65,11 +67,14 @@ struct Args {
     gap: Duration,
     /// Read with the kernel's receive timestamps.
     stamp: bool,
+    /// Keep-alive: one multishot receive per connection into a ring of provided buffers,
+    /// armed once, instead of a receive queued with each request.
+    multishot: bool,
 }
 
 fn usage() -> String {
     "usage: loadlab-floor keepalive|close|open --addr 127.0.0.1:PORT [--connections N] \
-     [--duration SECONDS] [--rate REQ_PER_S] [--gap-us MICROSECONDS] [--stamp]\n       \
+     [--duration SECONDS] [--rate REQ_PER_S] [--gap-us MICROSECONDS] [--stamp] [--multishot]\n       \
      loadlab-floor wakes [--duration SECONDS] [--gap-us MICROSECONDS]"
         .to_string()
 }
@@ -91,11 +96,16 @@ fn parse_args() -> Result<Args, String> {
         rate: 20_000.0,
         gap: Duration::from_micros(200),
         stamp: false,
+        multishot: false,
     };
     let mut have_addr = false;
     while let Some(flag) = it.next() {
         if flag == "--stamp" {
             a.stamp = true;
+            continue;
+        }
+        if flag == "--multishot" {
+            a.multishot = true;
             continue;
         }
         let v = it
@@ -122,6 +132,9 @@ fn parse_args() -> Result<Args, String> {
             "--addr {}: loopback only (this is a bench tool)",
             a.addr
         ));
+    }
+    if a.multishot && a.mode == Mode::Close {
+        return Err("--multishot needs keep-alive (keepalive or open)".to_string());
     }
     if a.connections == 0 || a.connections > 4096 || !a.rate.is_finite() || a.rate <= 0.0 {
         return Err("--connections must be 1..=4096 and --rate positive".to_string());
@@ -163,6 +176,79 @@ struct Msg {
     control: [u64; 8],
 }
 
+/// `--multishot`: the buffers the kernel picks from for each receive (a provided-buffer
+/// ring, group 0): `entries` buffers of [`MS_BUF`] bytes, each handed back once its bytes
+/// are copied out.
+struct BufRing {
+    ring: *mut types::BufRingEntry,
+    entries: u16,
+    tail: u16,
+    bufs: Vec<u8>,
+}
+
+/// `--multishot`: one provided buffer's size (a response's bytes, and with `--stamp` the
+/// header and control message before them).
+const MS_BUF: usize = 2048;
+/// `--multishot --stamp`: the control bytes each receive reserves (one `timespec` message).
+const MS_CONTROL: usize = 32;
+
+impl BufRing {
+    fn new(ring: &IoUring, entries: u16) -> Result<BufRing, String> {
+        let bytes = entries as usize * std::mem::size_of::<types::BufRingEntry>();
+        // SAFETY: an anonymous private mapping (page-aligned, as the kernel requires).
+        let mem = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if mem == libc::MAP_FAILED {
+            return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `mem` holds `entries` entries and lives until `self` is dropped (never:
+        // the process ends with the ring).
+        unsafe { ring.submitter().register_buf_ring(mem as u64, entries, 0) }
+            .map_err(|e| format!("io_uring provided buffers (Linux 5.19+): {e}"))?;
+        let mut b = BufRing {
+            ring: mem.cast(),
+            entries,
+            tail: 0,
+            bufs: vec![0; entries as usize * MS_BUF],
+        };
+        for bid in 0..entries {
+            b.give(bid);
+        }
+        Ok(b)
+    }
+
+    /// Hands buffer `bid` (back) to the kernel.
+    fn give(&mut self, bid: u16) {
+        let at = (self.tail & (self.entries - 1)) as usize;
+        // SAFETY: `at` is inside the ring; the entry is ours until the tail passes it.
+        unsafe {
+            let e = &mut *self.ring.add(at);
+            e.set_addr(self.bufs.as_ptr() as u64 + bid as u64 * MS_BUF as u64);
+            e.set_len(MS_BUF as u32);
+            e.set_bid(bid);
+        }
+        self.tail = self.tail.wrapping_add(1);
+        // SAFETY: the ring's tail field; the kernel reads it with acquire ordering.
+        unsafe {
+            let tail = types::BufRingEntry::tail(self.ring).cast_mut();
+            (*(tail as *const std::sync::atomic::AtomicU16))
+                .store(self.tail, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    fn buf(&self, bid: u16, len: usize) -> &[u8] {
+        &self.bufs[bid as usize * MS_BUF..][..len]
+    }
+}
+
 struct Conn {
     fd: i32,
     buf: Box<[u8; BUF]>,
@@ -186,8 +272,12 @@ struct Client {
     stamped: u64,
     latest_stamp: u64,
     /// The completions of one wake-up, copied out of the ring (reused: no allocation per
-    /// wake-up).
-    done: Vec<(u64, i32)>,
+    /// wake-up): user data, result, flags.
+    done: Vec<(u64, i32, u32)>,
+    /// `--multishot`: the provided buffers, and the `msghdr` every stamped receive uses
+    /// (its lengths say how much room the name and control messages take in a buffer).
+    bufs: Option<BufRing>,
+    ms_msg: Box<libc::msghdr>,
 }
 
 impl Client {
@@ -250,7 +340,35 @@ impl Client {
             stamped: 0,
             latest_stamp: 0,
             done: Vec::with_capacity(4 * a.connections),
+            bufs: None,
+            ms_msg: Box::new({
+                // SAFETY: all zeroes is a valid msghdr (no name, no iovec).
+                let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+                m.msg_controllen = MS_CONTROL;
+                m
+            }),
         })
+        .and_then(|mut c| {
+            if a.multishot {
+                let n = (4 * a.connections).next_power_of_two().clamp(64, 32768);
+                c.bufs = Some(BufRing::new(&c.ring, n as u16)?);
+                for i in 0..c.conns.len() {
+                    c.arm(i)?;
+                }
+            }
+            Ok(c)
+        })
+    }
+
+    /// `--multishot`: arms connection `i`'s receive (again, after the kernel ended it).
+    fn arm(&mut self, i: usize) -> Result<(), String> {
+        let fd = types::Fd(self.conns[i].fd);
+        let recv = if self.stamp {
+            opcode::RecvMsgMulti::new(fd, &*self.ms_msg, 0).build()
+        } else {
+            opcode::RecvMulti::new(fd, 0).build()
+        };
+        self.push(&recv.user_data(tag(MULTI, 0, i)))
     }
 
     fn push(&mut self, e: &squeue::Entry) -> Result<(), String> {
@@ -306,9 +424,18 @@ impl Client {
             self.request.as_ptr(),
             self.request.len() as u32,
         )
-        .build()
-        .flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS)
-        .user_data(tag(LINKED, seq, i));
+        .build();
+        if self.bufs.is_some() {
+            // The connection's receive is armed already.
+            return self.push(
+                &send
+                    .flags(squeue::Flags::SKIP_SUCCESS)
+                    .user_data(tag(LINKED, seq, i)),
+            );
+        }
+        let send = send
+            .flags(squeue::Flags::IO_LINK | squeue::Flags::SKIP_SUCCESS)
+            .user_data(tag(LINKED, seq, i));
         let recv = self.recv(i).user_data(tag(RECV, seq, i));
         self.push(&send)?;
         self.push(&recv)
@@ -318,9 +445,17 @@ impl Client {
     fn reap(&mut self, mode: Mode, ended: &mut Vec<usize>) -> Result<(), String> {
         let mut done = std::mem::take(&mut self.done);
         done.clear();
-        done.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
-        for &(ud, res) in &done {
+        done.extend(
+            self.ring
+                .completion()
+                .map(|c| (c.user_data(), c.result(), c.flags())),
+        );
+        for &(ud, res, flags) in &done {
             let i = (ud & 0xffff) as usize;
+            if ud & KIND == MULTI {
+                self.multishot(i, res, flags, mode, ended)?;
+                continue;
+            }
             let c = &self.conns[i];
             // A close, or a completion of a request already ended (a failed connect or
             // send ends its request; the receive linked to it may still report ECANCELED).
@@ -331,7 +466,8 @@ impl Client {
                 Some(Err(()))
             } else {
                 if self.stamp {
-                    self.take_stamp(i);
+                    let m = &self.conns[i].msg;
+                    self.take_stamp(m.hdr.msg_control, m.hdr.msg_controllen);
                 }
                 let c = &mut self.conns[i];
                 c.fill += res as usize;
@@ -342,32 +478,102 @@ impl Client {
                     let recv = self.recv(i).user_data(tag(RECV, self.conns[i].seq, i));
                     self.push(&recv)?;
                 }
-                Some(r) => {
-                    if r.is_ok() {
-                        self.requests += 1;
-                    } else {
-                        self.errors += 1;
-                    }
-                    if mode == Mode::Close || r.is_err() {
-                        let close = opcode::Close::new(types::Fd(self.conns[i].fd))
-                            .build()
-                            .flags(squeue::Flags::SKIP_SUCCESS)
-                            .user_data(tag(CLOSED, 0, i));
-                        self.push(&close)?;
-                        self.conns[i].fd = -1;
-                        if mode != Mode::Close {
-                            return Err(format!(
-                                "connection {i}: bad or failed response (result {res}); \
-                                 the floor client does not reconnect"
-                            ));
-                        }
-                    }
-                    self.conns[i].busy = false;
-                    ended.push(i);
-                }
+                Some(r) => self.ended(i, r, res, mode, ended)?,
             }
         }
         self.done = done;
+        Ok(())
+    }
+
+    /// `--multishot`: a completion of connection `i`'s standing receive.
+    fn multishot(
+        &mut self,
+        i: usize,
+        res: i32,
+        flags: u32,
+        mode: Mode,
+        ended: &mut Vec<usize>,
+    ) -> Result<(), String> {
+        if res == -libc::ENOBUFS {
+            // Every buffer was in use: armed again (the bytes wait in the socket).
+            return if io_uring::cqueue::more(flags) {
+                Ok(())
+            } else {
+                self.arm(i)
+            };
+        }
+        if res <= 0 {
+            return self.ended(i, Err(()), res, mode, ended);
+        }
+        let bufs = self.bufs.as_ref().expect("multishot has buffers");
+        let bid = io_uring::cqueue::buffer_select(flags).expect("a receive into a provided buffer");
+        let raw = bufs.buf(bid, res as usize);
+        // Where the control messages and the payload sit in the buffer.
+        let base = raw.as_ptr() as usize;
+        let span = |x: &[u8]| (x.as_ptr() as usize - base, x.len());
+        let (control, payload) = if self.stamp {
+            let out = types::RecvMsgOut::parse(raw, &self.ms_msg)
+                .map_err(|()| "a multishot recvmsg result too short".to_string())?;
+            (span(out.control_data()), span(out.payload_data()))
+        } else {
+            ((0, 0), (0, raw.len()))
+        };
+        if control.1 > 0 {
+            self.take_stamp((base + control.0) as *mut libc::c_void, control.1);
+        }
+        let payload = &self
+            .bufs
+            .as_ref()
+            .expect("multishot has buffers")
+            .buf(bid, res as usize)[payload.0..][..payload.1];
+        let c = &mut self.conns[i];
+        let fit = payload.len().min(BUF - c.fill);
+        c.buf[c.fill..c.fill + fit].copy_from_slice(&payload[..fit]);
+        c.fill += fit;
+        self.bufs.as_mut().expect("multishot has buffers").give(bid);
+        if !io_uring::cqueue::more(flags) {
+            self.arm(i)?;
+        }
+        let c = &self.conns[i];
+        if !c.busy {
+            return Ok(());
+        }
+        match complete(&c.buf[..c.fill]) {
+            None => Ok(()),
+            Some(r) => self.ended(i, r, res, mode, ended),
+        }
+    }
+
+    /// Connection `i`'s request ended with `r`.
+    fn ended(
+        &mut self,
+        i: usize,
+        r: Result<usize, ()>,
+        res: i32,
+        mode: Mode,
+        ended: &mut Vec<usize>,
+    ) -> Result<(), String> {
+        if r.is_ok() {
+            self.requests += 1;
+        } else {
+            self.errors += 1;
+        }
+        if mode == Mode::Close || r.is_err() {
+            let close = opcode::Close::new(types::Fd(self.conns[i].fd))
+                .build()
+                .flags(squeue::Flags::SKIP_SUCCESS)
+                .user_data(tag(CLOSED, 0, i));
+            self.push(&close)?;
+            self.conns[i].fd = -1;
+            if mode != Mode::Close {
+                return Err(format!(
+                    "connection {i}: bad or failed response (result {res}); \
+                     the floor client does not reconnect"
+                ));
+            }
+        }
+        self.conns[i].busy = false;
+        ended.push(i);
         Ok(())
     }
 
@@ -392,14 +598,16 @@ impl Client {
         opcode::RecvMsg::new(types::Fd(fd), &mut m.hdr).build()
     }
 
-    /// Reads the receive timestamp of connection `i`'s last `recvmsg`, as a latency-measuring
-    /// client must.
-    fn take_stamp(&mut self, i: usize) {
-        let m = &self.conns[i].msg;
-        // SAFETY: the kernel filled `msg_controllen` bytes of `control` (within its size);
-        // CMSG_FIRSTHDR and CMSG_NXTHDR stay inside them, and a timespec is read unaligned.
+    /// Reads the receive timestamp among the control messages at `control` (`len` bytes)
+    /// of a `recvmsg`, as a latency-measuring client must.
+    fn take_stamp(&mut self, control: *mut libc::c_void, len: usize) {
+        // SAFETY: a header over the control bytes only (all else zero); CMSG_FIRSTHDR and
+        // CMSG_NXTHDR stay inside them, and a timespec is read unaligned.
         unsafe {
-            let mut cm = libc::CMSG_FIRSTHDR(&m.hdr);
+            let mut m: libc::msghdr = std::mem::zeroed();
+            m.msg_control = control;
+            m.msg_controllen = len;
+            let mut cm = libc::CMSG_FIRSTHDR(&m);
             while !cm.is_null() {
                 if (*cm).cmsg_level == libc::SOL_SOCKET && (*cm).cmsg_type == libc::SO_TIMESTAMPNS {
                     let ts: libc::timespec =
@@ -409,7 +617,7 @@ impl Client {
                     self.latest_stamp = self.latest_stamp.max(ns);
                     return;
                 }
-                cm = libc::CMSG_NXTHDR(&m.hdr, cm);
+                cm = libc::CMSG_NXTHDR(&m, cm);
             }
         }
     }
@@ -647,6 +855,7 @@ mod tests {
             rate: 2_000.0,
             gap: Duration::from_micros(200),
             stamp: false,
+            multishot: false,
         }
     }
 
@@ -770,6 +979,48 @@ mod tests {
             // One receive per response here (a small answer): each came with a timestamp.
             assert!(field(&out, "stamped") >= requests, "{out}");
         }
+    }
+
+    #[test]
+    fn multishot_receives_read_every_response_with_or_without_stamps() {
+        let _on = timestamps_on();
+        for stamp in [false, true] {
+            for mode in [Mode::Open, Mode::KeepAlive] {
+                let a = Args {
+                    stamp,
+                    multishot: true,
+                    ..args(mode, server(OK, false))
+                };
+                let out = match mode {
+                    Mode::Open => open_loop(&a),
+                    _ => closed_loop(&a),
+                }
+                .unwrap();
+                let requests = field(&out, "requests");
+                assert!(requests > 10.0, "{out}");
+                assert_eq!(field(&out, "errors"), 0.0, "{out}");
+                let stamped = field(&out, "stamped");
+                assert!(
+                    if stamp {
+                        stamped >= requests
+                    } else {
+                        stamped == 0.0
+                    },
+                    "{out}"
+                );
+            }
+        }
+        // A bad answer ends the run with an error, as without the option.
+        let a = Args {
+            multishot: true,
+            ..args(
+                Mode::KeepAlive,
+                server(b"HTTP/1.1 503 No\r\nContent-Length: 0\r\n\r\n", false),
+            )
+        };
+        assert!(closed_loop(&a)
+            .unwrap_err()
+            .contains("bad or failed response"));
     }
 
     #[test]
