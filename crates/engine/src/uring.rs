@@ -46,6 +46,15 @@ const IGNORED: u64 = u64::MAX;
 const ENTER_GETEVENTS: u32 = 1;
 /// A receive's `ioprio` flag: wait for data before the first try (Linux 5.19).
 const POLL_FIRST: u16 = 1;
+/// The worker's provided buffers for multishot receives ([`BufRing`]): how many, and how
+/// large each. The kernel takes one per receive completion whatever its size, and touches
+/// only the pages it writes: small responses keep about 4 KiB of each resident (1 MiB per
+/// worker), large ones at most the whole 4 MiB.
+const MULTI_BUFS: u16 = 256;
+const MULTI_BUF: usize = 16 * 1024;
+/// With receive timestamps, the room each multishot receive reserves in its buffer for the
+/// control messages (one `SCM_TIMESTAMPNS`: 32 bytes on 64-bit Linux, kept ample).
+const MULTI_CONTROL: usize = 64;
 
 /// Whether io_uring can carry HTTP/1.1 here: a ring can be created and the kernel has every
 /// operation the transport uses. Checked once per process; the error says why not.
@@ -98,6 +107,8 @@ enum Kind {
     Connect,
     Send,
     Recv,
+    /// The connection's standing multishot receive ([`BufRing`]).
+    RecvMulti,
 }
 
 /// The state of one of a connection's operations.
@@ -121,6 +132,175 @@ struct MsgParts {
     control: [u64; 8],
 }
 
+/// Bytes a multishot receive put in provided buffer `bid`: `start..end` of it are unread;
+/// they arrived at `stamp` (`CLOCK_REALTIME` ns; 0: not stamped).
+#[derive(Clone, Copy)]
+struct Chunk {
+    bid: u16,
+    start: u32,
+    end: u32,
+    stamp: u64,
+}
+
+/// The worker's provided buffers (an io_uring buffer ring, group 0): a multishot receive
+/// takes one per completion, and the connection that reads the bytes hands it back. One
+/// standing receive per connection, where a receive per response cost a submission and the
+/// arming and disarming of a wait on the socket (`bench/floor --multishot`).
+struct BufRing {
+    /// `MULTI_BUFS` ring entries, page-aligned, shared with the kernel.
+    entries: *mut types::BufRingEntry,
+    tail: u16,
+    /// `MULTI_BUFS` buffers of `MULTI_BUF` bytes (not initialized: the kernel writes a
+    /// buffer between the time it is handed over and its completion; only then is it read,
+    /// until it is given back).
+    bufs: *mut u8,
+    /// Buffers the kernel filled that loadlab has not given back yet.
+    held: u16,
+    /// The header every stamped multishot receive is submitted with: it says how much room
+    /// the control messages take in each buffer.
+    msg: Box<libc::msghdr>,
+}
+
+impl BufRing {
+    const LAYOUT: std::alloc::Layout = match std::alloc::Layout::from_size_align(
+        MULTI_BUFS as usize * std::mem::size_of::<types::BufRingEntry>(),
+        4096,
+    ) {
+        Ok(l) => l,
+        Err(_) => panic!("buffer ring layout"),
+    };
+    const BUFS_LAYOUT: std::alloc::Layout =
+        match std::alloc::Layout::from_size_align(MULTI_BUFS as usize * MULTI_BUF, 4096) {
+            Ok(l) => l,
+            Err(_) => panic!("provided buffers layout"),
+        };
+
+    /// Registers the buffers with `ring`; `None` where the kernel refuses (before 5.19).
+    fn register(ring: &IoUring) -> Option<BufRing> {
+        // SAFETY: a non-zero size; freed in `drop` with the same layout.
+        let entries =
+            unsafe { std::alloc::alloc_zeroed(Self::LAYOUT) }.cast::<types::BufRingEntry>();
+        // SAFETY: as above.
+        let bufs = unsafe { std::alloc::alloc(Self::BUFS_LAYOUT) };
+        if entries.is_null() || bufs.is_null() {
+            // SAFETY: what was allocated above, with its layout.
+            unsafe {
+                if !entries.is_null() {
+                    std::alloc::dealloc(entries.cast(), Self::LAYOUT);
+                }
+                if !bufs.is_null() {
+                    std::alloc::dealloc(bufs, Self::BUFS_LAYOUT);
+                }
+            }
+            return None;
+        }
+        // SAFETY: zeroed msghdr is a valid empty header.
+        let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        msg.msg_controllen = MULTI_CONTROL as _;
+        let mut b = BufRing {
+            entries,
+            tail: 0,
+            bufs,
+            held: MULTI_BUFS,
+            msg,
+        };
+        // SAFETY: `entries` holds MULTI_BUFS page-aligned entries that live as long as the
+        // registration (the ring is dropped, or the buffers leaked, before them).
+        if unsafe {
+            ring.submitter()
+                .register_buf_ring(entries as u64, MULTI_BUFS, 0)
+        }
+        .is_err()
+        {
+            return None;
+        }
+        for bid in 0..MULTI_BUFS {
+            b.give(bid);
+        }
+        Some(b)
+    }
+
+    /// Hands buffer `bid` (back) to the kernel.
+    fn give(&mut self, bid: u16) {
+        self.held -= 1;
+        let at = usize::from(self.tail & (MULTI_BUFS - 1));
+        // SAFETY: `at` is inside the ring, and the entry past the tail is loadlab's to fill;
+        // the tail is published with release ordering, as the kernel reads it with acquire.
+        unsafe {
+            let e = &mut *self.entries.add(at);
+            e.set_addr(self.bufs.add(usize::from(bid) * MULTI_BUF) as u64);
+            e.set_len(MULTI_BUF as u32);
+            e.set_bid(bid);
+            self.tail = self.tail.wrapping_add(1);
+            let tail = types::BufRingEntry::tail(self.entries).cast_mut();
+            (*tail.cast::<std::sync::atomic::AtomicU16>())
+                .store(self.tail, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Buffer `bid`'s bytes `start..end`.
+    ///
+    /// # Safety
+    /// The kernel filled them (a completion reported them) and the buffer is not given back.
+    unsafe fn bytes(&self, bid: u16, start: usize, end: usize) -> &[u8] {
+        let at = usize::from(bid) * MULTI_BUF;
+        // SAFETY: the caller's promise: initialized, and no one writes them meanwhile.
+        unsafe { std::slice::from_raw_parts(self.bufs.add(at + start), end - start) }
+    }
+
+    /// A completion's bytes in buffer `bid` (`len` of them): where the payload starts and
+    /// ends, and its receive timestamp (`stamped`: a `recvmsg` whose header, control
+    /// messages and payload share the buffer).
+    fn chunk(&self, bid: u16, len: usize, stamped: bool) -> Chunk {
+        if !stamped {
+            return Chunk {
+                bid,
+                start: 0,
+                end: len as u32,
+                stamp: 0,
+            };
+        }
+        // SAFETY: the completion reported `len` bytes written into this buffer.
+        let raw = unsafe { self.bytes(bid, 0, len) };
+        let Ok(out) = types::RecvMsgOut::parse(raw, &self.msg) else {
+            return Chunk {
+                bid,
+                start: 0,
+                end: 0,
+                stamp: 0,
+            };
+        };
+        let base = raw.as_ptr() as usize;
+        let payload = out.payload_data();
+        let control = out.control_data();
+        // SAFETY: a header over the control bytes only, inside `raw`.
+        let stamp = unsafe {
+            let mut m: libc::msghdr = std::mem::zeroed();
+            m.msg_control = control.as_ptr().cast_mut().cast();
+            m.msg_controllen = control.len() as _;
+            loadlab_system::os::receive_timestamp(&m)
+        };
+        let start = payload.as_ptr() as usize - base;
+        Chunk {
+            bid,
+            start: start as u32,
+            end: (start + payload.len()) as u32,
+            stamp: stamp.unwrap_or(0),
+        }
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `register` with these layouts; the ring that used them is
+        // gone.
+        unsafe {
+            std::alloc::dealloc(self.entries.cast(), Self::LAYOUT);
+            std::alloc::dealloc(self.bufs, Self::BUFS_LAYOUT);
+        }
+    }
+}
+
 /// A connection's state, shared between the connection and the ring's table while an
 /// operation is in flight: the kernel reads `wbuf` during a send and writes `rbuf` (and
 /// `msg`) during a receive, so neither is touched by loadlab until that operation is done.
@@ -141,7 +321,22 @@ struct Shared {
     msg: UnsafeCell<MsgParts>,
     connect: Cell<Op>,
     send: Cell<Op>,
+    /// A single receive into `rbuf`: the first response of a connection opened with it,
+    /// every response of a single-use connection, and a fallback when the worker's provided
+    /// buffers ran out (`no_bufs`) or the worker has none.
     recv: Cell<Op>,
+    /// The standing multishot receive: armed once a connection is up and kept while it
+    /// lives; its completions queue `chunks`. `Done` when it ended on an error or the
+    /// server's close (read once every chunk before it is).
+    multi: Cell<Op>,
+    /// Received bytes in the worker's provided buffers, oldest first, not yet read.
+    chunks: RefCell<std::collections::VecDeque<Chunk>>,
+    /// The last multishot receive ended because every provided buffer was in use: the next
+    /// receive is a single one into `rbuf` (the bytes wait in the socket meanwhile).
+    no_bufs: Cell<bool>,
+    /// The connection was dropped: chunks its multishot receive still completes go straight
+    /// back to the ring.
+    dropped: Cell<bool>,
     /// Bytes of the last send (a shorter completion is an error).
     sent_len: Cell<usize>,
     /// Unread bytes of `rbuf`: `rpos..rlen`.
@@ -180,6 +375,9 @@ struct Driver {
     paced: bool,
     /// The kernel takes absolute timeouts ([`sleep_until`]); cleared at its first refusal.
     abs_timer: bool,
+    /// The provided buffers of multishot receives (`None`: the kernel refused them, and
+    /// every receive is a single one).
+    bufs: Option<BufRing>,
 }
 
 thread_local! {
@@ -207,6 +405,7 @@ pub(crate) fn install() -> io::Result<()> {
     // SAFETY: a new descriptor nothing else owns.
     let eventfd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+    let bufs = BufRing::register(&ring);
     DRIVER.with(|d| {
         *d.borrow_mut() = Some(Driver {
             ring,
@@ -219,6 +418,7 @@ pub(crate) fn install() -> io::Result<()> {
             connects: Vec::new(),
             paced: false,
             abs_timer: true,
+            bufs,
         });
     });
     Ok(())
@@ -257,6 +457,9 @@ pub(crate) fn uninstall() -> Vec<u64> {
         // The kernel may still write into these buffers: never free them.
         for s in d.slots.drain(..).flatten() {
             Box::leak(Box::new(s));
+        }
+        if let Some(b) = d.bufs.take() {
+            Box::leak(Box::new(b));
         }
     }
     std::mem::take(&mut d.connects)
@@ -359,6 +562,13 @@ pub(crate) fn pace(on: bool) -> bool {
         d.paced
     })
     .unwrap_or(false)
+}
+
+/// Provided buffers this thread's connections hold (filled, not given back); `None` without
+/// a ring or without provided buffers.
+#[cfg(test)]
+fn held_buffers() -> Option<u16> {
+    with_driver(|d| d.bufs.as_ref().map(|b| b.held)).flatten()
 }
 
 /// Whether this thread's ring is paced ([`pace`]).
@@ -574,9 +784,25 @@ impl Driver {
             let Some((sh, kind)) = self.slots.get_mut(n as usize).and_then(Option::take) else {
                 continue;
             };
+            let res = cqe.result();
+            if let Kind::RecvMulti = kind {
+                if io_uring::cqueue::more(cqe.flags()) {
+                    // Still armed: the slot stays the receive's.
+                    self.slots[n as usize] = Some((sh.clone(), kind));
+                } else {
+                    self.free.push(n as u32);
+                    self.in_flight -= 1;
+                }
+                if !multi_completion(&mut self.bufs, &sh, n as u32, res, cqe.flags()) {
+                    continue;
+                }
+                if let Some(w) = sh.waker.take() {
+                    self.wake.push(w);
+                }
+                continue;
+            }
             self.free.push(n as u32);
             self.in_flight -= 1;
-            let res = cqe.result();
             match kind {
                 Kind::Connect => {
                     if let (0, Some(t0)) = (res, sh.connect_queued.take()) {
@@ -605,12 +831,60 @@ impl Driver {
                     }
                     sh.recv.set(Op::Done(res));
                 }
+                Kind::RecvMulti => unreachable!("taken above"),
             }
             if let Some(w) = sh.waker.take() {
                 self.wake.push(w);
             }
         }
     }
+}
+
+/// A completion of `sh`'s multishot receive (slot `slot`): bytes go to its chunks, the end
+/// of the receive to its state. Returns whether its loop is to be woken.
+fn multi_completion(
+    bufs: &mut Option<BufRing>,
+    sh: &Shared,
+    slot: u32,
+    res: i32,
+    flags: u32,
+) -> bool {
+    let more = io_uring::cqueue::more(flags);
+    // Payload bytes this completion brought (a stamped receive's result counts its header
+    // and control messages too: at the server's close it brings those and no payload).
+    let mut payload = 0;
+    if res > 0 {
+        let (Some(bufs), Some(bid)) = (bufs.as_mut(), io_uring::cqueue::buffer_select(flags))
+        else {
+            return false;
+        };
+        bufs.held += 1;
+        let chunk = bufs.chunk(bid, res as usize, sh.stamped);
+        payload = chunk.end - chunk.start;
+        if sh.dropped.get() || payload == 0 {
+            bufs.give(bid);
+        } else {
+            sh.chunks.borrow_mut().push_back(chunk);
+        }
+    }
+    if more {
+        debug_assert_eq!(sh.multi.get(), Op::InFlight(slot));
+    } else {
+        sh.multi.set(match res {
+            // Every buffer was in use: the bytes wait in the socket, and the next receive
+            // is a single one.
+            _ if res == -libc::ENOBUFS => {
+                sh.no_bufs.set(true);
+                Op::Idle
+            }
+            // Stopped with bytes (the kernel may end a multishot receive): armed again
+            // once they are read.
+            _ if payload > 0 => Op::Idle,
+            // The server's close (no payload), or an error.
+            _ => Op::Done(res.min(0)),
+        });
+    }
+    !sh.dropped.get()
 }
 
 /// A plain TCP connection whose I/O goes through the worker's ring.
@@ -663,6 +937,10 @@ impl UringConn {
                 connect: Cell::new(Op::Deferred),
                 send: Cell::new(Op::Idle),
                 recv: Cell::new(Op::Idle),
+                multi: Cell::new(Op::Idle),
+                chunks: RefCell::new(std::collections::VecDeque::new()),
+                no_bufs: Cell::new(false),
+                dropped: Cell::new(false),
                 sent_len: Cell::new(0),
                 rpos: Cell::new(0),
                 rlen: Cell::new(0),
@@ -701,7 +979,7 @@ impl UringConn {
         .await?;
         // Armed at once: what a server sends before any request (a greeting, an early
         // close) is in when the first request is about to be written.
-        conn.submit_recv(true)?;
+        conn.arm_recv(true)?;
         Ok(conn)
     }
 
@@ -741,6 +1019,46 @@ impl UringConn {
             0 => None,
             at => Some(at),
         }
+    }
+
+    /// Makes sure a receive is armed (nothing if one is): the standing multishot receive
+    /// where the worker has provided buffers and the connection is up and carries more than
+    /// one request; otherwise a single receive into `rbuf` ([`UringConn::submit_recv`]).
+    fn arm_recv(&self, expect_none: bool) -> io::Result<()> {
+        let sh = &self.sh;
+        if matches!(sh.multi.get(), Op::InFlight(_)) || sh.recv.get() != Op::Idle {
+            return Ok(());
+        }
+        let multi = !sh.single_use
+            && !sh.no_bufs.replace(false)
+            && matches!(sh.connect.get(), Op::Idle | Op::Done(0))
+            && sh.multi.get() == Op::Idle;
+        if multi {
+            let armed = with_driver(|d| {
+                let msg: *const libc::msghdr = match &d.bufs {
+                    None => return None,
+                    Some(b) => &*b.msg,
+                };
+                let entry = if sh.stamped {
+                    opcode::RecvMsgMulti::new(types::Fd(sh.fd), msg, 0)
+                        .ioprio(if expect_none { POLL_FIRST } else { 0 })
+                        .build()
+                } else {
+                    opcode::RecvMulti::new(types::Fd(sh.fd), 0).build()
+                };
+                Some(d.push(entry, sh, Kind::RecvMulti))
+            })
+            .ok_or_else(|| io::Error::other("this thread has no io_uring"))?;
+            if let Some(slot) = armed {
+                sh.multi.set(Op::InFlight(slot));
+                return Ok(());
+            }
+        }
+        if sh.rpos.get() < sh.rlen.get() {
+            // Unread bytes in `rbuf`: the receive goes in once they are read.
+            return Ok(());
+        }
+        self.submit_recv(expect_none)
     }
 
     /// Queues a receive into the (fully read, so emptied) read buffer (behind the deferred
@@ -802,6 +1120,38 @@ impl UringConn {
     }
 }
 
+impl UringConn {
+    /// Reads from the oldest chunk of the multishot receive into `buf`; `false` if there is
+    /// none. A chunk read to its end goes back to the ring.
+    fn read_chunk(&self, buf: &mut ReadBuf<'_>) -> bool {
+        let sh = &self.sh;
+        if sh.chunks.borrow().is_empty() {
+            return false;
+        }
+        with_driver(|d| {
+            let bufs = d
+                .bufs
+                .as_mut()
+                .expect("chunks come from the provided buffers");
+            let mut chunks = sh.chunks.borrow_mut();
+            let c = chunks.front_mut().expect("not empty");
+            let n = ((c.end - c.start) as usize).min(buf.remaining());
+            // SAFETY: the completion reported these bytes, and the buffer is not given back
+            // before they are read.
+            buf.put_slice(unsafe { bufs.bytes(c.bid, c.start as usize, c.start as usize + n) });
+            c.start += n as u32;
+            if c.stamp > 0 {
+                sh.stamp.set(c.stamp);
+            }
+            if c.start == c.end {
+                bufs.give(c.bid);
+                chunks.pop_front();
+            }
+        });
+        true
+    }
+}
+
 impl AsyncRead for UringConn {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -811,6 +1161,16 @@ impl AsyncRead for UringConn {
         let this = self.get_mut();
         let sh = &this.sh;
         loop {
+            // The multishot receive's bytes came before any a single receive read after
+            // it ended.
+            if this.read_chunk(buf) {
+                if sh.chunks.borrow().is_empty() && sh.multi.get() == Op::Idle {
+                    // Read to the end of a receive that stopped: the next goes in now, as
+                    // after a single receive (below).
+                    this.arm_recv(true)?;
+                }
+                return Poll::Ready(Ok(()));
+            }
             let (pos, len) = (sh.rpos.get(), sh.rlen.get());
             if pos < len {
                 let n = (len - pos).min(buf.remaining());
@@ -828,7 +1188,7 @@ impl AsyncRead for UringConn {
                     // before the next request is written (the link checks every reuse). It is
                     // the one the next response would need anyway. (A receive that filled
                     // the buffer likely left bytes in the socket: it is tried at once.)
-                    this.submit_recv(len < READ_BUF)?;
+                    this.arm_recv(len < READ_BUF)?;
                 }
                 return Poll::Ready(Ok(()));
             }
@@ -843,23 +1203,41 @@ impl AsyncRead for UringConn {
                     }
                     sh.rpos.set(0);
                     sh.rlen.set(res as usize);
+                    continue;
                 }
-                Op::InFlight(_) => {
-                    if let Some(e) = this.send_error() {
-                        return Poll::Ready(Err(e));
+                Op::InFlight(_) => return this.wait_read(cx),
+                Op::Idle | Op::Deferred => {}
+            }
+            match sh.multi.get() {
+                Op::Done(res) => {
+                    // Every chunk before its end is read: the end is the server's close
+                    // (0) or an error. Reported once; a read after that arms again.
+                    sh.multi.set(Op::Idle);
+                    if res < 0 {
+                        return Poll::Ready(Err(this.failure(res)));
                     }
-                    sh.waker.set(Some(cx.waker().clone()));
-                    return Poll::Pending;
+                    return Poll::Ready(Ok(()));
                 }
-                // (`Deferred` is a connect's state only.)
+                Op::InFlight(_) => return this.wait_read(cx),
                 Op::Idle | Op::Deferred => {
                     if let Some(e) = this.send_error() {
                         return Poll::Ready(Err(e));
                     }
-                    this.submit_recv(false)?;
+                    this.arm_recv(false)?;
                 }
             }
         }
+    }
+}
+
+impl UringConn {
+    /// A read waits for its receive's completion (a failed send ends it first).
+    fn wait_read(&self, cx: &Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(e) = self.send_error() {
+            return Poll::Ready(Err(e));
+        }
+        self.sh.waker.set(Some(cx.waker().clone()));
+        Poll::Pending
     }
 }
 
@@ -918,9 +1296,7 @@ impl AsyncWrite for UringConn {
         // The response's receive goes in the same submission (right behind the send: the
         // chain's last link when the connect went in ahead).
         debug_assert!(!deferred || (sh.recv.get() == Op::Idle && sh.rpos.get() == sh.rlen.get()));
-        if sh.recv.get() == Op::Idle && sh.rpos.get() == sh.rlen.get() {
-            this.submit_recv(true)?;
-        }
+        this.arm_recv(true)?;
         Poll::Ready(Ok(buf.len()))
     }
 
@@ -940,8 +1316,14 @@ impl Drop for UringConn {
     /// with the next submission, no system call of their own).
     fn drop(&mut self) {
         let sh = &self.sh;
+        sh.dropped.set(true);
         let queued = with_driver(|d| {
-            for op in [&sh.connect, &sh.send, &sh.recv] {
+            if let Some(bufs) = d.bufs.as_mut() {
+                for c in sh.chunks.borrow_mut().drain(..) {
+                    bufs.give(c.bid);
+                }
+            }
+            for op in [&sh.connect, &sh.send, &sh.recv, &sh.multi] {
                 if let Op::InFlight(slot) = op.get() {
                     d.push_raw(
                         &opcode::AsyncCancel::new(u64::from(slot))
@@ -1208,6 +1590,163 @@ mod tests {
             read.ends_with(b"ok"),
             "{:?}",
             String::from_utf8_lossy(&read)
+        );
+    }
+
+    /// A connection's standing multishot receive: its bytes are read in the order they came
+    /// through running out of provided buffers (the receive ends; the next is a single one
+    /// into the connection's own buffer, then a standing one again), every buffer goes back
+    /// once read, and a connection dropped with bytes unread gives its buffers back.
+    #[test]
+    fn a_standing_receive_reads_in_order_through_running_out_of_buffers() {
+        available().expect("io_uring must be available to test the io_uring transport");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (piece_tx, piece_rx) = std::sync::mpsc::channel::<usize>();
+        let (sent_tx, sent_rx) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_nodelay(true).unwrap();
+            for n in piece_rx {
+                s.write_all(format!("{n:04}").as_bytes()).unwrap();
+                sent_tx.send(()).unwrap();
+            }
+        });
+        let total = MULTI_BUFS as usize + 40;
+        let rt = ring_runtime();
+        let local = tokio::task::LocalSet::new();
+        let (held_full, no_bufs, read, held_after, held_unread, held_dropped) =
+            local.block_on(&rt, async move {
+                tokio::task::spawn_local(drive());
+                let mut c = UringConn::connect(addr, None, false).await.unwrap();
+                flush();
+                // Completions are taken here only: one receive per piece, none read.
+                assert!(pace(true));
+                for n in 0..total {
+                    piece_tx.send(n).unwrap();
+                    sent_rx.recv().unwrap();
+                    for _ in 0..100 {
+                        reap_now();
+                        if c.sh.chunks.borrow().len() > n.min(MULTI_BUFS as usize - 1)
+                            || c.sh.no_bufs.get()
+                        {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                }
+                let held_full = held_buffers().unwrap();
+                let no_bufs = c.sh.no_bufs.get();
+                pace(false);
+                let mut read = Vec::new();
+                let mut buf = [0u8; 64];
+                while read.len() < total * 4 {
+                    let n = c.read(&mut buf).await.unwrap();
+                    assert!(n > 0, "closed early");
+                    read.extend_from_slice(&buf[..n]);
+                }
+                let held_after = held_buffers().unwrap();
+                // Three more pieces left unread, then the connection dropped.
+                assert!(pace(true));
+                for n in 0..3 {
+                    piece_tx.send(n).unwrap();
+                    sent_rx.recv().unwrap();
+                }
+                for _ in 0..100 {
+                    reap_now();
+                    if held_buffers().unwrap() > 0 {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                let held_unread = held_buffers().unwrap();
+                drop(c);
+                let held_dropped = held_buffers().unwrap();
+                pace(false);
+                drop(piece_tx);
+                (
+                    held_full,
+                    no_bufs,
+                    read,
+                    held_after,
+                    held_unread,
+                    held_dropped,
+                )
+            });
+        drop(local);
+        drop(rt);
+        uninstall();
+        server.join().unwrap();
+        assert_eq!(
+            held_full, MULTI_BUFS,
+            "every buffer held before the receive ran out"
+        );
+        assert!(no_bufs, "the standing receive ended for want of buffers");
+        let want: String = (0..total).map(|n| format!("{n:04}")).collect();
+        assert_eq!(
+            String::from_utf8_lossy(&read),
+            want,
+            "bytes out of order or lost"
+        );
+        assert_eq!(held_after, 0, "a buffer read to its end was not given back");
+        assert!(held_unread > 0, "the unread pieces hold no buffer");
+        assert_eq!(held_dropped, 0, "a dropped connection kept its buffers");
+    }
+
+    /// A stamped standing receive (`recvmsg` into provided buffers) reads the bytes with
+    /// their arrival time and reports the server's close as the end of the stream (whose
+    /// completion carries a header and no payload), once every byte before it is read.
+    #[test]
+    fn a_stamped_standing_receive_reads_the_arrival_time_and_the_close() {
+        available().expect("io_uring must be available to test the io_uring transport");
+        let _on = loadlab_system::os::hold_rx_timestamps().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            read_one_request(&mut s);
+            answer(&mut s);
+        });
+        let rt = ring_runtime();
+        let local = tokio::task::LocalSet::new();
+        let (read, stamp, multi) = local.block_on(&rt, async move {
+            tokio::task::spawn_local(drive());
+            let mut c = UringConn::connect(addr, None, true).await.unwrap();
+            let multi = matches!(c.sh.multi.get(), Op::InFlight(_));
+            c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .unwrap();
+            let mut read = Vec::new();
+            let mut buf = [0u8; 64];
+            let ended = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+                loop {
+                    let n = c.read(&mut buf).await.unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    read.extend_from_slice(&buf[..n]);
+                }
+            })
+            .await;
+            assert!(ended.is_ok(), "the server's close was never read");
+            (read, c.received_at(), multi)
+        });
+        drop(local);
+        drop(rt);
+        uninstall();
+        server.join().unwrap();
+        assert!(
+            multi,
+            "a connection that is up reads with a standing receive"
+        );
+        assert!(
+            read.ends_with(b"\r\n\r\nok"),
+            "{:?}",
+            String::from_utf8_lossy(&read)
+        );
+        assert!(
+            stamp.is_some(),
+            "no arrival time on a stamped standing receive"
         );
     }
 }

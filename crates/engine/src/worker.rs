@@ -638,7 +638,8 @@ async fn session_task(ctx: Rc<Ctx>, mut conn: crate::session::SessionConn) {
         .await;
         if matches!(ended, crate::session::Ended::Aborted(_)) {
             // A failure can be synchronous (a refused connect on loopback): let the other
-            // tasks of this thread run.
+            // tasks of this thread run (over io_uring, with what they queued submitted).
+            crate::uring::reap_now();
             tokio::task::yield_now().await;
         }
     }
@@ -674,7 +675,10 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
     while ctx.next_batch(&mut batch).await {
         if !ctx.exchange(&mut link, &batch, timer.as_mut()).await {
             // A failure can be synchronous (EMFILE, EADDRNOTAVAIL, a refused connect on
-            // loopback): yield, or this task would starve the others on its thread.
+            // loopback): yield, or this task would starve the others on its thread. Over
+            // io_uring, what the others queued goes to the kernel first: a thread kept busy
+            // by failing loops never parks, where the ring is otherwise submitted.
+            crate::uring::reap_now();
             tokio::task::yield_now().await;
         }
         batch.clear();
