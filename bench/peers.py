@@ -42,7 +42,8 @@ FLOOR_NOTE = "lower bound: bench/floor (io_uring, no latency recorded), not a lo
 # kernel's receive timestamp, which a client reading its responses late needs to measure
 # latency at all; the least such a client spends.
 STAMPED_NOTE = ("bench/floor --stamp: the floor reading each response with its kernel receive "
-                "timestamp (recvmsg), what any client that reads late must add to measure latency")
+                "timestamp (multishot recvmsg), what any client that reads late must add to "
+                "measure latency")
 
 # Targets (issue 33): requests per generator CPU-second against wrk, closed loop: with
 # keep-alive at or above wrk, without it at least 1.3x; open loop at least 1.5x oha's requests

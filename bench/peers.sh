@@ -6,7 +6,8 @@
 # a peer is the most a target ratio can reach here; the report says which targets are
 # beyond it. In open loop it runs a second time with --stamp ("floor-stamped"): each
 # response read with its kernel receive timestamp, the least a client that reads its
-# responses late spends if it measures latency at all.
+# responses late spends if it measures latency at all. Both open-loop rows read through one
+# standing multishot receive per connection (--multishot), as loadlab does.
 #
 #   bench/peers.sh                          # full run (10 s x 3 rounds x tools x modes)
 #   DURATION=3 ROUNDS=1 TOOLS=wrk,ab bench/peers.sh
@@ -240,8 +241,10 @@ tool_cmd() {
         keepalive/floor)   CMD=("$FLOOR" keepalive --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur") ;;
         close/floor)       CMD=("$FLOOR" close --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur") ;;
         # The release gap of loadlab's dispatcher (MIN_WAKE_GAP_NS in crates/engine/src/worker.rs).
-        openloop/floor)    CMD=("$FLOOR" open --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur" --rate "$RATE" --gap-us 200) ;;
-        openloop/floor-stamped) CMD=("$FLOOR" open --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur" --rate "$RATE" --gap-us 200 --stamp) ;;
+        # One standing multishot receive per connection, as loadlab's io_uring transport reads
+        # (cheaper in open loop than a receive per response: docs/src/benchmarks.md).
+        openloop/floor)    CMD=("$FLOOR" open --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur" --rate "$RATE" --gap-us 200 --multishot) ;;
+        openloop/floor-stamped) CMD=("$FLOOR" open --addr "127.0.0.1:$PORT" --connections "$c" --duration "$dur" --rate "$RATE" --gap-us 200 --multishot --stamp) ;;
         close/h2load)      SKIP_REASON="h2load has no keep-alive-off mode"; return 1 ;;
         openloop/wrk)      SKIP_REASON="closed-loop only, wrk2 not packaged in Debian"; return 1 ;;
         openloop/ab|openloop/h2load) SKIP_REASON="no fixed-rate mode"; return 1 ;;

@@ -23,6 +23,11 @@
 //! `recvmsg`), as a client that reads its responses late (the open loop reads them only at
 //! its next release) must to know when they came: what measuring latency costs at least.
 //! The JSON then counts the responses read with a timestamp (`stamped`).
+//!
+//! `--multishot` (keep-alive only) reads each connection through one standing multishot
+//! receive into a ring of provided buffers, armed once, instead of a receive queued with each
+//! request: in open loop it costs less (docs/src/benchmarks.md), and it is how loadlab's
+//! io_uring transport reads, so `bench/peers.sh` runs the open-loop floor with it.
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::IntoRawFd;
