@@ -707,8 +707,10 @@ impl Driver {
 
     /// One `io_uring_enter` that submits every queued entry and sleeps until the timeout
     /// `ts` (`flags`: [`ENTER_ABS_TIMER`] or 0, relative) whatever completes meanwhile: it
-    /// asks for more completions than are in flight. `Err(None)`: an error a working ring
-    /// does not give; `Err(Some(errno))` otherwise (a timeout or a signal is `Ok`).
+    /// asks for as many completions as the completion queue holds (a standing multishot
+    /// receive completes many times, so the operations in flight are no bound; the kernel
+    /// caps the count at the queue's size). `Err(None)`: an error a working ring does not
+    /// give; `Err(Some(errno))` otherwise (a timeout or a signal is `Ok`).
     fn wait(&mut self, ts: &Timespec, flags: u32) -> Result<(), Option<i32>> {
         let arg = GetEventsArg {
             sigmask: 0,
@@ -716,12 +718,13 @@ impl Driver {
             min_wait_usec: 0,
             ts: ts as *const Timespec as u64,
         };
+        let all = self.ring.completion().capacity() as u32;
         // SAFETY: `arg` and the timespec it points to outlive the call; the kernel reads
         // `size_of::<GetEventsArg>()` bytes of it.
         let r = unsafe {
             self.ring.submitter().enter(
                 self.queued,
-                self.in_flight + 1,
+                all,
                 ENTER_GETEVENTS | ENTER_EXT_ARG | flags,
                 Some(&arg),
             )
