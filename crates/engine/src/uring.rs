@@ -17,9 +17,12 @@
 //!   sleeps to the next release and takes the responses that came in meanwhile.
 //!
 //! A request is written without waiting for the send to complete: `poll_write` copies it
-//! into the connection's buffer, queues the send and, with it, the receive of the response,
-//! so one system call carries both (the epoll transport makes a `sendto`, an `epoll_wait`
-//! and a `recvmsg` per request). A send's failure is reported by the next read or write. A
+//! into the connection's buffer and queues the send; the response comes in through the
+//! connection's standing multishot receive, armed once the connection is up, into the
+//! worker's provided buffers ([`BufRing`]); a connection's first response, and every
+//! response of a single-use one, through a single receive queued with the send. One system
+//! call carries a wake-up's sends (the epoll transport makes a `sendto`, an `epoll_wait` and a
+//! `recvmsg` per request). A send's failure is reported by the next read or write. A
 //! buffer the kernel may still use is never touched: a connection dropped with operations
 //! in flight hands its buffers to the ring until they complete (cancelled, then closed).
 
