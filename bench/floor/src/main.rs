@@ -472,7 +472,15 @@ impl Client {
             } else {
                 if self.stamp {
                     let m = &self.conns[i].msg;
-                    self.take_stamp(m.hdr.msg_control, m.hdr.msg_controllen);
+                    // SAFETY: the receive is complete: the kernel filled `msg_controllen`
+                    // bytes of the connection's control buffer.
+                    let control = unsafe {
+                        std::slice::from_raw_parts(
+                            m.hdr.msg_control.cast::<u8>(),
+                            m.hdr.msg_controllen,
+                        )
+                    };
+                    self.count_stamp(receive_stamp(control));
                 }
                 let c = &mut self.conns[i];
                 c.fill += res as usize;
@@ -510,32 +518,29 @@ impl Client {
         if res <= 0 {
             return self.ended(i, Err(()), res, mode, ended);
         }
-        let bufs = self.bufs.as_ref().expect("multishot has buffers");
+        let bufs = self.bufs.as_mut().expect("multishot has buffers");
         let bid = io_uring::cqueue::buffer_select(flags).expect("a receive into a provided buffer");
         let raw = bufs.buf(bid, res as usize);
-        // Where the control messages and the payload sit in the buffer.
-        let base = raw.as_ptr() as usize;
-        let span = |x: &[u8]| (x.as_ptr() as usize - base, x.len());
-        let (control, payload) = if self.stamp {
+        let c = &mut self.conns[i];
+        let mut take = |payload: &[u8]| {
+            let fit = payload.len().min(BUF - c.fill);
+            c.buf[c.fill..c.fill + fit].copy_from_slice(&payload[..fit]);
+            c.fill += fit;
+            payload.len()
+        };
+        let (stamp, got) = if self.stamp {
             let out = types::RecvMsgOut::parse(raw, &self.ms_msg)
                 .map_err(|()| "a multishot recvmsg result too short".to_string())?;
-            (span(out.control_data()), span(out.payload_data()))
+            (receive_stamp(out.control_data()), take(out.payload_data()))
         } else {
-            ((0, 0), (0, raw.len()))
+            (None, take(raw))
         };
-        if control.1 > 0 {
-            self.take_stamp((base + control.0) as *mut libc::c_void, control.1);
+        bufs.give(bid);
+        self.count_stamp(stamp);
+        if got == 0 {
+            // A stamped receive's end at the server's close: a header and no payload.
+            return self.ended(i, Err(()), 0, mode, ended);
         }
-        let payload = &self
-            .bufs
-            .as_ref()
-            .expect("multishot has buffers")
-            .buf(bid, res as usize)[payload.0..][..payload.1];
-        let c = &mut self.conns[i];
-        let fit = payload.len().min(BUF - c.fill);
-        c.buf[c.fill..c.fill + fit].copy_from_slice(&payload[..fit]);
-        c.fill += fit;
-        self.bufs.as_mut().expect("multishot has buffers").give(bid);
         if !io_uring::cqueue::more(flags) {
             self.arm(i)?;
         }
@@ -603,27 +608,12 @@ impl Client {
         opcode::RecvMsg::new(types::Fd(fd), &mut m.hdr).build()
     }
 
-    /// Reads the receive timestamp among the control messages at `control` (`len` bytes)
-    /// of a `recvmsg`, as a latency-measuring client must.
-    fn take_stamp(&mut self, control: *mut libc::c_void, len: usize) {
-        // SAFETY: a header over the control bytes only (all else zero); CMSG_FIRSTHDR and
-        // CMSG_NXTHDR stay inside them, and a timespec is read unaligned.
-        unsafe {
-            let mut m: libc::msghdr = std::mem::zeroed();
-            m.msg_control = control;
-            m.msg_controllen = len;
-            let mut cm = libc::CMSG_FIRSTHDR(&m);
-            while !cm.is_null() {
-                if (*cm).cmsg_level == libc::SOL_SOCKET && (*cm).cmsg_type == libc::SO_TIMESTAMPNS {
-                    let ts: libc::timespec =
-                        std::ptr::read_unaligned(libc::CMSG_DATA(cm).cast::<libc::timespec>());
-                    let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-                    self.stamped += 1;
-                    self.latest_stamp = self.latest_stamp.max(ns);
-                    return;
-                }
-                cm = libc::CMSG_NXTHDR(&m, cm);
-            }
+    /// Counts a response read with a receive timestamp (`stamp`), as a latency-measuring
+    /// client uses it.
+    fn count_stamp(&mut self, stamp: Option<u64>) {
+        if let Some(ns) = stamp {
+            self.stamped += 1;
+            self.latest_stamp = self.latest_stamp.max(ns);
         }
     }
 
@@ -733,6 +723,27 @@ fn open_loop(a: &Args) -> Result<String, String> {
         p99 as f64 / 1e3,
         max as f64 / 1e3
     ))
+}
+
+/// The receive timestamp (ns) among a `recvmsg`'s control messages `control`, if any.
+fn receive_stamp(control: &[u8]) -> Option<u64> {
+    // SAFETY: a header over the control bytes only (all else zero); CMSG_FIRSTHDR and
+    // CMSG_NXTHDR stay inside them, and a timespec is read unaligned.
+    unsafe {
+        let mut m: libc::msghdr = std::mem::zeroed();
+        m.msg_control = control.as_ptr().cast_mut().cast();
+        m.msg_controllen = control.len();
+        let mut cm = libc::CMSG_FIRSTHDR(&m);
+        while !cm.is_null() {
+            if (*cm).cmsg_level == libc::SOL_SOCKET && (*cm).cmsg_type == libc::SO_TIMESTAMPNS {
+                let ts: libc::timespec =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(cm).cast::<libc::timespec>());
+                return Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            }
+            cm = libc::CMSG_NXTHDR(&m, cm);
+        }
+    }
+    None
 }
 
 /// Asks the kernel to stamp what socket `fd` receives (`SO_TIMESTAMPNS`).
@@ -864,6 +875,15 @@ mod tests {
         }
     }
 
+    /// Runs `a` in its mode (open or closed loop) and returns its JSON.
+    fn run(a: &Args) -> String {
+        match a.mode {
+            Mode::Open => open_loop(a),
+            _ => closed_loop(a),
+        }
+        .unwrap()
+    }
+
     fn field(json: &str, name: &str) -> f64 {
         let at = json.find(&format!("\"{name}\":")).expect(name) + name.len() + 3;
         let end = json[at..].find([',', '}']).unwrap() + at;
@@ -974,11 +994,7 @@ mod tests {
                 stamp: true,
                 ..args(mode, server(OK, mode == Mode::Close))
             };
-            let out = match mode {
-                Mode::Open => open_loop(&a),
-                _ => closed_loop(&a),
-            }
-            .unwrap();
+            let out = run(&a);
             let requests = field(&out, "requests");
             assert!(requests > 0.0, "{out}");
             // One receive per response here (a small answer): each came with a timestamp.
@@ -996,11 +1012,7 @@ mod tests {
                     multishot: true,
                     ..args(mode, server(OK, false))
                 };
-                let out = match mode {
-                    Mode::Open => open_loop(&a),
-                    _ => closed_loop(&a),
-                }
-                .unwrap();
+                let out = run(&a);
                 let requests = field(&out, "requests");
                 assert!(requests > 10.0, "{out}");
                 assert_eq!(field(&out, "errors"), 0.0, "{out}");

@@ -799,11 +799,8 @@ impl Driver {
                     self.free.push(n as u32);
                     self.in_flight -= 1;
                 }
-                if !multi_completion(&mut self.bufs, &sh, n as u32, res, cqe.flags()) {
-                    continue;
-                }
-                if let Some(w) = sh.waker.take() {
-                    self.wake.push(w);
+                if multi_completion(&mut self.bufs, &sh, n as u32, res, cqe.flags()) {
+                    self.wake.extend(sh.waker.take());
                 }
                 continue;
             }
