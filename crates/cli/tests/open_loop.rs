@@ -50,7 +50,19 @@ fn a_worker_without_a_first_connection_still_sends_its_share() {
         "server saw {sent}, expected 400: {j}"
     );
     assert!((num(j, &["achieved_rps"]) - 200.0).abs() <= 4.0, "{j}");
-    assert_eq!(j["generator_limited"], false, "{j}");
+    // The idle worker is not blamed and nothing went unsent. A schedule-lag note is not
+    // asserted: with this file's tests running at once on two cores, either transport
+    // now and then releases a few sends over 1 ms late, and loadlab says so (the note
+    // is right then).
+    let notes = j["generator_notes"].as_array().expect("generator_notes");
+    assert!(
+        notes.iter().all(|n| {
+            let n = n.as_str().unwrap_or_default();
+            !n.contains("CPU-bound") && !n.contains("never sent")
+        }),
+        "{j}"
+    );
+    assert_eq!(num(j, &["unsent"]), 0.0, "{j}");
 }
 
 #[test]
