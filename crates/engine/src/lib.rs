@@ -39,6 +39,7 @@ pub mod export;
 pub mod format;
 pub mod http1;
 pub mod http2;
+mod idle;
 pub mod recorder;
 pub mod result;
 pub mod runner;

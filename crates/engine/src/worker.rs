@@ -86,9 +86,8 @@ struct Ctx {
     queue: RefCell<VecDeque<u64>>,
     /// Open loop: the most arrivals `queue` may hold.
     queue_cap: usize,
-    /// Open loop: connection tasks waiting for an arrival.
-    idle: Cell<usize>,
-    wake: Notify,
+    /// Open loop: request loops waiting for an arrival.
+    idle: crate::idle::IdleLoops,
     dispatch_done: Cell<bool>,
     /// Live connection tasks, and the pool ceiling.
     live: Cell<usize>,
@@ -156,8 +155,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         tickets: plan.tickets,
         queue: RefCell::new(VecDeque::new()),
         queue_cap: (QUEUE_CAP_TOTAL / plan.threads.max(1)).max(MIN_QUEUE_CAP),
-        idle: Cell::new(0),
-        wake: Notify::new(),
+        idle: crate::idle::IdleLoops::default(),
         dispatch_done: Cell::new(false),
         live: Cell::new(0),
         max_live: plan.max_tasks.max(plan.tasks).max(1),
@@ -382,10 +380,10 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
         if !ctx.enqueue(intended, now) {
             continue;
         }
-        if ctx.idle.get() > 0 {
-            ctx.idle.set(ctx.idle.get() - 1);
-            ctx.wake.notify_one();
-        } else if ctx.live.get() < ctx.max_live {
+        if ctx.idle.wake_one() {
+            continue;
+        }
+        if ctx.live.get() < ctx.max_live {
             // Over a paced ring a loop whose response came in is busy until it is reaped:
             // reap, and let such loops take this arrival, before opening a connection.
             if crate::uring::paced() && {
@@ -404,7 +402,7 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
     }
     crate::uring::pace(false);
     ctx.dispatch_done.set(true);
-    ctx.wake.notify_waiters();
+    ctx.idle.wake_all();
     ctx.finished.notify_one();
 }
 
@@ -445,7 +443,7 @@ impl Ctx {
     /// Fills `batch` with the next request(s) to send: their intended send times, and for
     /// requests that vary, their kind and row. `false` when the run is over for this loop
     /// (its window ended, its count was claimed, or `unique` used every row).
-    async fn next_batch(&self, batch: &mut Vec<Planned>) -> bool {
+    async fn next_batch(&self, me: &Rc<crate::idle::Idler>, batch: &mut Vec<Planned>) -> bool {
         match self.io.cfg.model {
             LoadModel::Closed => {
                 let mut now = self.io.clock.now();
@@ -491,8 +489,7 @@ impl Ctx {
                 if self.dispatch_done.get() {
                     return false;
                 }
-                self.idle.set(self.idle.get() + 1);
-                self.wake.notified().await;
+                self.idle.wait(me).await;
             },
         }
     }
@@ -623,7 +620,8 @@ impl Ctx {
 /// to it; closed loop: a user that starts again as soon as its session ends).
 async fn session_task(ctx: Rc<Ctx>, mut conn: crate::session::SessionConn) {
     let mut batch = Vec::with_capacity(1);
-    while ctx.next_batch(&mut batch).await {
+    let me = Rc::new(crate::idle::Idler::default());
+    while ctx.next_batch(&me, &mut batch).await {
         let p = batch[0];
         batch.clear();
         let ended = crate::session::run(
@@ -672,7 +670,8 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
     let mut timer = std::pin::pin!(tokio::time::sleep_until(
         ctx.io.clock.instant(ctx.window.end_ns).into()
     ));
-    while ctx.next_batch(&mut batch).await {
+    let me = Rc::new(crate::idle::Idler::default());
+    while ctx.next_batch(&me, &mut batch).await {
         if !ctx.exchange(&mut link, &batch, timer.as_mut()).await {
             // A failure can be synchronous (EMFILE, EADDRNOTAVAIL, a refused connect on
             // loopback): yield, or this task would starve the others on its thread. Over
