@@ -1,7 +1,7 @@
-//! What can be wrong with a [`Workload`](super::Workload): the [`Field`] at fault (which the
+//! What can be wrong with a [`Workload`](super::Workload)(super::Workload): the [`Field`] at fault (which the
 //! CLI shows as its flag and a plan as its own key) and the [`ConfigError`] naming it.
 
-/// A setting of a [`Workload`], for error messages: [`Field::flag`] is how `loadlab run`
+/// A setting of a [`Workload`](super::Workload), for error messages: [`Field::flag`] is how `loadlab run`
 /// spells it; plans map it to their own keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Field {
@@ -9,7 +9,7 @@ pub enum Field {
     Url,
     /// The open-loop rate.
     Rate,
-    /// The connection count ([`Workload::connections`]).
+    /// The connection count ([`Workload::connections`](super::Workload::connections)).
     Connections,
     /// The open-loop pool ceiling (HTTP/1.1).
     MaxConnections,
@@ -111,7 +111,7 @@ impl Field {
     }
 }
 
-/// What is wrong with a [`Workload`].
+/// What is wrong with a [`Workload`](super::Workload).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The URL does not parse.
