@@ -57,6 +57,8 @@ OPEN_OHA_RATIOS = {20000: 1.5, 50000: 1.8}
 OPEN_LAG_P99_MS = 0.3
 HELD_RATE = 100000
 HELD_LAG_P99_MS = 1.0
+# nginx's worker busy this share of its core or more: the server, not the generator, limits.
+SERVER_LIMIT = 0.95
 
 def open_phases(summ):
     """The open-loop phases of a results file, by rate: ("openloop-20000", 20000.0), ...;
@@ -228,6 +230,10 @@ def cmd_record(a):
         "rate": a.rate, "rc": a.rc, "cmd": a.cmd,
         "stdout": a.stdout, "ok": False,
     }
+    if a.server_cpu_s is not None:
+        # nginx's worker, user + system, over the run: its share of its core.
+        rec["server_cpu_s"] = a.server_cpu_s
+        rec["server_util"] = round(a.server_cpu_s / a.duration, 3)
     t, p = lib.measure(rec, a, PARSERS, parse_loadlab)
     if t and p and rec.get("requests"):
         rec["ok"] = True
@@ -270,7 +276,7 @@ def summarize(recs):
             if not runs:
                 continue
             for key in ("rps", "cpu_s", "req_per_cpu_s", "rss_kb", "cpu_util", "error_count",
-                        "requests"):
+                        "requests", "server_util"):
                 s[key] = _med([x.get(key) for x in runs])
             rpc = [x["req_per_cpu_s"] for x in runs if x.get("req_per_cpu_s")]
             s["spread"] = lib.spread(rpc, s["req_per_cpu_s"])
@@ -365,6 +371,8 @@ def open_rows(ph, rate):
                          % (sum(map(bool, s["generator_limited"])), len(s["generator_limited"])))
         if s.get("connections_opened") is not None:
             notes.append("connections opened: %s (median)" % _fmt(s["connections_opened"]))
+        if s.get("server_util") is not None:
+            notes.append("nginx %.0f%% busy (median)" % (100 * s["server_util"]))
         rows.append([
             tool,
             _fmt(rate) if rate else "-",
@@ -385,6 +393,16 @@ def open_rows(ph, rate):
 OPEN_HDR = ["tool", "target rate", "achieved req/s", "gen CPU s", "gen CPU µs/req", "peak RSS MB",
             "latency p50 ms", "latency p99 ms", "sched lag p99 ms", "sched lag max ms",
             "errors", "notes"]
+
+
+def _server_busy(s):
+    """'; nginx N % busy' for a tool's runs at one rate: near 100 % the server, not the
+    generator, is what a schedule waits on (an arrival finds every connection busy)."""
+    u = s.get("server_util")
+    if u is None:
+        return ""
+    return "; nginx's worker %.0f %% busy on its core (median)%s" % (
+        100 * u, ": the server is at its limit at this rate" if u >= SERVER_LIMIT else "")
 
 
 def target_checks(summ, memcheck, wake_us=None):
@@ -480,9 +498,9 @@ def target_checks(summ, memcheck, wake_us=None):
         limited = sum(1 for g in held.get("generator_limited") or [] if g)
         ok = lag is not None and lag <= HELD_LAG_P99_MS and limited == 0
         lines.append("[%s] loadlab open loop at %s req/s on one core: lag p99 %s ms, generator-limited "
-                     "in %d of %d runs (target: lag p99 ≤ %g ms, never limited)"
+                     "in %d of %d runs (target: lag p99 ≤ %g ms, never limited)%s"
                      % ("PASS" if ok else "FAIL", _fmt(HELD_RATE), _fmt(lag, 3), limited,
-                        len(held.get("runs") or []), HELD_LAG_P99_MS))
+                        len(held.get("runs") or []), HELD_LAG_P99_MS, _server_busy(held)))
     fl = by_rate.get(HELD_RATE, {}).get("floor")
     if fl and fl.get("n") and fl.get("requests"):
         # The floor drops an arrival that finds every connection busy (it has no queue and
@@ -493,11 +511,11 @@ def target_checks(summ, memcheck, wake_us=None):
         held = f_lag is not None and f_lag <= HELD_LAG_P99_MS and share <= 0.01
         lines.append("[FLOOR] bench/floor at %s req/s on one core: lag p99 %s ms, %s arrivals dropped "
                      "for want of a free connection (%.1f %%, median; loadlab sends those late "
-                     "and counts them): target %s"
+                     "and counts them): target %s%s"
                      % (_fmt(HELD_RATE), _fmt(f_lag, 3), _fmt(dropped), 100 * share,
                         "within reach" if held else
                         "not shown within reach by the floor (more than 1 %% dropped or lag p99 "
-                        "over %g ms)" % HELD_LAG_P99_MS))
+                        "over %g ms)" % HELD_LAG_P99_MS, _server_busy(fl)))
     ll = ka.get("loadlab")
     if ll and ll.get("n"):
         mx = ll["rss_max_kb"]
@@ -588,6 +606,8 @@ def cmd_check(a):
 
 def _record_args(p):
     p.add_argument("--duration", type=float, required=True)
+    p.add_argument("--server-cpu-s", type=float,
+                   help="CPU seconds nginx's worker used during the run")
     p.add_argument("--connections", type=int)
     p.add_argument("--rate", type=float)
 

@@ -252,6 +252,11 @@ tool_cmd() {
     esac
 }
 
+# ngx_worker: the pid of nginx's one worker process (empty if there is none).
+ngx_worker() { pgrep -P "$NGX_PID" 2>/dev/null | head -1 || true; }
+# cpu_ticks PID: the user + system CPU time PID has used so far, in clock ticks.
+cpu_ticks() { [[ -z $1 ]] || awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || true; }
+
 # run_one PHASE ROUND MODE TOOL DUR
 run_one() {
     local phase=$1 round=$2 mode=$3 tool=$4 dur=$5
@@ -261,6 +266,10 @@ run_one() {
     rm -f "$json" "$base.time"
     local rc=0
     kill -0 "$NGX_PID" 2>/dev/null || die "nginx (pid $NGX_PID) is gone; see $NGX_DIR/error.log"
+    # How busy the server was during the run (is a rate beyond what nginx serves here?).
+    local worker ticks0 ticks1
+    worker=$(ngx_worker)
+    ticks0=$(cpu_ticks "$worker")
     # Bounded: tools stop at DURATION; timeout is only a safety net. Run in the
     # background and `wait`, so Ctrl-C reaches the INT trap immediately (timeout
     # puts the tool in its own process group, out of reach of the terminal's ^C).
@@ -270,8 +279,11 @@ run_one() {
     RUN_PID=$!
     wait "$RUN_PID" || rc=$?
     RUN_PID=
+    ticks1=$(cpu_ticks "$worker")
     local extra=()
-    [[ $tool == loadlab ]] && extra=(--json "$json")
+    [[ -n $ticks0 && -n $ticks1 ]] &&
+        extra+=(--server-cpu-s "$(awk -v a="$ticks0" -v b="$ticks1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')")
+    [[ $tool == loadlab ]] && extra+=(--json "$json")
     [[ $mode == openloop ]] && extra+=(--rate "$RATE")
     $PY record --out "$RESULTS" --phase "$phase" --round "$round" --tool "$tool" \
         --stdout "$base.out" --time "$base.time" --rc "$rc" --duration "$dur" \

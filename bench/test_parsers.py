@@ -350,6 +350,30 @@ class PeerTargets(unittest.TestCase):
         self.assertIn("(0.5 %", lines[0])
         self.assertTrue(lines[0].endswith("target within reach"), lines[0])
 
+    def test_the_servers_share_of_its_core_is_beside_the_held_rate(self):
+        busy = [dict(self.rec("openloop-100000", "loadlab", 150000, 9.0, limited=True),
+                     server_util=u) for u in (0.97, 1.0, 0.99)]
+        floor = dict(self.rec("openloop-100000", "floor", 180000, 0.6), unsent=250,
+                     server_util=0.98)
+        summ = peers.summarize(busy + [floor])
+        lines = peers.target_checks(summ, [])
+        held = [l for l in lines if l.startswith("[FAIL] loadlab open loop at 100,000")]
+        self.assertEqual(len(held), 1, lines)
+        self.assertTrue(held[0].endswith("; nginx's worker 99 % busy on its core (median): the "
+                                         "server is at its limit at this rate"), held[0])
+        fl = [l for l in lines if l.startswith("[FLOOR] bench/floor at 100,000")]
+        self.assertIn("nginx's worker 98 % busy", fl[0])
+        rows, _ = peers.open_rows(summ["openloop-100000"], 100000)
+        self.assertIn("nginx 99% busy (median)", rows[0][-1])
+        # Half busy: said, and not called the limit.
+        summ = peers.summarize([dict(b, server_util=0.5) for b in busy])
+        held = [l for l in peers.target_checks(summ, []) if "100,000" in l][0]
+        self.assertTrue(held.endswith("; nginx's worker 50 % busy on its core (median)"), held)
+        # No measurement of the server (an older results file): nothing said.
+        summ = peers.summarize([self.rec("openloop-100000", "loadlab", 150000, 9.0, limited=True)])
+        held = [l for l in peers.target_checks(summ, []) if "100,000" in l][0]
+        self.assertNotIn("nginx", held)
+
     def test_floor_output(self):
         line = '{"requests":99937,"errors":2,"elapsed_s":5.000194,"unsent":61,' \
                '"schedule_lag_ms":{"p99":0.315,"max":3.154}}'
