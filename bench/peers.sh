@@ -267,9 +267,10 @@ run_one() {
     local rc=0
     kill -0 "$NGX_PID" 2>/dev/null || die "nginx (pid $NGX_PID) is gone; see $NGX_DIR/error.log"
     # How busy the server was during the run (is a rate beyond what nginx serves here?).
-    local worker ticks0 ticks1
+    local worker ticks0 ticks1 t0 t1
     worker=$(ngx_worker)
     ticks0=$(cpu_ticks "$worker")
+    t0=$(date +%s.%N)
     # Bounded: tools stop at DURATION; timeout is only a safety net. Run in the
     # background and `wait`, so Ctrl-C reaches the INT trap immediately (timeout
     # puts the tool in its own process group, out of reach of the terminal's ^C).
@@ -280,9 +281,12 @@ run_one() {
     wait "$RUN_PID" || rc=$?
     RUN_PID=
     ticks1=$(cpu_ticks "$worker")
+    t1=$(date +%s.%N)
     local extra=()
+    # The server's CPU over the tool's whole run (a run behind its schedule outlasts DURATION).
     [[ -n $ticks0 && -n $ticks1 ]] &&
-        extra+=(--server-cpu-s "$(awk -v a="$ticks0" -v b="$ticks1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')")
+        extra+=(--server-cpu-s "$(awk -v a="$ticks0" -v b="$ticks1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')"
+                --server-wall-s "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')")
     [[ $tool == loadlab ]] && extra+=(--json "$json")
     [[ $mode == openloop ]] && extra+=(--rate "$RATE")
     $PY record --out "$RESULTS" --phase "$phase" --round "$round" --tool "$tool" \
