@@ -1395,6 +1395,17 @@ mod tests {
         rt
     }
 
+    /// A server on a thread of its own: one connection accepted on a loopback port and handed
+    /// to `serve`; the port, and the thread to join for what `serve` returns.
+    fn serve_one_connection<T: Send + 'static>(
+        serve: impl FnOnce(std::net::TcpStream) -> T + Send + 'static,
+    ) -> (std::net::SocketAddr, std::thread::JoinHandle<T>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || serve(listener.accept().unwrap().0));
+        (addr, server)
+    }
+
     /// A paced ring (the open loop's dispatcher takes completions at its own wake-ups) lets
     /// a response wait in the ring, and still charges it its arrival: the read reports the
     /// kernel's receive timestamp, taken before the ring was reaped.
@@ -1402,11 +1413,8 @@ mod tests {
     fn a_paced_ring_charges_a_response_its_arrival_not_its_reaping() {
         available().expect("io_uring must be available to test the io_uring transport");
         let _on = loadlab_system::os::hold_rx_timestamps().unwrap();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let (written_tx, written_rx) = tokio::sync::oneshot::channel();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
+        let (addr, server) = serve_one_connection(move |mut s| {
             answer_one_request(&mut s);
             written_tx.send(()).unwrap();
             // Held open until the client is done.
@@ -1459,10 +1467,7 @@ mod tests {
     fn a_paced_sleep_in_the_ring_submits_first_and_ends_at_its_deadline() {
         available().expect("io_uring must be available to test the io_uring transport");
         for absolute in [true, false] {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let server = std::thread::spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
+            let (addr, server) = serve_one_connection(move |mut s| {
                 let received = answer_one_request(&mut s);
                 let _ = s.read(&mut [0u8; 1]);
                 received
@@ -1529,12 +1534,9 @@ mod tests {
             }
         }
         available().expect("io_uring must be available to test the io_uring transport");
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let (got_tx, got_rx) = std::sync::mpsc::channel();
         let (answer_tx, answer_rx) = std::sync::mpsc::channel::<()>();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
+        let (addr, server) = serve_one_connection(move |mut s| {
             read_one_request(&mut s);
             got_tx.send(()).unwrap();
             answer_rx.recv().unwrap();
@@ -1603,12 +1605,9 @@ mod tests {
     #[test]
     fn a_standing_receive_reads_in_order_through_running_out_of_buffers() {
         available().expect("io_uring must be available to test the io_uring transport");
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let (piece_tx, piece_rx) = std::sync::mpsc::channel::<usize>();
         let (sent_tx, sent_rx) = std::sync::mpsc::channel::<()>();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
+        let (addr, server) = serve_one_connection(move |mut s| {
             s.set_nodelay(true).unwrap();
             for n in piece_rx {
                 s.write_all(format!("{n:04}").as_bytes()).unwrap();
@@ -1703,10 +1702,7 @@ mod tests {
     fn a_stamped_standing_receive_reads_the_arrival_time_and_the_close() {
         available().expect("io_uring must be available to test the io_uring transport");
         let _on = loadlab_system::os::hold_rx_timestamps().unwrap();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
+        let (addr, server) = serve_one_connection(move |mut s| {
             read_one_request(&mut s);
             answer(&mut s);
         });
