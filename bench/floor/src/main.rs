@@ -12,10 +12,12 @@
 //! ```text
 //! loadlab-floor keepalive|close|open --addr 127.0.0.1:PORT [--connections 64]
 //!               [--duration 10] [--rate 20000] [--gap-us 200] [--stamp] [--multishot]
+//!               [--on-time]
 //! loadlab-floor wakes [--duration 2] [--gap-us 200]
 //! ```
 //! Prints one JSON object: requests, errors, elapsed_s and, in open loop, schedule_lag_ms
-//! (p99, max) and unsent (arrivals that found every connection busy). `wakes` sends nothing:
+//! (p99, max), unsent (arrivals that found every connection busy) and wakes (its sleeps:
+//! at most one per `--gap-us`). `wakes` sends nothing:
 //! it sleeps on a timer every `--gap-us` and prints the CPU each wake-up cost the thread
 //! (`cpu_us_per_wake`), the price an open-loop client pays per release on this machine.
 //!
@@ -28,6 +30,11 @@
 //! receive into a ring of provided buffers, armed once, instead of a receive queued with each
 //! request: in open loop it costs less (docs/src/benchmarks.md), and it is how loadlab's
 //! io_uring transport reads, so `bench/peers.sh` runs the open-loop floor with it.
+//!
+//! `--on-time` (open loop) sleeps to each wake-up's deadline as an absolute time
+//! (`IORING_ENTER_ABS_TIMER`, Linux 6.12), as loadlab's paced dispatcher does. Without it the
+//! sleep is a span the kernel starts after the wake-up's sends are submitted, so every
+//! release comes that much later: fewer wake-ups and a larger schedule lag than loadlab's.
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::IntoRawFd;
@@ -75,11 +82,14 @@ struct Args {
     /// Keep-alive: one multishot receive per connection into a ring of provided buffers,
     /// armed once, instead of a receive queued with each request.
     multishot: bool,
+    /// Open loop: sleep to each wake-up's deadline as an absolute time (as loadlab's paced
+    /// dispatcher does), not for a span that starts after the wake-up's sends are submitted.
+    on_time: bool,
 }
 
 fn usage() -> String {
     "usage: loadlab-floor keepalive|close|open --addr 127.0.0.1:PORT [--connections N] \
-     [--duration SECONDS] [--rate REQ_PER_S] [--gap-us MICROSECONDS] [--stamp] [--multishot]\n       \
+     [--duration SECONDS] [--rate REQ_PER_S] [--gap-us MICROSECONDS] [--stamp] [--multishot] [--on-time]\n       \
      loadlab-floor wakes [--duration SECONDS] [--gap-us MICROSECONDS]"
         .to_string()
 }
@@ -102,6 +112,7 @@ fn parse_args() -> Result<Args, String> {
         gap: Duration::from_micros(200),
         stamp: false,
         multishot: false,
+        on_time: false,
     };
     let mut have_addr = false;
     while let Some(flag) = it.next() {
@@ -111,6 +122,10 @@ fn parse_args() -> Result<Args, String> {
         }
         if flag == "--multishot" {
             a.multishot = true;
+            continue;
+        }
+        if flag == "--on-time" {
+            a.on_time = true;
             continue;
         }
         let v = it
@@ -617,6 +632,42 @@ impl Client {
         }
     }
 
+    /// Submits what is queued and sleeps until `want` completions or until `deadline_ns`
+    /// (`CLOCK_MONOTONIC`), a time that the submission's own work does not push later
+    /// (`IORING_ENTER_ABS_TIMER`, Linux 6.12).
+    fn wait_until(&mut self, want: usize, deadline_ns: u64) -> Result<(), String> {
+        /// `io_uring_enter`'s flags: run deferred completions and wait, an extended
+        /// argument follows, its timeout is absolute.
+        const GETEVENTS: u32 = 1;
+        const EXT_ARG: u32 = 1 << 3;
+        const ABS_TIMER: u32 = 1 << 5;
+        let ts = [
+            (deadline_ns / 1_000_000_000) as i64,
+            (deadline_ns % 1_000_000_000) as i64,
+        ];
+        // The kernel's `io_uring_getevents_arg`: sigmask, sigmask_sz, min_wait_usec, ts.
+        #[repr(C)]
+        struct Arg(u64, u32, u32, u64);
+        let arg = Arg(0, 0, 0, ts.as_ptr() as u64);
+        let to_submit = self.ring.submission().len() as u32;
+        // SAFETY: `arg` and the timespec it points to outlive the call.
+        let r = unsafe {
+            self.ring.submitter().enter(
+                to_submit,
+                want as u32,
+                GETEVENTS | EXT_ARG | ABS_TIMER,
+                Some(&arg),
+            )
+        };
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR)) => Ok(()),
+            Err(e) => Err(format!(
+                "io_uring_enter (absolute timeout, Linux 6.12): {e}"
+            )),
+        }
+    }
+
     /// Submits what is queued and sleeps until `want` completions or `timeout`.
     fn wait(&mut self, want: usize, timeout: Option<Duration>) -> Result<(), String> {
         let r = match timeout {
@@ -670,9 +721,10 @@ fn open_loop(a: &Args) -> Result<String, String> {
     let period_ns = 1e9 / a.rate;
     let mut free: Vec<usize> = (0..c.conns.len()).rev().collect();
     let mut lag = vec![0u64; LAG_BUCKETS];
-    let (mut released, mut unsent, mut in_flight) = (0u64, 0u64, 0usize);
+    let (mut released, mut unsent, mut in_flight, mut wakes) = (0u64, 0u64, 0usize, 0u64);
     let mut ended = Vec::new();
     let t0 = Instant::now();
+    let mono0 = monotonic_ns();
     let end_ns = a.duration.as_nanos() as f64;
     loop {
         let now = t0.elapsed().as_nanos() as f64;
@@ -692,10 +744,16 @@ fn open_loop(a: &Args) -> Result<String, String> {
             }
         }
         let next = (released as f64 * period_ns).max(now + a.gap.as_nanos() as f64);
-        let sleep = Duration::from_nanos((next - t0.elapsed().as_nanos() as f64).max(0.0) as u64);
         // Never woken by a response: only by the deadline (or when every request in
         // flight has ended).
-        c.wait(in_flight + 1, Some(sleep))?;
+        wakes += 1;
+        if a.on_time {
+            c.wait_until(in_flight + 1, mono0 + next as u64)?;
+        } else {
+            let sleep =
+                Duration::from_nanos((next - t0.elapsed().as_nanos() as f64).max(0.0) as u64);
+            c.wait(in_flight + 1, Some(sleep))?;
+        }
         ended.clear();
         c.reap(a.mode, &mut ended)?;
         in_flight -= ended.len();
@@ -716,13 +774,24 @@ fn open_loop(a: &Args) -> Result<String, String> {
     let max = lag.iter().rposition(|&n| n > 0).unwrap_or(0);
     Ok(format!(
         "{{\"requests\":{},\"errors\":{},\"elapsed_s\":{elapsed:.6},\"unsent\":{unsent},\
-         \"stamped\":{},\"schedule_lag_ms\":{{\"p99\":{:.3},\"max\":{:.3}}}}}",
+         \"wakes\":{wakes},\"stamped\":{},\"schedule_lag_ms\":{{\"p99\":{:.3},\"max\":{:.3}}}}}",
         c.requests,
         c.errors,
         c.stamped,
         p99 as f64 / 1e3,
         max as f64 / 1e3
     ))
+}
+
+/// `CLOCK_MONOTONIC` now, in ns (what `Instant` reads).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The receive timestamp (ns) among a `recvmsg`'s control messages `control`, if any.
@@ -872,6 +941,7 @@ mod tests {
             gap: Duration::from_micros(200),
             stamp: false,
             multishot: false,
+            on_time: false,
         }
     }
 
@@ -947,6 +1017,21 @@ mod tests {
             "{out}"
         );
         assert_eq!(field(&out, "stamped"), 0.0, "{out}");
+    }
+
+    #[test]
+    fn on_time_the_open_loop_sleeps_to_absolute_deadlines_and_still_ends() {
+        // The same 600 arrivals with `--on-time`: a deadline read on the wrong clock would
+        // sleep past the run's end, or never sleep.
+        let a = Args {
+            on_time: true,
+            ..args(Mode::Open, server(OK, false))
+        };
+        let out = open_loop(&a).unwrap();
+        let (requests, unsent) = (field(&out, "requests"), field(&out, "unsent"));
+        assert!((550.0..=601.0).contains(&(requests + unsent)), "{out}");
+        // At most one wake-up per 200 µs gap in 0.3 s: a deadline already past would spin.
+        assert!((1.0..=1_501.0).contains(&field(&out, "wakes")), "{out}");
     }
 
     /// A loopback TCP pair whose receiver asks for timestamps, returned once a byte it
