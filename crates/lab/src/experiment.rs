@@ -607,6 +607,7 @@ impl Runner<'_> {
                     growth: *growth,
                     integer: self.plan.load.model == Model::Closed,
                     confirm: *confirm,
+                    poisson_s: self.plan.load.poisson_s(),
                 };
                 let mut index = 0u32;
                 let mut failure: Option<LabError> = None;

@@ -27,6 +27,19 @@ pub struct KneeParams {
     pub integer: bool,
     /// Repeats of each end of the boundary once bisection has found it (0: none).
     pub confirm: u32,
+    /// Open loop with Poisson arrivals: a step's measured seconds. Bisection stops before
+    /// a step halfway that such steps would not tell apart from an end of the bracket
+    /// ([`unresolved`]), however fine `precision` asks for.
+    pub poisson_s: Option<f64>,
+}
+
+/// Whether values `l` < `h` are closer than open-loop steps of `s` seconds with Poisson
+/// arrivals resolve: the two steps' arrival counts differ by `(h - l) s` on average, with
+/// a spread of `sqrt((l + h) s)`; within two spreads, the step at `l` carries the larger
+/// load one time in 44 or more, and a verdict between them says as much about the draw as
+/// about the server.
+pub fn unresolved(l: f64, h: f64, s: f64) -> bool {
+    (h - l) * s < 2.0 * ((l + h) * s).sqrt()
 }
 
 /// Rounds of "the low end failed on a repeat: bisect below it again" before the search
@@ -113,6 +126,11 @@ pub struct KneeOutcome {
     /// narrowing, the range found so far stands and is only less narrow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stopped>,
+    /// Open loop with Poisson arrivals: the bisection stopped where steps of this many
+    /// seconds no longer tell loads apart ([`unresolved`]): the range is as narrow as they
+    /// resolve, wider than `precision` asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution_s: Option<f64>,
 }
 
 /// A search stopped before it was done, by a step that did not judge the server.
@@ -287,6 +305,7 @@ pub fn race(
         limited_by: Some(l),
         range: None,
         confirmed: true,
+        resolution_s: None,
         non_monotonic: Vec::new(),
         values: vec![ValueRuns {
             value: at,
@@ -372,6 +391,7 @@ fn search_from(
     let mut rounds = 0;
     let mut note: Option<String> = None;
     let mut stopped = None;
+    let mut resolution: Option<f64> = None;
     'confirm: loop {
         loop {
             let narrow = if p.integer {
@@ -380,6 +400,7 @@ fn search_from(
                 (h - l) / l <= p.precision
             };
             if narrow {
+                resolution = None;
                 break;
             }
             let mid = if p.integer {
@@ -387,6 +408,15 @@ fn search_from(
             } else {
                 (l + h) / 2.0
             };
+            // A step halfway that its steps could not tell from either end would only
+            // report a draw: the bracket stays one whose ends they do tell apart.
+            if let Some(s) = p
+                .poisson_s
+                .filter(|&s| unresolved(l, mid, s) || unresolved(mid, h, s))
+            {
+                resolution = Some(s);
+                break;
+            }
             match run(mid, Phase::Bisect, &mut history) {
                 StepSignal::Sustained => l = mid,
                 // The bracket already found is the server's: a step in it that judged
@@ -478,11 +508,19 @@ fn search_from(
     } else if p.confirm > 0 {
         summary.push_str("; not confirmed");
     }
+    if let Some(s) = resolution {
+        summary.push_str(&format!(
+            "; narrowed no further than {} s steps of Poisson arrivals tell apart (a longer \
+             step_duration narrows it)",
+            fmt(s)
+        ));
+    }
     if let Some(n) = note {
         summary.push_str(&format!(" ({n})"));
     }
     let mut o = finish(history, Some(l), Some(h), Some(hl), confirmed, summary);
     o.stopped = stopped;
+    o.resolution_s = resolution;
     o
 }
 
@@ -514,6 +552,7 @@ fn finish(
         range: knee.zip(first_unsustained).map(|(a, b)| [a, b]),
         raced_at: None,
         stopped: None,
+        resolution_s: None,
         confirmed,
         non_monotonic,
         values: history.values,
@@ -567,6 +606,7 @@ mod tests {
             growth: 2.0,
             integer: false,
             confirm: 0,
+            poisson_s: None,
         }
     }
 
@@ -590,6 +630,72 @@ mod tests {
             assert_eq!(out.limited_by, Some(Limit::Latency));
             assert!(steps < 20, "{steps} steps");
         }
+    }
+
+    #[test]
+    fn poisson_steps_are_told_apart_only_beyond_two_spreads_of_their_counts() {
+        // 4 s at 25 and 30 per second: 100 and 120 arrivals on average, their difference
+        // spread by sqrt(220) = 14.8; 20 is under two spreads.
+        assert!(unresolved(25.0, 30.0, 4.0));
+        // 100 against 150: 50 is over two spreads (2 sqrt(250) = 31.6).
+        assert!(!unresolved(25.0, 37.5, 4.0));
+        // Longer steps resolve finer: 10 s at 25 and 30, 50 against 2 sqrt(550) = 46.9.
+        assert!(!unresolved(25.0, 30.0, 10.0));
+        assert!(unresolved(25.0, 29.0, 10.0));
+    }
+
+    #[test]
+    fn a_bracket_poisson_steps_cannot_resolve_is_not_narrowed() {
+        let capacity = |v: f64, _| {
+            if v <= 27.0 {
+                StepSignal::Sustained
+            } else {
+                StepSignal::NotSustained(Limit::Latency)
+            }
+        };
+        let fine = KneeParams {
+            precision: 0.01,
+            ..params(10.0, 400.0)
+        };
+        // Evenly spaced arrivals: bisected to the precision asked for.
+        let even = search(fine, &mut capacity.clone());
+        let [lo, hi] = even.range.unwrap();
+        assert!((hi - lo) / lo <= 0.01, "{lo}..{hi}");
+        assert!(!even.summary.contains("Poisson"), "{}", even.summary);
+        // 4 s Poisson steps: 10, 20 held, 40 not; 30 not; 25 would be within two spreads
+        // of 20's arrival count, so the search stops at 20..30 and says why.
+        let mut tried = Vec::new();
+        let poisson = search(
+            KneeParams {
+                poisson_s: Some(4.0),
+                ..fine
+            },
+            &mut |v, ph| {
+                tried.push(v);
+                capacity(v, ph)
+            },
+        );
+        assert_eq!(poisson.range, Some([20.0, 30.0]));
+        assert_eq!(poisson.resolution_s, Some(4.0));
+        assert_eq!(even.resolution_s, None);
+        assert_eq!(tried, [10.0, 20.0, 40.0, 30.0]);
+        assert!(
+            poisson
+                .summary
+                .contains("narrowed no further than 4 s steps of Poisson arrivals tell apart"),
+            "{}",
+            poisson.summary
+        );
+        // Longer steps narrow it further.
+        let long = search(
+            KneeParams {
+                poisson_s: Some(40.0),
+                ..fine
+            },
+            &mut capacity.clone(),
+        );
+        let [lo, hi] = long.range.unwrap();
+        assert!(lo >= 25.0 && hi <= 30.0 && hi - lo < 5.0, "{lo}..{hi}");
     }
 
     #[test]

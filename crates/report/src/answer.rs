@@ -215,6 +215,12 @@ fn rows<'a>(
 /// is said, as the closing lines say it: the range rests on it.
 fn searched_words(o: &loadlab_lab::knee::KneeOutcome, unit: &str) -> String {
     let mut words = range_words(o, unit);
+    if let Some(s) = o.resolution_s {
+        words.push_str(&format!(
+            ", as narrow as its {} s steps of Poisson arrivals tell apart",
+            load(s)
+        ));
+    }
     if !o.non_monotonic.is_empty() {
         let at: Vec<String> = o
             .non_monotonic

@@ -558,6 +558,26 @@ fn a_knee_whose_end_held_in_one_run_and_not_another_says_so_in_the_answer() {
 }
 
 #[test]
+fn a_knee_as_wide_as_its_poisson_steps_resolve_says_so_in_the_answer() {
+    let dir = copy("poisson-resolution", |_| {});
+    let configs = std::fs::read_to_string(dir.join("configs.jsonl")).unwrap();
+    let mut c: serde_json::Value = serde_json::from_str(configs.lines().next().unwrap()).unwrap();
+    c["knees"][0]["outcome"]["resolution_s"] = serde_json::json!(4.0);
+    std::fs::write(dir.join("configs.jsonl"), format!("{c}\n")).unwrap();
+    let report = loadlab_report::render_bundle(&dir).unwrap();
+    let answer =
+        &report[report.find("## Answer").unwrap()..report.find("Sustained means").unwrap()];
+    assert!(
+        answer.contains(
+            "knee between 50 and 60 req/s, as narrow as its 4 s steps of Poisson arrivals tell apart"
+        ),
+        "{answer}"
+    );
+    let plain = loadlab_report::render_bundle(&fixture()).unwrap();
+    assert!(!plain.contains("Poisson arrivals tell apart"), "{plain}");
+}
+
+#[test]
 fn a_run_result_of_named_requests_is_named_by_its_requests_not_its_first_method() {
     // One step's result, as `loadlab run --targets ... --json` writes it.
     let result = steps()[0]["result"].clone();

@@ -350,6 +350,16 @@ pub struct LoadSpec {
     pub io: loadlab_engine::config::IoMode,
 }
 
+impl LoadSpec {
+    /// A step's measured seconds when its arrivals are a Poisson stream (open loop,
+    /// `arrival = "poisson"`): what a knee search can resolve depends on it
+    /// ([`crate::knee::unresolved`]).
+    pub fn poisson_s(&self) -> Option<f64> {
+        (self.model == Model::Open && self.arrival == loadlab_engine::Arrival::Poisson)
+            .then_some(self.step_duration.as_secs_f64())
+    }
+}
+
 /// A validated `[slo]`: a step is sustained when every bound holds ([`crate::verdict::judge`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Slo {

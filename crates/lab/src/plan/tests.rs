@@ -377,3 +377,22 @@ fn the_plan_directory_is_absolute_whatever_it_was_given_as() {
     assert_eq!(nested.dir, here.join("sub"));
     assert_eq!(nested.targets[0].cwd, here.join("sub").join("srv"));
 }
+
+#[test]
+fn only_open_loop_poisson_steps_limit_a_knee_search_by_their_counts() {
+    let load = |extra: &str| {
+        parse(&with(
+            "",
+            &format!("knee={{start=10,max=100}}\nstep_duration=\"4s\"\n{extra}"),
+        ))
+        .unwrap()
+        .load
+    };
+    assert_eq!(load("arrival=\"poisson\"").poisson_s(), Some(4.0));
+    assert_eq!(load("").poisson_s(), None, "evenly spaced arrivals");
+    assert_eq!(
+        load("model=\"closed\"\narrival=\"poisson\"").poisson_s(),
+        None,
+        "closed loop: the values are connections, no arrivals"
+    );
+}

@@ -100,6 +100,7 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, String> {
             growth,
             integer: plan.load.model == Model::Closed,
             confirm,
+            poisson_s: tuned.load.poisson_s(),
         },
         step_s: (tuned.load.warmup + tuned.load.step_duration).as_secs_f64(),
         plan: tuned,
@@ -581,6 +582,7 @@ mod tests {
             growth: 2.0,
             integer: false,
             confirm: 1,
+            poisson_s: None,
         };
         // 10, 20, 40, 80, 160 sustained, 320 not; bisection from 160..320 to 5 %: 240,
         // 200, 180, 170, 165 (5 steps); both ends confirmed (2).

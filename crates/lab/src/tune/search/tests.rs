@@ -121,6 +121,7 @@ fn params() -> KneeParams {
         growth: 2.0,
         integer: false,
         confirm: 1,
+        poisson_s: None,
     }
 }
 
