@@ -22,12 +22,16 @@
 //!   verdicts.
 //! - [`result`]: the JSON result (schema in `schema/run-result.schema.json`).
 //! - [`summary`]: the text summary.
-//! - [`env`]: the environment every result records (kernel facts, limits, ports and
+//! - [`env`](mod@env): the environment every result records (kernel facts, limits, ports and
 //!   TIME_WAIT are read by `loadlab_system`).
 //!
 //! Latency is measured from each request's *intended* send time, so a stalled server is
 //! charged for the requests it delayed (coordinated omission corrected); service time is
 //! measured from the actual write.
+
+// The modules' docs describe their internals for the people who work on them, linking the
+// private items they are made of: read them with `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
 
 mod achieved;
 pub mod clock;

@@ -13,6 +13,10 @@
 //! - [`bundle`]: the result directory, written as results arrive.
 //! - [`doctor`]: what a plan asks of the machine, for the pre-flight checks.
 
+// The modules' docs describe their internals for the people who work on them, linking the
+// private items they are made of: read them with `cargo doc --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod build;
 pub mod bundle;
 pub mod diagnosis;

@@ -7,7 +7,7 @@
 //! - [`markdown`]: `report.md`, tables in the shape of the source experiments.
 //! - [`html`]: `report.html`, the same with charts, one self-contained file.
 //! - [`view`]: a bundle loaded once, the typed view every renderer reads.
-//! - [`format`] and [`knee`]: how numbers and knees are printed, one place for all.
+//! - [`format`](mod@format) and [`knee`]: how numbers and knees are printed, one place for all.
 //! - [`svg`]: the line charts `report.html` draws.
 //! - [`compare`]: `loadlab compare`, bundles or run results side by side, each difference
 //!   tested against the noise.

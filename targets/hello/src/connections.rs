@@ -26,7 +26,7 @@ pub(crate) fn incoming(
     })
 }
 
-/// A TCP stream that keeps [`Counters::open_connections`] up to date.
+/// A TCP stream that keeps the open-connection count of [`Counters`] (`open`) up to date.
 pub(crate) struct CountedStream {
     inner: TcpStream,
     counters: Arc<Counters>,
