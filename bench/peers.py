@@ -403,6 +403,10 @@ def _server_busy(s):
     return "; nginx's worker %.0f %% busy on its core (median)" % (100 * u)
 
 
+# A [FLOOR] line's reach, when oha did not run: no ratio, so no claim either way.
+NO_OHA = "not compared (oha not measured)"
+
+
 def target_checks(summ, memcheck, wake_us=None):
     lines = []
     ka = summ.get("keepalive", {})
@@ -466,7 +470,7 @@ def target_checks(summ, memcheck, wake_us=None):
                          "target %.1f× oha %s%s"
                          % (_fmt(rate), 1e6 / fl["req_per_cpu_s"], _fmt(f_lag, 3),
                             ", %.2f× oha" % f_oha if f_oha is not None else "",
-                            target, reach(fast and steady), why))
+                            target, reach(fast and steady) if f_oha is not None else NO_OHA, why))
         fs = ol.get("floor-stamped")
         if fs and fs.get("n") and fs.get("req_per_cpu_s"):
             s_oha = ratio(ol, "oha", "floor-stamped")
@@ -479,8 +483,9 @@ def target_checks(summ, memcheck, wake_us=None):
                          "CPU target %.1f× oha %s"
                          % (_fmt(rate), 1e6 / fs["req_per_cpu_s"], extra,
                             ", %.2f× oha" % s_oha if s_oha is not None else "", target,
-                            "within reach of a client that measures latency"
-                            if s_oha is not None and s_oha >= target
+                            NO_OHA if s_oha is None
+                            else "within reach of a client that measures latency"
+                            if s_oha >= target
                             else "out of reach of any client here that measures latency"))
         if wake_us and rate == OPEN_TARGET_RATE:
             # One wake-up per 200 µs release gap (MIN_WAKE_GAP_NS) releases rate / 5,000

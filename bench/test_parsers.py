@@ -332,6 +332,19 @@ class PeerTargets(unittest.TestCase):
         self.assertEqual([r[0] for r in rows], ["loadlab", "oha", "floor", "floor-stamped"])
         self.assertIn("recvmsg", rows[-1][-1])
 
+    def test_without_oha_the_floor_claims_no_reach(self):
+        recs = [
+            self.rec("openloop-20000", "loadlab", 55000, 0.27),
+            self.rec("openloop-20000", "floor", 70000, 0.31),
+            self.rec("openloop-20000", "floor-stamped", 65000, 0.31),
+        ]
+        lines = [l for l in peers.target_checks(peers.summarize(recs), [])
+                 if l.startswith("[FLOOR] bench/floor")]
+        self.assertEqual(len(lines), 2, lines)
+        for l in lines:
+            self.assertIn("target 1.5× oha not compared (oha not measured)", l)
+            self.assertNotIn("reach", l)
+
     def test_the_floors_drops_at_the_held_rate(self):
         # 10,000 sent and 250 dropped (2.4 %): its lag p99 says nothing of those.
         floor = dict(self.rec("openloop-100000", "floor", 180000, 0.6), unsent=250)
