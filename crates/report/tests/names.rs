@@ -536,16 +536,24 @@ fn names_only_one_side_ran_are_listed_not_compared() {
     assert!(json["pairs"][0]["series"][0].get("names").is_none());
 }
 
-#[test]
-fn a_knee_whose_end_held_in_one_run_and_not_another_says_so_in_the_answer() {
-    let dir = copy("non-monotonic", |_| {});
+/// The report's answer for the fixture bundle with one field of its first knee's outcome set.
+fn answer_with_knee(name: &str, field: &str, value: serde_json::Value) -> String {
+    let dir = copy(name, |_| {});
     let configs = std::fs::read_to_string(dir.join("configs.jsonl")).unwrap();
     let mut c: serde_json::Value = serde_json::from_str(configs.lines().next().unwrap()).unwrap();
-    c["knees"][0]["outcome"]["non_monotonic"] = serde_json::json!(["60: sustained in 1 of 2 runs"]);
+    c["knees"][0]["outcome"][field] = value;
     std::fs::write(dir.join("configs.jsonl"), format!("{c}\n")).unwrap();
     let report = loadlab_report::render_bundle(&dir).unwrap();
-    let answer =
-        &report[report.find("## Answer").unwrap()..report.find("Sustained means").unwrap()];
+    report[report.find("## Answer").unwrap()..report.find("Sustained means").unwrap()].to_string()
+}
+
+#[test]
+fn a_knee_whose_end_held_in_one_run_and_not_another_says_so_in_the_answer() {
+    let answer = answer_with_knee(
+        "non-monotonic",
+        "non_monotonic",
+        serde_json::json!(["60: sustained in 1 of 2 runs"]),
+    );
     assert!(
         answer.contains(
             "knee between 50 and 60 req/s, not confirmed (at 60 req/s: sustained in 1 of 2 runs)"
@@ -559,14 +567,7 @@ fn a_knee_whose_end_held_in_one_run_and_not_another_says_so_in_the_answer() {
 
 #[test]
 fn a_knee_as_wide_as_its_poisson_steps_resolve_says_so_in_the_answer() {
-    let dir = copy("poisson-resolution", |_| {});
-    let configs = std::fs::read_to_string(dir.join("configs.jsonl")).unwrap();
-    let mut c: serde_json::Value = serde_json::from_str(configs.lines().next().unwrap()).unwrap();
-    c["knees"][0]["outcome"]["resolution_s"] = serde_json::json!(4.0);
-    std::fs::write(dir.join("configs.jsonl"), format!("{c}\n")).unwrap();
-    let report = loadlab_report::render_bundle(&dir).unwrap();
-    let answer =
-        &report[report.find("## Answer").unwrap()..report.find("Sustained means").unwrap()];
+    let answer = answer_with_knee("poisson-resolution", "resolution_s", serde_json::json!(4.0));
     assert!(
         answer.contains(
             "knee between 50 and 60 req/s, as narrow as its 4 s steps of Poisson arrivals tell apart"
