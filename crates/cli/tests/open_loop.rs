@@ -214,3 +214,37 @@ fn receive_timestamps_are_on_loadlabs_clock() {
         assert!(p50 < 100.0, "{what} p50 {p50} ms");
     }
 }
+
+/// A server that holds its responses while loadlab keeps to its schedule gets a connection
+/// for each arrival it holds up: the pool grows to carry them (open loop's promise), far
+/// beyond `-c`, and no further than the arrivals the stall held.
+#[test]
+fn a_stalled_server_gets_a_connection_for_each_arrival_it_holds() {
+    let s = TestServer::start(Behavior::StallOnce {
+        after: std::time::Duration::from_millis(1000),
+        hold: std::time::Duration::from_millis(500),
+    });
+    let r = run(&[
+        &s.url("/"),
+        "--rate",
+        "200",
+        "-d",
+        "3s",
+        "-c",
+        "2",
+        "-t",
+        "1",
+        "--timeout",
+        "5s",
+        "-q",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["successful"], 600, "{j}");
+    // 100 arrivals come due while the server holds its answers.
+    let opened = num(j, &["connections_opened"]);
+    assert!((60.0..=110.0).contains(&opened), "opened {opened}: {j}");
+    // The stall is in the latency, not in loadlab's schedule: it kept sending on time.
+    assert!(num(j, &["latency_ms", "max"]) >= 400.0, "{j}");
+    assert!(num(j, &["schedule_lag_ms", "p99"]) < 50.0, "{j}");
+}
