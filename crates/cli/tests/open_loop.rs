@@ -248,3 +248,40 @@ fn a_stalled_server_gets_a_connection_for_each_arrival_it_holds() {
     assert!(num(j, &["latency_ms", "max"]) >= 400.0, "{j}");
     assert!(num(j, &["schedule_lag_ms", "p99"]) < 50.0, "{j}");
 }
+
+/// A loadlab kept from running (stopped for 300 ms, as a host or a neighbour on its core
+/// would) at a rate that leaves its worker idle releases requests late and says so, and says
+/// that it was not its own work: the worker was nearly idle.
+#[test]
+fn an_idle_generator_woken_late_says_it_was_not_its_own_work() {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let s = TestServer::start(Behavior::Ok);
+    let json = util::temp_path("woken-late.json");
+    let child = Command::new(util::loadlab_bin())
+        .args(["run", &s.url("/"), "--rate", "200", "-d", "3s", "-c", "2"])
+        .args(["-t", "1", "-q", "--json"])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    let pid = child.id() as i32;
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let r = util::finish(child.wait_with_output().unwrap(), &json);
+    assert_eq!(r.code(), Some(0), "{}", r.stderr);
+    let j = r.json();
+    assert_eq!(j["successful"], 600, "{j}");
+    assert_eq!(j["generator_limited"], true, "{j}");
+    let note = j["generator_notes"][0].as_str().unwrap_or_default();
+    assert!(
+        note.contains("released requests late, with its worker threads at most")
+            && note.contains("not for its own work, but woken late"),
+        "{note}"
+    );
+}
