@@ -251,9 +251,9 @@ fn a_stalled_server_gets_a_connection_for_each_arrival_it_holds() {
 
 /// A loadlab kept from running (stopped for 300 ms, as a host or a neighbour on its core
 /// would) at a rate that leaves its worker idle releases requests late and says so, and says
-/// that it was not its own work: the worker was nearly idle.
+/// that it was most likely not its own work: the worker was nearly idle.
 #[test]
-fn an_idle_generator_woken_late_says_it_was_not_its_own_work() {
+fn an_idle_generator_woken_late_says_it_was_likely_not_its_own_work() {
     use std::process::{Command, Stdio};
     use std::time::Duration;
     let s = TestServer::start(Behavior::Ok);
@@ -281,7 +281,7 @@ fn an_idle_generator_woken_late_says_it_was_not_its_own_work() {
     let note = j["generator_notes"][0].as_str().unwrap_or_default();
     assert!(
         note.contains("released requests late, with its worker threads at most")
-            && note.contains("not for its own work, but woken late"),
+            && note.contains("most likely not held up by its own work but woken late"),
         "{note}"
     );
 }
