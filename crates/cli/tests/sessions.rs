@@ -248,14 +248,21 @@ fn every_session_sends_its_steps_in_order_with_its_own_token_and_cookie_and_thin
         }
     }
     // Think times at the server: exponential with mean 100 ms. The gap also holds the
-    // network and loadlab's wake-up (well under a millisecond here), so the mean is within
-    // 5 % (the standard error of ~5,000 draws is about 1.4 %), and the spread is an
-    // exponential's (standard deviation equal to the mean), not a fixed pause's.
+    // network and how late loadlab woke for the next step: that lateness is measured (the
+    // schedule lag, of the steps after think time and of the first steps), usually well
+    // under a millisecond, but milliseconds on a virtual machine whose host is busy. Less
+    // it, the mean is within 5 % (the standard error of ~5,000 draws is about 1.4 %), and
+    // the spread is an exponential's (standard deviation equal to the mean), not a fixed
+    // pause's.
     assert!(gaps.len() > 3000, "{} gaps", gaps.len());
     let n = gaps.len() as f64;
     let mean = gaps.iter().sum::<f64>() / n;
     let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
-    assert!((95.0..=105.0).contains(&mean), "mean gap {mean:.2} ms");
+    let late = j["schedule_lag_ms"]["mean"].as_f64().unwrap();
+    assert!(
+        (95.0..=105.0).contains(&(mean - late)),
+        "mean gap {mean:.2} ms, of which loadlab's mean lateness {late:.3} ms"
+    );
     assert!(
         (0.85..=1.15).contains(&(sd / mean)),
         "sd {sd:.2} of mean {mean:.2}"

@@ -237,7 +237,19 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     let mut generator_excused = None;
     if r.generator_limited {
         match lag_cannot_explain(r, slo, &limits) {
-            Some(why) => generator_excused = Some(why),
+            Some(excuse) => {
+                // A clause the lateness could have failed is not counted against the
+                // server: the step fails on the others, which it could not have.
+                for (l, why) in excuse.within_reach {
+                    limits.retain(|x| *x != l);
+                    for n in &mut names {
+                        n.limits.retain(|x| *x != l);
+                    }
+                    unresolved.push(why);
+                }
+                names.retain(|n| !n.limits.is_empty());
+                generator_excused = Some(excuse.why);
+            }
             None => limits.push(Limit::GeneratorLimited),
         }
     }
@@ -306,6 +318,16 @@ fn server_clauses(
     unresolved.extend(notes.into_iter().map(|n| format!("{prefix}{n}")));
 }
 
+/// Why a run's late sends did not decide its step: see [`lag_cannot_explain`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct LagExcuse {
+    /// One sentence with the figures, for the verdict.
+    pub why: String,
+    /// Failed clauses the lateness could have caused, each with the sentence saying so:
+    /// they are not counted against the server (the step failed on the others).
+    pub within_reach: Vec<(Limit, String)>,
+}
+
 /// A run noted as generator-limited only because some sends left late (no worker thread
 /// was CPU-bound, no agent lost) still judges the server when the lateness could not have
 /// changed the verdict. Every send left within the schedule's worst lag `L` of its
@@ -316,16 +338,19 @@ fn server_clauses(
 ///   them (`sent_after_window`); a result without the count is bounded by the arrivals of
 ///   the window's last `L`, `L / window`. Lateness only made latency look worse (it counts
 ///   from the intended send time) and the arrivals burstier, never the load lighter;
-/// - when clauses failed, each must be far beyond what `L` can cause: latency — the
-///   responses slower than the bound plus `L` still resolve above 1 %; throughput — the
-///   server fell behind by `(1 − pace) × window`, at least ten times `L`; errors — `L` is
-///   under a tenth of the request timeout (lateness cannot time requests out, and refusals
-///   and resets are not the generator's).
+/// - when clauses failed, the step is the server's (not sustained) if at least one of them
+///   is far beyond what `L` can cause: latency — the responses slower than the bound plus
+///   `L` still resolve above 1 %; throughput — the server fell behind by
+///   `(1 − pace) × window`, at least ten times `L` (lateness moves a completion by at most
+///   `L`); errors — `L` is under a tenth of the request timeout (lateness cannot time
+///   requests out, and refusals and resets are not the generator's). A failed clause
+///   within `L`'s reach is not counted against the server (`within_reach`); one far clause
+///   is enough to fail the step, and lateness cannot have made it fail.
 ///
-/// Returns the sentence saying so, or `None` when the step must stay generator-limited: a
-/// worker was CPU-bound (responses were read late too, by an amount nothing bounds), an
-/// agent was lost, or the lag is within reach of the verdict.
-pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<String> {
+/// Returns the excuse, or `None` when the step must stay generator-limited: a worker was
+/// CPU-bound (responses were read late too, by an amount nothing bounds), an agent was
+/// lost, or the lag is within reach of the verdict.
+pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<LagExcuse> {
     // Arrivals never sent are not late sends: the load was not offered as planned.
     if failed.contains(&Limit::AgentLost)
         || r.unsent > 0
@@ -374,38 +399,75 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
             && window_ms > 0.0
             && failed.is_empty()
             && slipped <= tolerance)
-            .then(|| {
-                format!(
+            .then(|| LagExcuse {
+                why: format!(
                     "{lag}: {how}, within the {} the throughput clause allows; every clause held \
                      with the load offered",
                     pct(tolerance)
-                )
+                ),
+                within_reach: Vec::new(),
             });
     }
-    let far = |l: &Limit| match l {
-        Limit::Latency => slo.latency_bounds().iter().any(|(q, bound)| {
-            stats::resolvably_above(
-                slower_than(&r.histograms.latency, bound + lag_ms),
-                r.latency_ms.count,
-                1.0 - q / 100.0,
-            )
-        }),
-        Limit::Throughput => r
-            .latency_trend
-            .as_ref()
-            .is_some_and(|t| (1.0 - t.pace) * window_ms >= 10.0 * lag_ms),
-        Limit::Errors => r.timeout_ms > 0.0 && lag_ms * 10.0 < r.timeout_ms,
-        _ => false,
+    // Each failed clause: `None` when far beyond the lateness, or the sentence saying how
+    // it is within its reach.
+    let reach = |l: Limit| -> Option<String> {
+        match l {
+            Limit::Latency => {
+                let far = slo.latency_bounds().iter().any(|(q, bound)| {
+                    stats::resolvably_above(
+                        slower_than(&r.histograms.latency, bound + lag_ms),
+                        r.latency_ms.count,
+                        1.0 - q / 100.0,
+                    )
+                });
+                (!far).then(|| {
+                    format!(
+                        "latency not counted against the server: the responses slower than its bound plus loadlab's worst lateness ({lag_ms:.2} ms) do not resolve above the share it allows"
+                    )
+                })
+            }
+            Limit::Throughput => {
+                let behind = r
+                    .latency_trend
+                    .as_ref()
+                    .map_or(0.0, |t| (1.0 - t.pace) * window_ms);
+                (behind < 10.0 * lag_ms).then(|| {
+                    format!(
+                        "throughput not counted against the server: it fell {behind:.0} ms behind over the step, less than ten times loadlab's worst lateness ({lag_ms:.2} ms)"
+                    )
+                })
+            }
+            Limit::Errors => (r.timeout_ms <= 0.0 || lag_ms * 10.0 >= r.timeout_ms).then(|| {
+                format!(
+                    "errors not counted against the server: loadlab's worst lateness ({lag_ms:.2} ms) is not under a tenth of the request timeout ({:.0} ms)",
+                    r.timeout_ms
+                )
+            }),
+            _ => None,
+        }
     };
-    if !server.iter().all(far) {
+    let (far, near): (Vec<Limit>, Vec<Limit>) = server.iter().partition(|l| reach(**l).is_none());
+    if far.is_empty() {
         return None;
     }
-    Some(format!(
-        "{lag}, too little to cause what failed ({}): the step is the server's",
-        server
-            .iter()
+    let names = |ls: &[Limit]| {
+        ls.iter()
             .map(|l| l.describe())
             .collect::<Vec<_>>()
             .join(", ")
-    ))
+    };
+    let mut why = format!(
+        "{lag}, too little to cause what failed ({}): the step is the server's",
+        names(&far)
+    );
+    if !near.is_empty() {
+        why.push_str(&format!("; {} within its reach, not counted", names(&near)));
+    }
+    Some(LagExcuse {
+        why,
+        within_reach: near
+            .into_iter()
+            .map(|l| (l, reach(l).unwrap_or_default()))
+            .collect(),
+    })
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use loadlab_engine::ErrorClass;
 use loadlab_lab::bundle::StepRecord;
 use loadlab_lab::diagnosis::{Bottleneck, Diagnosis, Tracker};
+use loadlab_lab::verdict::Limit;
 
 fn steps(name: &str) -> Vec<StepRecord> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -298,6 +299,40 @@ fn nothing_found_is_said_with_what_was_looked_at() {
         assert!(e.contains(unseen), "{unseen} not in: {e}");
     }
     assert!(e.contains(". Not seen: "), "{e}");
+}
+
+#[test]
+fn late_sends_the_verdict_excused_are_ruled_out_as_late_not_as_on_schedule() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    let ruled_out = |s: StepRecord| {
+        diagnose_variant(&steps, i, s)
+            .unwrap()
+            .ruled_out
+            .into_iter()
+            .find(|r| r.starts_with("generator-limited"))
+            .expect("the generator rule is ruled out")
+    };
+    // On schedule: said so.
+    let said = ruled_out(s.clone());
+    assert!(
+        said.contains("loadlab kept to its schedule (lag p99 "),
+        "{said}"
+    );
+    // Late, and the verdict found it too little to matter (no generator-limited limit):
+    // the sends were late, and the diagnosis does not say they were not.
+    let mut late = s;
+    late.result.generator_limited = true;
+    late.result.schedule_lag_ms.p99 = 16.1;
+    late.result.schedule_lag_ms.max = 27.5;
+    assert!(!late.verdict.limits.contains(&Limit::GeneratorLimited));
+    let said = ruled_out(late);
+    assert!(
+        said.contains(
+            "loadlab sent some requests late (lag p99 16.10 ms, worst 27.50 ms), too little to change the verdict"
+        ),
+        "{said}"
+    );
 }
 
 #[test]

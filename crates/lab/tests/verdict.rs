@@ -67,8 +67,9 @@ fn a_little_lag_does_not_hide_a_server_that_failed() {
 #[test]
 fn lag_that_could_explain_the_failure_keeps_the_step_generator_limited() {
     let s = step("backlog=16,workers=2", "sleep", 800.0);
-    // A worst lag of 2 s: as large as the latency growth and a fifth of the timeout.
-    let v = judge(&lagging(&s, 1.5, 2000.0), &SLO, false);
+    // A worst lag of 9 s: as large as the slowest response (9.96 s), near the timeout (10 s)
+    // and the latency growth: nothing that failed is beyond its reach.
+    let v = judge(&lagging(&s, 1.5, 9000.0), &SLO, false);
     assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
     assert_eq!(v.generator_excused, None);
     // A CPU-bound worker reads responses late too, by an amount nothing bounds.
@@ -82,6 +83,33 @@ fn lag_that_could_explain_the_failure_keeps_the_step_generator_limited() {
     let v = judge(&r, &SLO, false);
     assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
     assert_eq!(v.generator_excused, None);
+}
+
+#[test]
+fn a_clause_within_reach_of_the_lag_is_not_counted_when_another_fails_beyond_it() {
+    // A worst lag of 2 s: a fifth of the timeout and more than a tenth of how far the
+    // server fell behind, so lateness could have failed the errors and throughput clauses;
+    // but every response took at least 3.9 s from its intended send, more than the 1 s
+    // bound plus 2 s of lateness: the latency clause is the server's, and fails the step.
+    let s = step("backlog=16,workers=2", "sleep", 800.0);
+    let v = judge(&lagging(&s, 1.5, 2000.0), &SLO, false);
+    assert!(!v.sustained);
+    assert_eq!(v.limits, vec![Limit::Latency], "{v:?}");
+    let why = v.generator_excused.expect("the lag is named");
+    assert!(
+        why.contains("too little to cause what failed (latency)")
+            && why.contains("errors, throughput within its reach, not counted"),
+        "{why}"
+    );
+    let said = v.unresolved.join("\n");
+    assert!(
+        said.contains("errors not counted against the server: loadlab's worst lateness (2000.00 ms) is not under a tenth of the request timeout (10000 ms)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("throughput not counted against the server: it fell 1378 ms behind over the step, less than ten times loadlab's worst lateness (2000.00 ms)"),
+        "{said}"
+    );
 }
 
 #[test]

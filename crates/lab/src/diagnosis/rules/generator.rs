@@ -16,10 +16,17 @@ fn check(e: &Evidence<'_>) -> Check {
     // A lag the verdict found too small to explain the failure is not a finding: the
     // verdict says so (`generator_excused`).
     if !e.limits().contains(&Limit::GeneratorLimited) {
-        return Check::RuledOut(format!(
-            "loadlab kept to its schedule (lag p99 {:.2} ms)",
-            r.schedule_lag_ms.p99
-        ));
+        return Check::RuledOut(if r.generator_limited {
+            format!(
+                "loadlab sent some requests late (lag p99 {:.2} ms, worst {:.2} ms), too little to change the verdict",
+                r.schedule_lag_ms.p99, r.schedule_lag_ms.max
+            )
+        } else {
+            format!(
+                "loadlab kept to its schedule (lag p99 {:.2} ms)",
+                r.schedule_lag_ms.p99
+            )
+        });
     }
     Check::Fired(Finding::new(
         Bottleneck::Generator,
