@@ -52,6 +52,14 @@ pub(crate) struct RunSettings {
 /// The pre-flight in one line for a newcomer: whether anything stops the run, and where
 /// the notes for heavier runs are.
 fn brief(findings: &[Finding]) -> String {
+    // Late wake-ups are no tuning note: they are said on their own.
+    let late = findings
+        .iter()
+        .find(|f| f.check == doctor::Check::Wakeups && f.severity == Severity::Warn);
+    let findings: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.check != doctor::Check::Wakeups)
+        .collect();
     let count = |sev: Severity| findings.iter().filter(|f| f.severity == sev).count();
     let (fail, warn) = (count(Severity::Fail), count(Severity::Warn));
     let notes = if warn == 0 {
@@ -62,15 +70,23 @@ fn brief(findings: &[Finding]) -> String {
             if warn == 1 { "" } else { "s" }
         )
     };
-    if fail == 0 {
-        format!("loadlab: checked this machine first (file descriptors, ports, listen queues): nothing stands in the way{notes}")
+    let mut text = if fail == 0 {
+        format!("loadlab: checked this machine first (file descriptors, ports, listen queues, wake-ups): nothing stands in the way{notes}")
     } else {
         format!(
             "loadlab: checked this machine first: {fail} problem{} may spoil the run (`loadlab doctor` says how to fix {}){notes}",
             if fail == 1 { "" } else { "s" },
             if fail == 1 { "it" } else { "them" }
         )
+    };
+    if let Some(f) = late {
+        // "this machine woke a sleeping thread 2.89 ms late at p99 (…): …"
+        let said = f.message.split(" (").next().unwrap_or_default();
+        text.push_str(&format!(
+            "\nloadlab: {said}: some steps may be noted generator-limited (doctor.txt says more)"
+        ));
     }
+    text
 }
 
 pub(crate) fn run_lab(
@@ -522,4 +538,51 @@ pub fn cmd_demo(a: &DemoArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loadlab_system::doctor::Check;
+
+    fn finding(check: Check, severity: Severity, message: &str) -> Finding {
+        Finding {
+            check,
+            severity,
+            message: message.into(),
+            fix: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_brief_preflight_says_late_wake_ups_on_their_own_line() {
+        let mut fs = vec![
+            finding(Check::Nofile, Severity::Ok, "fine"),
+            finding(Check::Tuning, Severity::Warn, "netdev_max_backlog"),
+            finding(
+                Check::Wakeups,
+                Severity::Ok,
+                "this machine woke a sleeping thread 0.20 ms late at p99 (200 sleeps): within",
+            ),
+        ];
+        assert_eq!(
+            brief(&fs),
+            "loadlab: checked this machine first (file descriptors, ports, listen queues, \
+             wake-ups): nothing stands in the way; 1 note on tuning for heavier runs in doctor.txt"
+        );
+        fs[2] = finding(
+            Check::Wakeups,
+            Severity::Warn,
+            "this machine woke a sleeping thread 2.89 ms late at p99 (200 sleeps 2 ms apart): loadlab's workers",
+        );
+        let text = brief(&fs);
+        // Not counted as a tuning note, and said with its figure.
+        assert!(text.contains("; 1 note on tuning for heavier runs"), "{text}");
+        assert!(
+            text.ends_with(
+                "\nloadlab: this machine woke a sleeping thread 2.89 ms late at p99: some steps may be noted generator-limited (doctor.txt says more)"
+            ),
+            "{text}"
+        );
+    }
 }

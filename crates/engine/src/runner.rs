@@ -30,8 +30,9 @@ use loadlab_grpc::GrpcStatus;
 use loadlab_system::ports::{self, PortBudget};
 use loadlab_system::{os, procfs};
 
-/// Schedule lag p99 above this marks a run generator-limited...
-pub const LAG_LIMIT_MS: f64 = 1.0;
+/// Schedule lag p99 above this marks a run generator-limited (the doctor warns of a
+/// machine whose wake-ups alone are later)...
+pub const LAG_LIMIT_MS: f64 = loadlab_system::doctor::LAG_LIMIT_MS;
 /// ...when at least this many sends were that late: with few samples p99 is the worst one
 /// or two, and a single scheduler time slice on a busy machine would decide the run.
 pub const MIN_LATE_SENDS: u64 = 5;

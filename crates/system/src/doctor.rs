@@ -8,7 +8,9 @@
 //! - `somaxconn`, `tcp_max_syn_backlog`: the kernel caps on the server's listen backlog;
 //! - `ephemeral_ports`: local ports for the connections, and for TIME_WAIT when keep-alive
 //!   is off (`ab` without keep-alive hangs at ~16,000 requests with 16,383 ports);
-//! - `tuning`: the rest of the kernel settings of the actix-web backlog/workers tuning.
+//! - `tuning`: the rest of the kernel settings of the actix-web backlog/workers tuning;
+//! - `wakeups`: how late this machine wakes a sleeping thread (loadlab's workers sleep to
+//!   each send time), and the steal time of a virtual machine's busy host.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -17,6 +19,57 @@ use serde::{Deserialize, Serialize};
 
 use crate::ports::{self, PortBudget, FD_RESERVE, TIME_WAIT_SECONDS};
 use crate::{os, procfs};
+
+/// Schedule lag p99 above this (ms) marks a run generator-limited (the engine's
+/// `LAG_LIMIT_MS`); a machine that wakes sleeping threads later than this at p99 gets
+/// steps noted late whatever loadlab does.
+pub const LAG_LIMIT_MS: f64 = 1.0;
+
+/// Sleeps [`Facts::read`] takes to measure the wake-ups, and the time between them: 0.4 s.
+pub const WAKEUP_SAMPLES: usize = 200;
+/// See [`WAKEUP_SAMPLES`]: 2 ms, a worker's sleep between sends at 500 req/s.
+pub const WAKEUP_GAP_NS: u64 = 2_000_000;
+
+/// How late this machine woke a sleeping thread, measured by [`Facts::read`] with
+/// [`os::wakeup_lateness_ns`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wakeups {
+    /// Sleeps measured.
+    pub samples: usize,
+    /// Time between their deadlines, ms.
+    pub gap_ms: f64,
+    /// Median lateness, ms.
+    pub p50_ms: f64,
+    /// 99th percentile (nearest rank), ms.
+    pub p99_ms: f64,
+    /// Worst, ms.
+    pub max_ms: f64,
+}
+
+impl Wakeups {
+    /// Summarizes lateness figures (ns) of sleeps `gap_ns` apart; `None` when there are none.
+    pub fn of(late_ns: &[u64], gap_ns: u64) -> Option<Wakeups> {
+        let mut v = late_ns.to_vec();
+        v.sort_unstable();
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        (!v.is_empty()).then(|| Wakeups {
+            samples: v.len(),
+            gap_ms: ms(gap_ns),
+            p50_ms: ms(rank(0.5)),
+            p99_ms: ms(rank(0.99)),
+            max_ms: ms(v[v.len() - 1]),
+        })
+    }
+
+    /// Measures this thread's wake-ups: [`WAKEUP_SAMPLES`] sleeps [`WAKEUP_GAP_NS`] apart.
+    pub fn measure() -> Option<Wakeups> {
+        Wakeups::of(
+            &os::wakeup_lateness_ns(WAKEUP_SAMPLES, WAKEUP_GAP_NS),
+            WAKEUP_GAP_NS,
+        )
+    }
+}
 
 /// What a plan will ask of the machine.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,6 +111,11 @@ pub struct Facts {
     /// The relevant sysctls as the kernel prints them (see [`procfs::SYSCTLS`]); a name is
     /// absent when this network namespace does not show it.
     pub sysctls: BTreeMap<String, String>,
+    /// How late this machine woke a sleeping thread (`None`: not measured).
+    pub wakeups: Option<Wakeups>,
+    /// The share of the machine's CPU time since boot its hypervisor took (steal; 0 on bare
+    /// metal; `None`: not read).
+    pub steal_share: Option<f64>,
 }
 
 impl Facts {
@@ -65,7 +123,8 @@ impl Facts {
     /// loopback or not and connections spread over `source_addrs` local addresses.
     ///
     /// A backlog sysctl that cannot be read is taken at the kernel default
-    /// (`somaxconn` 4096, `tcp_max_syn_backlog` 1024).
+    /// (`somaxconn` 4096, `tcp_max_syn_backlog` 1024). Measures the wake-ups on the calling
+    /// thread (its CPUs are the process's): about 0.4 s.
     pub fn read(loopback: bool, source_addrs: usize) -> Facts {
         let (nofile_soft, nofile_hard) = os::nofile_limits();
         let num = |name: &str, default: u64| {
@@ -81,6 +140,9 @@ impl Facts {
             port_budget: PortBudget::read(loopback, source_addrs),
             time_wait_now: procfs::time_wait(),
             sysctls: procfs::sysctls(),
+            wakeups: Wakeups::measure(),
+            steal_share: procfs::steal_ticks()
+                .and_then(|(steal, total)| (total > 0).then(|| steal as f64 / total as f64)),
         }
     }
 }
@@ -124,11 +186,13 @@ pub enum Check {
     EphemeralPorts,
     /// The rest of the kernel settings of the actix-web backlog/workers tuning.
     Tuning,
+    /// How late this machine wakes a sleeping thread.
+    Wakeups,
 }
 
 impl Check {
-    /// The check's name: `nofile`, `somaxconn`, `tcp_max_syn_backlog`, `ephemeral_ports`
-    /// or `tuning`.
+    /// The check's name: `nofile`, `somaxconn`, `tcp_max_syn_backlog`, `ephemeral_ports`,
+    /// `tuning` or `wakeups`.
     pub fn as_str(self) -> &'static str {
         match self {
             Check::Nofile => "nofile",
@@ -136,6 +200,7 @@ impl Check {
             Check::TcpMaxSynBacklog => "tcp_max_syn_backlog",
             Check::EphemeralPorts => "ephemeral_ports",
             Check::Tuning => "tuning",
+            Check::Wakeups => "wakeups",
         }
     }
 }
@@ -185,6 +250,7 @@ pub fn diagnose(d: &Demand, f: &Facts) -> Vec<Finding> {
         syn_backlog(d, f),
         ephemeral_ports(d, f),
         tuning(f),
+        wakeups(f),
     ]
 }
 
@@ -588,6 +654,68 @@ fn tuning(f: &Facts) -> Finding {
     Finding::new(Check::Tuning, severity, notes.join("\n"), fix)
 }
 
+/// Steal time above this share since boot is named with the wake-ups: a busy host.
+const STEAL_NOTED: f64 = 0.005;
+
+fn wakeups(f: &Facts) -> Finding {
+    let Some(w) = &f.wakeups else {
+        return Finding::new(
+            Check::Wakeups,
+            Severity::Ok,
+            "not measured".into(),
+            Vec::new(),
+        );
+    };
+    let measured = format!(
+        "{} sleeps {:.0} ms apart: median {:.2} ms, worst {:.2} ms",
+        w.samples, w.gap_ms, w.p50_ms, w.max_ms
+    );
+    let steal = match f.steal_share {
+        Some(s) if s >= STEAL_NOTED => Some(format!(
+            "steal time: {:.1} % of this machine's CPU time since boot; its hypervisor ran \
+             something else while its CPUs were ready (a busy host), which delays wake-ups",
+            s * 100.0
+        )),
+        _ => None,
+    };
+    if w.p99_ms <= LAG_LIMIT_MS {
+        let mut message = format!(
+            "this machine woke a sleeping thread {:.2} ms late at p99 ({measured}), within the \
+             {LAG_LIMIT_MS} ms of schedule lag that marks a run generator-limited",
+            w.p99_ms
+        );
+        if let Some(s) = steal {
+            message.push('\n');
+            message.push_str(&s);
+        }
+        return Finding::new(Check::Wakeups, Severity::Ok, message, Vec::new());
+    }
+    let mut message = format!(
+        "this machine woke a sleeping thread {:.2} ms late at p99 ({measured}): loadlab's \
+         workers sleep to each send time and wake as late, so steps whose schedule lag p99 \
+         passes {LAG_LIMIT_MS} ms are noted generator-limited\n\
+         the verdict still judges the server when the lateness cannot have changed it (a \
+         step far past its knee fails on latency whatever the lag), but a step it could have \
+         changed stays generator-limited and a knee search stops there",
+        w.p99_ms
+    );
+    if let Some(s) = steal {
+        message.push('\n');
+        message.push_str(&s);
+    }
+    Finding::new(
+        Check::Wakeups,
+        Severity::Warn,
+        message,
+        vec![
+            "give loadlab CPUs nothing else runs on: load.cpus in a plan (apart from the \
+             target's cpus), taskset -c for loadlab run"
+                .into(),
+            "on a virtual machine: a host with idle CPUs (no steal time), or bare metal".into(),
+        ],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -621,6 +749,14 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            wakeups: Some(Wakeups {
+                samples: 200,
+                gap_ms: 2.0,
+                p50_ms: 0.06,
+                p99_ms: 0.2,
+                max_ms: 0.4,
+            }),
+            steal_share: Some(0.0),
         }
     }
 
@@ -664,7 +800,8 @@ mod tests {
                 "somaxconn",
                 "tcp_max_syn_backlog",
                 "ephemeral_ports",
-                "tuning"
+                "tuning",
+                "wakeups"
             ]
         );
         for f in &fs {
@@ -1005,7 +1142,7 @@ mod tests {
         );
         // The two-line ephemeral message keeps its second line indented under the block.
         assert!(text.contains("\n       connect() will fail"), "{text}");
-        assert!(text.ends_with("doctor: 1 fail, 1 warn, 3 ok\n"), "{text}");
+        assert!(text.ends_with("doctor: 1 fail, 1 warn, 4 ok\n"), "{text}");
     }
 
     #[test]
@@ -1051,6 +1188,70 @@ mod tests {
     }
 
     #[test]
+    fn wakeups_warn_past_the_lag_limit_and_name_a_busy_host() {
+        let mut f = tuned();
+        let ok = find(&diagnose(&demand(), &f), "wakeups").clone();
+        assert_eq!(ok.severity, Severity::Ok);
+        assert!(
+            ok.message.starts_with(
+                "this machine woke a sleeping thread 0.20 ms late at p99 (200 sleeps 2 ms apart: median 0.06 ms, worst 0.40 ms), within the 1 ms"
+            ),
+            "{}",
+            ok.message
+        );
+        assert!(!ok.message.contains("steal"), "{}", ok.message);
+        // Late at p99, on a busy host.
+        f.wakeups = Some(Wakeups {
+            samples: 200,
+            gap_ms: 2.0,
+            p50_ms: 0.12,
+            p99_ms: 2.89,
+            max_ms: 8.63,
+        });
+        f.steal_share = Some(0.032);
+        let w = find(&diagnose(&demand(), &f), "wakeups").clone();
+        assert_eq!(w.severity, Severity::Warn);
+        assert!(
+            w.message.starts_with("this machine woke a sleeping thread 2.89 ms late at p99 (200 sleeps 2 ms apart: median 0.12 ms, worst 8.63 ms): loadlab's workers sleep to each send time"),
+            "{}",
+            w.message
+        );
+        assert!(
+            w.message
+                .contains("steal time: 3.2 % of this machine's CPU time since boot"),
+            "{}",
+            w.message
+        );
+        assert!(w.fix[0].contains("load.cpus"), "{:?}", w.fix);
+        // Exactly at the limit: still within it.
+        f.wakeups.as_mut().unwrap().p99_ms = LAG_LIMIT_MS;
+        assert_eq!(
+            find(&diagnose(&demand(), &f), "wakeups").severity,
+            Severity::Ok
+        );
+        // Not measured: nothing claimed.
+        f.wakeups = None;
+        let n = find(&diagnose(&demand(), &f), "wakeups").clone();
+        assert_eq!(
+            (n.severity, n.message.as_str()),
+            (Severity::Ok, "not measured")
+        );
+    }
+
+    #[test]
+    fn wakeup_percentiles_are_nearest_rank() {
+        // 100 sleeps, one 9 ms late, one 5 ms, the rest 0.1 ms: p99 is the second worst.
+        let mut late = vec![100_000u64; 98];
+        late.extend([5_000_000, 9_000_000]);
+        let w = Wakeups::of(&late, 2_000_000).unwrap();
+        assert_eq!(
+            (w.samples, w.p50_ms, w.p99_ms, w.max_ms),
+            (100, 0.1, 5.0, 9.0)
+        );
+        assert_eq!(Wakeups::of(&[], 2_000_000), None);
+    }
+
+    #[test]
     fn facts_read_from_this_machine() {
         let f = Facts::read(true, 1);
         let (soft, hard) = os::nofile_limits();
@@ -1061,5 +1262,10 @@ mod tests {
             f.sysctls.get("net.core.somaxconn").map(String::as_str),
             Some(f.somaxconn.to_string().as_str())
         );
+        let w = f.wakeups.expect("the wake-ups were measured");
+        assert_eq!(w.samples, WAKEUP_SAMPLES);
+        assert!(w.p50_ms <= w.p99_ms && w.p99_ms <= w.max_ms, "{w:?}");
+        let steal = f.steal_share.expect("/proc/stat read");
+        assert!((0.0..1.0).contains(&steal), "{steal}");
     }
 }

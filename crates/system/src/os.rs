@@ -144,6 +144,30 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// How late this thread wakes from sleeps to absolute `CLOCK_MONOTONIC` deadlines `gap_ns`
+/// apart, as loadlab's workers sleep to their send times: `samples` lateness figures, ns,
+/// in the order taken. A deadline already past when the previous wake-up came is moved to
+/// one gap after that wake-up, so one long delay is counted once, not for every deadline
+/// it covered. Takes about `samples × gap_ns`.
+pub fn wakeup_lateness_ns(samples: usize, gap_ns: u64) -> Vec<u64> {
+    let mut late = Vec::with_capacity(samples);
+    let mut deadline = monotonic_ns() + gap_ns;
+    for _ in 0..samples {
+        let at = Timespec {
+            tv_sec: (deadline / 1_000_000_000) as i64,
+            tv_nsec: (deadline % 1_000_000_000) as i64,
+        };
+        // Interrupted by a signal: sleep on to the same deadline.
+        while rustix::thread::clock_nanosleep_absolute(ClockId::Monotonic, &at)
+            == Err(rustix::io::Errno::INTR)
+        {}
+        let now = monotonic_ns();
+        late.push(now.saturating_sub(deadline));
+        deadline = (deadline + gap_ns).max(now + gap_ns);
+    }
+    late
+}
+
 /// `CLOCK_REALTIME` now, nanoseconds since the epoch (vDSO): the clock of the kernel's
 /// receive timestamps.
 #[inline]

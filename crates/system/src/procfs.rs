@@ -71,6 +71,26 @@ pub(crate) fn parse_cpu_model(text: &str) -> Option<String> {
         .map(|(_, v)| v.trim().to_string())
 }
 
+/// The machine's CPU time since boot as `/proc/stat` counts it (clock ticks, every CPU):
+/// `(steal, total)`. Steal is the time a virtual machine's CPUs were ready to run but the
+/// hypervisor ran something else; 0 on bare metal.
+pub fn steal_ticks() -> Option<(u64, u64)> {
+    parse_steal(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// `(steal, total)` of `/proc/stat`'s `cpu` line: total is user, nice, system, idle,
+/// iowait, irq, softirq and steal (guest time is inside user already).
+pub(crate) fn parse_steal(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    (f.len() == 8).then(|| (f[7], f.iter().sum()))
+}
+
 /// The ephemeral port range `(low, high)` of `net.ipv4.ip_local_port_range`.
 pub fn ephemeral_port_range() -> Option<(u16, u16)> {
     parse_port_range(&sysctl("net.ipv4.ip_local_port_range")?)
@@ -420,6 +440,22 @@ mod tests {
                 starttime: 123456,
             }
         );
+    }
+
+    #[test]
+    fn steal_is_the_eighth_field_of_the_cpu_line() {
+        let text =
+            "cpu  969574 49 181039 997097 45786 0 59200 73285 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n";
+        assert_eq!(
+            parse_steal(text),
+            Some((73285, 969574 + 49 + 181039 + 997097 + 45786 + 59200 + 73285))
+        );
+        // An old kernel without the steal field, or no cpu line: nothing.
+        assert_eq!(parse_steal("cpu  1 2 3 4 5 6 7\n"), None);
+        assert_eq!(parse_steal("intr 1 2\n"), None);
+        // This machine's own.
+        let (steal, total) = steal_ticks().expect("/proc/stat has the steal field");
+        assert!(steal <= total && total > 0);
     }
 
     #[test]
