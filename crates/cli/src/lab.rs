@@ -577,7 +577,10 @@ mod tests {
         );
         let text = brief(&fs);
         // Not counted as a tuning note, and said with its figure.
-        assert!(text.contains("; 1 note on tuning for heavier runs"), "{text}");
+        assert!(
+            text.contains("; 1 note on tuning for heavier runs"),
+            "{text}"
+        );
         assert!(
             text.ends_with(
                 "\nloadlab: this machine woke a sleeping thread 2.89 ms late at p99: some steps may be noted generator-limited (doctor.txt says more)"

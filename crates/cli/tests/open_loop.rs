@@ -284,4 +284,11 @@ fn an_idle_generator_woken_late_says_it_was_likely_not_its_own_work() {
             && note.contains("most likely not held up by its own work but woken late"),
         "{note}"
     );
+    // And what the hypervisor took during the run, read from /proc/stat like `top`'s `st`
+    // (a stop is not steal: either clause may be true here, but one is said).
+    assert!(
+        note.contains("of CPU time during the run (")
+            || note.contains("; no steal time during the run ("),
+        "{note}"
+    );
 }

@@ -155,6 +155,11 @@ pub struct Measurement {
     pub cpu_seconds: f64,
     /// Peak resident memory of the process, bytes.
     pub peak_rss_bytes: u64,
+    /// The CPU time a virtual machine's hypervisor took from this machine during the run
+    /// (steal), of all its CPUs' time; the largest of several machines. `None` where
+    /// `/proc/stat` has no steal figure (or a measurement from an older agent).
+    #[serde(default)]
+    pub steal: Option<Steal>,
     /// What the reader should know, worded for the machine that ran the load.
     pub warnings: Vec<String>,
     /// Requests that vary: where the data rows and `${seq}` stood when the run ended (the
@@ -327,6 +332,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     let tickets = Arc::new(AtomicU64::new(cfg.requests.unwrap_or(u64::MAX)));
     let (tx, rx) = mpsc::channel::<IntervalReport>();
     let cpu_before = os::process_cpu_seconds();
+    let steal_before = procfs::steal_ticks();
     let threads = cfg.threads;
     let mut handles = Vec::with_capacity(threads);
     for index in 0..threads {
@@ -380,6 +386,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     let totals = join_workers(handles)?;
     let end_now = clock.now();
     let cpu_seconds = os::process_cpu_seconds() - cpu_before;
+    let steal = Steal::between(steal_before, procfs::steal_ticks());
     let mut m = merge(totals);
 
     let rows_used_up = cfg.traffic.as_ref().is_some_and(|t| t.used_up());
@@ -415,6 +422,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
         start_late_ns,
         cpu_seconds,
         peak_rss_bytes: os::peak_rss_bytes(),
+        steal,
         warnings,
         resume: cfg.traffic.as_ref().map(|t| t.resume()),
     })
@@ -484,10 +492,46 @@ impl Measurement {
             start_late_ns: parts.iter().map(|p| p.start_late_ns).max().unwrap_or(0),
             cpu_seconds: parts.iter().map(|p| p.cpu_seconds).sum(),
             peak_rss_bytes: parts.iter().map(|p| p.peak_rss_bytes).max().unwrap_or(0),
+            steal: parts
+                .iter()
+                .filter_map(|p| p.steal)
+                .max_by(|a, b| a.share().total_cmp(&b.share())),
             warnings: Vec::new(),
             // Each machine resumes where it stood; the caller keeps them apart.
             resume: None,
         })
+    }
+}
+
+/// Steal time over a run: what a virtual machine's hypervisor took of the machine's CPU
+/// time (every CPU) while its CPUs were ready to run.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Steal {
+    /// CPU time stolen, ms.
+    pub stolen_ms: f64,
+    /// The machine's CPU time over the run (every CPU), ms.
+    pub total_ms: f64,
+}
+
+impl Steal {
+    /// From `/proc/stat`'s `(steal, total)` ticks before and after; `None` without both
+    /// or with no time between them.
+    pub fn between(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> Option<Steal> {
+        let ((s0, t0), (s1, t1)) = (before?, after?);
+        let tick_ms = 1000.0 / os::clock_ticks_per_second() as f64;
+        (t1 > t0).then(|| Steal {
+            stolen_ms: s1.saturating_sub(s0) as f64 * tick_ms,
+            total_ms: (t1 - t0) as f64 * tick_ms,
+        })
+    }
+
+    /// Stolen over total.
+    pub fn share(&self) -> f64 {
+        if self.total_ms > 0.0 {
+            self.stolen_ms / self.total_ms
+        } else {
+            0.0
+        }
     }
 }
 
@@ -513,7 +557,7 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         notes: t.notes.clone(),
     });
     let lag = LagStats::from_histogram(&m.lag);
-    let generator_notes = generator_notes(&m, &lag);
+    let generator_notes = generator_notes(&m, &lag, ms.steal);
     let errors = crate::error::ErrorCounts::from_array(m.errors);
     let errors_total = errors.total();
     let status_codes = m
@@ -779,7 +823,7 @@ fn join_workers(
 }
 
 /// Why loadlab itself may have limited the run (empty: it did not).
-fn generator_notes(m: &Merged, lag: &LagStats) -> Vec<String> {
+fn generator_notes(m: &Merged, lag: &LagStats, steal: Option<Steal>) -> Vec<String> {
     let mut notes = Vec::new();
     let limit_us = (LAG_LIMIT_MS * 1000.0) as u64;
     let late = if m.lag.is_empty() {
@@ -792,7 +836,7 @@ fn generator_notes(m: &Merged, lag: &LagStats) -> Vec<String> {
             "schedule lag p99 is {:.2} ms (limit {LAG_LIMIT_MS} ms; {late} sends later than that): \
              loadlab released requests late{}",
             lag.p99,
-            woken_late(&m.worker_cpu)
+            woken_late(&m.worker_cpu, steal)
         ));
     }
     if m.unsent.late > 0 {
@@ -838,22 +882,37 @@ pub const IDLE_BUSY: f64 = 0.1;
 /// each thread's busy fraction; every one at most [`IDLE_BUSY`]): most likely woken late from
 /// their sleep, by the machine, rather than held up by their own work (an average over the
 /// run cannot rule out a burst of it, hence "most likely"). Empty otherwise, or without
-/// figures.
+/// figures. With the run's `steal`, says what the hypervisor took: evidence of a busy host
+/// when some, and that it was not the host when none.
 ///
 /// At 200 req/s a worker sleeps 5 ms between releases; on this project's virtual machine a
 /// plain `clock_nanosleep` to an absolute deadline woke 1.2 to 2.9 ms late at p99, and loadlab
 /// at that rate marked itself generator-limited in 4 runs of 6, 1 to 3 % busy: the note said
 /// "loadlab released requests late", true, and read as loadlab's work, which it was not.
-fn woken_late(worker_cpu: &[f64]) -> String {
+fn woken_late(worker_cpu: &[f64], steal: Option<Steal>) -> String {
     if worker_cpu.is_empty() || worker_cpu.iter().any(|u| u.is_nan() || *u > IDLE_BUSY) {
         return String::new();
     }
     let busiest = worker_cpu.iter().copied().fold(0.0, f64::max);
+    let host = match steal {
+        Some(s) if s.stolen_ms > 0.0 => format!(
+            "; this machine's hypervisor took {:.0} ms of its {:.0} ms of CPU time during the run \
+             ({}, steal time: a busy host)",
+            s.stolen_ms,
+            s.total_ms,
+            crate::format::pct_abs(s.share())
+        ),
+        Some(s) => format!(
+            "; no steal time during the run ({:.0} ms of CPU time), so not a virtual machine's host",
+            s.total_ms
+        ),
+        None => String::new(),
+    };
     format!(
         ", with its worker threads at most {:.0} % busy over the run: most likely not held up \
          by its own work but woken late from their sleep (another process on their core, or \
          the wake-up latency of a core or a virtual machine), and the latency includes that \
-         lateness, which matters most against a fast server",
+         lateness, which matters most against a fast server{host}",
         busiest * 100.0
     )
 }
@@ -909,20 +968,45 @@ mod tests {
             ..LagStats::default()
         };
         m.worker_cpu = vec![0.03, 0.02];
-        let notes = generator_notes(&m, &lag);
+        let notes = generator_notes(&m, &lag, None);
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("released requests late, with its worker threads at most 3 % busy over the run: most likely not held up by its own work but woken late"), "{}", notes[0]);
+        assert!(notes[0].ends_with("against a fast server"), "{}", notes[0]);
+        // With the run's steal time: a busy host named with its figure, or ruled out.
+        let stole = Steal {
+            stolen_ms: 120.0,
+            total_ms: 4000.0,
+        };
+        let notes = generator_notes(&m, &lag, Some(stole));
+        assert!(notes[0].ends_with("against a fast server; this machine's hypervisor took 120 ms of its 4000 ms of CPU time during the run (3 %, steal time: a busy host)"), "{}", notes[0]);
+        let none = Steal {
+            stolen_ms: 0.0,
+            total_ms: 4000.0,
+        };
+        let notes = generator_notes(&m, &lag, Some(none));
+        assert!(notes[0].ends_with("; no steal time during the run (4000 ms of CPU time), so not a virtual machine's host"), "{}", notes[0]);
         // Busy workers: their own work may be what made them late; no cause is claimed.
         for busy in [vec![0.03, 0.2], vec![0.95]] {
             m.worker_cpu = busy;
-            let notes = generator_notes(&m, &lag);
+            let notes = generator_notes(&m, &lag, Some(stole));
             assert!(
                 notes[0].ends_with("loadlab released requests late"),
                 "{notes:?}"
             );
         }
         m.worker_cpu = Vec::new();
-        assert!(generator_notes(&m, &lag)[0].ends_with("loadlab released requests late"));
+        assert!(generator_notes(&m, &lag, None)[0].ends_with("loadlab released requests late"));
+    }
+
+    #[test]
+    fn steal_is_counted_between_two_readings_of_proc_stat() {
+        let tick = 1000.0 / os::clock_ticks_per_second() as f64;
+        let s = Steal::between(Some((10, 1000)), Some((13, 1400))).unwrap();
+        assert_eq!((s.stolen_ms, s.total_ms), (3.0 * tick, 400.0 * tick));
+        assert!((s.share() - 0.0075).abs() < 1e-12);
+        // No time between them, or a reading missing: nothing claimed.
+        assert_eq!(Steal::between(Some((10, 1000)), Some((10, 1000))), None);
+        assert_eq!(Steal::between(None, Some((10, 1000))), None);
     }
 
     #[test]

@@ -67,6 +67,7 @@ fn measurement(seed: u64, seconds: u64, per_second: u64) -> Measurement {
         start_late_ns: 0,
         cpu_seconds: 1.0,
         peak_rss_bytes: 1 << 24,
+        steal: None,
         warnings: Vec::new(),
         resume: None,
     }

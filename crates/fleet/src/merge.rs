@@ -239,6 +239,7 @@ mod tests {
             start_late_ns: 0,
             cpu_seconds: 0.5,
             peak_rss_bytes: 1 << 20,
+            steal: None,
             warnings: vec![],
             resume: None,
         }
@@ -304,6 +305,37 @@ mod tests {
             shape: shape(100.0),
             measurement: Box::new(measurement(us, 100, 5, start)),
         }
+    }
+
+    #[test]
+    fn the_busiest_hosts_steal_time_is_kept_when_measurements_merge() {
+        use loadlab_engine::runner::Steal;
+        let t0 = 1_000_000_000_000u64;
+        let with = |stolen_ms: f64, total_ms: f64| {
+            let mut m = measurement(1_000, 100, 5, t0);
+            m.steal = Some(Steal {
+                stolen_ms,
+                total_ms,
+            });
+            m
+        };
+        // The largest share, not the largest figure: 30 of 1,000 ms beats 40 of 4,000.
+        let merged = Measurement::merge(&[
+            with(40.0, 4000.0),
+            measurement(1_000, 100, 5, t0),
+            with(30.0, 1000.0),
+        ])
+        .unwrap();
+        assert_eq!(
+            merged.steal,
+            Some(Steal {
+                stolen_ms: 30.0,
+                total_ms: 1000.0
+            })
+        );
+        // No machine read it (an older agent): nothing claimed.
+        let merged = Measurement::merge(&[measurement(1_000, 100, 5, t0)]).unwrap();
+        assert_eq!(merged.steal, None);
     }
 
     #[test]
