@@ -64,8 +64,9 @@ pub struct Verdict {
     /// The SLO clauses that failed, most decisive first.
     pub limits: Vec<Limit>,
     /// Clauses the step's figures appear to miss but too few requests can resolve at
-    /// [`CONFIDENCE`](stats::CONFIDENCE) (one sentence each, with the count that would): they do not fail
-    /// the step.
+    /// [`CONFIDENCE`](stats::CONFIDENCE) (one sentence each, with the count that would), or
+    /// that loadlab's own lateness could have failed while another clause failed beyond its
+    /// reach (see [`lag_cannot_explain`]): they do not fail the step.
     #[serde(default)]
     pub unresolved: Vec<String>,
     /// Why loadlab's own lateness did not decide the step although the run noted it (see
