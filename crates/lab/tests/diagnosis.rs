@@ -302,6 +302,50 @@ fn nothing_found_is_said_with_what_was_looked_at() {
 }
 
 #[test]
+fn a_saturated_thread_is_read_against_what_a_stealing_host_left_it() {
+    let steps = steps("backlog-workers");
+    let (i, mut s) = saturated(&steps);
+    // Node's case on a VM whose host stole a fifth of the time: one thread charged 76 % of
+    // a CPU (the kernel leaves the stolen time out of it) while the process used 38 % of
+    // its 2 CPUs.
+    let p = s.probes.as_mut().unwrap();
+    p.limits.as_mut().unwrap().cpus = 2.0;
+    p.delta.cpu_percent = 76.0;
+    p.delta.cpu_wait_percent = 1.0;
+    p.delta.busiest_thread_cpu = Some(0.76);
+    p.delta.busiest_thread_wait = Some(0.01);
+    p.delta.busiest_thread = Some("node".into());
+    let with_steal = |steal: Option<f64>| {
+        let mut s = s.clone();
+        s.probes.as_mut().unwrap().delta.steal_share = steal;
+        diagnose_variant(&steps, i, s).unwrap()
+    };
+    // Without steal, 77 % is not a saturated thread.
+    for steal in [None, Some(0.0)] {
+        let d = with_steal(steal);
+        assert!(
+            !kinds(&d).contains(&Bottleneck::ThreadBound),
+            "{:?}",
+            kinds(&d)
+        );
+    }
+    // With a fifth stolen, it ran 95 % of what the host left it: the thread is the limit.
+    let d = with_steal(Some(0.2));
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::ThreadBound)
+        .unwrap_or_else(|| panic!("{:?}", kinds(&d)));
+    assert!(
+        f.evidence.contains(
+            "its busiest thread (`node`) used 76 % of one CPU (95 % of what the host left it: a VM's host took 20 % of the time"
+        ),
+        "{}",
+        f.evidence
+    );
+}
+
+#[test]
 fn late_sends_the_verdict_excused_are_ruled_out_as_late_not_as_on_schedule() {
     let steps = steps("backlog-workers");
     let (i, s) = saturated(&steps);

@@ -175,6 +175,14 @@ pub struct KernelSample {
     pub time_wait: u64,
     /// Connections established now (the kernel's `CurrEstab`: ESTABLISHED and CLOSE_WAIT).
     pub established: u64,
+    /// This machine's CPU time so far (every CPU, clock ticks, `/proc/stat`) neither idle,
+    /// nor waiting for I/O, nor stolen; 0 where not read.
+    #[serde(default)]
+    pub cpu_busy_ticks: u64,
+    /// This machine's CPU time so far that a VM's hypervisor took while its CPUs were ready
+    /// to run (steal; clock ticks); 0 on bare metal or where not read.
+    #[serde(default)]
+    pub cpu_steal_ticks: u64,
 }
 
 /// Samples the kernel's TCP counters of this network namespace now. Counters that cannot
@@ -209,6 +217,7 @@ fn kernel_sample(c: BTreeMap<(String, String), u64>, time_wait: u64) -> KernelSa
     };
     // `time_wait` is read at constant cost whatever the number of sockets (see
     // `procfs::time_wait`): the probe samples every second, beside the load generator.
+    let (cpu_busy_ticks, cpu_steal_ticks) = procfs::cpu_busy_steal_ticks().unwrap_or((0, 0));
     KernelSample {
         listen_overflows: get("TcpExt", "ListenOverflows"),
         listen_drops: get("TcpExt", "ListenDrops"),
@@ -221,6 +230,8 @@ fn kernel_sample(c: BTreeMap<(String, String), u64>, time_wait: u64) -> KernelSa
         attempt_fails: get("Tcp", "AttemptFails"),
         time_wait,
         established: get("Tcp", "CurrEstab"),
+        cpu_busy_ticks,
+        cpu_steal_ticks,
     }
 }
 
@@ -285,6 +296,11 @@ pub struct ProbeDelta {
     pub time_wait_max: u64,
     /// Most sockets in ESTABLISHED seen.
     pub established_max: u64,
+    /// Of the time this machine's CPUs wanted to run over the step, the share a VM's
+    /// hypervisor took (steal): a thread's CPU time leaves it out, so a thread that ran all
+    /// the time it could shows `1 − steal_share` of a CPU. `None` where not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_share: Option<f64>,
     /// The target's cgroup during the probe (absent in older bundles and without a cgroup
     /// sample).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -357,6 +373,9 @@ impl ProbeDelta {
             d.out_rsts = k1.out_rsts.saturating_sub(k0.out_rsts);
             d.estab_resets = k1.estab_resets.saturating_sub(k0.estab_resets);
             d.retrans_segs = k1.retrans_segs.saturating_sub(k0.retrans_segs);
+            let busy = k1.cpu_busy_ticks.saturating_sub(k0.cpu_busy_ticks);
+            let steal = k1.cpu_steal_ticks.saturating_sub(k0.cpu_steal_ticks);
+            d.steal_share = (busy + steal > 0).then(|| steal as f64 / (busy + steal) as f64);
         }
         for s in samples {
             d.time_wait_max = d.time_wait_max.max(s.kernel.time_wait);

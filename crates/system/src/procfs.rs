@@ -78,6 +78,23 @@ pub fn steal_ticks() -> Option<(u64, u64)> {
     parse_steal(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
+/// The machine's CPU time since boot, every CPU, clock ticks: `(busy, steal)`, busy being
+/// neither idle, nor waiting for I/O, nor stolen by a VM's hypervisor.
+pub fn cpu_busy_steal_ticks() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let (steal, total) = parse_steal(&text)?;
+    let f: Vec<u64> = text
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(4)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let idle: u64 = f.iter().sum();
+    Some((total.saturating_sub(idle + steal), steal))
+}
+
 /// `(steal, total)` of `/proc/stat`'s `cpu` line: total is user, nice, system, idle,
 /// iowait, irq, softirq and steal (guest time is inside user already).
 pub(crate) fn parse_steal(text: &str) -> Option<(u64, u64)> {
@@ -456,6 +473,8 @@ mod tests {
         // This machine's own.
         let (steal, total) = steal_ticks().expect("/proc/stat has the steal field");
         assert!(steal <= total && total > 0);
+        let (busy, steal2) = cpu_busy_steal_ticks().expect("busy and steal");
+        assert!(busy > 0 && steal2 >= steal, "{busy} {steal2} {steal}");
     }
 
     #[test]

@@ -321,12 +321,25 @@ impl<'a> Evidence<'a> {
     /// thread-bound target from here.
     pub fn busy_thread(&self) -> Option<(f64, f64, &'a str)> {
         let d = &self.probes()?.delta;
-        let used = d.busiest_thread_cpu?;
+        // A thread's CPU time leaves out what a VM's host stole while it ran: read it
+        // against what the host left it.
+        let used = d.busiest_thread_cpu? / (1.0 - self.steal_share());
         let waited = d.busiest_thread_wait.unwrap_or(0.0);
-        let process_cpus = self.cpu.as_ref().map_or(0.0, |c| c.util() * c.cpus);
+        let process_cpus =
+            self.cpu.as_ref().map_or(0.0, |c| c.util() * c.cpus) / (1.0 - self.steal_share());
         let alone = used >= NEARLY_BOUND && process_cpus > 0.0 && used >= ALONE * process_cpus;
         (used + waited >= CPU_BOUND || alone)
             .then(|| (used, waited, d.busiest_thread.as_deref().unwrap_or("?")))
+    }
+
+    /// Of the time the machine's CPUs wanted to run over the step, the share a VM's host
+    /// took (steal): 0 when not probed, and at most 0.5 (past that nothing is read from a
+    /// thread's CPU time).
+    pub fn steal_share(&self) -> f64 {
+        self.probes()
+            .and_then(|p| p.delta.steal_share)
+            .filter(|s| s.is_finite())
+            .map_or(0.0, |s| s.clamp(0.0, 0.5))
     }
 
     /// How the target's CPU quota throttled it (`None` without a quota or its counters).

@@ -23,8 +23,18 @@ fn check(e: &Evidence<'_>) -> Check {
     let waited = p.delta.busiest_thread_wait.unwrap_or(0.0);
     let name = p.delta.busiest_thread.as_deref().unwrap_or("?");
     let starved = used < CPU_BOUND && waited >= STARVED;
+    let steal = e.steal_share();
+    let stolen = if steal >= 0.01 {
+        format!(
+            " ({} of what the host left it: a VM's host took {} of the time this machine's CPUs wanted to run, which no thread's CPU time counts)",
+            pct((used / (1.0 - steal)).min(1.0)),
+            pct(steal)
+        )
+    } else {
+        String::new()
+    };
     let words = format!(
-        "its busiest thread (`{name}`) used {} of one CPU{} while the process used {} of its {}",
+        "its busiest thread (`{name}`) used {} of one CPU{stolen}{} while the process used {} of its {}",
         pct(used),
         if starved {
             format!(" and waited {} of the time for one", pct(waited))
