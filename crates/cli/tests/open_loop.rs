@@ -279,15 +279,24 @@ fn an_idle_generator_woken_late_says_it_was_likely_not_its_own_work() {
     assert_eq!(j["successful"], 600, "{j}");
     assert_eq!(j["generator_limited"], true, "{j}");
     let note = j["generator_notes"][0].as_str().unwrap_or_default();
-    assert!(
-        note.contains("released requests late, with its worker threads at most")
-            && note.contains("most likely not held up by its own work but woken late"),
-        "{note}"
-    );
+    assert!(note.contains("loadlab released requests late"), "{note}");
+    // The wake-ups are named when, and only when, every worker thread was at most 10 %
+    // busy: 3 to 4 % here on a quiet machine; a debug build on a host that steals has
+    // measured more (the note then claims no cause, which is right for that run).
+    let busiest = j["worker_cpu_utilization"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let named = note.contains("released requests late, with its worker threads at most")
+        && note.contains("most likely not held up by its own work but woken late");
+    assert_eq!(named, busiest <= 0.1, "busiest worker {busiest}: {note}");
     // And what the hypervisor took during the run, read from /proc/stat like `top`'s `st`
     // (a stop is not steal: either clause may be true here, but one is said).
     assert!(
-        note.contains("of CPU time during the run (")
+        !named
+            || note.contains("of CPU time during the run (")
             || note.contains("; no steal time during the run ("),
         "{note}"
     );
