@@ -81,23 +81,21 @@ pub fn steal_ticks() -> Option<(u64, u64)> {
 /// The machine's CPU time since boot, every CPU, clock ticks: `(busy, steal)`, busy being
 /// neither idle, nor waiting for I/O, nor stolen by a VM's hypervisor.
 pub fn cpu_busy_steal_ticks() -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/stat").ok()?;
-    let (steal, total) = parse_steal(&text)?;
-    let f: Vec<u64> = text
-        .lines()
-        .next()?
-        .split_whitespace()
-        .skip(4)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    let idle: u64 = f.iter().sum();
-    Some((total.saturating_sub(idle + steal), steal))
+    let f = parse_cpu(&std::fs::read_to_string("/proc/stat").ok()?)?;
+    // Neither idle (3) nor waiting for I/O (4) nor stolen (7).
+    let busy = f.iter().sum::<u64>() - f[3] - f[4] - f[7];
+    Some((busy, f[7]))
 }
 
 /// `(steal, total)` of `/proc/stat`'s `cpu` line: total is user, nice, system, idle,
 /// iowait, irq, softirq and steal (guest time is inside user already).
 pub(crate) fn parse_steal(text: &str) -> Option<(u64, u64)> {
+    parse_cpu(text).map(|f| (f[7], f.iter().sum()))
+}
+
+/// The first eight fields of `/proc/stat`'s `cpu` line (user, nice, system, idle, iowait,
+/// irq, softirq, steal); `None` on a kernel without the steal field.
+fn parse_cpu(text: &str) -> Option<[u64; 8]> {
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
     let f: Vec<u64> = line
         .split_whitespace()
@@ -105,7 +103,7 @@ pub(crate) fn parse_steal(text: &str) -> Option<(u64, u64)> {
         .take(8)
         .map(|v| v.parse().ok())
         .collect::<Option<_>>()?;
-    (f.len() == 8).then(|| (f[7], f.iter().sum()))
+    f.try_into().ok()
 }
 
 /// The ephemeral port range `(low, high)` of `net.ipv4.ip_local_port_range`.
