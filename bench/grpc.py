@@ -144,6 +144,7 @@ def cmd_record(a):
         "requested": a.requested, "connections": a.connections, "concurrency": a.concurrency,
         "rc": a.rc, "cmd": a.cmd, "stdout": a.stdout, "ok": False,
     }
+    lib.record_steal(rec, a)
     t, p = lib.measure(rec, a, PARSERS, parse_loadlab)
     if t and p and p.get("successful") is not None and t["cpu_s"] > 0:
         rec["ok"] = True
@@ -168,10 +169,11 @@ def cmd_record(a):
         rec["failure"] = lib.failure(t, p, a.rc, more)
     lib.append_record(a.out, rec)
     if rec["ok"]:
-        print("    %-8s %8d ok %6d err  %9.0f req/s  cpu %6.2fs  %9.0f req/cpu-s  rss %6.1f MB%s"
+        print("    %-8s %8d ok %6d err  %9.0f req/s  cpu %6.2fs  %9.0f req/cpu-s  rss %6.1f MB%s%s"
               % (a.tool, rec["successful"], rec["error_count"], rec["rps"] or 0, rec["cpu_s"],
                  rec["req_per_cpu_s"], rec["rss_kb"] / 1024,
-                 ("  [" + "; ".join(rec["notes"]) + "]") if rec["notes"] else ""))
+                 ("  [" + "; ".join(rec["notes"]) + "]") if rec["notes"] else "",
+                 lib.steal_note(rec)))
     else:
         lib.print_failed(a, rec)
 
@@ -244,8 +246,9 @@ def target_checks(summ):
             lines.append("[ -- ] %s: loadlab vs %s not measured" % (key, peer))
             continue
         r = a["req_per_cpu_s"] / b["req_per_cpu_s"]
-        lines.append("[%s] %s: loadlab vs %s %.2f× requests per generator CPU-second (target ≥ %.1f×)"
-                     % ("PASS" if r >= target else "FAIL", key, peer, r, target))
+        lines.append("[%s] %s: loadlab vs %s %.2f× requests per generator CPU-second (target ≥ %.1f×)%s"
+                     % ("PASS" if r >= target else "FAIL", key, peer, r, target,
+                        lib.steal_warning([x for s in su.values() for x in s.get("runs") or []])))
         if a.get("error_count"):
             lines.append("       note: loadlab counted %s errors (median)" % _fmt(a["error_count"]))
     return lines
@@ -271,6 +274,9 @@ def cmd_report(a):
                   "generator CPU / elapsed; well below 100% means the server (one thread/worker) "
                   "was the bottleneck, so compare 'req per gen CPU-s'. ghz runs with --cpus 1 and its "
                   "template processing disabled; h2load prints no latency percentiles.")
+    steal = lib.steal_paragraph(runs)
+    if steal:
+        rep.paragraph(steal)
     rep.targets(target_checks(summ))
     print("\n".join(rep.text))
     rep.write_md(a.md)

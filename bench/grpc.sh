@@ -304,7 +304,8 @@ run_one() {
         grpc) server_alive "$GRT_PID" greeter "$RAW/greeter.err" ;;
         http2) server_alive "$NGX_PID" nginx "$RAW/nginx-error.log" ;;
     esac
-    local rc=0
+    local rc=0 host0 host1
+    host0=$(host_ticks)   # how much of the machine a VM's host takes during the run
     # Fixed request count: the tools stop by themselves; timeout is a safety net.
     # Background + wait so Ctrl-C reaches the INT trap at once.
     timeout -k 5 "$RUN_TIMEOUT" \
@@ -313,9 +314,11 @@ run_one() {
     RUN_PID=$!
     wait "$RUN_PID" || rc=$?
     RUN_PID=
+    host1=$(host_ticks)
     (( rc == 124 || rc == 137 )) && log "    $tool: timed out after ${RUN_TIMEOUT}s"
     local extra=()
-    [[ $tool == loadlab ]] && extra=(--json "$json")
+    [[ -n $host0 && -n $host1 ]] && extra+=(--host-ticks-before "$host0" --host-ticks-after "$host1")
+    [[ $tool == loadlab ]] && extra+=(--json "$json")
     $PY record --out "$RESULTS" --suite "$suite" --round "$round" --tool "$tool" \
         --stdout "$base.out" --time "$base.time" --rc "$rc" --requested "$REQ" \
         --connections "$CONN" --concurrency "$CONC" --cmd "${CMD[*]}" "${extra[@]}" || true

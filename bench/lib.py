@@ -132,6 +132,73 @@ def measure(rec, a, parsers, parse_loadlab):
     return t, p
 
 
+# Over this share of the time this machine's CPUs wanted to run, taken by the host (a VM's
+# hypervisor running something else: /proc/stat's steal), a run's CPU figures are the host's
+# as much as the tool's.
+STEAL_LIMIT = 0.02
+
+
+def steal_share(before, after):
+    """The share of the time this machine's CPUs wanted to run that its host took over a run:
+    steal / (busy + steal), from /proc/stat's cpu line read before and after as "BUSY STEAL"
+    clock ticks (bench/lib.sh's host_ticks). None if either reading is missing or makes no sense."""
+    try:
+        b0, s0 = (int(x) for x in before.split())
+        b1, s1 = (int(x) for x in after.split())
+    except (AttributeError, ValueError):
+        return None
+    busy, steal = b1 - b0, s1 - s0
+    if busy < 0 or steal < 0 or busy + steal == 0:
+        return None
+    return steal / (busy + steal)
+
+
+def record_steal(rec, a):
+    """Stores the run's steal share in `rec` (as "host_steal") when the script measured it."""
+    share = steal_share(getattr(a, "host_ticks_before", None), getattr(a, "host_ticks_after", None))
+    if share is not None:
+        rec["host_steal"] = round(share, 4)
+
+
+def steal_note(rec):
+    """The progress line's mention of steal: only where the run crossed STEAL_LIMIT."""
+    s = rec.get("host_steal")
+    return "  host stole %.0f %%" % (100 * s) if s is not None and s > STEAL_LIMIT else ""
+
+
+def worst_steal(runs):
+    """The largest steal share over `runs` (records), None where none was measured."""
+    shares = [r["host_steal"] for r in runs if r.get("host_steal") is not None]
+    return max(shares) if shares else None
+
+
+def steal_warning(runs):
+    """What a target line adds when the host stole more than STEAL_LIMIT in any of the runs
+    it is judged from (every tool's: a ratio is only as good as its worse side)."""
+    worst = worst_steal(runs)
+    if worst is None or worst <= STEAL_LIMIT:
+        return ""
+    return (" [host stole up to %.0f %% of the CPU time during these runs: not this machine's "
+            "figure]" % (100 * worst))
+
+
+def steal_paragraph(runs):
+    """One paragraph on the host's steal over every run of the report; None if no run measured it."""
+    shares = sorted(r["host_steal"] for r in runs if r.get("host_steal") is not None)
+    if not shares:
+        return None
+    over = sum(1 for s in shares if s > STEAL_LIMIT)
+    head = ("Steal: the host (a VM's hypervisor) took %.1f %% of the time this machine's CPUs "
+            "wanted to run in the median run, %.1f %% in the worst"
+            % (100 * med(shares), 100 * shares[-1]))
+    if not over:
+        return head + "; no run over %.0f %%." % (100 * STEAL_LIMIT)
+    return (head + "; %d of %d runs over %.0f %%. Their CPU figures, the ratios and the schedule "
+            "lags are the host's as much as the tools': the targets they touch are marked; re-run "
+            "when the host is quiet (bench/lib.sh's host_ticks, or the steal column of `vmstat 1`)."
+            % (over, len(shares), 100 * STEAL_LIMIT))
+
+
 def failure(t, p, rc, more=()):
     """Why a run gave no record: the missing parses, then `more`, then the exit status."""
     why = []
@@ -304,6 +371,8 @@ def main(doc, key, tools, record, record_args, report, report_args, extra=()):
     p.add_argument("--json")
     p.add_argument("--rc", type=int, default=0)
     p.add_argument("--cmd", default="")
+    p.add_argument("--host-ticks-before", help="/proc/stat's busy and steal ticks before the run")
+    p.add_argument("--host-ticks-after", help="/proc/stat's busy and steal ticks after the run")
     record_args(p)
 
     p = sub.add_parser("skip")

@@ -24,6 +24,11 @@ apt_install() {
         || die "apt-get install $* failed"
 }
 
+# host_ticks: this machine's CPU time so far as "BUSY STEAL" clock ticks, every CPU (/proc/stat's
+# cpu line: busy = user + nice + system + irq + softirq; steal = time the CPUs wanted to run
+# while a VM's hypervisor ran something else). Empty where /proc/stat has no steal field.
+host_ticks() { awk '/^cpu / { if (NF >= 9) print $2 + $3 + $4 + $7 + $8, $9; exit }' /proc/stat 2>/dev/null || true; }
+
 # The current tool run ($RUN_PID): `timeout` makes itself a process-group leader, so
 # signalling the group ends timeout, GNU time and the tool together.
 RUN_PID=

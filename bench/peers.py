@@ -232,6 +232,7 @@ def cmd_record(a):
         # nginx's worker, user + system, over the tool's whole run: its share of its core.
         rec["server_cpu_s"] = a.server_cpu_s
         rec["server_util"] = round(a.server_cpu_s / (a.server_wall_s or a.duration), 3)
+    lib.record_steal(rec, a)
     t, p = lib.measure(rec, a, PARSERS, parse_loadlab)
     if t and p and rec.get("requests"):
         rec["ok"] = True
@@ -254,6 +255,7 @@ def cmd_record(a):
         extra = ""
         if rec.get("schedule_lag_ms"):
             extra = "  lag p99 %s ms" % _fmt(rec["schedule_lag_ms"].get("p99"), 3)
+        extra += lib.steal_note(rec)
         print("    %-13s %10.0f req/s  cpu %6.2fs  %9.0f req/cpu-s  rss %7.1f MB  errors %d%s"
               % (a.tool, rec["rps"], rec["cpu_s"], rec["req_per_cpu_s"] or 0,
                  rec["rss_kb"] / 1024, rec["error_count"], extra))
@@ -421,7 +423,15 @@ def target_checks(summ, memcheck, wake_us=None):
     def reach(ok):
         return "within reach" if ok else "out of reach of any client on this machine"
 
+    def mark(since, ph):
+        # The lines judged from `ph`'s runs say so where the host stole from any of them.
+        warn = lib.steal_warning([r for s in ph.values() for r in s.get("runs") or []])
+        for i in range(since, len(lines)):
+            if warn and not lines[i].startswith("[ -- ]") and "timer wake-up" not in lines[i]:
+                lines[i] += warn
+
     for key, name, ph in (("keepalive", "keep-alive on", ka), ("close", "keep-alive off", cl)):
+        since = len(lines)
         r = ratio(ph, "wrk")
         target = RATIO_TARGETS[key]
         if r is None:
@@ -433,9 +443,11 @@ def target_checks(summ, memcheck, wake_us=None):
         if f is not None:
             lines.append("[FLOOR] bench/floor vs wrk, %s: %.2f×, the most a client reached here: "
                          "target %.1f× %s" % (name, f, target, reach(f >= target)))
+        mark(since, ph)
     by_rate = dict((rate, summ[key]) for key, rate in open_phases(summ))
     for rate, target in sorted(OPEN_OHA_RATIOS.items()):
         ol = by_rate.get(rate, {})
+        since = len(lines)
         ll = ol.get("loadlab")
         if not (ll and ll.get("n") and ll.get("req_per_cpu_s")):
             lines.append("[ -- ] loadlab open loop at %s req/s: not measured" % _fmt(rate))
@@ -493,6 +505,8 @@ def target_checks(summ, memcheck, wake_us=None):
             lines.append("[FLOOR] a timer wake-up costs %.1f µs of CPU on this machine: %.1f µs per "
                          "request at %s req/s with one wake-up per 200 µs release gap, before any "
                          "request is sent" % (wake_us, wake_us * 5000 / rate, _fmt(rate)))
+        mark(since, ol)
+    since = len(lines)
     held = by_rate.get(HELD_RATE, {}).get("loadlab")
     if not (held and held.get("n")):
         lines.append("[ -- ] loadlab open loop at %s req/s on one core: not measured" % _fmt(HELD_RATE))
@@ -519,6 +533,7 @@ def target_checks(summ, memcheck, wake_us=None):
                         "within reach" if held else
                         "not shown within reach by the floor (more than 1 %% dropped or lag p99 "
                         "over %g ms)" % HELD_LAG_P99_MS, _server_busy(fl)))
+    mark(since, by_rate.get(HELD_RATE, {}))
     ll = ka.get("loadlab")
     if ll and ll.get("n"):
         mx = ll["rss_max_kb"]
@@ -579,6 +594,9 @@ def cmd_report(a):
     rep.paragraph("'gen CPU %' = generator CPU seconds / elapsed; well below 100% means the run was "
                   "not generator-bound (server-bound, or the machine was busy), so compare "
                   "'req per gen CPU-s' rather than 'requests/s'.")
+    steal = lib.steal_paragraph(runs)
+    if steal:
+        rep.paragraph(steal)
     rep.targets(target_checks(summ, memcheck, a.wake_us))
     print("\n".join(rep.text))
     print("\n---- markdown (for README) ----\n")

@@ -267,9 +267,10 @@ run_one() {
     local rc=0
     kill -0 "$NGX_PID" 2>/dev/null || die "nginx (pid $NGX_PID) is gone; see $NGX_DIR/error.log"
     # How busy the server was during the run (is a rate beyond what nginx serves here?).
-    local worker ticks0 ticks1 t0 t1
+    local worker ticks0 ticks1 t0 t1 host0 host1
     worker=$(ngx_worker)
     ticks0=$(cpu_ticks "$worker")
+    host0=$(host_ticks)   # and how much of the machine a VM's host took meanwhile
     t0=$(date +%s.%N)
     # Bounded: tools stop at DURATION; timeout is only a safety net. Run in the
     # background and `wait`, so Ctrl-C reaches the INT trap immediately (timeout
@@ -281,8 +282,10 @@ run_one() {
     wait "$RUN_PID" || rc=$?
     RUN_PID=
     ticks1=$(cpu_ticks "$worker")
+    host1=$(host_ticks)
     t1=$(date +%s.%N)
     local extra=()
+    [[ -n $host0 && -n $host1 ]] && extra+=(--host-ticks-before "$host0" --host-ticks-after "$host1")
     # The server's CPU over the tool's whole run (a run behind its schedule outlasts DURATION).
     [[ -n $ticks0 && -n $ticks1 ]] &&
         extra+=(--server-cpu-s "$(awk -v a="$ticks0" -v b="$ticks1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')"

@@ -395,10 +395,11 @@ class PeerTargets(unittest.TestCase):
             argv = sys.argv
             sys.argv = ["peers.py", "record", "--out", out, "--phase", "keepalive", "--round", "1",
                         "--tool", "wrk", "--stdout", stdout, "--time", time_file,
-                        "--duration", "8", "--server-cpu-s", "9.6", "--server-wall-s", "12"]
+                        "--duration", "8", "--server-cpu-s", "9.6", "--server-wall-s", "12",
+                        "--host-ticks-before", "1000 50", "--host-ticks-after", "1900 150"]
             try:
                 with self.assertRaises(SystemExit) as done, \
-                        contextlib.redirect_stdout(io.StringIO()):
+                        contextlib.redirect_stdout(io.StringIO()) as printed:
                     peers.main()
             finally:
                 sys.argv = argv
@@ -406,7 +407,50 @@ class PeerTargets(unittest.TestCase):
             rec = lib.read_records(out)[0]
         # 9.6 s of CPU over a run of 12 s (not the 8 s asked for): 80 % of the core.
         self.assertEqual((rec["server_cpu_s"], rec["server_util"]), (9.6, 0.8))
+        # 900 ticks busy, 100 stolen: the host took 10 % of what the CPUs wanted, and the
+        # progress line says so.
+        self.assertEqual(rec["host_steal"], 0.1)
+        self.assertIn("host stole 10 %", printed.getvalue())
         self.assertTrue(rec["ok"], rec)
+
+    def test_lines_judged_from_runs_the_host_stole_from_say_so(self):
+        recs = [
+            # keep-alive on: 2 % is the limit itself, not over it.
+            dict(self.rec("keepalive", "loadlab", 130000), host_steal=0.02),
+            self.rec("keepalive", "wrk", 100000),
+            # keep-alive off: loadlab's run quiet, wrk's robbed of 12 % (the ratio is both's).
+            dict(self.rec("close", "loadlab", 21000), host_steal=0.001),
+            dict(self.rec("close", "wrk", 20000), host_steal=0.12),
+            dict(self.rec("openloop-20000", "loadlab", 125000, 0.25), host_steal=0.05),
+            dict(self.rec("openloop-20000", "oha", 60000), host_steal=0.0),
+        ]
+        lines = peers.target_checks(peers.summarize(recs), [], wake_us=30.0)
+        stolen = [l for l in lines if "host stole" in l]
+        self.assertEqual(len(stolen), 3, lines)
+        self.assertTrue(stolen[0].startswith("[FAIL] loadlab vs wrk, keep-alive off: 1.05×"), lines)
+        self.assertTrue(stolen[0].endswith("[host stole up to 12 % of the CPU time during these "
+                                           "runs: not this machine's figure]"), stolen[0])
+        self.assertTrue(stolen[1].startswith("[PASS] loadlab vs oha, open loop at 20,000"), lines)
+        self.assertIn("[PASS] loadlab open-loop schedule lag p99 at 20,000 req/s: 0.250 ms (target "
+                      "≤ 0.3 ms) [host stole up to 5 %", stolen[2])
+        # The wake-up line is measured apart from the runs: not marked.
+        self.assertFalse(any("host stole" in l for l in lines if "timer wake-up" in l), lines)
+        para = lib.steal_paragraph(recs)
+        self.assertIn("2.0 % of the time this machine's CPUs wanted to run in the median run, "
+                      "12.0 % in the worst; 2 of 5 runs over 2 %", para)
+        self.assertIn("no run over 2 %", lib.steal_paragraph(recs[:1] + recs[2:3]))
+        self.assertIsNone(lib.steal_paragraph(recs[1:2]))
+        summ = grpc.summarize([dict(r, suite="grpc", successful=10, requested=10, tool=t)
+                               for r, t in ((recs[2], "loadlab"), (recs[3], "ghz"))])
+        self.assertIn("[host stole up to 12 %", grpc.target_checks(summ)[0])
+
+    def test_steal_share_of_a_run(self):
+        # 300 ticks busy and 100 stolen over the run: the host took a quarter.
+        self.assertEqual(lib.steal_share("1000 50", "1300 150"), 0.25)
+        self.assertEqual(lib.steal_share("1000 50", "1300 50"), 0.0)
+        for before, after in (("1000 50", None), ("1000", "1300 150"), ("1300 150", "1000 50"),
+                              ("5 5", "5 5"), ("x y", "1 2")):
+            self.assertIsNone(lib.steal_share(before, after), (before, after))
 
     def test_floor_output(self):
         line = '{"requests":99937,"errors":2,"elapsed_s":5.000194,"unsent":61,' \
