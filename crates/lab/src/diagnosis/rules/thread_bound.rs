@@ -8,7 +8,7 @@ use crate::diagnosis::{num, pct, Bottleneck, Evidence, Finding, CPU_BOUND, STARV
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::ThreadBound,
-    needs: "the target's busiest thread (each thread's time on a CPU and waiting for one, from `/proc/PID/task/TID/schedstat`, between samples) ran or waited to run at least 90 % of the time on average through the step (or ran at least 80 % of it doing at least 90 % of its process's CPU work: a step's edges and the sampling dilute a saturated loop's figure), while the process used less than 90 % of the CPUs it may run on (more than one); the step failed on latency, throughput or errors",
+    needs: "the target's busiest thread (each thread's time on a CPU and waiting for one, from `/proc/PID/task/TID/schedstat`, between samples) ran or waited to run at least 90 % of the time on average through the step (or ran at least 80 % of it doing at least 90 % of its process's CPU work: a step's edges and the sampling dilute a saturated loop's figure), while the process used less than 90 % of the CPUs it may run on (more than one), both read against the time a VM's host left the machine (`/proc/stat`'s steal, which no thread's CPU time counts); the step failed on latency, throughput or errors",
     says: "\"its busiest thread (`node`) used 97 % of one CPU while the process used 51 % of its 2 CPUs\": one thread is the limit (an event loop, an interpreter lock, a lock every request takes)",
     check,
 };
