@@ -1,5 +1,6 @@
 //! HTTP/1.1 on the wire: requests are encoded once per run; responses are read
-//! incrementally from a per-connection buffer, parsed with `httparse`, and their bodies
+//! incrementally from a per-connection buffer, their heads parsed in one pass where they have
+//! the shape servers send (`quick_head`) and by `httparse` otherwise, and their bodies
 //! skipped without copying (Content-Length, chunked, or until close). Leftover bytes stay in
 //! the buffer, so pipelined responses are read in order.
 
@@ -193,6 +194,7 @@ pub struct ResponseMeta {
     pub close: bool,
 }
 
+#[derive(Debug, PartialEq, Eq)]
 enum Body {
     None,
     Length(usize),
@@ -364,13 +366,24 @@ impl ResponseReader {
         &self,
         capture: Option<&mut Capture>,
     ) -> Result<Option<(ResponseMeta, Body, usize)>, ErrorClass> {
+        let bytes = &self.buf[self.start..self.end];
+        if bytes.is_empty() {
+            // Every read asks before its first bytes are in.
+            return Ok(None);
+        }
+        if capture.is_none() {
+            if let Some(quick) = quick_head(bytes) {
+                let (status, framing, used) = quick?;
+                return Ok(Some(framing.meta(status, self.head_request, used)));
+            }
+        }
         // Left uninitialised: httparse writes the headers it finds (zeroing 64 of them for
         // every response was half of this function's time at 50,000 responses a second).
         let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut []);
         let used = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
             &mut resp,
-            &self.buf[self.start..self.end],
+            bytes,
             &mut headers,
         ) {
             Ok(httparse::Status::Complete(n)) => n,
@@ -385,55 +398,11 @@ impl ResponseReader {
                 c.header(h.name.as_bytes(), h.value);
             }
         }
-        let mut close = resp.version == Some(0);
-        let mut length = None;
-        let mut chunked = false;
-        let mut encoded = false;
+        let mut framing = Framing::new(resp.version == Some(0));
         for h in resp.headers.iter() {
-            if h.name.eq_ignore_ascii_case("content-length") {
-                let n = content_length(h.value).ok_or(ErrorClass::MalformedResponse)?;
-                // RFC 9112 §6.3: differing lengths leave the message's end unknown.
-                if length.is_some_and(|l| l != n) {
-                    return Err(ErrorClass::MalformedResponse);
-                }
-                length = Some(n);
-            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                // The codings of every Transfer-Encoding line, in order: the body is
-                // chunked only if chunked is the last of them (RFC 9112 §6.3).
-                encoded = true;
-                chunked = last_token(h.value).eq_ignore_ascii_case(b"chunked");
-            } else if h.name.eq_ignore_ascii_case("connection") {
-                if contains_token(h.value, b"close") {
-                    close = true;
-                } else if contains_token(h.value, b"keep-alive") {
-                    close = false;
-                }
-            }
+            framing.header(h.name.as_bytes(), h.value)?;
         }
-        let body = if self.head_request
-            || status == 204
-            || status == 304
-            || (100..200).contains(&status)
-        {
-            Body::None
-        } else if chunked {
-            // RFC 9112 §6.3: with both, Transfer-Encoding wins and the connection must not
-            // be reused (the length may be a smuggling attempt).
-            if length.is_some() {
-                close = true;
-            }
-            Body::Chunked
-        } else if encoded {
-            // A transfer coding other than chunked last: the body ends at the close.
-            close = true;
-            Body::UntilClose
-        } else if let Some(n) = length {
-            Body::Length(n)
-        } else {
-            close = true;
-            Body::UntilClose
-        };
-        Ok(Some((ResponseMeta { status, close }, body, used)))
+        Ok(Some(framing.meta(status, self.head_request, used)))
     }
 
     async fn skip<S: AsyncRead + Unpin>(
@@ -589,14 +558,221 @@ impl loadlab_session::Headers for Capture {
     }
 }
 
+/// What a response's head says of where its body ends and whether the connection is kept,
+/// gathered header by header.
+struct Framing {
+    length: Option<usize>,
+    chunked: bool,
+    encoded: bool,
+    close: bool,
+}
+
+impl Framing {
+    /// Before any header: an HTTP/1.0 response closes unless it says keep-alive.
+    fn new(http10: bool) -> Framing {
+        Framing {
+            length: None,
+            chunked: false,
+            encoded: false,
+            close: http10,
+        }
+    }
+
+    /// One header line; a Content-Length that is not one, or differs from an earlier one,
+    /// is malformed.
+    #[inline]
+    fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), ErrorClass> {
+        // Most headers are none of the three: their length says so.
+        if !matches!(name.len(), 14 | 17 | 10) {
+            return Ok(());
+        }
+        if name.eq_ignore_ascii_case(b"content-length") {
+            let n = content_length(value).ok_or(ErrorClass::MalformedResponse)?;
+            // RFC 9112 §6.3: differing lengths leave the message's end unknown.
+            if self.length.is_some_and(|l| l != n) {
+                return Err(ErrorClass::MalformedResponse);
+            }
+            self.length = Some(n);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            // The codings of every Transfer-Encoding line, in order: the body is chunked
+            // only if chunked is the last of them (RFC 9112 §6.3).
+            self.encoded = true;
+            self.chunked = last_token(value).eq_ignore_ascii_case(b"chunked");
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            if contains_token(value, b"close") {
+                self.close = true;
+            } else if contains_token(value, b"keep-alive") {
+                self.close = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// The response's status, body and reuse, its head `used` bytes long.
+    fn meta(self, status: u16, head_request: bool, used: usize) -> (ResponseMeta, Body, usize) {
+        let mut close = self.close;
+        let body = if head_request || status == 204 || status == 304 || (100..200).contains(&status)
+        {
+            Body::None
+        } else if self.chunked {
+            // RFC 9112 §6.3: with both, Transfer-Encoding wins and the connection must not
+            // be reused (the length may be a smuggling attempt).
+            if self.length.is_some() {
+                close = true;
+            }
+            Body::Chunked
+        } else if self.encoded {
+            // A transfer coding other than chunked last: the body ends at the close.
+            close = true;
+            Body::UntilClose
+        } else if let Some(n) = self.length {
+            Body::Length(n)
+        } else {
+            close = true;
+            Body::UntilClose
+        };
+        (ResponseMeta { status, close }, body, used)
+    }
+}
+
+/// `HEAD_BYTES[b]`: whether `b` may be in a header name (a token character, RFC 9110 §5.6.2)
+/// and whether it may be in a header value or a reason phrase (HTAB, SP, visible ASCII,
+/// obs-text).
+const NAME: u8 = 1;
+const VALUE: u8 = 2;
+static HEAD_BYTES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        let c = b as u8;
+        if c == b'\t' || c == b' ' || (c >= 0x21 && c != 0x7f) {
+            t[b] |= VALUE;
+        }
+        if c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            )
+        {
+            t[b] |= NAME;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// The head servers send, read in one pass without httparse: `HTTP/1.0` or `HTTP/1.1`, a
+/// three-digit status and a reason, then header lines `name: value`, every line ended by
+/// CRLF, at most [`MAX_HEADERS`] of them: `(status, framing, head length)`, or the
+/// malformed framing a header declared. `None` for anything else (an incomplete head, bare
+/// LF line ends, folded or otherwise unusual lines, a byte either grammar refuses): httparse
+/// reads those. What this accepts is a subset of what httparse accepts, read the same way
+/// (tested against httparse on generated heads).
+#[inline]
+fn quick_head(b: &[u8]) -> Option<Result<(u16, Framing, usize), ErrorClass>> {
+    if b.len() < 16 || !b.starts_with(b"HTTP/1.") || !matches!(b[7], b'0' | b'1') || b[8] != b' ' {
+        return None;
+    }
+    let digit = |c: u8| c.is_ascii_digit().then(|| u16::from(c - b'0'));
+    let status = digit(b[9])? * 100 + digit(b[10])? * 10 + digit(b[11])?;
+    if b[12] != b' ' {
+        return None;
+    }
+    // The reason phrase, to its CRLF.
+    let mut i = value_end(b, 13)?;
+    let mut framing = Framing::new(b[7] == b'0');
+    let mut malformed = None;
+    let mut headers = 0;
+    loop {
+        // At a CR: the end of the line before.
+        if *b.get(i + 1)? != b'\n' {
+            return None;
+        }
+        i += 2;
+        if *b.get(i)? == b'\r' {
+            // The empty line: the head ends after its LF.
+            return (*b.get(i + 1)? == b'\n').then(|| match malformed {
+                Some(e) => Err(e),
+                None => Ok((status, framing, i + 2)),
+            });
+        }
+        headers += 1;
+        if headers > MAX_HEADERS {
+            return None;
+        }
+        let name_at = i;
+        while HEAD_BYTES[usize::from(*b.get(i)?)] & NAME != 0 {
+            i += 1;
+        }
+        if i == name_at || b[i] != b':' {
+            return None;
+        }
+        let name = &b[name_at..i];
+        i += 1;
+        while matches!(*b.get(i)?, b' ' | b'\t') {
+            i += 1;
+        }
+        let value_at = i;
+        i = value_end(b, i)?;
+        // Its trailing whitespace stays: every reading of a value trims it.
+        if malformed.is_none() {
+            malformed = framing.header(name, &b[value_at..i]).err();
+        }
+    }
+}
+
+/// Where the value (or reason phrase) starting at `b[i]` ends: the index of its CR; `None`
+/// at a byte a value may not hold or at the end of `b`. Eight bytes at a time while none of
+/// them is below 0x20 (HTAB, CR and every control byte are) or DEL.
+#[inline]
+fn value_end(b: &[u8], mut i: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    while let Some(chunk) = b.get(i..i + 8) {
+        let w = u64::from_ne_bytes(chunk.try_into().ok()?);
+        // A byte below 0x20 or equal to 0x7f sets its high bit here (the classic "has a
+        // byte less than n" test, on `w` and on `w` with DEL turned to zero).
+        let low = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+        let d = w ^ (ONES * 0x7f);
+        let del = d.wrapping_sub(ONES) & !d & HIGH;
+        if low | del != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while *b.get(i)? != b'\r' {
+        if HEAD_BYTES[usize::from(b[i])] & VALUE == 0 {
+            return None;
+        }
+        i += 1;
+    }
+    Some(i)
+}
+
 /// A Content-Length value: ASCII digits only (RFC 9110 §8.6; `+5` or `5 5` are not lengths),
 /// `None` if it is not one or does not fit.
 fn content_length(value: &[u8]) -> Option<usize> {
     let v = value.trim_ascii();
-    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+    if v.is_empty() {
         return None;
     }
-    std::str::from_utf8(v).ok()?.parse().ok()
+    v.iter().try_fold(0usize, |n, &d| {
+        d.is_ascii_digit().then_some(())?;
+        n.checked_mul(10)?.checked_add(usize::from(d - b'0'))
+    })
 }
 
 /// The last element of a comma-separated header value, trimmed (empty elements skipped).
@@ -677,6 +853,252 @@ mod tests {
             }
         }
         Slow(input)
+    }
+
+    type Parsed = Result<Option<(ResponseMeta, Body, usize)>, ErrorClass>;
+
+    /// A reader holding `head` whole: what `parse_head` makes of it on the quick path (where
+    /// it takes it) and through httparse (a capture always goes there).
+    fn both_ways(head: &[u8], method: &str) -> (Parsed, Parsed) {
+        let mut r = ResponseReader::new(method);
+        r.buf = head.to_vec();
+        r.end = head.len();
+        (r.parse_head(None), r.parse_head(Some(&mut Capture::new(0))))
+    }
+
+    #[test]
+    fn the_heads_servers_send_take_the_quick_path_and_read_as_httparse_reads_them() {
+        let nginx = b"HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Sat, 28 Nov 2026 23:40:00 GMT\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok";
+        let heads: [(&[u8], ResponseMeta, Body); 6] = [
+            (
+                nginx,
+                ResponseMeta {
+                    status: 200,
+                    close: false,
+                },
+                Body::Length(2),
+            ),
+            (
+                b"HTTP/1.0 404 Not Found\r\ncontent-length:  7 \r\n\r\n",
+                ResponseMeta {
+                    status: 404,
+                    close: true,
+                },
+                Body::Length(7),
+            ),
+            (
+                b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n",
+                ResponseMeta {
+                    status: 200,
+                    close: false,
+                },
+                Body::Length(0),
+            ),
+            (
+                b"HTTP/1.1 503 \r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 3\r\n\r\n",
+                ResponseMeta {
+                    status: 503,
+                    close: true,
+                },
+                Body::Chunked,
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nX-Odd:\t\xe9t\xe9 \t\r\nconnection: close\r\n\r\n",
+                ResponseMeta {
+                    status: 200,
+                    close: true,
+                },
+                Body::UntilClose,
+            ),
+            (
+                b"HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n",
+                ResponseMeta {
+                    status: 204,
+                    close: false,
+                },
+                Body::None,
+            ),
+        ];
+        for (head, meta, body) in heads {
+            assert!(
+                quick_head(head).is_some(),
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+            let (quick, slow) = both_ways(head, "GET");
+            let used = head.len() - usize::from(head.ends_with(b"ok")) * 2;
+            assert_eq!(quick, Ok(Some((meta, body, used))));
+            assert_eq!(quick, slow);
+        }
+        // Malformed framing is malformed either way; so are differing lengths.
+        for head in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        ] {
+            assert!(quick_head(head).is_some());
+            let (quick, slow) = both_ways(head, "GET");
+            assert_eq!(quick, Err(ErrorClass::MalformedResponse));
+            assert_eq!(quick, slow);
+        }
+        // What the quick path leaves to httparse.
+        for head in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"[..], // incomplete
+            b"HTTP/1.1 200 OK\nContent-Length: 2\n\n",        // bare LF
+            b"HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n",         // folded
+            b"HTTP/1.1 200 OK\r\nX : a\r\n\r\n",              // space before the colon
+            b"HTTP/2.0 200 OK\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nX: \x01\r\n\r\n",
+        ] {
+            assert!(
+                quick_head(head).is_none(),
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+        }
+    }
+
+    // The pieces of generated heads: in each list, those servers send come first (`CLEAN`
+    // of them), then those they should not.
+    const VERSIONS: [&str; 5] = ["HTTP/1.1", "HTTP/1.0", "HTTP/1.2", "http/1.1", "HTTP/1.1 "];
+    const CODES: [&str; 9] = [
+        "200", "204", "304", "101", "404", "999", "20", "2x0", "0200",
+    ];
+    const REASONS: [&str; 8] = [
+        " OK",
+        " ",
+        " Not\tFound",
+        " caf\u{e9}",
+        "",
+        " a\x7fb",
+        " a\rb",
+        " a\nb",
+    ];
+    const NAMES: [&str; 10] = [
+        "Content-Length",
+        "content-length",
+        "Transfer-Encoding",
+        "Connection",
+        "X-A",
+        "Set-Cookie",
+        "X A",
+        "",
+        "X\x00",
+        "X\u{e9}",
+    ];
+    const COLONS: [&str; 5] = [":", ": ", ":\t ", " :", ":\r\n"];
+    const VALUES: [&str; 17] = [
+        "2",
+        " 2 ",
+        "0",
+        "chunked",
+        "gzip, chunked",
+        "chunked, gzip",
+        "close",
+        "keep-alive",
+        "Keep-Alive, close",
+        "",
+        "a\tb",
+        "\u{e9}t\u{e9}",
+        "a \t",
+        "+2",
+        "2, 2",
+        "18446744073709551616",
+        "a\x01b",
+    ];
+    const EOLS: [&str; 5] = ["\r\n", "\n", "\r\n ", "\r\r\n", "\r\n\t"];
+    const ENDS: [&str; 4] = ["\r\n", "\n", "", "\r"];
+
+    /// Piece `i` of `list`: among its first `clean` only, when the head is to be clean.
+    fn piece<'a>(list: &[&'a str], clean: usize, only_clean: bool, i: usize) -> &'a str {
+        list[if only_clean {
+            i % clean
+        } else {
+            i % list.len()
+        }]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        /// Heads built from the pieces servers send and the bytes they should not, clean
+        /// (every piece one a server sends: the quick path's) or not, up to 70 header lines
+        /// (past its 64), cut anywhere or whole: wherever the quick path reads one, it reads
+        /// it as httparse does (status, framing, reuse, length, or the error).
+        #[test]
+        fn the_quick_path_reads_every_head_it_takes_as_httparse_does(
+            clean in proptest::bool::ANY,
+            first in (0usize..64, 0usize..64, 0usize..64),
+            lines in proptest::collection::vec((0usize..64, 0usize..64, 0usize..64, 0usize..64), 0..70),
+            end in 0usize..64,
+            cut in proptest::option::weighted(0.3, 0usize..600),
+            head_request in proptest::bool::ANY,
+        ) {
+            let mut head = format!(
+                "{} {}{}\r\n",
+                piece(&VERSIONS, 2, clean, first.0),
+                piece(&CODES, 5, clean, first.1),
+                piece(&REASONS, 5, clean, first.2),
+            );
+            for &(n, c, v, e) in &lines {
+                head.push_str(piece(&NAMES, 6, clean, n));
+                head.push_str(piece(&COLONS, 3, clean, c));
+                head.push_str(piece(&VALUES, 13, clean, v));
+                // A clean head's lines end with CRLF, mostly even in a noisy one.
+                head.push_str(piece(&EOLS, 1, clean || e % 8 != 0, e));
+            }
+            head.push_str(piece(&ENDS, 1, clean, end));
+            let mut head = head.into_bytes();
+            if let Some(cut) = cut {
+                head.truncate(cut);
+            }
+            let (quick, slow) = both_ways(&head, if head_request { "HEAD" } else { "GET" });
+            proptest::prop_assert_eq!(quick, slow, "{}", String::from_utf8_lossy(&head));
+        }
+    }
+
+    /// A value's end is found eight bytes at a time: every byte a value may not hold stops
+    /// it wherever it sits, and every byte it may hold (HTAB, visible ASCII, obs-text) does
+    /// not.
+    #[test]
+    fn a_value_ends_at_its_cr_and_no_forbidden_byte_is_skipped() {
+        let clean = b"Sat, 28 Nov 2026 23:40:00 GMT and a longer tail";
+        for at in 0..clean.len() {
+            for byte in 0..=255u8 {
+                let mut v = clean.to_vec();
+                v[at] = byte;
+                v.extend_from_slice(b"\r\nX: y\r\n\r\n");
+                let allowed = byte == b'\t' || (byte >= 0x20 && byte != 0x7f);
+                let end = value_end(&v, 0);
+                if allowed {
+                    assert_eq!(end, Some(clean.len()), "byte {byte:#04x} at {at}");
+                } else if byte == b'\r' {
+                    assert_eq!(end, Some(at), "a CR at {at}");
+                } else {
+                    assert_eq!(end, None, "byte {byte:#04x} at {at}");
+                }
+            }
+        }
+        assert_eq!(value_end(clean, 0), None, "no CR before the end");
+    }
+
+    /// The generated heads are not all left to httparse: a clean whole head of at most 64
+    /// lines takes the quick path, so the test above compares the two.
+    #[test]
+    fn clean_generated_heads_take_the_quick_path() {
+        let mut head = String::from("HTTP/1.0 304 Not\tFound\r\n");
+        for i in 0..64 {
+            head.push_str(NAMES[i % 6]);
+            head.push_str(COLONS[i % 3]);
+            head.push_str(VALUES[if i % 6 < 2 { 2 } else { i % 13 }]);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        assert!(quick_head(head.as_bytes()).is_some(), "{head}");
+        let more = head.replacen("\r\n", "\r\nX-A: 1\r\n", 1);
+        assert!(quick_head(more.as_bytes()).is_none(), "65 header lines");
+        assert_eq!(
+            both_ways(more.as_bytes(), "GET").0,
+            Err(ErrorClass::MalformedResponse)
+        );
     }
 
     #[test]
