@@ -246,8 +246,8 @@ def target_checks(summ):
             lines.append("[ -- ] %s: loadlab vs %s not measured" % (key, peer))
             continue
         r = a["req_per_cpu_s"] / b["req_per_cpu_s"]
-        lines.append("[%s] %s: loadlab vs %s %.2f× requests per generator CPU-second (target ≥ %.1f×)%s"
-                     % ("PASS" if r >= target else "FAIL", key, peer, r, target,
+        lines.append("[%s] %s: loadlab vs %s %s requests per generator CPU-second (target ≥ %.1f×)%s"
+                     % ("PASS" if r >= target else "FAIL", key, peer, lib.ratio_text(r, target), target,
                         lib.steal_warning([x for s in su.values() for x in s.get("runs") or []])))
         if a.get("error_count"):
             lines.append("       note: loadlab counted %s errors (median)" % _fmt(a["error_count"]))

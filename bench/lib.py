@@ -280,6 +280,16 @@ def ratio_cell(tool, ll_rpc, rpc):
 # formatting
 
 
+def ratio_text(r, target):
+    """A ratio judged against `target`, to two decimals unless they would hide the verdict
+    (0.996 against 1.0 reads "1.00" but fails): then to three, cut rather than rounded if
+    even those would (a cut ratio under a target of at most three decimals stays under)."""
+    for nd in (2, 3):
+        if (round(r, nd) >= target) == (r >= target):
+            return "%.*f×" % (nd, r)
+    return "%.3f×" % (math.floor(r * 1000) / 1000)
+
+
 def fmt(v, nd=0):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"

@@ -437,8 +437,8 @@ def target_checks(summ, memcheck, wake_us=None):
         if r is None:
             lines.append("[ -- ] loadlab vs wrk, %s: not measured" % name)
         else:
-            lines.append("[%s] loadlab vs wrk, %s: %.2f× requests per generator CPU-second (target ≥ %.1f×)"
-                         % ("PASS" if r >= target else "FAIL", name, r, target))
+            lines.append("[%s] loadlab vs wrk, %s: %s requests per generator CPU-second (target ≥ %.1f×)"
+                         % ("PASS" if r >= target else "FAIL", name, lib.ratio_text(r, target), target))
         f = ratio(ph, "wrk", "floor")
         if f is not None:
             lines.append("[FLOOR] bench/floor vs wrk, %s: %.2f×, the most a client reached here: "
@@ -456,9 +456,9 @@ def target_checks(summ, memcheck, wake_us=None):
         if r is None:
             lines.append("[ -- ] loadlab vs oha, open loop at %s req/s: oha not measured" % _fmt(rate))
         else:
-            lines.append("[%s] loadlab vs oha, open loop at %s req/s: %.2f× requests per generator "
+            lines.append("[%s] loadlab vs oha, open loop at %s req/s: %s requests per generator "
                          "CPU-second, %.1f µs per request (target ≥ %.1f×)"
-                         % ("PASS" if r >= target else "FAIL", _fmt(rate), r,
+                         % ("PASS" if r >= target else "FAIL", _fmt(rate), lib.ratio_text(r, target),
                             1e6 / ll["req_per_cpu_s"], target))
         lag = (ll.get("schedule_lag_ms") or {}).get("p99")
         if rate == OPEN_TARGET_RATE:

@@ -444,6 +444,15 @@ class PeerTargets(unittest.TestCase):
                                for r, t in ((recs[2], "loadlab"), (recs[3], "ghz"))])
         self.assertIn("[host stole up to 12 %", grpc.target_checks(summ)[0])
 
+    def test_a_ratio_shows_the_decimals_its_verdict_needs(self):
+        self.assertEqual(lib.ratio_text(1.2345, 1.0), "1.23×")
+        self.assertEqual(lib.ratio_text(0.9962, 1.0), "0.996×")
+        self.assertEqual(lib.ratio_text(1.79996, 1.8), "1.799×")
+        self.assertEqual(lib.ratio_text(1.3, 1.3), "1.30×")
+        recs = [self.rec("keepalive", "loadlab", 99620), self.rec("keepalive", "wrk", 100000)]
+        self.assertIn("[FAIL] loadlab vs wrk, keep-alive on: 0.996× requests",
+                      peers.target_checks(peers.summarize(recs), [])[0])
+
     def test_steal_share_of_a_run(self):
         # 300 ticks busy and 100 stolen over the run: the host took a quarter.
         self.assertEqual(lib.steal_share("1000 50", "1300 150"), 0.25)
