@@ -166,10 +166,15 @@ def steal_note(rec):
     return "  host stole %.0f %%" % (100 * s) if s is not None and s > STEAL_LIMIT else ""
 
 
+def steal_shares(runs):
+    """The steal shares measured over `runs` (records), smallest first."""
+    return sorted(r["host_steal"] for r in runs if r.get("host_steal") is not None)
+
+
 def worst_steal(runs):
     """The largest steal share over `runs` (records), None where none was measured."""
-    shares = [r["host_steal"] for r in runs if r.get("host_steal") is not None]
-    return max(shares) if shares else None
+    shares = steal_shares(runs)
+    return shares[-1] if shares else None
 
 
 def steal_warning(runs):
@@ -184,7 +189,7 @@ def steal_warning(runs):
 
 def steal_paragraph(runs):
     """One paragraph on the host's steal over every run of the report; None if no run measured it."""
-    shares = sorted(r["host_steal"] for r in runs if r.get("host_steal") is not None)
+    shares = steal_shares(runs)
     if not shares:
         return None
     over = sum(1 for s in shares if s > STEAL_LIMIT)
