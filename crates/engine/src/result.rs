@@ -362,6 +362,13 @@ pub struct RunResult {
     pub generator_peak_rss_bytes: u64,
     /// Each worker thread's CPU time over its wall time.
     pub worker_cpu_utilization: Vec<f64>,
+    /// The share of the wall time of the CPUs loadlab's workers could run on that a virtual
+    /// machine's hypervisor took (steal) during the run; the largest of several machines.
+    /// A thread's CPU time counts none of it, so a worker's utilization is read against
+    /// what the host left ([`RunResult::cpu_bound_workers`]). `null` where `/proc/stat` has
+    /// no steal figure, and in results of a loadlab that did not read it.
+    #[serde(default)]
+    pub generator_steal_share: Option<f64>,
     /// Things the reader should know (port exhaustion, all requests failed, ...).
     pub warnings: Vec<String>,
     /// One entry per second of the measured window.
@@ -602,6 +609,13 @@ impl RunResult {
     /// True when no request succeeded.
     pub fn all_failed(&self) -> bool {
         self.successful == 0
+    }
+
+    /// The worker threads that were CPU-bound: `(index, utilization)` of each busier than
+    /// [`CPU_BOUND`](crate::runner::CPU_BOUND) of the time the host left their CPUs
+    /// ([`crate::runner::cpu_bound`]).
+    pub fn cpu_bound_workers(&self) -> Vec<(usize, f64)> {
+        crate::runner::cpu_bound_workers(&self.worker_cpu_utilization, self.generator_steal_share)
     }
 
     /// The rate of requests offered (open loop): `offered_rps`, which for a flow counts

@@ -36,8 +36,31 @@ pub const LAG_LIMIT_MS: f64 = loadlab_system::doctor::LAG_LIMIT_MS;
 /// ...when at least this many sends were that late: with few samples p99 is the worst one
 /// or two, and a single scheduler time slice on a busy machine would decide the run.
 pub const MIN_LATE_SENDS: u64 = 5;
-/// A worker thread busier than this fraction of its time is CPU-bound.
+/// A worker thread busier than this fraction of its time is CPU-bound (of the time the
+/// host left its CPUs: [`cpu_bound`]).
 pub const CPU_BOUND: f64 = 0.9;
+
+/// Whether a worker thread `utilization` busy (its CPU time over its wall time) was
+/// CPU-bound, where a virtual machine's hypervisor took `steal_share` of its CPUs' wall
+/// time: the thread's CPU time counts none of the stolen time, so a thread that wanted
+/// its CPU all along reads `1 − steal_share` busy. It is judged against what the host left
+/// (`utilization / (1 − steal_share)` over [`CPU_BOUND`]). Where other threads shared those
+/// CPUs, some of the steal was theirs and the figure errs towards CPU-bound: the side on
+/// which loadlab blames itself, not the server.
+pub fn cpu_bound(utilization: f64, steal_share: Option<f64>) -> bool {
+    let left = 1.0 - steal_share.unwrap_or(0.0).clamp(0.0, 1.0);
+    utilization > CPU_BOUND * left
+}
+
+/// `(index, utilization)` of each worker thread [`cpu_bound`] under `steal_share`.
+pub fn cpu_bound_workers(worker_cpu: &[f64], steal_share: Option<f64>) -> Vec<(usize, f64)> {
+    worker_cpu
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(_, u)| cpu_bound(u, steal_share))
+        .collect()
+}
 
 /// Sees each finished second and its encoded latency histogram.
 pub type Progress<'a> = dyn FnMut(&SecondStats, &str) + 'a;
@@ -155,9 +178,10 @@ pub struct Measurement {
     pub cpu_seconds: f64,
     /// Peak resident memory of the process, bytes.
     pub peak_rss_bytes: u64,
-    /// The CPU time a virtual machine's hypervisor took from this machine during the run
-    /// (steal), of all its CPUs' time; the largest of several machines. `None` where
-    /// `/proc/stat` has no steal figure (or a measurement from an older agent).
+    /// The CPU time a virtual machine's hypervisor took during the run (steal) from the
+    /// CPUs the workers could run on (`--cpus`, or the process's affinity), of those CPUs'
+    /// time; the largest share of several machines. `None` where `/proc/stat` has no steal
+    /// figure (or a measurement from an older agent).
     #[serde(default)]
     pub steal: Option<Steal>,
     /// What the reader should know, worded for the machine that ran the load.
@@ -332,7 +356,14 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     let tickets = Arc::new(AtomicU64::new(cfg.requests.unwrap_or(u64::MAX)));
     let (tx, rx) = mpsc::channel::<IntervalReport>();
     let cpu_before = os::process_cpu_seconds();
-    let steal_before = procfs::steal_ticks();
+    // Steal is read on the CPUs the workers may run on: the machine's figure would dilute
+    // it with the time of CPUs the server or nothing uses.
+    let worker_cpus = if cfg.cpus.is_empty() {
+        os::current_cpus()
+    } else {
+        cfg.cpus.clone()
+    };
+    let steal_before = procfs::steal_ticks_on(&worker_cpus);
     let threads = cfg.threads;
     let mut handles = Vec::with_capacity(threads);
     for index in 0..threads {
@@ -386,7 +417,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     let totals = join_workers(handles)?;
     let end_now = clock.now();
     let cpu_seconds = os::process_cpu_seconds() - cpu_before;
-    let steal = Steal::between(steal_before, procfs::steal_ticks());
+    let steal = Steal::between(steal_before, procfs::steal_ticks_on(&worker_cpus));
     let mut m = merge(totals);
 
     let rows_used_up = cfg.traffic.as_ref().is_some_and(|t| t.used_up());
@@ -623,6 +654,7 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         generator_cpu_seconds: ms.cpu_seconds,
         generator_peak_rss_bytes: ms.peak_rss_bytes,
         worker_cpu_utilization: m.worker_cpu.clone(),
+        generator_steal_share: ms.steal.map(|s| s.share()),
         warnings: ms.warnings,
         per_second: ms.per_second,
         histograms: Histograms {
@@ -863,13 +895,22 @@ fn generator_notes(m: &Merged, lag: &LagStats, steal: Option<Steal>) -> Vec<Stri
             m.unsent.queue_full
         ));
     }
-    for (i, u) in m.worker_cpu.iter().enumerate() {
-        if *u > CPU_BOUND {
-            notes.push(format!(
-                "worker thread {i} was CPU-bound ({:.0}% busy): add --threads or cores, or pin the server elsewhere",
-                u * 100.0
-            ));
-        }
+    let share = steal.map(|s| s.share());
+    for (i, u) in cpu_bound_workers(&m.worker_cpu, share) {
+        let left = match share {
+            // A thread's CPU time counts none of what the host took.
+            Some(s) if u <= CPU_BOUND => format!(
+                ", {} of what the host left its CPUs: a virtual machine's hypervisor took {} of \
+                 their time, which no thread's CPU time counts",
+                crate::format::pct_abs(u / (1.0 - s)),
+                crate::format::pct_abs(s)
+            ),
+            _ => String::new(),
+        };
+        notes.push(format!(
+            "worker thread {i} was CPU-bound ({} busy{left}): add --threads or cores, or pin the server elsewhere",
+            crate::format::pct_abs(u)
+        ));
     }
     notes
 }
@@ -896,8 +937,8 @@ fn woken_late(worker_cpu: &[f64], steal: Option<Steal>) -> String {
     let busiest = worker_cpu.iter().copied().fold(0.0, f64::max);
     let host = match steal {
         Some(s) if s.stolen_ms > 0.0 => format!(
-            "; this machine's hypervisor took {:.0} ms of its {:.0} ms of CPU time during the run \
-             ({}, steal time: a busy host)",
+            "; the hypervisor took {:.0} ms of the {:.0} ms of CPU time of the CPUs the workers \
+             ran on during the run ({}, steal time: a busy host)",
             s.stolen_ms,
             s.total_ms,
             crate::format::pct_abs(s.share())
@@ -978,7 +1019,7 @@ mod tests {
             total_ms: 4000.0,
         };
         let notes = generator_notes(&m, &lag, Some(stole));
-        assert!(notes[0].ends_with("against a fast server; this machine's hypervisor took 120 ms of its 4000 ms of CPU time during the run (3 %, steal time: a busy host)"), "{}", notes[0]);
+        assert!(notes[0].ends_with("against a fast server; the hypervisor took 120 ms of the 4000 ms of CPU time of the CPUs the workers ran on during the run (3 %, steal time: a busy host)"), "{}", notes[0]);
         let none = Steal {
             stolen_ms: 0.0,
             total_ms: 4000.0,
@@ -996,6 +1037,35 @@ mod tests {
         }
         m.worker_cpu = Vec::new();
         assert!(generator_notes(&m, &lag, None)[0].ends_with("loadlab released requests late"));
+    }
+
+    #[test]
+    fn a_worker_is_cpu_bound_against_what_the_host_left_it() {
+        // 85 % busy: not CPU-bound on a machine of its own; where the host took a fifth of
+        // its CPU's time, it was busy 106 % of what was left (it wanted the CPU throughout).
+        assert!(!cpu_bound(0.85, None));
+        assert!(!cpu_bound(0.85, Some(0.0)));
+        assert!(cpu_bound(0.85, Some(0.2)));
+        // Just under and over 90 % of what was left.
+        assert!(!cpu_bound(0.71, Some(0.2)));
+        assert!(cpu_bound(0.73, Some(0.2)));
+        assert!(cpu_bound(0.95, None));
+        assert_eq!(
+            cpu_bound_workers(&[0.3, 0.85, 0.95], Some(0.2)),
+            vec![(1, 0.85), (2, 0.95)]
+        );
+        // The note says both figures for a thread the steal made CPU-bound.
+        let mut m = Merged::empty();
+        m.worker_cpu = vec![0.85, 0.95];
+        let stole = Steal {
+            stolen_ms: 800.0,
+            total_ms: 4000.0,
+        };
+        let notes = generator_notes(&m, &LagStats::default(), Some(stole));
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(notes[0], "worker thread 0 was CPU-bound (85 % busy, 106 % of what the host left its CPUs: a virtual machine's hypervisor took 20 % of their time, which no thread's CPU time counts): add --threads or cores, or pin the server elsewhere");
+        assert_eq!(notes[1], "worker thread 1 was CPU-bound (95 % busy): add --threads or cores, or pin the server elsewhere");
+        assert!(generator_notes(&m, &LagStats::default(), None).len() == 1);
     }
 
     #[test]

@@ -349,16 +349,12 @@ pub struct LagExcuse {
 ///   is enough to fail the step, and lateness cannot have made it fail.
 ///
 /// Returns the excuse, or `None` when the step must stay generator-limited: a worker was
-/// CPU-bound (responses were read late too, by an amount nothing bounds), an agent was
+/// CPU-bound (of the time the host left its CPUs: responses were read late too, by an
+/// amount nothing bounds), an agent was
 /// lost, or the lag is within reach of the verdict.
 pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<LagExcuse> {
     // Arrivals never sent are not late sends: the load was not offered as planned.
-    if failed.contains(&Limit::AgentLost)
-        || r.unsent > 0
-        || r.worker_cpu_utilization
-            .iter()
-            .any(|u| *u > loadlab_engine::runner::CPU_BOUND)
-    {
+    if failed.contains(&Limit::AgentLost) || r.unsent > 0 || !r.cpu_bound_workers().is_empty() {
         return None;
     }
     let server: Vec<Limit> = failed

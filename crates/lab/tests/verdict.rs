@@ -77,6 +77,15 @@ fn lag_that_could_explain_the_failure_keeps_the_step_generator_limited() {
     r.worker_cpu_utilization = vec![0.97, 0.4];
     let v = judge(&r, &SLO, false);
     assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    // So is one 80 % busy on CPUs whose time the host took a quarter of: it wanted its
+    // CPU throughout, and its CPU time counts none of what was stolen.
+    let mut r = lagging(&s, 1.5, 2.0);
+    r.worker_cpu_utilization = vec![0.8];
+    assert!(judge(&r, &SLO, false).generator_excused.is_some());
+    r.generator_steal_share = Some(0.25);
+    let v = judge(&r, &SLO, false);
+    assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    assert_eq!(v.generator_excused, None);
     // Arrivals that were never sent: the load was not the load planned, whatever the lag.
     let mut r = lagging(&s, 1.5, 2.0);
     r.unsent = 40;

@@ -62,6 +62,17 @@ pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
     Ok(())
 }
 
+/// The CPUs the calling thread may run on (its affinity); empty if the kernel does not
+/// say.
+pub fn current_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// Asks the scheduler for a time slice of `slice_ns` for the calling thread
 /// (`sched_setattr` with `SCHED_OTHER` and `sched_runtime`, EEVDF kernels 6.6+). Best
 /// effort: older kernels ignore or refuse it, and nothing else changes.
@@ -454,6 +465,21 @@ mod tests {
             .join()
             .unwrap()
             .unwrap();
+    }
+
+    #[test]
+    fn a_pinned_thread_reads_its_own_cpus() {
+        let all = current_cpus();
+        assert!(!all.is_empty());
+        let pinned = std::thread::spawn(|| {
+            pin_current_thread(&[0]).unwrap();
+            current_cpus()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(pinned, vec![0]);
+        // The pin stays with that thread.
+        assert_eq!(current_cpus(), all);
     }
 
     #[test]

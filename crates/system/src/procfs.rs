@@ -93,10 +93,37 @@ pub(crate) fn parse_steal(text: &str) -> Option<(u64, u64)> {
     parse_cpu(text).map(|f| (f[7], f.iter().sum()))
 }
 
+/// [`steal_ticks`] of the CPUs `cpus` alone (`/proc/stat`'s `cpuN` lines), summed: what the
+/// hypervisor took from the CPUs a process may run on, which the machine's figure dilutes
+/// with the time of CPUs it leaves idle. `None` if a CPU named has no line (offline, or no
+/// such CPU), or without the steal field; the machine's figure for an empty list.
+pub fn steal_ticks_on(cpus: &[usize]) -> Option<(u64, u64)> {
+    parse_steal_on(&std::fs::read_to_string("/proc/stat").ok()?, cpus)
+}
+
+/// `(steal, total)` summed over the `cpuN` lines of `cpus`; see [`steal_ticks_on`].
+pub(crate) fn parse_steal_on(text: &str, cpus: &[usize]) -> Option<(u64, u64)> {
+    if cpus.is_empty() {
+        return parse_steal(text);
+    }
+    let (mut steal, mut total) = (0, 0);
+    for &c in cpus {
+        let f = fields(text, &format!("cpu{c} "))?;
+        steal += f[7];
+        total += f.iter().sum::<u64>();
+    }
+    Some((steal, total))
+}
+
 /// The first eight fields of `/proc/stat`'s `cpu` line (user, nice, system, idle, iowait,
 /// irq, softirq, steal); `None` on a kernel without the steal field.
 fn parse_cpu(text: &str) -> Option<[u64; 8]> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    fields(text, "cpu ")
+}
+
+/// The first eight fields of the `/proc/stat` line starting with `prefix`.
+fn fields(text: &str, prefix: &str) -> Option<[u64; 8]> {
+    let line = text.lines().find(|l| l.starts_with(prefix))?;
     let f: Vec<u64> = line
         .split_whitespace()
         .skip(1)
@@ -473,6 +500,24 @@ mod tests {
         assert!(steal <= total && total > 0);
         let (busy, steal2) = cpu_busy_steal_ticks().expect("busy and steal");
         assert!(busy > 0 && steal2 >= steal, "{busy} {steal2} {steal}");
+    }
+
+    #[test]
+    fn steal_of_some_cpus_sums_their_own_lines() {
+        let text = "cpu  30 0 0 60 0 0 0 13 0 0\n\
+                    cpu0 10 0 0 50 0 0 0 1 0 0\n\
+                    cpu1 20 0 0 10 0 0 0 12 0 0\n\
+                    cpu12 5 0 0 5 0 0 0 100 0 0\n";
+        // cpu1 is not mistaken for cpu12, nor for the machine's line.
+        assert_eq!(parse_steal_on(text, &[1]), Some((12, 42)));
+        assert_eq!(parse_steal_on(text, &[12]), Some((100, 110)));
+        assert_eq!(parse_steal_on(text, &[0, 1]), Some((13, 103)));
+        // No list: the machine's; a CPU without a line: nothing.
+        assert_eq!(parse_steal_on(text, &[]), Some((13, 103)));
+        assert_eq!(parse_steal_on(text, &[3]), None);
+        // This machine's first CPU.
+        let (steal, total) = steal_ticks_on(&[0]).expect("/proc/stat has cpu0");
+        assert!(steal <= total && total > 0);
     }
 
     #[test]
