@@ -130,6 +130,14 @@ fn coordinated_omission_is_corrected() {
     assert!(num(j, &["latency_ms", "max"]) >= 950.0);
     // The generator was waiting on connections, not late itself: lag stays out of it.
     assert!(num(j, &["schedule_lag_ms", "p99"]) < 100.0);
+    // The arrivals of the stall waited in loadlab's queue for one of its four connections,
+    // and the result says how long (a verdict reads it before putting a latency on the
+    // server that loadlab's side may have added).
+    let before = num(j, &["before_send_ms_max"]);
+    assert!(
+        before >= 900.0 && before >= num(j, &["schedule_lag_ms", "max"]),
+        "waited before the send at most {before} ms"
+    );
 }
 
 /// Responses that land just after the window (a 100 ms service time) still count: achieved
@@ -151,6 +159,14 @@ fn achieved_counts_responses_that_land_after_the_window() {
         j["sent_after_window"].is_u64(),
         "{}",
         j["sent_after_window"]
+    );
+    // The wait before the send leaves out the server's 100 ms: the request that waited
+    // longest still took 100 ms after it.
+    let before = num(j, &["before_send_ms_max"]);
+    let slowest = num(j, &["latency_ms", "max"]);
+    assert!(
+        before >= 0.0 && before + 99.0 <= slowest,
+        "waited at most {before} ms before the send, slowest response {slowest} ms"
     );
 }
 

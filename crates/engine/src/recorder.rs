@@ -186,6 +186,10 @@ pub struct WorkerTotals {
     pub successful: u64,
     /// Latest intended send time of a measured request (clock ns), 0 if none.
     pub last_intended_ns: u64,
+    /// The longest a measured request that got a reply waited between its intended send
+    /// time and its send (ns): its release's lateness, a wait for a free connection in
+    /// loadlab's queue, and over epoll its connect.
+    pub before_send_max_ns: u64,
     /// Latency of successful requests against their intended send time (the trend).
     pub trend: TrendSums,
     /// When successful responses completed, µs after the start of the measured window.
@@ -232,6 +236,7 @@ impl WorkerTotals {
             responses: 0,
             successful: 0,
             last_intended_ns: 0,
+            before_send_max_ns: 0,
             trend: TrendSums::default(),
             success_done: completion_histogram(),
             errors: [0; ErrorClass::COUNT],
@@ -475,6 +480,9 @@ impl Recorder {
         t.status[usize::from(status).min(999)] += 1;
         t.last_completion_ns = t.last_completion_ns.max(done_ns);
         t.last_intended_ns = t.last_intended_ns.max(intended_ns);
+        t.before_send_max_ns = t
+            .before_send_max_ns
+            .max(sent_ns.saturating_sub(intended_ns));
         self.interval.completed += 1;
         self.interval.latency.saturating_record(latency);
         match failure {

@@ -362,6 +362,13 @@ pub struct RunResult {
     pub generator_peak_rss_bytes: u64,
     /// Each worker thread's CPU time over its wall time.
     pub worker_cpu_utilization: Vec<f64>,
+    /// The longest a measured request that got a reply waited in loadlab between its
+    /// intended send time and its send, ms: the lateness of its release (the schedule lag),
+    /// a wait for a free connection in loadlab's queue, and over epoll its connect. What
+    /// loadlab's side can have added to a latency (see docs/src/verdicts.md). `null` in
+    /// results of a loadlab that did not measure it.
+    #[serde(default)]
+    pub before_send_ms_max: Option<f64>,
     /// The share of the wall time of the CPUs loadlab's workers could run on that a virtual
     /// machine's hypervisor took (steal) during the run; the largest of several machines.
     /// A thread's CPU time counts none of it, so a worker's utilization is read against
@@ -687,6 +694,10 @@ pub struct Merged {
     pub server_close_requests: u64,
     /// Latest completion time seen, 0 if none (same clock as `last_intended_ns`).
     pub last_completion_ns: u64,
+    /// The longest a measured request that got a reply waited in loadlab before its send,
+    /// ns (`None` from a loadlab that did not measure it).
+    #[serde(default)]
+    pub before_send_max_ns: Option<u64>,
     /// Open loop: measured arrivals never sent.
     #[serde(default)]
     pub unsent: crate::recorder::Unsent,
@@ -823,6 +834,7 @@ impl Merged {
             server_closes: 0,
             server_close_requests: 0,
             last_completion_ns: 0,
+            before_send_max_ns: Some(0),
             unsent: crate::recorder::Unsent::default(),
             sent_after_end: Some(0),
             worker_cpu: Vec::new(),
@@ -862,6 +874,10 @@ impl Merged {
         self.server_closes += o.server_closes;
         self.server_close_requests += o.server_close_requests;
         self.last_completion_ns = self.last_completion_ns.max(o.last_completion_ns);
+        self.before_send_max_ns = self
+            .before_send_max_ns
+            .zip(o.before_send_max_ns)
+            .map(|(a, b)| a.max(b));
         self.unsent.add(o.unsent);
         self.sent_after_end = self
             .sent_after_end
@@ -913,6 +929,7 @@ pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
             server_closes: w.server_closes,
             server_close_requests: w.server_close_requests,
             last_completion_ns: w.last_completion_ns,
+            before_send_max_ns: Some(w.before_send_max_ns),
             unsent: w.unsent,
             sent_after_end: Some(w.sent_after_end),
             worker_cpu: vec![if w.thread_wall_seconds > 0.0 {

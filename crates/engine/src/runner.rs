@@ -654,6 +654,7 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         generator_cpu_seconds: ms.cpu_seconds,
         generator_peak_rss_bytes: ms.peak_rss_bytes,
         worker_cpu_utilization: m.worker_cpu.clone(),
+        before_send_ms_max: m.before_send_max_ns.map(|ns| ns as f64 / 1e6),
         generator_steal_share: ms.steal.map(|s| s.share()),
         warnings: ms.warnings,
         per_second: ms.per_second,

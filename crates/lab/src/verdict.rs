@@ -346,7 +346,10 @@ pub struct LagExcuse {
 ///   `L`); errors — `L` is under a tenth of the request timeout (lateness cannot time
 ///   requests out, and refusals and resets are not the generator's). A failed clause
 ///   within `L`'s reach is not counted against the server (`within_reach`); one far clause
-///   is enough to fail the step, and lateness cannot have made it fail.
+///   is enough to fail the step, and lateness cannot have made it fail. For latency `L` is
+///   the longest a request waited in loadlab before its send (`before_send_ms_max`) when
+///   that is longer: a worker slow to take responses in keeps connections busy, and the
+///   arrivals behind them wait in its queue, a wait the schedule lag does not count.
 ///
 /// Returns the excuse, or `None` when the step must stay generator-limited: a worker was
 /// CPU-bound (of the time the host left its CPUs: responses were read late too, by an
@@ -410,16 +413,27 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
     let reach = |l: Limit| -> Option<String> {
         match l {
             Limit::Latency => {
+                // What loadlab's side can add to a latency is all it waited before the
+                // send: the release's lateness and, when its worker was slow to free a
+                // connection, a wait in its queue.
+                let before = r.before_send_ms_max.map_or(lag_ms, |b| b.max(lag_ms));
                 let far = slo.latency_bounds().iter().any(|(q, bound)| {
                     stats::resolvably_above(
-                        slower_than(&r.histograms.latency, bound + lag_ms),
+                        slower_than(&r.histograms.latency, bound + before),
                         r.latency_ms.count,
                         1.0 - q / 100.0,
                     )
                 });
                 (!far).then(|| {
+                    let what = if before > lag_ms {
+                        format!(
+                            "the longest a request waited in loadlab before its send ({before:.2} ms: a late release, then a wait for a free connection)"
+                        )
+                    } else {
+                        format!("loadlab's worst lateness ({lag_ms:.2} ms)")
+                    };
                     format!(
-                        "latency not counted against the server: the responses slower than its bound plus loadlab's worst lateness ({lag_ms:.2} ms) do not resolve above the share it allows"
+                        "latency not counted against the server: the responses slower than its bound plus {what} do not resolve above the share it allows"
                     )
                 })
             }

@@ -119,6 +119,18 @@ fn a_clause_within_reach_of_the_lag_is_not_counted_when_another_fails_beyond_it(
         said.contains("throughput not counted against the server: it fell 1378 ms behind over the step, less than ten times loadlab's worst lateness (2000.00 ms)"),
         "{said}"
     );
+    // The same lag, but requests waited up to 9 s in loadlab before their send (its
+    // worker slow to take responses in, the arrivals queued behind busy connections): the
+    // bound plus that wait takes in the slowest response (9.96 s), so nothing that failed
+    // is beyond loadlab's reach, and the step is its own.
+    let mut r = lagging(&s, 1.5, 2000.0);
+    r.before_send_ms_max = Some(9000.0);
+    let v = judge(&r, &SLO, false);
+    assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    assert_eq!(v.generator_excused, None);
+    // A wait no longer than the lag changes nothing.
+    r.before_send_ms_max = Some(1500.0);
+    assert_eq!(judge(&r, &SLO, false).limits, vec![Limit::Latency]);
 }
 
 #[test]
