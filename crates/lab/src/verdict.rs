@@ -346,10 +346,11 @@ pub struct LagExcuse {
 ///   `L`); errors — `L` is under a tenth of the request timeout (lateness cannot time
 ///   requests out, and refusals and resets are not the generator's). A failed clause
 ///   within `L`'s reach is not counted against the server (`within_reach`); one far clause
-///   is enough to fail the step, and lateness cannot have made it fail. For latency `L` is
-///   the longest a request waited in loadlab before its send (`before_send_ms_max`) when
-///   that is longer: a worker slow to take responses in keeps connections busy, and the
-///   arrivals behind them wait in its queue, a wait the schedule lag does not count.
+///   is enough to fail the step, and lateness cannot have made it fail. `L` is the longest
+///   a request waited in loadlab before its send (`before_send_ms_max`) when that is
+///   longer than the worst lag: a worker slow to take responses in keeps connections
+///   busy, and the arrivals behind them wait in its queue (and may time out there), a wait
+///   the schedule lag does not count.
 ///
 /// Returns the excuse, or `None` when the step must stay generator-limited: a worker was
 /// CPU-bound (of the time the host left its CPUs: responses were read late too, by an
@@ -408,32 +409,32 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
                 within_reach: Vec::new(),
             });
     }
+    // What loadlab's side can have added to a request, the `L` of the failed clauses: all it
+    // waited before its send, the release's lateness and, when the worker was slow to free a
+    // connection, a wait in its queue (where an arrival can also time out).
+    let wait_ms = r.before_send_ms_max.map_or(lag_ms, |b| b.max(lag_ms));
+    let wait = if wait_ms > lag_ms {
+        format!(
+            "the longest a request waited in loadlab before its send ({wait_ms:.2} ms: a late release, then a wait for a free connection)"
+        )
+    } else {
+        format!("loadlab's worst lateness ({lag_ms:.2} ms)")
+    };
     // Each failed clause: `None` when far beyond the lateness, or the sentence saying how
     // it is within its reach.
     let reach = |l: Limit| -> Option<String> {
         match l {
             Limit::Latency => {
-                // What loadlab's side can add to a latency is all it waited before the
-                // send: the release's lateness and, when its worker was slow to free a
-                // connection, a wait in its queue.
-                let before = r.before_send_ms_max.map_or(lag_ms, |b| b.max(lag_ms));
                 let far = slo.latency_bounds().iter().any(|(q, bound)| {
                     stats::resolvably_above(
-                        slower_than(&r.histograms.latency, bound + before),
+                        slower_than(&r.histograms.latency, bound + wait_ms),
                         r.latency_ms.count,
                         1.0 - q / 100.0,
                     )
                 });
                 (!far).then(|| {
-                    let what = if before > lag_ms {
-                        format!(
-                            "the longest a request waited in loadlab before its send ({before:.2} ms: a late release, then a wait for a free connection)"
-                        )
-                    } else {
-                        format!("loadlab's worst lateness ({lag_ms:.2} ms)")
-                    };
                     format!(
-                        "latency not counted against the server: the responses slower than its bound plus {what} do not resolve above the share it allows"
+                        "latency not counted against the server: the responses slower than its bound plus {wait} do not resolve above the share it allows"
                     )
                 })
             }
@@ -442,15 +443,15 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
                     .latency_trend
                     .as_ref()
                     .map_or(0.0, |t| (1.0 - t.pace) * window_ms);
-                (behind < 10.0 * lag_ms).then(|| {
+                (behind < 10.0 * wait_ms).then(|| {
                     format!(
-                        "throughput not counted against the server: it fell {behind:.0} ms behind over the step, less than ten times loadlab's worst lateness ({lag_ms:.2} ms)"
+                        "throughput not counted against the server: it fell {behind:.0} ms behind over the step, less than ten times {wait}"
                     )
                 })
             }
-            Limit::Errors => (r.timeout_ms <= 0.0 || lag_ms * 10.0 >= r.timeout_ms).then(|| {
+            Limit::Errors => (r.timeout_ms <= 0.0 || wait_ms * 10.0 >= r.timeout_ms).then(|| {
                 format!(
-                    "errors not counted against the server: loadlab's worst lateness ({lag_ms:.2} ms) is not under a tenth of the request timeout ({:.0} ms)",
+                    "errors not counted against the server: {wait} is not under a tenth of the request timeout ({:.0} ms)",
                     r.timeout_ms
                 )
             }),
@@ -467,8 +468,13 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let queued = if wait_ms > lag_ms {
+        format!(" and up to {wait_ms:.2} ms before their send")
+    } else {
+        String::new()
+    };
     let mut why = format!(
-        "{lag}, too little to cause what failed ({}): the step is the server's",
+        "{lag}{queued}, too little to cause what failed ({}): the step is the server's",
         names(&far)
     );
     if !near.is_empty() {

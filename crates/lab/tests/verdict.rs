@@ -131,6 +131,21 @@ fn a_clause_within_reach_of_the_lag_is_not_counted_when_another_fails_beyond_it(
     // A wait no longer than the lag changes nothing.
     r.before_send_ms_max = Some(1500.0);
     assert_eq!(judge(&r, &SLO, false).limits, vec![Limit::Latency]);
+    // A wait of 2.5 s: every response still took more than the bound plus it, and the
+    // sentences say the wait where they said the lag.
+    r.before_send_ms_max = Some(2500.0);
+    let v = judge(&r, &SLO, false);
+    assert_eq!(v.limits, vec![Limit::Latency], "{v:?}");
+    let why = v.generator_excused.expect("the lag is named");
+    assert!(
+        why.contains("worst 2000.00 ms) and up to 2500.00 ms before their send, too little to cause what failed (latency)"),
+        "{why}"
+    );
+    assert!(
+        v.unresolved.join("\n").contains("errors not counted against the server: the longest a request waited in loadlab before its send (2500.00 ms: a late release, then a wait for a free connection) is not under a tenth of the request timeout (10000 ms)"),
+        "{:?}",
+        v.unresolved
+    );
 }
 
 #[test]
