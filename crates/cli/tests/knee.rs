@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use util::lab::{lines, write_plan};
-use util::server::{serve, Server};
+use util::server::{gunicorn, serve, Server};
 use util::{loadlab_bin, output_within, temp_path};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -529,34 +529,10 @@ fn gunicorn_with_two_sync_workers_is_concurrency_bound_at_its_knee() {
              return [b'ok']\n",
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    // gunicorn logs to stderr only: its port is chosen here.
-    let gunicorn = Server {
-        child: Command::new("taskset")
-            .args(["-c", "0", "gunicorn", "-w", "2", "-b"])
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--chdir")
-            .arg(&dir)
-            .arg("app:app")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("gunicorn (Debian: apt-get install gunicorn)"),
-        port,
-    };
-    // taskset runs gunicorn in its own process: this is gunicorn's master.
+    let gunicorn = gunicorn(&dir, &[]);
+    // gunicorn's master.
     let child_pid = gunicorn.pid();
-    // Ready when it answers.
-    let url = format!("http://127.0.0.1:{port}/");
-    let ready = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    assert!(ready, "gunicorn never listened on {port}");
+    let url = gunicorn.url();
     let args = pool_search(2);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let bundle = knee(&url, &args);

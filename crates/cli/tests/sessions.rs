@@ -724,27 +724,8 @@ fn a_flow_knee_on_gunicorn_is_in_sessions_per_second_and_names_its_two_workers()
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("app.py"), GUNICORN_APP).unwrap();
     let log = dir.join("seen.log");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut gunicorn = Command::new("taskset")
-        .args(["-c", "0", "gunicorn", "-w", "2", "-b"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--chdir")
-        .arg(&dir)
-        .arg("app:app")
-        .env("FLOW_LOG", &log)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("gunicorn (Debian: apt-get install gunicorn)");
-    let ready = (0..100).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    assert!(ready, "gunicorn never listened on {port}");
+    let gunicorn = util::server::gunicorn(&dir, &[("FLOW_LOG", log.as_os_str())]);
+    let port = gunicorn.port;
     // Five requests of 20 ms per session on 2 workers: 20 sessions/s at most.
     let flow = write(
         "gunicorn-flow.toml",
@@ -797,8 +778,7 @@ headers = { Authorization = "Bearer ${token}" }
             .arg(&out),
         std::time::Duration::from_secs(300),
     );
-    let _ = gunicorn.kill();
-    let _ = gunicorn.wait();
+    drop(gunicorn);
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");

@@ -55,6 +55,37 @@ impl Drop for Server {
     }
 }
 
+/// gunicorn (a pre-fork Python server nobody here wrote) on CPU 0 with 2 synchronous workers,
+/// serving `app:app` from `dir` with `env` added to its environment; returned once it
+/// accepts connections (within 10 s, or the test fails). gunicorn logs to stderr only, so its
+/// port is chosen here. Killed when dropped: a failing test leaves no server behind.
+pub fn gunicorn(dir: &std::path::Path, env: &[(&str, &std::ffi::OsStr)]) -> Server {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // taskset execs gunicorn in its own process: the child is gunicorn's master.
+    let child = Command::new("taskset")
+        .args(["-c", "0", "gunicorn", "-w", "2", "-b"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--chdir")
+        .arg(dir)
+        .arg("app:app")
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gunicorn (Debian: apt-get install gunicorn)");
+    let server = Server { child, port };
+    let ready = (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(ready, "gunicorn never listened on {port}");
+    server
+}
+
 /// `loadlab serve ARGS` started by the test (`listening on 127.0.0.1:PORT`).
 pub fn serve(args: &[&str]) -> Server {
     let mut cmd = Command::new(loadlab_bin());
