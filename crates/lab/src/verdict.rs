@@ -319,6 +319,15 @@ fn server_clauses(
     unresolved.extend(notes.into_iter().map(|n| format!("{prefix}{n}")));
 }
 
+/// The longest a request of `r` waited in loadlab before its send (`before_send_ms_max`),
+/// ms, when it is notably longer than the worst schedule lag: more than a tenth and 1 ms
+/// over it (a wait for a free connection behind the late release; a send always comes a
+/// few microseconds after its release). `None` otherwise, or without the figure.
+pub fn waited_before_send(r: &RunResult) -> Option<f64> {
+    let lag = r.schedule_lag_ms.max;
+    r.before_send_ms_max.filter(|&b| b > lag * 1.1 + 1.0)
+}
+
 /// Why a run's late sends did not decide its step: see [`lag_cannot_explain`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct LagExcuse {
@@ -412,7 +421,7 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
     // What loadlab's side can have added to a request, the `L` of the failed clauses: all it
     // waited before its send, the release's lateness and, when the worker was slow to free a
     // connection, a wait in its queue (where an arrival can also time out).
-    let wait_ms = r.before_send_ms_max.map_or(lag_ms, |b| b.max(lag_ms));
+    let wait_ms = waited_before_send(r).unwrap_or(lag_ms);
     let wait = if wait_ms > lag_ms {
         format!(
             "the longest a request waited in loadlab before its send ({wait_ms:.2} ms: a late release, then a wait for a free connection)"

@@ -131,6 +131,10 @@ fn a_clause_within_reach_of_the_lag_is_not_counted_when_another_fails_beyond_it(
     // A wait no longer than the lag changes nothing.
     r.before_send_ms_max = Some(1500.0);
     assert_eq!(judge(&r, &SLO, false).limits, vec![Limit::Latency]);
+    // Nor one a hair over it (a send comes just after its release): the note says the lag.
+    r.before_send_ms_max = Some(2000.5);
+    let why = judge(&r, &SLO, false).generator_excused.unwrap();
+    assert!(!why.contains("before their send"), "{why}");
     // A wait of 2.5 s: every response still took more than the bound plus it, and the
     // sentences say the wait where they said the lag.
     r.before_send_ms_max = Some(2500.0);

@@ -48,8 +48,14 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
     if step.verdict.limits.contains(&Limit::GeneratorLimited) {
         out.push("generator-limited".into());
     } else if r.generator_limited {
+        // A failed step's verdict weighed all a request waited in loadlab before its send,
+        // when longer than the lag: the note says it too.
+        let queued = match loadlab_lab::verdict::waited_before_send(r) {
+            Some(w) if !step.verdict.sustained => format!("; up to {w:.2} ms before their send"),
+            _ => String::new(),
+        };
         out.push(format!(
-            "some sends late (lag p99 {:.2} ms, worst {:.2} ms), {}",
+            "some sends late (lag p99 {:.2} ms, worst {:.2} ms{queued}), {}",
             r.schedule_lag_ms.p99,
             r.schedule_lag_ms.max,
             excused(step)

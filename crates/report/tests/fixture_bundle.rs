@@ -202,3 +202,44 @@ fn an_agents_row_agrees_with_its_steps_verdict_on_lateness() {
     );
     assert!(row("calm-d").ends_with("|  |"), "{}", row("calm-d"));
 }
+
+/// A late generator's step put on the server says, beside the lag, how long requests waited
+/// in loadlab before their send when that was longer (what the verdict weighed).
+#[test]
+fn a_failed_steps_note_says_the_wait_before_the_send() {
+    let dir = TempDir::new("before-send");
+    for f in std::fs::read_dir(fixture()).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
+    }
+    let text = std::fs::read_to_string(dir.join("steps.jsonl")).unwrap();
+    let mut steps: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // 21 ms is no notable wait beside a worst lag of 20 ms (a send comes just after its
+    // release).
+    for (i, wait) in [(0, 900.0), (2, 21.0)] {
+        let r = &mut steps[i]["result"];
+        r["generator_limited"] = true.into();
+        r["schedule_lag_ms"]["p99"] = 12.0.into();
+        r["schedule_lag_ms"]["max"] = 20.0.into();
+        r["before_send_ms_max"] = serde_json::json!(wait);
+        steps[i]["verdict"]["sustained"] = false.into();
+        steps[i]["verdict"]["limits"] = serde_json::json!(["latency"]);
+    }
+    let body: String = steps.iter().map(|s| format!("{s}\n")).collect();
+    std::fs::write(dir.join("steps.jsonl"), body).unwrap();
+    let report = loadlab_report::render_bundle(&dir).unwrap();
+    assert!(
+        report.contains("some sends late (lag p99 12.00 ms, worst 20.00 ms; up to 900.00 ms before their send), too little to explain the failure"),
+        "{report}"
+    );
+    // A wait not notably longer than the worst lag adds nothing.
+    assert!(
+        report.contains(
+            "some sends late (lag p99 12.00 ms, worst 20.00 ms), too little to explain the failure"
+        ),
+        "{report}"
+    );
+}
