@@ -155,11 +155,9 @@ fn agent_share(name: &str, generator_limited: bool) -> serde_json::Value {
     })
 }
 
-/// An agent whose own lag tripped the engine's 1 ms flag reads as the step does: excused
-/// when the verdict found the lag too small to matter, generator-limited when it did not.
-#[test]
-fn an_agents_row_agrees_with_its_steps_verdict_on_lateness() {
-    let dir = TempDir::new("agents");
+/// The report of a copy of the committed bundle whose steps `edit` changed.
+fn render_edited(name: &str, edit: impl FnOnce(&mut Vec<serde_json::Value>)) -> String {
+    let dir = TempDir::new(name);
     for f in std::fs::read_dir(fixture()).unwrap() {
         let f = f.unwrap().path();
         std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
@@ -169,19 +167,28 @@ fn an_agents_row_agrees_with_its_steps_verdict_on_lateness() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    // Step 0 of capacity=150: sustained, its lag excused. Step 0 of capacity=400: judged
-    // generator-limited.
-    steps[0]["result"]["generator_limited"] = true.into();
-    steps[0]["result"]["agents"] =
-        serde_json::json!([agent_share("late-a", true), agent_share("calm-b", false)]);
-    steps[2]["result"]["generator_limited"] = true.into();
-    steps[2]["verdict"]["sustained"] = false.into();
-    steps[2]["verdict"]["limits"] = serde_json::json!(["generator_limited"]);
-    steps[2]["result"]["agents"] =
-        serde_json::json!([agent_share("late-c", true), agent_share("calm-d", false)]);
+    edit(&mut steps);
     let body: String = steps.iter().map(|s| format!("{s}\n")).collect();
     std::fs::write(dir.join("steps.jsonl"), body).unwrap();
-    let report = loadlab_report::render_bundle(&dir).unwrap();
+    loadlab_report::render_bundle(&dir).unwrap()
+}
+
+/// An agent whose own lag tripped the engine's 1 ms flag reads as the step does: excused
+/// when the verdict found the lag too small to matter, generator-limited when it did not.
+#[test]
+fn an_agents_row_agrees_with_its_steps_verdict_on_lateness() {
+    let report = render_edited("agents", |steps| {
+        // Step 0 of capacity=150: sustained, its lag excused. Step 0 of capacity=400: judged
+        // generator-limited.
+        steps[0]["result"]["generator_limited"] = true.into();
+        steps[0]["result"]["agents"] =
+            serde_json::json!([agent_share("late-a", true), agent_share("calm-b", false)]);
+        steps[2]["result"]["generator_limited"] = true.into();
+        steps[2]["verdict"]["sustained"] = false.into();
+        steps[2]["verdict"]["limits"] = serde_json::json!(["generator_limited"]);
+        steps[2]["result"]["agents"] =
+            serde_json::json!([agent_share("late-c", true), agent_share("calm-d", false)]);
+    });
     let row = |name: &str| {
         report
             .lines()
@@ -207,30 +214,19 @@ fn an_agents_row_agrees_with_its_steps_verdict_on_lateness() {
 /// in loadlab before their send when that was longer (what the verdict weighed).
 #[test]
 fn a_failed_steps_note_says_the_wait_before_the_send() {
-    let dir = TempDir::new("before-send");
-    for f in std::fs::read_dir(fixture()).unwrap() {
-        let f = f.unwrap().path();
-        std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
-    }
-    let text = std::fs::read_to_string(dir.join("steps.jsonl")).unwrap();
-    let mut steps: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    // 21 ms is no notable wait beside a worst lag of 20 ms (a send comes just after its
-    // release).
-    for (i, wait) in [(0, 900.0), (2, 21.0)] {
-        let r = &mut steps[i]["result"];
-        r["generator_limited"] = true.into();
-        r["schedule_lag_ms"]["p99"] = 12.0.into();
-        r["schedule_lag_ms"]["max"] = 20.0.into();
-        r["before_send_ms_max"] = serde_json::json!(wait);
-        steps[i]["verdict"]["sustained"] = false.into();
-        steps[i]["verdict"]["limits"] = serde_json::json!(["latency"]);
-    }
-    let body: String = steps.iter().map(|s| format!("{s}\n")).collect();
-    std::fs::write(dir.join("steps.jsonl"), body).unwrap();
-    let report = loadlab_report::render_bundle(&dir).unwrap();
+    let report = render_edited("before-send", |steps| {
+        // 21 ms is no notable wait beside a worst lag of 20 ms (a send comes just after its
+        // release).
+        for (i, wait) in [(0, 900.0), (2, 21.0)] {
+            let r = &mut steps[i]["result"];
+            r["generator_limited"] = true.into();
+            r["schedule_lag_ms"]["p99"] = 12.0.into();
+            r["schedule_lag_ms"]["max"] = 20.0.into();
+            r["before_send_ms_max"] = serde_json::json!(wait);
+            steps[i]["verdict"]["sustained"] = false.into();
+            steps[i]["verdict"]["limits"] = serde_json::json!(["latency"]);
+        }
+    });
     assert!(
         report.contains("some sends late (lag p99 12.00 ms, worst 20.00 ms; up to 900.00 ms before their send), too little to explain the failure"),
         "{report}"
