@@ -328,6 +328,18 @@ pub fn waited_before_send(r: &RunResult) -> Option<f64> {
     r.before_send_ms_max.filter(|&b| b > lag * 1.1 + 1.0)
 }
 
+/// How far behind (`(1 − pace) × window`) a server must fall, in multiples of loadlab's
+/// lateness `L`, before lateness cannot be what failed the throughput clause. Sends up to
+/// `L` late move each completion by at most `L`. The pace is the lower of two rates, and
+/// neither moves by more than `2 L` of the window for it: the middle half of the
+/// completions can spread by at most `L` (half the window plus `L`: `2 L` behind over the
+/// window), and the least-squares latency slope by at most `L × E[(x − x̄)₊] / Var(x)` =
+/// `1.5 L / window` for sends even across the window (`1.5 L` behind). A server left idle
+/// by a late release makes the time up if it has capacity to spare, and one already
+/// behind has a queue to work on and loses none; the third `L` is for a server with little
+/// to spare (at its capacity exactly, the step is the knee either way).
+pub const BEHIND_PER_LATENESS: f64 = 3.0;
+
 /// Why a run's late sends did not decide its step: see [`lag_cannot_explain`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct LagExcuse {
@@ -351,8 +363,7 @@ pub struct LagExcuse {
 /// - when clauses failed, the step is the server's (not sustained) if at least one of them
 ///   is far beyond what `L` can cause: latency — the responses slower than the bound plus
 ///   `L` still resolve above 1 %; throughput — the server fell behind by
-///   `(1 − pace) × window`, at least ten times `L` (lateness moves a completion by at most
-///   `L`); errors — `L` is under a tenth of the request timeout (lateness cannot time
+///   `(1 − pace) × window`, at least [`BEHIND_PER_LATENESS`] times `L`; errors — `L` is under a tenth of the request timeout (lateness cannot time
 ///   requests out, and refusals and resets are not the generator's). A failed clause
 ///   within `L`'s reach is not counted against the server (`within_reach`); one far clause
 ///   is enough to fail the step, and lateness cannot have made it fail. `L` is the longest
@@ -452,9 +463,9 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
                     .latency_trend
                     .as_ref()
                     .map_or(0.0, |t| (1.0 - t.pace) * window_ms);
-                (behind < 10.0 * wait_ms).then(|| {
+                (behind < BEHIND_PER_LATENESS * wait_ms).then(|| {
                     format!(
-                        "throughput not counted against the server: it fell {behind:.0} ms behind over the step, less than ten times {wait}"
+                        "throughput not counted against the server: it fell {behind:.0} ms behind over the step, less than {BEHIND_PER_LATENESS} times {wait}"
                     )
                 })
             }

@@ -116,7 +116,7 @@ fn a_clause_within_reach_of_the_lag_is_not_counted_when_another_fails_beyond_it(
         "{said}"
     );
     assert!(
-        said.contains("throughput not counted against the server: it fell 1378 ms behind over the step, less than ten times loadlab's worst lateness (2000.00 ms)"),
+        said.contains("throughput not counted against the server: it fell 1378 ms behind over the step, less than 3 times loadlab's worst lateness (2000.00 ms)"),
         "{said}"
     );
     // The same lag, but requests waited up to 9 s in loadlab before their send (its
@@ -150,6 +150,34 @@ fn a_clause_within_reach_of_the_lag_is_not_counted_when_another_fails_beyond_it(
         "{:?}",
         v.unresolved
     );
+}
+
+#[test]
+fn a_throughput_shortfall_beyond_three_times_the_lateness_is_the_servers() {
+    // Only the throughput clause judged (no latency bound, any error rate): the server fell
+    // 1378 ms behind over the step. Lateness moves the pace by at most twice itself, so
+    // sends up to 400 ms late (1200 ms: three times) cannot have failed it, while sends up
+    // to 500 ms late (1500 ms) could have.
+    let s = step("backlog=16,workers=2", "sleep", 800.0);
+    let slo = Slo {
+        p99_ms: None,
+        max_error_rate: 1.0,
+        ..SLO
+    };
+    assert_eq!(
+        judge(&s.result, &slo, false).limits,
+        vec![Limit::Throughput]
+    );
+    let v = judge(&lagging(&s, 1.5, 400.0), &slo, false);
+    assert_eq!(v.limits, vec![Limit::Throughput], "{v:?}");
+    let why = v.generator_excused.expect("the lag is named");
+    assert!(
+        why.contains("worst 400.00 ms), too little to cause what failed (throughput)"),
+        "{why}"
+    );
+    let v = judge(&lagging(&s, 1.5, 500.0), &slo, false);
+    assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    assert_eq!(v.generator_excused, None);
 }
 
 #[test]

@@ -74,7 +74,9 @@ fn check(e: &Evidence<'_>) -> Check {
                 ("busiest_thread_wait", waited),
                 ("utilization", cpu.util()),
                 ("cpus", cpu.cpus),
-            ],
+                // The share of the CPUs' time the host took, which none of the above counts.
+                ("steal_share", steal),
+            ][..if steal >= 0.01 { 5 } else { 4 }],
         )
         .at(e.latency_onset()),
     )
