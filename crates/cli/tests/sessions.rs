@@ -201,10 +201,12 @@ fn every_session_sends_its_steps_in_order_with_its_own_token_and_cookie_and_thin
         .collect();
     assert_eq!(names, ["login", "page", "logout"]);
     assert_eq!(j["by_name"][1]["offered_rps"].as_f64(), Some(1000.0));
-    // Think time is left out of the time waiting for responses, not out of the duration.
+    // Think time is left out of the time waiting for responses, not out of the duration:
+    // a session's 11 pauses (mean 100 ms each, a median sum of about 1,070 ms) part them,
+    // however slowly the responses came on a busy host.
     let with = s["duration_ms"]["p50"].as_f64().unwrap();
     let without = s["active_ms"]["p50"].as_f64().unwrap();
-    assert!(with > 500.0 && without < with / 10.0, "{s}");
+    assert!(with > 700.0 && with - without > 700.0, "{s}");
 
     // The server's own book.
     let stats = server.stats();
@@ -253,9 +255,12 @@ fn every_session_sends_its_steps_in_order_with_its_own_token_and_cookie_and_thin
     // read it, under a millisecond on a quiet machine but milliseconds on a virtual machine
     // whose host is busy (a mean gap of 106.6 ms there, of which loadlab's lag was only
     // 1.6 ms). Delays only add, so the plain mean is at least 95 ms; and an exponential
-    // forgets: whatever small delay `d` a gap carries, the gaps longer than `T > d` exceed
-    // `T` by 100 ms on average, so that excess is within 5 % of 100 ms (the standard error
-    // of ~4,800 such gaps is about 1.5 %). A fixed pause or another mean fails it, and the
+    // forgets: whatever delay `d` a gap carries, the gaps longer than `T > d` exceed `T` by
+    // 100 ms on average, so that excess is within 5 % of 100 ms (the standard error of
+    // ~4,000 such gaps is about 1.6 %). `T` is 40 ms: on a host that steals CPU time the
+    // delays reach tens of milliseconds now and then (a mean gap of 110.9 ms, and an excess
+    // over 20 ms of 105.8 ms, in one run of six on 29 November; five runs after it exceeded
+    // 20 ms by 98.9 to 101.1 ms and 40 ms by 98.6 to 99.7 ms). A fixed pause or another mean fails it, and the
     // spread is an exponential's (standard deviation equal to the mean).
     assert!(gaps.len() > 3000, "{} gaps", gaps.len());
     let n = gaps.len() as f64;
@@ -266,7 +271,7 @@ fn every_session_sends_its_steps_in_order_with_its_own_token_and_cookie_and_thin
         mean >= 95.0,
         "mean gap {mean:.2} ms (loadlab's mean lateness {late:.3} ms)"
     );
-    const T: f64 = 20.0;
+    const T: f64 = 40.0;
     let over: Vec<f64> = gaps.iter().filter(|&&g| g > T).map(|g| g - T).collect();
     let excess = over.iter().sum::<f64>() / over.len() as f64;
     assert!(
