@@ -85,13 +85,21 @@ fn an_unasked_response_on_an_idle_connection_is_caught_before_the_next_request()
     let j = r.json();
     assert!(r.error_count("malformed_response") > 0, "{j}");
     // Three answers per connection, then the fourth request finds the extra response
-    // and the connection is dropped: no connection yields more than three successes.
+    // and the connection is dropped: no connection yields more than three successes, but
+    // one whose fourth request crossed the extra on the wire (sent within its 2 ms, by a
+    // loadlab late and catching up) takes the extra for that request's answer, and finds
+    // the real one unasked before the fifth. Without the check, a connection takes every
+    // answer for the request after its own until a periodic check.
     let ok = count(&r, "successful");
     let opened = count(&r, "connections_opened");
+    let crossed = server
+        .counters
+        .crossed
+        .load(std::sync::atomic::Ordering::Relaxed);
     assert!(ok >= 3, "{j}");
     assert!(
-        ok <= 3 * opened,
-        "{ok} successes on {opened} connections: {j}"
+        ok <= 3 * opened + crossed,
+        "{ok} successes on {opened} connections ({crossed} crossed the extra response): {j}"
     );
     assert!(
         server

@@ -74,6 +74,10 @@ pub struct Counters {
     pub requests: AtomicU64,
     /// Complete responses written.
     pub answered: AtomicU64,
+    /// Extra responses ([`Behavior::ExtraAfter`]) written when the next request had already
+    /// come in: the two crossed, and no client can tell the extra from that request's
+    /// answer (a client sending late, catching up, sends within the 2 ms).
+    pub crossed: AtomicU64,
 }
 
 /// A server on 127.0.0.1:0 (or a given listener), running until dropped.
@@ -249,6 +253,21 @@ fn set_linger_zero(sock: &TcpStream) {
     }
 }
 
+/// Whether bytes wait unread on `sock` (a non-blocking peek).
+fn has_bytes(sock: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    // SAFETY: a valid socket and a one-byte buffer.
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n > 0
+}
+
 async fn connection(
     mut sock: TcpStream,
     behavior: Behavior,
@@ -325,6 +344,9 @@ async fn connection(
         c.answered.fetch_add(1, Ordering::Relaxed);
         if matches!(behavior, Behavior::ExtraAfter(n) if n == on_conn) {
             tokio::time::sleep(Duration::from_millis(2)).await;
+            if !buf.is_empty() || has_bytes(&sock) {
+                c.crossed.fetch_add(1, Ordering::Relaxed);
+            }
             if sock.write_all(&out).await.is_err() {
                 return;
             }
