@@ -264,19 +264,9 @@ fn scenario_charts(
         ..Chart::default()
     };
     if let Some(p99) = plan.slo.p99_ms {
-        let slo = Mark {
-            at: p99,
-            label: format!("SLO p99 {p99} ms"),
-            note: String::new(),
-            color: None,
-            from_x: None,
-        };
-        latency.h_marks.push(slo.clone());
+        latency.h_marks.push(slo_mark(p99, None));
         // On the percentile axis the bound holds from the 99th percentile on.
-        dist.h_marks.push(Mark {
-            from_x: Some(percentile_x(99.0)),
-            ..slo
-        });
+        dist.h_marks.push(slo_mark(p99, Some(percentile_x(99.0))));
     }
     // Knee ranges, with the configurations that have each.
     let mut knees: BTreeMap<(u64, u64), Vec<(&str, usize)>> = BTreeMap::new();
@@ -619,13 +609,7 @@ fn names_charts(
                 ..Chart::default()
             };
             if let Some(p99) = plan.slo.p99_ms {
-                chart.h_marks.push(Mark {
-                    at: p99,
-                    label: format!("SLO p99 {p99} ms"),
-                    note: String::new(),
-                    color: None,
-                    from_x: Some(percentile_x(99.0)),
-                });
+                chart.h_marks.push(slo_mark(p99, Some(percentile_x(99.0))));
             }
             chart.series.push(Series {
                 name: "all requests".into(),
@@ -703,13 +687,7 @@ fn names_against_load(
         ..Chart::default()
     };
     if let Some(p99) = plan.slo.p99_ms {
-        latency.h_marks.push(Mark {
-            at: p99,
-            label: format!("SLO p99 {p99} ms"),
-            note: String::new(),
-            color: None,
-            from_x: None,
-        });
+        latency.h_marks.push(slo_mark(p99, None));
     }
     if let (Some(lo), Some(hi)) = (knee, first_unsustained) {
         let band = svg::Band {
@@ -775,16 +753,29 @@ fn names_against_load(
     [latency, errors]
 }
 
-/// x of the percentile plot: `-log10(1 - q)` (0 % at 0, 90 % at 1, 99 % at 2, ...).
-fn percentile_x(q: f64) -> f64 {
-    -(1.0 - q).max(1e-6).log10()
+/// x of the percentile plot at `percent` (99 for p99): `-log10(1 - percent / 100)` (0 % at
+/// 0, 90 % at 1, 99 % at 2, ...).
+fn percentile_x(percent: f64) -> f64 {
+    -(1.0 - percent / 100.0).max(1e-6).log10()
+}
+
+/// The plan's p99 bound as a line across a latency chart, from `from_x` on (the percentile
+/// axis: where the bound starts to hold) or across the whole plot.
+fn slo_mark(p99: f64, from_x: Option<f64>) -> Mark {
+    Mark {
+        at: p99,
+        label: format!("SLO p99 {p99} ms"),
+        note: String::new(),
+        color: None,
+        from_x,
+    }
 }
 
 /// The ticks of the percentile axis: 0, 90, 99, 99.9, 99.99 and 99.999 %.
 fn percentile_ticks() -> Vec<(f64, String)> {
     [0.0, 90.0, 99.0, 99.9, 99.99, 99.999]
         .iter()
-        .map(|p: &f64| (percentile_x(p / 100.0), format!("{p}%")))
+        .map(|p: &f64| (percentile_x(*p), format!("{p}%")))
         .collect()
 }
 

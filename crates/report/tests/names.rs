@@ -269,8 +269,16 @@ fn the_html_report_draws_each_names_percentiles_at_the_knee() {
             );
         }
         assert!(f.contains(">99.9%</text>") && f.contains(">latency (ms, log scale)</text>"));
-        // The plan's p99 bound and /sleep's own p90 bound.
-        assert!(f.contains(">SLO p99 1000 ms</text>") && f.contains(">sleep p90 130 ms</text>"));
+        // The plan's p99 bound and /sleep's own p90 bound, each a line from its percentile
+        // on: it starts where that percentile's tick stands.
+        for (bound, tick) in [("SLO p99 1000 ms", "99%"), ("sleep p90 130 ms", "90%")] {
+            assert!(f.contains(&format!(">{bound}</text>")), "{bound} in {f}");
+            assert_eq!(
+                bound_line_start(f, bound),
+                tick_x(f, tick),
+                "{bound} starts at {tick}"
+            );
+        }
     }
     // Each curve is its own histogram: the end of /sleep's at 60 req/s is its slowest
     // response, above the whole's p99 and /health's slowest.
@@ -590,4 +598,36 @@ fn a_run_result_of_named_requests_is_named_by_its_requests_not_its_first_method(
     let text = loadlab_report::compare::text::render(&compare(&[&a, &a], &Method::default()));
     let sent = format!("run result: 2 requests (health, sleep) at {url}");
     assert!(text.contains(&sent), "no '{sent}':\n{text}");
+}
+
+/// Where the reference line titled `title` starts on x (its `x1`).
+fn bound_line_start(svg: &str, title: &str) -> f64 {
+    let end = svg
+        .find(&format!("class=\"ref\"><title>{title}</title>"))
+        .or_else(|| svg.find(&format!("><title>{title}</title></line>")))
+        .unwrap_or_else(|| panic!("no line titled {title}"));
+    let start = svg[..end].rfind("<line ").unwrap();
+    attr(&svg[start..end], "x1")
+}
+
+/// Where the x tick labelled `label` stands.
+fn tick_x(svg: &str, label: &str) -> f64 {
+    let end = svg
+        .find(&format!(
+            "class=\"tick\" text-anchor=\"middle\">{label}</text>"
+        ))
+        .unwrap_or_else(|| panic!("no tick {label}"));
+    let start = svg[..end].rfind("<text ").unwrap();
+    attr(&svg[start..end], "x")
+}
+
+/// The number in ` name="..."` of one SVG element's text.
+fn attr(element: &str, name: &str) -> f64 {
+    let at = element
+        .find(&format!(" {name}=\""))
+        .unwrap_or_else(|| panic!("no {name} in {element}"))
+        + name.len()
+        + 3;
+    let len = element[at..].find('"').unwrap();
+    element[at..at + len].parse().unwrap()
 }
