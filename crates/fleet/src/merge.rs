@@ -2,6 +2,7 @@
 //! summarized by the engine's own [`summarize`], with each agent's share and figures in
 //! `agents` and everything that concerns one agent said with its name.
 
+use loadlab_engine::config::IoUsed;
 use loadlab_engine::env::Environment;
 use loadlab_engine::result::AgentShare;
 use loadlab_engine::{summarize, Measurement, RunResult, RunShape};
@@ -154,6 +155,12 @@ pub fn merged_result(
     });
     let mut shape = shape.clone();
     shape.threads = parts.iter().map(|p| p.share.threads).sum();
+    // The interface is each agent's own (io_uring where its kernel allows it), not the one
+    // the coordinator's kernel would have chosen.
+    if let Some((io, warning)) = agents_io(parts) {
+        shape.io = io;
+        warnings.extend(warning);
+    }
     let mut result = summarize(&shape, merged, environment);
     // What limited the generator is said per agent; a merged lag that no single agent
     // shows (several agents each a little late) keeps the merged note.
@@ -168,6 +175,35 @@ pub fn merged_result(
     result.warnings.extend(warnings);
     result.agents = agents;
     Ok(result)
+}
+
+/// The interface the agents that measured used for HTTP/1.1 (`None` when none did): the one
+/// most used (io_uring on a tie), with a warning naming each agent's when they differ.
+fn agents_io(parts: &[Part]) -> Option<(IoUsed, Option<String>)> {
+    let used: Vec<(&str, IoUsed)> = parts
+        .iter()
+        .filter_map(|p| match &p.outcome {
+            Outcome::Done { shape, .. } => Some((p.agent.name.as_str(), shape.io)),
+            Outcome::Lost(_) => None,
+        })
+        .collect();
+    let on = |io: IoUsed| -> Vec<&str> { used.iter().filter(|u| u.1 == io).map(|u| u.0).collect() };
+    let (uring, epoll) = (on(IoUsed::Uring), on(IoUsed::Epoll));
+    let io = match (uring.len(), epoll.len()) {
+        (0, 0) => return None,
+        (u, e) if u >= e => IoUsed::Uring,
+        _ => IoUsed::Epoll,
+    };
+    let warning = (!uring.is_empty() && !epoll.is_empty()).then(|| {
+        format!(
+            "the agents' HTTP/1.1 connections did not all use one interface: io_uring on {}, \
+             epoll on {} (the result's `io` says the one most used; see each agent's warnings \
+             for why)",
+            uring.join(", "),
+            epoll.join(", ")
+        )
+    });
+    Some((io, warning))
 }
 
 #[cfg(test)]
@@ -369,5 +405,52 @@ mod tests {
         let counts: Vec<u64> = r.per_second.iter().map(|s| s.completed).collect();
         assert_eq!(counts, vec![100, 200, 200, 200, 200, 100]);
         assert!(r.warnings.iter().any(|w| w.contains("began 1000 ms apart")));
+    }
+
+    #[test]
+    fn the_result_says_the_interface_the_agents_used_not_the_coordinators() {
+        let t0 = 9_000_000_000u64;
+        let on = |name: &str, io: IoUsed| {
+            let mut sh = shape(100.0);
+            sh.io = io;
+            part(
+                name,
+                0,
+                Outcome::Done {
+                    shape: sh,
+                    measurement: Box::new(measurement(1_000, 100, 5, t0)),
+                },
+            )
+        };
+        // The coordinator's kernel would have taken epoll; both agents used io_uring.
+        let coordinator = shape(200.0);
+        assert_eq!(coordinator.io, IoUsed::Epoll);
+        let env = || Environment::capture(vec![]);
+        let both = [on("a", IoUsed::Uring), on("b", IoUsed::Uring)];
+        let r = merged_result(&coordinator, &both, t0, env()).unwrap();
+        assert_eq!(r.io, IoUsed::Uring);
+        assert!(!r.warnings.iter().any(|w| w.contains("interface")));
+        // One agent's kernel refused io_uring: the most used, and each agent's named.
+        let mixed = [
+            on("a", IoUsed::Uring),
+            on("b", IoUsed::Epoll),
+            on("c", IoUsed::Epoll),
+        ];
+        let r = merged_result(&shape(300.0), &mixed, t0, env()).unwrap();
+        assert_eq!(r.io, IoUsed::Epoll);
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("io_uring on a, epoll on b, c")),
+            "{:?}",
+            r.warnings
+        );
+        // A lost agent used nothing.
+        let lost = [
+            on("a", IoUsed::Uring),
+            part("b", 0, Outcome::Lost("gone".into())),
+        ];
+        let r = merged_result(&shape(200.0), &lost, t0, env()).unwrap();
+        assert_eq!(r.io, IoUsed::Uring);
     }
 }
