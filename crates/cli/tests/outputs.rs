@@ -128,6 +128,13 @@ fn interval_log_csv_and_junit_agree_with_the_result() {
     let hlog = temp_path("run.hlog");
     let csv = temp_path("run.csv");
     let junit = temp_path("run.xml");
+    let unix_s = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let before = unix_s();
     let r = run(&[
         &s.url("/"),
         "--rate",
@@ -174,7 +181,18 @@ fn interval_log_csv_and_junit_agree_with_the_result() {
         (max_us as f64 / 1000.0 - max_ms).abs() <= max_ms * 0.02 + 0.01,
         "hlog max {max_us} µs, result max {max_ms} ms"
     );
-    assert!(start > 1.7e9, "StartTime {start}");
+    // Its start is the measured window's, to the millisecond (not the run's start to the
+    // second): after the command began, and before it ended by at least the window.
+    let after = unix_s();
+    let window = num(j, &["window_start_unix_ms"]) / 1e3;
+    assert!(
+        (start - window).abs() < 0.001,
+        "StartTime {start}, window {window}"
+    );
+    assert!(
+        before <= window && window + num(j, &["duration_s"]) <= after,
+        "window from {window} s, the command from {before} to {after}"
+    );
     let text = std::fs::read_to_string(&hlog).unwrap();
     assert!(
         text.contains("#[Histogram log format version 1.3]"),

@@ -10,11 +10,17 @@ use hdrhistogram::Histogram;
 use crate::error::ErrorClass;
 use crate::result::{decode_histogram, RunResult};
 
-/// When the measured window of `r` started: the run's start (whole seconds, as recorded)
-/// plus its warm-up.
+/// When the measured window of `r` started, as the engine recorded it; for an older result,
+/// the run's start (whole seconds) plus its warm-up.
 pub fn window_start(r: &RunResult) -> SystemTime {
-    humantime::parse_rfc3339(&r.environment.started_at).unwrap_or(UNIX_EPOCH)
-        + Duration::from_secs_f64(r.warmup_s.max(0.0))
+    match r.window_start_unix_ms {
+        Some(ms) if ms.is_finite() && ms > 0.0 => UNIX_EPOCH + Duration::from_secs_f64(ms / 1e3),
+        // An older result: the run's start, to the second, plus its warm-up.
+        _ => {
+            humantime::parse_rfc3339(&r.environment.started_at).unwrap_or(UNIX_EPOCH)
+                + Duration::from_secs_f64(r.warmup_s.max(0.0))
+        }
+    }
 }
 
 /// Writes `r`'s latency as an HdrHistogram interval log (format version 1.3, as Java's

@@ -295,6 +295,11 @@ pub struct RunResult {
     pub warmup_s: f64,
     /// Measured window, seconds.
     pub duration_s: f64,
+    /// When the measured window began, Unix ms on this machine's clock (the coordinator's
+    /// for a distributed run): where an HdrHistogram log's `StartTime` and a server's
+    /// metrics line up with the per-second series. `None` in a result of an older loadlab.
+    #[serde(default)]
+    pub window_start_unix_ms: Option<f64>,
     /// Why the run ended.
     pub stop_reason: StopReason,
     /// Responses received in the measured window (any status).

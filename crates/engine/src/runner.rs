@@ -626,6 +626,8 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         timeout_ms: shape.timeout_ms,
         warmup_s: shape.warmup_s,
         duration_s: ms.window_ns as f64 / 1e9,
+        window_start_unix_ms: (ms.measure_start_unix_ns > 0)
+            .then(|| ms.measure_start_unix_ns as f64 / 1e6),
         stop_reason: ms.stop_reason,
         requests: m.responses,
         successful: m.successful,
