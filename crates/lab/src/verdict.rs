@@ -363,8 +363,9 @@ pub struct LagExcuse {
 /// - when clauses failed, the step is the server's (not sustained) if at least one of them
 ///   is far beyond what `L` can cause: latency — the responses slower than the bound plus
 ///   `L` still resolve above 1 %; throughput — the server fell behind by
-///   `(1 − pace) × window`, at least [`BEHIND_PER_LATENESS`] times `L`; errors — `L` is under a tenth of the request timeout (lateness cannot time
-///   requests out, and refusals and resets are not the generator's). A failed clause
+///   `(1 − pace) × window`, at least [`BEHIND_PER_LATENESS`] times `L`; errors — `L` is
+///   under a tenth of the request timeout (lateness cannot time requests out, and refusals
+///   and resets are not the generator's). A failed clause
 ///   within `L`'s reach is not counted against the server (`within_reach`); one far clause
 ///   is enough to fail the step, and lateness cannot have made it fail. `L` is the longest
 ///   a request waited in loadlab before its send (`before_send_ms_max`) when that is
