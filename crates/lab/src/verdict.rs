@@ -210,7 +210,9 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     if unreachable(r) {
         limits.push(Limit::Unreachable);
     }
+    let before = limits.len();
     server_clauses(&Figures::of_run(r), slo, "", &mut limits, &mut unresolved);
+    let run_failed = limits[before..].to_vec();
     // Every request name is judged on its own figures, by its own bounds if it has any.
     let mut names = Vec::new();
     for n in &r.by_name {
@@ -237,7 +239,24 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     }
     let mut generator_excused = None;
     if r.generator_limited {
-        match lag_cannot_explain(r, slo, &limits) {
+        // Each clause is weighed on the figures that failed it: the whole run's, or a name's.
+        let mut scopes = vec![Scope {
+            figures: Figures::of_run(r),
+            slo,
+            name: None,
+            failed: &run_failed,
+        }];
+        for v in &names {
+            if let Some(n) = r.by_name.iter().find(|n| n.name == v.name) {
+                scopes.push(Scope {
+                    figures: Figures::of_name(n),
+                    slo: slo.for_name(&n.name),
+                    name: Some(&n.name),
+                    failed: &v.limits,
+                });
+            }
+        }
+        match lag_cannot_explain(r, &limits, &scopes) {
             Some(excuse) => {
                 // A clause the lateness could have failed is not counted against the
                 // server: the step fails on the others, which it could not have.
@@ -340,6 +359,19 @@ pub fn waited_before_send(r: &RunResult) -> Option<f64> {
 /// to spare (at its capacity exactly, the step is the knee either way).
 pub const BEHIND_PER_LATENESS: f64 = 3.0;
 
+/// What failed a step's clauses: the whole run's figures, or one request name's, with the
+/// SLO that judged them and the clauses they failed.
+pub struct Scope<'a> {
+    /// The figures.
+    pub figures: Figures<'a>,
+    /// The SLO they were judged by (a name's own bounds, where it has any).
+    pub slo: &'a Slo,
+    /// The request name; `None` for the whole run.
+    pub name: Option<&'a str>,
+    /// The server clauses these figures failed.
+    pub failed: &'a [Limit],
+}
+
 /// Why a run's late sends did not decide its step: see [`lag_cannot_explain`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct LagExcuse {
@@ -361,7 +393,8 @@ pub struct LagExcuse {
 ///   the window's last `L`, `L / window`. Lateness only made latency look worse (it counts
 ///   from the intended send time) and the arrivals burstier, never the load lighter;
 /// - when clauses failed, the step is the server's (not sustained) if at least one of them
-///   is far beyond what `L` can cause: latency — the responses slower than the bound plus
+///   is far beyond what `L` can cause, on the figures that failed it (the whole run's, or a
+///   request name's with its own bounds: [`Scope`]; `scopes[0]` is the whole run's): latency — the responses slower than the bound plus
 ///   `L` still resolve above 1 %; throughput — the server fell behind by
 ///   `(1 − pace) × window`, at least [`BEHIND_PER_LATENESS`] times `L`; errors — `L` is
 ///   under a tenth of the request timeout (lateness cannot time requests out, and refusals
@@ -377,7 +410,12 @@ pub struct LagExcuse {
 /// CPU-bound (of the time the host left its CPUs: responses were read late too, by an
 /// amount nothing bounds), an agent was
 /// lost, or the lag is within reach of the verdict.
-pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<LagExcuse> {
+pub fn lag_cannot_explain(
+    r: &RunResult,
+    failed: &[Limit],
+    scopes: &[Scope<'_>],
+) -> Option<LagExcuse> {
+    let slo = scopes.first()?.slo;
     // Arrivals never sent are not late sends: the load was not offered as planned.
     if failed.contains(&Limit::AgentLost) || r.unsent > 0 || !r.cpu_bound_workers().is_empty() {
         return None;
@@ -441,34 +479,42 @@ pub fn lag_cannot_explain(r: &RunResult, slo: &Slo, failed: &[Limit]) -> Option<
     } else {
         format!("loadlab's worst lateness ({lag_ms:.2} ms)")
     };
-    // Each failed clause: `None` when far beyond the lateness, or the sentence saying how
-    // it is within its reach.
+    // How far behind a scope's server fell over the step, ms.
+    let behind = |s: &Scope<'_>| s.figures.trend.map_or(0.0, |t| (1.0 - t.pace) * window_ms);
+    // Whether a scope failed `l` far beyond the lateness.
+    let far_in = |l: Limit, s: &Scope<'_>| match l {
+        Limit::Latency => s.slo.latency_bounds().iter().any(|(q, bound)| {
+            stats::resolvably_above(
+                slower_than(s.figures.histogram, bound + wait_ms),
+                s.figures.latency.count,
+                1.0 - q / 100.0,
+            )
+        }),
+        Limit::Throughput => behind(s) >= BEHIND_PER_LATENESS * wait_ms,
+        _ => false,
+    };
+    // The scopes that failed `l`.
+    let failing = |l: Limit| scopes.iter().filter(move |s| s.failed.contains(&l));
+    // Each failed clause: `None` when far beyond the lateness in a scope that failed it, or
+    // the sentence saying how it is within its reach.
     let reach = |l: Limit| -> Option<String> {
         match l {
-            Limit::Latency => {
-                let far = slo.latency_bounds().iter().any(|(q, bound)| {
-                    stats::resolvably_above(
-                        slower_than(&r.histograms.latency, bound + wait_ms),
-                        r.latency_ms.count,
-                        1.0 - q / 100.0,
-                    )
-                });
-                (!far).then(|| {
-                    format!(
-                        "latency not counted against the server: the responses slower than its bound plus {wait} do not resolve above the share it allows"
-                    )
-                })
-            }
+            Limit::Latency => (!failing(l).any(|s| far_in(l, s))).then(|| {
+                format!(
+                    "latency not counted against the server: the responses slower than its bound plus {wait} do not resolve above the share it allows"
+                )
+            }),
             Limit::Throughput => {
-                let behind = r
-                    .latency_trend
-                    .as_ref()
-                    .map_or(0.0, |t| (1.0 - t.pace) * window_ms);
-                (behind < BEHIND_PER_LATENESS * wait_ms).then(|| {
-                    format!(
-                        "throughput not counted against the server: it fell {behind:.0} ms behind over the step, less than {BEHIND_PER_LATENESS} times {wait}"
-                    )
-                })
+                if failing(l).any(|s| far_in(l, s)) {
+                    return None;
+                }
+                // The scope that fell furthest behind, in the sentence.
+                let worst = failing(l).max_by(|a, b| behind(a).total_cmp(&behind(b)));
+                let who = worst.and_then(|s| s.name).unwrap_or("it");
+                let behind = worst.map_or(0.0, behind);
+                Some(format!(
+                    "throughput not counted against the server: {who} fell {behind:.0} ms behind over the step, less than {BEHIND_PER_LATENESS} times {wait}"
+                ))
             }
             Limit::Errors => (r.timeout_ms <= 0.0 || wait_ms * 10.0 >= r.timeout_ms).then(|| {
                 format!(

@@ -181,6 +181,60 @@ fn a_throughput_shortfall_beyond_three_times_the_lateness_is_the_servers() {
 }
 
 #[test]
+fn a_names_shortfall_is_weighed_on_its_own_pace_not_the_whole_runs() {
+    // One request name fell 1378 ms behind while the whole run kept pace (its trend level:
+    // the other names' latency flat). Sends up to 400 ms late cannot have failed the name's
+    // throughput clause (three times that is 1200 ms): the step is the server's, as it is
+    // without names; the whole run's pace alone would have put the name within reach.
+    let s = step("backlog=16,workers=2", "sleep", 800.0);
+    let slo = Slo {
+        p99_ms: None,
+        max_error_rate: 1.0,
+        ..SLO
+    };
+    let mut r = lagging(&s, 1.5, 400.0);
+    let run = r.clone();
+    r.by_name = vec![loadlab_engine::result::NameResult {
+        name: "checkout".into(),
+        share: 1.0,
+        offered_rps: run.offered_rps,
+        requests: run.requests,
+        successful: run.successful,
+        achieved_rps: run.achieved_rps,
+        latency_trend: run.latency_trend.clone(),
+        latency_ms: run.latency_ms.clone(),
+        errors: run.errors,
+        errors_total: run.errors_total,
+        status_codes: run.status_codes.clone(),
+        grpc_status: Default::default(),
+        latency_histogram: run.histograms.latency.clone(),
+    }];
+    if let Some(t) = r.latency_trend.as_mut() {
+        t.pace = 1.0;
+    }
+    let v = judge(&r, &slo, false);
+    assert_eq!(v.limits, vec![Limit::Throughput], "{v:?}");
+    assert_eq!(v.names_failed().as_deref(), Some("checkout (throughput)"));
+    assert!(v.generator_excused.is_some(), "{v:?}");
+    // Sends up to 500 ms late could have: the step is loadlab's.
+    let mut late = r.clone();
+    late.schedule_lag_ms.max = 500.0;
+    let v = judge(&late, &slo, false);
+    assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    // With the p99 bound judged too and sends up to 2 s late: every response took more
+    // than the bound plus that, so the step is the server's on latency, and the name's
+    // shortfall, within reach, is said with its name.
+    late.schedule_lag_ms.max = 2000.0;
+    let v = judge(&late, &SLO, false);
+    assert_eq!(v.limits, vec![Limit::Latency], "{v:?}");
+    assert!(
+        v.unresolved.join("\n").contains("throughput not counted against the server: checkout fell 1378 ms behind over the step, less than 3 times loadlab's worst lateness (2000.00 ms)"),
+        "{:?}",
+        v.unresolved
+    );
+}
+
+#[test]
 fn a_healthy_step_with_a_little_lag_is_sustained_and_with_much_it_is_not() {
     // /health at 800 req/s held every clause. Sends at most 2 ms late over a window of
     // seconds: the load was offered as planned (0.1 % of it slipped past the end).
