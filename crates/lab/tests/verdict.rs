@@ -20,6 +20,15 @@ const SLO: Slo = Slo {
     names: Vec::new(),
 };
 
+/// `SLO` with only its throughput clause judged: no latency bound, any error rate.
+fn throughput_only() -> Slo {
+    Slo {
+        p99_ms: None,
+        max_error_rate: 1.0,
+        ..SLO
+    }
+}
+
 /// The step marked as the engine marks a run whose sends were late by `p99`/`max` ms.
 fn lagging(s: &StepRecord, p99: f64, max: f64) -> loadlab_engine::RunResult {
     let mut r = s.result.clone();
@@ -159,11 +168,7 @@ fn a_throughput_shortfall_beyond_three_times_the_lateness_is_the_servers() {
     // sends up to 400 ms late (1200 ms: three times) cannot have failed it, while sends up
     // to 500 ms late (1500 ms) could have.
     let s = step("backlog=16,workers=2", "sleep", 800.0);
-    let slo = Slo {
-        p99_ms: None,
-        max_error_rate: 1.0,
-        ..SLO
-    };
+    let slo = throughput_only();
     assert_eq!(
         judge(&s.result, &slo, false).limits,
         vec![Limit::Throughput]
@@ -187,11 +192,7 @@ fn a_names_shortfall_is_weighed_on_its_own_pace_not_the_whole_runs() {
     // throughput clause (three times that is 1200 ms): the step is the server's, as it is
     // without names; the whole run's pace alone would have put the name within reach.
     let s = step("backlog=16,workers=2", "sleep", 800.0);
-    let slo = Slo {
-        p99_ms: None,
-        max_error_rate: 1.0,
-        ..SLO
-    };
+    let slo = throughput_only();
     let mut r = lagging(&s, 1.5, 400.0);
     let run = r.clone();
     r.by_name = vec![loadlab_engine::result::NameResult {
