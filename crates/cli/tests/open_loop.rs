@@ -312,7 +312,8 @@ fn an_idle_generator_woken_late_says_it_was_likely_not_its_own_work() {
     // (a stop is not steal: either clause may be true here, but one is said).
     assert!(
         !named
-            || note.contains("of CPU time during the run (")
+            || (note.contains("; the hypervisor took ")
+                && note.contains(" of CPU time of the CPUs the workers ran on during the run ("))
             || note.contains("; no steal time during the run ("),
         "{note}"
     );
