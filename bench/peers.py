@@ -409,7 +409,7 @@ def _server_busy(s):
 NO_OHA = "not compared (oha not measured)"
 
 
-def target_checks(summ, memcheck, wake_us=None):
+def target_checks(summ, memcheck, wake_us=None, wake_steal=None):
     lines = []
     ka = summ.get("keepalive", {})
     cl = summ.get("close", {})
@@ -504,7 +504,8 @@ def target_checks(summ, memcheck, wake_us=None):
             # arrivals, so each request carries 5,000 / rate of a wake-up.
             lines.append("[FLOOR] a timer wake-up costs %.1f µs of CPU on this machine: %.1f µs per "
                          "request at %s req/s with one wake-up per 200 µs release gap, before any "
-                         "request is sent" % (wake_us, wake_us * 5000 / rate, _fmt(rate)))
+                         "request is sent" % (wake_us, wake_us * 5000 / rate, _fmt(rate))
+                         + lib.steal_warning([{"host_steal": wake_steal}]))
         mark(since, ol)
     since = len(lines)
     held = by_rate.get(HELD_RATE, {}).get("loadlab")
@@ -597,7 +598,8 @@ def cmd_report(a):
     steal = lib.steal_paragraph(runs)
     if steal:
         rep.paragraph(steal)
-    rep.targets(target_checks(summ, memcheck, a.wake_us))
+    wake_steal = lib.steal_share(a.wake_host_ticks_before, a.wake_host_ticks_after)
+    rep.targets(target_checks(summ, memcheck, a.wake_us, wake_steal))
     print("\n".join(rep.text))
     print("\n---- markdown (for README) ----\n")
     print("\n".join(rep.md))
@@ -638,6 +640,8 @@ def _record_args(p):
 def _report_args(p):
     p.add_argument("--rate", type=float)
     p.add_argument("--wake-us", type=float, help="CPU per timer wake-up (bench/floor wakes)")
+    p.add_argument("--wake-host-ticks-before", help="/proc/stat \"BUSY STEAL\" before the wake-ups")
+    p.add_argument("--wake-host-ticks-after", help="/proc/stat \"BUSY STEAL\" after them")
 
 
 def _check_args(p):

@@ -211,8 +211,13 @@ done
 # ---------------------------------------------------------------- the machine
 # What one timer wake-up costs the generator's CPU here (open loop pays one per release).
 WAKE_US=
+WAKE_HOST=()   # the host's steal during that measurement, as the runs record theirs
 if has_tool floor && ! is_skipped floor; then
+    wake_host0=$(host_ticks)
     wake_json=$(timeout -k 5 30 taskset -c "$GEN_CPU" "$FLOOR" wakes --duration 2 --gap-us 200 2>&1) || true
+    wake_host1=$(host_ticks)
+    [[ -n $wake_host0 && -n $wake_host1 ]] &&
+        WAKE_HOST=(--wake-host-ticks-before "$wake_host0" --wake-host-ticks-after "$wake_host1")
     WAKE_US=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["cpu_us_per_wake"])' "$wake_json" 2>/dev/null) \
         || { log "warning: bench/floor wakes: $wake_json"; WAKE_US=; }
     if [[ -n $WAKE_US ]]; then log "a timer wake-up every 200 µs costs $WAKE_US µs of CPU on CPU $GEN_CPU"; fi
@@ -343,7 +348,7 @@ fi
 
 log ""
 $PY report "$RESULTS" --md "$RAW/summary.md" \
-    --gen-cpu "$GEN_CPU" --server-cpu "$SERVER_CPU" --host "$HOSTDESC" ${WAKE_US:+--wake-us "$WAKE_US"}
+    --gen-cpu "$GEN_CPU" --server-cpu "$SERVER_CPU" --host "$HOSTDESC" ${WAKE_US:+--wake-us "$WAKE_US"} "${WAKE_HOST[@]}"
 log ""
 log "raw results: $RESULTS"
 log "markdown:    $RAW/summary.md"

@@ -433,8 +433,16 @@ class PeerTargets(unittest.TestCase):
         self.assertTrue(stolen[1].startswith("[PASS] loadlab vs oha, open loop at 20,000"), lines)
         self.assertIn("[PASS] loadlab open-loop schedule lag p99 at 20,000 req/s: 0.250 ms (target "
                       "≤ 0.3 ms) [host stole up to 5 %", stolen[2])
-        # The wake-up line is measured apart from the runs: not marked.
+        # The wake-up line is measured apart from the runs: not marked by theirs, but by the
+        # steal during its own measurement.
         self.assertFalse(any("host stole" in l for l in lines if "timer wake-up" in l), lines)
+        for share, marked in ((0.3, True), (0.01, False)):
+            wake = [l for l in peers.target_checks(peers.summarize(recs), [], wake_us=30.0,
+                                                   wake_steal=share) if "timer wake-up" in l]
+            self.assertEqual(len(wake), 1, wake)
+            self.assertEqual(wake[0].endswith("[host stole up to 30 % of the CPU time during "
+                                              "these runs: not this machine's figure]"), marked, wake)
+            self.assertEqual("host stole" in wake[0], marked, wake)
         para = lib.steal_paragraph(recs)
         self.assertIn("2.0 % of the time this machine's CPUs wanted to run in the median run, "
                       "12.0 % in the worst; 2 of 5 runs over 2 %", para)
