@@ -36,11 +36,11 @@ const ATTEMPTS: usize = 3;
 #[test]
 fn the_demo_ends_on_a_confirmed_knee_its_why_and_the_knob_on_one_core() {
     let mut attempt = 1;
-    let (out, code, stdout, stderr) = loop {
+    let (out, stdout, stderr) = loop {
         let (out, code, stdout, stderr) = demo_on_one_core();
         assert_eq!(code, Some(0), "{stdout}\n{stderr}");
         if stdout.matches("both ends confirmed").count() == 2 || attempt == ATTEMPTS {
-            break (out, code, stdout, stderr);
+            break (out, stdout, stderr);
         }
         // What a run that could not confirm says of it: that it could not.
         assert_eq!(
@@ -52,7 +52,6 @@ fn the_demo_ends_on_a_confirmed_knee_its_why_and_the_knob_on_one_core() {
         eprintln!("demo attempt {attempt}: an end not confirmed, run again:\n{stdout}");
         attempt += 1;
     };
-    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     for workers in ["2", "8"] {
         assert!(
             stdout.contains(&format!("workers={workers} / sleep: knee between")),

@@ -498,16 +498,14 @@ pub fn lag_cannot_explain(
     // Each failed clause: `None` when far beyond the lateness in a scope that failed it, or
     // the sentence saying how it is within its reach.
     let reach = |l: Limit| -> Option<String> {
+        if failing(l).any(|s| far_in(l, s)) {
+            return None;
+        }
         match l {
-            Limit::Latency => (!failing(l).any(|s| far_in(l, s))).then(|| {
-                format!(
-                    "latency not counted against the server: the responses slower than its bound plus {wait} do not resolve above the share it allows"
-                )
-            }),
+            Limit::Latency => Some(format!(
+                "latency not counted against the server: the responses slower than its bound plus {wait} do not resolve above the share it allows"
+            )),
             Limit::Throughput => {
-                if failing(l).any(|s| far_in(l, s)) {
-                    return None;
-                }
                 // The scope that fell furthest behind, in the sentence.
                 let worst = failing(l).max_by(|a, b| behind(a).total_cmp(&behind(b)));
                 let who = worst.and_then(|s| s.name).unwrap_or("it");
