@@ -396,3 +396,26 @@ fn only_open_loop_poisson_steps_limit_a_knee_search_by_their_counts() {
         "closed loop: the values are connections, no arrivals"
     );
 }
+
+#[test]
+fn tune_step_duration_reads_as_load_step_duration_does() {
+    let tune = |d: &str| {
+        let text = format!(
+            "{}[tune]\nstep_duration = {d:?}\n",
+            with("", "knee={start=10,max=100}")
+        );
+        parse(&text)
+    };
+    let given = |d: &str| tune(d).unwrap().tune.unwrap().step_duration;
+    assert_eq!(given("5s"), Some(Duration::from_secs(5)));
+    // A bare number is seconds, as in `load.step_duration` and every flag.
+    assert_eq!(given("5"), Some(Duration::from_secs(5)));
+    assert_eq!(given("1.5"), Some(Duration::from_millis(1500)));
+    for bad in ["0s", "soon", "-1s", "1000d"] {
+        let e = tune(bad).expect_err(bad).to_string();
+        assert!(e.contains("tune.step_duration"), "{bad}: {e}");
+    }
+    // The bound is load.step_duration's.
+    let over = tune("1000d").unwrap_err().to_string();
+    assert!(over.contains("at most"), "{over}");
+}

@@ -191,18 +191,16 @@ fn tune(
             ))
         }
     };
+    // Read as `load.step_duration` is: a bare number is seconds, and the same bound holds.
     let step_duration = match &t.step_duration {
         None => None,
-        Some(d) => match humantime::parse_duration(d) {
-            Ok(d) if !d.is_zero() => Some(d),
-            _ => {
-                return Err(c.err(
-                    "tune.step_duration",
-                    format!("{d:?}"),
-                    "a duration above 0, e.g. \"5s\"",
-                ))
+        Some(d) => {
+            let v = c.duration_at_most("tune.step_duration", d, MAX_DURATION)?;
+            if v.is_zero() {
+                return Err(c.err("tune.step_duration", format!("{d:?}"), "above 0"));
             }
-        },
+            Some(v)
+        }
     };
     let mut knobs = BTreeMap::new();
     for (name, k) in &t.knobs {
