@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 use util::lab::{lab_ok, lines, plan_text, write_plan};
-use util::netns::Netns;
+use util::netns::{Netns, PORTS};
 use util::{loadlab_bin, temp_path};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -186,16 +186,23 @@ fn the_ephemeral_ports_plan_names_the_clients_ports() {
     // Ports held in TIME_WAIT run the 200 dry within a fifth of a second: thousands of
     // errors (as keep-alive off shows below). Connections in flight hold ports too, and a
     // stall of the server, or of a VM's host, long enough for 200 of them to wait at once
-    // meets a few (8 in one CI run on a host that stole half the CPU time): at most 1 %.
+    // meets some: at most 1 % of the arrivals, plus those of the longest wait beyond what
+    // 200 ports hold (a response that took `max` seconds at `rate` req/s had `max × rate`
+    // arrivals behind it). 8 in one CI run on a host that stole half the CPU time; 66 in
+    // another, whose step the host took 39 % of the generator's CPU and held a response
+    // 379 ms (179 arrivals beyond 200 ports).
     let few_ports_missed = |s: &serde_json::Value| {
-        let missed = s["result"]["errors"]["local_port_exhaustion"]
-            .as_u64()
-            .unwrap();
+        let r = &s["result"];
+        let missed = r["errors"]["local_port_exhaustion"].as_u64().unwrap();
         // `requests` counts responses: a request that found no port never had one.
-        let arrivals = s["result"]["requests"].as_u64().unwrap() + missed;
+        let arrivals = r["requests"].as_u64().unwrap() + missed;
+        let stalled =
+            r["latency_ms"]["max"].as_f64().unwrap() / 1e3 * r["offered_rps"].as_f64().unwrap();
+        let beyond_ports = (stalled - PORTS as f64).max(0.0) as u64;
         assert!(
-            missed * 100 <= arrivals,
-            "{}: {missed} of {arrivals} requests found no free local port",
+            missed <= arrivals / 100 + beyond_ports,
+            "{}: {missed} of {arrivals} requests found no free local port (the longest \
+             response held {stalled:.0} arrivals, {beyond_ports} beyond {PORTS} ports)",
             s["scenario"]
         );
     };

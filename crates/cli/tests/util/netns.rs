@@ -8,8 +8,11 @@ use std::process::Command;
 /// A namespace, deleted on drop.
 pub struct Netns(pub String);
 
+/// The ephemeral ports of a namespace [`Netns::create`] makes: 40000 up.
+pub const PORTS: u16 = 200;
+
 impl Netns {
-    /// Creates `name` with 200 ephemeral ports (40000-40199) and tcp_tw_reuse=0.
+    /// Creates `name` with [`PORTS`] ephemeral ports (40000-40199) and tcp_tw_reuse=0.
     pub fn create(name: &str) -> Netns {
         let _ = Command::new("ip")
             .args(["netns", "del", name])
@@ -24,7 +27,8 @@ impl Netns {
         assert!(ok.success(), "`ip netns add` failed: this test needs root");
         let ns = Netns(name.into());
         ns.exec(&["ip", "link", "set", "lo", "up"]);
-        ns.exec(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40199"]);
+        let range = format!("net.ipv4.ip_local_port_range=40000 {}", 40000 + PORTS - 1);
+        ns.exec(&["sysctl", "-qw", &range]);
         ns.exec(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=0"]);
         ns
     }
