@@ -271,6 +271,11 @@ fn eval_of(
             } else {
                 o.first_unsustained
             },
+            beyond_mixed: if not_the_server {
+                None
+            } else {
+                o.first_unsustained.and_then(|h| beyond_mixed(&o.values, h))
+            },
             dropped: o.dropped(),
             failed,
             not_the_server,
@@ -284,6 +289,21 @@ fn eval_of(
         },
         why,
     )
+}
+
+/// When some run sustained `hi`, the lowest load above it that no run sustained
+/// (`INFINITY`: none was tried); `None` when no run sustained `hi`.
+fn beyond_mixed(values: &[crate::knee::ValueRuns], hi: f64) -> Option<f64> {
+    values
+        .iter()
+        .any(|r| r.value == hi && r.sustained > 0)
+        .then(|| {
+            values
+                .iter()
+                .filter(|r| r.value > hi && r.runs > 0 && r.sustained == 0)
+                .map(|r| r.value)
+                .fold(f64::INFINITY, f64::min)
+        })
 }
 
 /// The lab as the search's evaluator: runs each configuration in the session and rewrites
@@ -572,6 +592,29 @@ fn build_result(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn past_a_boundary_some_run_sustained_the_ceiling_is_the_first_load_none_did() {
+        let v = |value: f64, runs: u32, sustained: u32| crate::knee::ValueRuns {
+            value,
+            runs,
+            sustained,
+        };
+        let values = [
+            v(74.375, 2, 2),
+            v(79.6875, 2, 1),
+            v(90.0, 1, 0),
+            v(85.0, 1, 0),
+            v(200.0, 1, 1),
+        ];
+        assert_eq!(beyond_mixed(&values, 79.6875), Some(85.0));
+        // Every run at `hi` failed: `hi` bounds the knee as it is.
+        assert_eq!(beyond_mixed(&values, 85.0), None);
+        assert_eq!(
+            beyond_mixed(&[v(10.0, 2, 1), v(20.0, 1, 1)], 10.0),
+            Some(f64::INFINITY)
+        );
+    }
 
     #[test]
     fn a_full_search_to_a_knee_takes_the_steps_the_search_takes() {

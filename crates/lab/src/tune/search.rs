@@ -131,6 +131,10 @@ pub struct Eval {
     /// The knee was not reached for a reason that is not the server's (generator-limited,
     /// an agent lost): `lo` is a lower bound only.
     pub not_the_server: bool,
+    /// When some run sustained `hi` (its runs disagreed): the lowest load above it that no
+    /// run sustained (`INFINITY`: none was tried). A load sustained in one run and not in
+    /// another bounds nothing: the knee may lie above it. `None` when no run sustained `hi`.
+    pub beyond_mixed: Option<f64>,
     /// The first bottleneck the diagnosis found at `hi`.
     pub bottleneck: Option<Bottleneck>,
     /// Matrix parameters the diagnosis named (`workers=2`).
@@ -147,9 +151,11 @@ impl Eval {
         self.lo.unwrap_or(0.0)
     }
 
-    /// The knee is below this.
+    /// The knee is below this: `hi`, or past a `hi` some run sustained, the first load no
+    /// run did.
     pub fn ceiling(&self) -> f64 {
-        self.hi.unwrap_or(f64::INFINITY)
+        self.beyond_mixed
+            .unwrap_or_else(|| self.hi.unwrap_or(f64::INFINITY))
     }
 
     /// Its knee is above `other`'s whatever the step spacing hid: its lowest possible knee

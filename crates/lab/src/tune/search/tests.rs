@@ -444,3 +444,32 @@ fn an_incumbent_limited_by_loadlab_is_replaced_by_a_higher_floor() {
     ];
     assert_eq!(best(&trials), Some(2));
 }
+
+#[test]
+fn a_boundary_load_one_side_sustained_in_some_runs_separates_nothing() {
+    // CI at 8b08296: pool=4 with a knob that changes nothing; mode=a sustained 79.69 in 2
+    // of 2 runs (knee 79.69 to 84.67), mode=b in 1 of 2 (knee 74.38 to 79.69, and 85 failed
+    // in its only run). Touching ranges were called a resolved difference.
+    let a = Eval {
+        lo: Some(79.6875),
+        hi: Some(84.66796875),
+        ..Eval::default()
+    };
+    let mut b = Eval {
+        lo: Some(74.375),
+        hi: Some(79.6875),
+        beyond_mixed: Some(85.0),
+        ..Eval::default()
+    };
+    assert!(!a.resolved_above(&b) && !b.resolved_above(&a));
+    // Had every run of b failed at 79.69, the step would separate them.
+    b.beyond_mixed = None;
+    assert!(a.resolved_above(&b));
+    // Nothing above a sustained-once `hi` failed in every run: no ceiling at all.
+    b.beyond_mixed = Some(f64::INFINITY);
+    assert!(!Eval {
+        lo: Some(1e9),
+        ..Eval::default()
+    }
+    .resolved_above(&b));
+}
