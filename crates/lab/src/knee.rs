@@ -88,7 +88,8 @@ impl ValueRuns {
     fn always(&self) -> bool {
         self.runs > 0 && self.sustained == self.runs
     }
-    fn never(&self) -> bool {
+    /// Run, and never sustained.
+    pub(crate) fn never(&self) -> bool {
         self.runs > 0 && self.sustained == 0
     }
 }

@@ -263,19 +263,16 @@ fn eval_of(
         || first.is_some_and(|f| f.bottleneck.not_the_server());
     let failed = rec.status != ConfigStatus::Completed && o.knee.is_none()
         || o.limited_by.is_some_and(Limit::not_the_load);
+    let hi = if not_the_server {
+        None
+    } else {
+        o.first_unsustained
+    };
     (
         Eval {
             lo: o.knee,
-            hi: if not_the_server {
-                None
-            } else {
-                o.first_unsustained
-            },
-            beyond_mixed: if not_the_server {
-                None
-            } else {
-                o.first_unsustained.and_then(|h| beyond_mixed(&o.values, h))
-            },
+            hi,
+            beyond_mixed: hi.and_then(|h| beyond_mixed(&o.values, h)),
             dropped: o.dropped(),
             failed,
             not_the_server,
@@ -300,7 +297,7 @@ fn beyond_mixed(values: &[crate::knee::ValueRuns], hi: f64) -> Option<f64> {
         .then(|| {
             values
                 .iter()
-                .filter(|r| r.value > hi && r.runs > 0 && r.sustained == 0)
+                .filter(|r| r.value > hi && r.never())
                 .map(|r| r.value)
                 .fold(f64::INFINITY, f64::min)
         })
