@@ -1500,6 +1500,40 @@ mod tests {
         });
     }
 
+    /// A connection that opened its last stream id (2³¹ − 1) takes no new stream: the next
+    /// request is unprocessed (its link sends it on another connection), the last stream
+    /// still runs to its answer, and a response on it is read with its full id.
+    #[test]
+    fn a_connection_at_its_last_stream_id_takes_no_new_stream_and_ends_its_last() {
+        local(async {
+            let (c, mut s) = connected(&[]).await;
+            let first = open(&c, None, false).await;
+            next_of(&mut s, HEADERS).await;
+            s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, first, &[0x88]))
+                .await
+                .unwrap();
+            assert_eq!(result(&c, first).await.unwrap().status, 200);
+            // A long-lived connection, a billion streams later.
+            c.inner.borrow_mut().next_id = MAX_STREAM_ID;
+            assert!(c.usable());
+            let last = open(&c, None, false).await;
+            assert_eq!(last, MAX_STREAM_ID);
+            let (_, id, _) = next_of(&mut s, HEADERS).await;
+            assert_eq!(id, MAX_STREAM_ID);
+            assert!(!c.usable());
+            let cx = Context::from_waker(Waker::noop());
+            assert_eq!(
+                c.poll_capacity(&cx),
+                Poll::Ready(Err(StreamFailure::Unprocessed))
+            );
+            s.write_all(&frame(HEADERS, END_HEADERS | END_STREAM, last, &[0x88]))
+                .await
+                .unwrap();
+            assert_eq!(result(&c, last).await.unwrap().status, 200);
+            assert!(!c.usable());
+        });
+    }
+
     #[test]
     fn a_refused_stream_is_unprocessed_and_any_other_reset_is_a_reset() {
         local(async {
