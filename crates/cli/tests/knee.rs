@@ -18,8 +18,27 @@ use util::{loadlab_bin, output_within, temp_path};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// `loadlab knee -q URL ARGS --out OUT` with the tests' short steps; must succeed.
+/// `loadlab knee -q URL ARGS --out OUT` with the tests' short steps; must succeed. A search
+/// whose knee step says a VM's host took a fifth or more of the CPUs' time (`host_steal`:
+/// the server's figures there are the host's as much as its own) is run again, three runs
+/// at most; the last is returned whatever it says, for the test to judge.
 fn knee(url: &str, args: &[&str]) -> PathBuf {
+    for attempt in 1.. {
+        let out = knee_once(url, args);
+        let configs = lines(&out.join("configs.jsonl"));
+        let stolen = configs[0]["knees"][0]["diagnosis"]["findings"]
+            .as_array()
+            .and_then(|f| f.iter().find(|f| f["bottleneck"] == "host_steal"))
+            .map(|f| f["evidence"].clone());
+        match stolen {
+            Some(why) if attempt < 3 => eprintln!("knee search {attempt} run again: {why}"),
+            _ => return out,
+        }
+    }
+    unreachable!()
+}
+
+fn knee_once(url: &str, args: &[&str]) -> PathBuf {
     let out = temp_path("knee-bundle");
     let (o, _) = output_within(
         Command::new(loadlab_bin())
@@ -59,13 +78,16 @@ fn generator_limited(bundle: &Path) -> bool {
     o["limited_by"] == "generator_limited" || !o["stopped"].is_null()
 }
 
-/// The first finding that is the server's (loadlab's own lateness excepted).
+/// The first finding that is the server's (loadlab's own lateness and the host's steal
+/// excepted).
 fn first_finding(d: &Value) -> &Value {
     d["findings"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["bottleneck"] != "generator" && f["bottleneck"] != "agent_lost")
+        .find(|f| {
+            !["generator", "agent_lost", "host_steal"].contains(&f["bottleneck"].as_str().unwrap())
+        })
         .unwrap_or_else(|| panic!("no finding of the server: {d}"))
 }
 

@@ -275,11 +275,12 @@ fn nothing_found_is_said_with_what_was_looked_at() {
         assert!(e.contains(said), "{said} not in: {e}");
     }
     // Every rule that looked said what it saw: all but crash and agent_lost (they do not
-    // apply to a local, living target) and the four this older recording has no evidence
-    // for (cgroup quota, memory and pids limits, the busiest thread), said under "Not seen".
+    // apply to a local, living target) and the five this older recording has no evidence
+    // for (cgroup quota, memory and pids limits, the busiest thread, the host's steal),
+    // said under "Not seen".
     assert_eq!(
         d.ruled_out.len(),
-        loadlab_lab::diagnosis::rules::RULES.len() - 6,
+        loadlab_lab::diagnosis::rules::RULES.len() - 7,
         "{:?}",
         d.ruled_out
     );
@@ -342,6 +343,63 @@ fn a_saturated_thread_is_read_against_what_a_stealing_host_left_it() {
         ),
         "{}",
         f.evidence
+    );
+}
+
+#[test]
+fn a_host_that_took_a_fifth_of_the_cpus_is_named_after_the_server_or_alone() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    let with_steal = |s: &StepRecord, steal: Option<f64>| {
+        let mut s = s.clone();
+        s.probes.as_mut().unwrap().delta.steal_share = steal;
+        diagnose_variant(&steps, i, s).unwrap()
+    };
+    // A quiet host, or one that took a tenth: nothing is said of it but what it took.
+    for steal in [Some(0.0), Some(0.1)] {
+        let d = with_steal(&s, steal);
+        assert!(
+            !kinds(&d).contains(&Bottleneck::HostSteal),
+            "{:?}",
+            kinds(&d)
+        );
+        assert!(
+            d.ruled_out
+                .iter()
+                .any(|r| r.starts_with("the VM's host took the CPUs: a VM's host took ")),
+            "{:?}",
+            d.ruled_out
+        );
+    }
+    // Steal not read (an older recording): not seen, never guessed.
+    let d = with_steal(&s, None);
+    assert!(!kinds(&d).contains(&Bottleneck::HostSteal));
+    // The workers still named first, the host's share after them, with its figure.
+    let d = with_steal(&s, Some(0.46));
+    let k = kinds(&d);
+    assert_eq!(k[0], Bottleneck::ConcurrencyBound, "{k:?}");
+    assert_eq!(k.last(), Some(&Bottleneck::HostSteal), "{k:?}");
+    let f = d.findings.last().unwrap();
+    assert_eq!(f.figures["steal_share"], 0.46);
+    assert!(
+        f.evidence
+            .starts_with("a VM's host took 46 % of the time this machine's CPUs wanted to run at "),
+        "{}",
+        f.evidence
+    );
+    // Nothing of the server's fired: the host is the answer, not `unknown`.
+    let mut quiet = s.clone();
+    quiet.result.errors = Default::default();
+    quiet.result.achieved_rps = quiet.load;
+    let p = quiet.probes.as_mut().unwrap();
+    p.delta.cpu_percent = 60.0 * p.limits.as_ref().unwrap().cpus;
+    assert_eq!(
+        kinds(&with_steal(&quiet, Some(0.0))),
+        vec![Bottleneck::Unknown]
+    );
+    assert_eq!(
+        kinds(&with_steal(&quiet, Some(0.3))),
+        vec![Bottleneck::HostSteal]
     );
 }
 

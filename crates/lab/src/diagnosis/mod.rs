@@ -17,7 +17,8 @@
 //! A rule without its evidence never fires. When none fires, the diagnosis is `unknown`,
 //! and says what ruled out each bottleneck and what was not probed. Findings are ordered:
 //! what is not the server's doing first (loadlab fell behind, an agent was lost, the
-//! target crashed), then by when their signal first moved within the step.
+//! target crashed), then by when their signal first moved within the step, and last what a
+//! VM's host took (`host_steal`), which says how far the server's figures can be trusted.
 
 mod evidence;
 pub mod rules;
@@ -38,6 +39,9 @@ pub const CPU_LOW: f64 = 0.5;
 /// A target that waited at least this fraction of its CPUs' time for them, runnable, was
 /// starved by other processes when it used less than [`CPU_BOUND`] itself.
 pub const STARVED: f64 = 0.1;
+/// A VM's host that took at least this share of the time the machine's CPUs wanted to run
+/// (steal) is named beside, or instead of, the server's limit.
+pub const HOST_STEAL: f64 = 0.2;
 /// A matrix parameter is named when within this fraction of the estimated concurrency.
 pub const PARAM_MATCH: f64 = 0.2;
 
@@ -80,6 +84,8 @@ pub enum Bottleneck {
     Rejected,
     /// Nothing listens at the address: every connection was refused.
     Unreachable,
+    /// A VM's host took a large share of the machine's CPU time.
+    HostSteal,
     /// No rule had its evidence.
     Unknown,
 }
@@ -105,6 +111,7 @@ impl Bottleneck {
             Bottleneck::Refused => "server refused (5xx)",
             Bottleneck::Rejected => "request rejected (4xx)",
             Bottleneck::Unreachable => "nothing listens at the address",
+            Bottleneck::HostSteal => "the VM's host took the CPUs",
             Bottleneck::Unknown => "unknown",
         }
     }
@@ -127,7 +134,7 @@ impl Bottleneck {
     /// bundle (`concurrency_bound`). `None` for a word that names none.
     pub fn from_relief(word: &str) -> Option<Vec<Bottleneck>> {
         use Bottleneck::{
-            AcceptQueue, ConcurrencyBound, CpuBound, CpuThrottled, Crash, MemoryGrowth,
+            AcceptQueue, ConcurrencyBound, CpuBound, CpuThrottled, Crash, HostSteal, MemoryGrowth,
             MemoryLimit, PidsLimit, Rejected, ThreadBound, Unknown, Unreachable,
         };
         let w = word.trim().to_ascii_lowercase().replace(['-', ' '], "_");
@@ -141,7 +148,9 @@ impl Bottleneck {
             other => {
                 let b: Bottleneck =
                     serde_json::from_value(serde_json::Value::String(other.into())).ok()?;
-                if b.not_the_server() || matches!(b, Unknown | Unreachable | Rejected | Crash) {
+                if b.not_the_server()
+                    || matches!(b, Unknown | Unreachable | Rejected | Crash | HostSteal)
+                {
                     return None;
                 }
                 vec![b]

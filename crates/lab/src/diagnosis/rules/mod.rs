@@ -14,6 +14,7 @@ mod cpu_throttled;
 mod crash;
 mod descriptors;
 mod generator;
+mod host_steal;
 mod memory_growth;
 mod memory_limit;
 mod pids_limit;
@@ -69,6 +70,8 @@ pub const RULES: &[Rule] = &[
     refused::RULE,
     rejected::RULE,
     unreachable::RULE,
+    // Last: the host's share comes after whatever the server's figures showed.
+    host_steal::RULE,
 ];
 
 /// The rules as a Markdown table: bottleneck, the evidence it needs, what it says.
