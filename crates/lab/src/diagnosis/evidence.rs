@@ -321,15 +321,23 @@ impl<'a> Evidence<'a> {
     /// thread-bound target from here.
     pub fn busy_thread(&self) -> Option<(f64, f64, &'a str)> {
         let d = &self.probes()?.delta;
-        // A thread's CPU time leaves out what a VM's host stole while it ran: read it
-        // against what the host left it.
-        let used = d.busiest_thread_cpu? / (1.0 - self.steal_share());
-        let waited = d.busiest_thread_wait.unwrap_or(0.0);
+        let (used, waited) = self.busiest_thread()?;
         let process_cpus =
             self.cpu.as_ref().map_or(0.0, |c| c.util() * c.cpus) / (1.0 - self.steal_share());
         let alone = used >= NEARLY_BOUND && process_cpus > 0.0 && used >= ALONE * process_cpus;
         (used + waited >= CPU_BOUND || alone)
             .then(|| (used, waited, d.busiest_thread.as_deref().unwrap_or("?")))
+    }
+
+    /// The target's busiest thread over the step, when probed: (CPUs used, read against
+    /// what a VM's host left it, since a thread's CPU time leaves out what was stolen while
+    /// it ran; CPUs waited for).
+    pub fn busiest_thread(&self) -> Option<(f64, f64)> {
+        let d = &self.probes()?.delta;
+        Some((
+            d.busiest_thread_cpu? / (1.0 - self.steal_share()),
+            d.busiest_thread_wait.unwrap_or(0.0),
+        ))
     }
 
     /// Of the time the machine's CPUs wanted to run over the step, the share a VM's host

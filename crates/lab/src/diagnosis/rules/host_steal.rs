@@ -37,10 +37,7 @@ fn check(e: &Evidence<'_>) -> Check {
         .cpu
         .as_ref()
         .map(|c| ((c.used / left + c.wait) / c.cpus).min(1.0));
-    let thread = p
-        .delta
-        .busiest_thread_cpu
-        .map(|u| (u / left + p.delta.busiest_thread_wait.unwrap_or(0.0)).min(1.0));
+    let thread = e.busiest_thread().map(|(u, w)| (u + w).min(1.0));
     let Some(wanted) = cpus.into_iter().chain(thread).reduce(f64::max) else {
         return Check::NoEvidence("the target's CPU (not probed)".into());
     };
