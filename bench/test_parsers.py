@@ -385,6 +385,24 @@ class PeerTargets(unittest.TestCase):
         held = [l for l in peers.target_checks(summ, []) if "100,000" in l][0]
         self.assertNotIn("nginx", held)
 
+    def test_the_servers_share_of_its_core_is_beside_each_ratio_in_open_loop(self):
+        # 29 November on an AMD host: one nginx worker about 80 % busy at 50,000 req/s, oha short of
+        # the rate; the ratio's line says how close the server was to its limit.
+        recs = [dict(self.rec("openloop-50000", "loadlab", 400000, 6.0), server_util=u)
+                for u in (0.78, 0.80, 0.83)]
+        recs += [dict(self.rec("openloop-50000", "oha", 370000, 8.0), server_util=0.75)]
+        lines = peers.target_checks(peers.summarize(recs), [])
+        ratio = [l for l in lines if l.startswith("[FAIL] loadlab vs oha, open loop at 50,000")]
+        self.assertEqual(len(ratio), 1, lines)
+        self.assertTrue(ratio[0].endswith("(target ≥ 1.8×); nginx's worker 80 % busy on its core "
+                                          "(median)"), ratio[0])
+        # Not recorded (older results): nothing said.
+        for r in recs:
+            del r["server_util"]
+        lines = peers.target_checks(peers.summarize(recs), [])
+        ratio = [l for l in lines if "loadlab vs oha, open loop at 50,000" in l]
+        self.assertTrue(ratio[0].endswith("(target ≥ 1.8×)"), ratio[0])
+
     def test_a_record_takes_the_servers_cpu_over_the_whole_run(self):
         with tempfile.TemporaryDirectory() as d:
             out, time_file, stdout = (os.path.join(d, n) for n in ("r.jsonl", "t", "o"))
