@@ -737,3 +737,72 @@ fn the_offered_figure_is_what_loadlab_sent_not_the_steps_nominal_rate() {
     other.load *= 1.5;
     assert!((offered(&other) - o).abs() < 1e-9);
 }
+
+#[test]
+fn skewed_service_times_count_the_pool_over_their_mean_too() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    // The steps before it, with the service times of its configuration and scenario made
+    // skewed by `ratio` (a mean that many times the median: a few slow requests), and the
+    // saturated step with `workers` set to `workers`.
+    let variant = |ratio: f64, workers: &str| {
+        let mut v = steps[..i].to_vec();
+        for p in v
+            .iter_mut()
+            .filter(|p| p.config == s.config && p.scenario == s.scenario)
+        {
+            let st = &mut p.result.service_time_ms;
+            st.mean = st.p50.map(|m| m * ratio);
+        }
+        let mut knee = s.clone();
+        for kv in knee.params.iter_mut().filter(|(k, _)| k == "workers") {
+            kv.1 = workers.to_string();
+        }
+        v.push(knee);
+        let d = replay(&v).pop().unwrap().unwrap();
+        d.findings
+            .into_iter()
+            .find(|f| f.bottleneck == Bottleneck::ConcurrencyBound)
+            .unwrap_or_else(|| panic!("{ratio} {workers}: no concurrency_bound"))
+    };
+    // The 100 ms sleep: ≈16 in service by the median, ≈35 by a mean 2.2 times it.
+    let c = variant(2.2, "16");
+    let (by_median, by_mean) = (c.figures["in_service"], c.figures["in_service_by_mean"]);
+    assert!((by_median - 16.0).abs() <= 3.2, "{by_median}");
+    assert!((by_mean / by_median - 2.2).abs() < 0.01, "{by_mean}");
+    assert!(
+        c.evidence
+            .contains("the service times were skewed, a mean of"),
+        "{}",
+        c.evidence
+    );
+    // The median's count still names the 16 workers.
+    assert_eq!(c.parameter.as_deref(), Some("workers=16"));
+    // A pool the size of the mean's count is named by it.
+    let n = by_mean.round() as u64;
+    let c = variant(2.2, &n.to_string());
+    assert_eq!(c.parameter, Some(format!("workers={n}")), "{}", c.evidence);
+    // Named by neither: the range is said.
+    let c = variant(2.2, "100");
+    assert_eq!(c.parameter, None);
+    assert!(
+        c.evidence.contains(&format!(
+            "a pool (workers, threads, connections) of ≈{} to ≈{} is the limit",
+            loadlab_engine::format::num(by_median),
+            loadlab_engine::format::num(by_mean)
+        )),
+        "{}",
+        c.evidence
+    );
+    // Not skewed (a mean 1.2 times the median): one count, as before, and the mean's pool
+    // is not named.
+    let c = variant(1.2, &n.to_string());
+    assert!(!c.figures.contains_key("in_service_by_mean"));
+    assert!(!c.evidence.contains("skewed"), "{}", c.evidence);
+    assert_eq!(c.parameter, None);
+    assert!(
+        c.evidence.contains("a pool of about that size"),
+        "{}",
+        c.evidence
+    );
+}

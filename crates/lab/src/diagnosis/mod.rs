@@ -44,6 +44,9 @@ pub const STARVED: f64 = 0.1;
 pub const HOST_STEAL: f64 = 0.2;
 /// A matrix parameter is named when within this fraction of the estimated concurrency.
 pub const PARAM_MATCH: f64 = 0.2;
+/// Service times are skewed when the mean of the step that set the service-time floor is at
+/// least this many times its median: the requests in service are then counted over both.
+pub const SKEWED: f64 = 1.5;
 
 /// What limited a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -294,6 +297,9 @@ pub struct Context {
     /// The lowest service-time median of the sustained steps of this scenario and
     /// configuration so far, ms.
     pub service_floor_ms: Option<f64>,
+    /// The service-time mean of the step that set that floor, ms: above the median where
+    /// service times are skewed (a few slow requests), and Little's law counts with means.
+    pub service_floor_mean_ms: Option<f64>,
     /// A mix of named requests: each name's floor, the lowest latency median of the name
     /// in the sustained steps so far, ms (a sustained step's latency is its service time).
     pub name_floors_ms: BTreeMap<String, f64>,
@@ -313,7 +319,9 @@ pub struct Context {
 #[derive(Default)]
 pub struct Tracker {
     firsts: BTreeMap<(String, String), FirstStep>,
-    floors: BTreeMap<(String, String), f64>,
+    /// Per configuration and scenario, the service-time floor (median) and the mean of the
+    /// step that set it.
+    floors: BTreeMap<(String, String), (f64, Option<f64>)>,
     /// Per configuration and scenario, each request name's floor.
     name_floors: BTreeMap<(String, String), BTreeMap<String, f64>>,
     /// `net.core.somaxconn`.
@@ -341,9 +349,12 @@ impl Tracker {
         // The floor comes from steps the server sustained: a saturated step's service time
         // includes the time queued inside the server.
         if step.verdict.sustained && step.result.successful > 0 {
-            if let Some(p50) = step.result.service_time_ms.p50 {
-                let floor = self.floors.entry(key.clone()).or_insert(p50);
-                *floor = floor.min(p50);
+            let st = &step.result.service_time_ms;
+            if let Some(p50) = st.p50 {
+                let floor = self.floors.entry(key.clone()).or_insert((p50, st.mean));
+                if p50 < floor.0 {
+                    *floor = (p50, st.mean);
+                }
             }
             let names = self.name_floors.entry(key.clone()).or_default();
             for n in &step.result.by_name {
@@ -362,7 +373,8 @@ impl Tracker {
         });
         let is_first = first.index == step.index && first.load == step.load;
         let ctx = Context {
-            service_floor_ms: self.floors.get(&key).copied(),
+            service_floor_ms: self.floors.get(&key).map(|f| f.0),
+            service_floor_mean_ms: self.floors.get(&key).and_then(|f| f.1),
             name_floors_ms: self.name_floors.get(&key).cloned().unwrap_or_default(),
             baseline_p99_ms: first.latency_p99_ms.filter(|_| !is_first),
             first_split: first

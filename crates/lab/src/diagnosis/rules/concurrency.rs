@@ -2,17 +2,21 @@
 //!
 //! By Little's law, achieved × the service-time floor (the lowest service-time median of the
 //! scenario's sustained steps) is the number of requests the server had in service at once.
+//! Little's law counts with the mean: where the service times of the step that set the floor
+//! were skewed (a mean at least 1.5 times the median: a few slow requests), the count over
+//! that mean is said beside it, the pool is between the two, and a parameter near either
+//! is named.
 //! The rule fires when the server was saturated (a queue built up, requests waited inside
 //! it, or it answered fewer than were offered) while its CPU demand stayed low: then that
 //! number is the size of whatever it ran out of. This holds at the knee itself, where the
 //! load is barely above the limit, as much as far beyond it.
 
 use super::{Check, Rule};
-use crate::diagnosis::{num, pct, Bottleneck, Evidence, Finding, CPU_LOW, PARAM_MATCH};
+use crate::diagnosis::{num, pct, Bottleneck, Evidence, Finding, CPU_LOW, PARAM_MATCH, SKEWED};
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::ConcurrencyBound,
-    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU demand (used plus waited for) stayed below 50 % of its CPUs, and no thread of it was busy (ran or waited to run 90 % of the time, or ran 80 % of it doing 90 % of the process's work). By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service, at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue)",
+    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU demand (used plus waited for) stayed below 50 % of its CPUs, and no thread of it was busy (ran or waited to run 90 % of the time, or ran 80 % of it doing 90 % of the process's work). By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service, at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue). Where the service times of the step that set the floor were skewed (mean ≥ 1.5 × median), achieved × that mean is counted too, and a parameter within 20 % of either is named",
     says: "\"≈16 requests in service at once (achieved 161 req/s × service-time floor 100 ms) with 2 % CPU: the 16 `workers` are the limit\"; at the knee, also how close the offered load was to it",
     check,
 };
@@ -64,9 +68,22 @@ fn check(e: &Evidence<'_>) -> Check {
         ));
     }
     let r = e.result();
+    // Skewed service times: Little's law over the floor step's mean counts more.
+    let by_mean = e
+        .ctx
+        .service_floor_mean_ms
+        .filter(|m| e.mix.is_empty() && *m >= SKEWED * floor)
+        .map(|m| (m, r.achieved_rps * m / 1000.0));
     let little = if e.mix.is_empty() {
+        let skew = by_mean.map_or(String::new(), |(m, n)| {
+            format!(
+                "; the service times were skewed, a mean of {} ms at that floor, which counts ≈{}",
+                num(m),
+                num(n)
+            )
+        });
         format!(
-            "≈{} requests in service at once (achieved {} req/s × service-time floor {} ms)",
+            "≈{} requests in service at once (achieved {} req/s × service-time floor {} ms{skew})",
             num(in_service),
             num(r.achieved_rps),
             num(floor)
@@ -92,10 +109,20 @@ fn check(e: &Evidence<'_>) -> Check {
             "{little}, but no sign the server was saturated: latency did not grow, the service time stayed at its floor, it answered what was offered"
         ));
     };
-    let tied = matching_params(e.step.params, in_service);
-    let limit = match tied.as_slice() {
-        [] => "a pool of about that size (workers, threads, connections) is the limit".to_string(),
-        [(_, v), ..] => format!(
+    let mut tied = matching_params(e.step.params, in_service);
+    if let (true, Some((_, n))) = (tied.is_empty(), by_mean) {
+        tied = matching_params(e.step.params, n);
+    }
+    let limit = match (tied.as_slice(), by_mean) {
+        ([], None) => {
+            "a pool of about that size (workers, threads, connections) is the limit".to_string()
+        }
+        ([], Some((_, n))) => format!(
+            "a pool (workers, threads, connections) of ≈{} to ≈{} is the limit",
+            num(in_service),
+            num(n)
+        ),
+        ([(_, v), ..], _) => format!(
             "the {v} `{}` are the limit",
             tied.iter()
                 .map(|(k, _)| k.as_str())
@@ -150,6 +177,10 @@ fn check(e: &Evidence<'_>) -> Check {
     .at(e.latency_onset());
     if let Some(o) = e.offered_in_service() {
         f.figures.insert("offered_in_service".into(), o);
+    }
+    if let Some((m, n)) = by_mean {
+        f.figures.insert("service_floor_mean_ms".into(), m);
+        f.figures.insert("in_service_by_mean".into(), n);
     }
     f.parameter = (!tied.is_empty()).then(|| {
         tied.iter()
