@@ -114,10 +114,20 @@ fn plain_lines_show_the_measured_seconds_and_not_the_drain_after_them() {
     assert_eq!(seconds.len(), 5, "the drain is recorded: {j}");
     assert!(seconds[4]["completed"].as_u64().unwrap() > 0, "{j}");
     assert!(!err.contains("loadlab: 5s"), "{err}");
-    // A 5 s run: its fifth second is measured, and said.
+    // A 5 s run: its fifth second is measured, and said. What one second achieved is not
+    // exactly the rate: a response that lands just past the second's end counts in the next
+    // (199 on a slow CI host).
     let (err, _) = plain("5s");
-    assert!(
-        err.contains("loadlab: 5s · achieved 200 req/s · 0 errors"),
-        "{err}"
-    );
+    let line = err
+        .lines()
+        .find(|l| l.contains("loadlab: 5s · achieved "))
+        .unwrap_or_else(|| panic!("no line for the fifth second: {err}"));
+    let achieved: f64 = line
+        .split("achieved ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!((180.0..=220.0).contains(&achieved), "{line}");
+    assert!(line.contains(" req/s · 0 errors"), "{line}");
 }
