@@ -145,12 +145,7 @@ while time.monotonic() < end:
         line.starts_with("[WARN] wakeups: this machine woke a sleeping thread "),
         "{text}"
     );
-    let p99: f64 = line
-        .split("woke a sleeping thread ")
-        .nth(1)
-        .and_then(|r| r.split(" ms late at p99").next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
+    let p99 = util::number_after(line, "woke a sleeping thread ");
     // Half the deadlines fall in a 4 ms spin: the late ones are late by up to 4 ms.
     assert!((2.0..=50.0).contains(&p99), "{line}");
     assert!(text.contains("load.cpus"), "the fix is named: {text}");

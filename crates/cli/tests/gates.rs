@@ -38,12 +38,7 @@ fn gates_pass_fail_and_set_the_exit_status() {
         .lines()
         .find(|l| l.contains("[FAIL] p99<10ms"))
         .unwrap_or_else(|| panic!("{}", bad.stdout));
-    let p99: f64 = line
-        .split("p99 ")
-        .nth(1)
-        .and_then(|v| v.split(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
+    let p99 = util::number_after(line, "p99 ");
     assert!(p99 >= 50.0, "{line}");
     assert!(
         bad.stderr

@@ -122,12 +122,7 @@ fn plain_lines_show_the_measured_seconds_and_not_the_drain_after_them() {
         .lines()
         .find(|l| l.contains("loadlab: 5s · achieved "))
         .unwrap_or_else(|| panic!("no line for the fifth second: {err}"));
-    let achieved: f64 = line
-        .split("achieved ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
+    let achieved = util::number_after(line, "achieved ");
     assert!((180.0..=220.0).contains(&achieved), "{line}");
     assert!(line.contains(" req/s · 0 errors"), "{line}");
 }

@@ -696,3 +696,13 @@ pub fn num(v: &Value, path: &[&str]) -> f64 {
     cur.as_f64()
         .unwrap_or_else(|| panic!("{} is not a number: {cur}", path.join(".")))
 }
+
+/// The number right after `marker` in `line` (up to the next space), e.g. `p99 ` in
+/// "[FAIL] p99<10ms: p99 52.1 ms": panics, naming the line, when there is none.
+pub fn number_after(line: &str, marker: &str) -> f64 {
+    line.split(marker)
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no number after `{marker}`: {line}"))
+}
