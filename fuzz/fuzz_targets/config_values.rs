@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use loadlab_engine::config::values::parse_header;
 use loadlab_engine::config::{parse_duration, CpuList, SourceAddrs};
-use loadlab_engine::result::decode_histogram;
+use loadlab_engine::records::decode_histogram;
 
 fuzz_target!(|text: &str| {
     let _ = parse_duration(text);

@@ -41,7 +41,7 @@ fn histograms_in_the_result_decode_and_match_the_summary() {
     let s = TestServer::start(Behavior::Ok);
     let r = run(&[&s.url("/"), "-n", "500", "-c", "2", "-q"]);
     let j = r.json();
-    let h = loadlab_engine::result::decode_histogram(j["histograms"]["latency"].as_str().unwrap())
+    let h = loadlab_engine::records::decode_histogram(j["histograms"]["latency"].as_str().unwrap())
         .unwrap();
     assert_eq!(h.len(), 500);
     let p99 = h.value_at_quantile(0.99) as f64 / 1000.0;
@@ -51,7 +51,7 @@ fn histograms_in_the_result_decode_and_match_the_summary() {
     let total: u64 = per_second
         .iter()
         .map(|s| {
-            loadlab_engine::result::decode_histogram(s.as_str().unwrap())
+            loadlab_engine::records::decode_histogram(s.as_str().unwrap())
                 .unwrap()
                 .len()
         })

@@ -5,7 +5,8 @@
 use hdrhistogram::Histogram;
 
 use crate::config::LoadModel;
-use crate::result::{Merged, NameRecord, StopReason};
+use crate::records::NameRecord;
+use crate::result::{Merged, StopReason};
 use crate::stats::{LatencyTrend, TrendSums};
 
 /// Achieved throughput and the latency trend behind it.
@@ -237,7 +238,7 @@ mod tests {
                 None => rec.error(
                     Planned::at(t),
                     t + (timeout_s * 1e9) as u64,
-                    crate::ErrorClass::RequestTimeout,
+                    crate::error::ErrorClass::RequestTimeout,
                 ),
             }
         }

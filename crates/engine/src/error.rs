@@ -238,7 +238,7 @@ fn is_tls_error(err: &io::Error) -> bool {
 pub enum EngineError {
     /// The run configuration is invalid.
     #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] crate::config::error::ConfigError),
     /// The planned connections do not fit in the process's file-descriptor limit.
     #[error(
         "{needed} file descriptors are needed for {connections} connections, but the nofile limit is \

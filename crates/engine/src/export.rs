@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use hdrhistogram::Histogram;
 
 use crate::error::ErrorClass;
-use crate::result::{decode_histogram, RunResult};
+use crate::records::decode_histogram;
+use crate::result::RunResult;
 
 /// When the measured window of `r` started, as the engine recorded it; for an older result,
 /// the run's start (whole seconds) plus its warm-up.

@@ -15,6 +15,8 @@
 //! - [`worker`]: one single-threaded event loop per thread, one request loop for every
 //!   load model.
 //! - [`recorder`]: per-worker HdrHistograms and per-second interval reports.
+//! - [`records`]: what a worker records that merges exactly (a request name's record, a
+//!   flow's session totals) and the histograms' text in the result format.
 //! - [`runner`]: starts the workers, collects seconds, merges totals once.
 //! - `achieved` (private): achieved throughput from the merged totals, with the trend
 //!   that says whether the server kept pace.
@@ -45,6 +47,7 @@ pub mod http1;
 pub mod http2;
 mod idle;
 pub mod recorder;
+pub mod records;
 pub mod result;
 pub mod runner;
 pub mod schedule;
@@ -61,6 +64,6 @@ pub use config::{
     Workload,
 };
 pub use error::{EngineError, ErrorClass, ErrorCounts};
-pub use result::{RunResult, SecondStats};
-pub use runner::{measure, run, summarize, Measurement, RunOptions, RunShape};
+pub use result::{RunResult, RunShape, SecondStats};
+pub use runner::{measure, run, summarize, Measurement, RunOptions};
 pub use tokio_util::sync::CancellationToken;

@@ -10,38 +10,13 @@ use hdrhistogram::Histogram;
 use loadlab_grpc::GrpcStatus;
 
 use crate::error::ErrorClass;
-use crate::result::NameRecord;
+use crate::records::{
+    completion_histogram, new_histogram, NameRecord, SessionTotals, GRPC_CODES, INTERVAL_SIGFIG,
+    TOTAL_SIGFIG,
+};
 use crate::stats::TrendSums;
 
-/// Largest value histograms hold: one hour, in microseconds.
-pub const HIST_MAX_US: u64 = 3_600_000_000;
-/// Largest completion offset recorded (for achieved throughput): ten hours, in µs.
-pub const COMPLETION_MAX_US: u64 = 36_000_000_000;
-/// Significant digits of the run's total histograms.
-pub const TOTAL_SIGFIG: u8 = 3;
-/// Significant digits of per-second histograms (smaller, so long runs stay small).
-pub const INTERVAL_SIGFIG: u8 = 2;
 const NS_PER_SEC: u64 = 1_000_000_000;
-/// Number of gRPC status codes (0 OK to 16 UNAUTHENTICATED).
-pub const GRPC_CODES: usize = 17;
-
-/// A histogram of microseconds with loadlab's bounds.
-pub fn new_histogram(sigfig: u8) -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_US, sigfig).expect("static histogram bounds are valid")
-}
-
-/// A histogram of completion times (µs after the start of the measured window).
-pub fn completion_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, COMPLETION_MAX_US, TOTAL_SIGFIG)
-        .expect("static histogram bounds are valid")
-}
-
-/// A request name's histogram of completion times: only its quartiles are read, so two
-/// significant digits keep a name's record small (a run may have many names).
-pub fn name_completion_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, COMPLETION_MAX_US, INTERVAL_SIGFIG)
-        .expect("static histogram bounds are valid")
-}
 
 /// A request's place in the run: when it was meant to be sent, which of the run's requests
 /// it is (its kind: one request of a targets file or of a plan scenario's list) and the
@@ -223,7 +198,7 @@ pub struct WorkerTotals {
     /// Per request name (empty when the run's requests are not named).
     pub names: Vec<NameRecord>,
     /// A flow's sessions (`None`: independent requests).
-    pub sessions: Option<crate::session::SessionTotals>,
+    pub sessions: Option<SessionTotals>,
 }
 
 impl WorkerTotals {
@@ -350,7 +325,7 @@ impl Recorder {
 
     /// Counts sessions of a flow of `steps` steps (as written).
     pub fn count_sessions(&mut self, steps: usize) {
-        self.totals.sessions = Some(crate::session::SessionTotals::new(steps));
+        self.totals.sessions = Some(SessionTotals::new(steps));
     }
 
     /// A measured session started.
@@ -371,8 +346,8 @@ impl Recorder {
     }
 
     /// A measured session ended.
-    pub fn session_ended(&mut self, ended: crate::session::Ended) {
-        use crate::session::Ended;
+    pub fn session_ended(&mut self, ended: crate::records::Ended) {
+        use crate::records::Ended;
         let Some(s) = &mut self.totals.sessions else {
             return;
         };

@@ -3,19 +3,149 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Arrival, CloseBy, Model, Protocol};
+use crate::config::{Arrival, CloseBy, LoadModel, Model, Protocol, RunConfig};
 use crate::env::Environment;
 use crate::error::{ErrorClass, ErrorCounts};
-use crate::recorder::{new_histogram, WorkerTotals, GRPC_CODES, TOTAL_SIGFIG};
+use crate::recorder::WorkerTotals;
+use crate::records::{
+    completion_histogram, decode_histogram, encode_histogram, histogram_text, new_histogram,
+    NameRecord, SessionTotals, GRPC_CODES, TOTAL_SIGFIG,
+};
 use crate::stats::{LatencyTrend, TrendSums};
 
 /// Version of the result format; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// A worker thread busier than this fraction of its time is CPU-bound (of the time the
+/// host left its CPUs: [`cpu_bound`]).
+pub const CPU_BOUND: f64 = 0.9;
+
+/// Whether a worker thread `utilization` busy (its CPU time over its wall time) was
+/// CPU-bound, where a virtual machine's hypervisor took `steal_share` of its CPUs' wall
+/// time: the thread's CPU time counts none of the stolen time, so a thread that wanted
+/// its CPU all along reads `1 − steal_share` busy. It is judged against what the host left
+/// (`utilization / (1 − steal_share)` over [`CPU_BOUND`]). Where other threads shared those
+/// CPUs, some of the steal was theirs and the figure errs towards CPU-bound: the side on
+/// which loadlab blames itself, not the server.
+pub fn cpu_bound(utilization: f64, steal_share: Option<f64>) -> bool {
+    let left = 1.0 - steal_share.unwrap_or(0.0).clamp(0.0, 1.0);
+    utilization > CPU_BOUND * left
+}
+
+/// `(index, utilization)` of each worker thread [`cpu_bound`] under `steal_share`.
+pub fn cpu_bound_workers(worker_cpu: &[f64], steal_share: Option<f64>) -> Vec<(usize, f64)> {
+    worker_cpu
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(_, u)| cpu_bound(u, steal_share))
+        .collect()
+}
+
+/// The run as configured: what a [`RunResult`] repeats of its configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunShape {
+    /// Target URL (for gRPC, with the call's path).
+    pub url: String,
+    /// HTTP method as sent.
+    pub method: String,
+    /// Wire protocol.
+    pub protocol: Protocol,
+    /// Open loop at a rate, or closed.
+    pub load: LoadModel,
+    /// Connections (see [`RunResult::connections`]).
+    pub connections: u64,
+    /// Ceiling of the pool.
+    pub max_connections: u64,
+    /// Requests or streams in flight, or their ceiling.
+    pub concurrency: u64,
+    /// Worker threads.
+    pub threads: usize,
+    /// Connections reused.
+    pub keep_alive: bool,
+    /// With keep-alive off, which side closed each connection.
+    pub close_by: CloseBy,
+    /// HTTP/1.1 pipeline depth.
+    pub pipeline: u32,
+    /// The interface plain HTTP/1.1 connections use.
+    #[serde(default)]
+    pub io: crate::config::IoUsed,
+    /// Request timeout, ms.
+    pub timeout_ms: f64,
+    /// Warm-up, seconds.
+    pub warmup_s: f64,
+    /// Requests that vary: what the results say of them (absent for one fixed request).
+    #[serde(default)]
+    pub traffic: Option<Box<TrafficShape>>,
+}
+
+/// What a run's requests were, when they varied.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrafficShape {
+    /// Kinds of request (1 for one templated request).
+    pub requests: usize,
+    /// The names results are kept for, with each one's share of the requests; empty for one
+    /// unnamed request.
+    pub names: Vec<(String, f64)>,
+    /// How the requests of a list were taken.
+    pub order: crate::config::traffic::MixOrder,
+    /// The data file as given, its rows (this machine's share) and how they were drawn.
+    pub data: Option<(String, usize, crate::config::traffic::DataOrder)>,
+    /// Notes for the reader (names merged, …).
+    pub notes: Vec<String>,
+    /// A flow: the requests one complete session sends (the names are its steps, and the
+    /// run's rate counts sessions).
+    #[serde(default)]
+    pub requests_per_session: Option<u64>,
+}
+
+impl TrafficShape {
+    /// The shape of compiled traffic.
+    pub fn of(t: &crate::traffic::Traffic) -> TrafficShape {
+        TrafficShape {
+            requests: t.kinds.len(),
+            names: t.names.iter().cloned().zip(t.name_shares()).collect(),
+            order: t.order(),
+            data: t
+                .data()
+                .map(|d| (d.file().to_string(), d.len(), t.data_order())),
+            notes: t.notes.clone(),
+            requests_per_session: t.flow.as_ref().map(|f| f.requests_per_session),
+        }
+    }
+}
+
+impl RunShape {
+    /// The shape of a validated configuration.
+    pub fn of(cfg: &RunConfig) -> RunShape {
+        RunShape {
+            url: cfg.target.url.clone(),
+            method: cfg.method.clone(),
+            protocol: cfg.transport.protocol(),
+            load: cfg.model,
+            connections: cfg.connections,
+            max_connections: cfg.max_connections,
+            concurrency: cfg.concurrency,
+            threads: cfg.threads,
+            keep_alive: cfg.transport.keep_alive(),
+            close_by: match cfg.transport {
+                crate::config::Transport::Http1 { close_by, .. } => close_by,
+                _ => CloseBy::Server,
+            },
+            pipeline: cfg.transport.pipeline(),
+            io: cfg.io_used().0,
+            timeout_ms: cfg.timeout.as_secs_f64() * 1000.0,
+            warmup_s: cfg.warmup.as_secs_f64(),
+            traffic: cfg
+                .traffic
+                .as_deref()
+                .map(|t| Box::new(TrafficShape::of(t))),
+        }
+    }
+}
 
 /// Distribution of a latency-like quantity, milliseconds. Figures are `null` when nothing
 /// was recorded.
@@ -215,25 +345,6 @@ pub struct Histograms {
     pub schedule_lag: String,
     /// Latency per second of the measured window (index = `per_second[i].second`).
     pub per_second_latency: Vec<String>,
-}
-
-/// Encodes a histogram as the result format stores it.
-pub fn encode_histogram(h: &Histogram<u64>) -> String {
-    let mut buf = Vec::new();
-    V2DeflateSerializer::new()
-        .serialize(h, &mut buf)
-        .expect("serializing to memory cannot fail");
-    base64::engine::general_purpose::STANDARD.encode(buf)
-}
-
-/// Decodes a histogram stored by [`encode_histogram`].
-pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(s)
-        .map_err(|e| format!("bad base64: {e}"))?;
-    Deserializer::new()
-        .deserialize(&mut &bytes[..])
-        .map_err(|e| format!("bad histogram: {e:?}"))
 }
 
 /// Why a run ended.
@@ -448,11 +559,7 @@ pub struct StepAborts {
 
 impl SessionsResult {
     /// The result of merged session counts, over a window of `window_s` seconds.
-    pub fn of(
-        s: &crate::session::SessionTotals,
-        shape: &crate::runner::RunShape,
-        window_s: f64,
-    ) -> SessionsResult {
+    pub fn of(s: &SessionTotals, shape: &RunShape, window_s: f64) -> SessionsResult {
         let names = shape.traffic.as_ref().map(|t| &t.names);
         SessionsResult {
             requests_per_session: shape
@@ -624,10 +731,10 @@ impl RunResult {
     }
 
     /// The worker threads that were CPU-bound: `(index, utilization)` of each busier than
-    /// [`CPU_BOUND`](crate::runner::CPU_BOUND) of the time the host left their CPUs
-    /// ([`crate::runner::cpu_bound`]).
+    /// [`CPU_BOUND`] of the time the host left their CPUs
+    /// ([`cpu_bound`]).
     pub fn cpu_bound_workers(&self) -> Vec<(usize, f64)> {
-        crate::runner::cpu_bound_workers(&self.worker_cpu_utilization, self.generator_steal_share)
+        cpu_bound_workers(&self.worker_cpu_utilization, self.generator_steal_share)
     }
 
     /// The rate of requests offered (open loop): `offered_rps`, which for a flow counts
@@ -718,104 +825,7 @@ pub struct Merged {
     pub names: Vec<NameRecord>,
     /// A flow's sessions (`None`: independent requests).
     #[serde(default)]
-    pub sessions: Option<crate::session::SessionTotals>,
-}
-
-/// One request name's part of a record (a run of named requests: a targets file, or a plan
-/// scenario's requests): what the results per name are computed from, kept per worker and
-/// merged exactly like the whole. Every measured request counts under exactly one name, so
-/// the names' counts add up to the whole's.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct NameRecord {
-    /// Latency from the intended send time, µs.
-    #[serde(with = "histogram_text")]
-    pub latency: Histogram<u64>,
-    /// When successful responses completed, µs after the window's start (fewer digits than
-    /// the whole's: it only gives the quartiles of completion times).
-    #[serde(with = "histogram_text")]
-    pub success_done: Histogram<u64>,
-    /// Latency trend sums of its successful requests.
-    pub trend: TrendSums,
-    /// Responses received (any status).
-    pub responses: u64,
-    /// Of which successful.
-    pub successful: u64,
-    /// Latest intended send of a measured request of this name (same clock as the whole's).
-    pub last_intended_ns: u64,
-    /// Failures per class.
-    pub errors: [u64; ErrorClass::COUNT],
-    /// Responses per status code, the codes seen only (code, count), in order of first sight.
-    pub status: Vec<(u16, u64)>,
-    /// gRPC status counts.
-    pub grpc: [u64; GRPC_CODES],
-}
-
-impl NameRecord {
-    /// Nothing recorded yet.
-    pub fn empty() -> NameRecord {
-        NameRecord {
-            latency: new_histogram(TOTAL_SIGFIG),
-            success_done: crate::recorder::name_completion_histogram(),
-            trend: TrendSums::default(),
-            responses: 0,
-            successful: 0,
-            last_intended_ns: 0,
-            errors: [0; ErrorClass::COUNT],
-            status: Vec::new(),
-            grpc: [0; GRPC_CODES],
-        }
-    }
-
-    /// Counts one response of status `code`.
-    #[inline]
-    pub fn count_status(&mut self, code: u16) {
-        match self.status.iter_mut().find(|(c, _)| *c == code) {
-            Some((_, n)) => *n += 1,
-            None => self.status.push((code, 1)),
-        }
-    }
-
-    /// Adds another record of the same name exactly.
-    pub fn absorb(&mut self, o: &NameRecord) -> Result<(), String> {
-        self.latency
-            .add(&o.latency)
-            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
-        self.success_done
-            .add(&o.success_done)
-            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
-        self.trend.merge(&o.trend);
-        self.responses += o.responses;
-        self.successful += o.successful;
-        self.last_intended_ns = self.last_intended_ns.max(o.last_intended_ns);
-        for (a, b) in self.errors.iter_mut().zip(o.errors.iter()) {
-            *a += b;
-        }
-        for &(code, n) in &o.status {
-            match self.status.iter_mut().find(|(c, _)| *c == code) {
-                Some((_, m)) => *m += n,
-                None => self.status.push((code, n)),
-            }
-        }
-        for (a, b) in self.grpc.iter_mut().zip(o.grpc.iter()) {
-            *a += b;
-        }
-        Ok(())
-    }
-}
-
-/// A histogram as JSON text, in the result format's encoding.
-pub(crate) mod histogram_text {
-    use hdrhistogram::Histogram;
-    use serde::{de::Error as _, Deserialize, Deserializer, Serializer};
-
-    pub(crate) fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::encode_histogram(h))
-    }
-
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
-        let text = String::deserialize(d)?;
-        super::decode_histogram(&text).map_err(D::Error::custom)
-    }
+    pub sessions: Option<SessionTotals>,
 }
 
 impl Merged {
@@ -830,7 +840,7 @@ impl Merged {
             successful: 0,
             last_intended_ns: 0,
             trend: TrendSums::default(),
-            success_done: crate::recorder::completion_histogram(),
+            success_done: completion_histogram(),
             errors: [0; ErrorClass::COUNT],
             status: vec![0; 1000],
             grpc: [0; GRPC_CODES],

@@ -18,10 +18,11 @@ use crate::clock::Clock;
 use crate::config::{Arrival, CloseBy, LoadModel, Model, Protocol, RunConfig};
 use crate::env::Environment;
 use crate::error::{EngineError, ErrorClass, ErrorCounts};
-use crate::recorder::{new_histogram, IntervalReport, WorkerTotals, INTERVAL_SIGFIG};
+use crate::recorder::{IntervalReport, WorkerTotals};
+use crate::records::{decode_histogram, encode_histogram, new_histogram, INTERVAL_SIGFIG};
 use crate::result::{
-    decode_histogram, encode_histogram, merge, Histograms, LagStats, LatencyStats, Merged,
-    RunResult, SecondStats, StopReason, SCHEMA_VERSION,
+    cpu_bound_workers, merge, Histograms, LagStats, LatencyStats, Merged, RunResult, RunShape,
+    SecondStats, StopReason, CPU_BOUND, SCHEMA_VERSION,
 };
 use crate::schedule::Window;
 use crate::transport::Request;
@@ -36,32 +37,6 @@ pub const LAG_LIMIT_MS: f64 = loadlab_system::doctor::LAG_LIMIT_MS;
 /// ...when at least this many sends were that late: with few samples p99 is the worst one
 /// or two, and a single scheduler time slice on a busy machine would decide the run.
 pub const MIN_LATE_SENDS: u64 = 5;
-/// A worker thread busier than this fraction of its time is CPU-bound (of the time the
-/// host left its CPUs: [`cpu_bound`]).
-pub const CPU_BOUND: f64 = 0.9;
-
-/// Whether a worker thread `utilization` busy (its CPU time over its wall time) was
-/// CPU-bound, where a virtual machine's hypervisor took `steal_share` of its CPUs' wall
-/// time: the thread's CPU time counts none of the stolen time, so a thread that wanted
-/// its CPU all along reads `1 − steal_share` busy. It is judged against what the host left
-/// (`utilization / (1 − steal_share)` over [`CPU_BOUND`]). Where other threads shared those
-/// CPUs, some of the steal was theirs and the figure errs towards CPU-bound: the side on
-/// which loadlab blames itself, not the server.
-pub fn cpu_bound(utilization: f64, steal_share: Option<f64>) -> bool {
-    let left = 1.0 - steal_share.unwrap_or(0.0).clamp(0.0, 1.0);
-    utilization > CPU_BOUND * left
-}
-
-/// `(index, utilization)` of each worker thread [`cpu_bound`] under `steal_share`.
-pub fn cpu_bound_workers(worker_cpu: &[f64], steal_share: Option<f64>) -> Vec<(usize, f64)> {
-    worker_cpu
-        .iter()
-        .copied()
-        .enumerate()
-        .filter(|&(_, u)| cpu_bound(u, steal_share))
-        .collect()
-}
-
 /// Sees each finished second and its encoded latency histogram.
 pub type Progress<'a> = dyn FnMut(&SecondStats, &str) + 'a;
 
@@ -192,119 +167,6 @@ pub struct Measurement {
     pub resume: Option<crate::config::traffic::Resume>,
 }
 
-/// The run as configured: what a [`RunResult`] repeats of its configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunShape {
-    /// Target URL (for gRPC, with the call's path).
-    pub url: String,
-    /// HTTP method as sent.
-    pub method: String,
-    /// Wire protocol.
-    pub protocol: Protocol,
-    /// Open loop at a rate, or closed.
-    pub load: LoadModel,
-    /// Connections (see [`RunResult::connections`]).
-    pub connections: u64,
-    /// Ceiling of the pool.
-    pub max_connections: u64,
-    /// Requests or streams in flight, or their ceiling.
-    pub concurrency: u64,
-    /// Worker threads.
-    pub threads: usize,
-    /// Connections reused.
-    pub keep_alive: bool,
-    /// With keep-alive off, which side closed each connection.
-    pub close_by: CloseBy,
-    /// HTTP/1.1 pipeline depth.
-    pub pipeline: u32,
-    /// The interface plain HTTP/1.1 connections use.
-    #[serde(default)]
-    pub io: crate::config::IoUsed,
-    /// Request timeout, ms.
-    pub timeout_ms: f64,
-    /// Warm-up, seconds.
-    pub warmup_s: f64,
-    /// Requests that vary: what the results say of them (absent for one fixed request).
-    #[serde(default)]
-    pub traffic: Option<Box<TrafficShape>>,
-}
-
-/// What a run's requests were, when they varied.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TrafficShape {
-    /// Kinds of request (1 for one templated request).
-    pub requests: usize,
-    /// The names results are kept for, with each one's share of the requests; empty for one
-    /// unnamed request.
-    pub names: Vec<(String, f64)>,
-    /// How the requests of a list were taken.
-    pub order: crate::config::traffic::MixOrder,
-    /// The data file as given, its rows (this machine's share) and how they were drawn.
-    pub data: Option<(String, usize, crate::config::traffic::DataOrder)>,
-    /// Notes for the reader (names merged, …).
-    pub notes: Vec<String>,
-    /// A flow: the requests one complete session sends (the names are its steps, and the
-    /// run's rate counts sessions).
-    #[serde(default)]
-    pub requests_per_session: Option<u64>,
-}
-
-impl TrafficShape {
-    /// The shape of compiled traffic.
-    pub fn of(t: &crate::traffic::Traffic) -> TrafficShape {
-        TrafficShape {
-            requests: t.kinds.len(),
-            names: t.names.iter().cloned().zip(t.name_shares()).collect(),
-            order: t.order(),
-            data: t
-                .data()
-                .map(|d| (d.file().to_string(), d.len(), t.data_order())),
-            notes: t.notes.clone(),
-            requests_per_session: t.flow.as_ref().map(|f| f.requests_per_session),
-        }
-    }
-}
-
-impl RunShape {
-    /// The shape of a validated configuration.
-    pub fn of(cfg: &RunConfig) -> RunShape {
-        RunShape {
-            url: cfg.target.url.clone(),
-            method: cfg.method.clone(),
-            protocol: cfg.transport.protocol(),
-            load: cfg.model,
-            connections: cfg.connections,
-            max_connections: cfg.max_connections,
-            concurrency: cfg.concurrency,
-            threads: cfg.threads,
-            keep_alive: cfg.transport.keep_alive(),
-            close_by: match cfg.transport {
-                crate::Transport::Http1 { close_by, .. } => close_by,
-                _ => CloseBy::Server,
-            },
-            pipeline: cfg.transport.pipeline(),
-            io: io_used(cfg).0,
-            timeout_ms: cfg.timeout.as_secs_f64() * 1000.0,
-            warmup_s: cfg.warmup.as_secs_f64(),
-            traffic: cfg
-                .traffic
-                .as_deref()
-                .map(|t| Box::new(TrafficShape::of(t))),
-        }
-    }
-}
-
-/// The interface `cfg`'s HTTP/1.1 connections use, and why not io_uring if it was asked
-/// for and refused.
-fn io_used(cfg: &RunConfig) -> (crate::config::IoUsed, Option<String>) {
-    let plain_http1 = cfg.transport.protocol() == Protocol::Http1
-        && cfg.target.scheme == crate::config::Scheme::Http;
-    // A flow's sessions wake through their own timer loop, which does not pace the ring.
-    let flow = cfg.traffic.as_ref().is_some_and(|t| t.flow.is_some());
-    let better = !flow && (cfg.model != LoadModel::Closed || !cfg.transport.keep_alive());
-    cfg.io.resolve(plain_http1, better)
-}
-
 /// Runs the load and returns what it measured, unsummarized.
 pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement, EngineError> {
     check_fd_limit(cfg)?;
@@ -312,7 +174,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     // Before the clock starts: the first run of a process reads the system's trust store.
     let (tls, tls_warning) = crate::conn::tls_config(cfg);
     warnings.extend(tls_warning);
-    let (io, io_warning) = io_used(cfg);
+    let (io, io_warning) = cfg.io_used();
     warnings.extend(io_warning);
     let cfg = Arc::new(cfg.clone());
     let clock = Clock::new();
@@ -1000,6 +862,7 @@ fn outcome_warnings(m: &Merged) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result::cpu_bound;
 
     #[test]
     fn late_releases_of_idle_workers_are_put_on_their_wake_ups() {

@@ -7,28 +7,26 @@
 //!
 //! The request loop ([`crate::worker`]) hands a session its start (an open-loop arrival, or
 //! "now" for a closed-loop user) and its data row; [`run`] does the rest and records every
-//! request under its step's name and the session itself in [`SessionTotals`].
+//! request under its step's name and the session itself in [`crate::records::SessionTotals`].
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::task::{Context, Poll, Waker};
 
-use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Notify;
 
 use loadlab_session::{CookieJar, Vars};
 
-use crate::clock::PreciseTimer;
+use crate::clock::{PreciseTimer, MIN_WAKE_GAP_NS};
 use crate::conn::Conn;
 use crate::error::ErrorClass;
 use crate::http1::{Capture, H1Request, ResponseReader, MAX_CAPTURED_BODY};
-use crate::recorder::{new_histogram, Planned, TOTAL_SIGFIG};
+use crate::recorder::Planned;
+use crate::records::Ended;
 use crate::traffic::FlowPlan;
-use crate::transport::{Io, Varying, MAX_RESENDS};
-use crate::worker::MIN_WAKE_GAP_NS;
+use crate::transport::io::{Io, Varying, MAX_RESENDS};
 
 /// Wakes sessions at their steps' intended send times with the precision of the open-loop
 /// dispatcher: one timer per worker ([`PreciseTimer`], a timerfd), not tokio's millisecond
@@ -189,94 +187,6 @@ impl Drop for WakeAt<'_> {
             self.w.waits.borrow_mut().remove(&id);
         }
     }
-}
-
-/// What a worker counted of the sessions that started in the measured window.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SessionTotals {
-    /// Sessions started.
-    pub started: u64,
-    /// Sessions that sent every step and had every response.
-    pub completed: u64,
-    /// Sessions ended by a failed request, by the step (as written) that failed.
-    pub aborted_by_step: Vec<u64>,
-    /// Sessions still running when the run ended (their next step was due after the
-    /// window, or the run was interrupted).
-    pub running_at_end: u64,
-    /// Open loop: arrivals that found every session loop busy (the pool ceiling,
-    /// `max_connections`, reached by sessions sending or thinking) and waited for one: the
-    /// generator's limit, not the server's.
-    #[serde(default)]
-    pub waited_for_loop: u64,
-    /// Completed sessions' duration, first intended send to last response, think times
-    /// included, µs.
-    #[serde(with = "crate::result::histogram_text")]
-    pub duration: Histogram<u64>,
-    /// Completed sessions' time waiting for responses (each request from its intended send
-    /// time to its response), think times left out, µs.
-    #[serde(with = "crate::result::histogram_text")]
-    pub active: Histogram<u64>,
-}
-
-impl SessionTotals {
-    /// Nothing counted, for a flow of `steps` steps as written.
-    pub fn new(steps: usize) -> SessionTotals {
-        SessionTotals {
-            started: 0,
-            completed: 0,
-            aborted_by_step: vec![0; steps],
-            running_at_end: 0,
-            waited_for_loop: 0,
-            duration: new_histogram(TOTAL_SIGFIG),
-            active: new_histogram(TOTAL_SIGFIG),
-        }
-    }
-
-    /// Sessions aborted, all steps together.
-    pub fn aborted(&self) -> u64 {
-        self.aborted_by_step.iter().sum()
-    }
-
-    /// Adds another worker's (or machine's) counts exactly.
-    pub fn absorb(&mut self, o: &SessionTotals) -> Result<(), String> {
-        if o.aborted_by_step.len() != self.aborted_by_step.len() {
-            return Err(format!(
-                "sessions of flows of {} and {} steps do not merge",
-                self.aborted_by_step.len(),
-                o.aborted_by_step.len()
-            ));
-        }
-        self.started += o.started;
-        self.completed += o.completed;
-        self.running_at_end += o.running_at_end;
-        self.waited_for_loop += o.waited_for_loop;
-        for (a, b) in self.aborted_by_step.iter_mut().zip(&o.aborted_by_step) {
-            *a += b;
-        }
-        self.duration
-            .add(&o.duration)
-            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
-        self.active
-            .add(&o.active)
-            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
-        Ok(())
-    }
-}
-
-/// How a session ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ended {
-    /// Every step answered.
-    Completed {
-        /// First intended send to last response, ns.
-        duration_ns: u64,
-        /// The requests' latencies summed, ns.
-        active_ns: u64,
-    },
-    /// A request of this step (as written) failed.
-    Aborted(usize),
-    /// Its next step was due after the window's end.
-    Running,
 }
 
 /// A session request loop's state, reused from one session to the next: its connection,
@@ -455,7 +365,7 @@ async fn walk(
         s.capture
             .keep_body(if capture_body { MAX_CAPTURED_BODY } else { 0 });
         s.reader.expect_head(kind.head_request);
-        let idempotent = crate::config::validate::idempotent(&v.traffic.kind(p).method);
+        let idempotent = crate::config::values::idempotent(&v.traffic.kind(p).method);
         let exchange = exchange(io, s, p, idempotent);
         let outcome =
             match tokio::time::timeout_at(io.clock.instant(deadline).into(), exchange).await {

@@ -32,13 +32,14 @@ use tokio_util::sync::CancellationToken;
 
 use loadlab_grpc::GrpcStatus;
 
-use crate::clock::{Clock, PreciseTimer};
+use crate::clock::{Clock, PreciseTimer, MIN_WAKE_GAP_NS};
 use crate::config::{LoadModel, Protocol, RunConfig};
 use crate::conn::Connector;
 use crate::error::ErrorClass;
 use crate::recorder::{IntervalReport, Planned, Recorder, WorkerTotals};
 use crate::schedule::{Window, WorkerSchedule};
-use crate::transport::{Io, Link, Links, Request};
+use crate::transport::io::Io;
+use crate::transport::{Link, Links, Request};
 
 /// Everything a worker thread needs; built by the runner.
 pub struct WorkerPlan {
@@ -98,7 +99,7 @@ struct Ctx {
     /// The run ends when the data rows are used up (`unique`): the dispatcher checks.
     rows_end_run: bool,
     /// A flow: every request loop runs sessions of it ([`crate::session`]).
-    flow: Option<Arc<crate::transport::Varying<crate::http1::H1Request>>>,
+    flow: Option<Arc<crate::transport::io::Varying<crate::http1::H1Request>>>,
     /// A flow: wakes sessions after their think times.
     wakeups: crate::session::Wakeups,
 }
@@ -296,14 +297,6 @@ async fn tick(ctx: Rc<Ctx>) {
 /// The longest a worker waits, at the end of a run, for its HTTP/2 connections to write
 /// their `GOAWAY` and close.
 const H2_CLOSE_WAIT: Duration = Duration::from_millis(200);
-
-/// The dispatcher wakes at most this often. Below `1 / MIN_WAKE_GAP` arrivals per second
-/// per worker every arrival gets its own wake-up; above, the arrivals due within one gap
-/// are released together. Each wake-up re-arms a timer and wakes the server: per arrival,
-/// at tens of thousands per second, that costs more CPU than the requests themselves.
-/// The lateness this adds (at most the gap) is recorded as schedule lag and charged to
-/// latency like any other.
-pub const MIN_WAKE_GAP_NS: u64 = 200_000;
 
 /// Over io_uring the dispatcher takes the responses in at its wake-ups while it sleeps no
 /// longer than this ([`crate::uring::pace`]); beyond, each response wakes the worker.
@@ -634,7 +627,7 @@ async fn session_task(ctx: Rc<Ctx>, mut conn: crate::session::SessionConn) {
             ctx.timeout_ns,
         )
         .await;
-        if matches!(ended, crate::session::Ended::Aborted(_)) {
+        if matches!(ended, crate::records::Ended::Aborted(_)) {
             // A failure can be synchronous (a refused connect on loopback): let the other
             // tasks of this thread run (over io_uring, with what they queued submitted).
             crate::uring::reap_now();

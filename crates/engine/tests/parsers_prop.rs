@@ -11,7 +11,7 @@ use base64::Engine as _;
 use loadlab_engine::config::values::{parse_header, CPU_LIST_FORMS};
 use loadlab_engine::config::{parse_duration, CpuList, SourceAddrs};
 use loadlab_engine::http1::{ResponseMeta, ResponseReader};
-use loadlab_engine::result::{decode_histogram, encode_histogram};
+use loadlab_engine::records::{decode_histogram, encode_histogram};
 use loadlab_engine::ErrorClass;
 use proptest::prelude::*;
 use tokio::io::{AsyncRead, ReadBuf};

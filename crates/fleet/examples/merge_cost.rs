@@ -11,8 +11,9 @@
 use std::time::Instant;
 
 use loadlab_engine::env::Environment;
-use loadlab_engine::recorder::{new_histogram, INTERVAL_SIGFIG};
-use loadlab_engine::result::{encode_histogram, Merged, SecondStats, StopReason};
+use loadlab_engine::records::encode_histogram;
+use loadlab_engine::records::{new_histogram, INTERVAL_SIGFIG};
+use loadlab_engine::result::{Merged, SecondStats, StopReason};
 use loadlab_engine::{Arrival, LoadModel, Measurement, RunShape};
 use loadlab_fleet::merge::{merged_result, AgentInfo, Outcome, Part};
 use loadlab_fleet::split::Share;

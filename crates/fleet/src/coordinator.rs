@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use loadlab_engine::env::Environment;
-use loadlab_engine::recorder::{new_histogram, INTERVAL_SIGFIG};
-use loadlab_engine::result::{decode_histogram, encode_histogram, AgentSecond, SecondStats};
+use loadlab_engine::records::{decode_histogram, encode_histogram};
+use loadlab_engine::records::{new_histogram, INTERVAL_SIGFIG};
+use loadlab_engine::result::{AgentSecond, SecondStats};
 use loadlab_engine::runner::Progress;
 use loadlab_engine::{CancellationToken, Measurement, RunConfig, RunResult, RunShape, Workload};
 use loadlab_system::cgroup::CgroupLimits;

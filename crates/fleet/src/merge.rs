@@ -210,8 +210,9 @@ fn agents_io(parts: &[Part]) -> Option<(IoUsed, Option<String>)> {
 mod tests {
     use super::*;
     use loadlab_engine::config::Protocol;
-    use loadlab_engine::recorder::{new_histogram, INTERVAL_SIGFIG};
-    use loadlab_engine::result::{encode_histogram, Merged};
+    use loadlab_engine::records::encode_histogram;
+    use loadlab_engine::records::{new_histogram, INTERVAL_SIGFIG};
+    use loadlab_engine::result::Merged;
     use loadlab_engine::result::{SecondStats, StopReason};
     use loadlab_engine::{Arrival, LoadModel};
 

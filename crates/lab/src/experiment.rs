@@ -60,7 +60,7 @@ pub trait LabProgress: Send + Sync {
     /// A step is starting.
     fn step(&self, step: &StepStart);
     /// One second of the running step finished (in together mode, the first scenario's),
-    /// with its latency histogram (encoded as `loadlab_engine::result::encode_histogram`
+    /// with its latency histogram (encoded as `loadlab_engine::records::encode_histogram`
     /// does).
     fn second(&self, s: &SecondStats, latency: &str);
 }

@@ -270,7 +270,7 @@ impl Gate {
         let responses = r.latency.count;
         let (actual, basis) = match self.metric {
             Metric::Percentile(q) => (
-                loadlab_engine::result::decode_histogram(r.histogram)
+                loadlab_engine::records::decode_histogram(r.histogram)
                     .ok()
                     .filter(|h| !h.is_empty())
                     .map(|h| h.value_at_quantile(q / 100.0) as f64 / 1000.0),

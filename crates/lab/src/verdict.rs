@@ -129,7 +129,7 @@ fn count_clause(bad: u64, n: u64, bound: f64, what: &str, unresolved: &mut Vec<S
 
 /// Responses slower than `bound_ms` (from a latency histogram, encoded).
 fn slower_than(histogram: &str, bound_ms: f64) -> u64 {
-    let Ok(h) = loadlab_engine::result::decode_histogram(histogram) else {
+    let Ok(h) = loadlab_engine::records::decode_histogram(histogram) else {
         return 0;
     };
     let bound_us = (bound_ms * 1000.0) as u64;
@@ -179,7 +179,7 @@ pub fn percentile_of(f: &Figures<'_>, q: f64) -> Option<f64> {
     if q == 99.0 {
         return f.latency.p99;
     }
-    let h = loadlab_engine::result::decode_histogram(f.histogram).ok()?;
+    let h = loadlab_engine::records::decode_histogram(f.histogram).ok()?;
     (!h.is_empty()).then(|| h.value_at_quantile(q / 100.0) as f64 / 1000.0)
 }
 

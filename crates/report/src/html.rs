@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use loadlab_engine::result::decode_histogram;
+use loadlab_engine::records::decode_histogram;
 use loadlab_lab::bundle::{ConfigRecord, StepRecord};
 use loadlab_lab::plan::{Model, Plan};
 

@@ -490,7 +490,7 @@ fn names_table(out: &mut String, steps: &[&StepRecord], closed: bool, slo: &Slo)
 /// latency histogram.
 fn p95(r: &loadlab_engine::RunResult) -> Option<f64> {
     r.latency_ms.p95.or_else(|| {
-        loadlab_engine::result::decode_histogram(&r.histograms.latency)
+        loadlab_engine::records::decode_histogram(&r.histograms.latency)
             .ok()
             .filter(|h| !h.is_empty())
             .map(|h| h.value_at_quantile(0.95) as f64 / 1000.0)
@@ -772,7 +772,7 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
     // The answer before anything else is explained.
     out.push_str(&crate::answer::markdown(plan, steps, configs));
     for s in steps {
-        if let Err(e) = loadlab_engine::result::decode_histogram(&s.result.histograms.latency) {
+        if let Err(e) = loadlab_engine::records::decode_histogram(&s.result.histograms.latency) {
             let _ = writeln!(
                 out,
                 "**Warning**: steps.jsonl: {} / {} step {}: the latency histogram does not decode ({e}): its percentile curve is left out of report.html.\n",
@@ -780,7 +780,7 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
             );
         }
         for n in &s.result.by_name {
-            if let Err(e) = loadlab_engine::result::decode_histogram(&n.latency_histogram) {
+            if let Err(e) = loadlab_engine::records::decode_histogram(&n.latency_histogram) {
                 let _ = writeln!(
                     out,
                     "**Warning**: steps.jsonl: {} / {} step {}: request name `{}`'s latency histogram does not decode ({e}): its percentile curve is left out of report.html.\n",

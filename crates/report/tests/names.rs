@@ -284,7 +284,7 @@ fn the_html_report_draws_each_names_percentiles_at_the_knee() {
     // response, above the whole's p99 and /health's slowest.
     let step60 = steps().into_iter().find(|s| s["load"] == 60.0).unwrap();
     let max_ms = |h: &serde_json::Value| {
-        loadlab_engine::result::decode_histogram(h.as_str().unwrap())
+        loadlab_engine::records::decode_histogram(h.as_str().unwrap())
             .unwrap()
             .max() as f64
             / 1000.0

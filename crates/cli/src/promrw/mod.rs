@@ -443,7 +443,7 @@ impl Worker {
             for (class, n) in &p.errors {
                 *t.errors.entry(*class).or_default() += n;
             }
-            if let Ok(h) = loadlab_engine::result::decode_histogram(&p.latency) {
+            if let Ok(h) = loadlab_engine::records::decode_histogram(&p.latency) {
                 t.latency.add(&h);
             }
         }

@@ -211,8 +211,21 @@ pub struct RunConfig {
     pub seed: u64,
     /// CPUs the worker threads are pinned to (empty: not pinned).
     pub cpus: Vec<usize>,
-    /// The I/O interface asked for (the runner resolves it: [`IoMode::resolve`]).
+    /// The I/O interface asked for (the runner resolves it: [`RunConfig::io_used`]).
     pub io: IoMode,
+}
+
+impl RunConfig {
+    /// The interface its HTTP/1.1 connections use, and why not io_uring if it was asked for
+    /// and refused.
+    pub fn io_used(&self) -> (IoUsed, Option<String>) {
+        let plain_http1 =
+            self.transport.protocol() == Protocol::Http1 && self.target.scheme == Scheme::Http;
+        // A flow's sessions wake through their own timer loop, which does not pace the ring.
+        let flow = self.traffic.as_ref().is_some_and(|t| t.flow.is_some());
+        let better = !flow && (self.model != LoadModel::Closed || !self.transport.keep_alive());
+        self.io.resolve(plain_http1, better)
+    }
 }
 
 /// Number of cores available to this process.

@@ -5,7 +5,7 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 
 use super::error::{value_err, ConfigError, Field};
-use super::values::{is_connection_header, parse_header};
+use super::values::{idempotent, is_connection_header, parse_header};
 use super::workload::{
     Transport, Workload, DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS, DEFAULT_OPEN_STREAMS,
     DEFAULT_STREAMS, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_TIMEOUT, MAX_WARMUP,
@@ -490,15 +490,6 @@ fn parse_target(raw: &str, resolve: Resolve) -> Result<Target, ConfigError> {
         path_and_query,
         addrs,
     })
-}
-
-/// RFC 9110 §9.2.2: a client may repeat a request of an idempotent method it got no
-/// answer to.
-pub(crate) fn idempotent(method: &str) -> bool {
-    matches!(
-        method,
-        "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
-    )
 }
 
 #[cfg(test)]

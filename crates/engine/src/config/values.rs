@@ -326,6 +326,15 @@ const CONNECTION_HEADERS: [&str; 6] = [
     "host",
 ];
 
+/// RFC 9110 §9.2.2: a client may repeat a request of an idempotent method it got no
+/// answer to.
+pub(crate) fn idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
+    )
+}
+
 /// Whether `name` is a header HTTP/2 forbids (or `host`, which the URL gives).
 pub(crate) fn is_connection_header(name: &str) -> bool {
     CONNECTION_HEADERS

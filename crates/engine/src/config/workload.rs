@@ -171,7 +171,7 @@ impl Transport {
     }
 
     /// HTTP/1.1: whether a request the server never processed may be re-sent on another
-    /// connection (see [`crate::RunConfig::transport`]).
+    /// connection (see [`super::RunConfig::transport`]).
     pub fn resend_unprocessed(&self) -> bool {
         matches!(
             self,

@@ -13,7 +13,7 @@ use crate::config::RunConfig;
 use crate::conn::Conn;
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
-use crate::transport::{Io, Varying, MAX_RESENDS};
+use crate::transport::io::{Io, Varying, MAX_RESENDS};
 
 /// What a link sends.
 pub(crate) enum H1Source {
@@ -123,7 +123,7 @@ impl Http1Link {
     /// `Connection: close`, or a clean close right after a complete response. Requests
     /// written behind it were never read (RFC 9112 §9.3), so they are sent again on a new
     /// connection, latency still charged from their intended send time, if their method
-    /// allows it ([`Transport::resend_unprocessed`](crate::Transport::resend_unprocessed)). A close in the middle of a response,
+    /// allows it ([`Transport::resend_unprocessed`](crate::config::Transport::resend_unprocessed)). A close in the middle of a response,
     /// or before a connection answered anything, is an error.
     pub(crate) async fn exchange(
         &mut self,

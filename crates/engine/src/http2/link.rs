@@ -14,7 +14,7 @@ use super::client::{self, Client, StreamFailure};
 use super::{H2Conn, H2Request, Live, Template, TimeoutCache};
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
-use crate::transport::{Io, Varying, MAX_RESENDS};
+use crate::transport::io::{Io, Varying, MAX_RESENDS};
 
 /// What a stream slot sends.
 pub(crate) enum H2Source {

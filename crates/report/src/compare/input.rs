@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use loadlab_engine::result::{decode_histogram, SCHEMA_VERSION};
+use loadlab_engine::records::decode_histogram;
+use loadlab_engine::result::SCHEMA_VERSION;
 use loadlab_engine::{Model, RunResult};
 use loadlab_lab::bundle::StepRecord;
 use loadlab_lab::plan::Steps;

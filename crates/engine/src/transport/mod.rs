@@ -2,42 +2,24 @@
 //! loop holds a `Link` and asks it to pre-connect and to exchange a batch; everything
 //! a protocol does on the wire (connect, write, read, re-send what the server never
 //! processed, record each reply) lives in `crate::http1::link` and
-//! `crate::http2::link`. What both need from their worker is an `Io`.
+//! `crate::http2::link`. What both need from their worker is an `Io` ([`io`]).
 
-use std::cell::{Cell, RefCell};
+pub mod io;
+
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::clock::Clock;
 use crate::config::{Protocol, RunConfig};
-use crate::conn::Connector;
 use crate::error::ErrorClass;
 use crate::http1::link::Http1Link;
 use crate::http2::link::Http2Link;
 use crate::http2::{H2Conn, Template};
 use crate::recorder::{Planned, Recorder};
-use crate::traffic::{Traffic, TrafficWorker};
 
-/// How often one request may be re-sent after its server closed without processing it
-/// (a server that closes every connection before answering is failing, not closing).
-pub(crate) const MAX_RESENDS: u32 = 8;
-
-/// What a worker lends its transports: the run, the clock, the connector and the
-/// recorder every reply goes to.
-pub(crate) struct Io {
-    /// The validated run, shared by every worker.
-    pub(crate) cfg: Arc<RunConfig>,
-    /// The worker's clock (nanoseconds since the run's epoch).
-    pub(crate) clock: Clock,
-    /// This worker's recorder.
-    pub(crate) recorder: RefCell<Recorder>,
-    /// Opens connections (TCP or TLS, from the run's source addresses).
-    pub(crate) connector: Connector,
-    /// Requests that vary: this worker's drawing state (`None`: one fixed request).
-    pub(crate) traffic: Option<RefCell<TrafficWorker>>,
-}
+use io::{Io, Varying};
 
 /// What the requests of a run send, encoded once by the runner; it decides which `Link` a
 /// request loop gets.
@@ -51,23 +33,6 @@ pub enum Request {
     Http2(Arc<Template>),
     /// HTTP/2 requests that vary.
     Http2Varying(Arc<Varying<crate::http2::H2Request>>),
-}
-
-/// Requests that vary, compiled for one protocol: the run's [`Traffic`] and each of its
-/// kinds of request in that protocol's form.
-pub struct Varying<K> {
-    /// What the kinds are and how requests are drawn.
-    pub traffic: Arc<Traffic>,
-    /// Kind `i` of `traffic`, ready to render.
-    pub kinds: Vec<K>,
-}
-
-impl<K> Varying<K> {
-    /// The compiled kind of request `p`.
-    #[inline]
-    pub(crate) fn kind(&self, p: Planned) -> &K {
-        &self.kinds[p.kind as usize]
-    }
 }
 
 impl Request {

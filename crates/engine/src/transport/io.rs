@@ -1,0 +1,47 @@
+//! What a protocol's link needs from its worker ([`Io`]), and requests that vary compiled
+//! for one protocol ([`Varying`]): the part of the seam both links and sessions stand on.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::config::RunConfig;
+use crate::conn::Connector;
+use crate::recorder::{Planned, Recorder};
+use crate::traffic::{Traffic, TrafficWorker};
+
+/// How often one request may be re-sent after its server closed without processing it
+/// (a server that closes every connection before answering is failing, not closing).
+pub(crate) const MAX_RESENDS: u32 = 8;
+
+/// What a worker lends its transports: the run, the clock, the connector and the
+/// recorder every reply goes to.
+pub(crate) struct Io {
+    /// The validated run, shared by every worker.
+    pub(crate) cfg: Arc<RunConfig>,
+    /// The worker's clock (nanoseconds since the run's epoch).
+    pub(crate) clock: Clock,
+    /// This worker's recorder.
+    pub(crate) recorder: RefCell<Recorder>,
+    /// Opens connections (TCP or TLS, from the run's source addresses).
+    pub(crate) connector: Connector,
+    /// Requests that vary: this worker's drawing state (`None`: one fixed request).
+    pub(crate) traffic: Option<RefCell<TrafficWorker>>,
+}
+
+/// Requests that vary, compiled for one protocol: the run's [`Traffic`] and each of its
+/// kinds of request in that protocol's form.
+pub struct Varying<K> {
+    /// What the kinds are and how requests are drawn.
+    pub traffic: Arc<Traffic>,
+    /// Kind `i` of `traffic`, ready to render.
+    pub kinds: Vec<K>,
+}
+
+impl<K> Varying<K> {
+    /// The compiled kind of request `p`.
+    #[inline]
+    pub(crate) fn kind(&self, p: Planned) -> &K {
+        &self.kinds[p.kind as usize]
+    }
+}
