@@ -20,6 +20,7 @@
 //! target crashed), then by when their signal first moved within the step, and last what a
 //! VM's host took (`host_steal`), which says how far the server's figures can be trusted.
 
+pub mod bottleneck;
 mod evidence;
 pub mod rules;
 
@@ -27,6 +28,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use bottleneck::Bottleneck;
 pub use evidence::{Cpu, Evidence, Saturation, StepFacts, Throttling, THROTTLED_SHARE};
 use rules::Check;
 
@@ -47,125 +49,6 @@ pub const PARAM_MATCH: f64 = 0.2;
 /// Service times are skewed when the mean of the step that set the service-time floor is at
 /// least this many times its median: the requests in service are then counted over both.
 pub const SKEWED: f64 = 1.5;
-
-/// What limited a step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Bottleneck {
-    /// loadlab fell behind.
-    Generator,
-    /// An agent of a distributed run was lost.
-    AgentLost,
-    /// A target exited.
-    Crash,
-    /// The target's CPUs were full.
-    CpuBound,
-    /// The target's cgroup CPU quota throttled it.
-    CpuThrottled,
-    /// One thread of the target was on a CPU all the time (an event loop, an interpreter
-    /// lock) while its CPUs had room.
-    ThreadBound,
-    /// A pool (workers, threads, connections) was full with the CPU low.
-    ConcurrencyBound,
-    /// The listen queue overflowed.
-    AcceptQueue,
-    /// Requests timed out with the CPU low.
-    Timeouts,
-    /// loadlab found no local port.
-    ClientPorts,
-    /// A side ran out of file descriptors.
-    Descriptors,
-    /// The target's memory grew through the step.
-    MemoryGrowth,
-    /// The target's cgroup reached its memory limit (reclaim, OOM kills).
-    MemoryLimit,
-    /// The target's cgroup reached its limit of processes and threads.
-    PidsLimit,
-    /// The server answered with 5xx statuses: it shed work.
-    Refused,
-    /// The server answered most requests with a 4xx status: the request is wrong.
-    Rejected,
-    /// Nothing listens at the address: every connection was refused.
-    Unreachable,
-    /// A VM's host took a large share of the machine's CPU time.
-    HostSteal,
-    /// No rule had its evidence.
-    Unknown,
-}
-
-impl Bottleneck {
-    /// Words for tables.
-    pub fn label(self) -> &'static str {
-        match self {
-            Bottleneck::Generator => "generator-limited (not the server)",
-            Bottleneck::AgentLost => "agent lost (not the server)",
-            Bottleneck::Crash => "target crashed",
-            Bottleneck::CpuBound => "CPU-bound",
-            Bottleneck::CpuThrottled => "CPU quota (throttled)",
-            Bottleneck::ThreadBound => "one thread CPU-bound",
-            Bottleneck::ConcurrencyBound => "concurrency-bound",
-            Bottleneck::AcceptQueue => "accept queue",
-            Bottleneck::Timeouts => "timeouts with the CPU low",
-            Bottleneck::ClientPorts => "client ports",
-            Bottleneck::Descriptors => "file descriptors",
-            Bottleneck::MemoryGrowth => "memory growth",
-            Bottleneck::MemoryLimit => "memory limit",
-            Bottleneck::PidsLimit => "pids limit",
-            Bottleneck::Refused => "server refused (5xx)",
-            Bottleneck::Rejected => "request rejected (4xx)",
-            Bottleneck::Unreachable => "nothing listens at the address",
-            Bottleneck::HostSteal => "the VM's host took the CPUs",
-            Bottleneck::Unknown => "unknown",
-        }
-    }
-
-    /// The name in the bundle (`concurrency_bound`).
-    pub fn name(self) -> String {
-        serde_json::to_value(self)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
-    }
-
-    /// What `[tune.knobs] X = { relieves = ... }` accepts, for errors.
-    pub const RELIEF_WORDS: &'static str = "a bottleneck a knob can relieve: concurrency, cpu, \
-        thread, accept_queue, timeouts, descriptors, memory, pids, refused, or a diagnosis name \
-        such as concurrency_bound or cpu_throttled";
-
-    /// The bottlenecks a word of `relieves` names: `concurrency`, `cpu` (CPU-bound and
-    /// throttled), `accept_queue` (also `backlog`, `listen_queue`), or any name in the
-    /// bundle (`concurrency_bound`). `None` for a word that names none.
-    pub fn from_relief(word: &str) -> Option<Vec<Bottleneck>> {
-        use Bottleneck::{
-            AcceptQueue, ConcurrencyBound, CpuBound, CpuThrottled, Crash, HostSteal, MemoryGrowth,
-            MemoryLimit, PidsLimit, Rejected, ThreadBound, Unknown, Unreachable,
-        };
-        let w = word.trim().to_ascii_lowercase().replace(['-', ' '], "_");
-        Some(match w.as_str() {
-            "concurrency" | "pool" | "workers" => vec![ConcurrencyBound],
-            "cpu" => vec![CpuBound, CpuThrottled],
-            "thread" | "threads" | "event_loop" => vec![ThreadBound],
-            "accept_queue" | "backlog" | "listen_queue" => vec![AcceptQueue],
-            "memory" => vec![MemoryGrowth, MemoryLimit],
-            "pids" => vec![PidsLimit],
-            other => {
-                let b: Bottleneck =
-                    serde_json::from_value(serde_json::Value::String(other.into())).ok()?;
-                if b.not_the_server()
-                    || matches!(b, Unknown | Unreachable | Rejected | Crash | HostSteal)
-                {
-                    return None;
-                }
-                vec![b]
-            }
-        })
-    }
-
-    /// True for what is not the server's doing: loadlab fell behind, an agent was lost.
-    pub fn not_the_server(self) -> bool {
-        matches!(self, Bottleneck::Generator | Bottleneck::AgentLost)
-    }
-}
 
 /// One bottleneck, with its evidence.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -90,7 +90,7 @@ pub struct TuneSpec {
     pub step_duration: Option<Duration>,
     /// `[tune.knobs]`: per matrix parameter, the bottlenecks more of it relieves.
     #[serde(default)]
-    pub knobs: BTreeMap<String, Vec<crate::diagnosis::Bottleneck>>,
+    pub knobs: BTreeMap<String, Vec<crate::diagnosis::bottleneck::Bottleneck>>,
 }
 
 /// How much `loadlab tune` may spend.

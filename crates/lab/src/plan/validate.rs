@@ -155,7 +155,7 @@ fn tune(
     matrix: &[(String, Vec<String>)],
     scenarios: &[ScenarioSpec],
 ) -> Result<super::TuneSpec, PlanError> {
-    use crate::diagnosis::Bottleneck;
+    use crate::diagnosis::bottleneck::Bottleneck;
     if let Some(s) = &t.scenario {
         if !scenarios.iter().any(|x| &x.name == s) {
             return Err(c.err(
