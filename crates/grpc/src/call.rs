@@ -248,22 +248,7 @@ fn request_message(desc: &MessageDescriptor, data: &str) -> Result<DynamicMessag
         serde_json::from_str(data).map_err(|err| GrpcError::DataSyntax {
             message: err.to_string(),
         })?;
-    message_from_value(desc, value)
-}
-
-/// Checks JSON `value` against `desc` and converts it into a message of that type.
-pub(crate) fn message_from_value(
-    desc: &MessageDescriptor,
-    value: serde_json::Value,
-) -> Result<DynamicMessage, GrpcError> {
-    let misfit = |field: String, message: String| GrpcError::Data {
-        message_type: desc.full_name().to_owned(),
-        field,
-        message,
-    };
-    json::check_message(desc, &value).map_err(|m| misfit(m.field, m.message))?;
-    DynamicMessage::deserialize(desc.clone(), value)
-        .map_err(|err| misfit(String::new(), err.to_string()))
+    json::message_from_value(desc, value)
 }
 
 #[cfg(test)]

@@ -14,6 +14,23 @@ use base64::Engine;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::Value;
 
+use crate::error::GrpcError;
+
+/// Checks JSON `value` against `desc` and converts it into a message of that type.
+pub(crate) fn message_from_value(
+    desc: &MessageDescriptor,
+    value: serde_json::Value,
+) -> Result<DynamicMessage, GrpcError> {
+    let misfit = |field: String, message: String| GrpcError::Data {
+        message_type: desc.full_name().to_owned(),
+        field,
+        message,
+    };
+    check_message(desc, &value).map_err(|m| misfit(m.field, m.message))?;
+    DynamicMessage::deserialize(desc.clone(), value)
+        .map_err(|err| misfit(String::new(), err.to_string()))
+}
+
 /// A field that does not fit: where and why.
 #[derive(Debug)]
 pub(crate) struct Misfit {

@@ -39,7 +39,7 @@ pub(crate) fn resolve(
         message: err.to_string(),
     })?;
     let zeroed = placeholder(&Kind::Message(desc.clone()), &value);
-    let request = crate::call::message_from_value(desc, zeroed)?;
+    let request = crate::json::message_from_value(desc, zeroed)?;
     let misfit = |m: Misfit| GrpcError::Data {
         message_type: desc.full_name().to_owned(),
         field: m.field,
