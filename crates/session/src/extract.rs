@@ -30,7 +30,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use loadlab_template::template::BUILTIN_NAMES;
+use loadlab_template::names::BUILTIN_NAMES;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -42,7 +42,7 @@
 
 use std::fmt;
 
-use loadlab_template::template::BUILTIN_NAMES;
+use loadlab_template::names::BUILTIN_NAMES;
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

@@ -37,7 +37,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 use crate::error::{Origin, TemplateError};
-use crate::template::{is_name, Generator, BUILTIN_NAMES};
+use crate::generator::Generator;
+use crate::names::{is_name, BUILTIN_NAMES};
 
 /// The largest data file, in bytes.
 pub const MAX_DATA_BYTES: u64 = 256 << 20;

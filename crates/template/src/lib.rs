@@ -30,10 +30,13 @@
 
 pub mod data;
 pub mod error;
+pub mod generator;
+pub mod names;
 pub mod targets;
 pub mod template;
 
 pub use data::{ControlValue, Cursor, Data, Order, UnknownOrder};
 pub use error::{Origin, TemplateError};
+pub use generator::Generator;
 pub use targets::{parse_targets, parse_targets_str, TargetSpec};
-pub use template::{Draw, Generator, Slot, Template};
+pub use template::{Draw, Slot, Template};

@@ -54,26 +54,15 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rand::rngs::SmallRng;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::Rng;
 
 use crate::data::Data;
 use crate::error::{Origin, TemplateError};
+use crate::generator::{Generator, HEX_LOWER};
+use crate::names::{is_name_byte, is_name_start, BUILTIN_NAMES};
 
 /// The built-ins as listed in error messages.
 pub const BUILTINS: &str = "seq, rand:LO-HI, uuid, pick:A,B,…, randstr:N, hex:N, now, now_ms";
-
-/// The names a data column cannot take, each with its expression's syntax.
-pub const BUILTIN_NAMES: [(&str, &str); 8] = [
-    ("seq", "${seq}"),
-    ("uuid", "${uuid}"),
-    ("now", "${now}"),
-    ("now_ms", "${now_ms}"),
-    ("rand", "${rand:LO-HI}"),
-    ("pick", "${pick:A,B,…}"),
-    ("randstr", "${randstr:N}"),
-    ("hex", "${hex:N}"),
-];
 
 /// The longest `${randstr:N}` and `${hex:N}`.
 pub const MAX_RANDOM_LEN: usize = 65536;
@@ -359,13 +348,13 @@ impl Template {
             match part {
                 Part::Literal { start, end } => out.extend_from_slice(&self.bytes[*start..*end]),
                 Part::Seq => write_int(draw.seq, out),
-                Part::Rand { lo, hi } => write_int(gen.rng.gen_range(*lo..=*hi), out),
-                Part::Uuid => write_uuid(gen.rng.gen::<u128>(), out),
+                Part::Rand { lo, hi } => write_int(gen.rng().gen_range(*lo..=*hi), out),
+                Part::Uuid => write_uuid(gen.rng().gen::<u128>(), out),
                 Part::Pick(values) => {
                     let i = if values.len() == 1 {
                         0
                     } else {
-                        gen.rng.gen_range(0..values.len())
+                        gen.rng().gen_range(0..values.len())
                     };
                     out.extend_from_slice(&values[i]);
                 }
@@ -437,78 +426,6 @@ impl<'a> Draw<'a> {
     }
 }
 
-/// A worker thread's random state: a [`SmallRng`] seeded from the run's seed and the
-/// worker's index, so workers draw different values and a seed repeats a run's values.
-#[derive(Clone, Debug)]
-pub struct Generator {
-    rng: SmallRng,
-}
-
-impl Generator {
-    /// The generator of worker `worker` in a run seeded with `seed`.
-    pub fn new(seed: u64, worker: usize) -> Generator {
-        let mixed = splitmix64(
-            seed ^ splitmix64(
-                (worker as u64)
-                    .wrapping_add(1)
-                    .wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            ),
-        );
-        Generator {
-            rng: SmallRng::seed_from_u64(mixed),
-        }
-    }
-
-    /// The random number generator (for [`crate::Data::pick`] and callers' own draws).
-    pub fn rng(&mut self) -> &mut SmallRng {
-        &mut self.rng
-    }
-
-    /// Appends `n` random ASCII letters and digits.
-    fn randstr(&mut self, n: usize, out: &mut Vec<u8>) {
-        const ALPHABET: &[u8; 62] =
-            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-        let mut left = n;
-        while left > 0 {
-            // Ten 6-bit draws per word; 62 and 63 are rejected, so the rest are uniform.
-            let mut word = self.rng.next_u64();
-            for _ in 0..10 {
-                let v = (word & 63) as usize;
-                word >>= 6;
-                if v < 62 {
-                    out.push(ALPHABET[v]);
-                    left -= 1;
-                    if left == 0 {
-                        break;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Appends `n` random lowercase hex digits.
-    fn hex(&mut self, n: usize, out: &mut Vec<u8>) {
-        let mut left = n;
-        while left > 0 {
-            let mut word = self.rng.next_u64();
-            for _ in 0..left.min(16) {
-                out.push(HEX_LOWER[(word & 15) as usize]);
-                word >>= 4;
-            }
-            left -= left.min(16);
-        }
-    }
-}
-
-/// The 64-bit finalizer of SplitMix64: spreads nearby seeds apart.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
 fn since_epoch() -> std::time::Duration {
@@ -562,20 +479,6 @@ fn percent_encode(value: &[u8], out: &mut Vec<u8>) {
             rest = &[];
         }
     }
-}
-
-/// Whether `name` is a valid NAME: `[A-Za-z_][A-Za-z0-9_.-]*`.
-pub fn is_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty() && is_name_start(b[0]) && b[1..].iter().all(|&c| is_name_byte(c))
-}
-
-fn is_name_start(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_'
-}
-
-fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')
 }
 
 /// The control character a header cannot carry, if `b` is one, for messages.
