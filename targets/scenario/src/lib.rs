@@ -67,7 +67,7 @@ pub enum Error {
 /// State shared by every worker.
 pub(crate) struct AppState {
     config: Config,
-    requests: stats::RequestCounters,
+    requests: routes::RequestCounters,
     count: AtomicU64,
     mailbox: actor::Mailbox,
     grpc: grpc::GrpcClients,
@@ -82,7 +82,7 @@ impl AppState {
         let pool = pool::BlockingPool::new(config.blocking_threads).map_err(runtime("pool"))?;
         Ok(AppState {
             config: config.clone(),
-            requests: stats::RequestCounters::default(),
+            requests: routes::RequestCounters::default(),
             count: AtomicU64::new(0),
             mailbox: actor::Mailbox::start(config.actor_delay, config.mailbox),
             grpc,

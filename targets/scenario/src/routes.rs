@@ -1,8 +1,10 @@
 //! The endpoints: one handler per behaviour, with the blocking and awaiting variants of the
 //! same call sharing one handler through [`Wait`].
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use actix_web::http::StatusCode;
@@ -207,4 +209,31 @@ async fn page(state: State, query: web::Query<PageQuery>) -> Result<String, Endp
 
 async fn stats(state: State) -> web::Json<Stats> {
     web::Json(state.stats())
+}
+
+/// Requests per endpoint, counted by a middleware before the handler runs.
+#[derive(Debug, Default)]
+pub(crate) struct RequestCounters {
+    by_endpoint: [AtomicU64; Endpoint::ALL.len()],
+    other: AtomicU64,
+}
+
+impl RequestCounters {
+    pub(crate) fn hit(&self, path: &str) {
+        let counter = match Endpoint::from_path(path) {
+            Some(endpoint) => &self.by_endpoint[endpoint as usize],
+            None => &self.other,
+        };
+        counter.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> BTreeMap<String, u64> {
+        let known = Endpoint::ALL
+            .iter()
+            .map(|&endpoint| (endpoint.path(), &self.by_endpoint[endpoint as usize]));
+        known
+            .chain([("other", &self.other)])
+            .map(|(name, counter)| (name.to_owned(), counter.load(Relaxed)))
+            .collect()
+    }
 }
