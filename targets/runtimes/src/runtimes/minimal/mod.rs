@@ -61,6 +61,7 @@
 
 mod executor;
 mod reactor;
+mod wakeups;
 
 use std::fmt;
 use std::io;

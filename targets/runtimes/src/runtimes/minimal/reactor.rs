@@ -19,7 +19,7 @@ use std::task::{Context, Poll, Waker};
 use io_uring::{opcode, squeue, types, IoUring};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::executor::{spend_budget, Wakeups};
+use super::wakeups::{spend_budget, Wakeups};
 use super::IoMode;
 use crate::uring;
 
