@@ -40,6 +40,16 @@ pub fn name_completion_histogram() -> Histogram<u64> {
         .expect("static histogram bounds are valid")
 }
 
+/// Adds `from` to `into`; fails only on histograms of other bounds (a record from another
+/// loadlab build).
+pub(crate) fn merge_histogram(
+    into: &mut Histogram<u64>,
+    from: &Histogram<u64>,
+) -> Result<(), String> {
+    into.add(from)
+        .map_err(|e| format!("histograms do not merge: {e:?}"))
+}
+
 /// Encodes a histogram as the result format stores it.
 pub fn encode_histogram(h: &Histogram<u64>) -> String {
     let mut buf = Vec::new();
@@ -122,20 +132,22 @@ impl NameRecord {
     /// Counts one response of status `code`.
     #[inline]
     pub fn count_status(&mut self, code: u16) {
+        self.add_status(code, 1);
+    }
+
+    /// Counts `n` responses of status `code`.
+    #[inline]
+    fn add_status(&mut self, code: u16, n: u64) {
         match self.status.iter_mut().find(|(c, _)| *c == code) {
-            Some((_, n)) => *n += 1,
-            None => self.status.push((code, 1)),
+            Some((_, m)) => *m += n,
+            None => self.status.push((code, n)),
         }
     }
 
     /// Adds another record of the same name exactly.
     pub fn absorb(&mut self, o: &NameRecord) -> Result<(), String> {
-        self.latency
-            .add(&o.latency)
-            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
-        self.success_done
-            .add(&o.success_done)
-            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
+        merge_histogram(&mut self.latency, &o.latency)?;
+        merge_histogram(&mut self.success_done, &o.success_done)?;
         self.trend.merge(&o.trend);
         self.responses += o.responses;
         self.successful += o.successful;
@@ -144,10 +156,7 @@ impl NameRecord {
             *a += b;
         }
         for &(code, n) in &o.status {
-            match self.status.iter_mut().find(|(c, _)| *c == code) {
-                Some((_, m)) => *m += n,
-                None => self.status.push((code, n)),
-            }
+            self.add_status(code, n);
         }
         for (a, b) in self.grpc.iter_mut().zip(o.grpc.iter()) {
             *a += b;
@@ -218,12 +227,8 @@ impl SessionTotals {
         for (a, b) in self.aborted_by_step.iter_mut().zip(&o.aborted_by_step) {
             *a += b;
         }
-        self.duration
-            .add(&o.duration)
-            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
-        self.active
-            .add(&o.active)
-            .map_err(|e| format!("histograms do not merge: {e:?}"))?;
+        merge_histogram(&mut self.duration, &o.duration)?;
+        merge_histogram(&mut self.active, &o.active)?;
         Ok(())
     }
 }

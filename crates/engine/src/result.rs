@@ -11,8 +11,8 @@ use crate::env::Environment;
 use crate::error::{ErrorClass, ErrorCounts};
 use crate::recorder::WorkerTotals;
 use crate::records::{
-    completion_histogram, decode_histogram, encode_histogram, histogram_text, new_histogram,
-    NameRecord, SessionTotals, GRPC_CODES, TOTAL_SIGFIG,
+    completion_histogram, decode_histogram, encode_histogram, histogram_text, merge_histogram,
+    new_histogram, NameRecord, SessionTotals, GRPC_CODES, TOTAL_SIGFIG,
 };
 use crate::stats::{LatencyTrend, TrendSums};
 
@@ -862,15 +862,11 @@ impl Merged {
     /// trend sums merged, worker utilizations listed after ours. Fails only on histograms
     /// of other bounds (a record from another loadlab build).
     pub fn absorb(&mut self, o: &Merged) -> Result<(), String> {
-        let add = |a: &mut Histogram<u64>, b: &Histogram<u64>| {
-            a.add(b)
-                .map_err(|e| format!("histograms do not merge: {e:?}"))
-        };
-        add(&mut self.latency, &o.latency)?;
-        add(&mut self.service, &o.service)?;
-        add(&mut self.connect, &o.connect)?;
-        add(&mut self.lag, &o.lag)?;
-        add(&mut self.success_done, &o.success_done)?;
+        merge_histogram(&mut self.latency, &o.latency)?;
+        merge_histogram(&mut self.service, &o.service)?;
+        merge_histogram(&mut self.connect, &o.connect)?;
+        merge_histogram(&mut self.lag, &o.lag)?;
+        merge_histogram(&mut self.success_done, &o.success_done)?;
         self.responses += o.responses;
         self.successful += o.successful;
         self.last_intended_ns = self.last_intended_ns.max(o.last_intended_ns);
