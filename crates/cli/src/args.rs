@@ -449,6 +449,11 @@ pub struct LabArgs {
     /// Use the plan's `[quick]` scale (minutes on a small machine).
     #[arg(long)]
     pub quick: bool,
+    /// Run only these values of one `[matrix]` parameter, e.g. `--matrix threads=2,400`
+    /// (repeat for others; a value the plan does not list is allowed). Laid over the plan
+    /// after `[quick]`; the report names it.
+    #[arg(long = "matrix", value_name = "KNOB=V1,V2")]
+    pub matrix: Vec<loadlab_lab::plan::MatrixSet>,
     /// Bundle directory [default: results/NAME-TIMESTAMP].
     #[arg(short, long)]
     pub out: Option<PathBuf>,
@@ -507,6 +512,11 @@ pub struct TuneArgs {
     /// Use the plan's `[quick]` scale (minutes on a small machine).
     #[arg(long)]
     pub quick: bool,
+    /// Search only these values of one `[matrix]` parameter, e.g. `--matrix threads=8,64`
+    /// (repeat for others; a value the plan does not list is allowed). Laid over the plan
+    /// after `[quick]`; the report names it.
+    #[arg(long = "matrix", value_name = "KNOB=V1,V2")]
+    pub matrix: Vec<loadlab_lab::plan::MatrixSet>,
     /// Bundle directory [default: results/NAME-tune-TIMESTAMP].
     #[arg(short, long)]
     pub out: Option<PathBuf>,

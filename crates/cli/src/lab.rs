@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use loadlab_engine::CancellationToken;
 use loadlab_fleet::Coordinator;
+use loadlab_lab::plan::MatrixSet;
 use loadlab_lab::{LabOptions, Plan};
 use loadlab_system::doctor::{self, Facts, Finding, Severity};
 
@@ -17,8 +18,8 @@ use loadlab_engine::config::workload::{DEFAULT_DURATION, DEFAULT_MAX_CONNECTIONS
 /// The demo's plan, built into the binary.
 const DEMO_PLAN: &str = include_str!("../../../plans/demo.toml");
 
-fn load_plan(path: &Path, quick: bool) -> anyhow::Result<Plan> {
-    Plan::load(path, quick).map_err(|e| BadInput(e.to_string()).into())
+fn load_plan(path: &Path, quick: bool, sets: &[MatrixSet]) -> anyhow::Result<Plan> {
+    Plan::load_with(path, quick, sets).map_err(|e| BadInput(e.to_string()).into())
 }
 
 pub(crate) fn default_out(name: &str) -> PathBuf {
@@ -165,7 +166,7 @@ pub(crate) fn run_with(
 }
 
 pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
-    let plan = load_plan(&a.plan, a.quick)?;
+    let plan = load_plan(&a.plan, a.quick, &a.matrix)?;
     // The baseline is read and matched against the plan before any load.
     let baseline = match &a.baseline {
         Some(dir) => {
@@ -247,7 +248,7 @@ pub fn cmd_lab(a: &LabArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn cmd_tune(a: &TuneArgs) -> anyhow::Result<ExitCode> {
-    let plan = load_plan(&a.plan, a.quick)?;
+    let plan = load_plan(&a.plan, a.quick, &a.matrix)?;
     // What tune needs of the plan is checked before any load.
     let prepared = loadlab_lab::tune::prepare(&plan).map_err(BadInput)?;
     let stop = CancellationToken::new();
@@ -443,7 +444,7 @@ fn builds_text(plan: &Plan) -> String {
 pub fn cmd_doctor(a: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let demand = match &a.plan {
         Some(p) => {
-            let plan = load_plan(p, a.quick)?;
+            let plan = load_plan(p, a.quick, &[])?;
             print!("{}", builds_text(&plan));
             loadlab_lab::doctor::demand(&plan)
         }

@@ -259,3 +259,110 @@ step_duration = "10s"
     assert!(large[5].parse::<f64>().is_ok(), "a CPU figure: {report}");
     assert!(report.contains("% of one core (and waited"), "{report}");
 }
+
+/// `--matrix KNOB=V1,V2` runs only those values of one parameter (a value the plan does not
+/// list too), after `[quick]`, says so in the report, and a parameter the plan does not
+/// define, or a malformed list, is refused before any target starts.
+#[test]
+fn matrix_narrowed_on_the_command_line() {
+    let plan = write_plan(
+        "narrowed",
+        r#"
+name = "narrowed"
+[[target]]
+name = "fx"
+command = ["FIXTURE", "--port", "{port}", "--pool", "{pool}", "--service-ms", "1"]
+ready = { http = "http://127.0.0.1:{port}/", status = 200 }
+ready_timeout = "5s"
+stop_grace = "1s"
+
+[matrix]
+pool = [1, 2, 4]
+tag = ["x"]
+
+[[exclude]]
+pool = 2
+
+[[scenario]]
+name = "s"
+url = "http://127.0.0.1:{port}/{tag}"
+timeout = "1s"
+
+[load]
+steps = [20]
+step_duration = "1s"
+warmup = "0s"
+
+[quick]
+matrix = { pool = [1] }
+"#,
+    );
+    let run = |extra: &[&str], out: &std::path::Path| {
+        util::output_within(
+            Command::new(loadlab_bin())
+                .args(["lab", "-q", "--quick"])
+                .arg(&plan)
+                .arg("--out")
+                .arg(out)
+                .args(extra),
+            util::lab::LAB_BOUND,
+        )
+        .0
+    };
+    // 2 is excluded by the plan, 8 is not in it; --quick's pool = [1] is replaced.
+    let out = temp_path("narrowed-bundle");
+    let o = run(&["--matrix", "pool=2,4,8", "--matrix", "tag=y"], &out);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let configs: Vec<String> = lines(&out.join("configs.jsonl"))
+        .iter()
+        .map(|c| c["config"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(configs, ["pool=4,tag=y", "pool=8,tag=y"]);
+    let steps = lines(&out.join("steps.jsonl"));
+    assert_eq!(steps.len(), 2);
+    assert!(steps
+        .iter()
+        .all(|s| s["result"]["successful"].as_u64() > Some(0)));
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains(
+            "quick scale, the matrix narrowed on the command line (`--matrix pool=2,4,8` `--matrix tag=y`)"
+        ),
+        "{report}"
+    );
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(
+        saved["matrix_set"],
+        serde_json::json!(["pool=2,4,8", "tag=y"])
+    );
+
+    for (args, needle) in [
+        (
+            &["--matrix", "threads=2"][..],
+            "--matrix = threads=2 is not allowed: a parameter that [matrix] defines (pool, tag)",
+        ),
+        (
+            &["--matrix", "pool=1", "--matrix", "pool=2"][..],
+            "pool is set twice",
+        ),
+        (
+            &["--matrix", "pool=2"][..],
+            "exclude = the only configuration is not allowed: at least one configuration left by the [[exclude]] tables (with --matrix pool=2)",
+        ),
+        (&["--matrix", "pool"][..], "expected KNOB=VALUE[,VALUE...]"),
+        (&["--matrix", "pool=1,,2"][..], "an empty value"),
+    ] {
+        let never = temp_path("narrowed-never");
+        let o = run(args, &never);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(!never.join("configs.jsonl").exists(), "{args:?}: nothing runs");
+    }
+}

@@ -104,7 +104,7 @@ pub(crate) fn render_view(b: &crate::view::Bundle) -> String {
             e.cores,
             esc(&e.kernel),
             esc(&e.loadlab_version),
-            if plan.quick { ", quick scale" } else { "" }
+            crate::markdown::scale(plan, |set| format!("<code>--matrix {}</code>", esc(set)))
         );
     }
 

@@ -753,7 +753,7 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
         env.as_ref().map_or(0, |e| e.cores),
         env.as_ref().map_or_else(unknown, |e| e.kernel.clone()),
         env.as_ref().map_or_else(unknown, |e| e.loadlab_version.clone()),
-        if plan.quick { ", quick scale" } else { "" }
+        scale(plan, |set| format!("`--matrix {set}`"))
     );
     for torn in loadlab_lab::bundle::torn_lines(dir) {
         let _ = writeln!(out, "**Warning**: {torn}.\n");
@@ -1084,6 +1084,23 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
         "Files: `steps.jsonl` (every step, with mergeable HdrHistograms and probe series), `configs.jsonl`, `environment.json`, `doctor.txt`, `logs/`."
     );
     (out, knee_lines)
+}
+
+/// How the plan was scaled for this run, for the line under the title: `, quick scale` and
+/// the `--matrix` lists given on the command line (each written by `code`).
+pub(crate) fn scale(plan: &loadlab_lab::Plan, code: impl Fn(&str) -> String) -> String {
+    let mut s = String::new();
+    if plan.quick {
+        s.push_str(", quick scale");
+    }
+    if !plan.matrix_set.is_empty() {
+        let sets: Vec<String> = plan.matrix_set.iter().map(|m| code(m)).collect();
+        s.push_str(&format!(
+            ", the matrix narrowed on the command line ({})",
+            sets.join(" ")
+        ));
+    }
+    s
 }
 
 #[cfg(test)]

@@ -4,11 +4,13 @@
 //!
 //! - [`file`](mod@file): the file format, as written.
 //! - `quick` (private): the `[quick]` overlay `--quick` applies before validation.
+//! - [`matrix_set`]: `--matrix KNOB=V1,V2`, laid over the file after `[quick]`.
 //! - `validate` (private): every field checked and converted into the types below.
 //! - [`workload`]: a scenario at one step as the engine's [`loadlab_engine::Workload`],
 //!   checked for every scenario when the plan loads.
 
 pub mod file;
+pub mod matrix_set;
 mod quick;
 mod validate;
 pub mod workload;
@@ -24,6 +26,7 @@ pub use file::{
     TargetFile,
 };
 pub use loadlab_engine::Model;
+pub use matrix_set::MatrixSet;
 
 /// Placeholders loadlab fills in itself (beside the matrix parameters and `{NAME_port}`).
 /// The paths among them (`{plan_dir}`, `{bundle}`, `{files}`, `{loadlab}`) are absolute.
@@ -68,6 +71,9 @@ pub struct Plan {
     /// Whether `--quick` was applied.
     #[serde(default)]
     pub quick: bool,
+    /// The `--matrix KNOB=V1,V2` lists laid over the file, as given (empty: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matrix_set: Vec<String>,
     /// `[probe]`: what the probes watch.
     #[serde(default)]
     pub probe: ProbeSpec,
@@ -505,12 +511,18 @@ impl Plan {
 
     /// Reads and validates a plan file.
     pub fn load(path: &Path, quick: bool) -> Result<Plan, PlanError> {
+        Plan::load_with(path, quick, &[])
+    }
+
+    /// [`Plan::load`] with `--matrix` lists laid over the file's `[matrix]` (after
+    /// `[quick]`'s).
+    pub fn load_with(path: &Path, quick: bool, sets: &[MatrixSet]) -> Result<Plan, PlanError> {
         let source = std::fs::read_to_string(path).map_err(|e| PlanError::Read {
             path: path.into(),
             source: e,
         })?;
         let dir = plan_dir(path);
-        Plan::parse(&source, &path.display().to_string(), &dir, quick)
+        Plan::parse_with(&source, &path.display().to_string(), &dir, quick, sets)
     }
 
     /// Validates plan text; `origin` names it in errors. With `quick`, the `[quick]` table
@@ -519,6 +531,18 @@ impl Plan {
     /// stops the plan before any target starts. `dir` is made absolute (against the current
     /// directory), as [`Plan::dir`] is.
     pub fn parse(source: &str, origin: &str, dir: &Path, quick: bool) -> Result<Plan, PlanError> {
+        Plan::parse_with(source, origin, dir, quick, &[])
+    }
+
+    /// [`Plan::parse`] with `--matrix` lists laid over the file's `[matrix]` (after
+    /// `[quick]`'s).
+    pub fn parse_with(
+        source: &str,
+        origin: &str,
+        dir: &Path,
+        quick: bool,
+        sets: &[MatrixSet],
+    ) -> Result<Plan, PlanError> {
         // Absolute, so that `{plan_dir}` and every `cwd` mean the same whatever directory a
         // target or a build runs in.
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
@@ -530,7 +554,29 @@ impl Plan {
         if quick {
             quick::apply(&mut file, origin)?;
         }
-        let plan = validate::plan(&file, source, origin, dir, quick)?;
+        matrix_set::apply(&mut file, origin, sets)?;
+        let mut plan = validate::plan(&file, source, origin, dir, quick)?;
+        plan.matrix_set = sets.iter().map(ToString::to_string).collect();
+        if crate::matrix::expand(&plan).is_empty() {
+            let product: usize = plan.matrix.iter().map(|(_, v)| v.len()).product();
+            return Err(PlanError::Field {
+                path: origin.into(),
+                field: "exclude".into(),
+                value: if product == 1 {
+                    "the only configuration".into()
+                } else {
+                    format!("all {product} configurations")
+                },
+                allowed: if sets.is_empty() {
+                    "at least one configuration left by the [[exclude]] tables".into()
+                } else {
+                    format!(
+                        "at least one configuration left by the [[exclude]] tables (with --matrix {})",
+                        plan.matrix_set.join(" --matrix ")
+                    )
+                },
+            });
+        }
         workload::check_scenarios(&plan, origin)?;
         Ok(plan)
     }

@@ -48,6 +48,8 @@ fn mistakes_name_their_field() {
         (with("", "knee={start=10,max=100,precision=2}"), "load.knee.precision"),
         (with("", "steps=[1]\n[slo]\nmax_error_rate=3"), "slo.max_error_rate"),
         (format!("name = \"x\"\n[matrix]\nw=[1]\n[[exclude]]\nq=1\n{SCENARIO}[load]\nsteps=[1]\n"), "exclude[0].q"),
+        // Excludes that leave nothing to run.
+        (format!("name = \"x\"\n[matrix]\nw=[1,2]\n[[exclude]]\nw=1\n[[exclude]]\nw=2\n{SCENARIO}[load]\nsteps=[1]\n"), "exclude = all 2 configurations is not allowed: at least one configuration left by the [[exclude]] tables"),
         (with("", "steps=[1]\ncpus=\"1-0\""), "load.cpus"),
         (with("", "steps=[1]\nio=\"kqueue\""), "load.io"),
         (format!("name = \"x\"\n[[target]]\nname=\"a\"\ncommand=[\"x\"]\nready={{}}\n{SCENARIO}[load]\nsteps=[1]\n"), "target[0].ready"),

@@ -143,6 +143,7 @@ pub(super) fn plan(
         load,
         slo,
         quick,
+        matrix_set: Vec::new(),
         probe,
         tune,
     })
