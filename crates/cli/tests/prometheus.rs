@@ -197,13 +197,27 @@ fn a_run_pushes_its_counts_and_a_native_histogram() {
         prom.value("histogram_count(loadlab_latency_seconds)"),
         requests as f64
     );
-    let p99 = prom.value("histogram_quantile(0.99, rate(loadlab_latency_seconds[1m]))");
+    // Prometheus's p99 of the run's histogram (the cumulative one pushed with the last
+    // second) is the result's, within one bucket of schema 3 (9 %) and HdrHistogram's own
+    // rounding. Its whole counts rank exactly; over `rate()` they are scaled by its
+    // extrapolation, and where the rank falls on a bucket's last observation (600
+    // responses, rank 594.0) a rounding of the scaled sum can take the next bucket's lower
+    // edge, the 595th observation: Prometheus's arithmetic, not the histogram's contents.
+    let p99 = prom.value("histogram_quantile(0.99, loadlab_latency_seconds)");
     let json_p99 = r.json()["latency_ms"]["p99"].as_f64().unwrap() / 1000.0;
     assert!(p99 > 0.0 && p99 < 1.0, "p99 {p99} s");
-    // Within one bucket of schema 3 (9 %) and HdrHistogram's own rounding.
     assert!(
-        p99 <= json_p99 * 1.2 + 0.0005 && p99 >= json_p99 / 1.2 - 0.0005,
+        p99 <= json_p99 * 1.1 + 1e-5 && p99 >= json_p99 / 1.1 - 1e-5,
         "Prometheus p99 {p99} s, the result's {json_p99} s"
+    );
+    // `rate()` sees the run whole: its first point is the zeros a second before the first
+    // second, and the rate's median is the run's (dense there, so no rank sits on an edge).
+    assert_eq!(prom.value("min_over_time(loadlab_requests_total[1m])"), 0.0);
+    let median = prom.value("histogram_quantile(0.5, loadlab_latency_seconds)");
+    let rate_median = prom.value("histogram_quantile(0.5, rate(loadlab_latency_seconds[1m]))");
+    assert!(
+        (rate_median / median - 1.0).abs() < 0.01,
+        "median over rate() {rate_median} s, of the run's histogram {median} s"
     );
     // One point per second (and the zeros before the first), not one at the end.
     let points = prom.query("count_over_time(loadlab_requests_total[1m])");

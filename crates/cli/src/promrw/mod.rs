@@ -468,15 +468,11 @@ impl Worker {
         outbox.push_back(snap);
     }
 
-    /// At the end only each label set's latest snapshot matters (it holds the totals).
+    /// At the end only each feed's first and latest snapshots still queued matter: the
+    /// latest holds the totals, and the first may be the zeros `rate()` starts from (a
+    /// server slow to take the first pushes must not lose the run's beginning).
     fn keep_latest(&mut self) {
-        let mut latest: BTreeMap<Arc<Labels>, Snapshot> = BTreeMap::new();
-        for s in self.outbox.drain(..) {
-            latest.insert(s.labels.clone(), s);
-        }
-        let mut kept: Vec<Snapshot> = latest.into_values().collect();
-        kept.sort_by_key(|s| s.timestamp);
-        self.outbox.extend(kept);
+        keep_ends(&mut self.outbox);
     }
 
     fn push(&mut self, snap: &Snapshot, deadline: Instant) {
@@ -511,6 +507,25 @@ impl Worker {
             t.last_error = Some(e.to_string());
         }
     }
+}
+
+/// Keeps each feed's first and latest snapshot of `outbox`, in time order.
+fn keep_ends(outbox: &mut VecDeque<Snapshot>) {
+    let mut ends: BTreeMap<Arc<Labels>, (Snapshot, Option<Snapshot>)> = BTreeMap::new();
+    for s in outbox.drain(..) {
+        match ends.get_mut(&s.labels) {
+            Some((_, latest)) => *latest = Some(s),
+            None => {
+                ends.insert(s.labels.clone(), (s, None));
+            }
+        }
+    }
+    let mut kept: Vec<Snapshot> = ends
+        .into_values()
+        .flat_map(|(first, latest)| std::iter::once(first).chain(latest))
+        .collect();
+    kept.sort_by_key(|s| s.timestamp);
+    outbox.extend(kept);
 }
 
 /// Whether a push failed because the server does not take native histograms (Prometheus
@@ -627,6 +642,37 @@ mod tests {
                     .join(",")
             })
             .collect()
+    }
+
+    #[test]
+    fn the_end_keeps_each_feeds_first_and_latest_snapshot() {
+        let at = |labels: &str, timestamp: i64| Snapshot {
+            labels: Arc::new(Labels::from([("scenario", labels.to_string())])),
+            timestamp,
+            ..snapshot()
+        };
+        let mut outbox = VecDeque::from([
+            at("a", 1000),
+            at("a", 2000),
+            at("b", 2500),
+            at("a", 3000),
+            at("a", 4000),
+            at("c", 1500),
+            at("c", 3500),
+        ]);
+        keep_ends(&mut outbox);
+        let kept: Vec<(String, i64)> = outbox
+            .iter()
+            .map(|s| (s.labels["scenario"].clone(), s.timestamp))
+            .collect();
+        let want = [
+            ("a", 1000),
+            ("c", 1500),
+            ("b", 2500),
+            ("c", 3500),
+            ("a", 4000),
+        ];
+        assert_eq!(kept, want.map(|(l, t)| (l.to_string(), t)));
     }
 
     #[test]
