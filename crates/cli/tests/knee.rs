@@ -123,7 +123,8 @@ fn pool_search(n: usize) -> Vec<String> {
 #[test]
 fn a_pool_of_n_slots_is_named_at_the_knee_itself() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for n in [1usize, 2, 4, 16] {
+    // A pool of 2 is searched three times over in the next test.
+    for n in [1usize, 4, 16] {
         let server = Server::start(&["--pool", &n.to_string(), "--service-ms", "50"]);
         let args = pool_search(n);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
