@@ -10,11 +10,12 @@
 use std::fmt::Write;
 
 use loadlab_lab::bundle::{ConfigRecord, ConfigStatus, StepRecord};
+use loadlab_lab::diagnosis::Bottleneck;
 use loadlab_lab::gate::Figures;
 use loadlab_lab::plan::{Model, Plan, Slo};
 use loadlab_lab::verdict::{percentile_of, Limit};
 
-use crate::format::{load, num, pct_abs};
+use crate::format::{load, num, pct_abs, pct_whole};
 use crate::knee::{fixed_knee, fixed_words, range_words, unit};
 
 /// One SLO clause.
@@ -120,6 +121,8 @@ struct Row<'a> {
     why: Option<String>,
     /// The why's bottleneck alone ("CPU-bound"), to count alike whys.
     why_label: Option<String>,
+    /// The why's bottleneck.
+    bottleneck: Option<Bottleneck>,
     /// The last step sustained and the first not sustained.
     steps: [Option<&'a StepRecord>; 2],
 }
@@ -204,11 +207,80 @@ fn rows<'a>(
                 fail,
                 why,
                 why_label,
+                bottleneck: finding.map(|f| f.bottleneck),
                 steps: [step_at(&list, low, true), step_at(&list, fail, false)],
             });
         }
     }
+    for r in &mut out {
+        if let Some(but) = cpu_not_spent(r, steps, unit) {
+            if let Some(why) = &mut r.why {
+                why.push_str(&but);
+            }
+        }
+    }
     out
+}
+
+/// How much more CPU time another configuration must have used, while holding, than a
+/// CPU-bound step did before that step's CPU counts as not spent: a quarter more, and at
+/// least a tenth of one CPU.
+const MORE_CPU_RATIO: f64 = 1.25;
+const MORE_CPU_POINTS: f64 = 10.0;
+
+/// A CPU-bound why read against the other configurations of its scenario: where one held
+/// the load this step broke at, or more, on no more CPUs, while its target used clearly more
+/// CPU time than this step's did, the same CPUs could give the target more than it got here,
+/// so their capacity does not explain the knee: the target spent its time otherwise (a pool
+/// too small, a lock) or something else ran on its CPUs. A server at its CPUs' limit in
+/// both, as when a knob makes each request dearer, is left alone. Returns what the why
+/// adds: the other configuration, both figures, and the parameters that differ.
+fn cpu_not_spent(r: &Row<'_>, steps: &[StepRecord], unit: &str) -> Option<String> {
+    if r.bottleneck != Some(Bottleneck::CpuBound) {
+        return None;
+    }
+    let broke = r.steps[1]?;
+    let here = broke.probes.as_ref()?;
+    let cpus = here.limits.as_ref()?.cpus;
+    let used = here.delta.cpu_percent;
+    let held = steps
+        .iter()
+        .filter(|s| {
+            s.scenario == r.scenario
+                && s.config != r.config
+                && s.verdict.sustained
+                && s.load >= broke.load - 1e-9
+        })
+        .filter_map(|s| {
+            let p = s.probes.as_ref()?;
+            let more = p.delta.cpu_percent;
+            (p.limits.as_ref()?.cpus <= cpus + 1e-9
+                && more >= used * MORE_CPU_RATIO
+                && more - used >= MORE_CPU_POINTS)
+                .then_some((s, more))
+        })
+        .max_by(|a, b| a.0.load.total_cmp(&b.0.load))?;
+    let (other, more) = held;
+    let differs: Vec<String> = broke
+        .params
+        .iter()
+        .filter_map(|(k, v)| {
+            let there = other.params.iter().find(|(ok, _)| ok == k)?;
+            (there.1 != *v).then(|| format!("{k} {v} here, {} there", there.1))
+        })
+        .collect();
+    Some(format!(
+        "; but `{}` held {} {unit} with its target using {} of one CPU, against {} here, on no more CPUs: the capacity of its CPUs does not explain this knee, what differs between the two ({}) does, through what the target did with its CPU time or what else ran on its CPUs",
+        other.config,
+        load(other.load),
+        pct_whole(more / 100.0),
+        pct_whole(used / 100.0),
+        if differs.is_empty() {
+            "nothing in the matrix".to_string()
+        } else {
+            differs.join(", ")
+        }
+    ))
 }
 
 /// A searched knee's range in words; a repeated load that held in some runs and not others
