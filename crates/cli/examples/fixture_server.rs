@@ -10,6 +10,9 @@
 //!   blocking worker pool: N × 1000 / S requests/s at most, with the CPU idle).
 //! - `--burn-us U`: every request spins until its thread used U µs of CPU before answering
 //!   (CPU-bound: a capacity of 1e6 / U requests/s per CPU, however many threads).
+//! - `--burst-threads K` (with `--burn-us U`): each request spins on K threads at once, U µs
+//!   of CPU each (a burst of K runnable threads, as a JIT or a parallel handler makes: on
+//!   one CPU they wait behind each other while it is busy, and it idles between requests).
 //! - `--leak-kb K`: every request leaks K KiB that are never freed (memory grows).
 //! - `--bind HOST`: listen on HOST (default 127.0.0.1; a test's network namespace address).
 //! - `--count-file PATH`: keeps PATH up to date (every 50 ms, atomically) with the requests
@@ -59,6 +62,7 @@ struct Opts {
     pool: Option<usize>,
     service_ms: u64,
     burn_us: u64,
+    burst_threads: usize,
     leak_kb: usize,
 }
 
@@ -90,6 +94,7 @@ fn parse() -> Opts {
             "--pool" => o.pool = Some(val().parse().unwrap()),
             "--service-ms" => o.service_ms = val().parse().unwrap(),
             "--burn-us" => o.burn_us = val().parse().unwrap(),
+            "--burst-threads" => o.burst_threads = val().parse().unwrap(),
             "--leak-kb" => o.leak_kb = val().parse().unwrap(),
             "--mode" => match val().as_str() {
                 "never" => o.never_ready = true,
@@ -208,21 +213,62 @@ fn work(o: &Opts) {
         cv.notify_one();
     }
     if o.burn_us > 0 {
-        // Spin until this thread has *used* U µs of CPU, not until U µs have passed: with
-        // several requests spinning on one CPU, wall time would pass for all of them at once
-        // and the capacity would be whatever the scheduler made it.
-        let end = thread_cpu() + Duration::from_micros(o.burn_us);
-        let mut x = 1u64;
-        while thread_cpu() < end {
-            for _ in 0..64 {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-            }
+        // The burst's other threads are a pool's, alive for the whole run (as a JIT's are):
+        // what they wait for shows in the process's threads, not in threads gone.
+        let helpers = o.burst_threads.saturating_sub(1);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        for _ in 0..helpers {
+            burst_pool()
+                .lock()
+                .unwrap()
+                .send((o.burn_us, done_tx.clone()))
+                .expect("the burst pool");
         }
-        std::hint::black_box(x);
+        burn(o.burn_us);
+        for _ in 0..helpers {
+            done_rx.recv().expect("a burst thread");
+        }
     }
     if o.leak_kb > 0 {
         LEAKED.lock().unwrap().push(vec![1u8; o.leak_kb * 1024]);
     }
+}
+
+/// A job of the burst pool: µs to burn, and where to say it is done.
+type BurstJob = (u64, std::sync::mpsc::Sender<()>);
+
+/// The burst pool's queue: 32 threads started at its first use, each burning what it takes.
+fn burst_pool() -> &'static std::sync::Mutex<std::sync::mpsc::Sender<BurstJob>> {
+    static POOL: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<BurstJob>>> =
+        std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<BurstJob>();
+        let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+        for _ in 0..32 {
+            let rx = rx.clone();
+            std::thread::spawn(move || loop {
+                let job = rx.lock().unwrap().recv();
+                let Ok((us, done)) = job else { return };
+                burn(us);
+                let _ = done.send(());
+            });
+        }
+        std::sync::Mutex::new(tx)
+    })
+}
+
+/// Spins until this thread has *used* `us` µs of CPU, not until `us` µs have passed: with
+/// several requests spinning on one CPU, wall time would pass for all of them at once and
+/// the capacity would be whatever the scheduler made it.
+fn burn(us: u64) {
+    let end = thread_cpu() + Duration::from_micros(us);
+    let mut x = 1u64;
+    while thread_cpu() < end {
+        for _ in 0..64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+    }
+    std::hint::black_box(x);
 }
 
 /// CPU time this thread has used.

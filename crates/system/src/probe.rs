@@ -64,7 +64,25 @@ pub struct ProcessSample {
     /// That thread's name (`/proc/PID/task/TID/comm`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busiest_thread: Option<String>,
+    /// The CPUs its processes may run on (the union of their affinity lists): clock ticks
+    /// so far that they were not idle (whoever ran, a VM's host included), and ticks in
+    /// all, from `/proc/stat` of the host they run on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_ticks: Option<CpusTicks>,
 }
+
+/// Clock ticks of a set of CPUs so far ([`ProcessSample::cpus_ticks`]).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Default)]
+pub struct CpusTicks {
+    /// Not idle: user, nice, system, irq, softirq and steal (not idle, not iowait).
+    pub busy: u64,
+    /// In all.
+    pub total: u64,
+}
+
+/// The processes whose affinity lists [`sum_processes`] reads each second, at most: a
+/// server of more processes than this is read by its first ones.
+const AFFINITY_READS: usize = 64;
 
 impl ProcessSample {
     fn add(&mut self, o: &ProcessSample) {
@@ -132,6 +150,15 @@ fn sum_processes(
         });
     }
     total.run_delay_s = t.run_delay_s;
+    let mut cpus: Vec<usize> = pids
+        .iter()
+        .take(AFFINITY_READS)
+        .filter_map(|&p| procfs::cpu_list_allowed(p))
+        .flatten()
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    total.cpus_ticks = procfs::busy_ticks_on(&cpus).map(|(busy, total)| CpusTicks { busy, total });
     if let Some(b) = t.busiest {
         total.busiest_thread_cpu = Some(b.cpu);
         total.busiest_thread_wait = Some(b.wait);
@@ -264,6 +291,12 @@ pub struct ProbeDelta {
     /// runnable threads than CPUs).
     #[serde(default)]
     pub cpu_wait_percent: f64,
+    /// Of the time of the CPUs it may run on, over the same samples, the share they were
+    /// not idle (whoever ran, a VM's host included): with `cpu_percent`, what others took
+    /// of them, and so whether its threads waited behind full CPUs or only behind each
+    /// other while they idled. `None` where not read (older bundles, an older agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_busy_share: Option<f64>,
     /// Largest resident memory seen, bytes.
     pub rss_max_bytes: u64,
     /// Most threads seen.
@@ -336,6 +369,11 @@ impl ProbeDelta {
             if wall > 0.0 {
                 d.cpu_percent = (d.cpu_user_s + d.cpu_system_s) / wall * 100.0;
                 d.cpu_wait_percent = (p1.run_delay_s - p0.run_delay_s).max(0.0) / wall * 100.0;
+            }
+            if let (Some(c0), Some(c1)) = (p0.cpus_ticks, p1.cpus_ticks) {
+                let total = c1.total.saturating_sub(c0.total);
+                d.cpus_busy_share = (total > 0)
+                    .then(|| (c1.busy.saturating_sub(c0.busy) as f64 / total as f64).min(1.0));
             }
         }
         for (_, p) in with_process() {
@@ -853,6 +891,11 @@ mod tests {
             busiest_thread_cpu: (user > 1.0).then_some(user / 3.0),
             busiest_thread_wait: (user > 1.0).then_some(0.1),
             busiest_thread: (user > 1.0).then(|| "main".to_string()),
+            // Its CPUs busy 70 % of the time from the second sample on.
+            cpus_ticks: (user > 0.0).then_some(CpusTicks {
+                busy: (user * 70.0) as u64,
+                total: (user * 100.0) as u64,
+            }),
         };
         let k = |overflows: u64, rsts: u64, tw: u64, est: u64| KernelSample {
             listen_overflows: overflows,
@@ -876,6 +919,8 @@ mod tests {
         assert!((d.cpu_percent - 80.0).abs() < 1e-9);
         // (3.1 - 1.5) / 2 s of waiting over 2 s.
         assert!((d.cpu_wait_percent - 40.0).abs() < 1e-9);
+        // Its CPUs' busy ticks against their ticks, between the same samples: 84 of 120.
+        assert!((d.cpus_busy_share.unwrap() - 0.7).abs() < 1e-9);
         assert_eq!((d.rss_max_bytes, d.threads_max, d.fds_max), (900, 9, 50));
         assert_eq!(
             (d.listen_overflows, d.listen_drops, d.out_rsts),

@@ -521,6 +521,35 @@ mod tests {
     }
 
     #[test]
+    fn busy_time_of_some_cpus_leaves_idle_and_iowait_out() {
+        // user nice system idle iowait irq softirq steal
+        let text = "cpu  30 0 0 60 0 0 0 13 0 0\n\
+                    cpu0 10 1 2 50 3 4 5 1 0 0\n\
+                    cpu1 20 0 0 10 0 0 0 12 0 0\n\
+                    cpu12 5 0 0 5 0 0 0 100 0 0\n";
+        assert_eq!(parse_busy_on(text, &[0]), Some((23, 76)));
+        assert_eq!(parse_busy_on(text, &[1]), Some((32, 42)));
+        assert_eq!(parse_busy_on(text, &[0, 1]), Some((55, 118)));
+        assert_eq!(parse_busy_on(text, &[]), None);
+        assert_eq!(parse_busy_on(text, &[3]), None);
+        let (busy, total) = busy_ticks_on(&[0]).expect("/proc/stat has cpu0");
+        assert!(busy <= total && total > 0);
+    }
+
+    #[test]
+    fn cpu_lists_read_as_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(parse_cpu_list(""), None);
+        assert_eq!(parse_cpu_list("1-x"), None);
+        let me = cpu_list_allowed(std::process::id()).expect("this process's affinity");
+        assert_eq!(Some(me.len()), cpus_allowed(std::process::id()));
+    }
+
+    #[test]
     fn stat_state_letter() {
         let line = "4242 (a) Z (c) Z 17 4242";
         assert_eq!(parse_state(line), Some('Z'));
@@ -625,6 +654,50 @@ pub fn cpus_allowed(pid: u32) -> Option<usize> {
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
         .trim();
     count_cpu_list(list)
+}
+
+/// The CPUs process `pid` may run on (its `Cpus_allowed_list`), in order.
+pub fn cpu_list_allowed(pid: u32) -> Option<Vec<usize>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let list = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
+        .trim();
+    parse_cpu_list(list)
+}
+
+/// The CPUs of a kernel CPU list such as `0-3,8,10-11`, in order.
+pub(crate) fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<usize>().ok()?..=b.parse::<usize>().ok()?),
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+/// `(busy, total)` clock ticks of the CPUs `cpus` so far (`/proc/stat`'s `cpuN` lines,
+/// summed): busy is every tick but idle and iowait (user, nice, system, irq, softirq, and
+/// steal: time a VM's host took is time nothing here could run), total all of them. `None`
+/// if a CPU named has no line, or for an empty list.
+pub fn busy_ticks_on(cpus: &[usize]) -> Option<(u64, u64)> {
+    parse_busy_on(&std::fs::read_to_string("/proc/stat").ok()?, cpus)
+}
+
+/// [`busy_ticks_on`] of `/proc/stat`'s text.
+pub(crate) fn parse_busy_on(text: &str, cpus: &[usize]) -> Option<(u64, u64)> {
+    if cpus.is_empty() {
+        return None;
+    }
+    let (mut busy, mut total) = (0, 0);
+    for &c in cpus {
+        let f = fields(text, &format!("cpu{c} "))?;
+        busy += f[0] + f[1] + f[2] + f[5] + f[6] + f[7];
+        total += f.iter().sum::<u64>();
+    }
+    Some((busy, total))
 }
 
 /// The number of CPUs in a kernel CPU list such as `0-3,8,10-11`.

@@ -56,6 +56,10 @@ pub struct Cpu {
     pub cpus: f64,
     /// Where `cpus` comes from.
     pub from: String,
+    /// The share of the time its CPUs were not idle, whoever ran, a VM's host included
+    /// (`None`: not read, or its CPUs capped by a cgroup quota, where idle CPUs say nothing
+    /// of what it may use).
+    pub busy: Option<f64>,
 }
 
 impl Cpu {
@@ -64,14 +68,33 @@ impl Cpu {
         self.used / self.cpus
     }
 
-    /// Waited for, as a fraction of its CPUs.
+    /// Waited for behind other processes, as a fraction of its CPUs: its threads' waits,
+    /// but no more than the time other processes kept its CPUs busy. Threads that wait
+    /// behind each other while its CPUs idle (bursts: more runnable threads than CPUs for a
+    /// moment) are not short of CPU over the step. Without the CPUs' busy time, every wait.
     pub fn waited(&self) -> f64 {
+        let wait = match self.busy {
+            Some(b) => self.wait.min((b * self.cpus - self.used).max(0.0)),
+            None => self.wait,
+        };
+        wait / self.cpus
+    }
+
+    /// Waited for in all (behind other processes or its own threads), as a fraction of
+    /// its CPUs.
+    pub fn waited_all(&self) -> f64 {
         self.wait / self.cpus
     }
 
-    /// What it wanted of its CPUs: used plus waited for, at most all.
+    /// What it wanted of its CPUs: used plus waited for behind other processes
+    /// ([`Cpu::waited`]), at most all.
     pub fn demand(&self) -> f64 {
-        ((self.used + self.wait) / self.cpus).min(1.0)
+        (self.util() + self.waited()).min(1.0)
+    }
+
+    /// The share of the time its CPUs were idle, when read.
+    pub fn idle(&self) -> Option<f64> {
+        self.busy.map(|b| (1.0 - b).max(0.0))
     }
 
     /// `1 CPU (affinity: 1 CPU)`.
@@ -226,6 +249,10 @@ impl<'a> Evidence<'a> {
                 wait: p.delta.cpu_wait_percent / 100.0,
                 cpus: l.cpus,
                 from: l.cpus_from.clone(),
+                busy: p
+                    .delta
+                    .cpus_busy_share
+                    .filter(|_| !l.cpus_from.contains("quota")),
             })
         });
         let mix = mix_of(r, ctx);

@@ -36,7 +36,8 @@ use rules::Check;
 pub const DIAGNOSIS_VERSION: u32 = 1;
 /// A target using at least this fraction of its CPUs is CPU-bound.
 pub const CPU_BOUND: f64 = 0.9;
-/// Below this fraction of its CPUs the target's CPU demand (used plus waited for) is "low".
+/// Below this fraction of its CPUs the target's CPU demand (used, plus waited for behind
+/// other processes: [`evidence::Cpu::demand`]) is "low".
 pub const CPU_LOW: f64 = 0.5;
 /// A target that waited at least this fraction of its CPUs' time for them, runnable, was
 /// starved by other processes when it used less than [`CPU_BOUND`] itself.

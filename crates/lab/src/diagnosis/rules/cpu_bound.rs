@@ -8,7 +8,7 @@ use crate::diagnosis::{pct, Bottleneck, Evidence, Finding, CPU_BOUND, STARVED};
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::CpuBound,
-    needs: "target CPU ≥ 90 % of the CPUs **it may run on**: its affinity (`Cpus_allowed_list`), capped by its cgroup's CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us`), read when the step starts; not the machine's core count. Or, on a shared machine, CPU used plus CPU waited for (its threads runnable but not running, from `/proc/PID/task/*/schedstat`) ≥ 90 %, with at least 10 % waited",
+    needs: "target CPU ≥ 90 % of the CPUs **it may run on**: its affinity (`Cpus_allowed_list`), capped by its cgroup's CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us`), read when the step starts; not the machine's core count. Or, on a shared machine, CPU used plus CPU waited for (its threads runnable but not running, from `/proc/PID/task/*/schedstat`) ≥ 90 %, with at least 10 % waited, while its CPUs were idle less than 10 % of the step (`/proc/stat`'s lines of its CPUs; steal counts as busy): threads that wait behind each other while their CPUs idle between bursts are not CPU-bound",
     says: "\"the target used 98 % of its 1 CPU (affinity: 1 CPU) at 1000 req/s: CPU-bound\"; or \"used 55 % … and waited 40 % of the time for them, runnable behind other processes …: CPU-bound on CPUs it shares\"",
     check,
 };
@@ -45,17 +45,32 @@ fn check(e: &Evidence<'_>) -> Check {
         }
     }
     let util = cpu.util();
-    let waited = cpu.waited();
-    let demand = cpu.demand();
-    let starved = util < CPU_BOUND && waited >= STARVED;
-    if !(util >= CPU_BOUND || (starved && demand >= CPU_BOUND)) {
-        return Check::RuledOut(format!(
-            "target CPU {} of its {}, {} waiting for it",
-            pct(util),
-            cpu.cpus_words(),
-            pct(waited)
-        ));
+    let waited = cpu.waited_all();
+    let idle = cpu.idle();
+    // Its CPUs were full (not idle a tenth of the time), or not read: a target that used
+    // less and waited was starved by what else ran there. Idle CPUs with waiting threads
+    // are threads waiting behind each other in bursts: room the target left.
+    let full = idle.is_none_or(|i| i < 1.0 - CPU_BOUND);
+    let starved = util < CPU_BOUND && waited >= STARVED && util + waited >= CPU_BOUND;
+    if !(util >= CPU_BOUND || (starved && full)) {
+        return Check::RuledOut(match idle {
+            Some(idle) if starved => format!(
+                "target CPU {} of its {}, {} waiting for it, but its CPUs were idle {} of \
+                 the time: its threads waited behind each other in bursts, not behind full CPUs",
+                pct(util),
+                cpu.cpus_words(),
+                pct(waited),
+                pct(idle)
+            ),
+            _ => format!(
+                "target CPU {} of its {}, {} waiting for it",
+                pct(util),
+                cpu.cpus_words(),
+                pct(waited)
+            ),
+        });
     }
+    let demand = cpu.demand();
     let onset = cpu_series(p)
         .into_iter()
         .find(|(_, c)| c / cpu.cpus >= CPU_BOUND)
@@ -66,10 +81,18 @@ fn check(e: &Evidence<'_>) -> Check {
         (
             format!(
                 "the target used {} of its {cpu_words} and waited {} of the time for \
-                 them, runnable behind other processes, at {load_words}: CPU-bound on \
+                 them, runnable behind other processes{}, at {load_words}: CPU-bound on \
                  CPUs it shares",
                 pct(util),
-                pct(waited)
+                pct(waited),
+                cpu.busy
+                    .map(|b| format!(
+                        " (its CPUs were busy {} of the time, {} of it not with the target: \
+                         other processes, or a VM's host)",
+                        pct(b),
+                        pct((b - util).max(0.0))
+                    ))
+                    .unwrap_or_default()
             ),
             "keep other processes off the target's CPUs (pin loadlab and the rest \
              elsewhere), or give it more cores",

@@ -9,7 +9,7 @@ use crate::diagnosis::{num, pct, Bottleneck, Evidence, Finding};
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::Timeouts,
     needs:
-        "request or connect timeouts with the target's CPU demand below 50 % (document 003's case)",
+        "request or connect timeouts with the target's CPU demand (used, plus waited for while other processes kept its CPUs busy) below 50 % (document 003's case)",
     says: "the timeout count and the CPU figure: requests waited for a pool or a downstream",
     check,
 };
