@@ -291,10 +291,12 @@ pub struct ProbeDelta {
     /// runnable threads than CPUs).
     #[serde(default)]
     pub cpu_wait_percent: f64,
-    /// Of the time of the CPUs it may run on, over the same samples, the share they were
-    /// not idle (whoever ran, a VM's host included): with `cpu_percent`, what others took
-    /// of them, and so whether its threads waited behind full CPUs or only behind each
-    /// other while they idled. `None` where not read (older bundles, an older agent).
+    /// Of the time of the CPUs it may run on, the share they were not idle (whoever ran, a
+    /// VM's host included), over the intervals between samples, each weighted by the time
+    /// the target's threads waited for a CPU in it (by its length where they never waited):
+    /// whether they waited behind full CPUs or behind each other while the CPUs idled, and
+    /// not diluted by a step's quiet edges. `None` where not read (older bundles, an older
+    /// agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus_busy_share: Option<f64>,
     /// Largest resident memory seen, bytes.
@@ -340,6 +342,32 @@ pub struct ProbeDelta {
     pub cgroup: Option<CgroupDelta>,
 }
 
+/// [`ProbeDelta::cpus_busy_share`] of the process samples, in time order.
+fn cpus_busy_share<'a>(samples: impl Iterator<Item = &'a ProcessSample>) -> Option<f64> {
+    let mut prev: Option<(&ProcessSample, CpusTicks)> = None;
+    let (mut waited, mut busy_waited, mut busy, mut total) = (0.0, 0.0, 0u64, 0u64);
+    for p in samples {
+        let Some(t) = p.cpus_ticks else { continue };
+        if let Some((p0, t0)) = prev {
+            let dt = t.total.saturating_sub(t0.total);
+            let db = t.busy.saturating_sub(t0.busy).min(dt);
+            if dt > 0 {
+                let w = (p.run_delay_s - p0.run_delay_s).max(0.0);
+                waited += w;
+                busy_waited += w * db as f64 / dt as f64;
+                busy += db;
+                total += dt;
+            }
+        }
+        prev = Some((p, t));
+    }
+    if waited > 0.0 {
+        Some(busy_waited / waited)
+    } else {
+        (total > 0).then(|| busy as f64 / total as f64)
+    }
+}
+
 impl ProbeDelta {
     /// Computes the delta of a series of samples (in time order). CPU is taken between the
     /// first and last samples that saw a process, and never goes below zero (processes that
@@ -370,12 +398,8 @@ impl ProbeDelta {
                 d.cpu_percent = (d.cpu_user_s + d.cpu_system_s) / wall * 100.0;
                 d.cpu_wait_percent = (p1.run_delay_s - p0.run_delay_s).max(0.0) / wall * 100.0;
             }
-            if let (Some(c0), Some(c1)) = (p0.cpus_ticks, p1.cpus_ticks) {
-                let total = c1.total.saturating_sub(c0.total);
-                d.cpus_busy_share = (total > 0)
-                    .then(|| (c1.busy.saturating_sub(c0.busy) as f64 / total as f64).min(1.0));
-            }
         }
+        d.cpus_busy_share = cpus_busy_share(with_process().map(|(_, p)| p));
         for (_, p) in with_process() {
             d.rss_max_bytes = d.rss_max_bytes.max(p.rss_bytes);
             d.threads_max = d.threads_max.max(p.threads);
@@ -919,7 +943,8 @@ mod tests {
         assert!((d.cpu_percent - 80.0).abs() < 1e-9);
         // (3.1 - 1.5) / 2 s of waiting over 2 s.
         assert!((d.cpu_wait_percent - 40.0).abs() < 1e-9);
-        // Its CPUs' busy ticks against their ticks, between the same samples: 84 of 120.
+        // Its CPUs' busy ticks against their ticks, between the same samples: 42 of 60 in
+        // each interval, where it waited 0.4 s each.
         assert!((d.cpus_busy_share.unwrap() - 0.7).abs() < 1e-9);
         assert_eq!((d.rss_max_bytes, d.threads_max, d.fds_max), (900, 9, 50));
         assert_eq!(
@@ -931,6 +956,30 @@ mod tests {
         assert!((d.busiest_thread_cpu.unwrap() - 3.8 / 6.0).abs() < 1e-9);
         assert_eq!(d.busiest_thread.as_deref(), Some("main"));
         assert!((d.busiest_thread_wait.unwrap() - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_cpus_busy_share_is_weighted_by_the_waits() {
+        let at = |wait: f64, busy: u64, total: u64| ProcessSample {
+            run_delay_s: wait,
+            cpus_ticks: Some(CpusTicks { busy, total }),
+            ..ProcessSample::default()
+        };
+        // Full while the threads waited 0.8 s, then a quiet end (idle, no wait): full.
+        let s = [
+            at(0.0, 0, 0),
+            at(0.4, 100, 100),
+            at(0.8, 200, 200),
+            at(0.8, 210, 300),
+        ];
+        assert!((cpus_busy_share(s.iter()).unwrap() - 1.0).abs() < 1e-9);
+        // Half idle in every interval they waited in: half.
+        let s = [at(0.0, 0, 0), at(0.4, 50, 100), at(0.9, 100, 200)];
+        assert!((cpus_busy_share(s.iter()).unwrap() - 0.5).abs() < 1e-9);
+        // No wait at all: the plain share; no ticks: nothing.
+        let s = [at(0.0, 0, 0), at(0.0, 30, 100), at(0.0, 90, 200)];
+        assert!((cpus_busy_share(s.iter()).unwrap() - 0.45).abs() < 1e-9);
+        assert_eq!(cpus_busy_share([ProcessSample::default()].iter()), None);
     }
 
     #[test]

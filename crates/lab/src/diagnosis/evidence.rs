@@ -56,9 +56,9 @@ pub struct Cpu {
     pub cpus: f64,
     /// Where `cpus` comes from.
     pub from: String,
-    /// The share of the time its CPUs were not idle, whoever ran, a VM's host included
-    /// (`None`: not read, or its CPUs capped by a cgroup quota, where idle CPUs say nothing
-    /// of what it may use).
+    /// The share of the time its CPUs were not idle while its threads waited, whoever ran,
+    /// a VM's host included (`ProbeDelta::cpus_busy_share`; `None`: not read, or its CPUs
+    /// capped by a cgroup quota, where idle CPUs say nothing of what it may use).
     pub busy: Option<f64>,
 }
 
@@ -92,7 +92,7 @@ impl Cpu {
         (self.util() + self.waited()).min(1.0)
     }
 
-    /// The share of the time its CPUs were idle, when read.
+    /// The share of the time its CPUs were idle while its threads waited, when read.
     pub fn idle(&self) -> Option<f64> {
         self.busy.map(|b| (1.0 - b).max(0.0))
     }

@@ -8,7 +8,7 @@ use crate::diagnosis::{pct, Bottleneck, Evidence, Finding, CPU_BOUND, STARVED};
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::CpuBound,
-    needs: "target CPU ≥ 90 % of the CPUs **it may run on**: its affinity (`Cpus_allowed_list`), capped by its cgroup's CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us`), read when the step starts; not the machine's core count. Or, on a shared machine, CPU used plus CPU waited for (its threads runnable but not running, from `/proc/PID/task/*/schedstat`) ≥ 90 %, with at least 10 % waited, while its CPUs were idle less than 10 % of the step (`/proc/stat`'s lines of its CPUs; steal counts as busy): threads that wait behind each other while their CPUs idle between bursts are not CPU-bound",
+    needs: "target CPU ≥ 90 % of the CPUs **it may run on**: its affinity (`Cpus_allowed_list`), capped by its cgroup's CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us`), read when the step starts; not the machine's core count. Or, on a shared machine, CPU used plus CPU waited for (its threads runnable but not running, from `/proc/PID/task/*/schedstat`) ≥ 90 %, with at least 10 % waited, while its CPUs were idle less than 10 % of the time it waited (`/proc/stat`'s lines of its CPUs, each second weighted by the target's wait in it; steal counts as busy): threads that wait behind each other while their CPUs idle between bursts are not CPU-bound",
     says: "\"the target used 98 % of its 1 CPU (affinity: 1 CPU) at 1000 req/s: CPU-bound\"; or \"used 55 % … and waited 40 % of the time for them, runnable behind other processes …: CPU-bound on CPUs it shares\"",
     check,
 };
@@ -56,7 +56,8 @@ fn check(e: &Evidence<'_>) -> Check {
         return Check::RuledOut(match idle {
             Some(idle) if starved => format!(
                 "target CPU {} of its {}, {} waiting for it, but its CPUs were idle {} of \
-                 the time: its threads waited behind each other in bursts, not behind full CPUs",
+                 the time it waited: its threads waited behind each other in bursts, not \
+                 behind full CPUs",
                 pct(util),
                 cpu.cpus_words(),
                 pct(waited),
@@ -86,12 +87,7 @@ fn check(e: &Evidence<'_>) -> Check {
                 pct(util),
                 pct(waited),
                 cpu.busy
-                    .map(|b| format!(
-                        " (its CPUs were busy {} of the time, {} of it not with the target: \
-                         other processes, or a VM's host)",
-                        pct(b),
-                        pct((b - util).max(0.0))
-                    ))
+                    .map(|b| format!(" (its CPUs busy {} of the time it waited)", pct(b)))
                     .unwrap_or_default()
             ),
             "keep other processes off the target's CPUs (pin loadlab and the rest \
