@@ -648,12 +648,7 @@ mod tests {
 /// CPUs process `pid` may run on: the count of its affinity list (`Cpus_allowed_list` in
 /// `/proc/PID/status`).
 pub fn cpus_allowed(pid: u32) -> Option<usize> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let list = text
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
-        .trim();
-    count_cpu_list(list)
+    cpu_list_allowed(pid).map(|cpus| cpus.len())
 }
 
 /// The CPUs process `pid` may run on (its `Cpus_allowed_list`), in order.
@@ -701,18 +696,9 @@ pub(crate) fn parse_busy_on(text: &str, cpus: &[usize]) -> Option<(u64, u64)> {
 }
 
 /// The number of CPUs in a kernel CPU list such as `0-3,8,10-11`.
-pub(crate) fn count_cpu_list(list: &str) -> Option<usize> {
-    let mut n = 0;
-    for part in list.split(',').filter(|p| !p.is_empty()) {
-        n += match part.split_once('-') {
-            Some((a, b)) => b.parse::<usize>().ok()? - a.parse::<usize>().ok()? + 1,
-            None => {
-                part.parse::<usize>().ok()?;
-                1
-            }
-        };
-    }
-    (n > 0).then_some(n)
+#[cfg(test)]
+fn count_cpu_list(list: &str) -> Option<usize> {
+    parse_cpu_list(list).map(|cpus| cpus.len())
 }
 
 /// The soft `nofile` limit of process `pid` (`Max open files` in `/proc/PID/limits`).
