@@ -363,6 +363,88 @@ fn threads_that_wait_behind_each_other_on_a_half_idle_cpu_are_not_cpu_bound() {
 }
 
 #[test]
+fn timeouts_behind_a_small_pool_with_its_cpu_half_used_are_the_pool() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A pool of 2 slots × 20 ms (100 req/s), and 6 ms of CPU per request after its slot, on
+    // CPU 0 alone: at the pool's limit the target uses about 60 % of its CPU, which idles
+    // the rest (as plans/proxy-pool-jvm.toml's JVM with 2 dispatcher threads). Offered 200
+    // req/s with a 1 s timeout, requests queue for the pool into timeouts. Its CPU demand is
+    // not low, but its CPU had room: the timeouts are the pool's, and the sentence says how
+    // idle the CPU was. With 12 ms per request the CPU is full before the pool (83 req/s):
+    // the same timeouts are not called a pool's.
+    let plan = burn_plan_with(
+        "pool-room",
+        "burn = [6000, 12000]\ncpu = [0]",
+        ", \"--pool\", \"2\", \"--service-ms\", \"20\"",
+        "steps = [200]",
+        "p99_ms = 500",
+    );
+    let text = std::fs::read_to_string(&plan).unwrap();
+    std::fs::write(
+        &plan,
+        text.replace("timeout = \"10s\"", "timeout = \"1s\"")
+            .replace("connections = 8", "connections = 256"),
+    )
+    .unwrap();
+    let out = temp_path("pool-room-bundle");
+    lab_ok(&plan, &out);
+    let steps = lines(&out.join("steps.jsonl"));
+    let of = |burn: &str| {
+        let s: Vec<Value> = steps
+            .iter()
+            .filter(|s| {
+                s["config"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("burn={burn},"))
+            })
+            .cloned()
+            .collect();
+        assert_eq!(s.len(), 1, "{burn}");
+        let used = s[0]["probes"]["delta"]["cpu_percent"].as_f64().unwrap() / 100.0;
+        (used, findings(&s, 200.0), s[0]["diagnosis"].clone())
+    };
+    let (used, f, _) = of("6000");
+    // The case: more than half of its CPU used (a demand below 50 % alone missed it).
+    assert!((0.5..=0.8).contains(&used), "{used}");
+    let t = f
+        .iter()
+        .find(|x| x["bottleneck"] == "timeouts")
+        .unwrap_or_else(|| panic!("no timeouts finding: {f:?}"));
+    let evidence = t["evidence"].as_str().unwrap();
+    // Its CPU idled at least a quarter of the time the timed-out requests waited.
+    let idle = t["figures"]["cpus_idle"].as_f64().unwrap();
+    assert!((0.25..=0.5).contains(&idle), "{t}");
+    assert!(
+        evidence.contains(&format!(
+            "while the target used {:.0} % of its CPUs, its CPUs idle {:.0} % of the time the timed-out requests waited: requests waited for a pool",
+            (100.0 * used).round(),
+            (100.0 * idle).round()
+        )),
+        "{evidence}"
+    );
+    assert!(t["figures"]["demand"].as_f64().unwrap() >= 0.5, "{t}");
+    assert!(!kinds(&f).contains(&"cpu_bound"), "{f:?}");
+    // The CPU full: CPU-bound, and the timeouts ruled out with the idle share.
+    let (used, f, d) = of("12000");
+    assert!(used >= 0.9, "{used}");
+    assert!(kinds(&f).contains(&"cpu_bound"), "{f:?}");
+    assert!(!kinds(&f).contains(&"timeouts"), "{f:?}");
+    let why = d["ruled_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|r| r.starts_with("timeouts with the CPU low: "))
+        .unwrap_or_else(|| panic!("{d}"))
+        .to_string();
+    assert!(
+        why.contains("of the time the timed-out requests waited, not 25 %"),
+        "{why}"
+    );
+}
+
+#[test]
 fn memory_growth_is_reported_with_its_rate() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // A pool of 4 slots × 20 ms (200 req/s) offered 400 req/s, every request leaking 256 KiB:

@@ -8,6 +8,7 @@ use loadlab_engine::ErrorClass;
 use loadlab_lab::bundle::StepRecord;
 use loadlab_lab::diagnosis::{Bottleneck, Diagnosis, Tracker};
 use loadlab_lab::verdict::Limit;
+use loadlab_system::probe::CpusTicks;
 
 fn steps(name: &str) -> Vec<StepRecord> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -245,6 +246,135 @@ fn timeouts_with_the_cpu_low_and_the_latency_split() {
     assert!(
         b.service_ms - a.service_ms > 0.5 * (b.latency_ms - a.latency_ms),
         "{note}"
+    );
+}
+
+/// plans/proxy-pool-jvm.toml: a JVM whose two dispatcher threads are the pool uses half of
+/// its core or more for its own threads (the JIT, the collector, the HTTP layer) while the
+/// core idles the rest. Its demand is not low, but its CPUs had room: the timeouts are a
+/// pool's. Full CPUs, unread ones, or one busy thread keep the rule from firing.
+#[test]
+fn timeouts_with_the_cpu_half_used_and_its_cpus_idle_are_a_pool() {
+    let steps = steps("backlog-workers");
+    let i = steps
+        .iter()
+        .position(|s| s.result.errors.sum_of(&[ErrorClass::RequestTimeout]) > 0)
+        .expect("a step with timeouts");
+    let on = |cpus: f64, used: f64, busy: Option<f64>, thread: Option<f64>| {
+        let mut s = steps[i].clone();
+        let p = s.probes.as_mut().unwrap();
+        p.limits.as_mut().unwrap().cpus = cpus;
+        p.delta.cpu_percent = 100.0 * used * cpus;
+        p.delta.cpu_wait_percent = 8.0;
+        // Its CPUs as busy in every second of the probe as over the step.
+        p.delta.cpus_busy_share = busy;
+        for (k, sample) in p.samples.iter_mut().enumerate() {
+            if let Some(pr) = sample.process.as_mut() {
+                pr.cpus_ticks = busy.map(|b| CpusTicks {
+                    busy: (1000.0 * b * k as f64) as u64,
+                    total: 1000 * k as u64,
+                });
+            }
+        }
+        p.delta.busiest_thread_cpu = thread;
+        p.delta.busiest_thread_wait = thread.map(|_| 0.01);
+        p.delta.busiest_thread = thread.map(|_| "dispatcher-1".into());
+        diagnose_variant(&steps, i, s).unwrap()
+    };
+    let variant = |used, busy, thread| on(1.0, used, busy, thread);
+    let timeouts = |d: &Diagnosis| {
+        d.findings
+            .iter()
+            .find(|f| f.bottleneck == Bottleneck::Timeouts)
+            .cloned()
+    };
+    // Every finding's sentence (an unknown's says what ruled each bottleneck out).
+    let unknown_or_ruled_out = |d: &Diagnosis| {
+        let all: Vec<String> = d.findings.iter().map(|f| f.evidence.clone()).collect();
+        all.join(" | ")
+    };
+    // 58 % used, its CPU busy 62 % of the time: the pool's timeouts.
+    let d = variant(0.58, Some(0.62), Some(0.2));
+    let t = timeouts(&d).unwrap_or_else(|| panic!("{:?}", kinds(&d)));
+    assert!(
+        t.evidence.contains(
+            "while the target used 58 % of its CPUs, its CPUs idle 38 % of the time the timed-out requests waited: requests waited for a pool"
+        ),
+        "{}",
+        t.evidence
+    );
+    assert!((t.figures["cpus_idle"] - 0.38).abs() < 1e-9);
+    assert!(t.figures["demand"] >= 0.5, "{:?}", t.figures);
+    // The same with a low demand: the sentence says no more than before.
+    let d = variant(0.3, Some(0.35), Some(0.2));
+    let t = timeouts(&d).unwrap();
+    assert!(
+        t.evidence
+            .contains("the target used 30 % of its CPUs: requests waited"),
+        "{}",
+        t.evidence
+    );
+    // Full CPUs: the CPU may be what they waited for.
+    let d = variant(0.58, Some(0.9), Some(0.2));
+    assert!(timeouts(&d).is_none(), "{:?}", kinds(&d));
+    let said = unknown_or_ruled_out(&d);
+    // Used 58 % and waited 8 %, all of it behind others (busy 90 % > 58 %): demand 66 %.
+    assert!(
+        said.contains(
+            "timeouts, but the target's CPU demand was 66 % of its CPUs, not below 50 %, and its CPUs idle 10 % of the time the timed-out requests waited, not 25 %"
+        ),
+        "{said}"
+    );
+    // Two CPUs idle 38 % of the time, but one thread that ran nearly all of it: that thread
+    // is the limit, and the timeouts are not called a pool's.
+    let d = on(2.0, 0.58, Some(0.62), Some(0.97));
+    assert!(timeouts(&d).is_none(), "{:?}", kinds(&d));
+    assert!(
+        kinds(&d).contains(&Bottleneck::ThreadBound),
+        "{:?}",
+        kinds(&d)
+    );
+    assert!(!unknown_or_ruled_out(&d).contains("waited for a pool"));
+    // Without that thread, the same two CPUs had room.
+    assert!(timeouts(&on(2.0, 0.58, Some(0.62), Some(0.3))).is_some());
+    // The CPUs' busy time not read (an older probe): demand alone, not low.
+    let d = variant(0.58, None, Some(0.2));
+    assert!(timeouts(&d).is_none(), "{:?}", kinds(&d));
+}
+
+#[test]
+fn a_full_pool_with_its_cpus_idle_is_named_whatever_share_the_target_used() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    let with = |used: f64, busy: f64| {
+        let mut s = s.clone();
+        let p = s.probes.as_mut().unwrap();
+        p.delta.cpu_percent = 100.0 * used * p.limits.as_ref().unwrap().cpus;
+        p.delta.cpu_wait_percent = 5.0;
+        p.delta.cpus_busy_share = Some(busy);
+        diagnose_variant(&steps, i, s).unwrap()
+    };
+    // 60 % used, its CPUs idle 37 % of the time its threads waited: the workers, said with
+    // the idle share; at 27 %, close to the threshold, said so.
+    for (busy, said) in [
+        (0.63, "with 60 % CPU, its CPUs idle 37 % of the time its threads waited to run, and "),
+        (0.73, "its CPUs idled 27 % of the time its threads waited to run, close to the 25 % below which they are not called idle"),
+    ] {
+        let d = with(0.6, busy);
+        let c = d
+            .findings
+            .iter()
+            .find(|f| f.bottleneck == Bottleneck::ConcurrencyBound)
+            .unwrap_or_else(|| panic!("{busy}: {:?}", kinds(&d)));
+        assert!(c.evidence.contains(said), "{}", c.evidence);
+        assert!(c.parameter.as_deref().unwrap().starts_with("workers="));
+    }
+    // Full CPUs: not a pool's.
+    let d = with(0.6, 0.9);
+    assert!(
+        !kinds(&d).contains(&Bottleneck::ConcurrencyBound),
+        "{:?}",
+        kinds(&d)
     );
 }
 

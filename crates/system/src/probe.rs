@@ -368,6 +368,27 @@ fn cpus_busy_share<'a>(samples: impl Iterator<Item = &'a ProcessSample>) -> Opti
     }
 }
 
+/// Of the time of the CPUs the target may run on between `from_s` and `to_s` (seconds since
+/// the probe started), the share they were not idle (whoever ran, a VM's host included): the
+/// intervals between samples that overlap that span, summed by their ticks, whatever the
+/// target did in them. `None` where not read, or where no interval overlaps.
+pub fn cpus_busy_share_within(samples: &[ProbeSecond], from_s: f64, to_s: f64) -> Option<f64> {
+    let with: Vec<(f64, CpusTicks)> = samples
+        .iter()
+        .filter_map(|s| Some((s.t_s, s.process.as_ref()?.cpus_ticks?)))
+        .collect();
+    let (mut busy, mut total) = (0u64, 0u64);
+    for w in with.windows(2) {
+        let ((t0, a), (t1, b)) = (w[0], w[1]);
+        if t1 > from_s && t0 < to_s {
+            let dt = b.total.saturating_sub(a.total);
+            busy += b.busy.saturating_sub(a.busy).min(dt);
+            total += dt;
+        }
+    }
+    (total > 0).then(|| busy as f64 / total as f64)
+}
+
 impl ProbeDelta {
     /// Computes the delta of a series of samples (in time order). CPU is taken between the
     /// first and last samples that saw a process, and never goes below zero (processes that
@@ -980,6 +1001,42 @@ mod tests {
         let s = [at(0.0, 0, 0), at(0.0, 30, 100), at(0.0, 90, 200)];
         assert!((cpus_busy_share(s.iter()).unwrap() - 0.45).abs() < 1e-9);
         assert_eq!(cpus_busy_share([ProcessSample::default()].iter()), None);
+    }
+
+    #[test]
+    fn the_cpus_busy_share_within_a_span_counts_the_intervals_that_overlap_it() {
+        let at = |t_s: f64, busy: u64, total: u64| {
+            second(
+                t_s,
+                Some(ProcessSample {
+                    cpus_ticks: Some(CpusTicks { busy, total }),
+                    ..ProcessSample::default()
+                }),
+                KernelSample::default(),
+            )
+        };
+        // Full for two seconds, then a quarter busy for two.
+        let s = [
+            at(0.0, 0, 0),
+            at(1.0, 100, 100),
+            at(2.0, 200, 200),
+            at(3.0, 225, 300),
+            at(4.0, 250, 400),
+        ];
+        let share = |a, b| cpus_busy_share_within(&s, a, b).unwrap();
+        assert!((share(0.0, 4.0) - 0.625).abs() < 1e-9);
+        assert!((share(2.5, 9.0) - 0.25).abs() < 1e-9);
+        // A span inside one interval takes that whole interval.
+        assert!((share(0.2, 0.3) - 1.0).abs() < 1e-9);
+        assert!((share(-3.0, 1.5) - 1.0).abs() < 1e-9);
+        // Outside every interval, or no ticks read: nothing.
+        assert_eq!(cpus_busy_share_within(&s, 5.0, 6.0), None);
+        let unread = [second(
+            0.0,
+            Some(ProcessSample::default()),
+            KernelSample::default(),
+        )];
+        assert_eq!(cpus_busy_share_within(&unread, 0.0, 1.0), None);
     }
 
     #[test]

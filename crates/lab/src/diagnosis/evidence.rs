@@ -1,9 +1,10 @@
 //! The evidence of one step, computed once: what every rule reads.
 
+use loadlab_engine::ErrorClass;
 use loadlab_engine::RunResult;
-use loadlab_system::probe::{CgroupDelta, ProbeReport};
+use loadlab_system::probe::{cpus_busy_share_within, CgroupDelta, ProbeReport};
 
-use super::{num, pct, Context, CPU_BOUND, CPU_LOW};
+use super::{num, pct, Context, CPU_BOUND, CPU_LOW, CPU_ROOM};
 
 /// A thread that ran at least this fraction of the time while doing nearly all of its
 /// process's work ([`ALONE`]) is the limit even below [`CPU_BOUND`]: a step's edges and the
@@ -407,6 +408,90 @@ impl<'a> Evidence<'a> {
     /// The target wanted less than [`CPU_LOW`] of its CPUs (false when not probed).
     pub fn cpu_low(&self) -> bool {
         self.cpu.as_ref().is_some_and(|c| c.demand() < CPU_LOW)
+    }
+
+    /// Its CPUs, idle `idle` of some time, had room: at least [`CPU_ROOM`], with no thread
+    /// of the target busy ([`Evidence::busy_thread`]: a thread that ran all the time is the
+    /// limit, however idle the other CPUs were). The idle share, when they had.
+    pub fn room(&self, idle: Option<f64>) -> Option<f64> {
+        idle.filter(|i| *i >= CPU_ROOM && self.busy_thread().is_none())
+    }
+
+    /// [`Evidence::room`] over the step: its CPUs' idle share of the time its threads waited
+    /// to run ([`Cpu::idle`]). `None` when not read (not probed, or its CPUs capped by a
+    /// cgroup quota).
+    pub fn cpu_room(&self) -> Option<f64> {
+        self.room(self.cpu.as_ref()?.idle())
+    }
+
+    /// The CPU was not what the step's requests waited for: the target's demand was low
+    /// ([`Evidence::cpu_low`]), or its CPUs had room ([`Evidence::cpu_room`]).
+    pub fn cpu_spare(&self) -> bool {
+        self.cpu_low() || self.cpu_room().is_some()
+    }
+
+    /// The idle share of the target's CPUs over the time the step's timed-out requests
+    /// waited: from a timeout before the first second with a timeout to the end of the last
+    /// one (all of the step when they were counted after its window), every interval between probe samples that overlaps it, by its ticks (where the
+    /// step-wide share weighs the seconds its threads waited most, a JVM's JIT at the start).
+    /// `None` without timeouts, or where [`Cpu::busy`] is not read.
+    pub fn timeouts_idle(&self) -> Option<f64> {
+        self.cpu.as_ref()?.busy?;
+        let r = self.result();
+        let classes = [ErrorClass::RequestTimeout, ErrorClass::ConnectTimeout];
+        let mut seconds = r
+            .per_second
+            .iter()
+            .filter(|s| s.errors_by_class.sum_of(&classes) > 0)
+            .map(|s| s.second as f64);
+        let w = self.warmup_s();
+        let (from, to) = match seconds.next() {
+            Some(first) => (
+                w + first - r.timeout_ms / 1000.0,
+                w + seconds.next_back().unwrap_or(first) + 1.0,
+            ),
+            // Counted after the window (requests still in flight at its end): all of it.
+            None if r.errors.sum_of(&classes) > 0 => (f64::NEG_INFINITY, f64::INFINITY),
+            None => return None,
+        };
+        let share = cpus_busy_share_within(&self.probes()?.samples, from, to)?;
+        Some((1.0 - share).max(0.0))
+    }
+
+    /// Why the CPU was spare, for a sentence that already says what the target used: empty
+    /// when its demand was low, else `, its CPUs idle 38 % of {of}` when they had room.
+    pub fn room_words(&self, idle: Option<f64>, of: &str) -> String {
+        match self.room(idle) {
+            Some(idle) if !self.cpu_low() => format!(", its CPUs idle {} of {of}", pct(idle)),
+            _ => String::new(),
+        }
+    }
+
+    /// Why the CPU was not spare, for a ruled-out line: `the target's CPU demand was 71 % of
+    /// its CPUs, not below 50 %, and its CPUs idle 12 % of {of}, not 25 %`.
+    pub fn not_spare_words(&self, idle: Option<f64>, of: &str) -> String {
+        let Some(cpu) = &self.cpu else {
+            return "the target's CPU was not probed".into();
+        };
+        let idle = match (idle, self.busy_thread()) {
+            (Some(i), _) if i < CPU_ROOM => {
+                format!(
+                    ", and its CPUs idle {} of {of}, not {}",
+                    pct(i),
+                    pct(CPU_ROOM)
+                )
+            }
+            (Some(i), Some((_, _, name))) => format!(
+                ", and though its CPUs idled {} of {of}, its thread `{name}` was busy",
+                pct(i)
+            ),
+            _ => String::new(),
+        };
+        format!(
+            "the target's CPU demand was {} of its CPUs, not below {}{idle}",
+            pct(cpu.demand()),
+            pct(CPU_LOW)
+        )
     }
 
     /// The CPU figure for sentences: `3 % CPU`, or `CPU not probed`.

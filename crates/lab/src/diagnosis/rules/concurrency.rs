@@ -7,16 +7,19 @@
 //! that mean is said beside it, the pool is at least about that count (a short step's mean
 //! misses part of a skewed tail), and a parameter near either count is named.
 //! The rule fires when the server was saturated (a queue built up, requests waited inside
-//! it, or it answered fewer than were offered) while its CPU demand stayed low: then that
+//! it, or it answered fewer than were offered) while its CPU was spare (its demand low, or
+//! its CPUs idle a quarter of the time its threads waited to run): then that
 //! number is the size of whatever it ran out of. This holds at the knee itself, where the
 //! load is barely above the limit, as much as far beyond it.
 
 use super::{Check, Rule};
-use crate::diagnosis::{num, pct, Bottleneck, Evidence, Finding, CPU_LOW, PARAM_MATCH, SKEWED};
+use crate::diagnosis::{
+    num, pct, Bottleneck, Evidence, Finding, CPU_LOW, CPU_ROOM, PARAM_MATCH, SKEWED,
+};
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::ConcurrencyBound,
-    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU demand (used, plus waited for while other processes kept its CPUs busy) stayed below 50 % of its CPUs, and no thread of it was busy (ran or waited to run 90 % of the time, or ran 80 % of it doing 90 % of the process's work). By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service, at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue). Where the service times of the step that set the floor were skewed (mean ≥ 1.5 × median), achieved × that mean is counted too, and a parameter within 20 % of either is named",
+    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU was spare: its demand (used, plus waited for while other processes kept its CPUs busy) stayed below 50 % of its CPUs, or its CPUs idled at least 25 % of the time its threads waited to run (not read under a cgroup quota); and no thread of it was busy (ran or waited to run 90 % of the time, or ran 80 % of it doing 90 % of the process's work). By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service, at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue). Where the service times of the step that set the floor were skewed (mean ≥ 1.5 × median), achieved × that mean is counted too, and a parameter within 20 % of either is named",
     says: "\"≈16 requests in service at once (achieved 161 req/s × service-time floor 100 ms) with 2 % CPU: the 16 `workers` are the limit\"; at the knee, also how close the offered load was to it",
     check,
 };
@@ -40,6 +43,9 @@ fn matching_params(params: &[(String, String)], n: f64) -> Vec<&(String, String)
         .collect()
 }
 
+/// What the step-wide idle share of the target's CPUs is a share of ([`Cpu::idle`](crate::diagnosis::Cpu::idle)).
+const WAITED: &str = "the time its threads waited to run";
+
 fn check(e: &Evidence<'_>) -> Check {
     let Some(cpu) = &e.cpu else {
         return Check::NoEvidence("the target's CPU (not probed)".into());
@@ -52,12 +58,8 @@ fn check(e: &Evidence<'_>) -> Check {
     if !e.failed_on_the_server() {
         return Check::RuledOut("the step did not fail on latency, throughput or errors".into());
     }
-    if !e.cpu_low() {
-        return Check::RuledOut(format!(
-            "the target's CPU demand was {} of its CPUs, not below {}",
-            pct(cpu.demand()),
-            pct(CPU_LOW)
-        ));
+    if !e.cpu_spare() {
+        return Check::RuledOut(e.not_spare_words(cpu.idle(), WAITED));
     }
     // A thread that ran all the time is not an idle slot of a pool waiting on something.
     if let Some((used, waited, name)) = e.busy_thread() {
@@ -148,18 +150,25 @@ fn check(e: &Evidence<'_>) -> Check {
             ));
         }
     }
-    if cpu.demand() >= 0.8 * CPU_LOW {
+    if e.cpu_low() && cpu.demand() >= 0.8 * CPU_LOW {
         close.push(format!(
             "the CPU demand of {} is close to the {} above which the CPU is not called low",
             pct(cpu.demand()),
             pct(CPU_LOW)
         ));
+    } else if let Some(idle) = e.cpu_room().filter(|i| !e.cpu_low() && *i < 1.2 * CPU_ROOM) {
+        close.push(format!(
+            "its CPUs idled {} of the time its threads waited to run, close to the {} below which they are not called idle",
+            pct(idle),
+            pct(CPU_ROOM)
+        ));
     }
     let mut f = Finding::new(
         Bottleneck::ConcurrencyBound,
         format!(
-            "{little} with {} CPU, and {}: {limit}{}",
+            "{little} with {} CPU{}, and {}: {limit}{}",
             pct(cpu.util()),
+            e.room_words(cpu.idle(), WAITED),
             sign.describe(),
             if close.is_empty() {
                 String::new()
