@@ -94,6 +94,26 @@ fn diagnose_variant(steps: &[StepRecord], i: usize, step: StepRecord) -> Option<
     replay(&v).pop().unwrap()
 }
 
+/// `s` with its target using `used` of its CPUs and waiting `waited` of their time to run
+/// (fractions), and its CPUs busy `busy` of the time in every second of the probe (`None`:
+/// not read, as in the recorded runs).
+fn with_cpu(mut s: StepRecord, used: f64, waited: f64, busy: Option<f64>) -> StepRecord {
+    let p = s.probes.as_mut().unwrap();
+    let cpus = p.limits.as_ref().unwrap().cpus;
+    p.delta.cpu_percent = 100.0 * used * cpus;
+    p.delta.cpu_wait_percent = 100.0 * waited * cpus;
+    p.delta.cpus_busy_share = busy;
+    for (k, sample) in p.samples.iter_mut().enumerate() {
+        if let Some(pr) = sample.process.as_mut() {
+            pr.cpus_ticks = busy.map(|b| CpusTicks {
+                busy: (1000.0 * b * k as f64) as u64,
+                total: 1000 * k as u64,
+            });
+        }
+    }
+    s
+}
+
 #[test]
 fn cpu_bound_needs_the_cpu_figure_and_a_step_not_sustained() {
     let steps = steps("backlog-workers");
@@ -122,17 +142,17 @@ fn cpu_bound_needs_the_cpu_figure_and_a_step_not_sustained() {
 fn a_target_starved_of_its_cpus_is_cpu_bound_not_idle() {
     let steps = steps("backlog-workers");
     let (i, s) = saturated(&steps);
-    let with_cpu = |used: f64, waited: f64| {
-        let mut s = s.clone();
-        let p = s.probes.as_mut().unwrap();
-        let cpus = p.limits.as_ref().unwrap().cpus;
-        p.delta.cpu_percent = used * cpus;
-        p.delta.cpu_wait_percent = waited * cpus;
-        diagnose_variant(&steps, i, s).unwrap()
+    let diagnosed = |used: f64, waited: f64| {
+        diagnose_variant(
+            &steps,
+            i,
+            with_cpu(s.clone(), used / 100.0, waited / 100.0, None),
+        )
+        .unwrap()
     };
     // Used 55 % of its CPUs and waited 40 % for them behind other processes: the CPU is
     // the limit (a shared one), and the target is not idle, so no pool is blamed.
-    let d = with_cpu(55.0, 40.0);
+    let d = diagnosed(55.0, 40.0);
     let c = d
         .findings
         .iter()
@@ -157,7 +177,7 @@ fn a_target_starved_of_its_cpus_is_cpu_bound_not_idle() {
         kinds(&d)
     );
     // Used 30 %, waited 5 %: idle enough; the CPU is not named, the pool is.
-    let d = with_cpu(30.0, 5.0);
+    let d = diagnosed(30.0, 5.0);
     assert!(
         !kinds(&d).contains(&Bottleneck::CpuBound),
         "{:?}",
@@ -169,7 +189,7 @@ fn a_target_starved_of_its_cpus_is_cpu_bound_not_idle() {
         kinds(&d)
     );
     // Used 97 %: CPU-bound by its own work, said as before.
-    let d = with_cpu(97.0, 30.0);
+    let d = diagnosed(97.0, 30.0);
     let c = d
         .findings
         .iter()
@@ -262,20 +282,9 @@ fn timeouts_with_the_cpu_half_used_and_its_cpus_idle_are_a_pool() {
         .expect("a step with timeouts");
     let on = |cpus: f64, used: f64, busy: Option<f64>, thread: Option<f64>| {
         let mut s = steps[i].clone();
+        s.probes.as_mut().unwrap().limits.as_mut().unwrap().cpus = cpus;
+        let mut s = with_cpu(s, used, 0.08 / cpus, busy);
         let p = s.probes.as_mut().unwrap();
-        p.limits.as_mut().unwrap().cpus = cpus;
-        p.delta.cpu_percent = 100.0 * used * cpus;
-        p.delta.cpu_wait_percent = 8.0;
-        // Its CPUs as busy in every second of the probe as over the step.
-        p.delta.cpus_busy_share = busy;
-        for (k, sample) in p.samples.iter_mut().enumerate() {
-            if let Some(pr) = sample.process.as_mut() {
-                pr.cpus_ticks = busy.map(|b| CpusTicks {
-                    busy: (1000.0 * b * k as f64) as u64,
-                    total: 1000 * k as u64,
-                });
-            }
-        }
         p.delta.busiest_thread_cpu = thread;
         p.delta.busiest_thread_wait = thread.map(|_| 0.01);
         p.delta.busiest_thread = thread.map(|_| "dispatcher-1".into());
@@ -347,12 +356,7 @@ fn a_full_pool_with_its_cpus_idle_is_named_whatever_share_the_target_used() {
     let steps = steps("backlog-workers");
     let (i, s) = saturated(&steps);
     let with = |used: f64, busy: f64| {
-        let mut s = s.clone();
-        let p = s.probes.as_mut().unwrap();
-        p.delta.cpu_percent = 100.0 * used * p.limits.as_ref().unwrap().cpus;
-        p.delta.cpu_wait_percent = 5.0;
-        p.delta.cpus_busy_share = Some(busy);
-        diagnose_variant(&steps, i, s).unwrap()
+        diagnose_variant(&steps, i, with_cpu(s.clone(), used, 0.05, Some(busy))).unwrap()
     };
     // 60 % used, its CPUs idle 37 % of the time its threads waited: the workers, said with
     // the idle share; at 27 %, close to the threshold, said so.
