@@ -435,7 +435,7 @@ fn timeouts_behind_a_small_pool_with_its_cpu_half_used_are_the_pool() {
         .unwrap()
         .iter()
         .filter_map(Value::as_str)
-        .find(|r| r.starts_with("timeouts with the CPU low: "))
+        .find(|r| r.starts_with("timeouts with the CPU to spare: "))
         .unwrap_or_else(|| panic!("{d}"))
         .to_string();
     assert!(

@@ -403,7 +403,7 @@ fn nothing_found_is_said_with_what_was_looked_at() {
         "CPU-bound: target CPU 60 % of its 1 CPU",
         "concurrency-bound: the target's CPU demand was 60 % of its CPUs, not below 50 %",
         "accept queue: 0 listen-queue overflows",
-        "timeouts with the CPU low: no request timed out",
+        "timeouts with the CPU to spare: no request timed out",
         "server refused (5xx): 0 5xx, 429 or 408 answers",
     ] {
         assert!(e.contains(said), "{said} not in: {e}");

@@ -20,11 +20,11 @@ pub enum Bottleneck {
     /// One thread of the target was on a CPU all the time (an event loop, an interpreter
     /// lock) while its CPUs had room.
     ThreadBound,
-    /// A pool (workers, threads, connections) was full with the CPU low.
+    /// A pool (workers, threads, connections) was full with the CPU to spare.
     ConcurrencyBound,
     /// The listen queue overflowed.
     AcceptQueue,
-    /// Requests timed out with the CPU low.
+    /// Requests timed out with the CPU to spare (its demand low, or its CPUs idle).
     Timeouts,
     /// loadlab found no local port.
     ClientPorts,
@@ -60,7 +60,7 @@ impl Bottleneck {
             Bottleneck::ThreadBound => "one thread CPU-bound",
             Bottleneck::ConcurrencyBound => "concurrency-bound",
             Bottleneck::AcceptQueue => "accept queue",
-            Bottleneck::Timeouts => "timeouts with the CPU low",
+            Bottleneck::Timeouts => "timeouts with the CPU to spare",
             Bottleneck::ClientPorts => "client ports",
             Bottleneck::Descriptors => "file descriptors",
             Bottleneck::MemoryGrowth => "memory growth",

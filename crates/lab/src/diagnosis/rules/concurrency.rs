@@ -1,4 +1,4 @@
-//! `concurrency_bound`: a pool (workers, threads, connections) was full with the CPU low.
+//! `concurrency_bound`: a pool (workers, threads, connections) was full with the CPU to spare.
 //!
 //! By Little's law, achieved × the service-time floor (the lowest service-time median of the
 //! scenario's sustained steps) is the number of requests the server had in service at once.
