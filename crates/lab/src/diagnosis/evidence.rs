@@ -432,9 +432,11 @@ impl<'a> Evidence<'a> {
 
     /// The idle share of the target's CPUs over the time the step's timed-out requests
     /// waited: from a timeout before the first second with a timeout to the end of the last
-    /// one (all of the step when they were counted after its window), every interval between probe samples that overlaps it, by its ticks (where the
-    /// step-wide share weighs the seconds its threads waited most, a JVM's JIT at the start).
-    /// `None` without timeouts, or where [`Cpu::busy`] is not read.
+    /// one (all of the step when they were counted after its window), every interval between
+    /// probe samples that overlaps it, by its ticks. The step-wide share ([`Cpu::idle`])
+    /// weighs the seconds its threads waited most instead: a JVM's JIT at the start, while
+    /// the requests queued for a pool after it. `None` without timeouts, or where
+    /// [`Cpu::busy`] is not read.
     pub fn timeouts_idle(&self) -> Option<f64> {
         self.cpu.as_ref()?.busy?;
         let r = self.result();

@@ -39,10 +39,11 @@ pub const CPU_BOUND: f64 = 0.9;
 /// Below this fraction of its CPUs the target's CPU demand (used, plus waited for behind
 /// other processes: [`evidence::Cpu::demand`]) is "low".
 pub const CPU_LOW: f64 = 0.5;
-/// CPUs idle at least this share of the time the target's threads waited to run had room
-/// for it ([`Cpu::idle`]): the scheduler leaves no CPU idle while a thread allowed on it is
-/// runnable, so requests that queued then waited for something else (a pool, a lock, a
-/// downstream), whatever share of its CPUs the target used.
+/// CPUs idle at least this share of the time requests queued had room for them (over the
+/// time the target's threads waited to run, [`Cpu::idle`], or the time its timed-out
+/// requests waited, [`Evidence::timeouts_idle`]): the scheduler leaves no CPU idle while a
+/// thread allowed on it is runnable, so those requests waited for something else (a pool,
+/// a lock, a downstream), whatever share of its CPUs the target used.
 pub const CPU_ROOM: f64 = 0.25;
 /// A target that waited at least this fraction of its CPUs' time for them, runnable, was
 /// starved by other processes when it used less than [`CPU_BOUND`] itself.

@@ -8,9 +8,9 @@
 //! misses part of a skewed tail), and a parameter near either count is named.
 //! The rule fires when the server was saturated (a queue built up, requests waited inside
 //! it, or it answered fewer than were offered) while its CPU was spare (its demand low, or
-//! its CPUs idle a quarter of the time its threads waited to run): then that
-//! number is the size of whatever it ran out of. This holds at the knee itself, where the
-//! load is barely above the limit, as much as far beyond it.
+//! its CPUs idle a quarter of the time its threads waited to run): then that number is the
+//! size of whatever it ran out of. This holds at the knee itself, where the load is barely
+//! above the limit, as much as far beyond it.
 
 use super::{Check, Rule};
 use crate::diagnosis::{
@@ -43,7 +43,8 @@ fn matching_params(params: &[(String, String)], n: f64) -> Vec<&(String, String)
         .collect()
 }
 
-/// What the step-wide idle share of the target's CPUs is a share of ([`Cpu::idle`](crate::diagnosis::Cpu::idle)).
+/// What the step-wide idle share of the target's CPUs is a share of
+/// ([`Cpu::idle`](crate::diagnosis::Cpu::idle)).
 const WAITED: &str = "the time its threads waited to run";
 
 fn check(e: &Evidence<'_>) -> Check {

@@ -1,5 +1,6 @@
-//! `timeouts`: requests timed out with the CPU to spare (the target's demand low, or its CPUs idle):
-//! they waited for a pool or a downstream, not for the CPU (document 003's case). A JVM
+//! `timeouts`: requests timed out with the CPU to spare (the target's demand low, or its
+//! CPUs idle): they waited for a pool or a downstream, not for the CPU (document 003's
+//! case). A JVM
 //! whose two dispatcher threads are the pool uses half of its core for its own threads (the
 //! JIT, the collector, the HTTP layer) while that core idles the other half: its demand is
 //! not low, but its CPUs had room.
