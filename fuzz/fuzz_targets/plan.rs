@@ -5,7 +5,7 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use loadlab_lab::plan::MAX_CONFIGURATIONS;
-use loadlab_lab::{matrix, Plan, PlanError};
+use loadlab_lab::{Plan, PlanError};
 
 fuzz_target!(|input: &[u8]| {
     let Ok(text) = std::str::from_utf8(input) else {
@@ -13,7 +13,7 @@ fuzz_target!(|input: &[u8]| {
     };
     for quick in [false, true] {
         match Plan::parse(text, "fuzz.toml", Path::new("."), quick) {
-            Ok(plan) => assert!(matrix::expand(&plan).len() <= MAX_CONFIGURATIONS),
+            Ok(plan) => assert!(plan.configs().len() <= MAX_CONFIGURATIONS),
             Err(PlanError::Field { field, .. }) => assert!(!field.is_empty()),
             Err(PlanError::Parse { .. }) => {}
             Err(e @ PlanError::Read { .. }) => panic!("text cannot fail to be read: {e}"),

@@ -21,7 +21,7 @@ use crate::bundle::{
 };
 use crate::diagnosis::{Diagnosis, Tracker};
 use crate::knee::{self, KneeParams, Phase, StepSignal};
-use crate::matrix::{self, Config};
+use crate::matrix::Config;
 use crate::plan::{Model, Plan, ScenarioSpec, Steps};
 use crate::target::{self, StartError, TargetExit, TargetSet};
 use crate::verdict::{judge, Limit};
@@ -261,7 +261,7 @@ pub fn run_driven(
             interrupted: true,
         });
     }
-    let configs = matrix::expand(plan);
+    let configs = plan.configs();
     let runner = Runner {
         plan,
         opts,

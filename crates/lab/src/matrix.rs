@@ -1,8 +1,8 @@
 //! The configuration matrix: the product of the plan's parameter lists, minus excludes.
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
-use crate::plan::Plan;
+use serde::{Deserialize, Serialize};
 
 /// One combination of matrix values.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,10 +38,14 @@ impl Config {
     }
 }
 
-/// Every configuration the plan covers, in order.
-pub fn expand(plan: &Plan) -> Vec<Config> {
+/// Every configuration of the product of `matrix`'s parameter lists that no `exclude`
+/// matches, in order (a plan's: [`Plan::configs`](crate::plan::Plan::configs)).
+pub fn expand(
+    matrix: &[(String, Vec<String>)],
+    exclude: &[BTreeMap<String, String>],
+) -> Vec<Config> {
     let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
-    for (name, values) in &plan.matrix {
+    for (name, values) in matrix {
         combos = combos
             .into_iter()
             .flat_map(|c| {
@@ -56,7 +60,7 @@ pub fn expand(plan: &Plan) -> Vec<Config> {
     combos
         .into_iter()
         .filter(|c| {
-            !plan.exclude.iter().any(|ex| {
+            !exclude.iter().any(|ex| {
                 ex.iter()
                     .all(|(k, v)| c.iter().any(|(ck, cv)| ck == k && cv == v))
             })
@@ -82,26 +86,26 @@ mod tests {
 
     #[test]
     fn product_minus_excludes() {
-        let text = r#"
-            name = "m"
-            [matrix]
-            backlog = [256, 2048]
-            workers = [1, 8, 64]
-            [[exclude]]
-            workers = 64
-            backlog = 256
-            [[scenario]]
-            name = "s"
-            url = "http://127.0.0.1:1/"
-            [load]
-            steps = [1]
-        "#;
-        let plan = Plan::parse(text, "t", std::path::Path::new("."), false).unwrap();
-        let c = expand(&plan);
+        let list = |name: &str, values: &[&str]| {
+            (
+                name.to_string(),
+                values.iter().map(|v| v.to_string()).collect(),
+            )
+        };
+        let matrix = [
+            list("backlog", &["256", "2048"]),
+            list("workers", &["1", "8", "64"]),
+        ];
+        let exclude = [BTreeMap::from([
+            ("workers".to_string(), "64".to_string()),
+            ("backlog".to_string(), "256".to_string()),
+        ])];
+        let c = expand(&matrix, &exclude);
         assert_eq!(c.len(), 5);
         assert_eq!(c[0].id, "backlog=256,workers=1");
         assert!(!c.iter().any(|c| c.id == "backlog=256,workers=64"));
         assert_eq!(c[4].get("workers"), Some("64"));
         assert_eq!(c[0].slug(), "backlog_256_workers_1");
+        assert_eq!(expand(&[], &[])[0].id, "default");
     }
 }

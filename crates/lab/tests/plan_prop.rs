@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loadlab_lab::matrix;
 use loadlab_lab::plan::MAX_CONFIGURATIONS;
 use loadlab_lab::{Plan, PlanError};
 use proptest::prelude::*;
@@ -250,7 +249,7 @@ proptest! {
             Ok(plan) => {
                 prop_assert_eq!(&plan.name, plan.name.trim());
                 prop_assert!(!plan.scenarios.is_empty());
-                let configs = matrix::expand(&plan);
+                let configs = plan.configs();
                 prop_assert!(configs.len() <= MAX_CONFIGURATIONS);
             }
             Err(e) => assert_names_a_key(&e, &text),
@@ -279,7 +278,7 @@ proptest! {
         let product = sizes.iter().try_fold(1usize, |p, n| p.checked_mul(*n));
         match (parse(&text, false), product) {
             (Ok(plan), Some(p)) if p <= MAX_CONFIGURATIONS => {
-                prop_assert_eq!(matrix::expand(&plan).len(), p);
+                prop_assert_eq!(plan.configs().len(), p);
             }
             (Err(PlanError::Field { field, allowed, .. }), p) if p.is_none_or(|p| p > MAX_CONFIGURATIONS) => {
                 prop_assert_eq!(field, "matrix");

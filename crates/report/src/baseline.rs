@@ -120,10 +120,7 @@ pub fn load(dir: &Path, plan: &Plan) -> Result<Input, BaselineError> {
     let input = Input::load(dir)?;
     debug_assert_eq!(input.kind(), InputKind::Bundle);
     let base = input.keys();
-    let configs: Vec<String> = loadlab_lab::matrix::expand(plan)
-        .into_iter()
-        .map(|c| c.id)
-        .collect();
+    let configs: Vec<String> = plan.configs().into_iter().map(|c| c.id).collect();
     let base_configs: Vec<&str> = base.iter().map(|k| k.config.as_str()).collect();
     let plan_configs: Vec<&str> = configs.iter().map(String::as_str).collect();
     let paired = sole_configs(&base_configs, &plan_configs);

@@ -497,6 +497,12 @@ pub fn result_unit(r: &loadlab_engine::RunResult) -> &'static str {
 }
 
 impl Plan {
+    /// Every configuration the plan covers, in order: the product of its `[matrix]` lists
+    /// less its `[[exclude]]`s.
+    pub fn configs(&self) -> Vec<crate::matrix::Config> {
+        crate::matrix::expand(&self.matrix, &self.exclude)
+    }
+
     /// The unit of the plan's loads: its scenarios' when they agree (see [`load_unit`]);
     /// a plan that mixes flows and requests, or protocols, in closed loop counts
     /// connections, and in open loop requests per second.
@@ -557,7 +563,7 @@ impl Plan {
         matrix_set::apply(&mut file, origin, sets)?;
         let mut plan = validate::plan(&file, source, origin, dir, quick)?;
         plan.matrix_set = sets.iter().map(ToString::to_string).collect();
-        if crate::matrix::expand(&plan).is_empty() {
+        if plan.configs().is_empty() {
             let product: usize = plan.matrix.iter().map(|(_, v)| v.len()).product();
             return Err(PlanError::Field {
                 path: origin.into(),

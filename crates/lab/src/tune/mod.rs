@@ -38,7 +38,7 @@ pub struct Prepared {
 /// the scenario to maximize (`[tune] scenario`, or the plan's only scenario).
 pub fn prepare(plan: &Plan) -> Result<Prepared, String> {
     let spec = plan.tune.clone().unwrap_or_default();
-    let configs = crate::matrix::expand(plan);
+    let configs = plan.configs();
     if configs.len() < 2 {
         return Err(format!(
             "plan `{}` has {} configuration{}: tune searches a [matrix] of two or more (e.g. `[matrix] workers = [2, 4, 8, 16]`)",
@@ -389,7 +389,7 @@ pub fn run_tune(
     full: bool,
 ) -> Result<(LabSummary, TuneResult), LabError> {
     let plan = &prepared.plan;
-    let configs = crate::matrix::expand(plan);
+    let configs = plan.configs();
     let budget = match budget.or(plan.tune.as_ref().and_then(|t| t.budget)) {
         _ if full => Budget::Configs(configs.len()),
         Some(b) => b,
