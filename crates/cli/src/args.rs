@@ -252,6 +252,36 @@ pub enum Command {
         loadlab probe --coordinator coordinator:7878 --token-file token --container web --tls-ca coordinator.pem\n  \
         (on the coordinator: loadlab knee http://10.0.0.9:8080/ --slo 'p99<200ms' --remote-probe --token-file token)")]
     Probe(ProbeArgs),
+    /// Print a completion script for a shell, from the same definitions as --help: every
+    /// command, flag and value.
+    #[command(after_help = "Examples:\n  \
+        loadlab completions bash > ~/.local/share/bash-completion/completions/loadlab\n  \
+        loadlab completions zsh > ~/.zfunc/_loadlab   (with fpath+=~/.zfunc before compinit)\n  \
+        loadlab completions fish > ~/.config/fish/completions/loadlab.fish")]
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), from the same definitions as --help: loadlab.1 on
+    /// standard output, or with --out one page per command (loadlab.1, loadlab-run.1, ...).
+    #[command(after_help = "Examples:\n  \
+        loadlab man | man -l -\n  \
+        loadlab man --out /usr/local/share/man/man1")]
+    Man(ManArgs),
+}
+
+/// `loadlab completions` arguments.
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `loadlab man` arguments.
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Write one page per command into this directory (created if missing) instead of
+    /// loadlab.1 to standard output.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// `loadlab probe` arguments.
@@ -992,8 +1022,8 @@ pub struct LoadArgs {
     #[arg(long, value_enum, default_value = "constant", help_heading = "Load")]
     pub arrival: ArrivalArg,
     /// Closed loop: exactly this many connections, opened up front. Open loop: the initial
-    /// pool, each connection opened on first use. HTTP/2 and gRPC: the connections that
-    /// carry the --concurrency streams. 1 to 1,000,000.
+    /// pool, each connection opened on first use. HTTP/2 and gRPC: the connections over which
+    /// the streams (--concurrency) go. 1 to 1,000,000.
     #[arg(short = 'c', long, default_value_t = DEFAULT_CONNECTIONS, help_heading = "Load")]
     pub connections: u64,
     /// HTTP/2 and gRPC: requests in flight as streams over the connections (closed loop:
@@ -1163,15 +1193,29 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     Ok(n / d.as_secs_f64())
 }
 
-/// `--duration`: as [`parse_duration`], and a JSON message given where ghz's `-d` (its
-/// inline data) would take it is named as such.
+/// `--duration`: as [`parse_duration`] with its unit. A number alone (`-d 10`: seconds, or
+/// hey's and oha's body?) is refused with both readings, and what is no duration (a body, a
+/// JSON message) names the flags that take one.
 fn parse_duration_flag(s: &str) -> Result<Duration, String> {
-    if s.trim_start().starts_with(['{', '[']) {
+    let t = s.trim();
+    if !t.is_empty() && t.parse::<f64>().is_ok() {
         return Err(format!(
-            "`{s}` is not a duration: ghz's `-d` (the request as JSON) is `-D` (`--message`) in `loadlab grpc`; here `-d` is the measured duration"
+            "`{t}` has no unit: {t} seconds? type `-d {t}s`; hey's and oha's body? `--body {t}` \
+             (`-d` is the duration here)"
         ));
     }
-    parse_duration(s)
+    parse_duration(s).map_err(|e| {
+        if t.starts_with(['{', '[']) {
+            format!(
+                "`{s}` is not a duration: `-d` is the duration here; hey's and oha's body is \
+                 `--body`, ghz's `-d` (the request as JSON) is `-D` (`--message`) in `loadlab grpc`"
+            )
+        } else if t.starts_with('-') {
+            e
+        } else {
+            format!("{e}; `-d` is the duration here; hey's and oha's body is `--body`")
+        }
+    })
 }
 
 fn parse_gate(s: &str) -> Result<loadlab_lab::gate::Gate, String> {

@@ -8,11 +8,15 @@
 mod args;
 mod closing;
 mod compare;
+mod completions;
 mod fleet;
+mod habits;
 mod knee;
 mod lab;
 mod live;
+mod man;
 mod outputs;
+mod peers;
 mod promrw;
 
 use std::io::Write;
@@ -65,7 +69,25 @@ fn main() -> ExitCode {
     if let Some(a) = serve_argv() {
         return serve(&a);
     }
-    let cli = Cli::parse();
+    // Other tools' habits (`-h2`, `-t 20`, `-rate 100`) are refused or warned about before
+    // clap reads them another way, and clap's refusals say what to type instead.
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let found = habits::scan(&argv, loadlab_engine::config::available_cores());
+    if !found.refusals.is_empty() {
+        for r in &found.refusals {
+            eprintln!("loadlab: error: {r}");
+        }
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return habits::clap_error(&e, &argv),
+    };
+    for w in &found.warnings {
+        eprintln!("loadlab: warning: {w}");
+    }
     let result = match cli.command {
         Command::Serve(a) => return serve(&a),
         Command::Run(a) => cmd_run(&a),
@@ -79,6 +101,8 @@ fn main() -> ExitCode {
         Command::Demo(a) => lab::cmd_demo(&a),
         Command::Agent(a) => fleet::cmd_agent(&a),
         Command::Probe(a) => fleet::cmd_probe(&a),
+        Command::Completions(a) => completions::cmd_completions(&a),
+        Command::Man(a) => man::cmd_man(&a),
     };
     match result {
         Ok(code) => code,

@@ -149,7 +149,20 @@ impl FromStr for Gate {
             "errors" => {
                 let f = match value.strip_suffix('%') {
                     Some(p) => number(p)? / 100.0,
-                    None => number(value)?,
+                    // `errors<1`: 1 %, or the fraction 1 (every request may fail)? Both
+                    // readings are given; a number below 1 is a fraction.
+                    None => match number(value)? {
+                        f if f >= 1.0 => {
+                            let op = &rest[..rest.len() - value.len()];
+                            return Err(err(format!(
+                                "`errors{op}{value}` has no `%`: {value} % is `errors{op}{value}%`; \
+                                 a number alone is a fraction of the requests, below 1 \
+                                 (`errors{op}{}` is {value} %)",
+                                f / 100.0
+                            )));
+                        }
+                        f => f,
+                    },
                 };
                 if f > 1.0 {
                     return Err(err(format!(
@@ -463,6 +476,9 @@ mod tests {
         assert_eq!((e.metric, e.op), (Metric::Errors, Op::Lt));
         assert!((e.bound - 0.001).abs() < 1e-12);
         assert_eq!(gate("errors<=0.001").bound, 0.001);
+        // A number alone below 1 is a fraction.
+        assert_eq!(gate("errors<0.5").bound, 0.5);
+        assert_eq!(gate("errors<0").bound, 0.0);
         assert_eq!(gate("achieved>=0.98").metric, Metric::AchievedRatio);
         assert_eq!(gate("achieved>=0.98").op, Op::Ge);
         assert_eq!(gate("achieved>5000/s").metric, Metric::AchievedRps);
@@ -500,6 +516,10 @@ mod tests {
             ("p0<1ms", "not a percentile"),
             ("errors<abc", "`abc` is not a number"),
             ("errors<150%", "at most 100 %"),
+            ("errors<1", "`errors<1%`"),
+            ("errors<1", "`errors<0.01` is 1 %"),
+            ("errors<=5", "5 % is `errors<=5%`"),
+            ("errors<1.0", "has no `%`"),
             ("p99<50", "needs its unit"),
             ("p99=50ms", "no comparison"),
             ("<50ms", "no metric"),

@@ -603,24 +603,39 @@ fn group_alive(pgid: i32, leader: &mut Child) -> bool {
     os::group_exists(pgid)
 }
 
-/// `cpus` if this machine has all of them (plans stay portable: on a smaller machine the
-/// pinning is skipped with a warning); `None` for an empty list.
+/// `cpus` if loadlab may run on all of them (plans stay portable: on a smaller machine, or
+/// outside the CPUs `taskset` or a cpuset gave loadlab, the pinning is skipped with a
+/// warning); `None` for an empty list.
 pub fn usable_cpus(cpus: &[usize]) -> Option<Vec<usize>> {
     if cpus.is_empty() {
         return None;
     }
-    let cores = loadlab_engine::config::available_cores();
-    if cpus.iter().all(|&c| c < cores) {
-        Some(cpus.to_vec())
-    } else {
-        let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
-        eprintln!(
-            "loadlab: warning: loadlab may run on {cores} CPU{} here (its affinity or the machine), so the plan's CPU {} is out of reach: not pinning (generator and server share the CPUs)",
-            if cores == 1 { "" } else { "s" },
-            list.join(", ")
-        );
-        None
+    let allowed = procfs::cpu_list_allowed(std::process::id())
+        .unwrap_or_else(|| (0..loadlab_engine::config::available_cores()).collect());
+    let out = out_of_reach(cpus, &allowed);
+    if out.is_empty() {
+        return Some(cpus.to_vec());
     }
+    let list = |l: &[usize]| l.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    eprintln!(
+        "loadlab: warning: loadlab may run on CPU{} {} here (its affinity), so the plan's CPU{} {} \
+         {} out of reach: not pinning (generator and server share the CPUs)",
+        if allowed.len() == 1 { "" } else { "s" },
+        list(&allowed),
+        if out.len() == 1 { "" } else { "s" },
+        list(&out),
+        if out.len() == 1 { "is" } else { "are" },
+    );
+    None
+}
+
+/// The CPUs of `cpus` that are not among `allowed` (the process's affinity mask): a CPU in
+/// the mask is always within reach, whatever its number or the mask's size.
+fn out_of_reach(cpus: &[usize], allowed: &[usize]) -> Vec<usize> {
+    cpus.iter()
+        .copied()
+        .filter(|c| !allowed.contains(c))
+        .collect()
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released: a small race with other programs).
@@ -628,4 +643,29 @@ pub fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_in_the_affinity_mask_is_within_reach() {
+        // `taskset -c 1 loadlab knee --cpus 1`: one CPU allowed, and it is CPU 1.
+        assert!(out_of_reach(&[1], &[1]).is_empty());
+        assert!(out_of_reach(&[2, 3], &[2, 3]).is_empty());
+        assert!(out_of_reach(&[3], &[0, 1, 2, 3]).is_empty());
+        // Outside the mask, whatever the mask's size.
+        assert_eq!(out_of_reach(&[0, 1], &[1]), [0]);
+        assert_eq!(out_of_reach(&[4], &[0, 1, 2, 3]), [4]);
+        assert_eq!(out_of_reach(&[1, 5, 9], &[0, 2, 4, 6, 8, 10]), [1, 5, 9]);
+        // This process may run on the CPUs of its own mask.
+        let mine = procfs::cpu_list_allowed(std::process::id()).expect("this process's affinity");
+        assert_eq!(usable_cpus(&mine), Some(mine.clone()));
+        assert_eq!(
+            usable_cpus(&mine[mine.len() - 1..]),
+            Some(vec![mine[mine.len() - 1]])
+        );
+        assert_eq!(usable_cpus(&[]), None);
+    }
 }
