@@ -15,10 +15,22 @@ java=${JAVA:-java}
 unavailable=3
 build="mvn -q -B -f $here/pom.xml package -DskipTests"
 
+# Both causes are said when both hold (no Java and no jar): fixing one must not reveal the
+# other only on the next try.
+missing=0
 if ! command -v "$java" >/dev/null 2>&1; then
   echo "jvm-actors: no Java here ('$java' not found): install a JDK 11 or newer (Debian: apt-get install default-jdk-headless maven), then build the jar: $build" >&2
-  exit "$unavailable"
+  missing=1
 fi
+if [ ! -f "$jar" ]; then
+  if [ -n "${LOADLAB_JVM_JAR:-}" ]; then
+    echo "jvm-actors: $jar (LOADLAB_JVM_JAR) is not built; the build of this checkout's jar is: $build" >&2
+  else
+    echo "jvm-actors: $jar is not built; build it with: $build" >&2
+  fi
+  missing=1
+fi
+[ "$missing" = 0 ] || exit "$unavailable"
 # `java -version` prints `openjdk version "17.0.15" ...` (or "1.8.0_392" for Java 8).
 version=$("$java" -version 2>&1 | sed -n 's/.* version "\([^"]*\)".*/\1/p' | head -n 1)
 major=${version%%.*}
@@ -28,14 +40,6 @@ case "$major" in
 esac
 if [ "$major" -lt 11 ]; then
   echo "jvm-actors: '$java' is Java '${version:-unknown}'; the jar needs Java 11 or newer (Debian: apt-get install default-jdk-headless)" >&2
-  exit "$unavailable"
-fi
-if [ ! -f "$jar" ]; then
-  if [ -n "${LOADLAB_JVM_JAR:-}" ]; then
-    echo "jvm-actors: $jar (LOADLAB_JVM_JAR) is not built; the build of this checkout's jar is: $build" >&2
-    exit "$unavailable"
-  fi
-  echo "jvm-actors: $jar is not built; build it with: $build" >&2
   exit "$unavailable"
 fi
 

@@ -101,6 +101,7 @@ fn unix_ns() -> u128 {
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn three_agents_drive_a_fixed_rate_step_and_the_server_counts_what_they_report() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fabric::new(3);
@@ -300,6 +301,7 @@ fn knee_of(bundle: &Path) -> f64 {
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn a_knee_search_with_three_agents_finds_the_knee_of_one_local_run() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fabric::new(3);
@@ -496,6 +498,7 @@ fn wait_for_load_from(counts: &Path, ip: &str) {
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn an_agent_killed_mid_step_is_agent_lost_and_the_run_goes_on_without_it() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (out, st, err) = lab_losing_an_agent("continue");
@@ -558,6 +561,7 @@ fn an_agent_killed_mid_step_is_agent_lost_and_the_run_goes_on_without_it() {
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn with_on_agent_loss_stop_the_run_stops_and_keeps_what_it_measured() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (out, st, err) = lab_losing_an_agent("stop");
@@ -588,6 +592,7 @@ fn with_on_agent_loss_stop_the_run_stops_and_keeps_what_it_measured() {
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn ctrl_c_on_the_coordinator_stops_the_agents_within_a_second() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fabric::new(2);
@@ -680,6 +685,7 @@ fn refused_agent(ns: &str, token: &Path) -> (Option<i32>, String) {
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn a_wrong_token_is_refused_with_its_message() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fabric::new(1);
@@ -732,6 +738,7 @@ fn a_wrong_token_is_refused_with_its_message() {
 /// sides: a real `loadlab agent` dials a coordinator (the real one, in an example program)
 /// that claims another version.
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn an_agent_of_another_version_is_refused_naming_both() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fabric::new(1);
@@ -832,12 +839,14 @@ fn an_agent_stops_within_a_second_when_its_coordinator(signal: i32) {
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn an_agent_stops_the_load_within_a_second_when_the_coordinator_is_gone() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     an_agent_stops_within_a_second_when_its_coordinator(libc::SIGKILL);
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn an_agent_stops_the_load_within_a_second_when_the_coordinator_goes_silent() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     an_agent_stops_within_a_second_when_its_coordinator(libc::SIGSTOP);
@@ -848,6 +857,7 @@ fn an_agent_stops_the_load_within_a_second_when_the_coordinator_goes_silent() {
 /// name (`--tls-domain`); an agent that does not trust it never joins. The gRPC calls are
 /// split and merged like HTTP requests.
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn grpc_load_from_two_agents_over_a_tls_control_channel() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fabric::new(3);

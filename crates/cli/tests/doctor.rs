@@ -16,6 +16,7 @@ fn plan(name: &str) -> String {
 /// Inside a namespace with 200 ports and no TIME_WAIT reuse, connection-per-request load at
 /// 500 req/s runs out of ports within a second: the doctor says so and exits 1.
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn doctor_predicts_port_exhaustion_in_a_narrow_namespace() {
     let ns = Netns::create(&format!("loadlab-doctor-{}", std::process::id()));
     let out = Command::new("ip")
@@ -100,6 +101,7 @@ fn doctor_fails_when_nofile_cannot_be_raised() {
 /// thread pre-empts), as a busy neighbour or a virtual machine's host takes it, and the
 /// doctor, pinned there, measures its own sleeps woken milliseconds late.
 #[test]
+#[ignore = "needs root and python3, for a real-time thread (./test.sh)"]
 fn doctor_warns_of_a_machine_that_wakes_sleepers_late() {
     // Spins 4 ms, sleeps 4 ms, for at most 4 s: it ends by itself whatever happens here.
     let hog = r#"

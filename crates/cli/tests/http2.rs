@@ -444,6 +444,7 @@ fn node_stats_at(stats_port: u16, path: &str) -> NodeStats {
 }
 
 #[test]
+#[ignore = "needs Node.js (./test.sh installs it)"]
 fn http2_against_nodes_own_server_reads_every_answer_and_sends_every_body() {
     let (node, stats_port) = node_h2_server();
     let url = format!("http://127.0.0.1:{}/", node.port);
@@ -520,6 +521,7 @@ fn http2_against_nodes_own_server_reads_every_answer_and_sends_every_body() {
 /// HTTP/2 over TLS: ALPN `h2` with Node.js's own server (OpenSSL's TLS, nghttp2's HTTP/2),
 /// certified by a test CA given with `--cacert`.
 #[test]
+#[ignore = "needs Node.js (./test.sh installs it)"]
 fn http2_over_tls_to_nodes_own_server_negotiates_h2() {
     let ca = util::tls::Ca::new();
     let (cert, key) = ca.issue_pem(&["127.0.0.1"]);

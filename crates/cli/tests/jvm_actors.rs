@@ -179,6 +179,7 @@ fn settle(jvm: &Jvm) {
 }
 
 #[test]
+#[ignore = "needs a JDK and Maven (./test.sh installs them and builds the jar)"]
 fn pages_ask_timeouts_stats_and_a_graceful_stop() {
     // One routee on a one-thread dispatcher: pages run one at a time.
     let mut jvm = Jvm::start(&[
@@ -274,6 +275,7 @@ fn pages_ask_timeouts_stats_and_a_graceful_stop() {
 /// `--warmup-requests`: the server sends itself that many requests before its ready line
 /// (and before `/health` answers 200); its counters start from zero afterwards.
 #[test]
+#[ignore = "needs a JDK and Maven (./test.sh installs them and builds the jar)"]
 fn the_warm_up_comes_before_the_ready_line() {
     let jvm = Jvm::start(&["--warmup-requests", "400"]);
     let stats = jvm.stats();
@@ -285,6 +287,7 @@ fn the_warm_up_comes_before_the_ready_line() {
 }
 
 #[test]
+#[ignore = "needs a JDK and Maven (./test.sh installs them and builds the jar)"]
 fn bad_flags_exit_non_zero_naming_the_flag() {
     require_jar();
     let held = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -222,6 +222,7 @@ fn mounts() -> (Option<PathBuf>, Vec<(String, PathBuf)>) {
 }
 
 #[test]
+#[ignore = "needs root, for cgroups (./test.sh)"]
 fn found_by_pid_by_cgroup_and_by_a_plan_the_knee_and_why_agree() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let args = pool_search(2);
@@ -286,6 +287,7 @@ fn found_by_pid_by_cgroup_and_by_a_plan_the_knee_and_why_agree() {
 }
 
 #[test]
+#[ignore = "needs root, for cgroups (./test.sh)"]
 fn a_cpu_quota_is_named_as_the_limit_with_its_throttling() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // 2 ms of CPU per request under a quota of a quarter of a CPU: 125 req/s at most,
@@ -379,6 +381,7 @@ fn python_http_server() -> Server {
 }
 
 #[test]
+#[ignore = "needs python3 (./test.sh installs it)"]
 fn a_request_the_server_rejects_ends_the_search_at_its_first_step() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let py = python_http_server();
@@ -489,6 +492,7 @@ fn node_server() -> Server {
 }
 
 #[test]
+#[ignore = "needs Node.js (./test.sh installs it)"]
 fn a_node_event_loop_is_named_as_one_thread_with_the_cpus_half_idle() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let node = node_server();
@@ -542,6 +546,7 @@ fn a_node_event_loop_is_named_as_one_thread_with_the_cpus_half_idle() {
 }
 
 #[test]
+#[ignore = "needs gunicorn (./test.sh installs it)"]
 fn gunicorn_with_two_sync_workers_is_concurrency_bound_at_its_knee() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // The issue's own case, on a server nobody here wrote: a pre-fork gunicorn with 2
@@ -575,6 +580,7 @@ fn gunicorn_with_two_sync_workers_is_concurrency_bound_at_its_knee() {
 }
 
 #[test]
+#[ignore = "needs root, for cgroups (./test.sh)"]
 fn grpc_and_named_probes_pidfile_and_container_and_no_knee_below_max_is_an_answer() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // gRPC, with grpc's flags: the hello backend sustains far more than 40 calls/s, so the

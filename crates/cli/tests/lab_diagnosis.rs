@@ -228,6 +228,7 @@ cpus = "1"
 }
 
 #[test]
+#[ignore = "needs root, for a real-time thread (./test.sh)"]
 fn a_cpu_bound_why_is_read_against_a_configuration_that_held_with_more_cpu() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // 2 ms of CPU per request: 500 req/s on a CPU of its own. On CPU 0, which a real-time
@@ -497,6 +498,7 @@ fn lab_in(ns: &Netns, plan: impl AsRef<std::ffi::OsStr>, out: &std::path::Path) 
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn the_ephemeral_ports_plan_names_the_clients_ports() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Document 002 on 200 ports without TIME_WAIT reuse: 1,000 new connections/s that

@@ -308,6 +308,7 @@ threads = 1
 }
 
 #[test]
+#[ignore = "needs root, to mount a tmpfs (./test.sh)"]
 fn a_full_disk_stops_the_run_with_its_cause_and_keeps_the_finished_steps() {
     let filler = |disk: &Tmpfs| disk.0.join("filler");
     a_failing_bundle_disk_keeps_the_finished_steps(
@@ -331,6 +332,7 @@ fn a_full_disk_stops_the_run_with_its_cause_and_keeps_the_finished_steps() {
 /// immutable attribute (files already open can still be appended to, as on a real disk whose
 /// directory was locked: the run goes on until it needs a new file).
 #[test]
+#[ignore = "needs root and chattr (e2fsprogs), to mount a tmpfs and lock it (./test.sh)"]
 fn a_bundle_directory_that_stops_being_writable_stops_the_run_and_keeps_the_finished_steps() {
     let chattr = |flag: &str, disk: &Tmpfs| {
         let ok = Command::new("chattr")

@@ -18,6 +18,7 @@ fn u(j: &serde_json::Value, key: &str) -> u64 {
 }
 
 #[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
 fn stock_nginx_closing_every_thousand_requests_is_not_an_error() {
     let nginx = Nginx::start();
 
@@ -54,6 +55,7 @@ fn stock_nginx_closing_every_thousand_requests_is_not_an_error() {
 }
 
 #[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
 fn the_readme_nginx_plan_runs_with_a_relative_out_from_another_directory() {
     // The README's example, as written: its `{files}` must be absolute for nginx, whose
     // working directory is the plan's, to find its configuration.

@@ -170,8 +170,10 @@ fn achieved_counts_responses_that_land_after_the_window() {
     );
 }
 
-/// A saturated server (two connections, 100 ms each: 20 req/s) offered 40 req/s achieves
-/// about 20, although every request eventually succeeds.
+/// A saturated server (two connections, 100 ms each: at most 20 req/s) offered 40 req/s
+/// achieves the pace it kept, not the offered rate, although every request eventually
+/// succeeds. The pace is read from what the server took per request (the service time): on
+/// a loaded host its 100 ms sleeps wake late and it keeps 17 req/s, not 20.
 #[test]
 fn achieved_shows_a_saturated_server() {
     let s = TestServer::start(Behavior::Delay(std::time::Duration::from_millis(100)));
@@ -193,9 +195,13 @@ fn achieved_shows_a_saturated_server() {
     let j = r.json();
     assert_eq!(j["successful"], 80);
     let achieved = num(j, &["achieved_rps"]);
+    let service = num(j, &["service_time_ms", "mean"]);
+    // Two connections, each busy `service` ms per request.
+    let kept = 2.0 * 1000.0 / service;
     assert!(
-        (18.0..=21.0).contains(&achieved),
-        "achieved {achieved}, capacity 20"
+        achieved <= 21.0 && achieved >= 0.8 * kept,
+        "achieved {achieved} req/s; the server kept {kept:.1} (2 connections, {service:.1} ms \
+         each; at most 20)"
     );
 }
 

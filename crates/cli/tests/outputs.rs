@@ -123,6 +123,7 @@ for c in cases:
 }
 
 #[test]
+#[ignore = "needs a JDK and Maven (./test.sh installs them and the HdrHistogram jar)"]
 fn interval_log_csv_and_junit_agree_with_the_result() {
     let s = TestServer::start(Behavior::Ok);
     let hlog = temp_path("run.hlog");
@@ -234,6 +235,7 @@ fn interval_log_csv_and_junit_agree_with_the_result() {
 }
 
 #[test]
+#[ignore = "needs python3 (./test.sh installs it)"]
 fn errors_by_class_per_second_in_the_csv_and_the_json() {
     let s = TestServer::start(Behavior::Status(503));
     let csv = temp_path("errors.csv");
@@ -423,6 +425,7 @@ fn serve_passes_help_to_the_server() {
 }
 
 #[test]
+#[ignore = "needs a JDK and Maven (./test.sh installs them and the HdrHistogram jar)"]
 fn a_bundle_keeps_each_steps_interval_log_and_every_second_in_seconds_csv() {
     let s = TestServer::start(Behavior::Ok);
     let out = temp_path("knee-bundle");
@@ -475,6 +478,7 @@ fn a_bundle_keeps_each_steps_interval_log_and_every_second_in_seconds_csv() {
 }
 
 #[test]
+#[ignore = "needs python3 (./test.sh installs it)"]
 fn lab_junit_has_each_configuration_each_knee_and_the_baseline() {
     use util::lab::{plan_text, write_plan};
     // Capacity 300/s (503 above it), and a configuration whose target cannot start (the
@@ -532,6 +536,7 @@ fn lab_junit_has_each_configuration_each_knee_and_the_baseline() {
 }
 
 #[test]
+#[ignore = "needs python3 (./test.sh installs it)"]
 fn knee_junit_has_the_knee_and_fails_when_none_was_measured() {
     let s = TestServer::start(Behavior::Ok);
     let knee = |url: &str, junit: &str| {

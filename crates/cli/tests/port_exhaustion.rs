@@ -13,6 +13,7 @@ use util::netns::Netns;
 use util::{run_with, Behavior, TestServer};
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn keep_alive_off_exhausts_ports_and_source_addrs_avoid_it() {
     let ns = Netns::create(&format!("loadlab-ports-{}", std::process::id()));
     let server = TestServer::serve(ns.listener(), Behavior::Ok);

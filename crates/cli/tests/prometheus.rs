@@ -156,6 +156,7 @@ fn encode(q: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs Prometheus (./test.sh installs it)"]
 fn a_run_pushes_its_counts_and_a_native_histogram() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let prom = Prometheus::start(true);
@@ -228,6 +229,7 @@ fn a_run_pushes_its_counts_and_a_native_histogram() {
 }
 
 #[test]
+#[ignore = "needs Prometheus (./test.sh installs it)"]
 fn without_native_histograms_latency_goes_as_classic_buckets() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let prom = Prometheus::start(false);
@@ -263,6 +265,7 @@ fn without_native_histograms_latency_goes_as_classic_buckets() {
 }
 
 #[test]
+#[ignore = "needs Prometheus (./test.sh installs it)"]
 fn prometheus_stopped_mid_run_is_a_warning_and_the_result_is_whole() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let prom = Prometheus::start(true);
@@ -339,6 +342,7 @@ fn a_bad_url_is_refused_before_any_load() {
 }
 
 #[test]
+#[ignore = "needs Prometheus (./test.sh installs it)"]
 fn a_knee_search_pushes_each_step_labelled() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let prom = Prometheus::start(true);
@@ -430,6 +434,7 @@ fn requests_by(prom: &Prometheus, label: &str) -> Vec<(String, f64)> {
 }
 
 #[test]
+#[ignore = "needs Prometheus (./test.sh installs it)"]
 fn a_mix_of_named_requests_is_pushed_per_name() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let prom = Prometheus::start(true);
@@ -481,6 +486,7 @@ fn a_mix_of_named_requests_is_pushed_per_name() {
 }
 
 #[test]
+#[ignore = "needs Prometheus (./test.sh installs it)"]
 fn a_distributed_run_pushes_each_agents_seconds() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let prom = Prometheus::start(true);

@@ -159,6 +159,7 @@ fn text(o: &std::process::Output) -> String {
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn a_knee_with_an_agent_and_a_remote_probe_finds_what_a_local_run_finds() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fabric::new(2);
@@ -284,6 +285,7 @@ connections = 4
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn a_probe_killed_mid_step_is_a_warning_and_the_run_goes_on() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let f = Fabric::new(1);
@@ -384,6 +386,7 @@ fn refused_probe(ns: &str, token: &Path, name: &str) -> (Option<i32>, String) {
 }
 
 #[test]
+#[ignore = "needs root and iproute2, for network namespaces (./test.sh)"]
 fn a_wrong_token_and_a_second_probe_are_refused_by_name_and_a_vanished_coordinator_ends_the_probe()
 {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

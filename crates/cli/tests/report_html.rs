@@ -12,6 +12,7 @@ use util::lab::{lab_ok, plan_text, write_plan};
 use util::temp_path;
 
 #[test]
+#[ignore = "needs Chromium (./test.sh installs it)"]
 fn the_html_report_opens_in_a_browser_with_its_charts_and_knee() {
     // A capacity of 100 req/s: 50 is held, 400 is not; the knee lies between them.
     let plan = write_plan(

@@ -509,6 +509,7 @@ fn a_plan_with_a_flow_and_requests_or_over_http2_is_refused() {
 /// sessions are exactly what the server's book saw, each user (`${seq}`, strided across the
 /// agents) is one session, and none is out of order.
 #[test]
+#[ignore = "needs root, iproute2 and curl, for network namespaces (./test.sh)"]
 fn two_agents_run_one_flow_and_their_sessions_merge_exactly() {
     use util::fabric::{Fabric, HUB_IP};
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -723,6 +724,7 @@ def app(environ, start):
 "#;
 
 #[test]
+#[ignore = "needs gunicorn (./test.sh installs it)"]
 fn a_flow_knee_on_gunicorn_is_in_sessions_per_second_and_names_its_two_workers() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = temp_path("gunicorn-flow");

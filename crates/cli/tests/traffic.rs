@@ -87,6 +87,7 @@ fn ids_csv(n: usize) -> PathBuf {
 }
 
 #[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
 fn csv_rows_go_in_order_and_wrap_around_and_seq_counts_every_request() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let nginx = logging_nginx();
@@ -148,6 +149,7 @@ fn csv_rows_go_in_order_and_wrap_around_and_seq_counts_every_request() {
 }
 
 #[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
 fn unique_rows_end_the_run_at_the_row_count() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let nginx = logging_nginx();
@@ -189,6 +191,7 @@ fn unique_rows_end_the_run_at_the_row_count() {
 }
 
 #[test]
+#[ignore = "needs nginx, root and iproute2 (./test.sh)"]
 fn two_agents_share_unique_rows_and_send_none_twice() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let nginx = logging_nginx();
@@ -258,6 +261,7 @@ fn two_agents_share_unique_rows_and_send_none_twice() {
 }
 
 #[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
 fn a_targets_file_is_sent_in_proportion_with_its_headers_and_bodies() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let nginx = logging_nginx();
@@ -377,6 +381,7 @@ fn adds_up(j: &Value) {
 }
 
 #[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
 fn a_plans_weighted_requests_and_its_data_file() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let nginx = logging_nginx();
