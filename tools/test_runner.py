@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Binaries that run with nothing else of the suite beside them, as they did under `cargo
-# test`: they read the CPUs' busy and idle shares and the target's run-queue waits (the
+# test`: they change the machine for everyone (io_uring switched off, a real-time thread
+# taking half of CPU 0), or they read the CPUs' busy and idle shares and the target's run-queue waits (the
 # diagnosis names a CPU-bound target, a pool timing out with the CPU to spare, a Node event
 # loop on half-idle CPUs, a CPU quota), pin the server and loadlab to CPUs 0 and 1 and judge
 # loadlab's own lateness at the knee, or time how late the machine wakes a sleeper. Named as
@@ -40,6 +41,9 @@ from pathlib import Path
 ALONE = {
     "crates/cli/demo",
     "crates/cli/open_loop",
+    # Sets kernel.io_uring_disabled, machine-wide: every other binary would find io_uring
+    # refused while it runs.
+    "crates/cli/io_uring_refused",
     # Of these binaries, only the tests named run alone; the others of the binary run in the
     # pool (libtest's --skip), one after another as the binary's own lock has them.
     "crates/cli/knee::a_node_event_loop_is_named_as_one_thread_with_the_cpus_half_idle",

@@ -41,6 +41,7 @@ impl Drop for Disabled {
 }
 
 #[test]
+#[ignore = "needs root, for the machine-wide io_uring switch (./test.sh)"]
 fn a_refused_io_uring_falls_back_to_epoll_and_says_so_once() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let server = TestServer::start(Behavior::Ok);
@@ -69,6 +70,7 @@ fn a_refused_io_uring_falls_back_to_epoll_and_says_so_once() {
 /// switch at 1, io_uring is left to processes with `CAP_SYS_ADMIN`, so the coordinator
 /// (root) would take it, and an agent started without that capability cannot.
 #[test]
+#[ignore = "needs root, for the machine-wide io_uring switch (./test.sh)"]
 fn a_distributed_run_says_the_interface_its_agent_used() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let server = TestServer::start(Behavior::Ok);

@@ -22,9 +22,18 @@ fn shipped() -> Vec<PathBuf> {
 fn every_shipped_plan_is_valid_at_full_scale_and_at_quick() {
     let plans = shipped();
     // The source experiments' plans at least (a rename here must be a rename there too).
-    for name in ["backlog-workers", "runtimes", "io-modes", "proxy-pool", "proxy-pool-jvm", "demo"] {
+    for name in [
+        "backlog-workers",
+        "runtimes",
+        "io-modes",
+        "proxy-pool",
+        "proxy-pool-jvm",
+        "demo",
+    ] {
         assert!(
-            plans.iter().any(|p| p.file_stem().is_some_and(|s| s == name)),
+            plans
+                .iter()
+                .any(|p| p.file_stem().is_some_and(|s| s == name)),
             "plans/{name}.toml is missing: {plans:?}"
         );
     }
