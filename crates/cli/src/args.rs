@@ -181,7 +181,9 @@ pub enum Command {
     /// connections; --rate makes it open loop.
     #[command(after_help = grpc_examples!(), after_long_help = concat!(grpc_examples!(), "\n\n", template_help!()))]
     Grpc(Box<GrpcArgs>),
-    /// Re-render report.md from a result bundle on disk.
+    /// Re-render a result bundle's report.md and report.html from what is on disk, and
+    /// print report.md (a bundle from an older loadlab, or one whose run was interrupted).
+    #[command(after_help = "Example:\n  loadlab report results/knee-20261206-031500")]
     Report(ReportArgs),
     /// Compare result bundles (or `loadlab run --json` results) side by side, the first as
     /// the baseline: each knee, and p99 and achieved at every load both ran, with the
