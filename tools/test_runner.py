@@ -134,7 +134,7 @@ class Outcome:
 def binaries(root: Path, cargo_args: list[str]) -> list[tuple[str, str, str]]:
     """(key, package directory, executable) of every test binary `cargo test` would run,
     built now (compiler messages go to the terminal as cargo prints them)."""
-    cmd = ["cargo", "test", "--no-run", "--message-format=json-render-diagnostics", *cargo_args]
+    cmd = ["cargo", "test", "-q", "--no-run", "--message-format=json-render-diagnostics", *cargo_args]
     proc = subprocess.run(cmd, cwd=root, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         sys.exit(f"test_runner: `{' '.join(cmd)}` failed (exit {proc.returncode})")

@@ -89,6 +89,14 @@ pub(crate) fn emit(flag: &str, path: &Path, text: &[u8]) -> anyhow::Result<()> {
             .with_context(|| format!("{flag} -: cannot write to standard output"))?;
         return Ok(());
     }
+    // A path that exists and is not a regular file (`/dev/null`, `/dev/stderr`, a FIFO) is
+    // written in place: a temporary file renamed onto it would replace the device itself (as
+    // root, `--json /dev/null` once turned the machine's /dev/null into a regular file).
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        std::fs::write(path, text)
+            .with_context(|| format!("{flag}: cannot write {}", path.display()))?;
+        return Ok(());
+    }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);

@@ -329,6 +329,34 @@ fn a_dash_writes_each_output_to_standard_output_and_the_summary_to_standard_erro
     assert_eq!(s.requests(), before, "no load for refused runs");
 }
 
+/// An output path that is not a regular file (a FIFO here; `/dev/null` or `/dev/stderr` for
+/// users) is written in place, never replaced: a temporary file renamed onto `/dev/null` by
+/// root once turned the machine's /dev/null into a regular file, which every other program
+/// then read its input from.
+#[test]
+fn an_output_to_a_fifo_or_a_device_is_written_in_place() {
+    use std::os::unix::fs::FileTypeExt;
+    let s = TestServer::start(Behavior::Ok);
+    let fifo = temp_path("out.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let url = s.url("/");
+    let path = fifo.to_str().unwrap();
+    let (code, _, err) = loadlab(&["run", &url, "--rate", "50", "-d", "1s", "-q", "--csv", path]);
+    assert_eq!(code, Some(0), "{err}");
+    // Before the reader is joined: a replaced FIFO leaves it waiting for a writer forever.
+    let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(kind.is_fifo(), "the FIFO was replaced: {kind:?}");
+    assert!(!fifo.with_extension("fifo.tmp").exists());
+    let csv = reader.join().unwrap();
+    assert!(csv.starts_with("second,offered_rps,"), "{csv}");
+}
+
 #[test]
 fn flags_of_wrk2_hey_oha_and_vegeta() {
     let s = TestServer::start(Behavior::Ok);

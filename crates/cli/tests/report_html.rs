@@ -1,14 +1,14 @@
 //! `report.html` of a real bundle (a small plan run against the fixture server) opened in a
 //! real browser: Debian's `chromium`, headless. The page runs with no console message at
 //! all, and its DOM holds the answer before any chart, one latency chart per scenario, the
-//! knee as a band and the errors by class. Fails, rather than skips, without chromium
-//! (`.ci/run` installs it).
+//! knee as a band and the errors by class. Needs Chromium: ignored by a plain `cargo test`,
+//! run by `./test.sh`, which installs it.
 
 mod util;
 
 use std::process::Command;
 
-use util::lab::{lab_ok, plan_text, write_plan};
+use util::lab::{lab_ok, lines, plan_text, write_plan};
 use util::temp_path;
 
 #[test]
@@ -23,8 +23,23 @@ fn the_html_report_opens_in_a_browser_with_its_charts_and_knee() {
             "steps = [50, 400]\nstep_duration = \"2s\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
         ),
     );
-    let out = temp_path("html-bundle");
-    lab_ok(&plan, &out);
+    // A step loadlab itself fell behind on (generator-limited, on a loaded host) says nothing
+    // of the server, and its page would say so instead of a knee: the plan is run again, three
+    // runs at most, as a user would after reading that note.
+    let mut out = temp_path("html-bundle");
+    for attempt in 1..=3 {
+        out = temp_path("html-bundle");
+        lab_ok(&plan, &out);
+        let limited = lines(&out.join("steps.jsonl")).iter().any(|s| {
+            s["verdict"]["limits"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|x| x == "generator_limited"))
+        });
+        if !limited {
+            break;
+        }
+        eprintln!("run {attempt}: a step was generator-limited; running the plan again");
+    }
     let page = out.join("report.html");
     assert!(page.exists(), "no report.html in {}", out.display());
 

@@ -170,7 +170,10 @@ fn prober_sees_a_busy_child() {
     assert!(report.samples.windows(2).all(|w| w[0].t_s <= w[1].t_s));
     assert!(report.samples.iter().all(|s| s.process.is_some()));
     let d = &report.delta;
-    assert!(d.cpu_percent > 30.0, "{d:?}");
+    // A busy loop runs or waits for a CPU all the time; how much of it runs depends on what
+    // else the machine runs (28 % beside three busy test programs on two CPUs).
+    assert!(d.cpu_percent > 10.0, "{d:?}");
+    assert!(d.cpu_percent + d.cpu_wait_percent > 80.0, "{d:?}");
     assert!(d.cpu_user_s > 0.0 && d.threads_max >= 1 && d.rss_max_bytes > 0);
 }
 

@@ -104,9 +104,10 @@ mod tests {
         spinner.join().unwrap();
         let b = f.busiest.expect("an interval");
         assert_eq!(b.name, "spinner");
-        // On a shared, busy machine the spinner may wait for its CPU; it still leads, and
-        // it ran or waited all the time.
-        assert!(b.cpu > 0.3 && b.cpu <= 1.0, "{b:?}");
+        // On a shared, busy machine the spinner may wait for its CPU (a quarter of one when
+        // three other busy programs shared the machine's two): it still leads, it ran a share
+        // of the time, and it ran or waited all the time.
+        assert!(b.cpu > 0.1 && b.cpu <= 1.0, "{b:?}");
         assert!(b.cpu + b.wait > 0.8, "{b:?}");
     }
 }
