@@ -96,6 +96,8 @@ EXPECTED = {
     "crates/cli/bounded_work": 13,
     "crates/cli/graceful_close": 12,
     "crates/cli/live_view": 11,
+    "job: .ci/plans runtimes": 70,
+    "job: .ci/plans tune": 64,
 }
 
 # A whole binary still running after this long is stopped and counted failed: the tests bound
@@ -324,9 +326,10 @@ def tally(outcomes: list[Outcome]) -> tuple[str, bool]:
         if o.code != 0 and not any(f.startswith(f"{o.job.name}: ") for f in failed_names):
             # Crashed, hung, or never started: no test of it is named failed.
             broken.append(f"{o.job.name}: exit {o.code} with no failed test named (crash, hang or no start)")
-        elif results == 0 and o.code == 0 and not o.job.key.startswith("beside: "):
+        elif results == 0 and o.code == 0 and not o.job.key.startswith(("beside: ", "job: ")):
             broken.append(f"{o.job.name}: printed no test result")
-    lines = [f"tests: {passed} passed, {failed} failed, {ignored} ignored, in {len(outcomes)} binaries"]
+    binaries_run = sum(not o.job.key.startswith(("beside: ", "job: ")) for o in outcomes)
+    lines = [f"tests: {passed} passed, {failed} failed, {ignored} ignored, in {binaries_run} binaries"]
     lines += [f"  FAILED {n}" for n in failed_names]
     lines += [f"  BROKEN {n}" for n in broken]
     lines += [f"  IGNORED {n}" for n in ignored_names]
@@ -374,6 +377,12 @@ def main() -> int:
     ap.add_argument("--beside", action="append", default=[], metavar="CMD",
                     help="a shell command run beside the pool at the lowest CPU priority (SCHED_IDLE, "
                          "nice 19); the binaries that run alone wait for it (.ci/run: its checks)")
+    ap.add_argument("--job", action="append", default=[], metavar="CMD",
+                    help="a shell command run in the pool like a test binary that only waits (.ci/run: a plan)")
+    ap.add_argument("--heavy-job", action="append", default=[], metavar="CMD",
+                    help="a shell command run in the pool like a binary that keeps a core busy")
+    ap.add_argument("--alone-job", action="append", default=[], metavar="CMD",
+                    help="a shell command run alone, like a binary that reads the CPUs' idle share")
     ap.add_argument("args", nargs="*", help="after --: given to every test binary")
     a = ap.parse_args()
     # A name filter of the user's (not a flag, nor a flag's value such as --test-threads 1).
@@ -402,14 +411,19 @@ def main() -> int:
 
     beside = [Job(f"beside: {cmd}", str(root), ["chrt", "--idle", "0", "nice", "-n", "19", "bash", "-c", cmd])
               for cmd in a.beside]
+    jobs += [Job(f"job: {cmd}", str(root), ["bash", "-c", cmd]) for cmd in a.job]
+    jobs += [Job(f"job: {cmd}", str(root), ["bash", "-c", cmd], alone=True) for cmd in a.alone_job]
+    for cmd in a.heavy_job:
+        HEAVY.add(f"job: {cmd}")
+        jobs.append(Job(f"job: {cmd}", str(root), ["bash", "-c", cmd]))
 
     times_path = root / "target" / "test-times.json"
     times = load_times(times_path)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="loadlab-test-logs-") as logdir:
         runner = Runner(a.jobs, Path(logdir))
-        print(f"== {len(jobs)} test binaries: {sum(not j.alone for j in jobs)} in a pool of {runner.slots}, "
-              f"then {sum(j.alone for j in jobs)} alone", flush=True)
+        print(f"== {len(jobs)} jobs (test binaries and commands): {sum(not j.alone for j in jobs)} in a pool "
+              f"of {runner.slots}, then {sum(j.alone for j in jobs)} alone", flush=True)
         try:
             outcomes = runner.run(jobs, times, beside)
         except KeyboardInterrupt:
@@ -426,7 +440,7 @@ def main() -> int:
     if a.slowest_tests:
         print(f"\n== the {a.slowest_tests} slowest tests")
         print(slowest_tests(outcomes, a.slowest_tests))
-    print(f"\n== the slowest binaries (the whole run took {wall:.0f} s)")
+    print(f"\n== the slowest jobs (the whole run took {wall:.0f} s)")
     print(slowest(outcomes, 12))
     print(text)
     return 0 if ok else 1

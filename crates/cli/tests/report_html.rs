@@ -8,7 +8,7 @@ mod util;
 
 use std::process::Command;
 
-use util::lab::{lab_ok, lines, plan_text, write_plan};
+use util::lab::{generator_limited_steps, lab_ok, plan_text, write_plan};
 use util::temp_path;
 
 #[test]
@@ -30,12 +30,7 @@ fn the_html_report_opens_in_a_browser_with_its_charts_and_knee() {
     for attempt in 1..=3 {
         out = temp_path("html-bundle");
         lab_ok(&plan, &out);
-        let limited = lines(&out.join("steps.jsonl")).iter().any(|s| {
-            s["verdict"]["limits"]
-                .as_array()
-                .is_some_and(|l| l.iter().any(|x| x == "generator_limited"))
-        });
-        if !limited {
+        if !generator_limited_steps(&out) {
             break;
         }
         eprintln!("run {attempt}: a step was generator-limited; running the plan again");

@@ -8,7 +8,7 @@ mod util;
 use std::process::Command;
 
 use serde_json::Value;
-use util::lab::{write_plan, LAB_BOUND};
+use util::lab::{generator_limited_steps, write_plan, LAB_BOUND};
 use util::{loadlab_bin, output_within, temp_path};
 
 fn tune_schema_errors(v: &Value) -> Vec<String> {
@@ -68,8 +68,19 @@ fn tune(plan: &std::path::Path, out: &std::path::Path, extra: &[&str]) -> std::p
 #[test]
 fn tune_follows_the_diagnosis_to_the_larger_pool_and_measures_each_knob() {
     let plan = write_plan("tune-pool", PLAN);
-    let out = temp_path("tune-pool-bundle");
-    let o = tune(&plan, &out, &["--seed", "3"]);
+    // A search with a step loadlab itself fell behind on (a loaded host) measured less of the
+    // server than the test reads (a pool with no knee at all, once): run again, three runs at
+    // most; the last is judged whatever it says.
+    let (mut out, mut o) = (temp_path("tune-pool-bundle"), None);
+    for attempt in 1..=3 {
+        out = temp_path("tune-pool-bundle");
+        o = Some(tune(&plan, &out, &["--seed", "3"]));
+        if !generator_limited_steps(&out) {
+            break;
+        }
+        eprintln!("tune run {attempt}: a step was generator-limited; running it again");
+    }
+    let o = o.unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -103,8 +114,12 @@ fn tune_follows_the_diagnosis_to_the_larger_pool_and_measures_each_knob() {
     let best = &t["best"];
     assert_eq!(best["params"]["pool"], "4", "{t:#}");
     let (lo, hi) = (
-        best["knee"]["lo"].as_f64().unwrap(),
-        best["knee"]["hi"].as_f64().unwrap(),
+        best["knee"]["lo"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no knee: {t:#}")),
+        best["knee"]["hi"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no knee: {t:#}")),
     );
     assert!(
         lo >= 60.0 && hi <= 100.0,

@@ -88,6 +88,17 @@ pub fn lab_ok(plan: &Path, out: &Path) {
     );
 }
 
+/// Whether a step of the bundle was limited by loadlab itself (generator-limited, on a loaded
+/// host): such a step says nothing of the server, and a test that needs the server's answer
+/// runs the plan again, as a user would after reading that note.
+pub fn generator_limited_steps(bundle: &Path) -> bool {
+    lines(&bundle.join("steps.jsonl")).iter().any(|s| {
+        s["verdict"]["limits"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x == "generator_limited"))
+    })
+}
+
 pub fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()

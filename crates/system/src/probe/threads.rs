@@ -81,29 +81,25 @@ mod tests {
 
     #[test]
     fn a_spinning_thread_is_the_busiest_at_nearly_one_cpu() {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let s = stop.clone();
-        let spinner = std::thread::Builder::new()
-            .name("spinner".into())
-            .spawn(move || {
-                while !s.load(std::sync::atomic::Ordering::Relaxed) {
-                    std::hint::spin_loop();
-                }
-            })
-            .unwrap();
-        let me = std::process::id();
+        // A spinning process of its own: a spinner thread of this process was once not its
+        // busiest, waiting for its CPU while another test of this binary ran on another thread.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("sh");
+        let pid = child.id();
         let mut t = ThreadCpu::default();
         assert_eq!(
-            t.sample(&[me]).busiest,
+            t.sample(&[pid]).busiest,
             None,
             "no interval at the first sample"
         );
         std::thread::sleep(std::time::Duration::from_millis(400));
-        let f = t.sample(&[me]);
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        spinner.join().unwrap();
+        let f = t.sample(&[pid]);
+        let _ = child.kill();
+        let _ = child.wait();
         let b = f.busiest.expect("an interval");
-        assert_eq!(b.name, "spinner");
+        assert_eq!(b.name, "sh");
         // On a shared, busy machine the spinner may wait for its CPU (a quarter of one when
         // three other busy programs shared the machine's two): it still leads, it ran a share
         // of the time, and it ran or waited all the time.
