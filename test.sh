@@ -6,9 +6,9 @@
 #   ./test.sh --no-install    installs nothing: names what is missing and stops
 #   ./test.sh --check         only says what is missing (exit 1 when something is)
 #   ./test.sh --beside CMD    runs CMD beside the tests that only wait, at the lowest CPU
-#                             priority (.ci/run: its lints and checks); --job CMD,
-#                             --heavy-job CMD and --alone-job CMD run CMD as one of the
-#                             tests (.ci/run: the plans)
+#                             priority (.ci/run: its lints and checks); --job CMD
+#                             and --alone-job CMD run CMD as one of the tests, in the
+#                             pool or alone (.ci/run: the plans)
 #   ./test.sh -- ARGS         ARGS go to every test binary (a name filter, --nocapture)
 #
 # `cargo test --workspace` alone needs nothing but Rust: the tests that need system
@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --no-install) install=0 ;;
     --check) check_only=1 ;;
-    --beside|--job|--heavy-job|--alone-job) beside+=("$1" "$2"); shift ;;
+    --beside|--job|--alone-job) beside+=("$1" "$2"); shift ;;
     --) shift; test_args=("$@"); break ;;
     -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument '$1' (see ./test.sh --help)" >&2; exit 2 ;;

@@ -44,6 +44,19 @@ ALONE = {
     # Sets kernel.io_uring_disabled, machine-wide: every other binary would find io_uring
     # refused while it runs.
     "crates/cli/io_uring_refused",
+    # These keep a core busy for most of their run (hostile peers answering as fast as they
+    # can, the JVM app, the runtime greeters, closed loops): beside them, the pool's knee
+    # searches and comparisons found loadlab late by hundreds of milliseconds (a step judged
+    # generator-limited, a p99 regression unresolved) when both ran in the pool.
+    "crates/cli/jvm_actors",
+    "crates/cli/hostile_h2",
+    "crates/cli/hostile_http1",
+    "crates/cli/hostile_grpc",
+    "crates/cli/hostile_tls",
+    "crates/cli/bounded_work",
+    "crates/cli/closed_loop",
+    "crates/engine/lib",
+    "targets/runtimes/greeters",
     # Of these binaries, only the tests named run alone; the others of the binary run in the
     # pool (libtest's --skip), one after another as the binary's own lock has them.
     "crates/cli/knee::a_node_event_loop_is_named_as_one_thread_with_the_cpus_half_idle",
@@ -53,21 +66,6 @@ ALONE = {
     "crates/cli/lab_diagnosis::threads_that_wait_behind_each_other_on_a_half_idle_cpu_are_not_cpu_bound",
     "crates/cli/lab_diagnosis::timeouts_behind_a_small_pool_with_its_cpu_half_used_are_the_pool",
     "crates/cli/doctor::doctor_warns_of_a_machine_that_wakes_sleepers_late",
-}
-
-# Binaries that keep a core busy for most of their run (hostile peers answering as fast as
-# they can, the JVM app, the runtime greeters): they share the pool, one at a time, so that
-# a core is always left to the binaries that only wait.
-HEAVY = {
-    "crates/cli/jvm_actors",
-    "crates/cli/hostile_h2",
-    "crates/cli/hostile_http1",
-    "crates/cli/hostile_grpc",
-    "crates/cli/bounded_work",
-    "crates/cli/closed_loop",
-    "crates/cli/hostile_tls",
-    "crates/engine/lib",
-    "targets/runtimes/greeters",
 }
 
 # Seconds each long binary took on the 2-core machine of docs/src/ci.md: the pool starts the
@@ -120,9 +118,6 @@ class Job:
     def name(self) -> str:
         return f"{self.key} ({self.label})" if self.label else self.key
 
-    @property
-    def heavy(self) -> bool:
-        return self.key in HEAVY
 
 
 @dataclass
@@ -239,8 +234,7 @@ class Runner:
             sys.stdout.flush()
 
     def run(self, jobs: list[Job], times: dict[str, float], beside: list[Job] = ()) -> list[Outcome]:
-        """The pool first (longest first, `slots` at once, one heavy binary at a time), with
-        the `beside` commands at the lowest CPU priority; then, once all of those ended,
+        """The pool first (longest first, `slots` at once), with the `beside` commands at the lowest CPU priority; then, once all of those ended,
         each binary that runs alone."""
         pool = order([j for j in jobs if not j.alone], times)
         alone = order([j for j in jobs if j.alone], times)
@@ -269,11 +263,10 @@ class Runner:
 
         with changed:
             while waiting and not self.stopping:
-                heavy_running = any(j.heavy for j in running)
-                pick = next((j for j in waiting if not (j.heavy and heavy_running)), None)
-                if len(running) >= slots or pick is None:
+                if len(running) >= slots:
                     changed.wait(1.0)
                     continue
+                pick = waiting[0]
                 waiting.remove(pick)
                 running.append(pick)
                 t = threading.Thread(target=body, args=(pick, n0 + len(threads) + 1), daemon=True)
@@ -379,10 +372,8 @@ def main() -> int:
                          "nice 19); the binaries that run alone wait for it (.ci/run: its checks)")
     ap.add_argument("--job", action="append", default=[], metavar="CMD",
                     help="a shell command run in the pool like a test binary that only waits (.ci/run: a plan)")
-    ap.add_argument("--heavy-job", action="append", default=[], metavar="CMD",
-                    help="a shell command run in the pool like a binary that keeps a core busy")
     ap.add_argument("--alone-job", action="append", default=[], metavar="CMD",
-                    help="a shell command run alone, like a binary that reads the CPUs' idle share")
+                    help="a shell command run alone, like a binary that reads the CPUs' idle share or keeps a core busy")
     ap.add_argument("args", nargs="*", help="after --: given to every test binary")
     a = ap.parse_args()
     # A name filter of the user's (not a flag, nor a flag's value such as --test-threads 1).
@@ -413,9 +404,6 @@ def main() -> int:
               for cmd in a.beside]
     jobs += [Job(f"job: {cmd}", str(root), ["bash", "-c", cmd]) for cmd in a.job]
     jobs += [Job(f"job: {cmd}", str(root), ["bash", "-c", cmd], alone=True) for cmd in a.alone_job]
-    for cmd in a.heavy_job:
-        HEAVY.add(f"job: {cmd}")
-        jobs.append(Job(f"job: {cmd}", str(root), ["bash", "-c", cmd]))
 
     times_path = root / "target" / "test-times.json"
     times = load_times(times_path)

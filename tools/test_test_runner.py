@@ -146,37 +146,5 @@ class Split(unittest.TestCase):
         self.assertEqual(job.argv, ["exe", "knee"])
 
 
-class Heavy(unittest.TestCase):
-    def test_one_heavy_binary_at_a_time_in_the_pool(self):
-        import tempfile
-        lock = threading.Lock()
-        running = set()
-        beside = {}
-
-        class Probe(tr.Runner):
-            def _run(self, job, n):
-                with lock:
-                    beside[job.key] = set(running)
-                    running.add(job.key)
-                time.sleep(0.05)
-                with lock:
-                    beside[job.key] |= running - {job.key}
-                    running.discard(job.key)
-                    self.outcomes.append(tr.Outcome(job, 0.0, 0, ""))
-
-        saved = set(tr.HEAVY)
-        tr.HEAVY.clear()
-        tr.HEAVY.update({"h/1", "h/2", "h/3"})
-        try:
-            jobs = [tr.Job(k, "/", ["x"]) for k in ("h/1", "h/2", "h/3", "l/1", "l/2")]
-            with tempfile.TemporaryDirectory() as d:
-                Probe(4, Path(d)).run(jobs, {})
-        finally:
-            tr.HEAVY.clear()
-            tr.HEAVY.update(saved)
-        for h in ("h/1", "h/2", "h/3"):
-            self.assertFalse({x for x in beside[h] if x.startswith("h/")}, beside)
-
-
 if __name__ == "__main__":
     unittest.main()

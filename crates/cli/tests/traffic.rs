@@ -645,46 +645,64 @@ fn a_knee_search_of_a_mix_names_the_request_that_broke() {
             "# @name checkout\nGET http://127.0.0.1:{p}/page?work_ms=50\n\n# @name home\nGET http://127.0.0.1:{p}/health\n"
         ),
     );
-    let out = temp_path("mix-knee");
-    let (o, _) = output_within(
-        Command::new(loadlab_bin())
-            .args(["knee", "--targets"])
-            .arg(&targets)
-            .args([
-                "--slo",
-                "p99<300ms",
-                "--start",
-                "15",
-                "--max",
-                "480",
-                "--step",
-                "2s",
-                "--warmup",
-                "500ms",
-                "--pause",
-                "200ms",
-                "--confirm",
-                "0",
-                "--no-probe",
-                "--out",
-            ])
-            .arg(&out),
-        Duration::from_secs(240),
-    );
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
-    let steps = lines(&out.join("steps.jsonl"));
-    let first = steps
-        .iter()
-        .filter(|s| !s["verdict"]["sustained"].as_bool().unwrap())
-        .min_by(|a, b| {
-            a["load"]
-                .as_f64()
-                .unwrap()
-                .total_cmp(&b["load"].as_f64().unwrap())
-        })
-        .unwrap_or_else(|| panic!("no step broke: {stdout}{stderr}"));
+    // On a loaded host loadlab once sent late by 367 ms at p99 at the step that broke (the SLO
+    // is 300 ms): `home`, which waits for nothing at the server, then failed its latency
+    // too, by loadlab's lateness, and which request broke the mix cannot be read from that
+    // step. A search whose first failed step lagged more than a third of the SLO is run
+    // again, three runs at most; the last is judged whatever it says.
+    let search = || {
+        let out = temp_path("mix-knee");
+        let (o, _) = output_within(
+            Command::new(loadlab_bin())
+                .args(["knee", "--targets"])
+                .arg(&targets)
+                .args([
+                    "--slo",
+                    "p99<300ms",
+                    "--start",
+                    "15",
+                    "--max",
+                    "480",
+                    "--step",
+                    "2s",
+                    "--warmup",
+                    "500ms",
+                    "--pause",
+                    "200ms",
+                    "--confirm",
+                    "0",
+                    "--no-probe",
+                    "--out",
+                ])
+                .arg(&out),
+            Duration::from_secs(240),
+        );
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+        let steps = lines(&out.join("steps.jsonl"));
+        let first = steps
+            .iter()
+            .filter(|s| !s["verdict"]["sustained"].as_bool().unwrap())
+            .min_by(|a, b| {
+                a["load"]
+                    .as_f64()
+                    .unwrap()
+                    .total_cmp(&b["load"].as_f64().unwrap())
+            })
+            .unwrap_or_else(|| panic!("no step broke: {stdout}{stderr}"));
+        let first = first.clone();
+        (stdout.into_owned(), stderr.into_owned(), first, steps)
+    };
+    let (mut stdout, mut stderr, mut first, mut steps) = search();
+    for attempt in 1..3 {
+        let lag = first["result"]["schedule_lag_ms"]["p99"].as_f64().unwrap();
+        if lag <= 100.0 {
+            break;
+        }
+        eprintln!("search {attempt}: loadlab lagged {lag} ms at p99 where the mix broke; again");
+        (stdout, stderr, first, steps) = search();
+    }
     let failed: Vec<&str> = first["verdict"]["names"]
         .as_array()
         .unwrap()
