@@ -9,8 +9,7 @@ mod util;
 use std::sync::Mutex;
 
 use serde_json::Value;
-use util::lab::{lab_ok, lines, plan_text, write_plan};
-use util::temp_path;
+use util::lab::{lab_ok_unless_generator_limited, lines, plan_text, write_plan};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -21,8 +20,9 @@ fn run(name: &str, flags: &str, load: &str, extra: &str, timeout: &str) -> (Vec<
         .replace("timeout = \"1s\"", &format!("timeout = \"{timeout}\""))
         + extra;
     let plan = write_plan(name, &text);
-    let out = temp_path(&format!("{name}-bundle"));
-    lab_ok(&plan, &out);
+    // A step loadlab itself fell behind on (generator-limited: a loaded host) says nothing
+    // of the server, and each test here reads the server's verdict: run again.
+    let out = lab_ok_unless_generator_limited(&plan, &format!("{name}-bundle"));
     let steps = lines(&out.join("steps.jsonl"));
     for s in &steps {
         util::assert_schema_valid(&s["result"]);

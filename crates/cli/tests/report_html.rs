@@ -8,8 +8,7 @@ mod util;
 
 use std::process::Command;
 
-use util::lab::{generator_limited_steps, lab_ok, plan_text, write_plan};
-use util::temp_path;
+use util::lab::{lab_ok_unless_generator_limited, plan_text, write_plan};
 
 #[test]
 #[ignore = "needs Chromium (./test.sh installs it)"]
@@ -24,17 +23,8 @@ fn the_html_report_opens_in_a_browser_with_its_charts_and_knee() {
         ),
     );
     // A step loadlab itself fell behind on (generator-limited, on a loaded host) says nothing
-    // of the server, and its page would say so instead of a knee: the plan is run again, three
-    // runs at most, as a user would after reading that note.
-    let mut out = temp_path("html-bundle");
-    for attempt in 1..=3 {
-        out = temp_path("html-bundle");
-        lab_ok(&plan, &out);
-        if !generator_limited_steps(&out) {
-            break;
-        }
-        eprintln!("run {attempt}: a step was generator-limited; running the plan again");
-    }
+    // of the server, and its page would say so instead of a knee: run again.
+    let out = lab_ok_unless_generator_limited(&plan, "html-bundle");
     let page = out.join("report.html");
     assert!(page.exists(), "no report.html in {}", out.display());
 
