@@ -22,12 +22,12 @@ export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 install=1
 check_only=0
 test_args=()
-beside=()
+runner_opts=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-install) install=0 ;;
     --check) check_only=1 ;;
-    --beside|--job|--alone-job) beside+=("$1" "$2"); shift ;;
+    --beside|--job|--alone-job) runner_opts+=("$1" "$2"); shift ;;
     --) shift; test_args=("$@"); break ;;
     -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test.sh: unknown argument '$1' (see ./test.sh --help)" >&2; exit 2 ;;
@@ -131,7 +131,7 @@ status=0
 # kernel that refuses io_uring gets.
 uring=graceful_close,hostile_http1,open_loop,closed_loop,errors,bounded_work,interrupt,port_exhaustion,nginx,sessions,traffic,fd_limits
 epoll=graceful_close,hostile_http1,open_loop,errors,bounded_work,interrupt,traffic,port_exhaustion
-python3 tools/test_runner.py "${beside[@]}" --pass "LOADLAB_IO=uring:$uring" --pass "LOADLAB_IO=epoll:$epoll" \
+python3 tools/test_runner.py "${runner_opts[@]}" --pass "LOADLAB_IO=uring:$uring" --pass "LOADLAB_IO=epoll:$epoll" \
   ${LOADLAB_TEST_TIMES:+--slowest-tests "$LOADLAB_TEST_TIMES"} -- "${test_args[@]}" || status=1
 echo "== doc tests"
 cargo test -q --workspace --doc -- --include-ignored "${test_args[@]}" || status=1

@@ -19,6 +19,7 @@ each failed or ignored test named, and the slowest binaries.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -198,6 +199,7 @@ class Runner:
         self.slots = max(1, jobs)
         self.logdir = logdir
         self.lock = threading.Lock()
+        self.log_numbers = itertools.count(1)
         self.running: dict[int, subprocess.Popen] = {}
         self.outcomes: list[Outcome] = []
         self.stopping = False
@@ -241,7 +243,7 @@ class Runner:
         each binary that runs alone."""
         pool = order([j for j in jobs if not j.alone], times)
         alone = order([j for j in jobs if j.alone], times)
-        extra = [threading.Thread(target=self._run, args=(j, 900 + i), daemon=True) for i, j in enumerate(beside)]
+        extra = [threading.Thread(target=self._run, args=(j, next(self.log_numbers)), daemon=True) for j in beside]
         for t in extra:
             t.start()
         self._phase(pool, self.slots)
@@ -254,7 +256,6 @@ class Runner:
         changed = threading.Condition()
         running: list[Job] = []
         threads: list[threading.Thread] = []
-        n0 = len(self.outcomes)
 
         def body(job: Job, n: int) -> None:
             try:
@@ -272,7 +273,7 @@ class Runner:
                 pick = waiting[0]
                 waiting.remove(pick)
                 running.append(pick)
-                t = threading.Thread(target=body, args=(pick, n0 + len(threads) + 1), daemon=True)
+                t = threading.Thread(target=body, args=(pick, next(self.log_numbers)), daemon=True)
                 threads.append(t)
                 t.start()
         for t in threads:
