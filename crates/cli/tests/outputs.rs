@@ -301,9 +301,20 @@ fn a_dash_writes_each_output_to_standard_output_and_the_summary_to_standard_erro
     let json: Value = serde_json::from_str(&with(&["--json", "-"])).expect("stdout is JSON");
     assert_schema_valid(&json);
     assert_eq!(json["offered_rps"], 100.0);
-    let csv = with(&["--csv", "-"]);
-    assert!(csv.starts_with("second,offered_rps,"), "{csv}");
-    assert_eq!(csv.lines().count(), 2, "{csv}");
+    // One row per second of the run in which responses completed: one for a 1 s run, a
+    // second when the last responses came back after its end (a loaded host); together they
+    // count every completed request, as the run's JSON does (`requests`).
+    let beside = temp_path("beside.json");
+    let csv = with(&["--csv", "-", "--json", beside.to_str().unwrap()]);
+    assert!(csv.starts_with("second,offered_rps,completed,"), "{csv}");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert!(!rows.is_empty(), "{csv}");
+    let completed: u64 = rows
+        .iter()
+        .map(|r| r.split(',').nth(2).unwrap().parse::<u64>().unwrap())
+        .sum();
+    let run: Value = serde_json::from_slice(&std::fs::read(&beside).unwrap()).unwrap();
+    assert_eq!(Some(completed), run["requests"].as_u64(), "{csv}");
     let hlog = with(&["--hlog", "-"]);
     assert!(hlog.starts_with("#[Logged with loadlab"), "{hlog}");
     let junit = with(&["--junit", "-", "--slo", "p99<10s"]);

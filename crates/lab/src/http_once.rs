@@ -3,7 +3,6 @@
 //! again to read what the server says is wrong.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// What the server answered.
@@ -61,13 +60,9 @@ pub fn request(
     }
     let host = u.host_str().unwrap_or("127.0.0.1").to_string();
     let port = u.port_or_known_default().unwrap_or(80);
-    let sa = (host.trim_matches(['[', ']']), port)
-        .to_socket_addrs()
-        .map_err(|e| format!("{url}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{url}: no address"))?;
     let deadline = Instant::now() + timeout;
-    let mut s = TcpStream::connect_timeout(&sa, timeout).map_err(|e| format!("{url}: {e}"))?;
+    let mut s = loadlab_system::net::connect_host(&host, port, timeout)
+        .map_err(|e| format!("{url}: {e}"))?;
     let path = match u.query() {
         Some(q) => format!("{}?{q}", u.path()),
         None => u.path().to_string(),

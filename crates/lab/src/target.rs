@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -224,12 +224,11 @@ fn probe_ready(ready: &Ready, vars: &mut dyn FnMut(&str) -> Option<String>) -> R
     match ready {
         Ready::Tcp { addr } => {
             let addr = template::render(addr, vars);
-            let sa = addr
+            let addrs: Vec<_> = addr
                 .to_socket_addrs()
                 .map_err(|e| format!("tcp {addr}: {e}"))?
-                .next()
-                .ok_or_else(|| format!("tcp {addr}: no address"))?;
-            TcpStream::connect_timeout(&sa, Duration::from_millis(500))
+                .collect();
+            loadlab_system::net::connect_first(addrs, Duration::from_millis(500))
                 .map(|_| ())
                 .map_err(|e| format!("tcp {addr}: {e}"))
         }

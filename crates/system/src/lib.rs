@@ -13,6 +13,8 @@
 //!   `/sys/fs/cgroup`.
 //! - [`discover`]: finds the process to probe when loadlab did not start it: the tree
 //!   listening on a port (`/proc/net/tcp{,6}` and `/proc/*/fd`), or a pid file.
+//! - [`net`]: a host name with several addresses (`localhost` as `::1` and
+//!   `127.0.0.1`): connect to the one that listens.
 //! - [`os`]: every operating-system call outside the standard library (limits, CPU
 //!   affinity, the scheduler slice, CPU use, `timerfd`, process groups and signals), on
 //!   `rustix` where it offers the call.
@@ -36,6 +38,7 @@
 pub mod cgroup;
 pub mod discover;
 pub mod doctor;
+pub mod net;
 pub mod os;
 pub mod ports;
 pub mod probe;

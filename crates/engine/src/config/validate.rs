@@ -463,7 +463,7 @@ fn parse_target(raw: &str, resolve: Resolve) -> Result<Target, ConfigError> {
         path_and_query.push('?');
         path_and_query.push_str(q);
     }
-    let addrs: Vec<SocketAddr> = match (resolve, host.parse::<IpAddr>()) {
+    let mut addrs: Vec<SocketAddr> = match (resolve, host.parse::<IpAddr>()) {
         (_, Ok(ip)) => vec![SocketAddr::new(ip, port)],
         (Resolve::Offline, Err(_)) => Vec::new(),
         (Resolve::Yes, Err(_)) => (host.as_str(), port)
@@ -481,6 +481,11 @@ fn parse_target(raw: &str, resolve: Resolve) -> Result<Target, ConfigError> {
             host,
             reason: "no addresses".into(),
         });
+    }
+    // A name with several addresses (`localhost` is `::1` and `127.0.0.1` on a standard
+    // Debian): the run's connections go to the first one that accepts, as curl's and wrk's.
+    if resolve == Resolve::Yes {
+        loadlab_system::net::reachable_first(&mut addrs, std::time::Duration::from_secs(1));
     }
     Ok(Target {
         url: raw.into(),
