@@ -107,6 +107,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "== installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "== the system software the tests need: all here"
 fi
 
 # Java: the HdrHistogram library (tests/outputs.rs reads loadlab's interval logs with it) and

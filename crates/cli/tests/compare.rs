@@ -288,8 +288,12 @@ fn a_slower_handler_is_a_resolved_p99_regression() {
         "{st:#?}"
     );
     assert_eq!(st.p99.finding, Finding::Worse, "{}", st.p99.why);
+    // Each p99 at least its handler's sleep, and the change theirs: not a size, which a busy
+    // host moves (142 → 224 ms, +58 %, beside the whole suite on a fresh machine).
+    let (b, o) = (st.p99.baseline.unwrap(), st.p99.other.unwrap());
+    assert!(b >= 100.0 && o >= 200.0, "{}", st.p99.why);
     let change = st.p99.change.unwrap();
-    assert!((0.7..1.3).contains(&change), "{}", st.p99.why);
+    assert!((change - (o / b - 1.0)).abs() < 1e-9, "{}", st.p99.why);
     let [lo, hi] = st.p99.ci.unwrap();
     assert!(lo > 0.1 && lo <= change && hi >= change, "{}", st.p99.why);
     // The same rate delivered: no difference.
