@@ -936,7 +936,7 @@ impl Runner<'_> {
             self.say(format!(
                 "  {} {:>9} {}: achieved {:.1} req/s, p99 {}, {} errors{} {eta}",
                 s.name,
-                format!("{load:.0}"),
+                knee::fmt(load),
                 match crate::plan::load_unit(
                     self.plan.load.model,
                     s.protocol.multiplexed(),

@@ -23,8 +23,37 @@ use loadlab_lab::verdict::Limit;
 const TIMEOUTS: [ErrorClass; 2] = [ErrorClass::RequestTimeout, ErrorClass::ConnectTimeout];
 /// A latency this many times the first step's is called out.
 const BLOWUP: f64 = 10.0;
-/// Within this factor of the lowest mean latency of a table is "near the latency floor".
+/// Within this factor of the lowest mean latency of a table, and of its lowest p99, is "near
+/// the latency floor": a mean near the floor beside a p99 twice it is a queue, not a floor.
 const FLOOR: f64 = 1.5;
+
+/// The lowest mean and the lowest p99 of a table's rows, ms.
+#[derive(Clone, Copy, Default)]
+pub struct LatencyFloor {
+    /// The lowest mean.
+    pub mean: Option<f64>,
+    /// The lowest p99.
+    pub p99: Option<f64>,
+}
+
+impl LatencyFloor {
+    /// The floor of these steps.
+    pub fn of<'a>(steps: impl Iterator<Item = &'a StepRecord> + Clone) -> LatencyFloor {
+        let lowest =
+            |f: fn(&StepRecord) -> Option<f64>| steps.clone().filter_map(f).reduce(f64::min);
+        LatencyFloor {
+            mean: lowest(|s| s.result.latency_ms.mean),
+            p99: lowest(|s| s.result.latency_ms.p99),
+        }
+    }
+
+    /// Whether this step's mean and p99 are both within [`FLOOR`] of the floor's.
+    fn near(&self, step: &StepRecord) -> bool {
+        let within = |v: Option<f64>, floor: Option<f64>| matches!((v, floor), (Some(v), Some(f)) if v <= FLOOR * f);
+        within(step.result.latency_ms.mean, self.mean)
+            && within(step.result.latency_ms.p99, self.p99)
+    }
+}
 
 /// Why lateness the verdict excused does not matter, as the note says it.
 fn excused(step: &StepRecord) -> &'static str {
@@ -36,7 +65,7 @@ fn excused(step: &StepRecord) -> &'static str {
 }
 
 /// The note column of one row, written by loadlab.
-pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>) -> String {
+pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor: LatencyFloor) -> String {
     let r = &step.result;
     let mut out: Vec<String> = Vec::new();
     if let Some(c) = &step.crashed {
@@ -127,13 +156,11 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor_mean: Option<f64>
     if !step.verdict.unresolved.is_empty() {
         out.push("unresolved clause (see below)".into());
     }
-    match (r.latency_ms.mean, first_mean, floor_mean) {
-        (Some(m), Some(first), _) if first > 0.0 && m >= BLOWUP * first => {
+    match (r.latency_ms.mean, first_mean) {
+        (Some(m), Some(first)) if first > 0.0 && m >= BLOWUP * first => {
             out.push(format!("latency ×{:.0} of the first step", m / first));
         }
-        (Some(m), _, Some(floor)) if out.is_empty() && m <= FLOOR * floor => {
-            out.push("near the latency floor".into())
-        }
+        _ if out.is_empty() && floor.near(step) => out.push("near the latency floor".into()),
         _ => {}
     }
     out.join("; ")
@@ -222,10 +249,7 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
         .iter()
         .min_by_key(|s| s.index)
         .and_then(|s| s.result.latency_ms.mean);
-    let floor_mean = steps
-        .iter()
-        .filter_map(|s| s.result.latency_ms.mean)
-        .reduce(f64::min);
+    let floor = LatencyFloor::of(steps.iter().copied());
     let load_col = if closed {
         closed_unit(steps.iter().copied())
     } else if steps.iter().all(|s| s.result.sessions.is_some()) {
@@ -250,7 +274,7 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
             ms(r.latency_ms.p99),
             num(r.achieved_rps),
             r.errors_total,
-            notes(s, first_mean, floor_mean)
+            notes(s, first_mean, floor)
         );
         for u in &s.verdict.unresolved {
             unresolved.push(format!("- at {}: {u}", num(s.load)));
