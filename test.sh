@@ -54,6 +54,8 @@ prometheus    prometheus            tests/prometheus.rs (remote write into a rea
 curl          curl                  tests/sessions.rs reads a server's stats inside a namespace
 java          default-jdk-headless  tests/jvm_actors.rs and outputs.rs (Pekko app, Java HdrHistogram)
 mvn           maven                 builds targets/jvm-actors and fetches the Java HdrHistogram jar
+websockets    python3-websockets    tests/websocket.rs (a Python WebSocket echo server)
+node-ws       node-ws               tests/websocket.rs (Node's ws echo server)
 EOF
 }
 
@@ -61,6 +63,8 @@ have() {
   case "$1" in
     nginx) [ -x /usr/sbin/nginx ] || [ -x /usr/bin/nginx ] || command -v nginx >/dev/null 2>&1 ;;
     prometheus) [ -x /usr/bin/prometheus ] || command -v prometheus >/dev/null 2>&1 ;;
+    websockets) /usr/bin/python3 -c 'import websockets' >/dev/null 2>&1 ;;
+    node-ws) [ -f /usr/share/nodejs/ws/package.json ] ;;
     sysctl) command -v sysctl >/dev/null 2>&1 && command -v kill >/dev/null 2>&1 ;;
     *) command -v "$1" >/dev/null 2>&1 ;;
   esac

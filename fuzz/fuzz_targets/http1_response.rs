@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use libfuzzer_sys::fuzz_target;
-use loadlab_engine::http1::ResponseReader;
+use loadlab_engine::transport::http1::ResponseReader;
 use loadlab_engine::ErrorClass;
 use tokio::io::{AsyncRead, ReadBuf};
 

@@ -1271,6 +1271,10 @@ pub struct RunArgs {
     /// the method: the protocol guarantees the server never processed it.
     #[arg(long, help_heading = "Connections")]
     pub retry_unprocessed: bool,
+    /// WebSocket (a ws:// or wss:// URL): send each message (the body, -d) as a binary
+    /// frame instead of a text frame.
+    #[arg(long, help_heading = "Connections")]
+    pub binary: bool,
 
     #[command(flatten)]
     pub request: RequestArgs,
@@ -1417,6 +1421,8 @@ impl LoadArgs {
             max_connections: self.max_connections,
             concurrency: self.concurrency,
             retry_unprocessed: false,
+            websocket: false,
+            binary: false,
         }
     }
 }
@@ -1425,7 +1431,17 @@ impl RunArgs {
     /// The workload these arguments describe.
     pub fn to_workload(&self) -> anyhow::Result<Workload> {
         let body = self.request.body()?;
+        let traffic = self.traffic.traffic()?;
+        let url = match &self.url {
+            Some(u) => u.clone(),
+            None => TrafficArgs::first_target_server(&traffic).ok_or_else(|| {
+                anyhow::anyhow!("--targets: give a URL argument for targets written as paths")
+            })?,
+        };
+        let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
         let transport = TransportFlags {
+            websocket: matches!(scheme.as_deref(), Some("ws" | "wss")),
+            binary: self.binary,
             http2: self.http2,
             keep_alive: self.keep_alive == OnOff::On,
             close_by: match self.close_by {
@@ -1437,13 +1453,6 @@ impl RunArgs {
             ..self.load.transport_flags()
         }
         .transport()?;
-        let traffic = self.traffic.traffic()?;
-        let url = match &self.url {
-            Some(u) => u.clone(),
-            None => TrafficArgs::first_target_server(&traffic).ok_or_else(|| {
-                anyhow::anyhow!("--targets: give a URL argument for targets written as paths")
-            })?,
-        };
         Ok(Workload {
             request: Request {
                 method: self.request.method.clone(),

@@ -29,7 +29,7 @@ pub enum Conn {
     /// TLS over TCP.
     Tls(Box<TlsStream<TcpStream>>),
     /// Plain TCP through the worker's io_uring (`--io uring`).
-    Uring(crate::uring::UringConn),
+    Uring(crate::transport::uring::UringConn),
 }
 
 impl Conn {
@@ -174,16 +174,21 @@ impl Connector {
     }
 
     /// A connection for a request about to be written: over io_uring its connect is
-    /// deferred and goes in linked ahead of the request ([`crate::uring::UringConn::open`]:
+    /// deferred and goes in linked ahead of the request ([`crate::transport::uring::UringConn::open`]:
     /// [`Conn::connecting`] until it is up, a failed connect reported by the first read,
-    /// its time recorded through [`crate::uring::take_connects`]); otherwise
+    /// its time recorded through [`crate::transport::uring::take_connects`]); otherwise
     /// [`Connector::connect`]. `single_use`: one request, then closed (keep-alive off).
     pub async fn open(&self, single_use: bool) -> Result<Conn, ErrorClass> {
         if self.uring {
             let source = (!self.sources.is_empty()).then(|| self.next_source());
-            return crate::uring::UringConn::open(self.addr, source, self.stamped, single_use)
-                .map(Conn::Uring)
-                .map_err(|e| ErrorClass::from_io(&e, true));
+            return crate::transport::uring::UringConn::open(
+                self.addr,
+                source,
+                self.stamped,
+                single_use,
+            )
+            .map(Conn::Uring)
+            .map_err(|e| ErrorClass::from_io(&e, true));
         }
         self.connect().await
     }
@@ -193,7 +198,7 @@ impl Connector {
         let classify = |e: io::Error| ErrorClass::from_io(&e, true);
         if self.uring {
             let source = (!self.sources.is_empty()).then(|| self.next_source());
-            return crate::uring::UringConn::connect(self.addr, source, self.stamped)
+            return crate::transport::uring::UringConn::connect(self.addr, source, self.stamped)
                 .await
                 .map(Conn::Uring)
                 .map_err(classify);
@@ -247,7 +252,7 @@ impl Connector {
 /// TCP (nor can a TLS one).
 ///
 /// The timestamps are also what lets an io_uring worker sleep through the responses between
-/// two releases and take them together ([`crate::uring::pace`]). Over epoll the same was
+/// two releases and take them together ([`crate::transport::uring::pace`]). Over epoll the same was
 /// tried and left out: it cut loadlab's wake-ups per request (`epoll_wait` 0.95 to 0.19,
 /// context switches 0.7 to 0.19 at 20,000 req/s) but saved no CPU on this VM, each response
 /// still costing its own `recvmsg`; over io_uring the responses of a wake-up come in with
@@ -292,11 +297,7 @@ pub fn tls_config(cfg: &RunConfig) -> (Option<Arc<rustls::ClientConfig>>, Option
             .with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(key.clone()))),
         None => builder.with_no_client_auth(),
     };
-    config.alpn_protocols = if cfg.transport.protocol().multiplexed() {
-        vec![b"h2".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
+    config.alpn_protocols = vec![cfg.transport.protocol().alpn().to_vec()];
     (Some(Arc::new(config)), warning)
 }
 

@@ -25,7 +25,7 @@ pub enum ErrorClass {
     /// A complete response with a 5xx status.
     #[serde(rename = "http_5xx")]
     Http5xx,
-    /// Bytes that are not a valid HTTP/1.1 response.
+    /// Bytes that are not a valid HTTP/1.1 response (or WebSocket frame).
     MalformedResponse,
     /// No local port (or address) was available for a new connection (`EADDRNOTAVAIL`).
     LocalPortExhaustion,
@@ -42,13 +42,16 @@ pub enum ErrorClass {
     /// A session's extract rule found no value in a response (the response itself may be a
     /// success); it ends the session.
     ExtractFailed,
+    /// WebSocket: the server did not switch protocols (its answer to the upgrade was not a
+    /// WebSocket server's 101; a 4xx or 5xx counts as `http_4xx` or `http_5xx`).
+    WsHandshake,
     /// Any other I/O failure.
     Other,
 }
 
 impl ErrorClass {
     /// Every class, in the order results list them.
-    pub const ALL: [ErrorClass; 15] = [
+    pub const ALL: [ErrorClass; 16] = [
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
         ErrorClass::ConnectionReset,
@@ -63,6 +66,7 @@ impl ErrorClass {
         ErrorClass::StreamReset,
         ErrorClass::GrpcStatus,
         ErrorClass::ExtractFailed,
+        ErrorClass::WsHandshake,
         ErrorClass::Other,
     ];
     /// Number of classes.
@@ -90,6 +94,7 @@ impl ErrorClass {
             ErrorClass::StreamReset => "stream_reset",
             ErrorClass::GrpcStatus => "grpc_status",
             ErrorClass::ExtractFailed => "extract_failed",
+            ErrorClass::WsHandshake => "ws_handshake",
             ErrorClass::Other => "other",
         }
     }
@@ -109,7 +114,7 @@ impl ErrorClass {
             ErrorClass::RequestTimeout => "request timed out",
             ErrorClass::Http4xx => "HTTP 4xx response",
             ErrorClass::Http5xx => "HTTP 5xx response",
-            ErrorClass::MalformedResponse => "malformed HTTP response",
+            ErrorClass::MalformedResponse => "malformed HTTP response (or WebSocket frame)",
             ErrorClass::LocalPortExhaustion => "local port exhaustion (EADDRNOTAVAIL)",
             ErrorClass::FdExhaustion => "file-descriptor exhaustion (EMFILE/ENFILE)",
             ErrorClass::TlsHandshake => "TLS handshake failed",
@@ -118,6 +123,9 @@ impl ErrorClass {
             }
             ErrorClass::GrpcStatus => "gRPC status other than OK",
             ErrorClass::ExtractFailed => "a session's extract rule found no value",
+            ErrorClass::WsHandshake => {
+                "WebSocket upgrade not accepted (no 101 Switching Protocols)"
+            }
             ErrorClass::Other => "other I/O error",
         }
     }

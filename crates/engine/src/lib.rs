@@ -43,8 +43,6 @@ pub mod env;
 pub mod error;
 pub mod export;
 pub mod format;
-pub mod http1;
-pub mod http2;
 mod idle;
 pub mod recorder;
 pub mod records;
@@ -56,7 +54,6 @@ pub mod stats;
 pub mod summary;
 pub mod traffic;
 pub mod transport;
-pub mod uring;
 pub mod worker;
 
 pub use config::{

@@ -22,10 +22,10 @@ use loadlab_session::{CookieJar, Vars};
 use crate::clock::{PreciseTimer, MIN_WAKE_GAP_NS};
 use crate::conn::Conn;
 use crate::error::ErrorClass;
-use crate::http1::{Capture, H1Request, ResponseReader, MAX_CAPTURED_BODY};
 use crate::recorder::Planned;
 use crate::records::Ended;
 use crate::traffic::FlowPlan;
+use crate::transport::http1::{Capture, H1Request, ResponseReader, MAX_CAPTURED_BODY};
 use crate::transport::io::{Io, Varying, MAX_RESENDS};
 
 /// Wakes sessions at their steps' intended send times with the precision of the open-loop

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::config::{CloseBy, Protocol};
+use crate::config::CloseBy;
 use crate::error::ErrorClass;
 use crate::result::{LatencyStats, RunResult, StopReason};
 
@@ -229,11 +229,7 @@ pub fn render(r: &RunResult) -> String {
         ),
         (None, None) => format!("closed loop, {} connections", r.connections),
     };
-    let protocol = match r.protocol {
-        Protocol::Http1 => "",
-        Protocol::Http2 => " (HTTP/2)",
-        Protocol::Grpc => " (gRPC)",
-    };
+    let protocol = r.protocol.label();
     let _ = writeln!(out, "loadlab {} {}{protocol}", r.method, r.url);
     let transport = if r.protocol.multiplexed() {
         match r.offered_rps {

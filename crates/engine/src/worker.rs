@@ -12,8 +12,8 @@
 //! that waits in the queue past its deadline counts as a timeout without being sent.
 //!
 //! The transport sits behind a `Link` ([`crate::transport`]): over HTTP/1.1 a request
-//! loop owns its connection (`crate::http1::link`); over HTTP/2 (and gRPC) it is a stream
-//! slot on a connection it shares with other slots (`crate::http2::link`). This module
+//! loop owns its connection (`crate::transport::http1::link`); over HTTP/2 (and gRPC) it is a stream
+//! slot on a connection it shares with other slots (`crate::transport::http2::link`). This module
 //! keeps the loop, the dispatcher, deadlines and the recording of failures.
 
 use std::cell::{Cell, RefCell};
@@ -99,7 +99,7 @@ struct Ctx {
     /// The run ends when the data rows are used up (`unique`): the dispatcher checks.
     rows_end_run: bool,
     /// A flow: every request loop runs sessions of it ([`crate::session`]).
-    flow: Option<Arc<crate::transport::io::Varying<crate::http1::H1Request>>>,
+    flow: Option<Arc<crate::transport::io::Varying<crate::transport::http1::H1Request>>>,
     /// A flow: wakes sessions after their think times.
     wakeups: crate::session::Wakeups,
 }
@@ -120,9 +120,9 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
     if uring {
-        crate::uring::install()?;
+        crate::transport::uring::install()?;
         // What the request loops queued goes to the kernel in one system call per turn.
-        builder.on_thread_park(crate::uring::flush);
+        builder.on_thread_park(crate::transport::uring::flush);
     }
     let rt = builder.build()?;
     let local = tokio::task::LocalSet::new();
@@ -172,7 +172,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         let ctx = ctx.clone();
         async move {
             if uring {
-                tokio::task::spawn_local(crate::uring::drive());
+                tokio::task::spawn_local(crate::transport::uring::drive());
             }
             for _ in 0..plan.tasks {
                 spawn_conn(&ctx);
@@ -224,7 +224,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     if uring {
         // After the connections: their closes go to the kernel before the ring ends.
         let mut rec = ctx.io.recorder.borrow_mut();
-        crate::uring::uninstall()
+        crate::transport::uring::uninstall()
             .into_iter()
             .for_each(|ns| rec.connect(ns));
     }
@@ -289,7 +289,7 @@ async fn tick(ctx: Rc<Ctx>) {
     loop {
         every.tick().await;
         let mut rec = ctx.io.recorder.borrow_mut();
-        crate::uring::take_connects(|ns| rec.connect(ns));
+        crate::transport::uring::take_connects(|ns| rec.connect(ns));
         rec.tick(ctx.io.clock.now());
     }
 }
@@ -299,7 +299,7 @@ async fn tick(ctx: Rc<Ctx>) {
 const H2_CLOSE_WAIT: Duration = Duration::from_millis(200);
 
 /// Over io_uring the dispatcher takes the responses in at its wake-ups while it sleeps no
-/// longer than this ([`crate::uring::pace`]); beyond, each response wakes the worker.
+/// longer than this ([`crate::transport::uring::pace`]); beyond, each response wakes the worker.
 const PACE_MAX_GAP_NS: u64 = 1_000_000;
 
 /// A dispatcher sleeping in the ring lets tokio's event loop turn at least this often, so
@@ -339,12 +339,12 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
                     // Over io_uring, at short gaps, responses wait for this loop's wake-up,
                     // and it sleeps in the ring: the loops it woke run first, so that their
                     // sends go in with the sleep.
-                    let paced = crate::uring::pace(wake_at - now <= PACE_MAX_GAP_NS);
+                    let paced = crate::transport::uring::pace(wake_at - now <= PACE_MAX_GAP_NS);
                     let slept = paced && sleep_in_ring(&ctx, now, &mut last_turn, wake_at).await;
                     if !slept && timer.sleep_until(wake_at).await.is_err() {
                         tokio::time::sleep_until(ctx.io.clock.instant(wake_at).into()).await;
                     }
-                    crate::uring::reap_now();
+                    crate::transport::uring::reap_now();
                     last_wake = ctx.io.clock.now();
                     last_wake
                 }
@@ -365,7 +365,7 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             if behind.is_multiple_of(64) {
                 // Over io_uring: the requests queued since go out now, and the responses in
                 // free their connections.
-                crate::uring::reap_now();
+                crate::transport::uring::reap_now();
                 tokio::task::yield_now().await;
             }
         }
@@ -379,8 +379,8 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
         if ctx.live.get() < ctx.max_live {
             // Over a paced ring a loop whose response came in is busy until it is reaped:
             // reap, and let such loops take this arrival, before opening a connection.
-            if crate::uring::paced() && {
-                crate::uring::reap_now();
+            if crate::transport::uring::paced() && {
+                crate::transport::uring::reap_now();
                 yield_local().await;
                 ctx.queue.borrow().is_empty()
             } {
@@ -393,14 +393,14 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             ctx.io.recorder.borrow_mut().session_waited(intended);
         }
     }
-    crate::uring::pace(false);
+    crate::transport::uring::pace(false);
     ctx.dispatch_done.set(true);
     ctx.idle.wake_all();
     ctx.finished.notify_one();
 }
 
 /// The paced dispatcher's sleep until `wake_at` in the worker's ring
-/// ([`crate::uring::sleep_until`]), after the loops it woke have run (so that their sends go
+/// ([`crate::transport::uring::sleep_until`]), after the loops it woke have run (so that their sends go
 /// in with the sleep); `false` if the ring did not sleep (not paced).
 ///
 /// tokio's own timers (the loops' deadlines, the worker's tick) are served only when its
@@ -413,7 +413,7 @@ async fn sleep_in_ring(ctx: &Ctx, now: u64, last_turn: &mut u64, wake_at: u64) -
     } else {
         yield_local().await;
     }
-    crate::uring::sleep_until(&ctx.io.clock, wake_at)
+    crate::transport::uring::sleep_until(&ctx.io.clock, wake_at)
 }
 
 /// Lets the worker's other ready tasks run, once: this task goes to the back of the
@@ -570,7 +570,7 @@ impl Ctx {
                 Some(done) => Some(done),
                 None => {
                     // A paced ring's response may be in, not yet taken: look once more.
-                    crate::uring::reap_now();
+                    crate::transport::uring::reap_now();
                     std::future::poll_fn(|cx| match std::future::Future::poll(work.as_mut(), cx) {
                         Poll::Ready(done) => Poll::Ready(Some(done)),
                         Poll::Pending => Poll::Ready(None),
@@ -630,7 +630,7 @@ async fn session_task(ctx: Rc<Ctx>, mut conn: crate::session::SessionConn) {
         if matches!(ended, crate::records::Ended::Aborted(_)) {
             // A failure can be synchronous (a refused connect on loopback): let the other
             // tasks of this thread run (over io_uring, with what they queued submitted).
-            crate::uring::reap_now();
+            crate::transport::uring::reap_now();
             tokio::task::yield_now().await;
         }
     }
@@ -670,7 +670,7 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
             // loopback): yield, or this task would starve the others on its thread. Over
             // io_uring, what the others queued goes to the kernel first: a thread kept busy
             // by failing loops never parks, where the ring is otherwise submitted.
-            crate::uring::reap_now();
+            crate::transport::uring::reap_now();
             tokio::task::yield_now().await;
         }
         batch.clear();

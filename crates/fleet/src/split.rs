@@ -18,7 +18,6 @@
 //!   no row goes to two agents and `unique` stays unique; `${seq}` hands agent `i` the
 //!   values `k n + i + 1`, so no two agents send the same number.
 
-use loadlab_engine::config::Transport;
 use loadlab_engine::{LoadModel, RunConfig, Workload};
 
 /// One agent's part of a step.
@@ -162,28 +161,7 @@ pub fn share_workload(w: &Workload, s: &Share) -> Workload {
         out.load = LoadModel::Open { rate, arrival };
     }
     out.connections = s.connections;
-    out.transport = match &w.transport {
-        Transport::Http1 {
-            keep_alive,
-            close_by,
-            pipeline,
-            retry_unprocessed,
-            ..
-        } => Transport::Http1 {
-            keep_alive: *keep_alive,
-            close_by: *close_by,
-            pipeline: *pipeline,
-            max_connections: Some(s.max_connections),
-            retry_unprocessed: *retry_unprocessed,
-        },
-        Transport::Http2 { .. } => Transport::Http2 {
-            concurrency: Some(s.concurrency),
-        },
-        Transport::Grpc { call, .. } => Transport::Grpc {
-            call: call.clone(),
-            concurrency: Some(s.concurrency),
-        },
-    };
+    out.transport = w.transport.sized(s.max_connections, s.concurrency);
     out.requests = s.requests;
     out.seed = Some(s.seed);
     out.threads = Some(s.threads);

@@ -12,6 +12,7 @@ pub mod netns;
 pub mod nginx;
 pub mod server;
 pub mod tls;
+pub mod ws;
 
 use std::io::Read;
 use std::net::SocketAddr;

@@ -51,11 +51,17 @@ pub enum Field {
     Data,
     /// A flow of user sessions.
     Flow,
+    /// HTTP/2 (or gRPC) asked for.
+    Http2,
+    /// Re-sending requests a closing server never read.
+    RetryUnprocessed,
+    /// WebSocket messages as binary frames.
+    Binary,
 }
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 23] = [
+    pub const ALL: [Field; 26] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -79,6 +85,9 @@ impl Field {
         Field::Targets,
         Field::Data,
         Field::Flow,
+        Field::Http2,
+        Field::RetryUnprocessed,
+        Field::Binary,
     ];
 
     /// The `loadlab run` flag that sets it.
@@ -107,6 +116,9 @@ impl Field {
             Field::Targets => "--targets",
             Field::Data => "--data",
             Field::Flow => "--flow",
+            Field::Http2 => "--http2",
+            Field::RetryUnprocessed => "--retry-unprocessed",
+            Field::Binary => "--binary",
         }
     }
 }
@@ -123,7 +135,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// The URL's scheme has no transport.
-    #[error("unsupported scheme `{scheme}` in `{url}`: loadlab run speaks http:// and https://")]
+    #[error("unsupported scheme `{scheme}` in `{url}`: loadlab run speaks http://, https://, ws:// and wss://")]
     Scheme {
         /// The URL given.
         url: String,

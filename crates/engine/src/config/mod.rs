@@ -87,6 +87,9 @@ pub enum Protocol {
     Http2,
     /// gRPC unary calls over HTTP/2; the reply's `grpc-status` decides success.
     Grpc,
+    /// WebSocket (RFC 6455) messages: one in flight per connection, its reply the next
+    /// data message the server sends.
+    Ws,
 }
 
 impl std::str::FromStr for Protocol {
@@ -94,10 +97,10 @@ impl std::str::FromStr for Protocol {
 
     /// Reads the name results and plans use.
     fn from_str(s: &str) -> Result<Protocol, String> {
-        [Protocol::Http1, Protocol::Http2, Protocol::Grpc]
+        Protocol::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| "\"http1\", \"http2\" or \"grpc\"".into())
+            .ok_or_else(|| "\"http1\", \"http2\", \"grpc\" or \"ws\"".into())
     }
 }
 
@@ -128,18 +131,50 @@ impl std::str::FromStr for Arrival {
 }
 
 impl Protocol {
-    /// The name results use (`http1`, `http2`, `grpc`).
+    /// Every protocol, in the order messages list them.
+    pub const ALL: [Protocol; 4] = [
+        Protocol::Http1,
+        Protocol::Http2,
+        Protocol::Grpc,
+        Protocol::Ws,
+    ];
+
+    /// The name results and plans use (`http1`, `http2`, `grpc`, `ws`).
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Http1 => "http1",
             Protocol::Http2 => "http2",
             Protocol::Grpc => "grpc",
+            Protocol::Ws => "ws",
         }
     }
 
-    /// True for the protocols carried by HTTP/2.
+    /// What a summary writes after the URL (empty for HTTP/1.1).
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "",
+            Protocol::Http2 => " (HTTP/2)",
+            Protocol::Grpc => " (gRPC)",
+            Protocol::Ws => " (WebSocket)",
+        }
+    }
+
+    /// True for the protocols carried by HTTP/2: streams multiplexed over shared
+    /// connections, rather than one exchange in flight on a connection of its own.
     pub fn multiplexed(self) -> bool {
-        self != Protocol::Http1
+        match self {
+            Protocol::Http2 | Protocol::Grpc => true,
+            Protocol::Http1 | Protocol::Ws => false,
+        }
+    }
+
+    /// The protocol offered by ALPN in a TLS handshake: a WebSocket upgrades an HTTP/1.1
+    /// connection (RFC 6455 §4.1).
+    pub fn alpn(self) -> &'static [u8] {
+        match self {
+            Protocol::Http2 | Protocol::Grpc => b"h2",
+            Protocol::Http1 | Protocol::Ws => b"http/1.1",
+        }
     }
 }
 
@@ -158,6 +193,8 @@ pub struct Target {
     pub path_and_query: String,
     /// Resolved addresses; connections go to the first.
     pub addrs: Vec<SocketAddr>,
+    /// The URL's scheme is `ws` or `wss` (a WebSocket target).
+    pub websocket: bool,
 }
 
 /// A validated run: what [`Workload::validate`] returns, defaults filled in.

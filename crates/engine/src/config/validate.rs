@@ -81,6 +81,10 @@ impl Workload {
                 max_connections,
                 ..
             } => self.http1_pool(*keep_alive, *pipeline, *max_connections, threads)?,
+            // One message in flight per connection: the pool of HTTP/1.1.
+            Transport::WebSocket {
+                max_connections, ..
+            } => self.http1_pool(true, 1, *max_connections, threads)?,
             Transport::Http2 { concurrency } | Transport::Grpc { concurrency, .. } => {
                 self.streams(*concurrency, threads)?
             }
@@ -94,8 +98,19 @@ impl Workload {
             }
             _ => None,
         };
+        if target.websocket != (protocol == Protocol::Ws) {
+            let allowed = if target.websocket {
+                "a ws:// or wss:// URL is a WebSocket target: its scenario's protocol is \"ws\""
+            } else {
+                "a WebSocket target's URL starts with ws:// or wss://"
+            };
+            return Err(value_err(Field::Url, &self.url, allowed));
+        }
         let method = if protocol == Protocol::Grpc {
             "POST".to_string()
+        } else if protocol == Protocol::Ws {
+            // The opening handshake is a GET (RFC 6455 §4.1).
+            "GET".to_string()
         } else {
             self.request.method.trim().to_ascii_uppercase()
         };
@@ -150,6 +165,13 @@ impl Workload {
         if templated_path && traffic.is_none() {
             unreachable!("a URL with a template compiles to varying traffic");
         }
+        if protocol == Protocol::Ws && traffic.is_some() {
+            return Err(value_err(
+                Field::Targets,
+                "WebSocket",
+                "one fixed message per WebSocket run (the body, -d): templates, data files, request lists and flows are HTTP only so far",
+            ));
+        }
         if protocol == Protocol::Grpc && !self.traffic.requests.is_empty() {
             return Err(value_err(
                 Field::Targets,
@@ -171,27 +193,17 @@ impl Workload {
                 "1 with requests that vary (templates, --data, --targets)",
             ));
         }
-        let transport = match &self.transport {
+        let mut transport = self.transport.sized(max_connections, concurrency);
+        match &mut transport {
+            // Idempotent methods are always sent again when the server never read them.
             Transport::Http1 {
-                keep_alive,
-                close_by,
-                retry_unprocessed,
-                ..
-            } => Transport::Http1 {
-                keep_alive: *keep_alive,
-                close_by: *close_by,
-                pipeline,
-                max_connections: Some(max_connections),
-                retry_unprocessed: *retry_unprocessed || idempotent(&method),
-            },
-            Transport::Http2 { .. } => Transport::Http2 {
-                concurrency: Some(concurrency),
-            },
-            Transport::Grpc { .. } => Transport::Grpc {
-                call: grpc.expect("a gRPC transport has its call"),
-                concurrency: Some(concurrency),
-            },
-        };
+                retry_unprocessed, ..
+            } => *retry_unprocessed |= idempotent(&method),
+            Transport::Grpc { call, .. } => {
+                *call = grpc.expect("a gRPC transport has its call");
+            }
+            Transport::Http2 { .. } | Transport::WebSocket { .. } => {}
+        }
         let cfg = RunConfig {
             traffic: traffic.map(std::sync::Arc::new),
             target,
@@ -231,7 +243,7 @@ impl Workload {
         if protocol.multiplexed() {
             // The HTTP/2 header block is built here once, so that a value HTTP/2 refuses
             // is reported with the other mistakes, before any connection.
-            crate::http2::Template::new(&cfg).map_err(|e| {
+            crate::transport::http2::Template::new(&cfg).map_err(|e| {
                 value_err(Field::Header, e, "header names and values valid in HTTP/2")
             })?;
         }
@@ -438,8 +450,8 @@ fn parse_target(raw: &str, resolve: Resolve) -> Result<Target, ConfigError> {
         reason: format!("{e} (expected e.g. http://127.0.0.1:8080/health)"),
     })?;
     let scheme = match url.scheme() {
-        "http" => Scheme::Http,
-        "https" => Scheme::Https,
+        "http" | "ws" => Scheme::Http,
+        "https" | "wss" => Scheme::Https,
         other => {
             return Err(ConfigError::Scheme {
                 url: raw.into(),
@@ -494,6 +506,7 @@ fn parse_target(raw: &str, resolve: Resolve) -> Result<Target, ConfigError> {
         port,
         path_and_query,
         addrs,
+        websocket: matches!(url.scheme(), "ws" | "wss"),
     })
 }
 

@@ -69,7 +69,9 @@ impl IoMode {
     /// io_uring is refused, silently (`--io uring` says so).
     pub fn resolve(self, plain_http1: bool, better: bool) -> (IoUsed, Option<String>) {
         match self {
-            IoMode::Auto if plain_http1 && better && crate::uring::available().is_ok() => {
+            IoMode::Auto
+                if plain_http1 && better && crate::transport::uring::available().is_ok() =>
+            {
                 (IoUsed::Uring, None)
             }
             IoMode::Uring if !plain_http1 => (
@@ -80,7 +82,7 @@ impl IoMode {
                         .into(),
                 ),
             ),
-            IoMode::Uring => match crate::uring::available() {
+            IoMode::Uring => match crate::transport::uring::available() {
                 Ok(()) => (IoUsed::Uring, None),
                 Err(why) => (
                     IoUsed::Epoll,

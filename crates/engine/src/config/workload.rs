@@ -116,6 +116,18 @@ pub enum Transport {
         /// Calls in flight, as for [`Transport::Http2`].
         concurrency: Option<u64>,
     },
+    /// WebSocket (RFC 6455, `ws://` and `wss://`): each connection opened with an HTTP/1.1
+    /// upgrade and kept; a message is the request's body, its reply the next data message
+    /// the server sends on that connection (one message in flight per connection, as an
+    /// HTTP/1.1 request is).
+    #[serde(rename = "ws")]
+    WebSocket {
+        /// Open loop: the connections may grow up to this many, as over HTTP/1.1.
+        max_connections: Option<u64>,
+        /// Send binary frames (`true`) or text frames.
+        #[serde(default)]
+        binary: bool,
+    },
 }
 
 impl Default for Transport {
@@ -137,6 +149,7 @@ impl Transport {
             Transport::Http1 { .. } => Protocol::Http1,
             Transport::Http2 { .. } => Protocol::Http2,
             Transport::Grpc { .. } => Protocol::Grpc,
+            Transport::WebSocket { .. } => Protocol::Ws,
         }
     }
 
@@ -144,7 +157,7 @@ impl Transport {
     pub fn keep_alive(&self) -> bool {
         match self {
             Transport::Http1 { keep_alive, .. } => *keep_alive,
-            Transport::Http2 { .. } | Transport::Grpc { .. } => true,
+            Transport::Http2 { .. } | Transport::Grpc { .. } | Transport::WebSocket { .. } => true,
         }
     }
 
@@ -166,7 +179,7 @@ impl Transport {
     pub fn pipeline(&self) -> u32 {
         match self {
             Transport::Http1 { pipeline, .. } => *pipeline,
-            Transport::Http2 { .. } | Transport::Grpc { .. } => 1,
+            Transport::Http2 { .. } | Transport::Grpc { .. } | Transport::WebSocket { .. } => 1,
         }
     }
 
@@ -180,6 +193,27 @@ impl Transport {
                 ..
             }
         )
+    }
+
+    /// The same transport with its sizes set: the ceiling of a pool of connections that
+    /// each carry one exchange (HTTP/1.1, WebSocket), or the streams in flight over shared
+    /// ones (HTTP/2, gRPC). Validation fills the defaults in this way, and a distributed
+    /// step gives each agent its share.
+    #[must_use]
+    pub fn sized(&self, max_connections: u64, concurrency: u64) -> Transport {
+        let mut out = self.clone();
+        match &mut out {
+            Transport::Http1 {
+                max_connections: m, ..
+            }
+            | Transport::WebSocket {
+                max_connections: m, ..
+            } => *m = Some(max_connections),
+            Transport::Http2 { concurrency: c } | Transport::Grpc { concurrency: c, .. } => {
+                *c = Some(concurrency)
+            }
+        }
+        out
     }
 
     /// The gRPC call, for gRPC.
@@ -342,6 +376,10 @@ pub struct TransportFlags {
     pub concurrency: Option<u64>,
     /// `--retry-unprocessed`.
     pub retry_unprocessed: bool,
+    /// The URL is `ws://` or `wss://`: WebSocket messages.
+    pub websocket: bool,
+    /// `--binary`: WebSocket messages go as binary frames.
+    pub binary: bool,
 }
 
 impl TransportFlags {
@@ -352,6 +390,16 @@ impl TransportFlags {
             (None, true) => (true, "--http2"),
             (None, false) => (false, ""),
         };
+        if self.websocket {
+            return self.websocket();
+        }
+        if self.binary {
+            return Err(value_err(
+                Field::Binary,
+                "on",
+                "only for a WebSocket target (a ws:// or wss:// URL)",
+            ));
+        }
         if self.close_by == CloseBy::Client && (multiplexed || self.keep_alive) {
             return Err(value_err(
                 Field::CloseBy,
@@ -406,6 +454,35 @@ impl TransportFlags {
             },
         })
     }
+
+    /// A `ws://` or `wss://` target: what HTTP/2 and pipelining flags mean has no
+    /// WebSocket counterpart, so they are refused, naming the flag.
+    fn websocket(self) -> Result<Transport, ConfigError> {
+        let refused = if self.http2 || self.grpc.is_some() {
+            Some((Field::Http2, "on".to_string()))
+        } else if !self.keep_alive {
+            Some((Field::KeepAlive, "off".into()))
+        } else if self.pipeline > 1 {
+            Some((Field::Pipeline, self.pipeline.to_string()))
+        } else if let Some(c) = self.concurrency {
+            Some((Field::Concurrency, c.to_string()))
+        } else if self.retry_unprocessed {
+            Some((Field::RetryUnprocessed, "on".into()))
+        } else {
+            None
+        };
+        if let Some((field, value)) = refused {
+            return Err(value_err(
+                field,
+                value,
+                "not with a WebSocket target: each connection is upgraded once, kept, and carries one message at a time (use --connections and --max-connections)",
+            ));
+        }
+        Ok(Transport::WebSocket {
+            max_connections: self.max_connections,
+            binary: self.binary,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -423,7 +500,75 @@ mod tests {
             max_connections: None,
             concurrency: None,
             retry_unprocessed: false,
+            websocket: false,
+            binary: false,
         }
+    }
+
+    #[test]
+    fn a_websocket_url_makes_a_websocket_transport_and_refuses_http_flags() {
+        let ws = TransportFlags {
+            websocket: true,
+            binary: true,
+            max_connections: Some(100),
+            ..flags()
+        };
+        let t = ws.clone().transport().unwrap();
+        assert_eq!(
+            t,
+            Transport::WebSocket {
+                max_connections: Some(100),
+                binary: true
+            }
+        );
+        assert_eq!(t.protocol(), Protocol::Ws);
+        assert!(!t.protocol().multiplexed());
+        assert_eq!(t.protocol().alpn(), b"http/1.1");
+        // Its wire form names the protocol as results and plans do.
+        let wire = serde_json::to_value(&t).unwrap();
+        assert_eq!(wire["protocol"], "ws", "{wire}");
+        assert_eq!(serde_json::from_value::<Transport>(wire).unwrap(), t);
+        for (bad, flag) in [
+            (
+                TransportFlags {
+                    http2: true,
+                    ..ws.clone()
+                },
+                "--http2",
+            ),
+            (
+                TransportFlags {
+                    pipeline: 2,
+                    ..ws.clone()
+                },
+                "--pipeline",
+            ),
+            (
+                TransportFlags {
+                    keep_alive: false,
+                    ..ws.clone()
+                },
+                "--keep-alive",
+            ),
+            (
+                TransportFlags {
+                    concurrency: Some(4),
+                    ..ws.clone()
+                },
+                "--concurrency",
+            ),
+        ] {
+            let e = bad.transport().unwrap_err().to_string();
+            assert!(e.contains(flag) && e.contains("WebSocket"), "{e}");
+        }
+        let e = TransportFlags {
+            binary: true,
+            ..flags()
+        }
+        .transport()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--binary") && e.contains("ws://"), "{e}");
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! The seam between the request loop ([`crate::worker`]) and the protocols: a request
 //! loop holds a `Link` and asks it to pre-connect and to exchange a batch; everything
 //! a protocol does on the wire (connect, write, read, re-send what the server never
-//! processed, record each reply) lives in `crate::http1::link` and
-//! `crate::http2::link`. What both need from their worker is an `Io` ([`io`]).
+//! processed, record each reply) lives in `crate::transport::http1::link` and
+//! `crate::transport::http2::link`. What both need from their worker is an `Io` ([`io`]).
 
+pub mod http1;
+pub mod http2;
 pub mod io;
+pub mod uring;
+pub mod ws;
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -14,10 +18,10 @@ use tokio::time::Instant;
 
 use crate::config::{Protocol, RunConfig};
 use crate::error::ErrorClass;
-use crate::http1::link::Http1Link;
-use crate::http2::link::Http2Link;
-use crate::http2::{H2Conn, Template};
 use crate::recorder::{Planned, Recorder};
+use crate::transport::http1::link::Http1Link;
+use crate::transport::http2::link::Http2Link;
+use crate::transport::http2::{H2Conn, Template};
 
 use io::{Io, Varying};
 
@@ -28,11 +32,13 @@ pub enum Request {
     /// HTTP/1.1: the encoded request, repeated `pipeline` times.
     Http1(Arc<Vec<u8>>),
     /// HTTP/1.1 requests that vary: each kind compiled, rendered per request.
-    Http1Varying(Arc<Varying<crate::http1::H1Request>>),
+    Http1Varying(Arc<Varying<crate::transport::http1::H1Request>>),
     /// HTTP/2 and gRPC: the header block and body every stream sends.
     Http2(Arc<Template>),
     /// HTTP/2 requests that vary.
-    Http2Varying(Arc<Varying<crate::http2::H2Request>>),
+    Http2Varying(Arc<Varying<crate::transport::http2::H2Request>>),
+    /// WebSocket: the upgrade request and the message.
+    Ws(Arc<ws::WsMessage>),
 }
 
 impl Request {
@@ -41,14 +47,15 @@ impl Request {
     pub fn encode(cfg: &RunConfig) -> Result<Request, String> {
         Ok(match (cfg.transport.protocol(), &cfg.traffic) {
             (Protocol::Http1, None) => Request::Http1(Arc::new(
-                crate::http1::encode_request(cfg).repeat(cfg.transport.pipeline() as usize),
+                crate::transport::http1::encode_request(cfg)
+                    .repeat(cfg.transport.pipeline() as usize),
             )),
             (Protocol::Http1, Some(t)) => Request::Http1Varying(Arc::new(Varying {
                 kinds: t
                     .kinds
                     .iter()
                     .map(|k| {
-                        crate::http1::H1Request::new(
+                        crate::transport::http1::H1Request::new(
                             cfg,
                             &k.method,
                             k.path.clone(),
@@ -60,14 +67,15 @@ impl Request {
                 traffic: t.clone(),
             })),
             (Protocol::Http2 | Protocol::Grpc, None) => {
-                Request::Http2(Arc::new(crate::http2::Template::new(cfg)?))
+                Request::Http2(Arc::new(crate::transport::http2::Template::new(cfg)?))
             }
+            (Protocol::Ws, _) => Request::Ws(Arc::new(ws::WsMessage::new(cfg)?)),
             (Protocol::Http2 | Protocol::Grpc, Some(t)) => {
                 Request::Http2Varying(Arc::new(Varying {
                     kinds: t
                         .kinds
                         .iter()
-                        .map(|k| crate::http2::H2Request::new(cfg, k))
+                        .map(|k| crate::transport::http2::H2Request::new(cfg, k))
                         .collect::<Result<_, _>>()?,
                     traffic: t.clone(),
                 }))
@@ -98,8 +106,8 @@ impl Links {
     /// Request loop `n`'s link: its own HTTP/1.1 connection, or a stream slot on HTTP/2
     /// connection `n` (round robin).
     pub(crate) fn link(&self, cfg: &RunConfig, n: usize) -> Link {
-        use crate::http1::link::H1Source;
-        use crate::http2::link::H2Source;
+        use crate::transport::http1::link::H1Source;
+        use crate::transport::http2::link::H2Source;
         match &self.request {
             Request::Http1(bytes) => Link::Http1(Http1Link::new(H1Source::fixed(bytes, cfg), cfg)),
             Request::Http1Varying(v) => {
@@ -113,6 +121,7 @@ impl Links {
                 H2Source::Varying(v.clone()),
                 self.h2[n % self.h2.len()].clone(),
             )),
+            Request::Ws(message) => Link::Ws(ws::WsLink::new(message.clone())),
         }
     }
 
@@ -145,6 +154,8 @@ pub(crate) enum Link {
     Http1(Http1Link),
     /// A stream slot on a shared HTTP/2 connection.
     Http2(Http2Link),
+    /// Its own WebSocket connection, upgraded on demand.
+    Ws(ws::WsLink),
 }
 
 impl Link {
@@ -155,6 +166,7 @@ impl Link {
         match self {
             Link::Http1(l) => l.preconnect(io, deadline).await,
             Link::Http2(l) => l.preconnect(io, deadline).await,
+            Link::Ws(l) => l.preconnect(io, deadline).await,
         }
     }
 
@@ -177,6 +189,7 @@ impl Link {
                 l.finish_body().await;
                 Ok(())
             }
+            Link::Ws(l) => l.exchange(io, batch, connecting, done).await,
         }
     }
 
@@ -190,10 +203,11 @@ impl Link {
     /// After an exchange: a failed one leaves no HTTP/1.1 connection to reuse, and with
     /// keep-alive off none is reused either.
     pub(crate) fn settle(&mut self, failed: bool, keep_alive: bool) {
-        if let Link::Http1(l) = self {
-            if failed || !keep_alive {
-                l.close();
-            }
+        match self {
+            Link::Http1(l) if failed || !keep_alive => l.close(),
+            // A reply arriving after its message failed would be taken for the next one's.
+            Link::Ws(l) if failed => l.close(),
+            Link::Http1(_) | Link::Http2(_) | Link::Ws(_) => {}
         }
     }
 }

@@ -50,6 +50,13 @@ impl Plan {
                 concurrency,
             },
             (Protocol::Http2, _) | (Protocol::Grpc, None) => Transport::Http2 { concurrency },
+            (Protocol::Ws, _) => Transport::WebSocket {
+                max_connections: match l.model {
+                    Model::Open => l.max_connections,
+                    Model::Closed => None,
+                },
+                binary: false,
+            },
             (Protocol::Http1, _) => Transport::Http1 {
                 keep_alive: s.keep_alive,
                 close_by: s.close_by,
@@ -160,6 +167,9 @@ impl Plan {
             Field::Targets => format!("scenario[{i}].request"),
             Field::Data => format!("scenario[{i}].data"),
             Field::Flow => format!("scenario[{i}].flow"),
+            Field::Http2 => format!("scenario[{i}].protocol"),
+            Field::RetryUnprocessed => format!("scenario[{i}]"),
+            Field::Binary => format!("scenario[{i}].binary"),
         }
     }
 }

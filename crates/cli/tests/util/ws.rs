@@ -1,0 +1,182 @@
+//! A WebSocket server of the tests' own (tungstenite, a thread per connection) that
+//! behaves in one specific way: echoes and counts, stalls, closes with a code, breaks the
+//! protocol, refuses or never answers the upgrade, or serves at a fixed capacity.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::protocol::CloseFrame;
+use tungstenite::Message;
+
+/// How the server treats each connection.
+#[derive(Clone, Copy, Debug)]
+pub enum WsBehavior {
+    /// Echoes every data message.
+    Echo,
+    /// Upgrades, reads every message, never replies.
+    Stall,
+    /// Echoes this many messages on a connection, then closes it with this code.
+    CloseAfter(u64, u16),
+    /// Upgrades, then answers the first message with a frame of a reserved opcode.
+    Malformed,
+    /// Answers the upgrade request with this HTTP status (not 101) and closes.
+    Status(u16),
+    /// Reads the upgrade request and never answers it.
+    NoHandshake,
+    /// Echoes each message after holding one of `slots` slots for `ms` milliseconds: at
+    /// most `slots * 1000 / ms` messages a second, whatever the connections.
+    Pool { slots: usize, ms: u64 },
+}
+
+/// A running server; stops accepting when dropped (its threads end with their clients).
+pub struct WsServer {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Data messages received, over every connection.
+    pub received: Arc<AtomicU64>,
+    /// Connections accepted.
+    pub accepted: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl WsServer {
+    /// Starts the server on an ephemeral port of 127.0.0.1.
+    pub fn start(behavior: WsBehavior) -> WsServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let received = Arc::new(AtomicU64::new(0));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let pool = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let (r, a, s) = (received.clone(), accepted.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        a.fetch_add(1, Ordering::Relaxed);
+                        stream.set_nonblocking(false).unwrap();
+                        let (r, s, pool) = (r.clone(), s.clone(), pool.clone());
+                        std::thread::spawn(move || serve(stream, behavior, &r, &s, &pool));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        WsServer {
+            port,
+            received,
+            accepted,
+            stop,
+        }
+    }
+
+    /// `ws://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}/", self.port)
+    }
+
+    /// Data messages received so far.
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for WsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn serve(
+    mut stream: TcpStream,
+    behavior: WsBehavior,
+    received: &AtomicU64,
+    stop: &AtomicBool,
+    pool: &(Mutex<usize>, Condvar),
+) {
+    // No thread outlives its test by more than this.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    match behavior {
+        WsBehavior::Status(code) => {
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {code} Nope\r\ncontent-length: 2\r\nconnection: close\r\n\r\nno"
+            );
+            return;
+        }
+        WsBehavior::NoHandshake => {
+            let mut buf = [0u8; 4096];
+            while !stop.load(Ordering::Relaxed) && matches!(stream.read(&mut buf), Ok(n) if n > 0) {
+            }
+            return;
+        }
+        _ => {}
+    }
+    let Ok(mut ws) = tungstenite::accept(stream) else {
+        return;
+    };
+    let mut on_this = 0u64;
+    loop {
+        let msg = match ws.read() {
+            Ok(m @ (Message::Text(_) | Message::Binary(_))) => m,
+            Ok(_) => continue,
+            Err(_) => return,
+        };
+        received.fetch_add(1, Ordering::Relaxed);
+        on_this += 1;
+        match behavior {
+            WsBehavior::Echo => {
+                if ws.send(msg).is_err() {
+                    return;
+                }
+            }
+            WsBehavior::Stall => {}
+            WsBehavior::CloseAfter(n, code) => {
+                if on_this > n {
+                    let _ = ws.close(Some(CloseFrame {
+                        code: CloseCode::from(code),
+                        reason: "bye".into(),
+                    }));
+                    // Wait for the client's close, as RFC 6455 §5.5.1 asks.
+                    while ws.read().is_ok() {}
+                    return;
+                }
+                if ws.send(msg).is_err() {
+                    return;
+                }
+            }
+            WsBehavior::Malformed => {
+                // FIN, reserved opcode 0x3, no payload.
+                let _ = ws.get_mut().write_all(&[0x83, 0x00]);
+                let _ = ws.get_mut().flush();
+                std::thread::sleep(Duration::from_millis(200));
+                return;
+            }
+            WsBehavior::Pool { slots, ms } => {
+                let (lock, cv) = pool;
+                let mut busy = lock.lock().unwrap();
+                while *busy >= slots {
+                    busy = cv.wait(busy).unwrap();
+                }
+                *busy += 1;
+                drop(busy);
+                std::thread::sleep(Duration::from_millis(ms));
+                *lock.lock().unwrap() -= 1;
+                cv.notify_one();
+                if ws.send(msg).is_err() {
+                    return;
+                }
+            }
+            WsBehavior::Status(_) | WsBehavior::NoHandshake => unreachable!(),
+        }
+    }
+}

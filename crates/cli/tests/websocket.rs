@@ -1,0 +1,246 @@
+//! WebSocket message load (`loadlab run ws://…`): every message sent is counted once
+//! (the server's own count is the truth), on servers nobody here wrote (Python's
+//! `websockets`, Node's `ws`) and on one of our own that misbehaves on purpose, each
+//! misbehaviour ending bounded and named.
+
+mod util;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use util::server::Server;
+use util::ws::{WsBehavior, WsServer};
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// `loadlab run URL --rate RATE -d SECS --body hello` plus `extra`: its JSON result. It
+/// exits 0, or 1 when no message had a reply (README: "1 nothing succeeded").
+fn run_ws(url: &str, rate: &str, secs: &str, extra: &[&str]) -> Value {
+    let mut args = vec![url, "--rate", rate, "-d", secs, "--body", "hello"];
+    args.extend_from_slice(extra);
+    let out = util::run(&args);
+    let j = out.json.expect("a JSON result");
+    let code = if u(&j["successful"]) == 0 { 1 } else { 0 };
+    assert_eq!(
+        out.output.status.code(),
+        Some(code),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert_eq!(j["protocol"], "ws", "{j}");
+    j
+}
+
+/// Every message loadlab sent reached the server once and every reply was counted once:
+/// the server's count is the run's requests, all of them successes under status 101.
+fn assert_every_message_counted(j: &Value, server_count: u64) {
+    let requests = u(&j["requests"]);
+    assert!(requests > 0, "{j}");
+    assert_eq!(u(&j["successful"]), requests, "{j}");
+    assert_eq!(u(&j["errors_total"]), 0, "{j}");
+    assert_eq!(u(&j["status_codes"]["101"]), requests, "{j}");
+    assert_eq!(
+        server_count, requests,
+        "the server's count against loadlab's: {j}"
+    );
+}
+
+#[test]
+fn every_message_to_an_echo_server_is_counted_once() {
+    let server = WsServer::start(WsBehavior::Echo);
+    let j = run_ws(&server.url(), "200", "3s", &["--connections", "8"]);
+    assert_every_message_counted(&j, server.received());
+    // 600 intended sends at 200 a second.
+    let requests = u(&j["requests"]);
+    assert!((590..=610).contains(&requests), "{j}");
+    // Connections are opened once and kept: at most the pool's ceiling.
+    assert!(u(&j["connections_opened"]) <= 1024, "{j}");
+    let accepted = server.accepted.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(accepted, u(&j["connections_opened"]), "{j}");
+}
+
+#[test]
+fn binary_frames_and_text_that_is_not_utf8() {
+    let server = WsServer::start(WsBehavior::Echo);
+    let j = run_ws(&server.url(), "100", "1s", &["--binary"]);
+    assert_every_message_counted(&j, server.received());
+    // A text frame carries UTF-8: a body that is not is refused before any load, naming
+    // the fix.
+    let body = util::temp_path("not-utf8");
+    std::fs::write(&body, [0xff, 0xfe, 0x00]).unwrap();
+    let out = util::run(&[
+        &server.url(),
+        "--rate",
+        "10",
+        "-d",
+        "1s",
+        "--body-file",
+        body.to_str().unwrap(),
+    ]);
+    assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--binary"), "{}", out.stderr);
+}
+
+#[test]
+fn http_flags_without_a_websocket_meaning_are_refused_naming_them() {
+    for (flag, value) in [
+        ("--http2", None),
+        ("--pipeline", Some("4")),
+        ("--keep-alive", Some("off")),
+        ("--concurrency", Some("8")),
+    ] {
+        let mut args = vec!["ws://127.0.0.1:9/", "--rate", "10", "-d", "1s", flag];
+        args.extend(value);
+        let out = util::run(&args);
+        assert_eq!(out.output.status.code(), Some(2), "{flag}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(flag) && out.stderr.contains("WebSocket"),
+            "{flag}: {}",
+            out.stderr
+        );
+    }
+    let out = util::run(&["http://127.0.0.1:9/", "--binary", "-d", "1s"]);
+    assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("ws://"), "{}", out.stderr);
+}
+
+/// Each misbehaviour of the server ends the run on time, every message it was sent
+/// counted under the class that names what happened.
+#[test]
+fn each_misbehaviour_ends_bounded_and_named() {
+    let cases: [(WsBehavior, &str); 6] = [
+        (WsBehavior::Stall, "request_timeout"),
+        (WsBehavior::NoHandshake, "connect_timeout"),
+        (WsBehavior::Status(403), "http_4xx"),
+        (WsBehavior::Status(200), "ws_handshake"),
+        (WsBehavior::Malformed, "malformed_response"),
+        (WsBehavior::CloseAfter(3, 1011), "connection_closed"),
+    ];
+    for (behavior, class) in cases {
+        let server = WsServer::start(behavior);
+        let t0 = Instant::now();
+        let j = run_ws(
+            &server.url(),
+            "50",
+            "2s",
+            &["--timeout", "300ms", "--connections", "4"],
+        );
+        // Two seconds measured, the last messages' deadline after them, and the report:
+        // nothing waits on a server that never answers.
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{behavior:?} took {:?}",
+            t0.elapsed()
+        );
+        // A WebSocket reply is a success (the results' `requests` are replies); every
+        // message without one is an error of one class: nothing measured is lost.
+        let (replies, errors_total) = (u(&j["requests"]), u(&j["errors_total"]));
+        assert_eq!(u(&j["successful"]), replies, "{behavior:?}: {j}");
+        let requests = replies + errors_total;
+        assert!((95..=105).contains(&requests), "{behavior:?}: {j}");
+        let errors = &j["errors"];
+        assert!(u(&errors[class]) > 0, "{behavior:?} → {class}: {j}");
+        match behavior {
+            // No reply ever came: every message failed, and all the same way.
+            WsBehavior::Stall
+            | WsBehavior::NoHandshake
+            | WsBehavior::Status(_)
+            | WsBehavior::Malformed => {
+                assert_eq!(u(&errors[class]), requests, "{behavior:?}: {j}")
+            }
+            // Three replies on each connection, then a close: the fourth message is lost
+            // with it, and the next connection answers three more.
+            WsBehavior::CloseAfter(n, _) => {
+                let ok = u(&j["successful"]);
+                assert!(ok >= n && ok < requests, "{behavior:?}: {j}");
+            }
+            _ => unreachable!(),
+        }
+        if let WsBehavior::Status(403) = behavior {
+            assert!(j["status_codes"]["101"].is_null(), "{j}");
+        }
+    }
+}
+
+/// Asks a `__count__`-aware echo server on `port` for its count of data messages, with
+/// Python's `websockets` client.
+fn count_of(port: u16) -> u64 {
+    let client = format!(
+        "import asyncio, websockets\n\
+         async def main():\n\
+         \x20   async with websockets.connect('ws://127.0.0.1:{port}/') as ws:\n\
+         \x20       await ws.send('__count__')\n\
+         \x20       print(await ws.recv())\n\
+         asyncio.run(main())\n"
+    );
+    let out = Command::new("/usr/bin/python3")
+        .args(["-c", &client])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("/usr/bin/python3");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no count: {out:?}"))
+}
+
+/// Python's `websockets` (Debian's python3-websockets): an echo server that counts the
+/// data messages it receives and answers `__count__` with that count.
+fn python_echo() -> Server {
+    let py = "import asyncio, websockets\n\
+        count = 0\n\
+        async def echo(ws, path=None):\n\
+        \x20   global count\n\
+        \x20   async for m in ws:\n\
+        \x20       if m == '__count__':\n\
+        \x20           await ws.send(str(count))\n\
+        \x20           continue\n\
+        \x20       count += 1\n\
+        \x20       await ws.send(m)\n\
+        async def main():\n\
+        \x20   async with websockets.serve(echo, '127.0.0.1', 0) as server:\n\
+        \x20       print('port', server.sockets[0].getsockname()[1], flush=True)\n\
+        \x20       await asyncio.Future()\n\
+        asyncio.run(main())\n";
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", "/usr/bin/python3", "-c", py]);
+    Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
+}
+
+/// Node's `ws` (Debian's node-ws), the same echo server.
+fn node_echo() -> Server {
+    let js = "const { WebSocketServer } = require('/usr/share/nodejs/ws');\
+        let count = 0;\
+        const s = new WebSocketServer({ host: '127.0.0.1', port: 0 }, () =>\
+          console.log('port ' + s.address().port));\
+        s.on('connection', (ws) => ws.on('message', (m, binary) => {\
+          if (!binary && m.toString() === '__count__') { ws.send(String(count)); return; }\
+          count += 1;\
+          ws.send(m, { binary });\
+        }));";
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", "node", "-e", js]);
+    Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
+}
+
+#[test]
+#[ignore = "needs Python's websockets (./test.sh installs python3-websockets)"]
+fn a_python_websockets_server_receives_every_message_counted_once() {
+    let server = python_echo();
+    let url = format!("ws://127.0.0.1:{}/", server.port);
+    let j = run_ws(&url, "300", "3s", &["--cpus", "1"]);
+    assert_every_message_counted(&j, count_of(server.port));
+}
+
+#[test]
+#[ignore = "needs Node's ws (./test.sh installs node-ws) and Python's websockets"]
+fn a_node_ws_server_receives_every_message_counted_once() {
+    let server = node_echo();
+    let url = format!("ws://127.0.0.1:{}/", server.port);
+    let j = run_ws(&url, "300", "3s", &["--cpus", "1", "--binary"]);
+    assert_every_message_counted(&j, count_of(server.port));
+}

@@ -1,0 +1,215 @@
+//! WebSocket (RFC 6455): a request loop's connection, opened with an HTTP/1.1 upgrade over
+//! loadlab's own connection (TCP or TLS, from [`crate::conn`]) and kept; each message sent
+//! is the run's body, and its reply is the next data message the server sends on that
+//! connection (one message in flight per connection, so replies match by order).
+//!
+//! The handshake and the frames are tokio-tungstenite's (over any stream, with no connect
+//! or TLS of its own): pings are answered and a close handshake is honoured by it. A
+//! reply's latency runs from the message's intended send time, as a request's does.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Bytes, Message, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
+
+use crate::config::{RunConfig, Transport};
+use crate::conn::Conn;
+use crate::error::ErrorClass;
+use crate::recorder::Planned;
+use crate::transport::io::Io;
+
+/// The status a reply is counted under: that of the upgrade its connection made (101
+/// Switching Protocols). A message has no status of its own.
+pub const REPLY_STATUS: u16 = 101;
+
+/// What every connection of a run sends: the opening handshake's request and the message.
+pub struct WsMessage {
+    /// The URL and the run's headers (the key and version are added per connection).
+    request: tungstenite::handshake::client::Request,
+    /// The message sent, as a text or a binary frame.
+    payload: Payload,
+}
+
+/// A message's payload, shared by every send (a clone is a reference count).
+#[derive(Clone)]
+enum Payload {
+    Text(Utf8Bytes),
+    Binary(Bytes),
+}
+
+impl WsMessage {
+    /// The handshake and the message of `cfg` (a WebSocket run); a text message that is
+    /// not UTF-8, or a header the handshake cannot carry, is an error naming it.
+    pub fn new(cfg: &RunConfig) -> Result<WsMessage, String> {
+        let binary = matches!(cfg.transport, Transport::WebSocket { binary: true, .. });
+        let mut request = cfg
+            .target
+            .url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| format!("{}: {e}", cfg.target.url))?;
+        for (name, value) in &cfg.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| format!("header {name}: {e}"))?;
+            let value = HeaderValue::from_str(value).map_err(|e| format!("header {name}: {e}"))?;
+            request.headers_mut().append(name, value);
+        }
+        let body = Bytes::from(cfg.body.clone());
+        let payload = if binary {
+            Payload::Binary(body)
+        } else {
+            Payload::Text(Utf8Bytes::try_from(body).map_err(|_| {
+                "a text message is UTF-8: this body is not (send it as binary frames: --binary)"
+                    .to_string()
+            })?)
+        };
+        Ok(WsMessage { request, payload })
+    }
+
+    fn message(&self) -> Message {
+        match &self.payload {
+            Payload::Text(t) => Message::Text(t.clone()),
+            Payload::Binary(b) => Message::Binary(b.clone()),
+        }
+    }
+}
+
+/// One request loop's WebSocket connection.
+pub(crate) struct WsLink {
+    message: Arc<WsMessage>,
+    ws: Option<WebSocketStream<Conn>>,
+}
+
+impl WsLink {
+    /// A link that sends `message`, connecting on first use.
+    pub(crate) fn new(message: Arc<WsMessage>) -> WsLink {
+        WsLink { message, ws: None }
+    }
+
+    /// Drops the connection (after a failure: a reply arriving late would be taken for
+    /// the next message's).
+    pub(crate) fn close(&mut self) {
+        self.ws = None;
+    }
+
+    /// Connects and upgrades before the window starts, if both are done by `deadline`;
+    /// `true` if the deadline passed first.
+    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) -> bool {
+        match tokio::time::timeout_at(deadline, self.open(io)).await {
+            Ok(Ok(ws)) => {
+                self.ws = Some(ws);
+                false
+            }
+            Ok(Err(_)) => false,
+            Err(_elapsed) => true,
+        }
+    }
+
+    /// A new connection, upgraded. The TCP (or TLS) connect is recorded as the connect
+    /// time; the upgrade is part of the first message's latency.
+    async fn open(&self, io: &Io) -> Result<WebSocketStream<Conn>, ErrorClass> {
+        let c0 = io.clock.now();
+        let conn = io.connector.connect().await?;
+        io.recorder.borrow_mut().connect(io.clock.now() - c0);
+        let config = WebSocketConfig::default();
+        let (ws, _response) = tokio_tungstenite::client_async_with_config(
+            self.message.request.clone(),
+            conn,
+            Some(config),
+        )
+        .await
+        .map_err(|e| classify(&e))?;
+        Ok(ws)
+    }
+
+    /// Sends the message of each planned request of the batch (one: a message in flight
+    /// per connection) and records its reply.
+    pub(crate) async fn exchange(
+        &mut self,
+        io: &Io,
+        batch: &[Planned],
+        connecting: &Cell<bool>,
+        done: &Cell<usize>,
+    ) -> Result<(), ErrorClass> {
+        if self.ws.is_none() {
+            connecting.set(true);
+            let ws = self.open(io).await;
+            connecting.set(false);
+            self.ws = Some(ws?);
+        }
+        let ws = self.ws.as_mut().expect("connected above");
+        for &p in batch {
+            let sent = io.clock.now();
+            ws.send(self.message.message())
+                .await
+                .map_err(|e| classify(&e))?;
+            loop {
+                match ws.next().await {
+                    Some(Ok(Message::Text(_) | Message::Binary(_))) => break,
+                    // Answered by the library (a pong on the next write); not a reply.
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                    // The server closed: its close frame is answered by the library.
+                    Some(Ok(Message::Close(_))) | None => return Err(ErrorClass::ConnectionClosed),
+                    Some(Err(e)) => return Err(classify(&e)),
+                }
+            }
+            let now = io.clock.now();
+            io.recorder
+                .borrow_mut()
+                .response(p, sent, now, REPLY_STATUS);
+            done.set(done.get() + 1);
+        }
+        Ok(())
+    }
+}
+
+/// The error class of a WebSocket failure: an upgrade answered with another status is a
+/// refused handshake (4xx and 5xx as their HTTP class), a broken frame a malformed
+/// response, an I/O error as for HTTP.
+fn classify(e: &tungstenite::Error) -> ErrorClass {
+    use tungstenite::Error;
+    match e {
+        Error::Io(e) => ErrorClass::from_io(e, false),
+        Error::ConnectionClosed | Error::AlreadyClosed => ErrorClass::ConnectionClosed,
+        Error::Http(response) => match response.status().as_u16() {
+            400..=499 => ErrorClass::Http4xx,
+            500..=599 => ErrorClass::Http5xx,
+            _ => ErrorClass::WsHandshake,
+        },
+        Error::Tls(_) => ErrorClass::TlsHandshake,
+        Error::HttpFormat(_) | Error::Url(_) => ErrorClass::WsHandshake,
+        Error::Protocol(p) if is_handshake(p) => ErrorClass::WsHandshake,
+        Error::Protocol(_)
+        | Error::Capacity(_)
+        | Error::Utf8(_)
+        | Error::AttackAttempt
+        | Error::WriteBufferFull(_) => ErrorClass::MalformedResponse,
+    }
+}
+
+/// Whether a protocol error is the upgrade's (a response that is not a WebSocket
+/// server's), not a frame's.
+fn is_handshake(p: &tungstenite::error::ProtocolError) -> bool {
+    use tungstenite::error::ProtocolError as P;
+    matches!(
+        p,
+        P::WrongHttpMethod
+            | P::WrongHttpVersion
+            | P::MissingConnectionUpgradeHeader
+            | P::MissingUpgradeWebSocketHeader
+            | P::MissingSecWebSocketVersionHeader
+            | P::MissingSecWebSocketKey
+            | P::SecWebSocketAcceptKeyMismatch
+            | P::JunkAfterRequest
+            | P::CustomResponseSuccessful
+            | P::InvalidHeader(_)
+            | P::HandshakeIncomplete
+            | P::HttparseError(_)
+    )
+}
