@@ -14,6 +14,8 @@
 //!   of CPU each (a burst of K runnable threads, as a JIT or a parallel handler makes: on
 //!   one CPU they wait behind each other while it is busy, and it idles between requests).
 //! - `--leak-kb K`: every request leaks K KiB that are never freed (memory grows).
+//! - `--websocket`: every connection is a WebSocket (tungstenite); each data message is
+//!   a request as above (`--pool`, `--burn-us`, `--leak-kb`) and is echoed back.
 //! - `--bind HOST`: listen on HOST (default 127.0.0.1; a test's network namespace address).
 //! - `--count-file PATH`: keeps PATH up to date (every 50 ms, atomically) with the requests
 //!   answered per peer address, as JSON `{"IP": {"requests": N, "first_unix_ns": T,
@@ -64,6 +66,7 @@ struct Opts {
     burn_us: u64,
     burst_threads: usize,
     leak_kb: usize,
+    websocket: bool,
 }
 
 fn parse() -> Opts {
@@ -96,6 +99,7 @@ fn parse() -> Opts {
             "--burn-us" => o.burn_us = val().parse().unwrap(),
             "--burst-threads" => o.burst_threads = val().parse().unwrap(),
             "--leak-kb" => o.leak_kb = val().parse().unwrap(),
+            "--websocket" => o.websocket = true,
             "--mode" => match val().as_str() {
                 "never" => o.never_ready = true,
                 "crash" => o.exit_after = Some(150),
@@ -421,8 +425,33 @@ fn main() {
             std::thread::sleep(Duration::from_millis(o.accept_delay_ms));
         }
         let Ok(s) = s else { continue };
+        if o.websocket {
+            let o = o.clone();
+            std::thread::spawn(move || serve_websocket(s, &o));
+            continue;
+        }
         let (o, b, n, t) = (o.clone(), bucket.clone(), served.clone(), timing.clone());
         let c = counts.clone();
         std::thread::spawn(move || serve(s, o, b, n, t, c));
+    }
+}
+
+/// `--websocket`: upgrades the connection, then does a request's work per data message and
+/// echoes it, until the client closes.
+fn serve_websocket(s: TcpStream, o: &Opts) {
+    let Ok(mut ws) = tungstenite::accept(s) else {
+        return;
+    };
+    loop {
+        match ws.read() {
+            Ok(m @ (tungstenite::Message::Text(_) | tungstenite::Message::Binary(_))) => {
+                work(o);
+                if ws.send(m).is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(_) => return,
+        }
     }
 }

@@ -712,7 +712,7 @@ impl TrafficArgs {
 /// `loadlab knee` arguments.
 #[derive(Args, Debug)]
 pub struct KneeArgs {
-    /// The server: an http:// or https:// URL; with --call, a gRPC address (HOST:PORT,
+    /// The server: an http://, https://, ws:// or wss:// URL; with --call, a gRPC address (HOST:PORT,
     /// http://HOST:PORT or https://HOST:PORT); with --targets, optional.
     #[arg(required_unless_present = "targets")]
     pub url: Option<String>,
@@ -1438,9 +1438,8 @@ impl RunArgs {
                 anyhow::anyhow!("--targets: give a URL argument for targets written as paths")
             })?,
         };
-        let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
         let transport = TransportFlags {
-            websocket: matches!(scheme.as_deref(), Some("ws" | "wss")),
+            websocket: crate::knee::is_websocket(&url),
             binary: self.binary,
             http2: self.http2,
             keep_alive: self.keep_alive == OnOff::On,

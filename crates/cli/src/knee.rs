@@ -25,6 +25,12 @@ fn duration(d: std::time::Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
+/// Whether `url` is a WebSocket target (`ws://` or `wss://`).
+pub(crate) fn is_websocket(url: &str) -> bool {
+    url.split_once("://")
+        .is_some_and(|(s, _)| s.eq_ignore_ascii_case("ws") || s.eq_ignore_ascii_case("wss"))
+}
+
 /// The plan these flags describe.
 pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
     let closed = a.model == ModelArg::Closed;
@@ -57,6 +63,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
             "grpc",
         ),
         None if a.http2 => (given.clone(), "http2"),
+        None if is_websocket(&given) => (given.clone(), "ws"),
         None => (given.clone(), "http1"),
     };
     let message =

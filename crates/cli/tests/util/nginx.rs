@@ -58,6 +58,16 @@ impl Nginx {
         })
     }
 
+    /// As [`Nginx::with_servers`], with a TLS port too: `{tls_port}`, and a self-signed
+    /// certificate for `localhost` at `{d}/cert.pem` (key `{d}/key.pem`).
+    pub fn with_tls_servers(servers: &str) -> Nginx {
+        Nginx::spawn(true, |_, http, https| {
+            servers
+                .replace("{port}", &http.to_string())
+                .replace("{tls_port}", &https.to_string())
+        })
+    }
+
     /// Writes the configuration (`http` block from `servers(dir, http, https)`, `{d}`
     /// replaced by the prefix directory; with `tls`, a self-signed certificate and a TLS
     /// port) and starts nginx.

@@ -193,7 +193,8 @@ pub struct ScenarioFile {
     pub rate: Option<f64>,
     /// Stop this scenario after this many requests (per step).
     pub requests: Option<u64>,
-    /// `http1` (default), `http2` (h2c prior knowledge, or ALPN over https) or `grpc`.
+    /// `http1` (default; `ws` for a ws:// or wss:// URL), `http2` (h2c prior knowledge, or
+    /// ALPN over https), `grpc` or `ws` (WebSocket messages).
     #[serde(default = "default_protocol")]
     pub protocol: String,
     /// gRPC: the .proto file, relative to the plan's directory.

@@ -632,10 +632,14 @@ fn scenarios(
         template(c, known, f("url"), &s.url)?;
         let probe = template::render(&s.url, &mut |_| Some("1".into()));
         if url::Url::parse(&probe)
-            .map(|u| !matches!(u.scheme(), "http" | "https"))
+            .map(|u| !matches!(u.scheme(), "http" | "https" | "ws" | "wss"))
             .unwrap_or(true)
         {
-            return Err(c.err(f("url"), s.url.clone(), "an http:// or https:// URL"));
+            return Err(c.err(
+                f("url"),
+                s.url.clone(),
+                "an http://, https://, ws:// or wss:// URL",
+            ));
         }
         if let Some(r) = s.rate {
             if !(r.is_finite() && r > 0.0) {
@@ -896,7 +900,23 @@ fn scenario_protocol(
     s: &ScenarioFile,
 ) -> Result<(Protocol, Option<GrpcCall>), PlanError> {
     let field = |x: &str| format!("scenario[{i}].{x}");
-    let protocol: Protocol = c.parsed(&field("protocol"), &s.protocol)?;
+    let mut protocol: Protocol = c.parsed(&field("protocol"), &s.protocol)?;
+    // A ws:// or wss:// URL under the default protocol is a WebSocket scenario.
+    let ws_url = ["ws://", "wss://"].iter().any(|p| {
+        s.url
+            .get(..p.len())
+            .is_some_and(|u| u.eq_ignore_ascii_case(p))
+    });
+    if ws_url && protocol == Protocol::Http1 {
+        protocol = Protocol::Ws;
+    }
+    if protocol == Protocol::Ws && !s.keep_alive {
+        return Err(c.err(
+            field("keep_alive"),
+            "false",
+            "true for WebSocket (each connection is upgraded once and kept)",
+        ));
+    }
     if protocol.multiplexed() && !s.keep_alive {
         return Err(c.err(
             field("keep_alive"),
