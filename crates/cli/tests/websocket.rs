@@ -325,3 +325,55 @@ fn through_nginx_proxying_the_upgrade_over_ws_and_wss() {
     assert_every_message_counted(&j, server.received() - before);
     assert!(u(&j["connections_opened"]) >= 1, "{j}");
 }
+
+/// `loadlab run ws://… --agents 2`: each agent sends its share of the rate over its own
+/// connections, and the merged result counts every message the server received once.
+#[test]
+fn two_agents_share_the_message_rate_and_every_message_is_counted_once() {
+    let server = WsServer::start(WsBehavior::Echo);
+    let token = util::temp_path("ws-token");
+    std::fs::write(&token, "a-token-of-this-test-only-0123456789").unwrap();
+    let coordinator = format!("127.0.0.1:{}", util::nginx::free_port());
+    let agents: Vec<std::process::Child> = (1..=2)
+        .map(|i| {
+            Command::new(util::loadlab_bin())
+                .args(["agent", "--coordinator", &coordinator, "--token-file"])
+                .arg(&token)
+                .args(["--name", &format!("a{i}"), "--wait", "60s"])
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let json = util::temp_path("ws-agents").with_extension("json");
+    let (out, _) = util::output_within(
+        Command::new(util::loadlab_bin())
+            .args([
+                "run",
+                &server.url(),
+                "--rate",
+                "300",
+                "-d",
+                "2s",
+                "--body",
+                "hi",
+            ])
+            .args(["--agents", "2", "--listen", &coordinator, "--token-file"])
+            .arg(&token)
+            .arg("--json")
+            .arg(&json),
+        Duration::from_secs(120),
+    );
+    for mut a in agents {
+        let _ = a.kill();
+        let _ = a.wait();
+    }
+    assert!(out.status.success(), "{out:?}");
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    util::assert_schema_valid(&j);
+    assert_eq!(j["protocol"], "ws", "{j}");
+    assert_every_message_counted(&j, server.received());
+    assert!((590..=610).contains(&u(&j["requests"])), "{j}");
+    let shares = j["agents"].as_array().unwrap_or_else(|| panic!("{j}"));
+    assert_eq!(shares.len(), 2, "{j}");
+}
