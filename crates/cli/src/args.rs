@@ -712,8 +712,8 @@ impl TrafficArgs {
 /// `loadlab knee` arguments.
 #[derive(Args, Debug)]
 pub struct KneeArgs {
-    /// The server: an http://, https://, ws:// or wss:// URL; with --call, a gRPC address (HOST:PORT,
-    /// http://HOST:PORT or https://HOST:PORT); with --targets, optional.
+    /// The server: an http://, https://, ws:// or wss:// URL; with --call, a gRPC address
+    /// (HOST:PORT, http://HOST:PORT or https://HOST:PORT); with --targets, optional.
     #[arg(required_unless_present = "targets")]
     pub url: Option<String>,
 
@@ -796,6 +796,11 @@ pub struct KneeArgs {
     /// Speak HTTP/2: prior knowledge (h2c) on http://, ALPN h2 on https://.
     #[arg(long, help_heading = "Request")]
     pub http2: bool,
+    /// WebSocket connection load: the steps are connections held open, each sending a
+    /// ping (the body as its payload) every DURATION and timing its pong; the knee is the
+    /// connections the server holds before a pong's latency breaks the SLO.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Request")]
+    pub ping_every: Option<Duration>,
     /// Reuse connections (on) or open a new TCP connection per request (off, HTTP/1.1).
     #[arg(long, value_enum, default_value = "on", help_heading = "Request")]
     pub keep_alive: OnOff,
@@ -1275,6 +1280,12 @@ pub struct RunArgs {
     /// frame instead of a text frame.
     #[arg(long, help_heading = "Connections")]
     pub binary: bool,
+    /// WebSocket connection load: hold --connections connections open, each sending a ping
+    /// (the body as its payload, at most 125 bytes) every DURATION and timing its pong from
+    /// the ping's intended send time. Sets the rate (connections ÷ DURATION) and the pool
+    /// (exactly --connections).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Connections")]
+    pub ping_every: Option<Duration>,
 
     #[command(flatten)]
     pub request: RequestArgs,
@@ -1423,6 +1434,7 @@ impl LoadArgs {
             retry_unprocessed: false,
             websocket: false,
             binary: false,
+            ping: false,
         }
     }
 }
@@ -1441,6 +1453,7 @@ impl RunArgs {
         let transport = TransportFlags {
             websocket: crate::knee::is_websocket(&url),
             binary: self.binary,
+            ping: self.ping_every.is_some(),
             http2: self.http2,
             keep_alive: self.keep_alive == OnOff::On,
             close_by: match self.close_by {
@@ -1452,7 +1465,7 @@ impl RunArgs {
             ..self.load.transport_flags()
         }
         .transport()?;
-        Ok(Workload {
+        let mut w = Workload {
             request: Request {
                 method: self.request.method.clone(),
                 headers: self.request.headers.clone(),
@@ -1460,7 +1473,12 @@ impl RunArgs {
             },
             traffic,
             ..self.load.to_workload(url, transport)?
-        })
+        };
+        if let Some(every) = self.ping_every {
+            w.hold_with_pings(every)
+                .map_err(|e| crate::BadInput(e.to_string()))?;
+        }
+        Ok(w)
     }
 }
 

@@ -33,7 +33,8 @@ pub(crate) fn is_websocket(url: &str) -> bool {
 
 /// The plan these flags describe.
 pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
-    let closed = a.model == ModelArg::Closed;
+    // Pings on held connections: the steps are connections.
+    let closed = a.model == ModelArg::Closed || a.ping_every.is_some();
     // A plan holds its body as text.
     let body = String::from_utf8(a.request.body()?).map_err(|_| {
         BadInput("--body-file: the body must be UTF-8 text for `loadlab knee`".into())
@@ -93,6 +94,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         .into(),
         timeout: duration(a.timeout),
         rate: None,
+        ping_every: a.ping_every.map(duration),
         requests: None,
         protocol: protocol.into(),
         proto: a.proto.as_deref().map(absolute),

@@ -17,10 +17,14 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
-/// `loadlab run URL --rate RATE -d SECS --body hello` plus `extra`: its JSON result. It
-/// exits 0, or 1 when no message had a reply (README: "1 nothing succeeded").
+/// `loadlab run URL --rate RATE -d SECS --body hello` (no `--rate` when RATE is empty)
+/// plus `extra`: its JSON result. It exits 0, or 1 when no message had a reply (README: "1
+/// nothing succeeded").
 fn run_ws(url: &str, rate: &str, secs: &str, extra: &[&str]) -> Value {
-    let mut args = vec![url, "--rate", rate, "-d", secs, "--body", "hello"];
+    let mut args = vec![url, "-d", secs, "--body", "hello"];
+    if !rate.is_empty() {
+        args.extend(["--rate", rate]);
+    }
     args.extend_from_slice(extra);
     let out = util::run(&args);
     let j = out.json.expect("a JSON result");
@@ -376,4 +380,132 @@ fn two_agents_share_the_message_rate_and_every_message_is_counted_once() {
     assert!((590..=610).contains(&u(&j["requests"])), "{j}");
     let shares = j["agents"].as_array().unwrap_or_else(|| panic!("{j}"));
     assert_eq!(shares.len(), 2, "{j}");
+}
+
+/// Connection load (`--ping-every`): every connection held sends its own ping each
+/// interval, whichever connections answer first; each pong is a reply under status 101.
+#[test]
+fn held_connections_each_ping_on_their_own_schedule() {
+    let server = WsServer::start(WsBehavior::Echo);
+    let j = run_ws(
+        &server.url(),
+        "",
+        "2s",
+        &["-c", "200", "--ping-every", "500ms", "--warmup", "600ms"],
+    );
+    // 200 connections, 2 pings a second each, for 2 s measured.
+    assert_eq!(j["offered_rps"].as_f64(), Some(400.0), "{j}");
+    assert!((790..=810).contains(&u(&j["requests"])), "{j}");
+    assert_eq!(u(&j["errors_total"]), 0, "{j}");
+    assert_eq!(u(&j["connections_opened"]), 200, "{j}");
+    assert_eq!(server.received(), 0, "pings are not data messages");
+    // Every connection pinged on its own schedule: about 2.6 s of pings, one per 500 ms.
+    let pings = server.pings.lock().unwrap().clone();
+    assert_eq!(pings.len(), 200, "{pings:?}");
+    assert!(pings.iter().all(|&n| (4..=7).contains(&n)), "{pings:?}");
+}
+
+/// A server that holds at most as many connections as its descriptors allow: the
+/// connections knee (`knee --ping-every`) is at that limit, and its why the descriptors.
+#[test]
+#[ignore = "needs prlimit (util-linux; ./test.sh installs it)"]
+fn the_connections_knee_of_a_server_out_of_descriptors_is_its_nofile_limit() {
+    let mut cmd = Command::new("prlimit");
+    cmd.args(["--nofile=300", "taskset", "-c", "0", &util::lab::fixture()])
+        .args(["--port", "0", "--websocket"]);
+    let server = Server::spawn(cmd, |l| l.rsplit_once(':')?.1.parse().ok());
+    let url = format!("ws://127.0.0.1:{}/", server.port);
+    let out = util::temp_path("ws-conns-knee");
+    let (o, _) = util::output_within(
+        Command::new(util::loadlab_bin())
+            .args(["knee", "-q", &url, "--cpus", "1", "--threads", "1"])
+            .args(["--ping-every", "1s", "--step", "2s", "--warmup", "1200ms"])
+            .args(["--pause", "300ms", "--slo", "p99<100ms"])
+            .args(["--start", "50", "--max", "1600", "--confirm", "0"])
+            .arg("--out")
+            .arg(&out),
+        Duration::from_secs(300),
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let k = lines(&out.join("configs.jsonl"))[0]["knees"][0].clone();
+    let range = &k["outcome"]["range"];
+    let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
+    // 300 descriptors, less its listener and standard streams.
+    assert!(
+        lo >= 250.0 && hi <= 320.0,
+        "knee between {lo} and {hi}: {k}"
+    );
+    let f = &k["diagnosis"]["findings"][0];
+    assert_eq!(f["bottleneck"], "descriptors", "{k}");
+    assert_eq!(f["figures"]["target_fds"].as_f64(), Some(300.0), "{k}");
+}
+
+/// Raises this process's soft limit of open files to its hard limit (children inherit it);
+/// the hard limit, which must be at least `needed`, or the test fails saying so.
+fn raise_nofile(needed: u64) -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct given, nothing else.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = lim.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+    }
+    assert!(
+        lim.rlim_max >= needed,
+        "this machine refuses {needed} open files to a process (hard nofile limit {}): raise it \
+         (/etc/security/limits.conf, LimitNOFILE=) to hold 10,000 connections",
+        lim.rlim_max
+    );
+    lim.rlim_max
+}
+
+/// 10,000 WebSocket connections held on this machine, each pinging every 5 s, against
+/// Node's `ws` (one event loop): every connection opened and every ping answered, and what
+/// loadlab spends per idle open connection (its peak RSS beside a run of 100) stays under
+/// 16 KB.
+#[test]
+#[ignore = "needs Node's ws (./test.sh installs node-ws)"]
+fn ten_thousand_connections_are_held_with_their_pings() {
+    raise_nofile(10_200);
+    let js = "const { WebSocketServer } = require('/usr/share/nodejs/ws');\
+        const s = new WebSocketServer({ host: '127.0.0.1', port: 0, backlog: 4096 }, () =>\
+          console.log('port ' + s.address().port));\
+        s.on('connection', (ws) => ws.on('message', (m, b) => ws.send(m, { binary: b })));";
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", "node", "-e", js]);
+    let server = Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    let url = format!("ws://127.0.0.1:{}/", server.port);
+    let held = |c: &str| {
+        run_ws(
+            &url,
+            "",
+            "3s",
+            &[
+                "-c",
+                c,
+                "--ping-every",
+                "5s",
+                "--warmup",
+                "5s",
+                "--cpus",
+                "1",
+            ],
+        )
+    };
+    let small = held("100");
+    let big = held("10000");
+    assert_eq!(u(&big["connections_opened"]), 10_000, "{big}");
+    assert_eq!(u(&big["errors_total"]), 0, "{big}");
+    // 10,000 connections × one ping per 5 s × 3 s measured.
+    assert!((5_990..=6_010).contains(&u(&big["requests"])), "{big}");
+    let rss = |j: &Value| u(&j["generator_peak_rss_bytes"]) as f64;
+    let per_connection = (rss(&big) - rss(&small)) / 9_900.0;
+    assert!(
+        per_connection <= 16_000.0,
+        "{per_connection:.0} bytes of loadlab's memory per open connection"
+    );
+    eprintln!("loadlab's memory per idle open WebSocket connection: {per_connection:.0} bytes");
 }

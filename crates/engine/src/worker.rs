@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use loadlab_grpc::GrpcStatus;
 
 use crate::clock::{Clock, PreciseTimer, MIN_WAKE_GAP_NS};
-use crate::config::{LoadModel, Protocol, RunConfig};
+use crate::config::{Arrival, LoadModel, Protocol, RunConfig};
 use crate::conn::Connector;
 use crate::error::ErrorClass;
 use crate::recorder::{IntervalReport, Planned, Recorder, WorkerTotals};
@@ -73,6 +73,14 @@ pub struct WorkerPlan {
     pub io: crate::config::IoUsed,
 }
 
+/// A held connection's request loop: the arrivals released to it alone, and where it
+/// waits for the next.
+#[derive(Default)]
+struct HeldLoop {
+    queue: RefCell<VecDeque<u64>>,
+    idle: crate::idle::IdleLoops,
+}
+
 struct Ctx {
     /// What the transports share: the run, the clock, the connector, the recorder.
     io: Io,
@@ -89,6 +97,11 @@ struct Ctx {
     queue_cap: usize,
     /// Open loop: request loops waiting for an arrival.
     idle: crate::idle::IdleLoops,
+    /// Held connections ([`crate::config::Transport::held`]): each request loop's own
+    /// arrivals, every `connections / rate` apart; empty otherwise.
+    held: Vec<HeldLoop>,
+    /// Held connections: arrivals released so far (the next goes to loop `released % n`).
+    released: Cell<usize>,
     dispatch_done: Cell<bool>,
     /// Live connection tasks, and the pool ceiling.
     live: Cell<usize>,
@@ -139,6 +152,11 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     if let Some(v) = &flow {
         recorder.count_sessions(v.kinds.len());
     }
+    let held = if plan.cfg.transport.held() {
+        (0..plan.tasks).map(|_| HeldLoop::default()).collect()
+    } else {
+        Vec::new()
+    };
     let ctx = Rc::new(Ctx {
         spawned: Cell::new(0),
         timeout_ns: plan.cfg.timeout.as_nanos() as u64,
@@ -157,6 +175,8 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         queue: RefCell::new(VecDeque::new()),
         queue_cap: (QUEUE_CAP_TOTAL / plan.threads.max(1)).max(MIN_QUEUE_CAP),
         idle: crate::idle::IdleLoops::default(),
+        held,
+        released: Cell::new(0),
         dispatch_done: Cell::new(false),
         live: Cell::new(0),
         max_live: plan.max_tasks.max(plan.tasks).max(1),
@@ -178,14 +198,28 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
                 spawn_conn(&ctx);
             }
             if let LoadModel::Open { rate, arrival } = ctx.io.cfg.model {
-                let sched = WorkerSchedule::new(
-                    arrival,
-                    rate,
-                    plan.index,
-                    plan.threads,
-                    ctx.window,
-                    ctx.io.cfg.seed,
-                );
+                let sched = if ctx.held.is_empty() {
+                    WorkerSchedule::new(
+                        arrival,
+                        rate,
+                        plan.index,
+                        plan.threads,
+                        ctx.window,
+                        ctx.io.cfg.seed,
+                    )
+                } else {
+                    // Held connections: this worker's own schedule, its connections' share
+                    // of the rate, so that each of them sends once per interval.
+                    let share = ctx.held.len() as f64 / ctx.io.cfg.connections.max(1) as f64;
+                    WorkerSchedule::new(
+                        Arrival::Constant,
+                        rate * share,
+                        0,
+                        1,
+                        ctx.window,
+                        ctx.io.cfg.seed,
+                    )
+                };
                 let timer = PreciseTimer::new(ctx.io.clock)?;
                 // A flow's arrivals and its sessions' steps share one timer loop: one
                 // wake-up serves every arrival and step due within a gap, where two loops
@@ -281,7 +315,7 @@ fn spawn_conn(ctx: &Rc<Ctx>) {
         return;
     }
     let link = ctx.links.link(&ctx.io.cfg, n);
-    tokio::task::spawn_local(conn_task(ctx.clone(), link));
+    tokio::task::spawn_local(conn_task(ctx.clone(), link, n));
 }
 
 async fn tick(ctx: Rc<Ctx>) {
@@ -370,6 +404,16 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             }
         }
         ctx.io.recorder.borrow_mut().lag(intended, now);
+        if !ctx.held.is_empty() {
+            // Held connections: each arrival to the next loop in turn, which sends it
+            // when its previous exchange is done (late, then, and charged from now).
+            let n = ctx.released.get();
+            ctx.released.set(n + 1);
+            let held = &ctx.held[n % ctx.held.len()];
+            held.queue.borrow_mut().push_back(intended);
+            held.idle.wake_one();
+            continue;
+        }
         if !ctx.enqueue(intended, now) {
             continue;
         }
@@ -396,6 +440,9 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
     crate::transport::uring::pace(false);
     ctx.dispatch_done.set(true);
     ctx.idle.wake_all();
+    for held in &ctx.held {
+        held.idle.wake_all();
+    }
     ctx.finished.notify_one();
 }
 
@@ -436,7 +483,12 @@ impl Ctx {
     /// Fills `batch` with the next request(s) to send: their intended send times, and for
     /// requests that vary, their kind and row. `false` when the run is over for this loop
     /// (its window ended, its count was claimed, or `unique` used every row).
-    async fn next_batch(&self, me: &Rc<crate::idle::Idler>, batch: &mut Vec<Planned>) -> bool {
+    async fn next_batch(
+        &self,
+        me: &Rc<crate::idle::Idler>,
+        slot: usize,
+        batch: &mut Vec<Planned>,
+    ) -> bool {
         match self.io.cfg.model {
             LoadModel::Closed => {
                 let mut now = self.io.clock.now();
@@ -469,7 +521,11 @@ impl Ctx {
                 !batch.is_empty()
             }
             LoadModel::Open { .. } => loop {
-                let next = self.queue.borrow_mut().pop_front();
+                let (queue, idle) = match self.held.get(slot) {
+                    Some(held) => (&held.queue, &held.idle),
+                    None => (&self.queue, &self.idle),
+                };
+                let next = queue.borrow_mut().pop_front();
                 if let Some(t) = next {
                     return match self.plan(t) {
                         Some(p) => {
@@ -482,7 +538,7 @@ impl Ctx {
                 if self.dispatch_done.get() {
                     return false;
                 }
-                self.idle.wait(me).await;
+                idle.wait(me).await;
             },
         }
     }
@@ -614,7 +670,7 @@ impl Ctx {
 async fn session_task(ctx: Rc<Ctx>, mut conn: crate::session::SessionConn) {
     let mut batch = Vec::with_capacity(1);
     let me = Rc::new(crate::idle::Idler::default());
-    while ctx.next_batch(&me, &mut batch).await {
+    while ctx.next_batch(&me, usize::MAX, &mut batch).await {
         let p = batch[0];
         batch.clear();
         let ended = crate::session::run(
@@ -642,7 +698,7 @@ async fn session_task(ctx: Rc<Ctx>, mut conn: crate::session::SessionConn) {
 
 /// The request loop of one connection (HTTP/1.1; with keep-alive off, one concurrency
 /// slot) or one stream slot (HTTP/2).
-async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
+async fn conn_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
     // Closed loop connects every connection up front (as wrk does). Open loop connects on
     // first use, as clients arrive: a burst of pre-connects would overflow a small listen
     // queue and be measured as the server's problem.
@@ -664,7 +720,7 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link) {
         ctx.io.clock.instant(ctx.window.end_ns).into()
     ));
     let me = Rc::new(crate::idle::Idler::default());
-    while ctx.next_batch(&me, &mut batch).await {
+    while ctx.next_batch(&me, slot, &mut batch).await {
         if !ctx.exchange(&mut link, &batch, timer.as_mut()).await {
             // A failure can be synchronous (EMFILE, EADDRNOTAVAIL, a refused connect on
             // loopback): yield, or this task would starve the others on its thread. Over

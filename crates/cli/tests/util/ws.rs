@@ -40,6 +40,8 @@ pub struct WsServer {
     pub received: Arc<AtomicU64>,
     /// Connections accepted.
     pub accepted: Arc<AtomicU64>,
+    /// Pings received on each connection upgraded, in the order they were accepted.
+    pub pings: Arc<Mutex<Vec<u64>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -53,15 +55,21 @@ impl WsServer {
         let accepted = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let pool = Arc::new((Mutex::new(0usize), Condvar::new()));
-        let (r, a, s) = (received.clone(), accepted.clone(), stop.clone());
+        let pings = Arc::new(Mutex::new(Vec::new()));
+        let (r, a, s, p) = (
+            received.clone(),
+            accepted.clone(),
+            stop.clone(),
+            pings.clone(),
+        );
         std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((stream, _)) => {
                         a.fetch_add(1, Ordering::Relaxed);
                         stream.set_nonblocking(false).unwrap();
-                        let (r, s, pool) = (r.clone(), s.clone(), pool.clone());
-                        std::thread::spawn(move || serve(stream, behavior, &r, &s, &pool));
+                        let (r, s, pool, p) = (r.clone(), s.clone(), pool.clone(), p.clone());
+                        std::thread::spawn(move || serve(stream, behavior, &r, &s, &pool, &p));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(2)),
                 }
@@ -71,6 +79,7 @@ impl WsServer {
             port,
             received,
             accepted,
+            pings,
             stop,
         }
     }
@@ -98,6 +107,7 @@ fn serve(
     received: &AtomicU64,
     stop: &AtomicBool,
     pool: &(Mutex<usize>, Condvar),
+    pings: &Mutex<Vec<u64>>,
 ) {
     // No thread outlives its test by more than this.
     stream
@@ -124,10 +134,20 @@ fn serve(
     let Ok(mut ws) = tungstenite::accept(stream) else {
         return;
     };
+    let me = {
+        let mut p = pings.lock().unwrap();
+        p.push(0);
+        p.len() - 1
+    };
     let mut on_this = 0u64;
     loop {
         let msg = match ws.read() {
             Ok(m @ (Message::Text(_) | Message::Binary(_))) => m,
+            // Answered by tungstenite with a pong.
+            Ok(Message::Ping(_)) => {
+                pings.lock().unwrap()[me] += 1;
+                continue;
+            }
             Ok(_) => continue,
             Err(_) => return,
         };

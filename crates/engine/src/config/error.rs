@@ -57,11 +57,13 @@ pub enum Field {
     RetryUnprocessed,
     /// WebSocket messages as binary frames.
     Binary,
+    /// WebSocket connection load: a ping on every connection each interval.
+    Ping,
 }
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 26] = [
+    pub const ALL: [Field; 27] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -88,6 +90,7 @@ impl Field {
         Field::Http2,
         Field::RetryUnprocessed,
         Field::Binary,
+        Field::Ping,
     ];
 
     /// The `loadlab run` flag that sets it.
@@ -119,6 +122,7 @@ impl Field {
             Field::Http2 => "--http2",
             Field::RetryUnprocessed => "--retry-unprocessed",
             Field::Binary => "--binary",
+            Field::Ping => "--ping-every",
         }
     }
 }

@@ -127,6 +127,10 @@ pub enum Transport {
         /// Send binary frames (`true`) or text frames.
         #[serde(default)]
         binary: bool,
+        /// Connection load: each exchange is a ping frame (the body its payload) and its
+        /// reply the pong, instead of a data message and the next one back.
+        #[serde(default)]
+        ping: bool,
     },
 }
 
@@ -195,6 +199,13 @@ impl Transport {
         )
     }
 
+    /// Whether each connection keeps a schedule of its own (WebSocket connection load: a
+    /// ping every interval on every connection held), rather than the arrivals going to
+    /// whichever connection is free.
+    pub fn held(&self) -> bool {
+        matches!(self, Transport::WebSocket { ping: true, .. })
+    }
+
     /// The same transport with its sizes set: the ceiling of a pool of connections that
     /// each carry one exchange (HTTP/1.1, WebSocket), or the streams in flight over shared
     /// ones (HTTP/2, gRPC). Validation fills the defaults in this way, and a distributed
@@ -222,6 +233,58 @@ impl Transport {
             Transport::Grpc { call, .. } => Some(call),
             _ => None,
         }
+    }
+}
+
+impl Workload {
+    /// WebSocket connection load: its connections held open, each sending a ping `every`
+    /// so often (the rate is the connections over `every`, the pool exactly the
+    /// connections). Refused with a rate of its own or a different pool ceiling.
+    pub fn hold_with_pings(&mut self, every: Duration) -> Result<(), ConfigError> {
+        if every.is_zero() || every > MAX_DURATION {
+            return Err(value_err(
+                Field::Ping,
+                humantime::format_duration(every),
+                "a duration above 0 such as 1s",
+            ));
+        }
+        if let LoadModel::Open { rate, .. } = self.load {
+            return Err(value_err(
+                Field::Rate,
+                rate,
+                "not with --ping-every: the rate is --connections pings every interval",
+            ));
+        }
+        if let Some(n) = self.requests {
+            return Err(value_err(
+                Field::Requests,
+                n,
+                "not with --ping-every: connections held for a duration (--duration)",
+            ));
+        }
+        let Transport::WebSocket {
+            max_connections, ..
+        } = &mut self.transport
+        else {
+            return Err(value_err(
+                Field::Ping,
+                humantime::format_duration(every),
+                "only for a WebSocket target (a ws:// or wss:// URL)",
+            ));
+        };
+        if let Some(m) = max_connections.filter(|&m| m != self.connections) {
+            return Err(value_err(
+                Field::MaxConnections,
+                m,
+                "with --ping-every the pool is exactly --connections",
+            ));
+        }
+        *max_connections = Some(self.connections);
+        self.load = LoadModel::Open {
+            rate: self.connections as f64 / every.as_secs_f64(),
+            arrival: super::Arrival::Constant,
+        };
+        Ok(())
     }
 }
 
@@ -380,6 +443,8 @@ pub struct TransportFlags {
     pub websocket: bool,
     /// `--binary`: WebSocket messages go as binary frames.
     pub binary: bool,
+    /// `--ping-every`: WebSocket connection load, pings and their pongs.
+    pub ping: bool,
 }
 
 impl TransportFlags {
@@ -393,9 +458,13 @@ impl TransportFlags {
         if self.websocket {
             return self.websocket();
         }
-        if self.binary {
+        if self.binary || self.ping {
             return Err(value_err(
-                Field::Binary,
+                if self.binary {
+                    Field::Binary
+                } else {
+                    Field::Ping
+                },
                 "on",
                 "only for a WebSocket target (a ws:// or wss:// URL)",
             ));
@@ -481,6 +550,7 @@ impl TransportFlags {
         Ok(Transport::WebSocket {
             max_connections: self.max_connections,
             binary: self.binary,
+            ping: self.ping,
         })
     }
 }
@@ -502,6 +572,7 @@ mod tests {
             retry_unprocessed: false,
             websocket: false,
             binary: false,
+            ping: false,
         }
     }
 
@@ -518,7 +589,8 @@ mod tests {
             t,
             Transport::WebSocket {
                 max_connections: Some(100),
-                binary: true
+                binary: true,
+                ping: false,
             }
         );
         assert_eq!(t.protocol(), Protocol::Ws);

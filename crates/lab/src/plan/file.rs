@@ -191,6 +191,10 @@ pub struct ScenarioFile {
     pub timeout: String,
     /// This scenario's own rate when `load.together = true`.
     pub rate: Option<f64>,
+    /// WebSocket connection load: each connection sends a ping this often and times its
+    /// pong; the steps (closed model) are the connections held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ping_every: Option<String>,
     /// Stop this scenario after this many requests (per step).
     pub requests: Option<u64>,
     /// `http1` (default; `ws` for a ws:// or wss:// URL), `http2` (h2c prior knowledge, or

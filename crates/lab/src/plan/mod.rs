@@ -273,6 +273,9 @@ pub struct ScenarioSpec {
     /// `request_order`.
     #[serde(default)]
     pub traffic: ScenarioTraffic,
+    /// WebSocket connection load (`ping_every`): each connection pings this often, and a
+    /// step is a number of connections held (closed model).
+    pub ping_every: Option<Duration>,
 }
 
 /// A scenario's requests that vary, as the plan gives them: the requests' texts keep the

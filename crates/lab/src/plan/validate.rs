@@ -654,6 +654,20 @@ fn scenarios(
             return Err(c.err(f("timeout"), s.timeout.clone(), "above 0"));
         }
         let (protocol, grpc) = scenario_protocol(c, dir, i, s)?;
+        let ping_every = match &s.ping_every {
+            Some(text) => {
+                let d = c.duration_at_most(&f("ping_every"), text, MAX_DURATION)?;
+                if d.is_zero() || protocol != Protocol::Ws {
+                    return Err(c.err(
+                        f("ping_every"),
+                        text.clone(),
+                        "a duration above 0, in a WebSocket scenario (a ws:// or wss:// URL)",
+                    ));
+                }
+                Some(d)
+            }
+            None => None,
+        };
         let close_by: CloseBy = c.parsed(&f("close_by"), &s.close_by)?;
         if close_by == CloseBy::Client && s.keep_alive {
             return Err(c.err(
@@ -692,6 +706,7 @@ fn scenarios(
             rate: s.rate,
             requests: s.requests,
             traffic,
+            ping_every,
         });
     }
     Ok(scenarios)
@@ -973,6 +988,17 @@ fn scenario_protocol(
 /// `[load]`, given the validated scenarios (together mode needs each one's rate).
 fn load(c: &Checker<'_>, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<LoadSpec, PlanError> {
     let model: Model = c.parsed("load.model", &l.model)?;
+    if let Some((i, _)) = scenarios
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.ping_every.is_some() && model != Model::Closed)
+    {
+        return Err(c.err(
+            format!("scenario[{i}].ping_every"),
+            "set",
+            "load.model = \"closed\": a step of pings is a number of connections held, each pinging every interval",
+        ));
+    }
     let steps = steps(c, l, model, scenarios)?;
     let arrival: Arrival = c.parsed("load.arrival", &l.arrival)?;
     let step_duration = c.duration_at_most("load.step_duration", &l.step_duration, MAX_DURATION)?;

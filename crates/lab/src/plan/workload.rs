@@ -56,6 +56,7 @@ impl Plan {
                     Model::Closed => None,
                 },
                 binary: false,
+                ping: s.ping_every.is_some(),
             },
             (Protocol::Http1, _) => Transport::Http1 {
                 keep_alive: s.keep_alive,
@@ -68,7 +69,7 @@ impl Plan {
                 retry_unprocessed: false,
             },
         };
-        Workload {
+        let mut w = Workload {
             url: template::render(&s.url, &mut lookup),
             load,
             transport,
@@ -117,7 +118,14 @@ impl Plan {
                 flow: s.traffic.flow.clone(),
                 ..Traffic::default()
             },
+        };
+        // Pings on held connections: the step's connections each ping every interval
+        // (checked with the plan: a closed model, a WebSocket scenario).
+        if let (Some(every), LoadModel::Closed) = (s.ping_every, w.load) {
+            w.hold_with_pings(every)
+                .expect("the plan checked ping_every: a WebSocket scenario, a closed model");
         }
+        w
     }
 
     /// The step values worth checking: every fixed step, a knee's first and last, or the
@@ -170,6 +178,7 @@ impl Plan {
             Field::Http2 => format!("scenario[{i}].protocol"),
             Field::RetryUnprocessed => format!("scenario[{i}]"),
             Field::Binary => format!("scenario[{i}].binary"),
+            Field::Ping => format!("scenario[{i}].ping_every"),
         }
     }
 }

@@ -41,13 +41,21 @@ pub struct WsMessage {
 enum Payload {
     Text(Utf8Bytes),
     Binary(Bytes),
+    /// Connection load: a ping frame, answered by a pong.
+    Ping(Bytes),
 }
+
+/// The largest payload of a control frame (RFC 6455 §5.5): a ping's.
+pub const MAX_PING_PAYLOAD: usize = 125;
 
 impl WsMessage {
     /// The handshake and the message of `cfg` (a WebSocket run); a text message that is
     /// not UTF-8, or a header the handshake cannot carry, is an error naming it.
     pub fn new(cfg: &RunConfig) -> Result<WsMessage, String> {
-        let binary = matches!(cfg.transport, Transport::WebSocket { binary: true, .. });
+        let (binary, ping) = match cfg.transport {
+            Transport::WebSocket { binary, ping, .. } => (binary, ping),
+            _ => (false, false),
+        };
         let mut request = cfg
             .target
             .url
@@ -61,7 +69,15 @@ impl WsMessage {
             request.headers_mut().append(name, value);
         }
         let body = Bytes::from(cfg.body.clone());
-        let payload = if binary {
+        let payload = if ping {
+            if body.len() > MAX_PING_PAYLOAD {
+                return Err(format!(
+                    "a ping carries at most {MAX_PING_PAYLOAD} bytes (RFC 6455 §5.5): this body has {}",
+                    body.len()
+                ));
+            }
+            Payload::Ping(body)
+        } else if binary {
             Payload::Binary(body)
         } else {
             Payload::Text(Utf8Bytes::try_from(body).map_err(|_| {
@@ -76,6 +92,15 @@ impl WsMessage {
         match &self.payload {
             Payload::Text(t) => Message::Text(t.clone()),
             Payload::Binary(b) => Message::Binary(b.clone()),
+            Payload::Ping(b) => Message::Ping(b.clone()),
+        }
+    }
+
+    /// Whether `m` is the reply this run waits for: a data message, or a pong to a ping.
+    fn is_reply(&self, m: &Message) -> bool {
+        match (&self.payload, m) {
+            (Payload::Ping(_), m) => matches!(m, Message::Pong(_)),
+            (_, m) => matches!(m, Message::Text(_) | Message::Binary(_)),
         }
     }
 }
@@ -117,7 +142,12 @@ impl WsLink {
         let c0 = io.clock.now();
         let conn = io.connector.connect().await?;
         io.recorder.borrow_mut().connect(io.clock.now() - c0);
-        let config = WebSocketConfig::default();
+        // A connection's read buffer starts at 4 KiB (tungstenite's default is 128 KiB, a
+        // cost per connection when thousands are held) and grows for a larger frame; a
+        // frame is written at once (the send flushes it anyway).
+        let config = WebSocketConfig::default()
+            .read_buffer_size(4096)
+            .write_buffer_size(0);
         let (ws, _response) = tokio_tungstenite::client_async_with_config(
             self.message.request.clone(),
             conn,
@@ -151,9 +181,17 @@ impl WsLink {
                 .map_err(|e| classify(&e))?;
             loop {
                 match ws.next().await {
-                    Some(Ok(Message::Text(_) | Message::Binary(_))) => break,
-                    // Answered by the library (a pong on the next write); not a reply.
-                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                    Some(Ok(m)) if self.message.is_reply(&m) => break,
+                    // Not a reply: a ping of the server's (answered by the library with a
+                    // pong on the next write), an unasked pong, or a data message sent
+                    // while pings are timed.
+                    Some(Ok(
+                        Message::Ping(_)
+                        | Message::Pong(_)
+                        | Message::Frame(_)
+                        | Message::Text(_)
+                        | Message::Binary(_),
+                    )) => {}
                     // The server closed: its close frame is answered by the library.
                     Some(Ok(Message::Close(_))) | None => return Err(ErrorClass::ConnectionClosed),
                     Some(Err(e)) => return Err(classify(&e)),
