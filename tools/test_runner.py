@@ -102,6 +102,7 @@ EXPECTED = {
     "crates/cli/graceful_close": 12,
     "crates/cli/live_view": 11,
     "crates/cli/websocket": 35,
+    "crates/cli/sse": 11,
     "job: .ci/plans runtimes": 70,
     "job: .ci/plans tune": 64,
 }

@@ -801,6 +801,11 @@ pub struct KneeArgs {
     /// connections the server holds before a pong's latency breaks the SLO.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Request")]
     pub ping_every: Option<Duration>,
+    /// Server-sent events: the steps are streams held open (one per connection), each
+    /// event a reply whose latency is the wait for it; the knee is the streams the server
+    /// holds before that breaks the SLO.
+    #[arg(long, help_heading = "Request")]
+    pub sse: bool,
     /// Reuse connections (on) or open a new TCP connection per request (off, HTTP/1.1).
     #[arg(long, value_enum, default_value = "on", help_heading = "Request")]
     pub keep_alive: OnOff,
@@ -1286,6 +1291,12 @@ pub struct RunArgs {
     /// (exactly --connections).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Connections")]
     pub ping_every: Option<Duration>,
+    /// Server-sent events: each of --connections connections holds one `text/event-stream`
+    /// (a GET) and every event is a reply, its latency the wait for it (the first event's:
+    /// the time to first event); a stream the server ends is opened again with
+    /// Last-Event-ID. Closed loop (no --rate); --timeout is the longest gap between events.
+    #[arg(long, help_heading = "Connections")]
+    pub sse: bool,
 
     #[command(flatten)]
     pub request: RequestArgs,
@@ -1435,6 +1446,7 @@ impl LoadArgs {
             websocket: false,
             binary: false,
             ping: false,
+            sse: false,
         }
     }
 }
@@ -1454,6 +1466,7 @@ impl RunArgs {
             websocket: crate::knee::is_websocket(&url),
             binary: self.binary,
             ping: self.ping_every.is_some(),
+            sse: self.sse,
             http2: self.http2,
             keep_alive: self.keep_alive == OnOff::On,
             close_by: match self.close_by {

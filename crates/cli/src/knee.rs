@@ -34,7 +34,7 @@ pub(crate) fn is_websocket(url: &str) -> bool {
 /// The plan these flags describe.
 pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
     // Pings on held connections: the steps are connections.
-    let closed = a.model == ModelArg::Closed || a.ping_every.is_some();
+    let closed = a.model == ModelArg::Closed || a.ping_every.is_some() || a.sse;
     // A plan holds its body as text.
     let body = String::from_utf8(a.request.body()?).map_err(|_| {
         BadInput("--body-file: the body must be UTF-8 text for `loadlab knee`".into())
@@ -64,6 +64,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
             "grpc",
         ),
         None if a.http2 => (given.clone(), "http2"),
+        None if a.sse => (given.clone(), "sse"),
         None if is_websocket(&given) => (given.clone(), "ws"),
         None => (given.clone(), "http1"),
     };

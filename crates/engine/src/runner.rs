@@ -231,7 +231,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     for index in 0..threads {
         // Request loops: one per connection over HTTP/1.1, one per stream over HTTP/2.
         let (tasks, max_tasks, h2_connections) = match cfg.transport.protocol() {
-            Protocol::Http1 | Protocol::Ws => (
+            Protocol::Http1 | Protocol::Ws | Protocol::Sse => (
                 share(cfg.connections, index, threads),
                 share(cfg.max_connections, index, threads).max(1),
                 0,

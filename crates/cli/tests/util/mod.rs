@@ -11,6 +11,7 @@ pub mod lab;
 pub mod netns;
 pub mod nginx;
 pub mod server;
+pub mod sse;
 pub mod tls;
 pub mod ws;
 

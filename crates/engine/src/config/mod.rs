@@ -90,6 +90,9 @@ pub enum Protocol {
     /// WebSocket (RFC 6455) messages: one in flight per connection, its reply the next
     /// data message the server sends.
     Ws,
+    /// Server-sent events: streams held open, each event a reply (its latency the wait
+    /// for it).
+    Sse,
 }
 
 impl std::str::FromStr for Protocol {
@@ -100,7 +103,7 @@ impl std::str::FromStr for Protocol {
         Protocol::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| "\"http1\", \"http2\", \"grpc\" or \"ws\"".into())
+            .ok_or_else(|| "\"http1\", \"http2\", \"grpc\", \"ws\" or \"sse\"".into())
     }
 }
 
@@ -132,20 +135,22 @@ impl std::str::FromStr for Arrival {
 
 impl Protocol {
     /// Every protocol, in the order messages list them.
-    pub const ALL: [Protocol; 4] = [
+    pub const ALL: [Protocol; 5] = [
         Protocol::Http1,
         Protocol::Http2,
         Protocol::Grpc,
         Protocol::Ws,
+        Protocol::Sse,
     ];
 
-    /// The name results and plans use (`http1`, `http2`, `grpc`, `ws`).
+    /// The name results and plans use (`http1`, `http2`, `grpc`, `ws`, `sse`).
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Http1 => "http1",
             Protocol::Http2 => "http2",
             Protocol::Grpc => "grpc",
             Protocol::Ws => "ws",
+            Protocol::Sse => "sse",
         }
     }
 
@@ -156,6 +161,7 @@ impl Protocol {
             Protocol::Http2 => " (HTTP/2)",
             Protocol::Grpc => " (gRPC)",
             Protocol::Ws => " (WebSocket)",
+            Protocol::Sse => " (server-sent events)",
         }
     }
 
@@ -164,7 +170,7 @@ impl Protocol {
     pub fn multiplexed(self) -> bool {
         match self {
             Protocol::Http2 | Protocol::Grpc => true,
-            Protocol::Http1 | Protocol::Ws => false,
+            Protocol::Http1 | Protocol::Ws | Protocol::Sse => false,
         }
     }
 
@@ -173,7 +179,7 @@ impl Protocol {
     pub fn alpn(self) -> &'static [u8] {
         match self {
             Protocol::Http2 | Protocol::Grpc => b"h2",
-            Protocol::Http1 | Protocol::Ws => b"http/1.1",
+            Protocol::Http1 | Protocol::Ws | Protocol::Sse => b"http/1.1",
         }
     }
 }

@@ -85,6 +85,16 @@ impl Workload {
             Transport::WebSocket {
                 max_connections, ..
             } => self.http1_pool(true, 1, *max_connections, threads)?,
+            Transport::Sse => {
+                if let LoadModel::Open { rate, .. } = self.load {
+                    return Err(value_err(
+                        Field::Rate,
+                        rate,
+                        "not with --sse: streams are held, --connections of them (closed loop); each event is a reply",
+                    ));
+                }
+                self.http1_pool(true, 1, None, threads)?
+            }
             Transport::Http2 { concurrency } | Transport::Grpc { concurrency, .. } => {
                 self.streams(*concurrency, threads)?
             }
@@ -108,8 +118,8 @@ impl Workload {
         }
         let method = if protocol == Protocol::Grpc {
             "POST".to_string()
-        } else if protocol == Protocol::Ws {
-            // The opening handshake is a GET (RFC 6455 §4.1).
+        } else if matches!(protocol, Protocol::Ws | Protocol::Sse) {
+            // The opening handshake is a GET (RFC 6455 §4.1); so is an event stream's.
             "GET".to_string()
         } else {
             self.request.method.trim().to_ascii_uppercase()
@@ -165,6 +175,13 @@ impl Workload {
         if templated_path && traffic.is_none() {
             unreachable!("a URL with a template compiles to varying traffic");
         }
+        if protocol == Protocol::Sse && (traffic.is_some() || !self.request.body.is_empty()) {
+            return Err(value_err(
+                Field::Targets,
+                "server-sent events",
+                "one GET per stream, without a body: templates, data files, request lists, flows and bodies are for requests",
+            ));
+        }
         if protocol == Protocol::Ws && traffic.is_some() {
             return Err(value_err(
                 Field::Targets,
@@ -202,7 +219,7 @@ impl Workload {
             Transport::Grpc { call, .. } => {
                 *call = grpc.expect("a gRPC transport has its call");
             }
-            Transport::Http2 { .. } | Transport::WebSocket { .. } => {}
+            Transport::Http2 { .. } | Transport::WebSocket { .. } | Transport::Sse => {}
         }
         let cfg = RunConfig {
             traffic: traffic.map(std::sync::Arc::new),

@@ -132,6 +132,10 @@ pub enum Transport {
         #[serde(default)]
         ping: bool,
     },
+    /// Server-sent events (`text/event-stream` over HTTP/1.1): each connection holds one
+    /// stream, and each exchange waits for its next event. Closed loop: the streams held
+    /// are the connections.
+    Sse,
 }
 
 impl Default for Transport {
@@ -154,6 +158,7 @@ impl Transport {
             Transport::Http2 { .. } => Protocol::Http2,
             Transport::Grpc { .. } => Protocol::Grpc,
             Transport::WebSocket { .. } => Protocol::Ws,
+            Transport::Sse => Protocol::Sse,
         }
     }
 
@@ -161,7 +166,10 @@ impl Transport {
     pub fn keep_alive(&self) -> bool {
         match self {
             Transport::Http1 { keep_alive, .. } => *keep_alive,
-            Transport::Http2 { .. } | Transport::Grpc { .. } | Transport::WebSocket { .. } => true,
+            Transport::Http2 { .. }
+            | Transport::Grpc { .. }
+            | Transport::WebSocket { .. }
+            | Transport::Sse => true,
         }
     }
 
@@ -183,7 +191,10 @@ impl Transport {
     pub fn pipeline(&self) -> u32 {
         match self {
             Transport::Http1 { pipeline, .. } => *pipeline,
-            Transport::Http2 { .. } | Transport::Grpc { .. } | Transport::WebSocket { .. } => 1,
+            Transport::Http2 { .. }
+            | Transport::Grpc { .. }
+            | Transport::WebSocket { .. }
+            | Transport::Sse => 1,
         }
     }
 
@@ -223,6 +234,8 @@ impl Transport {
             Transport::Http2 { concurrency: c } | Transport::Grpc { concurrency: c, .. } => {
                 *c = Some(concurrency)
             }
+            // Closed loop only: exactly its connections.
+            Transport::Sse => {}
         }
         out
     }
@@ -445,6 +458,8 @@ pub struct TransportFlags {
     pub binary: bool,
     /// `--ping-every`: WebSocket connection load, pings and their pongs.
     pub ping: bool,
+    /// `--sse`: server-sent event streams.
+    pub sse: bool,
 }
 
 impl TransportFlags {
@@ -457,6 +472,9 @@ impl TransportFlags {
         };
         if self.websocket {
             return self.websocket();
+        }
+        if self.sse {
+            return self.sse();
         }
         if self.binary || self.ping {
             return Err(value_err(
@@ -524,6 +542,33 @@ impl TransportFlags {
         })
     }
 
+    /// `--sse`: streams held over HTTP/1.1, one per connection.
+    fn sse(self) -> Result<Transport, ConfigError> {
+        let refused = if self.http2 || self.grpc.is_some() {
+            Some((Field::Http2, "on".to_string()))
+        } else if !self.keep_alive {
+            Some((Field::KeepAlive, "off".into()))
+        } else if self.pipeline > 1 {
+            Some((Field::Pipeline, self.pipeline.to_string()))
+        } else if let Some(c) = self.concurrency {
+            Some((Field::Concurrency, c.to_string()))
+        } else if let Some(m) = self.max_connections.filter(|&m| m != self.connections) {
+            Some((Field::MaxConnections, m.to_string()))
+        } else if self.binary || self.ping {
+            Some((Field::Binary, "on".into()))
+        } else {
+            None
+        };
+        match refused {
+            Some((field, value)) => Err(value_err(
+                field,
+                value,
+                "not with --sse: each connection holds one event stream (--connections of them)",
+            )),
+            None => Ok(Transport::Sse),
+        }
+    }
+
     /// A `ws://` or `wss://` target: what HTTP/2 and pipelining flags mean has no
     /// WebSocket counterpart, so they are refused, naming the flag.
     fn websocket(self) -> Result<Transport, ConfigError> {
@@ -573,6 +618,7 @@ mod tests {
             websocket: false,
             binary: false,
             ping: false,
+            sse: false,
         }
     }
 

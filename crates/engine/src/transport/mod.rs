@@ -7,6 +7,7 @@
 pub mod http1;
 pub mod http2;
 pub mod io;
+pub mod sse;
 pub mod uring;
 pub mod ws;
 
@@ -39,6 +40,8 @@ pub enum Request {
     Http2Varying(Arc<Varying<crate::transport::http2::H2Request>>),
     /// WebSocket: the upgrade request and the message.
     Ws(Arc<ws::WsMessage>),
+    /// Server-sent events: the GET of every stream.
+    Sse(Arc<sse::SseRequest>),
 }
 
 impl Request {
@@ -70,6 +73,7 @@ impl Request {
                 Request::Http2(Arc::new(crate::transport::http2::Template::new(cfg)?))
             }
             (Protocol::Ws, _) => Request::Ws(Arc::new(ws::WsMessage::new(cfg)?)),
+            (Protocol::Sse, _) => Request::Sse(Arc::new(sse::SseRequest::new(cfg))),
             (Protocol::Http2 | Protocol::Grpc, Some(t)) => {
                 Request::Http2Varying(Arc::new(Varying {
                     kinds: t
@@ -122,6 +126,7 @@ impl Links {
                 self.h2[n % self.h2.len()].clone(),
             )),
             Request::Ws(message) => Link::Ws(ws::WsLink::new(message.clone())),
+            Request::Sse(request) => Link::Sse(sse::SseLink::new(request.clone())),
         }
     }
 
@@ -156,6 +161,8 @@ pub(crate) enum Link {
     Http2(Http2Link),
     /// Its own WebSocket connection, upgraded on demand.
     Ws(ws::WsLink),
+    /// Its own event stream, opened on demand.
+    Sse(sse::SseLink),
 }
 
 impl Link {
@@ -167,6 +174,7 @@ impl Link {
             Link::Http1(l) => l.preconnect(io, deadline).await,
             Link::Http2(l) => l.preconnect(io, deadline).await,
             Link::Ws(l) => l.preconnect(io, deadline).await,
+            Link::Sse(l) => l.preconnect(io, deadline).await,
         }
     }
 
@@ -190,6 +198,7 @@ impl Link {
                 Ok(())
             }
             Link::Ws(l) => l.exchange(io, batch, connecting, done).await,
+            Link::Sse(l) => l.exchange(io, batch, connecting, done).await,
         }
     }
 
@@ -207,7 +216,8 @@ impl Link {
             Link::Http1(l) if failed || !keep_alive => l.close(),
             // A reply arriving after its message failed would be taken for the next one's.
             Link::Ws(l) if failed => l.close(),
-            Link::Http1(_) | Link::Http2(_) | Link::Ws(_) => {}
+            Link::Sse(l) if failed => l.close(),
+            Link::Http1(_) | Link::Http2(_) | Link::Ws(_) | Link::Sse(_) => {}
         }
     }
 }

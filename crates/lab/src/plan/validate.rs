@@ -999,6 +999,17 @@ fn load(c: &Checker<'_>, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<Loa
             "load.model = \"closed\": a step of pings is a number of connections held, each pinging every interval",
         ));
     }
+    if let Some((i, _)) = scenarios
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.protocol == Protocol::Sse && (model != Model::Closed || l.together))
+    {
+        return Err(c.err(
+            format!("scenario[{i}].protocol"),
+            "\"sse\"",
+            "load.model = \"closed\" with steps: event streams are held, a step's connections of them",
+        ));
+    }
     let steps = steps(c, l, model, scenarios)?;
     let arrival: Arrival = c.parsed("load.arrival", &l.arrival)?;
     let step_duration = c.duration_at_most("load.step_duration", &l.step_duration, MAX_DURATION)?;

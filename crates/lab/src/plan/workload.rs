@@ -58,6 +58,7 @@ impl Plan {
                 binary: false,
                 ping: s.ping_every.is_some(),
             },
+            (Protocol::Sse, _) => Transport::Sse,
             (Protocol::Http1, _) => Transport::Http1 {
                 keep_alive: s.keep_alive,
                 close_by: s.close_by,

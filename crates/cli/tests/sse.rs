@@ -1,0 +1,167 @@
+//! Server-sent events (`loadlab run URL --sse`): streams held at a count, each event a
+//! reply whose latency is the wait for it; a stream the server ends opened again with
+//! `Last-Event-ID`; every misbehaviour of a server ends bounded and named. Against Node's
+//! HTTP stack (nobody here wrote it) and a server of our own.
+
+mod util;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use util::server::Server;
+use util::sse::{SseBehavior, SseServer};
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// `loadlab run URL --sse -d SECS` plus `extra`: its JSON result; it exits 0, or 1 when no
+/// event came.
+fn run_sse(url: &str, secs: &str, extra: &[&str]) -> Value {
+    let mut args = vec![url, "--sse", "-d", secs];
+    args.extend_from_slice(extra);
+    let out = util::run(&args);
+    let j = out.json.expect("a JSON result");
+    let code = if u(&j["successful"]) == 0 { 1 } else { 0 };
+    assert_eq!(
+        out.output.status.code(),
+        Some(code),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert_eq!(j["protocol"], "sse", "{j}");
+    j
+}
+
+#[test]
+fn events_of_held_streams_are_counted_with_the_gaps_between_them() {
+    let server = SseServer::start(SseBehavior::Events {
+        every_ms: 50,
+        end_after: None,
+    });
+    let j = run_sse(&server.url(), "2s", &["-c", "10", "--warmup", "500ms"]);
+    // 10 streams × 20 events a second × 2 s.
+    let events = u(&j["requests"]);
+    assert!((360..=410).contains(&events), "{j}");
+    assert_eq!(u(&j["successful"]), events, "{j}");
+    assert_eq!(u(&j["errors_total"]), 0, "{j}");
+    assert_eq!(u(&j["status_codes"]["200"]), events, "{j}");
+    assert_eq!(u(&j["connections_opened"]), 10, "{j}");
+    // Each event's latency is the gap since the one before: about 50 ms, the server's
+    // sleep plus its writes.
+    let p50 = f(&j["latency_ms"]["p50"]);
+    assert!((40.0..=70.0).contains(&p50), "{j}");
+    assert!(server.sent.load(std::sync::atomic::Ordering::Relaxed) >= events);
+}
+
+#[test]
+fn a_stream_the_server_ends_is_opened_again_with_the_last_event_id() {
+    let server = SseServer::start(SseBehavior::Events {
+        every_ms: 20,
+        end_after: Some(5),
+    });
+    let j = run_sse(&server.url(), "2s", &["-c", "2"]);
+    assert_eq!(u(&j["errors_total"]), 0, "{j}");
+    assert!(u(&j["server_closes"]) >= 2, "{j}");
+    assert!(u(&j["connections_opened"]) >= 4, "{j}");
+    let ids = server.last_ids.lock().unwrap().clone();
+    assert!(
+        !ids.is_empty(),
+        "no stream was opened again with Last-Event-ID"
+    );
+    // Every reopened stream said the last id of the one before: 5 events per stream.
+    assert!(
+        ids.iter()
+            .all(|id| id.parse::<u64>().is_ok_and(|n| n % 5 == 0)),
+        "{ids:?}"
+    );
+}
+
+#[test]
+fn each_misbehaviour_ends_bounded_and_named() {
+    let cases = [
+        (SseBehavior::Stall, "request_timeout"),
+        (SseBehavior::Status(503), "http_5xx"),
+        (SseBehavior::NotAStream, "malformed_response"),
+        (SseBehavior::BadChunk, "malformed_response"),
+    ];
+    for (behavior, class) in cases {
+        let server = SseServer::start(behavior);
+        let t0 = Instant::now();
+        let j = run_sse(&server.url(), "2s", &["-c", "3", "--timeout", "300ms"]);
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{behavior:?} took {:?}",
+            t0.elapsed()
+        );
+        assert!(u(&j["errors"][class]) > 0, "{behavior:?} → {class}: {j}");
+        let other: u64 = j["errors"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.as_str() != class)
+            .map(|(_, v)| u(v))
+            .sum();
+        assert_eq!(other, 0, "{behavior:?}: only {class}: {j}");
+    }
+}
+
+#[test]
+fn streams_are_refused_with_a_rate_or_a_body() {
+    for args in [
+        &["--rate", "10"][..],
+        &["--body", "x"][..],
+        &["--http2"][..],
+        &["--max-connections", "9"][..],
+    ] {
+        let mut all = vec!["http://127.0.0.1:9/", "--sse", "-d", "1s"];
+        all.extend_from_slice(args);
+        let out = util::run(&all);
+        assert_eq!(
+            out.output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("sse") || out.stderr.contains("stream"),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
+/// Node's HTTP stack (nobody here wrote it) broadcasting an event to every stream each
+/// 100 ms: 10 events a second on every stream held.
+#[test]
+#[ignore = "needs Node.js (./test.sh installs it)"]
+fn a_node_event_stream_is_read_at_its_own_pace() {
+    let js = "const http = require('http');\
+        const streams = new Set(); let id = 0;\
+        const s = http.createServer((q, r) => {\
+          r.writeHead(200, {'content-type': 'text/event-stream'});\
+          r.write(': hello\\n\\n'); streams.add(r); q.on('close', () => streams.delete(r));\
+        });\
+        setInterval(() => { id++; for (const r of streams) r.write('id: ' + id + '\\ndata: ' + Date.now() + '\\n\\n'); }, 100);\
+        s.listen(0, '127.0.0.1', () => console.log('port ' + s.address().port));";
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", "node", "-e", js]);
+    let server = Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let j = run_sse(
+        &url,
+        "3s",
+        &["-c", "50", "--warmup", "500ms", "--cpus", "1"],
+    );
+    let events = u(&j["requests"]);
+    assert!((1_400..=1_550).contains(&events), "{j}");
+    assert_eq!(u(&j["errors_total"]), 0, "{j}");
+    let p50 = f(&j["latency_ms"]["p50"]);
+    assert!((90.0..=115.0).contains(&p50), "{j}");
+}

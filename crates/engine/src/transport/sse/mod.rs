@@ -1,0 +1,213 @@
+//! Server-sent events (`text/event-stream`, the HTML standard's EventSource): a request
+//! loop's stream, opened with one GET and kept. Each exchange waits for the stream's next
+//! event and records it as a reply whose latency is the wait: the first one's is the time
+//! to first event (connect, request, head and event), every later one's the gap since the
+//! event before. A stream the server ends is opened again with `Last-Event-ID`, as an
+//! EventSource reconnects, within the same wait.
+
+mod decode;
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+
+use crate::config::RunConfig;
+use crate::conn::Conn;
+use crate::error::ErrorClass;
+use crate::recorder::Planned;
+use crate::transport::io::{Io, MAX_RESENDS};
+
+pub use decode::{Decoder, Head, Step};
+
+/// The status every event counts under: its stream's `200 OK`.
+pub const EVENT_STATUS: u16 = 200;
+
+/// The longest wait before opening a stream again after the server ended it (a `retry:`
+/// field asks for one; the event's deadline bounds it too).
+const MAX_RETRY_MS: u64 = 1_000;
+
+/// What every stream of a run sends: its GET, without the blank line that ends the head.
+pub struct SseRequest {
+    head: Vec<u8>,
+}
+
+impl SseRequest {
+    /// The GET of `cfg`, asking for `text/event-stream` unless its headers name an
+    /// `Accept` of their own.
+    pub fn new(cfg: &RunConfig) -> SseRequest {
+        let mut head = crate::transport::http1::encode_request(cfg);
+        // The encoded request ends with the blank line (a GET has no body).
+        head.truncate(head.len().saturating_sub(2));
+        let has = |name: &str| {
+            cfg.headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(name))
+        };
+        if !has("accept") {
+            head.extend_from_slice(b"Accept: text/event-stream\r\n");
+        }
+        if !has("cache-control") {
+            head.extend_from_slice(b"Cache-Control: no-cache\r\n");
+        }
+        SseRequest { head }
+    }
+}
+
+/// One request loop's stream.
+pub(crate) struct SseLink {
+    request: Arc<SseRequest>,
+    conn: Option<Conn>,
+    decoder: Decoder,
+    /// Bytes read and not decoded yet.
+    buf: Vec<u8>,
+    pos: usize,
+    /// The id of the last event seen (sent back as `Last-Event-ID` on a new stream).
+    last_id: Option<String>,
+    /// The reconnection time the server asked for (`retry:`), ms.
+    retry_ms: u64,
+    /// Events read on the current stream.
+    events: u64,
+}
+
+impl SseLink {
+    /// A link that opens streams with `request`, on first use.
+    pub(crate) fn new(request: Arc<SseRequest>) -> SseLink {
+        SseLink {
+            request,
+            conn: None,
+            decoder: Decoder::default(),
+            buf: vec![0; 4096],
+            pos: 0,
+            last_id: None,
+            retry_ms: 0,
+            events: 0,
+        }
+    }
+
+    /// Ends the stream (after a failure: its next event would be charged to the wrong wait).
+    pub(crate) fn close(&mut self) {
+        self.conn = None;
+    }
+
+    /// Opens the stream before the window starts, if it opens by `deadline`; `true` if the
+    /// deadline passed first.
+    pub(crate) async fn preconnect(&mut self, io: &Io, deadline: Instant) -> bool {
+        match tokio::time::timeout_at(deadline, self.open(io)).await {
+            Ok(Ok(())) => false,
+            Ok(Err(_)) => false,
+            Err(_elapsed) => true,
+        }
+    }
+
+    /// Connects and writes the GET (with `Last-Event-ID` after an event with an id).
+    async fn open(&mut self, io: &Io) -> Result<(), ErrorClass> {
+        let c0 = io.clock.now();
+        let mut conn = io.connector.connect().await?;
+        io.recorder.borrow_mut().connect(io.clock.now() - c0);
+        let mut head = self.request.head.clone();
+        if let Some(id) = &self.last_id {
+            head.extend_from_slice(b"Last-Event-ID: ");
+            head.extend_from_slice(id.as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+        conn.write_all(&head)
+            .await
+            .map_err(|e| ErrorClass::from_io(&e, false))?;
+        self.decoder = Decoder::default();
+        self.buf.truncate(0);
+        self.buf.resize(4096, 0);
+        self.pos = 4096;
+        self.events = 0;
+        self.conn = Some(conn);
+        Ok(())
+    }
+
+    /// Waits for the stream's next event (opening the stream first if needed, and again
+    /// with `Last-Event-ID` when the server ends it) and records it.
+    pub(crate) async fn exchange(
+        &mut self,
+        io: &Io,
+        batch: &[Planned],
+        connecting: &Cell<bool>,
+        done: &Cell<usize>,
+    ) -> Result<(), ErrorClass> {
+        let Some(&p) = batch.first() else {
+            return Ok(());
+        };
+        let sent = io.clock.now();
+        let mut reopened = 0;
+        loop {
+            if self.conn.is_none() {
+                connecting.set(true);
+                let opened = self.open(io).await;
+                connecting.set(false);
+                opened?;
+            }
+            match self.next_step().await {
+                Ok(Step::Event { id }) => {
+                    if let Some(id) = id {
+                        self.last_id = Some(id);
+                    }
+                    self.events += 1;
+                    io.recorder
+                        .borrow_mut()
+                        .response(p, sent, io.clock.now(), EVENT_STATUS);
+                    done.set(1);
+                    return Ok(());
+                }
+                Ok(Step::Retry(ms)) => self.retry_ms = ms.min(MAX_RETRY_MS),
+                Ok(Step::Refused(status)) => {
+                    // A 4xx or 5xx (or 204: "stop reconnecting") instead of a stream: the
+                    // status is this wait's reply.
+                    self.conn = None;
+                    io.recorder
+                        .borrow_mut()
+                        .response(p, sent, io.clock.now(), status);
+                    done.set(1);
+                    return Ok(());
+                }
+                Ok(Step::Ended) => {
+                    // The server ended the stream: an EventSource opens it again.
+                    self.conn = None;
+                    io.recorder.borrow_mut().server_close(self.events);
+                    reopened += 1;
+                    if reopened > MAX_RESENDS {
+                        return Err(ErrorClass::ConnectionClosed);
+                    }
+                    if self.retry_ms > 0 {
+                        tokio::time::sleep(std::time::Duration::from_millis(self.retry_ms)).await;
+                    }
+                }
+                Err(class) => return Err(class),
+            }
+        }
+    }
+
+    /// Decodes what was read until one step, reading more as needed.
+    async fn next_step(&mut self) -> Result<Step, ErrorClass> {
+        loop {
+            if self.pos < self.buf.len() {
+                let (used, step) = self.decoder.feed(&self.buf[self.pos..])?;
+                self.pos += used;
+                if let Some(step) = step {
+                    return Ok(step);
+                }
+                continue;
+            }
+            let conn = self.conn.as_mut().expect("a stream is open");
+            self.buf.resize(4096, 0);
+            let n = conn
+                .read(&mut self.buf[..])
+                .await
+                .map_err(|e| ErrorClass::from_io(&e, false))?;
+            if n == 0 {
+                return self.decoder.eof();
+            }
+            self.buf.truncate(n);
+            self.pos = 0;
+        }
+    }
+}
