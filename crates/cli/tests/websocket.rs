@@ -159,9 +159,15 @@ fn each_misbehaviour_ends_bounded_and_named() {
             }
             // Three replies on each connection, then a close: the fourth message is lost
             // with it, and the next connection answers three more.
-            WsBehavior::CloseAfter(n, _) => {
+            WsBehavior::CloseAfter(n, code) => {
                 let ok = u(&j["successful"]);
                 assert!(ok >= n && ok < requests, "{behavior:?}: {j}");
+                // Each close is counted under its code, once per message it cut off.
+                assert_eq!(
+                    u(&j["ws_close_codes"][code.to_string()]),
+                    u(&errors["connection_closed"]),
+                    "{behavior:?}: {j}"
+                );
             }
             _ => unreachable!(),
         }

@@ -175,6 +175,8 @@ pub struct WorkerTotals {
     pub status: Vec<u64>,
     /// gRPC calls per status code (index = code, 0..=16).
     pub grpc: [u64; GRPC_CODES],
+    /// WebSocket: connections the server closed, per close code (codes seen only).
+    pub ws_close: Vec<(u16, u64)>,
     /// Connections opened (whole run).
     pub connections_opened: u64,
     /// Measured requests re-sent because the server closed gracefully (or refused them)
@@ -217,6 +219,7 @@ impl WorkerTotals {
             errors: [0; ErrorClass::COUNT],
             status: vec![0; 1000],
             grpc: [0; GRPC_CODES],
+            ws_close: Vec::new(),
             connections_opened: 0,
             resent_unprocessed: 0,
             server_closes: 0,
@@ -409,6 +412,14 @@ impl Recorder {
         }
         let failure = (!code.is_ok()).then_some(ErrorClass::GrpcStatus);
         self.reply(p, sent_ns, done_ns, 200, failure);
+    }
+
+    /// WebSocket: the server closed the connection of message `p` with `code` (1005: a close
+    /// frame without one; 1006: no close frame, the TCP connection ended).
+    pub fn ws_closed(&mut self, p: Planned, code: u16) {
+        if self.measured(p.intended) {
+            add_code(&mut self.totals.ws_close, code, 1);
+        }
     }
 
     /// A gRPC call `p` ended at `done_ns` without a reply, with the status a gRPC client
@@ -620,6 +631,14 @@ impl Recorder {
             });
         }
         self.totals
+    }
+}
+
+/// Adds `n` to `code`'s count in a list of the codes seen.
+pub(crate) fn add_code(codes: &mut Vec<(u16, u64)>, code: u16, n: u64) {
+    match codes.iter_mut().find(|(c, _)| *c == code) {
+        Some((_, m)) => *m += n,
+        None => codes.push((code, n)),
     }
 }
 

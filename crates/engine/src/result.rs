@@ -443,6 +443,11 @@ pub struct RunResult {
     /// unless the protocol is gRPC.
     #[serde(default)]
     pub grpc_status: BTreeMap<String, u64>,
+    /// WebSocket: the connections the server closed, by close code (`1000` normal, `1001`
+    /// going away, `1011` server error, `1005` a close frame without a code, `1006` no close
+    /// frame at all...), codes seen only; empty unless the protocol is ws.
+    #[serde(default)]
+    pub ws_close_codes: BTreeMap<String, u64>,
     /// Connections opened over the whole run, warm-up included.
     pub connections_opened: u64,
     /// Requests the server never processed (written behind a `Connection: close` response
@@ -796,6 +801,9 @@ pub struct Merged {
     pub status: Vec<u64>,
     /// gRPC status counts.
     pub grpc: [u64; GRPC_CODES],
+    /// WebSocket: the server's closes per close code (codes seen only).
+    #[serde(default)]
+    pub ws_close: Vec<(u16, u64)>,
     /// Connections opened over the whole run, warm-up included.
     pub connections_opened: u64,
     /// Requests re-sent after a graceful close.
@@ -844,6 +852,7 @@ impl Merged {
             errors: [0; ErrorClass::COUNT],
             status: vec![0; 1000],
             grpc: [0; GRPC_CODES],
+            ws_close: Vec::new(),
             connections_opened: 0,
             resent_unprocessed: 0,
             server_closes: 0,
@@ -879,6 +888,9 @@ impl Merged {
         }
         for (a, b) in self.grpc.iter_mut().zip(o.grpc.iter()) {
             *a += b;
+        }
+        for &(code, n) in &o.ws_close {
+            crate::recorder::add_code(&mut self.ws_close, code, n);
         }
         self.connections_opened += o.connections_opened;
         self.resent_unprocessed += o.resent_unprocessed;
@@ -935,6 +947,7 @@ pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
             errors: w.errors,
             status: w.status,
             grpc: w.grpc,
+            ws_close: w.ws_close,
             connections_opened: w.connections_opened,
             resent_unprocessed: w.resent_unprocessed,
             server_closes: w.server_closes,

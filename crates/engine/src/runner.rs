@@ -503,6 +503,11 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         errors_total,
         status_codes,
         grpc_status,
+        ws_close_codes: m
+            .ws_close
+            .iter()
+            .map(|(code, n)| (code.to_string(), *n))
+            .collect(),
         connections_opened: m.connections_opened,
         resent_unprocessed: m.resent_unprocessed,
         server_closes: m.server_closes,

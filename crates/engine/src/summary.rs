@@ -352,6 +352,7 @@ pub fn render(r: &RunResult) -> String {
     }
     counts_line(&mut out, "status codes", &r.status_codes);
     counts_line(&mut out, "gRPC status", &r.grpc_status);
+    counts_line(&mut out, "close codes", &r.ws_close_codes);
     session_lines(&mut out, r);
     traffic_lines(&mut out, r);
     if r.server_closes > 0 || r.resent_unprocessed > 0 {

@@ -192,8 +192,17 @@ impl WsLink {
                         | Message::Text(_)
                         | Message::Binary(_),
                     )) => {}
-                    // The server closed: its close frame is answered by the library.
-                    Some(Ok(Message::Close(_))) | None => return Err(ErrorClass::ConnectionClosed),
+                    // The server closed: its close frame is answered by the library, its
+                    // code counted (1005: none given; 1006: no close frame, RFC 6455 §7.4).
+                    Some(Ok(Message::Close(frame))) => {
+                        let code = frame.map_or(1005, |f| u16::from(f.code));
+                        io.recorder.borrow_mut().ws_closed(p, code);
+                        return Err(ErrorClass::ConnectionClosed);
+                    }
+                    None => {
+                        io.recorder.borrow_mut().ws_closed(p, 1006);
+                        return Err(ErrorClass::ConnectionClosed);
+                    }
                     Some(Err(e)) => return Err(classify(&e)),
                 }
             }
