@@ -806,6 +806,12 @@ pub struct KneeArgs {
     /// holds before that breaks the SLO.
     #[arg(long, help_heading = "Request")]
     pub sse: bool,
+    /// WebSocket: a reply is the next data message that contains TEXT, rendered as the
+    /// message is (`--body '{"id":${seq}}' --reply-contains '"id":${seq}'`: the same
+    /// ${seq} and data row); other messages the server sends are not replies (a server that
+    /// also pushes, or answers out of order).
+    #[arg(long, value_name = "TEXT", help_heading = "Request")]
+    pub reply_contains: Option<String>,
     /// Reuse connections (on) or open a new TCP connection per request (off, HTTP/1.1).
     #[arg(long, value_enum, default_value = "on", help_heading = "Request")]
     pub keep_alive: OnOff,
@@ -1295,6 +1301,12 @@ pub struct RunArgs {
     /// (a GET) and every event is a reply, its latency the wait for it (the first event's:
     /// the time to first event); a stream the server ends is opened again with
     /// Last-Event-ID. Closed loop (no --rate); --timeout is the longest gap between events.
+    /// WebSocket: a reply is the next data message that contains TEXT, rendered as the
+    /// message is (`--body '{"id":${seq}}' --reply-contains '"id":${seq}'`: the same
+    /// ${seq} and data row); other messages the server sends are not replies (a server that
+    /// also pushes, or answers out of order).
+    #[arg(long, value_name = "TEXT", help_heading = "Connections")]
+    pub reply_contains: Option<String>,
     #[arg(long, help_heading = "Connections")]
     pub sse: bool,
 
@@ -1447,6 +1459,7 @@ impl LoadArgs {
             binary: false,
             ping: false,
             sse: false,
+            reply_contains: None,
         }
     }
 }
@@ -1467,6 +1480,7 @@ impl RunArgs {
             binary: self.binary,
             ping: self.ping_every.is_some(),
             sse: self.sse,
+            reply_contains: self.reply_contains.clone(),
             http2: self.http2,
             keep_alive: self.keep_alive == OnOff::On,
             close_by: match self.close_by {

@@ -96,6 +96,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         timeout: duration(a.timeout),
         rate: None,
         ping_every: a.ping_every.map(duration),
+        reply_contains: a.reply_contains.as_deref().map(literal),
         requests: None,
         protocol: protocol.into(),
         proto: a.proto.as_deref().map(absolute),

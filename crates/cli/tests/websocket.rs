@@ -17,11 +17,14 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
-/// `loadlab run URL --rate RATE -d SECS --body hello` (no `--rate` when RATE is empty)
-/// plus `extra`: its JSON result. It exits 0, or 1 when no message had a reply (README: "1
+/// `loadlab run URL --rate RATE -d SECS --body hello` (no `--rate` when RATE is empty, no
+/// `--body` when `extra` has one) plus `extra`: its JSON result. It exits 0, or 1 when no message had a reply (README: "1
 /// nothing succeeded").
 fn run_ws(url: &str, rate: &str, secs: &str, extra: &[&str]) -> Value {
-    let mut args = vec![url, "-d", secs, "--body", "hello"];
+    let mut args = vec![url, "-d", secs];
+    if !extra.contains(&"--body") {
+        args.extend(["--body", "hello"]);
+    }
     if !rate.is_empty() {
         args.extend(["--rate", rate]);
     }
@@ -514,4 +517,42 @@ fn ten_thousand_connections_are_held_with_their_pings() {
         "{per_connection:.0} bytes of loadlab's memory per open connection"
     );
     eprintln!("loadlab's memory per idle open WebSocket connection: {per_connection:.0} bytes");
+}
+
+/// Messages that vary (`${seq}` in the body) against a server that pushes a message of its
+/// own before each reply: with `--reply-contains` the push is not taken for the reply, so
+/// each reply's latency holds the server's 30 ms; every message sent was distinct.
+#[test]
+fn a_reply_is_the_message_that_contains_what_its_message_carried() {
+    let server = WsServer::start(WsBehavior::NoiseThenEcho { ms: 30 });
+    let j = run_ws(
+        &server.url(),
+        "100",
+        "2s",
+        &[
+            "--body",
+            r#"{"id":${seq},"op":"echo"}"#,
+            "--reply-contains",
+            r#""id":${seq},"#,
+        ],
+    );
+    assert_every_message_counted(&j, server.received());
+    let p50 = j["latency_ms"]["p50"].as_f64().unwrap();
+    assert!(p50 >= 30.0, "the push was taken for a reply: {j}");
+    let texts = server.texts.lock().unwrap().clone();
+    let distinct: std::collections::BTreeSet<&String> = texts.iter().collect();
+    assert_eq!(distinct.len(), texts.len(), "{texts:?}");
+    assert!(
+        texts.iter().all(|t| t.starts_with(r#"{"id":"#)),
+        "{texts:?}"
+    );
+    // Without it, the push is the reply: the measurement a client that matches by order
+    // makes of this server (and why the flag exists).
+    let server = WsServer::start(WsBehavior::NoiseThenEcho { ms: 30 });
+    let j = run_ws(&server.url(), "100", "2s", &["--connections", "4"]);
+    assert!(j["latency_ms"]["p50"].as_f64().unwrap() < 30.0, "{j}");
+    // A ${...} of the reply's own, with nothing in the message to match, is refused.
+    let out = util::run(&[&server.url(), "-d", "1s", "--reply-contains", "${seq}"]);
+    assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--reply-contains"), "{}", out.stderr);
 }

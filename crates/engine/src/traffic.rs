@@ -92,6 +92,14 @@ pub struct TrafficWorker {
 }
 
 impl Traffic {
+    /// The data file's column names (empty without one): what `${COLUMN}` may name.
+    pub fn columns(&self) -> Vec<String> {
+        self.data
+            .as_ref()
+            .map(|d| d.columns().to_vec())
+            .unwrap_or_default()
+    }
+
     /// Compiles `spec` for a run whose own request is `(method, path, headers, body)` (the
     /// path as written, with any templates), or `None` when nothing varies (the fixed
     /// request's fast path). `base` is the workload's `scheme://authority`, which every

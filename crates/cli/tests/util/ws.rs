@@ -27,6 +27,9 @@ pub enum WsBehavior {
     Status(u16),
     /// Reads the upgrade request and never answers it.
     NoHandshake,
+    /// Answers each message with another message at once (a push, not its reply), then
+    /// echoes it `ms` milliseconds later; keeps every message's text.
+    NoiseThenEcho { ms: u64 },
     /// Echoes each message after holding one of `slots` slots for `ms` milliseconds: at
     /// most `slots * 1000 / ms` messages a second, whatever the connections.
     Pool { slots: usize, ms: u64 },
@@ -42,6 +45,8 @@ pub struct WsServer {
     pub accepted: Arc<AtomicU64>,
     /// Pings received on each connection upgraded, in the order they were accepted.
     pub pings: Arc<Mutex<Vec<u64>>>,
+    /// `NoiseThenEcho`: the text of every message received.
+    pub texts: Arc<Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -56,6 +61,8 @@ impl WsServer {
         let stop = Arc::new(AtomicBool::new(false));
         let pool = Arc::new((Mutex::new(0usize), Condvar::new()));
         let pings = Arc::new(Mutex::new(Vec::new()));
+        let texts = Arc::new(Mutex::new(Vec::new()));
+        let t = texts.clone();
         let (r, a, s, p) = (
             received.clone(),
             accepted.clone(),
@@ -69,7 +76,8 @@ impl WsServer {
                         a.fetch_add(1, Ordering::Relaxed);
                         stream.set_nonblocking(false).unwrap();
                         let (r, s, pool, p) = (r.clone(), s.clone(), pool.clone(), p.clone());
-                        std::thread::spawn(move || serve(stream, behavior, &r, &s, &pool, &p));
+                        let t = t.clone();
+                        std::thread::spawn(move || serve(stream, behavior, &r, &s, &pool, &p, &t));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(2)),
                 }
@@ -80,6 +88,7 @@ impl WsServer {
             received,
             accepted,
             pings,
+            texts,
             stop,
         }
     }
@@ -108,6 +117,7 @@ fn serve(
     stop: &AtomicBool,
     pool: &(Mutex<usize>, Condvar),
     pings: &Mutex<Vec<u64>>,
+    texts: &Mutex<Vec<String>>,
 ) {
     // No thread outlives its test by more than this.
     stream
@@ -160,6 +170,21 @@ fn serve(
                 }
             }
             WsBehavior::Stall => {}
+            WsBehavior::NoiseThenEcho { ms } => {
+                if let Message::Text(t) = &msg {
+                    texts.lock().unwrap().push(t.to_string());
+                }
+                if ws
+                    .send(Message::text("{\"push\":\"not a reply\"}"))
+                    .is_err()
+                {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(ms));
+                if ws.send(msg).is_err() {
+                    return;
+                }
+            }
             WsBehavior::CloseAfter(n, code) => {
                 if on_this > n {
                     let _ = ws.close(Some(CloseFrame {

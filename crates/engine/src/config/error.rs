@@ -59,11 +59,13 @@ pub enum Field {
     Binary,
     /// WebSocket connection load: a ping on every connection each interval.
     Ping,
+    /// What a WebSocket reply must contain.
+    ReplyContains,
 }
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 27] = [
+    pub const ALL: [Field; 28] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -91,6 +93,7 @@ impl Field {
         Field::RetryUnprocessed,
         Field::Binary,
         Field::Ping,
+        Field::ReplyContains,
     ];
 
     /// The `loadlab run` flag that sets it.
@@ -123,6 +126,7 @@ impl Field {
             Field::RetryUnprocessed => "--retry-unprocessed",
             Field::Binary => "--binary",
             Field::Ping => "--ping-every",
+            Field::ReplyContains => "--reply-contains",
         }
     }
 }

@@ -182,11 +182,13 @@ impl Workload {
                 "one GET per stream, without a body: templates, data files, request lists, flows and bodies are for requests",
             ));
         }
-        if protocol == Protocol::Ws && traffic.is_some() {
+        if protocol == Protocol::Ws
+            && (templated_path || !self.traffic.requests.is_empty() || self.traffic.flow.is_some())
+        {
             return Err(value_err(
                 Field::Targets,
                 "WebSocket",
-                "one fixed message per WebSocket run (the body, -d): templates, data files, request lists and flows are HTTP only so far",
+                "one message per WebSocket run, its body a template if need be (${seq}, --data): a templated URL, request lists and flows are HTTP only so far",
             ));
         }
         if protocol == Protocol::Grpc && !self.traffic.requests.is_empty() {
@@ -257,6 +259,11 @@ impl Workload {
                 .map_or_else(Vec::new, |c| c.as_slice().to_vec()),
             io: self.io,
         };
+        if protocol == Protocol::Ws {
+            // The upgrade request and the reply's template, built once here so that a
+            // mistake is reported before any connection.
+            crate::transport::ws::WsMessage::new(&cfg)?;
+        }
         if protocol.multiplexed() {
             // The HTTP/2 header block is built here once, so that a value HTTP/2 refuses
             // is reported with the other mistakes, before any connection.

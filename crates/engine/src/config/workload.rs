@@ -131,6 +131,11 @@ pub enum Transport {
         /// reply the pong, instead of a data message and the next one back.
         #[serde(default)]
         ping: bool,
+        /// A reply is the next data message that contains this text, rendered as the
+        /// message is (`${seq}`, a data row's columns: the same draw); the others are not
+        /// replies. `None`: the next data message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_contains: Option<String>,
     },
     /// Server-sent events (`text/event-stream` over HTTP/1.1): each connection holds one
     /// stream, and each exchange waits for its next event. Closed loop: the streams held
@@ -460,6 +465,8 @@ pub struct TransportFlags {
     pub ping: bool,
     /// `--sse`: server-sent event streams.
     pub sse: bool,
+    /// `--reply-contains`: what a WebSocket reply must contain.
+    pub reply_contains: Option<String>,
 }
 
 impl TransportFlags {
@@ -476,12 +483,14 @@ impl TransportFlags {
         if self.sse {
             return self.sse();
         }
-        if self.binary || self.ping {
+        if self.binary || self.ping || self.reply_contains.is_some() {
             return Err(value_err(
                 if self.binary {
                     Field::Binary
-                } else {
+                } else if self.ping {
                     Field::Ping
+                } else {
+                    Field::ReplyContains
                 },
                 "on",
                 "only for a WebSocket target (a ws:// or wss:// URL)",
@@ -592,10 +601,18 @@ impl TransportFlags {
                 "not with a WebSocket target: each connection is upgraded once, kept, and carries one message at a time (use --connections and --max-connections)",
             ));
         }
+        if self.ping && self.reply_contains.is_some() {
+            return Err(value_err(
+                Field::ReplyContains,
+                self.reply_contains.unwrap_or_default(),
+                "not with --ping-every: a pong is the reply",
+            ));
+        }
         Ok(Transport::WebSocket {
             max_connections: self.max_connections,
             binary: self.binary,
             ping: self.ping,
+            reply_contains: self.reply_contains,
         })
     }
 }
@@ -619,6 +636,7 @@ mod tests {
             binary: false,
             ping: false,
             sse: false,
+            reply_contains: None,
         }
     }
 
@@ -637,6 +655,7 @@ mod tests {
                 max_connections: Some(100),
                 binary: true,
                 ping: false,
+                reply_contains: None,
             }
         );
         assert_eq!(t.protocol(), Protocol::Ws);

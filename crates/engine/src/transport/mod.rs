@@ -72,7 +72,9 @@ impl Request {
             (Protocol::Http2 | Protocol::Grpc, None) => {
                 Request::Http2(Arc::new(crate::transport::http2::Template::new(cfg)?))
             }
-            (Protocol::Ws, _) => Request::Ws(Arc::new(ws::WsMessage::new(cfg)?)),
+            (Protocol::Ws, _) => Request::Ws(Arc::new(
+                ws::WsMessage::new(cfg).map_err(|e| e.to_string())?,
+            )),
             (Protocol::Sse, _) => Request::Sse(Arc::new(sse::SseRequest::new(cfg))),
             (Protocol::Http2 | Protocol::Grpc, Some(t)) => {
                 Request::Http2Varying(Arc::new(Varying {

@@ -195,6 +195,10 @@ pub struct ScenarioFile {
     /// pong; the steps (closed model) are the connections held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ping_every: Option<String>,
+    /// WebSocket: a reply is the next data message containing this (a template rendered
+    /// with the message's `${seq}` and data row); the others are not replies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_contains: Option<String>,
     /// Stop this scenario after this many requests (per step).
     pub requests: Option<u64>,
     /// `http1` (default; `ws` for a ws:// or wss:// URL), `http2` (h2c prior knowledge, or

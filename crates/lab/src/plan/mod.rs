@@ -276,6 +276,9 @@ pub struct ScenarioSpec {
     /// WebSocket connection load (`ping_every`): each connection pings this often, and a
     /// step is a number of connections held (closed model).
     pub ping_every: Option<Duration>,
+    /// WebSocket: what a reply must contain (`reply_contains`, a template rendered as the
+    /// message is).
+    pub reply_contains: Option<String>,
 }
 
 /// A scenario's requests that vary, as the plan gives them: the requests' texts keep the

@@ -707,6 +707,7 @@ fn scenarios(
             requests: s.requests,
             traffic,
             ping_every,
+            reply_contains: s.reply_contains.clone(),
         });
     }
     Ok(scenarios)

@@ -57,6 +57,10 @@ impl Plan {
                 },
                 binary: false,
                 ping: s.ping_every.is_some(),
+                reply_contains: s
+                    .reply_contains
+                    .as_ref()
+                    .map(|r| template::render(r, &mut lookup)),
             },
             (Protocol::Sse, _) => Transport::Sse,
             (Protocol::Http1, _) => Transport::Http1 {
@@ -180,6 +184,7 @@ impl Plan {
             Field::RetryUnprocessed => format!("scenario[{i}]"),
             Field::Binary => format!("scenario[{i}].binary"),
             Field::Ping => format!("scenario[{i}].ping_every"),
+            Field::ReplyContains => format!("scenario[{i}].reply_contains"),
         }
     }
 }

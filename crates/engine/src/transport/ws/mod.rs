@@ -18,10 +18,14 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Bytes, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
+use loadlab_template::{Origin, Slot, Template};
+
+use crate::config::error::{value_err, ConfigError, Field};
 use crate::config::{RunConfig, Transport};
 use crate::conn::Conn;
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
+use crate::traffic::Traffic;
 use crate::transport::io::Io;
 
 /// The status a reply is counted under: that of the upgrade its connection made (101
@@ -32,8 +36,13 @@ pub const REPLY_STATUS: u16 = 101;
 pub struct WsMessage {
     /// The URL and the run's headers (the key and version are added per connection).
     request: tungstenite::handshake::client::Request,
-    /// The message sent, as a text or a binary frame.
+    /// The message sent, as a text or a binary frame (the fixed one, or how the varying
+    /// ones go).
     payload: Payload,
+    /// Messages that vary: their body rendered per message from the run's traffic.
+    traffic: Option<Arc<Traffic>>,
+    /// What a reply must contain, rendered with its message's draw.
+    reply: Option<Template>,
 }
 
 /// A message's payload, shared by every send (a clone is a reference count).
@@ -48,60 +57,129 @@ enum Payload {
 /// The largest payload of a control frame (RFC 6455 §5.5): a ping's.
 pub const MAX_PING_PAYLOAD: usize = 125;
 
+/// A message's text that is not UTF-8.
+const NOT_UTF8: &str =
+    "a text message is UTF-8: this body is not (send it as binary frames: --binary)";
+
 impl WsMessage {
-    /// The handshake and the message of `cfg` (a WebSocket run); a text message that is
-    /// not UTF-8, or a header the handshake cannot carry, is an error naming it.
-    pub fn new(cfg: &RunConfig) -> Result<WsMessage, String> {
-        let (binary, ping) = match cfg.transport {
-            Transport::WebSocket { binary, ping, .. } => (binary, ping),
-            _ => (false, false),
+    /// The handshake, the message and the reply's template of `cfg` (a WebSocket run);
+    /// each mistake names its field.
+    pub fn new(cfg: &RunConfig) -> Result<WsMessage, ConfigError> {
+        let (binary, ping, reply) = match &cfg.transport {
+            Transport::WebSocket {
+                binary,
+                ping,
+                reply_contains,
+                ..
+            } => (*binary, *ping, reply_contains.clone()),
+            _ => (false, false, None),
         };
         let mut request = cfg
             .target
             .url
             .as_str()
             .into_client_request()
-            .map_err(|e| format!("{}: {e}", cfg.target.url))?;
+            .map_err(|e| value_err(Field::Url, &cfg.target.url, e.to_string()))?;
         for (name, value) in &cfg.headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| format!("header {name}: {e}"))?;
-            let value = HeaderValue::from_str(value).map_err(|e| format!("header {name}: {e}"))?;
+            let bad = |e: String| value_err(Field::Header, name, e);
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| bad(e.to_string()))?;
+            let value = HeaderValue::from_str(value).map_err(|e| bad(e.to_string()))?;
             request.headers_mut().append(name, value);
         }
         let body = Bytes::from(cfg.body.clone());
         let payload = if ping {
             if body.len() > MAX_PING_PAYLOAD {
-                return Err(format!(
-                    "a ping carries at most {MAX_PING_PAYLOAD} bytes (RFC 6455 §5.5): this body has {}",
-                    body.len()
+                return Err(value_err(
+                    Field::Ping,
+                    format!("a body of {} bytes", body.len()),
+                    format!("a ping carries at most {MAX_PING_PAYLOAD} bytes (RFC 6455 §5.5)"),
                 ));
             }
             Payload::Ping(body)
         } else if binary {
             Payload::Binary(body)
         } else {
-            Payload::Text(Utf8Bytes::try_from(body).map_err(|_| {
-                "a text message is UTF-8: this body is not (send it as binary frames: --binary)"
-                    .to_string()
-            })?)
+            Payload::Text(
+                Utf8Bytes::try_from(body).map_err(|_| value_err(Field::Binary, "off", NOT_UTF8))?,
+            )
         };
-        Ok(WsMessage { request, payload })
+        let traffic = cfg.traffic.clone();
+        let reply = match reply {
+            Some(text) => {
+                if traffic.is_none() && Template::has_expressions(&text) {
+                    return Err(value_err(
+                        Field::ReplyContains,
+                        &text,
+                        "its ${...} are the message's: give them in the body too (--body '{\"id\":${seq}}')",
+                    ));
+                }
+                let columns = traffic.as_ref().map(|t| t.columns()).unwrap_or_default();
+                let origin = Origin::flag("--reply-contains");
+                Some(
+                    Template::parse(&text, Slot::Body, &origin, &columns)
+                        .map_err(|e| value_err(Field::ReplyContains, &text, e.to_string()))?,
+                )
+            }
+            None => None,
+        };
+        Ok(WsMessage {
+            request,
+            payload,
+            traffic,
+            reply,
+        })
     }
 
-    fn message(&self) -> Message {
-        match &self.payload {
-            Payload::Text(t) => Message::Text(t.clone()),
-            Payload::Binary(b) => Message::Binary(b.clone()),
-            Payload::Ping(b) => Message::Ping(b.clone()),
-        }
+    /// The message of `p`, and what its reply must contain.
+    fn message(&self, io: &Io, p: Planned) -> Result<(Message, Option<Vec<u8>>), ErrorClass> {
+        let Some(t) = &self.traffic else {
+            let message = match &self.payload {
+                Payload::Text(t) => Message::Text(t.clone()),
+                Payload::Binary(b) => Message::Binary(b.clone()),
+                Payload::Ping(b) => Message::Ping(b.clone()),
+            };
+            let expected = self
+                .reply
+                .as_ref()
+                .and_then(|r| r.as_literal().map(<[u8]>::to_vec));
+            return Ok((message, expected));
+        };
+        let mut w = io
+            .traffic
+            .as_ref()
+            .expect("a worker of varying traffic has its drawing state")
+            .borrow_mut();
+        let draw = t.draw(p);
+        let mut body = Vec::new();
+        t.kinds[p.kind as usize]
+            .body
+            .render(&draw, &mut w.gen, &mut body);
+        let expected = self.reply.as_ref().map(|r| {
+            let mut out = Vec::new();
+            r.render(&draw, &mut w.gen, &mut out);
+            out
+        });
+        let body = Bytes::from(body);
+        let message = match &self.payload {
+            Payload::Text(_) => {
+                Message::Text(Utf8Bytes::try_from(body).map_err(|_| ErrorClass::Other)?)
+            }
+            Payload::Binary(_) => Message::Binary(body),
+            Payload::Ping(_) => Message::Ping(body),
+        };
+        Ok((message, expected))
     }
 
-    /// Whether `m` is the reply this run waits for: a data message, or a pong to a ping.
-    fn is_reply(&self, m: &Message) -> bool {
-        match (&self.payload, m) {
-            (Payload::Ping(_), m) => matches!(m, Message::Pong(_)),
-            (_, m) => matches!(m, Message::Text(_) | Message::Binary(_)),
-        }
+    /// Whether `m` is the reply this run waits for: a data message (containing `expected`
+    /// if given), or a pong to a ping.
+    fn is_reply(&self, m: &Message, expected: Option<&[u8]>) -> bool {
+        let data: &[u8] = match (&self.payload, m) {
+            (Payload::Ping(_), m) => return matches!(m, Message::Pong(_)),
+            (_, Message::Text(t)) => t.as_bytes(),
+            (_, Message::Binary(b)) => b,
+            _ => return false,
+        };
+        expected.is_none_or(|e| e.is_empty() || data.windows(e.len()).any(|w| w == e))
     }
 }
 
@@ -175,13 +253,12 @@ impl WsLink {
         }
         let ws = self.ws.as_mut().expect("connected above");
         for &p in batch {
+            let (message, expected) = self.message.message(io, p)?;
             let sent = io.clock.now();
-            ws.send(self.message.message())
-                .await
-                .map_err(|e| classify(&e))?;
+            ws.send(message).await.map_err(|e| classify(&e))?;
             loop {
                 match ws.next().await {
-                    Some(Ok(m)) if self.message.is_reply(&m) => break,
+                    Some(Ok(m)) if self.message.is_reply(&m, expected.as_deref()) => break,
                     // Not a reply: a ping of the server's (answered by the library with a
                     // pong on the next write), an unasked pong, or a data message sent
                     // while pings are timed.
