@@ -806,6 +806,12 @@ pub struct KneeArgs {
     /// holds before that breaks the SLO.
     #[arg(long, help_heading = "Request")]
     pub sse: bool,
+    /// WebSocket server push: each of --connections connections sends the body once after
+    /// the upgrade (a subscribe message), and every data message the server sends is a
+    /// reply whose latency is the wait for it (the first: the time to first message).
+    /// The steps are the connections held.
+    #[arg(long, help_heading = "Request")]
+    pub push: bool,
     /// WebSocket: a reply is the next data message that contains TEXT, rendered as the
     /// message is (`--body '{"id":${seq}}' --reply-contains '"id":${seq}'`: the same
     /// ${seq} and data row); other messages the server sends are not replies (a server that
@@ -1307,6 +1313,12 @@ pub struct RunArgs {
     /// also pushes, or answers out of order).
     #[arg(long, value_name = "TEXT", help_heading = "Connections")]
     pub reply_contains: Option<String>,
+    /// WebSocket server push: each of --connections connections sends the body once after
+    /// the upgrade (a subscribe message), and every data message the server sends is a
+    /// reply whose latency is the wait for it (the first: the time to first message).
+    /// Closed loop (no --rate).
+    #[arg(long, help_heading = "Connections")]
+    pub push: bool,
     #[arg(long, help_heading = "Connections")]
     pub sse: bool,
 
@@ -1458,6 +1470,7 @@ impl LoadArgs {
             websocket: false,
             binary: false,
             ping: false,
+            push: false,
             sse: false,
             reply_contains: None,
         }
@@ -1479,6 +1492,7 @@ impl RunArgs {
             websocket: crate::knee::is_websocket(&url),
             binary: self.binary,
             ping: self.ping_every.is_some(),
+            push: self.push,
             sse: self.sse,
             reply_contains: self.reply_contains.clone(),
             http2: self.http2,

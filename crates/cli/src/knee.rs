@@ -34,7 +34,7 @@ pub(crate) fn is_websocket(url: &str) -> bool {
 /// The plan these flags describe.
 pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
     // Pings on held connections: the steps are connections.
-    let closed = a.model == ModelArg::Closed || a.ping_every.is_some() || a.sse;
+    let closed = a.model == ModelArg::Closed || a.ping_every.is_some() || a.sse || a.push;
     // A plan holds its body as text.
     let body = String::from_utf8(a.request.body()?).map_err(|_| {
         BadInput("--body-file: the body must be UTF-8 text for `loadlab knee`".into())
@@ -97,6 +97,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         rate: None,
         ping_every: a.ping_every.map(duration),
         reply_contains: a.reply_contains.as_deref().map(literal),
+        push: a.push,
         requests: None,
         protocol: protocol.into(),
         proto: a.proto.as_deref().map(absolute),

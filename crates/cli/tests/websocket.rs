@@ -556,3 +556,28 @@ fn a_reply_is_the_message_that_contains_what_its_message_carried() {
     assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("--reply-contains"), "{}", out.stderr);
 }
+
+/// Server push (`--push`): each connection held sends its subscribe message once, and
+/// every message the server sends is a reply whose latency is the wait for it.
+#[test]
+fn pushed_messages_are_counted_with_the_gaps_between_them() {
+    let server = WsServer::start(WsBehavior::Push { every_ms: 50 });
+    let j = run_ws(
+        &server.url(),
+        "",
+        "2s",
+        &["--push", "-c", "5", "--body", r#"{"subscribe":"ticks"}"#],
+    );
+    // One subscribe per connection, held: 5 connections × 20 messages a second × 2 s.
+    assert_eq!(server.received(), 5, "{j}");
+    assert_eq!(u(&j["connections_opened"]), 5, "{j}");
+    let replies = u(&j["requests"]);
+    assert!((170..=205).contains(&replies), "{j}");
+    assert_eq!(u(&j["errors_total"]), 0, "{j}");
+    let p50 = j["latency_ms"]["p50"].as_f64().unwrap();
+    assert!((40.0..=70.0).contains(&p50), "{j}");
+    // A rate has no meaning for messages the server sends at its own pace.
+    let out = util::run(&[&server.url(), "--push", "--rate", "10", "-d", "1s"]);
+    assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--push"), "{}", out.stderr);
+}

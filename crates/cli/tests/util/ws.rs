@@ -27,6 +27,9 @@ pub enum WsBehavior {
     Status(u16),
     /// Reads the upgrade request and never answers it.
     NoHandshake,
+    /// After the first message (a subscribe), sends a message every `every_ms` ms until
+    /// the client goes.
+    Push { every_ms: u64 },
     /// Answers each message with another message at once (a push, not its reply), then
     /// echoes it `ms` milliseconds later; keeps every message's text.
     NoiseThenEcho { ms: u64 },
@@ -170,6 +173,17 @@ fn serve(
                 }
             }
             WsBehavior::Stall => {}
+            WsBehavior::Push { every_ms } => {
+                for n in 0u64.. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(every_ms));
+                    if ws.send(Message::text(format!("tick {n}"))).is_err() {
+                        return;
+                    }
+                }
+            }
             WsBehavior::NoiseThenEcho { ms } => {
                 if let Message::Text(t) = &msg {
                     texts.lock().unwrap().push(t.to_string());

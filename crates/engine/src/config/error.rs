@@ -61,11 +61,13 @@ pub enum Field {
     Ping,
     /// What a WebSocket reply must contain.
     ReplyContains,
+    /// WebSocket server push after a subscribe message.
+    Push,
 }
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 28] = [
+    pub const ALL: [Field; 29] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -94,6 +96,7 @@ impl Field {
         Field::Binary,
         Field::Ping,
         Field::ReplyContains,
+        Field::Push,
     ];
 
     /// The `loadlab run` flag that sets it.
@@ -127,6 +130,7 @@ impl Field {
             Field::Binary => "--binary",
             Field::Ping => "--ping-every",
             Field::ReplyContains => "--reply-contains",
+            Field::Push => "--push",
         }
     }
 }

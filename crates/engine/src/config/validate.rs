@@ -83,8 +83,19 @@ impl Workload {
             } => self.http1_pool(*keep_alive, *pipeline, *max_connections, threads)?,
             // One message in flight per connection: the pool of HTTP/1.1.
             Transport::WebSocket {
-                max_connections, ..
-            } => self.http1_pool(true, 1, *max_connections, threads)?,
+                max_connections,
+                push,
+                ..
+            } => {
+                if let (true, LoadModel::Open { rate, .. }) = (*push, self.load) {
+                    return Err(value_err(
+                        Field::Rate,
+                        rate,
+                        "not with --push: the server sends at its own pace over --connections connections held (closed loop)",
+                    ));
+                }
+                self.http1_pool(true, 1, *max_connections, threads)?
+            }
             Transport::Sse => {
                 if let LoadModel::Open { rate, .. } = self.load {
                     return Err(value_err(

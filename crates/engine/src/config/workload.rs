@@ -131,6 +131,11 @@ pub enum Transport {
         /// reply the pong, instead of a data message and the next one back.
         #[serde(default)]
         ping: bool,
+        /// Server push: the body is sent once per connection after the upgrade (a
+        /// subscribe message), and each data message the server sends is a reply, its
+        /// latency the wait for it (closed loop: the connections are held).
+        #[serde(default)]
+        push: bool,
         /// A reply is the next data message that contains this text, rendered as the
         /// message is (`${seq}`, a data row's columns: the same draw); the others are not
         /// replies. `None`: the next data message.
@@ -463,6 +468,8 @@ pub struct TransportFlags {
     pub binary: bool,
     /// `--ping-every`: WebSocket connection load, pings and their pongs.
     pub ping: bool,
+    /// `--push`: WebSocket server push after a subscribe message.
+    pub push: bool,
     /// `--sse`: server-sent event streams.
     pub sse: bool,
     /// `--reply-contains`: what a WebSocket reply must contain.
@@ -483,12 +490,14 @@ impl TransportFlags {
         if self.sse {
             return self.sse();
         }
-        if self.binary || self.ping || self.reply_contains.is_some() {
+        if self.binary || self.ping || self.push || self.reply_contains.is_some() {
             return Err(value_err(
                 if self.binary {
                     Field::Binary
                 } else if self.ping {
                     Field::Ping
+                } else if self.push {
+                    Field::Push
                 } else {
                     Field::ReplyContains
                 },
@@ -563,7 +572,7 @@ impl TransportFlags {
             Some((Field::Concurrency, c.to_string()))
         } else if let Some(m) = self.max_connections.filter(|&m| m != self.connections) {
             Some((Field::MaxConnections, m.to_string()))
-        } else if self.binary || self.ping {
+        } else if self.binary || self.ping || self.push {
             Some((Field::Binary, "on".into()))
         } else {
             None
@@ -601,6 +610,13 @@ impl TransportFlags {
                 "not with a WebSocket target: each connection is upgraded once, kept, and carries one message at a time (use --connections and --max-connections)",
             ));
         }
+        if self.push && (self.ping || self.reply_contains.is_some()) {
+            return Err(value_err(
+                Field::Push,
+                "on",
+                "not with --ping-every or --reply-contains: every message the server pushes is a reply",
+            ));
+        }
         if self.ping && self.reply_contains.is_some() {
             return Err(value_err(
                 Field::ReplyContains,
@@ -612,6 +628,7 @@ impl TransportFlags {
             max_connections: self.max_connections,
             binary: self.binary,
             ping: self.ping,
+            push: self.push,
             reply_contains: self.reply_contains,
         })
     }
@@ -635,6 +652,7 @@ mod tests {
             websocket: false,
             binary: false,
             ping: false,
+            push: false,
             sse: false,
             reply_contains: None,
         }
@@ -655,6 +673,7 @@ mod tests {
                 max_connections: Some(100),
                 binary: true,
                 ping: false,
+                push: false,
                 reply_contains: None,
             }
         );

@@ -199,6 +199,11 @@ pub struct ScenarioFile {
     /// with the message's `${seq}` and data row); the others are not replies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_contains: Option<String>,
+    /// WebSocket server push: the body is sent once per connection (a subscribe message)
+    /// and each message the server sends is a reply; the steps (closed model) are the
+    /// connections held.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub push: bool,
     /// Stop this scenario after this many requests (per step).
     pub requests: Option<u64>,
     /// `http1` (default; `ws` for a ws:// or wss:// URL), `http2` (h2c prior knowledge, or

@@ -279,6 +279,9 @@ pub struct ScenarioSpec {
     /// WebSocket: what a reply must contain (`reply_contains`, a template rendered as the
     /// message is).
     pub reply_contains: Option<String>,
+    /// WebSocket server push (`push = true`): the body is a subscribe message, and each
+    /// message the server sends a reply (closed model: a step is the connections held).
+    pub push: bool,
 }
 
 /// A scenario's requests that vary, as the plan gives them: the requests' texts keep the

@@ -708,6 +708,7 @@ fn scenarios(
             traffic,
             ping_every,
             reply_contains: s.reply_contains.clone(),
+            push: s.push,
         });
     }
     Ok(scenarios)
@@ -998,6 +999,21 @@ fn load(c: &Checker<'_>, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<Loa
             format!("scenario[{i}].ping_every"),
             "set",
             "load.model = \"closed\": a step of pings is a number of connections held, each pinging every interval",
+        ));
+    }
+    if let Some((i, s)) = scenarios
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.push && (s.protocol != Protocol::Ws || model != Model::Closed))
+    {
+        return Err(c.err(
+            format!("scenario[{i}].push"),
+            "true",
+            if s.protocol != Protocol::Ws {
+                "a WebSocket scenario (a ws:// or wss:// url)"
+            } else {
+                "load.model = \"closed\": pushed messages come over connections held, a step's connections of them"
+            },
         ));
     }
     if let Some((i, _)) = scenarios

@@ -57,6 +57,7 @@ impl Plan {
                 },
                 binary: false,
                 ping: s.ping_every.is_some(),
+                push: s.push,
                 reply_contains: s
                     .reply_contains
                     .as_ref()
@@ -185,6 +186,7 @@ impl Plan {
             Field::Binary => format!("scenario[{i}].binary"),
             Field::Ping => format!("scenario[{i}].ping_every"),
             Field::ReplyContains => format!("scenario[{i}].reply_contains"),
+            Field::Push => format!("scenario[{i}].push"),
         }
     }
 }

@@ -43,6 +43,9 @@ pub struct WsMessage {
     traffic: Option<Arc<Traffic>>,
     /// What a reply must contain, rendered with its message's draw.
     reply: Option<Template>,
+    /// Server push: the message is sent once per connection, and every data message the
+    /// server sends is a reply.
+    push: bool,
 }
 
 /// A message's payload, shared by every send (a clone is a reference count).
@@ -65,14 +68,15 @@ impl WsMessage {
     /// The handshake, the message and the reply's template of `cfg` (a WebSocket run);
     /// each mistake names its field.
     pub fn new(cfg: &RunConfig) -> Result<WsMessage, ConfigError> {
-        let (binary, ping, reply) = match &cfg.transport {
+        let (binary, ping, push, reply) = match &cfg.transport {
             Transport::WebSocket {
                 binary,
                 ping,
+                push,
                 reply_contains,
                 ..
-            } => (*binary, *ping, reply_contains.clone()),
-            _ => (false, false, None),
+            } => (*binary, *ping, *push, reply_contains.clone()),
+            _ => (false, false, false, None),
         };
         let mut request = cfg
             .target
@@ -127,6 +131,7 @@ impl WsMessage {
             payload,
             traffic,
             reply,
+            push,
         })
     }
 
@@ -187,18 +192,25 @@ impl WsMessage {
 pub(crate) struct WsLink {
     message: Arc<WsMessage>,
     ws: Option<WebSocketStream<Conn>>,
+    /// Server push: the subscribe message went on this connection.
+    subscribed: bool,
 }
 
 impl WsLink {
     /// A link that sends `message`, connecting on first use.
     pub(crate) fn new(message: Arc<WsMessage>) -> WsLink {
-        WsLink { message, ws: None }
+        WsLink {
+            message,
+            ws: None,
+            subscribed: false,
+        }
     }
 
     /// Drops the connection (after a failure: a reply arriving late would be taken for
     /// the next message's).
     pub(crate) fn close(&mut self) {
         self.ws = None;
+        self.subscribed = false;
     }
 
     /// Connects and upgrades before the window starts, if both are done by `deadline`;
@@ -207,6 +219,7 @@ impl WsLink {
         match tokio::time::timeout_at(deadline, self.open(io)).await {
             Ok(Ok(ws)) => {
                 self.ws = Some(ws);
+                self.subscribed = false;
                 false
             }
             Ok(Err(_)) => false,
@@ -250,12 +263,21 @@ impl WsLink {
             let ws = self.open(io).await;
             connecting.set(false);
             self.ws = Some(ws?);
+            self.subscribed = false;
         }
         let ws = self.ws.as_mut().expect("connected above");
         for &p in batch {
-            let (message, expected) = self.message.message(io, p)?;
             let sent = io.clock.now();
-            ws.send(message).await.map_err(|e| classify(&e))?;
+            // Server push: the subscribe message goes once, on a new connection; then each
+            // exchange waits for the next message the server sends.
+            let expected = if !self.message.push || !self.subscribed {
+                let (message, expected) = self.message.message(io, p)?;
+                ws.send(message).await.map_err(|e| classify(&e))?;
+                self.subscribed = true;
+                expected
+            } else {
+                None
+            };
             loop {
                 match ws.next().await {
                     Some(Ok(m)) if self.message.is_reply(&m, expected.as_deref()) => break,
