@@ -165,3 +165,34 @@ fn a_node_event_stream_is_read_at_its_own_pace() {
     let p50 = f(&j["latency_ms"]["p50"]);
     assert!((90.0..=115.0).contains(&p50), "{j}");
 }
+
+/// The open-stream knee (`knee --sse`) of a server of known capacity: one broadcaster
+/// that writes each stream's event in turn, 1 ms each, a round every 100 ms. Past 100
+/// streams a round outlasts its interval, and the gaps between events grow with the
+/// streams (N ms at N streams): under a p99 gap of 150 ms it holds about 150 streams.
+#[test]
+fn the_open_stream_knee_of_a_broadcaster_is_where_its_round_outlasts_the_slo() {
+    let server = SseServer::start(SseBehavior::Broadcast {
+        every_ms: 100,
+        per_stream_ms: 1,
+    });
+    let out = util::temp_path("sse-knee");
+    let (o, _) = util::output_within(
+        Command::new(util::loadlab_bin())
+            .args(["knee", "-q", &server.url(), "--sse", "--cpus", "1"])
+            .args(["--threads", "1", "--step", "2s", "--warmup", "1s"])
+            .args(["--pause", "300ms", "--slo", "p99<150ms"])
+            .args(["--start", "20", "--max", "640", "--confirm", "0"])
+            .arg("--out")
+            .arg(&out),
+        Duration::from_secs(300),
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let k = util::lab::lines(&out.join("configs.jsonl"))[0]["knees"][0].clone();
+    let range = &k["outcome"]["range"];
+    let (lo, hi) = (f(&range[0]), f(&range[1]));
+    assert!(
+        lo >= 110.0 && hi <= 190.0,
+        "knee between {lo} and {hi}: {k}"
+    );
+}

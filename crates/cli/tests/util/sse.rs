@@ -25,6 +25,11 @@ pub enum SseBehavior {
     NotAStream,
     /// A stream whose second chunk's size is not hexadecimal.
     BadChunk,
+    /// One broadcaster: a round every `every_ms` ms (on a fixed schedule), an event to
+    /// each stream in turn, each write taking `per_stream_ms` ms (a sleep: the CPU idles).
+    /// A round over N streams takes N × `per_stream_ms`, so past `every_ms /
+    /// per_stream_ms` streams the gaps between events grow with the streams.
+    Broadcast { every_ms: u64, per_stream_ms: u64 },
 }
 
 /// A running server; stops accepting when dropped.
@@ -48,14 +53,24 @@ impl SseServer {
         let last_ids = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let (s, l, st) = (sent.clone(), last_ids.clone(), stop.clone());
+        let streams: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        if let SseBehavior::Broadcast {
+            every_ms,
+            per_stream_ms,
+        } = behavior
+        {
+            let (streams, sent, stop) = (streams.clone(), sent.clone(), stop.clone());
+            std::thread::spawn(move || broadcast(&streams, every_ms, per_stream_ms, &sent, &stop));
+        }
         std::thread::spawn(move || {
             while !st.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((stream, _)) => {
                         stream.set_nonblocking(false).unwrap();
                         let (s, l, st) = (s.clone(), l.clone(), st.clone());
+                        let streams = streams.clone();
                         std::thread::spawn(move || {
-                            let _ = serve(stream, behavior, &s, &l, &st);
+                            let _ = serve(stream, behavior, &s, &l, &st, &streams);
                         });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(2)),
@@ -93,6 +108,7 @@ fn serve(
     sent: &AtomicU64,
     last_ids: &Mutex<Vec<String>>,
     stop: &AtomicBool,
+    streams: &Mutex<Vec<TcpStream>>,
 ) -> std::io::Result<()> {
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut head = Vec::new();
@@ -141,6 +157,13 @@ fn serve(
             std::thread::sleep(Duration::from_millis(500));
             return Ok(());
         }
+        SseBehavior::Broadcast { .. } => {
+            s.write_all(stream_head.as_bytes())?;
+            streams.lock().unwrap().push(s.try_clone()?);
+            // Held until the client goes (the broadcaster drops it on a failed write).
+            while !stop.load(Ordering::Relaxed) && matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+            return Ok(());
+        }
         SseBehavior::Events { .. } => s.write_all(stream_head.as_bytes())?,
     }
     let SseBehavior::Events {
@@ -171,4 +194,44 @@ fn serve(
         sent.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// `Broadcast`'s one thread: a round every `every_ms`, an event to each stream in turn.
+fn broadcast(
+    streams: &Mutex<Vec<TcpStream>>,
+    every_ms: u64,
+    per_stream_ms: u64,
+    sent: &AtomicU64,
+    stop: &AtomicBool,
+) {
+    let mut id = 0u64;
+    let start = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        // Rounds start every `every_ms` on a fixed schedule; one that ends late is followed
+        // at once by the next.
+        let next = start + Duration::from_millis(every_ms * (id + 1));
+        std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()));
+        id += 1;
+        let round: Vec<TcpStream> = streams
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s.try_clone().ok())
+            .collect();
+        let mut gone = Vec::new();
+        for (i, mut s) in round.into_iter().enumerate() {
+            std::thread::sleep(Duration::from_millis(per_stream_ms));
+            if chunk(&mut s, &format!("id: {id}\ndata: {id}\n\n")).is_err() {
+                gone.push(i);
+            } else {
+                sent.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let mut all = streams.lock().unwrap();
+        for i in gone.into_iter().rev() {
+            if i < all.len() {
+                all.remove(i);
+            }
+        }
+    }
 }

@@ -275,12 +275,15 @@ pub struct ScenarioSpec {
     pub traffic: ScenarioTraffic,
     /// WebSocket connection load (`ping_every`): each connection pings this often, and a
     /// step is a number of connections held (closed model).
+    #[serde(default)]
     pub ping_every: Option<Duration>,
     /// WebSocket: what a reply must contain (`reply_contains`, a template rendered as the
     /// message is).
+    #[serde(default)]
     pub reply_contains: Option<String>,
     /// WebSocket server push (`push = true`): the body is a subscribe message, and each
     /// message the server sends a reply (closed model: a step is the connections held).
+    #[serde(default)]
     pub push: bool,
 }
 

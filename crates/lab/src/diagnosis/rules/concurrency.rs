@@ -19,7 +19,7 @@ use crate::diagnosis::{
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::ConcurrencyBound,
-    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU was spare: its demand (used, plus waited for while other processes kept its CPUs busy) stayed below 50 % of its CPUs, or its CPUs idled at least 25 % of the time its threads waited to run (not read under a cgroup quota); and no thread of it was busy (ran or waited to run 90 % of the time, or ran 80 % of it doing 90 % of the process's work). By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service, at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue). Where the service times of the step that set the floor were skewed (mean ≥ 1.5 × median), achieved × that mean is counted too, and a parameter within 20 % of either is named",
+    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU was spare: its demand (used, plus waited for while other processes kept its CPUs busy) stayed below 50 % of its CPUs, or its CPUs idled at least 25 % of the time its threads waited to run (not read under a cgroup quota); and no thread of it was busy (ran or waited to run 90 % of the time, or ran 80 % of it doing 90 % of the process's work). By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service, at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue). Where the service times of the step that set the floor were skewed (mean ≥ 1.5 × median), achieved × that mean is counted too, and a parameter within 20 % of either is named. Not for server-sent events, whose replies are waits for the server's events",
     says: "\"≈16 requests in service at once (achieved 161 req/s × service-time floor 100 ms) with 2 % CPU: the 16 `workers` are the limit\"; at the knee, also how close the offered load was to it",
     check,
 };
@@ -48,6 +48,13 @@ fn matching_params(params: &[(String, String)], n: f64) -> Vec<&(String, String)
 const WAITED: &str = "the time its threads waited to run";
 
 fn check(e: &Evidence<'_>) -> Check {
+    // An event's latency is the wait for the server's next event: not a request in
+    // service, and Little's law over it counts nothing the server holds.
+    if e.result().protocol == loadlab_engine::Protocol::Sse {
+        return Check::RuledOut(
+            "server-sent events: a reply is the wait for the server's next event, not a request in service, so there is no pool to count".into(),
+        );
+    }
     let Some(cpu) = &e.cpu else {
         return Check::NoEvidence("the target's CPU (not probed)".into());
     };
