@@ -1293,7 +1293,7 @@ pub struct RunArgs {
     /// the method: the protocol guarantees the server never processed it.
     #[arg(long, help_heading = "Connections")]
     pub retry_unprocessed: bool,
-    /// WebSocket (a ws:// or wss:// URL): send each message (the body, -d) as a binary
+    /// WebSocket (a ws:// or wss:// URL): send each message (the body, --body) as a binary
     /// frame instead of a text frame.
     #[arg(long, help_heading = "Connections")]
     pub binary: bool,
@@ -1303,10 +1303,6 @@ pub struct RunArgs {
     /// (exactly --connections).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Connections")]
     pub ping_every: Option<Duration>,
-    /// Server-sent events: each of --connections connections holds one `text/event-stream`
-    /// (a GET) and every event is a reply, its latency the wait for it (the first event's:
-    /// the time to first event); a stream the server ends is opened again with
-    /// Last-Event-ID. Closed loop (no --rate); --timeout is the longest gap between events.
     /// WebSocket: a reply is the next data message that contains TEXT, rendered as the
     /// message is (`--body '{"id":${seq}}' --reply-contains '"id":${seq}'`: the same
     /// ${seq} and data row); other messages the server sends are not replies (a server that
@@ -1319,6 +1315,10 @@ pub struct RunArgs {
     /// Closed loop (no --rate).
     #[arg(long, help_heading = "Connections")]
     pub push: bool,
+    /// Server-sent events: each of --connections connections holds one `text/event-stream`
+    /// (a GET) and every event is a reply, its latency the wait for it (the first event's:
+    /// the time to first event); a stream the server ends is opened again with
+    /// Last-Event-ID. Closed loop (no --rate); --timeout is the longest gap between events.
     #[arg(long, help_heading = "Connections")]
     pub sse: bool,
 
