@@ -176,19 +176,26 @@ fn the_open_stream_knee_of_a_broadcaster_is_where_its_round_outlasts_the_slo() {
         every_ms: 100,
         per_stream_ms: 1,
     });
-    let out = util::temp_path("sse-knee");
-    let (o, _) = util::output_within(
-        Command::new(util::loadlab_bin())
-            .args(["knee", "-q", &server.url(), "--sse", "--cpus", "1"])
-            .args(["--threads", "1", "--step", "2s", "--warmup", "1s"])
-            .args(["--pause", "300ms", "--slo", "p99<150ms"])
-            .args(["--start", "20", "--max", "640", "--confirm", "0"])
-            .arg("--out")
-            .arg(&out),
-        Duration::from_secs(300),
-    );
-    assert_eq!(o.status.code(), Some(0), "{o:?}");
-    let k = util::lab::lines(&out.join("configs.jsonl"))[0]["knees"][0].clone();
+    let search = || {
+        let out = util::temp_path("sse-knee");
+        let (o, _) = util::output_within(
+            Command::new(util::loadlab_bin())
+                .args(["knee", "-q", &server.url(), "--sse", "--cpus", "1"])
+                .args(["--threads", "1", "--step", "2s", "--warmup", "1s"])
+                .args(["--pause", "300ms", "--slo", "p99<150ms"])
+                .args(["--start", "20", "--max", "640", "--confirm", "0"])
+                .arg("--out")
+                .arg(&out),
+            Duration::from_secs(300),
+        );
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        util::lab::lines(&out.join("configs.jsonl"))[0]["knees"][0].clone()
+    };
+    // A search whose narrowing loadlab's own lateness stopped is run once more.
+    let mut k = search();
+    if !k["outcome"]["stopped"].is_null() || k["outcome"]["limited_by"] == "generator_limited" {
+        k = search();
+    }
     let range = &k["outcome"]["range"];
     let (lo, hi) = (f(&range[0]), f(&range[1]));
     assert!(

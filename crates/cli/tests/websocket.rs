@@ -424,19 +424,27 @@ fn the_connections_knee_of_a_server_out_of_descriptors_is_its_nofile_limit() {
         .args(["--port", "0", "--websocket"]);
     let server = Server::spawn(cmd, |l| l.rsplit_once(':')?.1.parse().ok());
     let url = format!("ws://127.0.0.1:{}/", server.port);
-    let out = util::temp_path("ws-conns-knee");
-    let (o, _) = util::output_within(
-        Command::new(util::loadlab_bin())
-            .args(["knee", "-q", &url, "--cpus", "1", "--threads", "1"])
-            .args(["--ping-every", "1s", "--step", "2s", "--warmup", "1200ms"])
-            .args(["--pause", "300ms", "--slo", "p99<100ms"])
-            .args(["--start", "50", "--max", "1600", "--confirm", "0"])
-            .arg("--out")
-            .arg(&out),
-        Duration::from_secs(300),
-    );
-    assert_eq!(o.status.code(), Some(0), "{o:?}");
-    let k = lines(&out.join("configs.jsonl"))[0]["knees"][0].clone();
+    let search = || {
+        let out = util::temp_path("ws-conns-knee");
+        let (o, _) = util::output_within(
+            Command::new(util::loadlab_bin())
+                .args(["knee", "-q", &url, "--cpus", "1", "--threads", "1"])
+                .args(["--ping-every", "1s", "--step", "2s", "--warmup", "1200ms"])
+                .args(["--pause", "300ms", "--slo", "p99<100ms"])
+                .args(["--start", "50", "--max", "1600", "--confirm", "0"])
+                .arg("--out")
+                .arg(&out),
+            Duration::from_secs(300),
+        );
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        lines(&out.join("configs.jsonl"))[0]["knees"][0].clone()
+    };
+    // A search whose narrowing loadlab's own lateness stopped (a busy host: the range is
+    // right, only wide) is run once more.
+    let mut k = search();
+    if !k["outcome"]["stopped"].is_null() || k["outcome"]["limited_by"] == "generator_limited" {
+        k = search();
+    }
     let range = &k["outcome"]["range"];
     let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
     // 300 descriptors, less its listener and standard streams.
@@ -580,4 +588,64 @@ fn pushed_messages_are_counted_with_the_gaps_between_them() {
     let out = util::run(&[&server.url(), "--push", "--rate", "10", "-d", "1s"]);
     assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("--push"), "{}", out.stderr);
+}
+
+/// `loadlab knee ws://…` against Node's `ws` (nobody here wrote it) whose one event loop
+/// spins 2 ms per message: about 500 messages a second, and the process never uses more
+/// than one of its two CPUs. The knee is found there, and its why is that one thread.
+#[test]
+#[ignore = "needs Node's ws (./test.sh installs node-ws)"]
+fn the_message_rate_knee_of_a_node_ws_server_is_its_one_event_loop() {
+    let js = "const { WebSocketServer } = require('/usr/share/nodejs/ws');\
+        const s = new WebSocketServer({ host: '127.0.0.1', port: 0 }, () =>\
+          console.log('port ' + s.address().port));\
+        s.on('connection', (ws) => ws.on('message', (m, b) => {\
+          const end = process.hrtime.bigint() + 2000000n;\
+          while (process.hrtime.bigint() < end) {}\
+          ws.send(m, { binary: b });\
+        }));";
+    let server = Server::spawn(
+        {
+            let mut cmd = Command::new("node");
+            cmd.args(["-e", js]);
+            cmd
+        },
+        |l| l.strip_prefix("port ")?.parse().ok(),
+    );
+    let url = format!("ws://127.0.0.1:{}/", server.port);
+    let search = |out: &std::path::Path| {
+        let (o, _) = util::output_within(
+            Command::new(util::loadlab_bin())
+                .args(["knee", "-q", &url, "--cpus", "1", "--threads", "1"])
+                .args(["--step", "2s", "--warmup", "500ms", "--pause", "300ms"])
+                .args(["--slo", "p99<200ms", "--start", "100", "--max", "3200"])
+                .args(["--confirm", "0", "--body", "hello"])
+                .arg("--out")
+                .arg(out),
+            Duration::from_secs(300),
+        );
+        assert_eq!(o.status.code(), Some(0), "{o:?}");
+        lines(&out.join("configs.jsonl"))[0]["knees"][0].clone()
+    };
+    let mut k = search(&util::temp_path("ws-node-knee"));
+    if k["outcome"]["limited_by"] == "generator_limited" || !k["outcome"]["stopped"].is_null() {
+        k = search(&util::temp_path("ws-node-knee"));
+    }
+    let range = &k["outcome"]["range"];
+    let (lo, hi) = (range[0].as_f64().unwrap(), range[1].as_f64().unwrap());
+    assert!(
+        lo >= 200.0 && hi <= 600.0,
+        "knee between {lo} and {hi}: {k}"
+    );
+    let f = k["diagnosis"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| {
+            !["generator", "agent_lost", "host_steal"].contains(&f["bottleneck"].as_str().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no finding of the server: {k}"))
+        .clone();
+    assert_eq!(f["bottleneck"], "thread_bound", "{k}");
+    assert!(f["evidence"].as_str().unwrap().contains("(`node`)"), "{k}");
 }

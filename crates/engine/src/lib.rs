@@ -4,10 +4,11 @@
 //! - [`config`]: a [`Workload`] (flags, a plan scenario, or the wire) validated into a
 //!   [`RunConfig`].
 //! - [`schedule`]: open-loop arrival schedules split across workers.
-//! - [`transport`]: the seam between the request loop and the protocols.
-//! - [`http1`], [`conn`]: the HTTP/1.1 transport (plain TCP or TLS).
-//! - [`http2`]: the HTTP/2 transport (h2c or TLS with ALPN), plain requests and gRPC
-//!   unary calls, streams multiplexed over shared connections.
+//! - [`transport`]: the seam between the request loop and the protocols, one folder each:
+//!   [`transport::http1`] (with [`conn`]: plain TCP or TLS), [`transport::http2`] (h2c or
+//!   TLS with ALPN, plain requests and gRPC unary calls, streams multiplexed over shared
+//!   connections), [`transport::ws`] (WebSocket messages, pings, server push),
+//!   [`transport::sse`] (server-sent events), [`transport::uring`] (HTTP/1.1 over io_uring).
 //! - [`traffic`]: requests that vary, compiled: templates, data rows, a list of named
 //!   requests in proportion to their weights, and what each request draws.
 //! - [`session`]: user sessions of a flow: steps in order with think times, extract rules

@@ -731,6 +731,7 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
         }
         batch.clear();
     }
+    link.finish().await;
     ctx.live.set(ctx.live.get() - 1);
     if ctx.live.get() == 0 {
         ctx.finished.notify_one();

@@ -219,8 +219,12 @@ fn broadcast(
             .filter_map(|s| s.try_clone().ok())
             .collect();
         let mut gone = Vec::new();
+        // Write `i` is due `i + 1` writes after the round began: a sleep that overshoots
+        // (a busy host) delays one write, not every one after it.
+        let round_start = std::time::Instant::now();
         for (i, mut s) in round.into_iter().enumerate() {
-            std::thread::sleep(Duration::from_millis(per_stream_ms));
+            let due = round_start + Duration::from_millis(per_stream_ms * (i as u64 + 1));
+            std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
             if chunk(&mut s, &format!("id: {id}\ndata: {id}\n\n")).is_err() {
                 gone.push(i);
             } else {

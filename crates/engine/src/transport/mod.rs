@@ -204,6 +204,16 @@ impl Link {
         }
     }
 
+    /// The run is over for this loop: a WebSocket says goodbye with a close frame (the
+    /// other transports just drop their connection, or, over HTTP/2, let [`Links`] close
+    /// it with a `GOAWAY`).
+    pub(crate) async fn finish(&mut self) {
+        match self {
+            Link::Ws(l) => l.finish().await,
+            Link::Http1(_) | Link::Http2(_) | Link::Sse(_) => {}
+        }
+    }
+
     /// Whether its connection is still coming up after the exchange was cut short (over
     /// io_uring a connect goes in with the first request: the exchange's `connecting` cannot
     /// see it end).

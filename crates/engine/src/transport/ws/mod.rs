@@ -57,6 +57,9 @@ enum Payload {
     Ping(Bytes),
 }
 
+/// The longest a connection waits for the server's answer to its close frame at the end.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// The largest payload of a control frame (RFC 6455 §5.5): a ping's.
 pub const MAX_PING_PAYLOAD: usize = 125;
 
@@ -211,6 +214,14 @@ impl WsLink {
     pub(crate) fn close(&mut self) {
         self.ws = None;
         self.subscribed = false;
+    }
+
+    /// The run is over for this connection: the close handshake (RFC 6455 §7), waited for
+    /// at most `CLOSE_WAIT`, then the connection dropped.
+    pub(crate) async fn finish(&mut self) {
+        if let Some(mut ws) = self.ws.take() {
+            let _ = tokio::time::timeout(CLOSE_WAIT, ws.close(None)).await;
+        }
     }
 
     /// Connects and upgrades before the window starts, if both are done by `deadline`;
