@@ -220,7 +220,13 @@ impl WsLink {
     /// at most `CLOSE_WAIT`, then the connection dropped.
     pub(crate) async fn finish(&mut self) {
         if let Some(mut ws) = self.ws.take() {
-            let _ = tokio::time::timeout(CLOSE_WAIT, ws.close(None)).await;
+            // 1000, a normal closure: a frame without a code reads as 1005, which servers
+            // (Python's websockets) report as an abnormal end.
+            let normal = tungstenite::protocol::CloseFrame {
+                code: tungstenite::protocol::frame::coding::CloseCode::Normal,
+                reason: "".into(),
+            };
+            let _ = tokio::time::timeout(CLOSE_WAIT, ws.close(Some(normal))).await;
         }
     }
 
