@@ -560,16 +560,26 @@ impl TransportFlags {
         })
     }
 
-    /// `--sse`: streams held over HTTP/1.1, one per connection.
-    fn sse(self) -> Result<Transport, ConfigError> {
-        let refused = if self.http2 || self.grpc.is_some() {
+    /// The first flag given that only HTTP/2 or a reused HTTP/1.1 connection means (HTTP/2,
+    /// keep-alive off, pipelining, streams in flight), with its value: a WebSocket or an
+    /// event stream refuses it.
+    fn multiplexing_flag(&self) -> Option<(Field, String)> {
+        if self.http2 || self.grpc.is_some() {
             Some((Field::Http2, "on".to_string()))
         } else if !self.keep_alive {
             Some((Field::KeepAlive, "off".into()))
         } else if self.pipeline > 1 {
             Some((Field::Pipeline, self.pipeline.to_string()))
-        } else if let Some(c) = self.concurrency {
-            Some((Field::Concurrency, c.to_string()))
+        } else {
+            self.concurrency
+                .map(|c| (Field::Concurrency, c.to_string()))
+        }
+    }
+
+    /// `--sse`: streams held over HTTP/1.1, one per connection.
+    fn sse(self) -> Result<Transport, ConfigError> {
+        let refused = if let Some(refused) = self.multiplexing_flag() {
+            Some(refused)
         } else if let Some(m) = self.max_connections.filter(|&m| m != self.connections) {
             Some((Field::MaxConnections, m.to_string()))
         } else if self.binary || self.ping || self.push {
@@ -590,14 +600,8 @@ impl TransportFlags {
     /// A `ws://` or `wss://` target: what HTTP/2 and pipelining flags mean has no
     /// WebSocket counterpart, so they are refused, naming the flag.
     fn websocket(self) -> Result<Transport, ConfigError> {
-        let refused = if self.http2 || self.grpc.is_some() {
-            Some((Field::Http2, "on".to_string()))
-        } else if !self.keep_alive {
-            Some((Field::KeepAlive, "off".into()))
-        } else if self.pipeline > 1 {
-            Some((Field::Pipeline, self.pipeline.to_string()))
-        } else if let Some(c) = self.concurrency {
-            Some((Field::Concurrency, c.to_string()))
+        let refused = if let Some(refused) = self.multiplexing_flag() {
+            Some(refused)
         } else if self.retry_unprocessed {
             Some((Field::RetryUnprocessed, "on".into()))
         } else {
