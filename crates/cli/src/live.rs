@@ -26,7 +26,7 @@ fn terminal_bar() -> Option<ProgressBar> {
 }
 
 /// What a second achieved, for the bar or a plain line.
-fn second_text(s: &SecondStats) -> String {
+fn second_text(s: &SecondStats, rate: &str) -> String {
     let p99 = s.latency_p99_ms.map_or("-".into(), |v| {
         if v >= 100.0 {
             format!("{v:.0} ms")
@@ -35,7 +35,7 @@ fn second_text(s: &SecondStats) -> String {
         }
     });
     format!(
-        "achieved {} req/s · {} errors · p99 {p99}",
+        "achieved {} {rate} · {} errors · p99 {p99}",
         s.successful, s.errors
     )
 }
@@ -50,7 +50,13 @@ const PLAIN_EVERY_S: u64 = 5;
 /// line on stderr when `plain` and there is no terminal. A second past the window holds
 /// only the drain of what was still in flight (a few responses): shown, it would read as the
 /// rate falling off at the end, so neither the bar nor a line shows it.
-fn show_second(bar: Option<&ProgressBar>, plain: bool, window_s: Option<f64>, s: &SecondStats) {
+fn show_second(
+    bar: Option<&ProgressBar>,
+    plain: bool,
+    window_s: Option<f64>,
+    s: &SecondStats,
+    rate: &str,
+) {
     if window_s.is_some_and(|w| s.second as f64 >= w) {
         return;
     }
@@ -58,10 +64,10 @@ fn show_second(bar: Option<&ProgressBar>, plain: bool, window_s: Option<f64>, s:
         Some(b) => {
             let len = b.length().filter(|&l| l > 0).unwrap_or(u64::MAX);
             b.set_position((s.second + 1).min(len));
-            b.set_message(second_text(s));
+            b.set_message(second_text(s, rate));
         }
         None => {
-            if let Some(line) = plain_line(plain, s) {
+            if let Some(line) = plain_line(plain, s, rate) {
                 eprintln!("{line}");
             }
         }
@@ -70,9 +76,9 @@ fn show_second(bar: Option<&ProgressBar>, plain: bool, window_s: Option<f64>, s:
 
 /// The plain progress line for second `s`, if one is due (`plain`, every
 /// [`PLAIN_EVERY_S`] seconds).
-fn plain_line(plain: bool, s: &SecondStats) -> Option<String> {
+fn plain_line(plain: bool, s: &SecondStats, rate: &str) -> Option<String> {
     (plain && (s.second + 1).is_multiple_of(PLAIN_EVERY_S))
-        .then(|| format!("loadlab: {}s · {}", s.second + 1, second_text(s)))
+        .then(|| format!("loadlab: {}s · {}", s.second + 1, second_text(s, rate)))
 }
 
 fn short(secs: f64) -> String {
@@ -90,17 +96,24 @@ pub struct RunView {
     plain: bool,
     /// The measured window, seconds (`None`: bounded by a request count).
     window_s: Option<f64>,
+    /// The rate's unit: `req/s`, `msg/s`, `events/s`.
+    rate: &'static str,
 }
 
 impl RunView {
     /// A view of a run of `duration` (`None`: bounded by a request count) at `offered`
-    /// req/s (`None`: closed loop); hidden when `quiet`.
-    pub fn new(quiet: bool, duration: Option<Duration>, offered: Option<f64>) -> RunView {
+    /// (`None`: closed loop) of `rate` (`req/s`, `msg/s`); hidden when `quiet`.
+    pub fn new(
+        quiet: bool,
+        duration: Option<Duration>,
+        offered: Option<f64>,
+        rate: &'static str,
+    ) -> RunView {
         let bar = if quiet { None } else { terminal_bar() };
         if let Some(b) = &bar {
             b.set_length(duration.map_or(0, |d| d.as_secs().max(1)));
             b.set_prefix(match offered {
-                Some(r) => format!("offered {r:.0} req/s"),
+                Some(r) => format!("offered {r:.0} {rate}"),
                 None => "closed loop".into(),
             });
             b.set_message("starting");
@@ -109,12 +122,13 @@ impl RunView {
             bar,
             plain: !quiet,
             window_s: duration.map(|d| d.as_secs_f64()),
+            rate,
         }
     }
 
     /// One finished second.
     pub fn second(&self, s: &SecondStats) {
-        show_second(self.bar.as_ref(), self.plain, self.window_s, s);
+        show_second(self.bar.as_ref(), self.plain, self.window_s, s, self.rate);
     }
 }
 
@@ -132,6 +146,8 @@ pub struct LabView {
     bar: Option<ProgressBar>,
     /// The running step's measured window, seconds.
     window_s: std::sync::Mutex<Option<f64>>,
+    /// The running step's rate unit (`req/s`, `msg/s`, `events/s`).
+    rate: std::sync::Mutex<&'static str>,
 }
 
 impl LabView {
@@ -140,6 +156,7 @@ impl LabView {
         Arc::new(LabView {
             bar: terminal_bar(),
             window_s: std::sync::Mutex::new(None),
+            rate: std::sync::Mutex::new("req/s"),
         })
     }
 
@@ -161,6 +178,7 @@ impl LabProgress for LabView {
 
     fn step(&self, st: &StepStart) {
         *self.window_s.lock().unwrap_or_else(|e| e.into_inner()) = Some(st.duration_s);
+        *self.rate.lock().unwrap_or_else(|e| e.into_inner()) = st.rate;
         if let Some(b) = &self.bar {
             b.set_length(st.duration_s.ceil().max(1.0) as u64);
             b.set_position(0);
@@ -186,6 +204,7 @@ impl LabProgress for LabView {
     fn second(&self, s: &SecondStats, _latency: &str) {
         // The lab prints a line per step already; its steps are short.
         let window = *self.window_s.lock().unwrap_or_else(|e| e.into_inner());
-        show_second(self.bar.as_ref(), false, window, s);
+        let rate = *self.rate.lock().unwrap_or_else(|e| e.into_inner());
+        show_second(self.bar.as_ref(), false, window, s, rate);
     }
 }

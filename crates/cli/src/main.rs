@@ -279,6 +279,7 @@ fn execute(
             loadlab_engine::LoadModel::Open { rate, .. } => Some(rate),
             loadlab_engine::LoadModel::Closed => None,
         },
+        cfg.transport.protocol().units().rate,
     );
     // A distributed run reports the agents' seconds merged: no `agent` label.
     let pusher = out

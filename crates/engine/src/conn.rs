@@ -259,7 +259,7 @@ impl Connector {
 /// one `io_uring_enter`.
 fn stamps_receipts(cfg: &RunConfig) -> bool {
     matches!(cfg.model, crate::config::LoadModel::Open { .. })
-        && cfg.transport.protocol() == crate::config::Protocol::Http1
+        && cfg.transport.protocol().byte_stream()
         && cfg.target.scheme != Scheme::Https
 }
 

@@ -59,7 +59,7 @@ pub mod worker;
 
 pub use config::{
     Arrival, CloseBy, ConfigError, GrpcCall, LoadModel, Model, Protocol, RunConfig, Transport,
-    Workload,
+    Units, Workload,
 };
 pub use error::{EngineError, ErrorClass, ErrorCounts};
 pub use result::{RunResult, RunShape, SecondStats};

@@ -48,7 +48,7 @@ fn agent_lines(out: &mut String, r: &RunResult) {
                 if r.sessions.is_some() {
                     format!("{v:.1} sessions/s")
                 } else {
-                    format!("{v:.1} req/s")
+                    format!("{v:.1} {}", r.protocol.units().rate)
                 }
             });
         match &a.lost {
@@ -203,6 +203,7 @@ fn session_lines(out: &mut String, r: &RunResult) {
 /// Renders the summary of a run.
 pub fn render(r: &RunResult) -> String {
     let mut out = String::new();
+    let units = r.protocol.units();
     let model = match (r.offered_rps, &r.sessions) {
         (Some(rate), Some(s)) => format!(
             "open loop at {rate} sessions/s of {} requests each ({})",
@@ -217,7 +218,8 @@ pub fn render(r: &RunResult) -> String {
             r.connections, s.requests_per_session
         ),
         (Some(rate), None) => format!(
-            "open loop at {rate} req/s ({})",
+            "open loop at {rate} {} ({})",
+            units.rate,
             match r.arrival {
                 Some(crate::config::Arrival::Poisson) => "poisson arrivals",
                 _ => "constant arrivals",
@@ -227,7 +229,7 @@ pub fn render(r: &RunResult) -> String {
             "closed loop, {} streams over {} connections",
             r.concurrency, r.connections
         ),
-        (None, None) => format!("closed loop, {} connections", r.connections),
+        (None, None) => format!("closed loop, {} {}", r.connections, units.held),
     };
     let protocol = r.protocol.label();
     let _ = writeln!(out, "loadlab {} {}{protocol}", r.method, r.url);
@@ -314,8 +316,14 @@ pub fn render(r: &RunResult) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "  requests        {} responses, {} successful, {} errors; achieved {:.1} req/s{offered}",
-            r.requests, r.successful, r.errors_total, r.achieved_rps
+            "  {:<15} {} {}, {} successful, {} errors; achieved {:.1} {}{offered}",
+            units.sent,
+            r.requests,
+            units.replies,
+            r.successful,
+            r.errors_total,
+            r.achieved_rps,
+            units.rate
         );
         if let (Some(_), Some(t)) = (r.offered_rps, &r.latency_trend) {
             if t.resolved {
@@ -368,10 +376,11 @@ pub fn render(r: &RunResult) -> String {
     }
     let _ = writeln!(
         out,
-        "  generator       {:.2} CPU-s ({:.0} requests per CPU-second), peak RSS {:.1} MB, {} connections opened",
+        "  generator       {:.2} CPU-s ({:.0} {} per CPU-second), peak RSS {:.1} MB, {} connections opened",
         r.generator_cpu_seconds,
         // Every request either succeeded or failed once.
         if r.generator_cpu_seconds > 0.0 { (r.successful + r.errors_total) as f64 / r.generator_cpu_seconds } else { 0.0 },
+        units.sent,
         r.generator_peak_rss_bytes as f64 / 1e6,
         r.connections_opened
     );

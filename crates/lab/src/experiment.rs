@@ -82,6 +82,8 @@ pub struct StepStart {
     pub load: f64,
     /// `req/s`, `conns` or `streams`.
     pub unit: &'static str,
+    /// The unit of what the seconds achieved: `req/s`, `msg/s`, `events/s`.
+    pub rate: &'static str,
     /// The step's measured duration, seconds.
     pub duration_s: f64,
     /// This step's number, from 1, and the plan's estimate of all steps (`~` when a knee
@@ -830,12 +832,13 @@ impl Runner<'_> {
                 load: value.or(first.rate).unwrap_or(0.0),
                 unit: match crate::plan::load_unit(
                     l.model,
-                    first.protocol.multiplexed(),
+                    first.protocol,
                     first.traffic.flow.is_some(),
                 ) {
                     "connections" => "conns",
                     u => u,
                 },
+                rate: first.protocol.units().rate,
                 duration_s: l.step_duration.as_secs_f64(),
                 number: self.steps_run + 1,
                 planned: self.steps_planned.max(self.steps_run + 1),
@@ -934,18 +937,19 @@ impl Runner<'_> {
             };
             rec.diagnosis = self.diagnose(&rec);
             self.say(format!(
-                "  {} {:>9} {}: achieved {:.1} req/s, p99 {}, {} errors{} {eta}",
+                "  {} {:>9} {}: achieved {:.1} {}, p99 {}, {} errors{} {eta}",
                 s.name,
                 knee::fmt(load),
                 match crate::plan::load_unit(
                     self.plan.load.model,
-                    s.protocol.multiplexed(),
+                    s.protocol,
                     s.traffic.flow.is_some(),
                 ) {
                     "connections" => "conns",
                     u => u,
                 },
                 rec.result.achieved_rps,
+                s.protocol.units().rate,
                 rec.result
                     .latency_ms
                     .p99

@@ -145,8 +145,10 @@ pub(crate) fn render_view(b: &crate::view::Bundle) -> String {
     let color_of = |config: &str| config_order.iter().position(|c| *c == config).unwrap_or(0);
     let unit = match plan.unit() {
         "req/s" => "offered load (req/s)",
+        "msg/s" => "offered load (msg/s)",
+        "events/s" => "offered load (events/s)",
         "sessions/s" => "offered load (sessions/s)",
-        "users" => "users",
+        u @ ("users" | "open connections" | "open streams") => u,
         _ => "requests in flight",
     };
 
@@ -564,9 +566,9 @@ fn names_charts(
 ) -> String {
     let mut o = String::new();
     let unit = match plan.unit() {
-        "req/s" => "req/s",
-        "sessions/s" => "sessions/s",
-        "users" => "users",
+        u @ ("req/s" | "msg/s" | "events/s" | "sessions/s" | "users") => u,
+        "open connections" => "open",
+        "open streams" => "streams",
         _ => "in flight",
     };
     for config in config_order {
@@ -662,8 +664,10 @@ fn names_against_load(
 ) -> [Chart; 2] {
     let unit = match plan.unit() {
         "req/s" => "offered load (req/s)",
+        "msg/s" => "offered load (msg/s)",
+        "events/s" => "offered load (events/s)",
         "sessions/s" => "offered load (sessions/s)",
-        "users" => "users",
+        u @ ("users" | "open connections" | "open streams") => u,
         _ => "requests in flight",
     };
     let title = |what: &str| {
@@ -831,7 +835,7 @@ fn step_details(s: &StepRecord) -> String {
         esc(&s.scenario),
         svg::short_num(s.load),
         match (s.model, s.result.sessions.is_some()) {
-            (Model::Open, false) => "req/s",
+            (Model::Open, false) => s.result.protocol.units().rate,
             (Model::Open, true) => "sessions/s",
             (Model::Closed, true) => "users",
             (Model::Closed, false) => "in flight",

@@ -47,7 +47,9 @@ pub fn unit(plan: &Plan) -> &'static str {
     plan.unit()
 }
 
-/// What a closed-loop step counts: streams over HTTP/2 and gRPC, connections over HTTP/1.1.
+/// What a closed-loop step counts: streams over HTTP/2 and gRPC, connections over HTTP/1.1,
+/// open connections (WebSocket) or open streams (server-sent events) when every step's
+/// protocol is that one.
 pub fn closed_unit<'a>(steps: impl Iterator<Item = &'a StepRecord>) -> &'static str {
     let steps: Vec<&StepRecord> = steps.collect();
     if !steps.is_empty() && steps.iter().all(|s| s.result.sessions.is_some()) {
@@ -55,8 +57,28 @@ pub fn closed_unit<'a>(steps: impl Iterator<Item = &'a StepRecord>) -> &'static 
     } else if steps.iter().any(|s| s.result.protocol.multiplexed()) {
         "concurrent streams"
     } else {
-        "connections"
+        common_protocol(&steps).map_or("connections", |p| p.units().held)
     }
+}
+
+/// What an open-loop step's rate counts: sessions per second for flows, else the rate of
+/// the steps' protocol (`req/s`, `msg/s` for WebSocket messages), `req/s` when they mix.
+pub fn open_unit<'a>(steps: impl Iterator<Item = &'a StepRecord>) -> &'static str {
+    let steps: Vec<&StepRecord> = steps.collect();
+    if !steps.is_empty() && steps.iter().all(|s| s.result.sessions.is_some()) {
+        "sessions/s"
+    } else {
+        common_protocol(&steps).map_or("req/s", |p| p.units().rate)
+    }
+}
+
+/// The protocol every step ran, if they agree.
+fn common_protocol(steps: &[&StepRecord]) -> Option<loadlab_engine::Protocol> {
+    let first = steps.first()?.result.protocol;
+    steps
+        .iter()
+        .all(|s| s.result.protocol == first)
+        .then_some(first)
 }
 
 /// The knee as a range: "between 775 and 800", "at least 800" (never unsustained), "below

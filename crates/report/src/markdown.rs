@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::format::{ms, num};
-use crate::knee::{closed_unit, fixed_knee, knee_cell};
+use crate::knee::{closed_unit, fixed_knee, knee_cell, open_unit};
 use loadlab_engine::ErrorClass;
 use loadlab_lab::bundle::{ConfigRecord, ConfigStatus, StepRecord};
 use loadlab_lab::diagnosis::Bottleneck;
@@ -251,11 +251,9 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
         .and_then(|s| s.result.latency_ms.mean);
     let floor = LatencyFloor::of(steps.iter().copied());
     let load_col = if closed {
-        closed_unit(steps.iter().copied())
-    } else if steps.iter().all(|s| s.result.sessions.is_some()) {
-        "offered sessions/s"
+        closed_unit(steps.iter().copied()).to_string()
     } else {
-        "offered req/s"
+        format!("offered {}", open_unit(steps.iter().copied()))
     };
     let _ = writeln!(
         out,
@@ -369,11 +367,9 @@ fn names_table(out: &mut String, steps: &[&StepRecord], closed: bool, slo: &Slo)
     let mut rows: Vec<&StepRecord> = steps.to_vec();
     rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
     let load_col = if closed {
-        closed_unit(steps.iter().copied())
-    } else if steps.iter().all(|s| s.result.sessions.is_some()) {
-        "offered sessions/s"
+        closed_unit(steps.iter().copied()).to_string()
     } else {
-        "offered req/s"
+        format!("offered {}", open_unit(steps.iter().copied()))
     };
     let flow = steps.iter().all(|s| s.result.sessions.is_some());
     let _ = writeln!(
@@ -647,9 +643,9 @@ fn side_by_side(
         return;
     }
     let unit = if closed {
-        closed_unit(steps.iter())
+        closed_unit(steps.iter()).to_string()
     } else {
-        "offered req/s"
+        format!("offered {}", open_unit(steps.iter()))
     };
     type Cell = fn(&StepRecord) -> String;
     let figures: [(&str, Cell); 4] = [
@@ -868,10 +864,8 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
     if !together && !steps.is_empty() {
         let unit = if closed {
             closed_unit(steps.iter())
-        } else if steps.iter().all(|s| s.result.sessions.is_some()) {
-            "sessions/s"
         } else {
-            "req/s"
+            open_unit(steps.iter())
         };
         let _ = writeln!(out, "## Knees\n");
         let _ = writeln!(

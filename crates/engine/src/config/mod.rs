@@ -165,12 +165,50 @@ impl Protocol {
         }
     }
 
+    /// What the protocol's exchanges are called in summaries and reports: what is sent,
+    /// what answers it, and the rate's unit. A WebSocket run sends messages and counts
+    /// replies; an event stream's exchange is an event the server sends.
+    pub fn units(self) -> Units {
+        match self {
+            Protocol::Http1 | Protocol::Http2 | Protocol::Grpc => Units {
+                sent: "requests",
+                replies: "responses",
+                rate: "req/s",
+                held: "connections",
+            },
+            Protocol::Ws => Units {
+                sent: "messages",
+                replies: "replies",
+                rate: "msg/s",
+                held: "open connections",
+            },
+            Protocol::Sse => Units {
+                sent: "events",
+                replies: "events",
+                rate: "events/s",
+                held: "open streams",
+            },
+        }
+    }
+
     /// True for the protocols carried by HTTP/2: streams multiplexed over shared
     /// connections, rather than one exchange in flight on a connection of its own.
     pub fn multiplexed(self) -> bool {
         match self {
             Protocol::Http2 | Protocol::Grpc => true,
             Protocol::Http1 | Protocol::Ws | Protocol::Sse => false,
+        }
+    }
+
+    /// True for the protocols io_uring can carry (`--io uring`) and whose replies are timed
+    /// from the kernel's receive timestamps in open loop: one exchange in flight on a plain
+    /// connection of loadlab's own, read as bytes (HTTP/1.1, and a WebSocket's frames after
+    /// its upgrade). Server-sent events are held in closed loop, where io_uring was not
+    /// measured better.
+    pub fn byte_stream(self) -> bool {
+        match self {
+            Protocol::Http1 | Protocol::Ws => true,
+            Protocol::Http2 | Protocol::Grpc | Protocol::Sse => false,
         }
     }
 
@@ -182,6 +220,19 @@ impl Protocol {
             Protocol::Http1 | Protocol::Ws | Protocol::Sse => b"http/1.1",
         }
     }
+}
+
+/// The words a protocol's figures are given in ([`Protocol::units`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Units {
+    /// What is sent: `requests`, `messages`, `events`.
+    pub sent: &'static str,
+    /// What answers it: `responses`, `replies`, `events`.
+    pub replies: &'static str,
+    /// An open loop's rate: `req/s`, `msg/s`, `events/s`.
+    pub rate: &'static str,
+    /// A closed loop's load: `connections`, `open connections`, `open streams`.
+    pub held: &'static str,
 }
 
 /// Where requests go.
@@ -263,7 +314,7 @@ impl RunConfig {
     /// and refused.
     pub fn io_used(&self) -> (IoUsed, Option<String>) {
         let plain_http1 =
-            self.transport.protocol() == Protocol::Http1 && self.target.scheme == Scheme::Http;
+            self.transport.protocol().byte_stream() && self.target.scheme == Scheme::Http;
         // A flow's sessions wake through their own timer loop, which does not pace the ring.
         let flow = self.traffic.as_ref().is_some_and(|t| t.flow.is_some());
         let better = !flow && (self.model != LoadModel::Closed || !self.transport.keep_alive());

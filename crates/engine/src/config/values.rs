@@ -34,8 +34,8 @@ pub enum IoMode {
     Auto,
     /// Readiness events (epoll, through tokio): every protocol.
     Epoll,
-    /// io_uring: plain `http://` HTTP/1.1 only; where the kernel refuses it, epoll is used
-    /// and the run says so.
+    /// io_uring: plain `http://` HTTP/1.1 and `ws://` WebSocket only; where the kernel
+    /// refuses it, epoll is used and the run says so.
     Uring,
 }
 
@@ -77,8 +77,8 @@ impl IoMode {
             IoMode::Uring if !plain_http1 => (
                 IoUsed::Epoll,
                 Some(
-                    "--io uring: io_uring carries plain http:// HTTP/1.1 only; this run \
-                     (https, HTTP/2 or gRPC) used epoll"
+                    "--io uring: io_uring carries plain http:// HTTP/1.1 and ws:// WebSocket \
+                     only; this run (https, wss, HTTP/2, gRPC or server-sent events) used epoll"
                         .into(),
                 ),
             ),

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use loadlab_engine::Protocol;
 use serde::{Deserialize, Serialize};
 
 pub use file::{
@@ -490,22 +491,23 @@ fn plan_dir(path: &Path) -> PathBuf {
     std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf())
 }
 
-/// The unit a step's load is counted in: requests per second in open loop (sessions
-/// started per second for a flow), and in closed loop connections, streams (HTTP/2, gRPC)
-/// or users (a flow).
-pub fn load_unit(model: Model, multiplexed: bool, flow: bool) -> &'static str {
-    match (model, flow, multiplexed) {
-        (Model::Open, true, _) => "sessions/s",
-        (Model::Open, false, _) => "req/s",
-        (Model::Closed, true, _) => "users",
-        (Model::Closed, false, true) => "streams",
-        (Model::Closed, false, false) => "connections",
+/// The unit a step's load is counted in: in open loop the protocol's rate (requests,
+/// WebSocket messages per second; sessions started per second for a flow), and in closed
+/// loop connections, streams (HTTP/2, gRPC), open connections (WebSocket), open event
+/// streams (server-sent events) or users (a flow).
+pub fn load_unit(model: Model, protocol: Protocol, flow: bool) -> &'static str {
+    match (model, flow) {
+        (Model::Open, true) => "sessions/s",
+        (Model::Open, false) => protocol.units().rate,
+        (Model::Closed, true) => "users",
+        (Model::Closed, false) if protocol.multiplexed() => "streams",
+        (Model::Closed, false) => protocol.units().held,
     }
 }
 
 /// The unit of a run's load, from its result (see [`load_unit`]).
 pub fn result_unit(r: &loadlab_engine::RunResult) -> &'static str {
-    load_unit(r.model, r.protocol.multiplexed(), r.sessions.is_some())
+    load_unit(r.model, r.protocol, r.sessions.is_some())
 }
 
 impl Plan {
@@ -517,12 +519,24 @@ impl Plan {
 
     /// The unit of the plan's loads: its scenarios' when they agree (see [`load_unit`]);
     /// a plan that mixes flows and requests, or protocols, in closed loop counts
-    /// connections, and in open loop requests per second.
+    /// connections (streams when every one is multiplexed), and in open loop requests per
+    /// second.
     pub fn unit(&self) -> &'static str {
         let all = |f: &dyn Fn(&ScenarioSpec) -> bool| self.scenarios.iter().all(f);
+        let first = self
+            .scenarios
+            .first()
+            .map_or(Protocol::Http1, |s| s.protocol);
+        let protocol = if all(&|s| s.protocol == first) {
+            first
+        } else if all(&|s| s.protocol.multiplexed()) {
+            Protocol::Http2
+        } else {
+            Protocol::Http1
+        };
         load_unit(
             self.load.model,
-            all(&|s| s.protocol.multiplexed()),
+            protocol,
             all(&|s| s.traffic.flow.is_some()),
         )
     }

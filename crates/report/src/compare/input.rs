@@ -463,9 +463,9 @@ fn load_run(path: &Path) -> Result<Input, InputError> {
     let unit = match (r.model, r.protocol.multiplexed()) {
         (Model::Open, _) if r.sessions.is_some() => "sessions/s",
         (Model::Closed, _) if r.sessions.is_some() => "users",
-        (Model::Open, _) => "req/s",
+        (Model::Open, _) => r.protocol.units().rate,
         (Model::Closed, true) => "concurrent streams",
-        (Model::Closed, false) => "connections",
+        (Model::Closed, false) => r.protocol.units().held,
     };
     let run = run_of(&r, None).map_err(not_run)?;
     Ok(Input {
@@ -530,7 +530,7 @@ fn load_bundle(dir: &Path) -> Result<Input, InputError> {
             }
             let unit = match model {
                 Model::Open if scenario.traffic.flow.is_some() => "sessions/s",
-                Model::Open => "req/s",
+                Model::Open => scenario.protocol.units().rate,
                 Model::Closed => closed_unit(list.iter().copied()),
             };
             let knee = (!together).then(|| {

@@ -251,7 +251,7 @@ fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesCo
         ]);
     }
     // Rates go without their unit (the knee row names it); connections and streams say so.
-    let load_suffix = if s.unit == "req/s" {
+    let load_suffix = if matches!(s.unit.as_str(), "req/s" | "msg/s" | "events/s") {
         String::new()
     } else {
         format!(" {}", s.unit)

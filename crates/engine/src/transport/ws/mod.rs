@@ -322,10 +322,15 @@ impl WsLink {
                     Some(Err(e)) => return Err(classify(&e)),
                 }
             }
+            // When the reply's last bytes arrived, if the kernel stamped them (plain
+            // connections in open loop): a worker that reads late (a paced ring takes the
+            // replies in at its own wake-ups) must not charge its delay to the server.
             let now = io.clock.now();
-            io.recorder
-                .borrow_mut()
-                .response(p, sent, now, REPLY_STATUS);
+            let at = ws
+                .get_ref()
+                .received_at()
+                .map_or(now, |at| io.clock.from_realtime(at, sent, now));
+            io.recorder.borrow_mut().response(p, sent, at, REPLY_STATUS);
             done.set(done.get() + 1);
         }
         Ok(())
