@@ -77,7 +77,9 @@ fn parse_args() -> Result<Args, String> {
             a.woken = true;
             continue;
         }
-        let v = it.next().ok_or_else(|| format!("{k} needs a value\n{}", usage()))?;
+        let v = it
+            .next()
+            .ok_or_else(|| format!("{k} needs a value\n{}", usage()))?;
         let bad = |e: &dyn std::fmt::Display| format!("{k} {v}: {e}");
         match k.as_str() {
             "--addr" => {
@@ -86,9 +88,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--path" => a.path = v,
             "--connections" => a.connections = v.parse().map_err(|e| bad(&e))?,
-            "--duration" => {
-                a.duration = Duration::from_secs_f64(v.parse().map_err(|e| bad(&e))?)
-            }
+            "--duration" => a.duration = Duration::from_secs_f64(v.parse().map_err(|e| bad(&e))?),
             "--rate" => a.rate = v.parse().map_err(|e| bad(&e))?,
             "--body" => a.body = v.into_bytes(),
             "--gap-us" => a.gap = Duration::from_micros(v.parse().map_err(|e| bad(&e))?),
@@ -98,7 +98,7 @@ fn parse_args() -> Result<Args, String> {
     if !have_addr {
         return Err(usage());
     }
-    if a.connections == 0 || a.connections > 1_000_000 || !(a.rate > 0.0) {
+    if a.connections == 0 || a.connections > 1_000_000 || a.rate.is_nan() || a.rate <= 0.0 {
         return Err("--connections and --rate must be positive".into());
     }
     Ok(a)
@@ -152,7 +152,10 @@ fn connect(a: &Args) -> Result<TcpStream, String> {
     }
     if !head.starts_with(b"HTTP/1.1 101") {
         let line = String::from_utf8_lossy(&head);
-        return Err(format!("handshake refused: {}", line.lines().next().unwrap_or("")));
+        return Err(format!(
+            "handshake refused: {}",
+            line.lines().next().unwrap_or("")
+        ));
     }
     s.set_nonblocking(true).map_err(|e| e.to_string())?;
     Ok(s)
@@ -228,7 +231,10 @@ fn run(a: &Args) -> Result<String, String> {
     // SAFETY: plain system calls on descriptors this function owns.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     if ep < 0 {
-        return Err(format!("epoll_create1: {}", std::io::Error::last_os_error()));
+        return Err(format!(
+            "epoll_create1: {}",
+            std::io::Error::last_os_error()
+        ));
     }
     for (i, c) in conns.iter().enumerate() {
         let mut ev = libc::epoll_event {
@@ -244,7 +250,12 @@ fn run(a: &Args) -> Result<String, String> {
     let mut tfd = -1;
     if a.woken {
         // SAFETY: plain system calls; `ev` is a valid event.
-        tfd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        tfd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
         let mut ev = libc::epoll_event {
             events: libc::EPOLLIN as u32,
             u64: TIMER,
@@ -291,7 +302,14 @@ fn run(a: &Args) -> Result<String, String> {
                 Ok(0) => {
                     errors += 1;
                     // SAFETY: the descriptor is open; removing it stops its readiness.
-                    unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, c.s.as_raw_fd(), std::ptr::null_mut()) };
+                    unsafe {
+                        libc::epoll_ctl(
+                            ep,
+                            libc::EPOLL_CTL_DEL,
+                            c.s.as_raw_fd(),
+                            std::ptr::null_mut(),
+                        )
+                    };
                     c.busy = true; // never used again
                     continue;
                 }
@@ -299,7 +317,14 @@ fn run(a: &Args) -> Result<String, String> {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(_) => {
                     errors += 1;
-                    unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, c.s.as_raw_fd(), std::ptr::null_mut()) };
+                    unsafe {
+                        libc::epoll_ctl(
+                            ep,
+                            libc::EPOLL_CTL_DEL,
+                            c.s.as_raw_fd(),
+                            std::ptr::null_mut(),
+                        )
+                    };
                     c.busy = true;
                     continue;
                 }
@@ -330,7 +355,14 @@ fn run(a: &Args) -> Result<String, String> {
                 Walk::Replies(..) => {}
                 Walk::Closed => {
                     errors += 1;
-                    unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, c.s.as_raw_fd(), std::ptr::null_mut()) };
+                    unsafe {
+                        libc::epoll_ctl(
+                            ep,
+                            libc::EPOLL_CTL_DEL,
+                            c.s.as_raw_fd(),
+                            std::ptr::null_mut(),
+                        )
+                    };
                     c.busy = true;
                 }
             }
@@ -406,7 +438,10 @@ fn wait_until(tfd: i32, armed: &mut u64, ns: u64) {
     }
     *armed = ns;
     let t = libc::itimerspec {
-        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
         it_value: libc::timespec {
             tv_sec: (ns / 1_000_000_000) as libc::time_t,
             tv_nsec: (ns % 1_000_000_000).max(1) as libc::c_long,
@@ -424,7 +459,12 @@ fn sleep_until(ns: u64) {
     };
     // SAFETY: `ts` is valid; no remainder is asked for with TIMER_ABSTIME.
     while unsafe {
-        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
     } == libc::EINTR
     {}
 }
@@ -450,7 +490,11 @@ mod tests {
     fn frames_are_masked_and_walked_by_their_headers() {
         let f = frame(b"hello");
         assert_eq!(&f[..2], &[0x81, 0x85]);
-        let unmasked: Vec<u8> = f[6..].iter().enumerate().map(|(i, b)| b ^ f[2 + i % 4]).collect();
+        let unmasked: Vec<u8> = f[6..]
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b ^ f[2 + i % 4])
+            .collect();
         assert_eq!(unmasked, b"hello");
         // Two server text frames, a ping, and half of a third frame.
         let v = [0x81, 2, b'o', b'k', 0x89, 0, 0x82, 1, b'x', 0x81, 5, b'a'];
