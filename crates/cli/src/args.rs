@@ -818,6 +818,13 @@ pub struct KneeArgs {
     /// also pushes, or answers out of order).
     #[arg(long, value_name = "TEXT", help_heading = "Request")]
     pub reply_contains: Option<String>,
+    /// WebSocket: each reply carries the time the server sent it, as a number at this JSON
+    /// pointer (`/ts`, `/data/sent`) since the Unix epoch in seconds, ms, µs or ns (told by
+    /// magnitude); the delay from it to the reply's arrival is reported beside the latency
+    /// (`server delay`: with server push, how stale a message is when it lands). Meaningful
+    /// when both clocks are the same (one host) or synchronized.
+    #[arg(long, value_name = "POINTER", help_heading = "Request")]
+    pub sent_at: Option<String>,
     /// Reuse connections (on) or open a new TCP connection per request (off, HTTP/1.1).
     #[arg(long, value_enum, default_value = "on", help_heading = "Request")]
     pub keep_alive: OnOff,
@@ -1309,6 +1316,13 @@ pub struct RunArgs {
     /// also pushes, or answers out of order).
     #[arg(long, value_name = "TEXT", help_heading = "Connections")]
     pub reply_contains: Option<String>,
+    /// WebSocket: each reply carries the time the server sent it, as a number at this JSON
+    /// pointer (`/ts`, `/data/sent`) since the Unix epoch in seconds, ms, µs or ns (told by
+    /// magnitude); the delay from it to the reply's arrival is reported beside the latency
+    /// (`server delay`: with server push, how stale a message is when it lands). Meaningful
+    /// when both clocks are the same (one host) or synchronized.
+    #[arg(long, value_name = "POINTER", help_heading = "Connections")]
+    pub sent_at: Option<String>,
     /// WebSocket server push: each of --connections connections sends the body once after
     /// the upgrade (a subscribe message), and every data message the server sends is a
     /// reply whose latency is the wait for it (the first: the time to first message).
@@ -1473,6 +1487,7 @@ impl LoadArgs {
             push: false,
             sse: false,
             reply_contains: None,
+            sent_at: None,
         }
     }
 }
@@ -1495,6 +1510,7 @@ impl RunArgs {
             push: self.push,
             sse: self.sse,
             reply_contains: self.reply_contains.clone(),
+            sent_at: self.sent_at.clone(),
             http2: self.http2,
             keep_alive: self.keep_alive == OnOff::On,
             close_by: match self.close_by {

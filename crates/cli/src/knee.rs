@@ -97,6 +97,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         rate: None,
         ping_every: a.ping_every.map(duration),
         reply_contains: a.reply_contains.as_deref().map(literal),
+        sent_at: a.sent_at.clone(),
         push: a.push,
         requests: None,
         protocol: protocol.into(),

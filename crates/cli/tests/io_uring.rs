@@ -196,7 +196,7 @@ fn source_addresses_and_a_server_closing_kept_connections_work_over_uring() {
 #[test]
 fn https_and_http2_say_they_used_epoll() {
     // A plain server, asked for HTTP/2 with --io uring: the run says io_uring carries
-    // plain HTTP/1.1 only, once, and ran on epoll.
+    // plain HTTP/1.1 and WebSocket only, once, and ran on epoll.
     let server = TestServer::start(Behavior::Ok);
     let r = run(
         &server,
@@ -207,5 +207,8 @@ fn https_and_http2_say_they_used_epoll() {
     assert_eq!(j["io"], "epoll", "{j}");
     let notes = util::warnings_with(j, "--io uring");
     assert_eq!(notes.len(), 1, "{j}");
-    assert!(notes[0].contains("plain http:// HTTP/1.1 only"), "{j}");
+    assert!(
+        notes[0].contains("plain http:// HTTP/1.1 and ws:// WebSocket only"),
+        "{j}"
+    );
 }

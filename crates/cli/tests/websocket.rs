@@ -673,6 +673,126 @@ fn the_message_rate_knee_of_a_node_ws_server_is_its_one_event_loop() {
     assert!(f["evidence"].as_str().unwrap().contains("(`node`)"), "{k}");
 }
 
+/// Pushed messages that say when the server sent them: the delay from that time to their
+/// arrival is the lateness the server stamped in (50 ms), the messages without a time are
+/// counted as such, and the summary says what the figure rests on.
+#[test]
+fn the_delay_a_pushed_message_carries_is_reported_with_what_it_rests_on() {
+    let server = WsServer::start(WsBehavior::StampedPush {
+        every_ms: 20,
+        late_ms: 50,
+    });
+    let args = [
+        "--push",
+        "-c",
+        "3",
+        "--body",
+        r#"{"subscribe":"ticks"}"#,
+        "--sent-at",
+        "/ts",
+    ];
+    let url = server.url();
+    let mut argv = vec![url.as_str(), "-d", "2s"];
+    argv.extend(args);
+    let out = util::run(&argv);
+    let j = out.json.clone().expect("a JSON result");
+    let replies = u(&j["requests"]);
+    assert!(replies >= 100, "{j}");
+    // The summary gives the figure and what it rests on.
+    assert!(out.stdout.contains("server delay"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!(
+            "{} replies carried a time at /ts",
+            replies - u(&j["server_delay"]["missing"])
+        )),
+        "{}",
+        out.stdout
+    );
+    let d = &j["server_delay"];
+    assert_eq!(d["pointer"], "/ts", "{j}");
+    assert_eq!(u(&d["ahead"]), 0, "{j}");
+    // Every fourth message has no time; the others were stamped 50 ms before they left.
+    let (stamped, missing) = (u(&d["delay_ms"]["count"]), u(&d["missing"]));
+    assert_eq!(stamped + missing, replies, "{j}");
+    // (each connection's own fourth: up to one off a quarter on each of the three).
+    assert!(
+        missing * 4 + 12 >= replies && missing * 4 <= replies + 12,
+        "{j}"
+    );
+    let p50 = d["delay_ms"]["p50"].as_f64().unwrap();
+    assert!((50.0..=65.0).contains(&p50), "{j}");
+    assert!(d["delay_ms"]["min"].as_f64().unwrap() >= 50.0, "{j}");
+    // Only where a reply can carry one: not with pings, not for HTTP, and a pointer.
+    for (bad, why) in [
+        (vec!["--ping-every", "1s", "--sent-at", "/ts"], "--sent-at"),
+        (vec!["--sent-at", "ts"], "JSON pointer"),
+    ] {
+        let mut a = vec![server.url(), "-d".into(), "1s".into()];
+        a.extend(bad.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = util::run(&a);
+        assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);
+        assert!(out.stderr.contains(why), "{}", out.stderr);
+    }
+    let out = util::run(&["http://127.0.0.1:9/", "--sent-at", "/ts", "-d", "1s"]);
+    assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--sent-at"), "{}", out.stderr);
+}
+
+/// A Node `ws` server that stamps each message (`Date.now()`, milliseconds) and then keeps
+/// its event loop busy 30 ms before sending it: the delay loadlab reports is those 30 ms
+/// (and never less), measured against a server nobody here wrote.
+#[test]
+#[ignore = "needs Node's ws (./test.sh installs node-ws)"]
+fn a_node_ws_server_that_holds_its_messages_shows_the_hold_as_their_delay() {
+    let js = "const { WebSocketServer } = require('/usr/share/nodejs/ws');\
+        const s = new WebSocketServer({ host: '127.0.0.1', port: 0 }, () =>\
+          console.log('port ' + s.address().port));\
+        s.on('connection', (ws) => ws.once('message', () => {\
+          const t = setInterval(() => {\
+            const ts = Date.now();\
+            const end = ts + 30; while (Date.now() < end) {}\
+            ws.send(JSON.stringify({ data: { ts } }));\
+          }, 100);\
+          ws.on('close', () => clearInterval(t));\
+        }));";
+    let server = Server::spawn(
+        {
+            let mut cmd = Command::new("node");
+            cmd.args(["-e", js]);
+            cmd
+        },
+        |l| l.strip_prefix("port ")?.parse().ok(),
+    );
+    let url = format!("ws://127.0.0.1:{}/", server.port);
+    let j = run_ws(
+        &url,
+        "",
+        "2s",
+        &[
+            "--push",
+            "-c",
+            "2",
+            "--body",
+            "subscribe",
+            "--sent-at",
+            "/data/ts",
+        ],
+    );
+    let d = &j["server_delay"];
+    assert_eq!(u(&d["missing"]), 0, "{j}");
+    assert_eq!(u(&d["ahead"]), 0, "{j}");
+    assert_eq!(u(&d["delay_ms"]["count"]), u(&j["requests"]), "{j}");
+    // Milliseconds of Date.now(): a message held 30 ms shows 29 to 31 ms and up, never
+    // less (the stamp's own millisecond is truncated).
+    let (min, p50) = (
+        d["delay_ms"]["min"].as_f64().unwrap(),
+        d["delay_ms"]["p50"].as_f64().unwrap(),
+    );
+    assert!(min >= 29.0, "{j}");
+    assert!((29.0..=45.0).contains(&p50), "{j}");
+}
+
 /// A knee's range, its outcome printed whole when it has none (no step sustained, or the
 /// search never narrowed).
 fn knee_range(k: &Value) -> (f64, f64) {

@@ -66,6 +66,11 @@ impl Clock {
             .clamp(not_before.min(now), now)
     }
 
+    /// The `CLOCK_REALTIME` reading (ns) of clock reading `t`.
+    pub fn realtime_ns(&self, t: u64) -> u64 {
+        self.origin_real_ns + t
+    }
+
     /// The `Instant` of a clock reading, for tokio timers.
     pub fn instant(&self, ns: u64) -> Instant {
         self.origin + Duration::from_nanos(ns)

@@ -177,6 +177,8 @@ pub struct WorkerTotals {
     pub grpc: [u64; GRPC_CODES],
     /// WebSocket: connections the server closed, per close code (codes seen only).
     pub ws_close: Vec<(u16, u64)>,
+    /// Replies that carry the server's send time: the delay from it to their arrival.
+    pub server_delay: ServerDelayRecord,
     /// Connections opened (whole run).
     pub connections_opened: u64,
     /// Measured requests re-sent because the server closed gracefully (or refused them)
@@ -220,6 +222,7 @@ impl WorkerTotals {
             status: vec![0; 1000],
             grpc: [0; GRPC_CODES],
             ws_close: Vec::new(),
+            server_delay: ServerDelayRecord::default(),
             connections_opened: 0,
             resent_unprocessed: 0,
             server_closes: 0,
@@ -232,6 +235,40 @@ impl WorkerTotals {
             names: (0..names).map(|_| NameRecord::empty()).collect(),
             sessions: None,
         }
+    }
+}
+
+/// Replies that say when the server sent them (`--sent-at`): the delay from that time to
+/// their arrival, µs, and the replies it could not be read from.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ServerDelayRecord {
+    /// The delay of each reply that carried a time before its arrival, µs.
+    #[serde(with = "crate::records::histogram_text")]
+    pub delay: Histogram<u64>,
+    /// Replies without a number at the pointer (not JSON, no such field, not a number).
+    pub missing: u64,
+    /// Replies whose time is after their arrival: the two clocks disagree by more than the
+    /// delay (another host's clock), so no delay is recorded for them.
+    pub ahead: u64,
+}
+
+impl Default for ServerDelayRecord {
+    fn default() -> Self {
+        ServerDelayRecord {
+            delay: new_histogram(TOTAL_SIGFIG),
+            missing: 0,
+            ahead: 0,
+        }
+    }
+}
+
+impl ServerDelayRecord {
+    /// Adds another record exactly (histograms added, counts summed).
+    pub fn absorb(&mut self, o: &ServerDelayRecord) -> Result<(), String> {
+        crate::records::merge_histogram(&mut self.delay, &o.delay)?;
+        self.missing += o.missing;
+        self.ahead += o.ahead;
+        Ok(())
     }
 }
 
@@ -419,6 +456,20 @@ impl Recorder {
     pub fn ws_closed(&mut self, p: Planned, code: u16) {
         if self.measured(p.intended) {
             add_code(&mut self.totals.ws_close, code, 1);
+        }
+    }
+
+    /// The reply to `p` arrived at `arrived_real_ns` (`CLOCK_REALTIME`) and says the server
+    /// sent it at `sent_real_ns` (`None`: it carries no such time).
+    pub fn server_delay(&mut self, p: Planned, arrived_real_ns: u64, sent_real_ns: Option<u64>) {
+        if !self.measured(p.intended) {
+            return;
+        }
+        let d = &mut self.totals.server_delay;
+        match sent_real_ns {
+            None => d.missing += 1,
+            Some(sent) if sent > arrived_real_ns => d.ahead += 1,
+            Some(sent) => d.delay.saturating_record(us(arrived_real_ns - sent)),
         }
     }
 

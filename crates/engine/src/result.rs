@@ -80,6 +80,9 @@ pub struct RunShape {
     /// Requests that vary: what the results say of them (absent for one fixed request).
     #[serde(default)]
     pub traffic: Option<Box<TrafficShape>>,
+    /// WebSocket: the JSON pointer to each reply's send time (`--sent-at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<String>,
 }
 
 /// What a run's requests were, when they varied.
@@ -143,6 +146,7 @@ impl RunShape {
                 .traffic
                 .as_deref()
                 .map(|t| Box::new(TrafficShape::of(t))),
+            sent_at: cfg.transport.sent_at().map(str::to_string),
         }
     }
 }
@@ -328,6 +332,19 @@ impl NameSecond {
     }
 }
 
+/// The delay from the time a reply says the server sent it to its arrival.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerDelay {
+    /// The JSON pointer read in each reply (`--sent-at`).
+    pub pointer: String,
+    /// The delay of each reply stamped before its arrival, ms.
+    pub delay_ms: LatencyStats,
+    /// Replies without a number at the pointer.
+    pub missing: u64,
+    /// Replies stamped after their arrival (the clocks disagree): no delay recorded.
+    pub ahead: u64,
+}
+
 /// Serialized histograms, mergeable later (HdrHistogram V2 + deflate, base64).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Histograms {
@@ -448,6 +465,10 @@ pub struct RunResult {
     /// frame at all...), codes seen only; empty unless the protocol is ws.
     #[serde(default)]
     pub ws_close_codes: BTreeMap<String, u64>,
+    /// WebSocket replies that say when the server sent them (`--sent-at`): the delay from
+    /// that time to their arrival. Absent unless asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_delay: Option<ServerDelay>,
     /// Connections opened over the whole run, warm-up included.
     pub connections_opened: u64,
     /// Requests the server never processed (written behind a `Connection: close` response
@@ -804,6 +825,9 @@ pub struct Merged {
     /// WebSocket: the server's closes per close code (codes seen only).
     #[serde(default)]
     pub ws_close: Vec<(u16, u64)>,
+    /// Replies carrying the server's send time (`--sent-at`).
+    #[serde(default)]
+    pub server_delay: crate::recorder::ServerDelayRecord,
     /// Connections opened over the whole run, warm-up included.
     pub connections_opened: u64,
     /// Requests re-sent after a graceful close.
@@ -853,6 +877,7 @@ impl Merged {
             status: vec![0; 1000],
             grpc: [0; GRPC_CODES],
             ws_close: Vec::new(),
+            server_delay: Default::default(),
             connections_opened: 0,
             resent_unprocessed: 0,
             server_closes: 0,
@@ -892,6 +917,7 @@ impl Merged {
         for &(code, n) in &o.ws_close {
             crate::recorder::add_code(&mut self.ws_close, code, n);
         }
+        self.server_delay.absorb(&o.server_delay)?;
         self.connections_opened += o.connections_opened;
         self.resent_unprocessed += o.resent_unprocessed;
         self.server_closes += o.server_closes;
@@ -948,6 +974,7 @@ pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
             status: w.status,
             grpc: w.grpc,
             ws_close: w.ws_close,
+            server_delay: w.server_delay,
             connections_opened: w.connections_opened,
             resent_unprocessed: w.resent_unprocessed,
             server_closes: w.server_closes,

@@ -508,6 +508,15 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
             .iter()
             .map(|(code, n)| (code.to_string(), *n))
             .collect(),
+        server_delay: shape
+            .sent_at
+            .as_ref()
+            .map(|pointer| crate::result::ServerDelay {
+                pointer: pointer.clone(),
+                delay_ms: LatencyStats::from_histogram(&m.server_delay.delay),
+                missing: m.server_delay.missing,
+                ahead: m.server_delay.ahead,
+            }),
         connections_opened: m.connections_opened,
         resent_unprocessed: m.resent_unprocessed,
         server_closes: m.server_closes,

@@ -22,6 +22,30 @@ fn stats_line(out: &mut String, label: &str, s: &LatencyStats) {
     );
 }
 
+/// The delay from the server's send time each reply carried (`--sent-at`) to its arrival,
+/// with what it rests on: the replies that carried one, those that did not, and those
+/// stamped after they arrived (clocks that disagree: the figure is then not the delay).
+fn server_delay_lines(out: &mut String, d: &crate::result::ServerDelay) {
+    if d.delay_ms.count > 0 {
+        stats_line(out, "server delay", &d.delay_ms);
+    }
+    let mut notes = vec![format!(
+        "{} replies carried a time at {}",
+        d.delay_ms.count + d.ahead,
+        d.pointer
+    )];
+    if d.missing > 0 {
+        notes.push(format!("{} had no time there", d.missing));
+    }
+    if d.ahead > 0 {
+        notes.push(format!(
+            "{} were stamped after they arrived, so the server's clock is ahead of this one's and no delay is claimed for them",
+            d.ahead
+        ));
+    }
+    let _ = writeln!(out, "  {:<15} {}", "", notes.join("; "));
+}
+
 /// `  label           key: n, key: n`, or nothing when `counts` is empty.
 fn counts_line(out: &mut String, label: &str, counts: &std::collections::BTreeMap<String, u64>) {
     if counts.is_empty() {
@@ -340,6 +364,9 @@ pub fn render(r: &RunResult) -> String {
         stats_line(&mut out, "service time", &r.service_time_ms);
         if r.connect_time_ms.count > 0 {
             stats_line(&mut out, "connect time", &r.connect_time_ms);
+        }
+        if let Some(d) = &r.server_delay {
+            server_delay_lines(&mut out, d);
         }
         if r.offered_rps.is_some() {
             let _ = writeln!(

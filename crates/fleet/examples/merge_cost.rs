@@ -98,6 +98,7 @@ fn main() {
         timeout_ms: 5000.0,
         warmup_s: 0.0,
         traffic: None,
+        sent_at: None,
     };
     // What travels: each agent's measurement as JSON.
     let messages: Vec<String> = (0..agents)

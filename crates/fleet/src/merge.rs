@@ -236,6 +236,7 @@ mod tests {
             timeout_ms: 5000.0,
             warmup_s: 0.0,
             traffic: None,
+            sent_at: None,
         }
     }
 

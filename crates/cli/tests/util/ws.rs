@@ -30,6 +30,11 @@ pub enum WsBehavior {
     /// After the first message (a subscribe), sends a message every `every_ms` ms until
     /// the client goes.
     Push { every_ms: u64 },
+    /// Server push whose messages say when they were sent, `late_ms` before they are:
+    /// after the subscribe, every `every_ms` ms a message `{"n":N,"ts":T}` with T the time
+    /// `late_ms` ago in microseconds since the Unix epoch (as a queue the message sat in
+    /// would make it); every fourth message has no `ts`.
+    StampedPush { every_ms: u64, late_ms: u64 },
     /// Answers each message with another message at once (a push, not its reply), then
     /// echoes it `ms` milliseconds later; keeps every message's text.
     NoiseThenEcho { ms: u64 },
@@ -180,6 +185,26 @@ fn serve(
                     }
                     std::thread::sleep(Duration::from_millis(every_ms));
                     if ws.send(Message::text(format!("tick {n}"))).is_err() {
+                        return;
+                    }
+                }
+            }
+            WsBehavior::StampedPush { every_ms, late_ms } => {
+                for n in 0u64.. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(every_ms));
+                    let sent = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        - Duration::from_millis(late_ms);
+                    let text = if n % 4 == 3 {
+                        format!("{{\"n\":{n}}}")
+                    } else {
+                        format!("{{\"n\":{n},\"ts\":{}}}", sent.as_micros())
+                    };
+                    if ws.send(Message::text(text)).is_err() {
                         return;
                     }
                 }

@@ -63,11 +63,13 @@ pub enum Field {
     ReplyContains,
     /// WebSocket server push after a subscribe message.
     Push,
+    /// Where a WebSocket reply says when the server sent it.
+    SentAt,
 }
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 29] = [
+    pub const ALL: [Field; 30] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -97,6 +99,7 @@ impl Field {
         Field::Ping,
         Field::ReplyContains,
         Field::Push,
+        Field::SentAt,
     ];
 
     /// The `loadlab run` flag that sets it.
@@ -130,6 +133,7 @@ impl Field {
             Field::Binary => "--binary",
             Field::Ping => "--ping-every",
             Field::ReplyContains => "--reply-contains",
+            Field::SentAt => "--sent-at",
             Field::Push => "--push",
         }
     }

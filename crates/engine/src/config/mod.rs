@@ -25,8 +25,8 @@ pub use error::{ConfigError, Field};
 pub use loadlab_grpc::GrpcCall;
 pub use values::{parse_duration, CpuList, IoMode, IoUsed, SourceAddrs};
 pub use workload::{
-    ClientCertPem, CloseBy, Request, Transport, TransportFlags, Workload, MAX_CONNECTIONS,
-    MAX_DURATION, MAX_RATE, MAX_TIMEOUT, MAX_WARMUP,
+    check_pointer, ClientCertPem, CloseBy, Request, Transport, TransportFlags, Workload,
+    MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_TIMEOUT, MAX_WARMUP,
 };
 
 /// How arrivals are spaced in open loop.

@@ -141,6 +141,12 @@ pub enum Transport {
         /// replies. `None`: the next data message.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply_contains: Option<String>,
+        /// A JSON pointer (RFC 6901) to the time the server sent each reply, since the Unix
+        /// epoch (seconds, milliseconds, microseconds or nanoseconds, told by magnitude):
+        /// each reply's delay from that time to its arrival is recorded beside its latency
+        /// (`server_delay_ms`). `None`: not read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent_at: Option<String>,
     },
     /// Server-sent events (`text/event-stream` over HTTP/1.1): each connection holds one
     /// stream, and each exchange waits for its next event. Closed loop: the streams held
@@ -169,6 +175,14 @@ impl Transport {
             Transport::Grpc { .. } => Protocol::Grpc,
             Transport::WebSocket { .. } => Protocol::Ws,
             Transport::Sse => Protocol::Sse,
+        }
+    }
+
+    /// WebSocket: the JSON pointer to the time the server sent each reply (`--sent-at`).
+    pub fn sent_at(&self) -> Option<&str> {
+        match self {
+            Transport::WebSocket { sent_at, .. } => sent_at.as_deref(),
+            _ => None,
         }
     }
 
@@ -474,6 +488,8 @@ pub struct TransportFlags {
     pub sse: bool,
     /// `--reply-contains`: what a WebSocket reply must contain.
     pub reply_contains: Option<String>,
+    /// `--sent-at`: where a WebSocket reply says when the server sent it.
+    pub sent_at: Option<String>,
 }
 
 impl TransportFlags {
@@ -490,7 +506,12 @@ impl TransportFlags {
         if self.sse {
             return self.sse();
         }
-        if self.binary || self.ping || self.push || self.reply_contains.is_some() {
+        if self.binary
+            || self.ping
+            || self.push
+            || self.reply_contains.is_some()
+            || self.sent_at.is_some()
+        {
             return Err(value_err(
                 if self.binary {
                     Field::Binary
@@ -498,8 +519,10 @@ impl TransportFlags {
                     Field::Ping
                 } else if self.push {
                     Field::Push
-                } else {
+                } else if self.reply_contains.is_some() {
                     Field::ReplyContains
+                } else {
+                    Field::SentAt
                 },
                 "on",
                 "only for a WebSocket target (a ws:// or wss:// URL)",
@@ -628,13 +651,36 @@ impl TransportFlags {
                 "not with --ping-every: a pong is the reply",
             ));
         }
+        if let Some(pointer) = &self.sent_at {
+            if self.ping {
+                return Err(value_err(
+                    Field::SentAt,
+                    pointer,
+                    "not with --ping-every: a pong carries no time of the server's",
+                ));
+            }
+            check_pointer(pointer).map_err(|why| value_err(Field::SentAt, pointer, why))?;
+        }
         Ok(Transport::WebSocket {
             max_connections: self.max_connections,
             binary: self.binary,
             ping: self.ping,
             push: self.push,
             reply_contains: self.reply_contains,
+            sent_at: self.sent_at,
         })
+    }
+}
+
+/// Whether `pointer` is a JSON pointer (RFC 6901: empty, or `/` then tokens), with the
+/// reason when it is not.
+pub fn check_pointer(pointer: &str) -> Result<(), String> {
+    if pointer.is_empty() || pointer.starts_with('/') {
+        Ok(())
+    } else {
+        Err(format!(
+            "a JSON pointer starts with `/` (RFC 6901): `/{pointer}` for a top-level field, `/data/ts` for a nested one"
+        ))
     }
 }
 
@@ -659,6 +705,7 @@ mod tests {
             push: false,
             sse: false,
             reply_contains: None,
+            sent_at: None,
         }
     }
 
@@ -679,6 +726,7 @@ mod tests {
                 ping: false,
                 push: false,
                 reply_contains: None,
+                sent_at: None,
             }
         );
         assert_eq!(t.protocol(), Protocol::Ws);

@@ -199,6 +199,10 @@ pub struct ScenarioFile {
     /// with the message's `${seq}` and data row); the others are not replies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_contains: Option<String>,
+    /// WebSocket: a JSON pointer to the time the server sent each reply (`--sent-at`); the
+    /// delay from it to the reply's arrival is reported beside the latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<String>,
     /// WebSocket server push: the body is sent once per connection (a subscribe message)
     /// and each message the server sends is a reply; the steps (closed model) are the
     /// connections held.

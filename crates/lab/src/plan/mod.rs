@@ -282,6 +282,9 @@ pub struct ScenarioSpec {
     /// message is).
     #[serde(default)]
     pub reply_contains: Option<String>,
+    /// WebSocket: the JSON pointer to each reply's send time (`sent_at`).
+    #[serde(default)]
+    pub sent_at: Option<String>,
     /// WebSocket server push (`push = true`): the body is a subscribe message, and each
     /// message the server sends a reply (closed model: a step is the connections held).
     #[serde(default)]

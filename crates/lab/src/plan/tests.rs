@@ -421,3 +421,24 @@ fn tune_step_duration_reads_as_load_step_duration_does() {
     let over = tune("1000d").unwrap_err().to_string();
     assert!(over.contains("at most"), "{over}");
 }
+
+#[test]
+fn a_websocket_push_scenario_reads_the_server_time_where_sent_at_points() {
+    let text = "name = \"x\"\n[[scenario]]\nname = \"ticks\"\nurl = \"ws://127.0.0.1:1/ticks\"\nbody = \"subscribe\"\npush = true\nsent_at = \"/data/ts\"\n[load]\nmodel = \"closed\"\nsteps = [10, 100]\n";
+    let plan = parse(text).unwrap();
+    assert_eq!(plan.unit(), "open connections");
+    let w = plan.workload(&plan.scenarios[0], &Default::default(), Some(10.0), None);
+    assert_eq!(w.connections, 10);
+    assert_eq!(w.transport.sent_at(), Some("/data/ts"));
+    assert!(matches!(
+        w.transport,
+        Transport::WebSocket { push: true, .. }
+    ));
+    // Not a JSON pointer: refused, naming the key and the form.
+    let e = refused(&text.replace("/data/ts", "ts"));
+    assert!(e.contains("scenario[0].sent_at"), "{e}");
+    assert!(e.contains("JSON pointer"), "{e}");
+    // Only a WebSocket reply can carry it.
+    let e = refused(&with("sent_at = \"/ts\"", "steps = [10]"));
+    assert!(e.contains("sent_at"), "{e}");
+}

@@ -668,6 +668,17 @@ fn scenarios(
             }
             None => None,
         };
+        if let Some(pointer) = &s.sent_at {
+            if protocol != Protocol::Ws || ping_every.is_some() {
+                return Err(c.err(
+                    f("sent_at"),
+                    pointer.clone(),
+                    "a WebSocket scenario's (a ws:// or wss:// URL) without ping_every: the replies that carry the server's time",
+                ));
+            }
+            loadlab_engine::config::check_pointer(pointer)
+                .map_err(|why| c.err(f("sent_at"), pointer.clone(), why))?;
+        }
         let close_by: CloseBy = c.parsed(&f("close_by"), &s.close_by)?;
         if close_by == CloseBy::Client && s.keep_alive {
             return Err(c.err(
@@ -708,6 +719,7 @@ fn scenarios(
             traffic,
             ping_every,
             reply_contains: s.reply_contains.clone(),
+            sent_at: s.sent_at.clone(),
             push: s.push,
         });
     }

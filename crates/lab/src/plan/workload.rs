@@ -62,6 +62,7 @@ impl Plan {
                     .reply_contains
                     .as_ref()
                     .map(|r| template::render(r, &mut lookup)),
+                sent_at: s.sent_at.clone(),
             },
             (Protocol::Sse, _) => Transport::Sse,
             (Protocol::Http1, _) => Transport::Http1 {
@@ -186,6 +187,7 @@ impl Plan {
             Field::Binary => format!("scenario[{i}].binary"),
             Field::Ping => format!("scenario[{i}].ping_every"),
             Field::ReplyContains => format!("scenario[{i}].reply_contains"),
+            Field::SentAt => format!("scenario[{i}].sent_at"),
             Field::Push => format!("scenario[{i}].push"),
         }
     }

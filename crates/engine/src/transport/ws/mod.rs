@@ -46,6 +46,8 @@ pub struct WsMessage {
     /// Server push: the message is sent once per connection, and every data message the
     /// server sends is a reply.
     push: bool,
+    /// Where a reply says when the server sent it (`--sent-at`, a JSON pointer).
+    sent_at: Option<String>,
 }
 
 /// A message's payload, shared by every send (a clone is a reference count).
@@ -81,6 +83,7 @@ impl WsMessage {
             } => (*binary, *ping, *push, reply_contains.clone()),
             _ => (false, false, false, None),
         };
+        let sent_at = cfg.transport.sent_at().map(str::to_string);
         let mut request = cfg
             .target
             .url
@@ -135,6 +138,7 @@ impl WsMessage {
             traffic,
             reply,
             push,
+            sent_at,
         })
     }
 
@@ -283,6 +287,7 @@ impl WsLink {
             self.subscribed = false;
         }
         let ws = self.ws.as_mut().expect("connected above");
+        let mut stamp = None;
         for &p in batch {
             let sent = io.clock.now();
             // Server push: the subscribe message goes once, on a new connection; then each
@@ -297,7 +302,12 @@ impl WsLink {
             };
             loop {
                 match ws.next().await {
-                    Some(Ok(m)) if self.message.is_reply(&m, expected.as_deref()) => break,
+                    Some(Ok(m)) if self.message.is_reply(&m, expected.as_deref()) => {
+                        if let Some(pointer) = &self.message.sent_at {
+                            stamp = Some(sent_at(&m, pointer));
+                        }
+                        break;
+                    }
                     // Not a reply: a ping of the server's (answered by the library with a
                     // pong on the next write), an unasked pong, or a data message sent
                     // while pings are timed.
@@ -326,15 +336,47 @@ impl WsLink {
             // connections in open loop): a worker that reads late (a paced ring takes the
             // replies in at its own wake-ups) must not charge its delay to the server.
             let now = io.clock.now();
-            let at = ws
-                .get_ref()
-                .received_at()
-                .map_or(now, |at| io.clock.from_realtime(at, sent, now));
-            io.recorder.borrow_mut().response(p, sent, at, REPLY_STATUS);
+            let received = ws.get_ref().received_at();
+            let at = received.map_or(now, |at| io.clock.from_realtime(at, sent, now));
+            let mut rec = io.recorder.borrow_mut();
+            rec.response(p, sent, at, REPLY_STATUS);
+            if let Some(server) = stamp.take() {
+                let arrived = received.unwrap_or_else(|| io.clock.realtime_ns(now));
+                rec.server_delay(p, arrived, server);
+            }
+            drop(rec);
             done.set(done.get() + 1);
         }
         Ok(())
     }
+}
+
+/// The time reply `m` says the server sent it (`CLOCK_REALTIME` ns): the number at
+/// `pointer` in its JSON, since the Unix epoch in seconds, milliseconds, microseconds or
+/// nanoseconds, told by its magnitude (a time after 2001 in any of them); `None` when the
+/// reply is not JSON, has no number there, or a number no such time.
+fn sent_at(m: &Message, pointer: &str) -> Option<u64> {
+    let data: &[u8] = match m {
+        Message::Text(t) => t.as_bytes(),
+        Message::Binary(b) => b,
+        _ => return None,
+    };
+    let v: serde_json::Value = serde_json::from_slice(data).ok()?;
+    epoch_ns(v.pointer(pointer)?.as_f64()?)
+}
+
+/// A time since the Unix epoch in seconds, ms, µs or ns as nanoseconds, its unit told by
+/// magnitude: from 1e9 (2001 in seconds) to 1e11 seconds, to 1e14 ms, to 1e17 µs, to 1e20
+/// ns. `None` outside (not a time of this century in any unit).
+pub fn epoch_ns(v: f64) -> Option<u64> {
+    let ns = match v {
+        v if (1e9..1e11).contains(&v) => v * 1e9,
+        v if (1e12..1e14).contains(&v) => v * 1e6,
+        v if (1e15..1e17).contains(&v) => v * 1e3,
+        v if (1e18..1e20).contains(&v) => v,
+        _ => return None,
+    };
+    Some(ns as u64)
 }
 
 /// The error class of a WebSocket failure: an upgrade answered with another status is a
@@ -380,4 +422,40 @@ fn is_handshake(p: &tungstenite::error::ProtocolError) -> bool {
             | P::HandshakeIncomplete
             | P::HttparseError(_)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_since_the_epoch_is_read_in_any_unit_by_its_magnitude() {
+        // 2026-12-06T13:00:00Z in seconds, ms, µs and ns, and a fraction of a second.
+        let ns = 1_796_562_000_000_000_000u64;
+        assert_eq!(epoch_ns(1_796_562_000.0), Some(ns));
+        assert_eq!(epoch_ns(1_796_562_000_000.0), Some(ns));
+        assert_eq!(epoch_ns(1_796_562_000_000_000.0), Some(ns));
+        assert_eq!(epoch_ns(1_796_562_000_000_000_000.0), Some(ns));
+        // A fraction, to well within the microsecond the delay is recorded in (a double
+        // holds a time in nanoseconds to 256 ns).
+        let quarter = epoch_ns(1_796_562_000.25).unwrap();
+        assert!(quarter.abs_diff(ns + 250_000_000) < 1_000, "{quarter}");
+        // Not a time of this century in any unit: a counter, a duration, a negative.
+        for v in [0.0, 42.0, 5e10 * 10.0, 5e13 * 10.0, -1.0, 1e21] {
+            assert_eq!(epoch_ns(v), None, "{v}");
+        }
+    }
+
+    #[test]
+    fn the_time_is_read_at_the_pointer_of_a_text_or_binary_reply() {
+        let text = Message::text(r#"{"data":{"ts":1796562000000}}"#);
+        assert_eq!(sent_at(&text, "/data/ts"), Some(1_796_562_000_000_000_000));
+        let binary = Message::binary(br#"{"ts":1796562000}"#.to_vec());
+        assert_eq!(sent_at(&binary, "/ts"), Some(1_796_562_000_000_000_000));
+        // No such field, not a number, not JSON, a pong: no time.
+        assert_eq!(sent_at(&text, "/ts"), None);
+        assert_eq!(sent_at(&Message::text(r#"{"ts":"noon"}"#), "/ts"), None);
+        assert_eq!(sent_at(&Message::text("tick 4"), "/ts"), None);
+        assert_eq!(sent_at(&Message::Pong(Bytes::new()), "/ts"), None);
+    }
 }
