@@ -105,7 +105,7 @@ EXPECTED = {
     "crates/cli/bounded_work": 13,
     "crates/cli/graceful_close": 12,
     "crates/cli/live_view": 11,
-    "crates/cli/websocket": 110,
+    "crates/cli/websocket": 150,
     "crates/cli/sse": 50,
     "job: .ci/plans runtimes": 70,
     "job: .ci/plans tune": 64,

@@ -53,6 +53,8 @@ fn events_of_held_streams_are_counted_with_the_gaps_between_them() {
     assert_eq!(u(&j["errors_total"]), 0, "{j}");
     assert_eq!(u(&j["status_codes"]["200"]), events, "{j}");
     assert_eq!(u(&j["connections_opened"]), 10, "{j}");
+    // Every stream was open, with its events coming, when the run ended.
+    assert_eq!(u(&j["connections_held"]), 10, "{j}");
     // Each event's latency is the gap since the one before: about 50 ms, the server's
     // sleep plus its writes.
     let p50 = f(&j["latency_ms"]["p50"]);

@@ -418,11 +418,31 @@ fn two_agents_share_the_message_rate_and_every_message_is_counted_once() {
 fn held_connections_each_ping_on_their_own_schedule() {
     let _alone = alone();
     let server = WsServer::start(WsBehavior::Echo);
-    let j = run_ws(
-        &server.url(),
-        "",
+    let url = server.url();
+    let out = util::run(&[
+        &url,
+        "-d",
         "2s",
-        &["-c", "200", "--ping-every", "500ms", "--warmup", "600ms"],
+        "--body",
+        "hello",
+        "-c",
+        "200",
+        "--ping-every",
+        "500ms",
+        "--warmup",
+        "600ms",
+        "--slo",
+        "connections>=200",
+    ]);
+    assert_eq!(out.output.status.code(), Some(0), "{}", out.stderr);
+    let j = out.json.clone().expect("a JSON result");
+    // Every connection held to the end: the gate passed.
+    assert_eq!(u(&j["connections_held"]), 200, "{j}");
+    assert!(
+        out.stdout
+            .contains("[PASS] connections>=200: 200 still open at the end (200 held)"),
+        "{}",
+        out.stdout
     );
     // 200 connections, 2 pings a second each, for 2 s measured.
     assert_eq!(j["offered_rps"].as_f64(), Some(400.0), "{j}");
@@ -477,6 +497,49 @@ fn the_connections_knee_of_a_server_out_of_descriptors_is_its_nofile_limit() {
     let f = &k["diagnosis"]["findings"][0];
     assert_eq!(f["bottleneck"], "descriptors", "{k}");
     assert_eq!(f["figures"]["target_fds"].as_f64(), Some(300.0), "{k}");
+}
+
+/// A server out of descriptors holds fewer connections than asked: `connections>=400`
+/// fails (exit 3) and says how many it held, as a CI gate on the C10k question would.
+#[test]
+#[ignore = "needs prlimit (util-linux; ./test.sh installs it)"]
+fn a_connections_gate_fails_when_the_server_cannot_hold_them_all() {
+    let mut cmd = Command::new("prlimit");
+    cmd.args(["--nofile=300", &util::lab::fixture()])
+        .args(["--port", "0", "--websocket"]);
+    let server = Server::spawn(cmd, |l| l.rsplit_once(':')?.1.parse().ok());
+    let url = format!("ws://127.0.0.1:{}/", server.port);
+    let out = util::run(&[
+        &url,
+        "-c",
+        "400",
+        "--ping-every",
+        "1s",
+        "-d",
+        "2s",
+        "--timeout",
+        "500ms",
+        "--slo",
+        "connections>=400",
+    ]);
+    let j = out.json.clone().expect("a JSON result");
+    assert_eq!(out.output.status.code(), Some(3), "{}\n{j}", out.stderr);
+    // 300 descriptors, less its listener and standard streams.
+    let held = u(&j["connections_held"]);
+    assert!((250..=300).contains(&held), "{j}");
+    assert!(
+        out.stdout.contains(&format!(
+            "[FAIL] connections>=400: {held} still open at the end (400 held)"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains(&format!("held            {held} of 400 connections")),
+        "{}",
+        out.stdout
+    );
 }
 
 /// Raises this process's soft limit of open files to its hard limit (children inherit it);

@@ -179,6 +179,9 @@ pub struct WorkerTotals {
     pub ws_close: Vec<(u16, u64)>,
     /// Replies that carry the server's send time: the delay from it to their arrival.
     pub server_delay: ServerDelayRecord,
+    /// WebSocket and event streams: connections still open when their loop ended with the
+    /// run (held to the end).
+    pub held_at_end: u64,
     /// Connections opened (whole run).
     pub connections_opened: u64,
     /// Measured requests re-sent because the server closed gracefully (or refused them)
@@ -223,6 +226,7 @@ impl WorkerTotals {
             grpc: [0; GRPC_CODES],
             ws_close: Vec::new(),
             server_delay: ServerDelayRecord::default(),
+            held_at_end: 0,
             connections_opened: 0,
             resent_unprocessed: 0,
             server_closes: 0,
@@ -301,6 +305,8 @@ pub struct Recorder {
     worker: usize,
     measure_start_ns: u64,
     /// The end of the window arrivals are intended in ([`Recorder::set_window_end`]).
+    /// The held connections were counted ([`Recorder::held_at_end`]).
+    held_counted: bool,
     window_end_ns: u64,
     names: NameMap,
     totals: WorkerTotals,
@@ -349,6 +355,7 @@ impl Recorder {
             worker,
             measure_start_ns,
             window_end_ns: u64::MAX,
+            held_counted: false,
             totals: WorkerTotals::new(names.count()),
             second: 0,
             interval: IntervalCounts::new(names.count()),
@@ -470,6 +477,15 @@ impl Recorder {
             None => d.missing += 1,
             Some(sent) if sent > arrived_real_ns => d.ahead += 1,
             Some(sent) => d.delay.saturating_record(us(arrived_real_ns - sent)),
+        }
+    }
+
+    /// `n` held connections (WebSocket, event streams) were open and answering when the
+    /// run ended: the first count given is kept (the later ones follow closes at the end).
+    pub fn held_at_end(&mut self, n: u64) {
+        if !self.held_counted {
+            self.totals.held_at_end = n;
+            self.held_counted = true;
         }
     }
 

@@ -469,6 +469,10 @@ pub struct RunResult {
     /// that time to their arrival. Absent unless asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_delay: Option<ServerDelay>,
+    /// WebSocket and server-sent events: the connections (streams) still open when the run
+    /// ended, of `connections` held (a gate's `connections>=N`). Absent for other protocols.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_held: Option<u64>,
     /// Connections opened over the whole run, warm-up included.
     pub connections_opened: u64,
     /// Requests the server never processed (written behind a `Connection: close` response
@@ -828,6 +832,9 @@ pub struct Merged {
     /// Replies carrying the server's send time (`--sent-at`).
     #[serde(default)]
     pub server_delay: crate::recorder::ServerDelayRecord,
+    /// Held connections still open at the end.
+    #[serde(default)]
+    pub held_at_end: u64,
     /// Connections opened over the whole run, warm-up included.
     pub connections_opened: u64,
     /// Requests re-sent after a graceful close.
@@ -878,6 +885,7 @@ impl Merged {
             grpc: [0; GRPC_CODES],
             ws_close: Vec::new(),
             server_delay: Default::default(),
+            held_at_end: 0,
             connections_opened: 0,
             resent_unprocessed: 0,
             server_closes: 0,
@@ -918,6 +926,7 @@ impl Merged {
             crate::recorder::add_code(&mut self.ws_close, code, n);
         }
         self.server_delay.absorb(&o.server_delay)?;
+        self.held_at_end += o.held_at_end;
         self.connections_opened += o.connections_opened;
         self.resent_unprocessed += o.resent_unprocessed;
         self.server_closes += o.server_closes;
@@ -975,6 +984,7 @@ pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
             grpc: w.grpc,
             ws_close: w.ws_close,
             server_delay: w.server_delay,
+            held_at_end: w.held_at_end,
             connections_opened: w.connections_opened,
             resent_unprocessed: w.resent_unprocessed,
             server_closes: w.server_closes,

@@ -508,6 +508,8 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
             .iter()
             .map(|(code, n)| (code.to_string(), *n))
             .collect(),
+        connections_held: matches!(shape.protocol, Protocol::Ws | Protocol::Sse)
+            .then_some(m.held_at_end),
         server_delay: shape
             .sent_at
             .as_ref()

@@ -411,6 +411,18 @@ pub fn render(r: &RunResult) -> String {
         r.generator_peak_rss_bytes as f64 / 1e6,
         r.connections_opened
     );
+    if let Some(held) = r.connections_held {
+        let _ = writeln!(
+            out,
+            "  held            {held} of {} {} still open when the run ended",
+            r.connections,
+            if r.protocol == crate::config::Protocol::Sse {
+                "streams"
+            } else {
+                "connections"
+            }
+        );
+    }
     agent_lines(&mut out, r);
     if r.generator_limited {
         let _ = writeln!(

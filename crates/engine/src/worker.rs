@@ -168,6 +168,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
             traffic: traffic
                 .as_ref()
                 .map(|t| RefCell::new(t.worker(seed, plan.index))),
+            held: Default::default(),
         },
         links: Links::new(plan.request, plan.h2_connections),
         window: plan.window,
@@ -731,6 +732,10 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
         }
         batch.clear();
     }
+    // The first loop to end with the run counts the held connections (WebSocket, event
+    // streams) open and answering then: those the run held to its end, before the closes
+    // at the end free the server for late ones.
+    ctx.io.recorder.borrow_mut().held_at_end(ctx.io.held.get());
     link.finish().await;
     ctx.live.set(ctx.live.get() - 1);
     if ctx.live.get() == 0 {

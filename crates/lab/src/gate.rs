@@ -6,7 +6,9 @@
 //!   `max`; the value has a unit: `us`, `ms` or `s` (`p99<50ms`);
 //! - `errors`: the failed requests as a fraction of those attempted, `0.1%` or `0.001`;
 //! - `achieved`: open loop, achieved over offered as a ratio (`achieved>=0.98`), or in
-//!   requests per second with `/s` or `rps` (`achieved>=5000/s`, either model).
+//!   requests per second with `/s` or `rps` (`achieved>=5000/s`, either model);
+//! - `connections`: WebSocket and server-sent events, the connections (streams) still open
+//!   when the run ended (`connections>=10000`: the server held them all to the end).
 //!
 //! `NAME:GATE` gates one request name of a run of named requests (a targets file, a plan
 //! scenario's requests): `checkout:p99<300ms` reads the figures of the requests named
@@ -40,6 +42,8 @@ pub enum Metric {
     AchievedRatio,
     /// Achieved requests per second.
     AchievedRps,
+    /// Held connections still open at the end (WebSocket, server-sent events).
+    Connections,
 }
 
 /// A comparison.
@@ -97,7 +101,8 @@ pub struct GateError {
 const PERCENTILES: [f64; 8] = [50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99, 99.999];
 
 const FORMS: &str = "give METRIC OP VALUE with OP one of < <= > >=, e.g. `p99<50ms`, \
-                     `p99.9<=1s`, `mean<20ms`, `errors<0.1%`, `achieved>=0.98`, `achieved>=5000/s`";
+                     `p99.9<=1s`, `mean<20ms`, `errors<0.1%`, `achieved>=0.98`, `achieved>=5000/s`, \
+                     `connections>=10000`";
 
 impl FromStr for Gate {
     type Err = GateError;
@@ -178,6 +183,7 @@ impl FromStr for Gate {
                 Some(rate) => (Metric::AchievedRps, number(rate)?),
                 None => (Metric::AchievedRatio, number(value)?),
             },
+            "connections" => (Metric::Connections, number(value)?.floor()),
             "mean" | "max" | "min" => {
                 let metric = match name.as_str() {
                     "mean" => Metric::Mean,
@@ -316,6 +322,16 @@ impl Gate {
                 Some(r.achieved_rps),
                 format!("{} successful", thousands(r.successful)),
             ),
+            Metric::Connections => (
+                r.held.map(|(held, _)| held as f64),
+                match r.held {
+                    Some((_, of)) => format!("{} held", thousands(of)),
+                    None => {
+                        "held connections are counted for WebSocket and server-sent events runs"
+                            .into()
+                    }
+                },
+            ),
         };
         let passed = actual.is_some_and(|a| self.op.holds(a, self.bound));
         GateOutcome {
@@ -356,6 +372,7 @@ impl Gate {
             Metric::Errors => return format!("errors {}", pct(v)),
             Metric::AchievedRatio => return format!("achieved {v:.3} of offered"),
             Metric::AchievedRps => return format!("achieved {v:.1} req/s"),
+            Metric::Connections => return format!("{v:.0} still open at the end"),
         };
         format!("{name} {}", ms(v))
     }
@@ -381,6 +398,9 @@ pub struct Figures<'a> {
     pub successful: u64,
     /// The latency trend (whether the server kept pace).
     pub trend: Option<&'a loadlab_engine::stats::LatencyTrend>,
+    /// WebSocket and server-sent events: the connections still open at the end, of those
+    /// held (`None`: not counted, another protocol or one request name's figures).
+    pub held: Option<(u64, u64)>,
 }
 
 impl Figures<'_> {
@@ -396,6 +416,7 @@ impl Figures<'_> {
             achieved_rps: r.achieved_rps,
             successful: r.successful,
             trend: r.latency_trend.as_ref(),
+            held: r.connections_held.map(|h| (h, r.connections)),
         }
     }
 
@@ -410,6 +431,7 @@ impl Figures<'_> {
             achieved_rps: n.achieved_rps,
             successful: n.successful,
             trend: n.latency_trend.as_ref(),
+            held: None,
         }
     }
 }
@@ -483,6 +505,8 @@ mod tests {
         assert_eq!(gate("achieved>=0.98").op, Op::Ge);
         assert_eq!(gate("achieved>5000/s").metric, Metric::AchievedRps);
         assert_eq!(gate("achieved>5000rps").bound, 5000.0);
+        assert_eq!(gate("connections>=10000").metric, Metric::Connections);
+        assert_eq!(gate("connections>=10000").bound, 10000.0);
         assert_eq!(gate("  P99 < 50ms ").text, "P99 < 50ms");
         assert_eq!(gate("p99<50ms").name, None);
         let named = gate("checkout:p99<300ms");

@@ -1,7 +1,8 @@
 //! What a protocol's link needs from its worker ([`Io`]), and requests that vary compiled
 //! for one protocol ([`Varying`]): the part of the seam both links and sessions stand on.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::clock::Clock;
@@ -27,6 +28,26 @@ pub(crate) struct Io {
     pub(crate) connector: Connector,
     /// Requests that vary: this worker's drawing state (`None`: one fixed request).
     pub(crate) traffic: Option<RefCell<TrafficWorker>>,
+    /// Held connections (WebSocket, event streams) open and answering now.
+    pub(crate) held: Rc<Cell<u64>>,
+}
+
+/// One held connection counted in its worker's [`Io::held`] while it lives: made when the
+/// connection first answers, dropped with it.
+pub(crate) struct HeldMark(Rc<Cell<u64>>);
+
+impl HeldMark {
+    /// Counts a connection as held.
+    pub(crate) fn new(io: &Io) -> HeldMark {
+        io.held.set(io.held.get() + 1);
+        HeldMark(io.held.clone())
+    }
+}
+
+impl Drop for HeldMark {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() - 1);
+    }
 }
 
 /// Requests that vary, compiled for one protocol: the run's [`Traffic`] and each of its

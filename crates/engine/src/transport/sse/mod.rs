@@ -17,7 +17,7 @@ use crate::config::RunConfig;
 use crate::conn::Conn;
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
-use crate::transport::io::{Io, MAX_RESENDS};
+use crate::transport::io::{HeldMark, Io, MAX_RESENDS};
 
 pub use decode::{Decoder, Head, Step};
 
@@ -69,6 +69,8 @@ pub(crate) struct SseLink {
     retry_ms: u64,
     /// Events read on the current stream.
     events: u64,
+    /// Counts the stream as held once an event came on it (`None`: not yet, or ended).
+    held: Option<HeldMark>,
 }
 
 impl SseLink {
@@ -83,12 +85,14 @@ impl SseLink {
             last_id: None,
             retry_ms: 0,
             events: 0,
+            held: None,
         }
     }
 
     /// Ends the stream (after a failure: its next event would be charged to the wrong wait).
     pub(crate) fn close(&mut self) {
         self.conn = None;
+        self.held = None;
     }
 
     /// Opens the stream before the window starts, if it opens by `deadline`; `true` if the
@@ -152,6 +156,9 @@ impl SseLink {
                         self.last_id = Some(id);
                     }
                     self.events += 1;
+                    if self.held.is_none() {
+                        self.held = Some(HeldMark::new(io));
+                    }
                     io.recorder
                         .borrow_mut()
                         .response(p, sent, io.clock.now(), EVENT_STATUS);
@@ -163,6 +170,7 @@ impl SseLink {
                     // A 4xx or 5xx (or 204: "stop reconnecting") instead of a stream: the
                     // status is this wait's reply.
                     self.conn = None;
+                    self.held = None;
                     io.recorder
                         .borrow_mut()
                         .response(p, sent, io.clock.now(), status);
@@ -172,6 +180,7 @@ impl SseLink {
                 Ok(Step::Ended) => {
                     // The server ended the stream: an EventSource opens it again.
                     self.conn = None;
+                    self.held = None;
                     io.recorder.borrow_mut().server_close(self.events);
                     reopened += 1;
                     if reopened > MAX_RESENDS {

@@ -26,7 +26,7 @@ use crate::conn::Conn;
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
 use crate::traffic::Traffic;
-use crate::transport::io::Io;
+use crate::transport::io::{HeldMark, Io};
 
 /// The status a reply is counted under: that of the upgrade its connection made (101
 /// Switching Protocols). A message has no status of its own.
@@ -201,6 +201,8 @@ pub(crate) struct WsLink {
     ws: Option<WebSocketStream<Conn>>,
     /// Server push: the subscribe message went on this connection.
     subscribed: bool,
+    /// Counts the connection as held once it has answered (`None`: not yet, or closed).
+    held: Option<HeldMark>,
 }
 
 impl WsLink {
@@ -210,6 +212,7 @@ impl WsLink {
             message,
             ws: None,
             subscribed: false,
+            held: None,
         }
     }
 
@@ -218,11 +221,13 @@ impl WsLink {
     pub(crate) fn close(&mut self) {
         self.ws = None;
         self.subscribed = false;
+        self.held = None;
     }
 
     /// The run is over for this connection: the close handshake (RFC 6455 §7), waited for
     /// at most `CLOSE_WAIT`, then the connection dropped.
     pub(crate) async fn finish(&mut self) {
+        self.held = None;
         if let Some(mut ws) = self.ws.take() {
             // 1000, a normal closure: a frame without a code reads as 1005, which servers
             // (Python's websockets) report as an abnormal end.
@@ -241,6 +246,7 @@ impl WsLink {
             Ok(Ok(ws)) => {
                 self.ws = Some(ws);
                 self.subscribed = false;
+                self.held = None;
                 false
             }
             Ok(Err(_)) => false,
@@ -285,6 +291,7 @@ impl WsLink {
             connecting.set(false);
             self.ws = Some(ws?);
             self.subscribed = false;
+            self.held = None;
         }
         let ws = self.ws.as_mut().expect("connected above");
         let mut stamp = None;
@@ -340,6 +347,9 @@ impl WsLink {
             let at = received.map_or(now, |at| io.clock.from_realtime(at, sent, now));
             let mut rec = io.recorder.borrow_mut();
             rec.response(p, sent, at, REPLY_STATUS);
+            if self.held.is_none() {
+                self.held = Some(HeldMark::new(io));
+            }
             if let Some(server) = stamp.take() {
                 let arrived = received.unwrap_or_else(|| io.clock.realtime_ns(now));
                 rec.server_delay(p, arrived, server);
