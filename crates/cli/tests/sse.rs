@@ -205,3 +205,47 @@ fn the_open_stream_knee_of_a_broadcaster_is_where_its_round_outlasts_the_slo() {
         "knee between {lo} and {hi}: {k}"
     );
 }
+
+/// Events that say when the server made them (`--sent-at`): Node's HTTP stack stamping each
+/// event (`Date.now()`) and keeping its event loop busy 20 ms before writing it. The delay
+/// loadlab reports is those 20 ms, never less; an event of bare data (the whole document, an
+/// empty pointer) reads as well.
+#[test]
+#[ignore = "needs Node (./test.sh installs nodejs)"]
+fn the_delay_an_event_carries_is_its_hold_in_the_server() {
+    let js = "const http = require('http');\
+        const streams = new Set();\
+        const s = http.createServer((q, r) => {\
+          r.writeHead(200, {'content-type': 'text/event-stream'});\
+          r.write(': hello\\n\\n'); streams.add(r); q.on('close', () => streams.delete(r));\
+        });\
+        setInterval(() => {\
+          const ts = Date.now(); const end = ts + 20; while (Date.now() < end) {}\
+          for (const r of streams) r.write('data: {\"n\": 1,\\ndata:  \"ts\": ' + ts + '}\\n\\n');\
+        }, 100);\
+        s.listen(0, '127.0.0.1', () => console.log('port ' + s.address().port));";
+    let server = Server::spawn(
+        {
+            let mut cmd = Command::new("node");
+            cmd.args(["-e", js]);
+            cmd
+        },
+        |l| l.strip_prefix("port ")?.parse().ok(),
+    );
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let j = run_sse(&url, "2s", &["-c", "3", "--sent-at", "/ts"]);
+    let d = &j["server_delay"];
+    assert_eq!(d["pointer"], "/ts", "{j}");
+    assert_eq!(u(&d["missing"]), 0, "{j}");
+    assert_eq!(u(&d["ahead"]), 0, "{j}");
+    assert_eq!(u(&d["delay_ms"]["count"]), u(&j["requests"]), "{j}");
+    // Date.now()'s millisecond is truncated: a 20 ms hold shows 19 ms and up.
+    assert!(f(&d["delay_ms"]["min"]) >= 19.0, "{j}");
+    let p50 = f(&d["delay_ms"]["p50"]);
+    assert!((19.0..=35.0).contains(&p50), "{j}");
+    // The data's lines are joined with newlines: a JSON object over two `data:` lines is
+    // read whole. Not a pointer: refused before any load.
+    let out = util::run(&[&url, "--sse", "-c", "1", "-d", "1s", "--sent-at", "ts"]);
+    assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("JSON pointer"), "{}", out.stderr);
+}

@@ -96,7 +96,7 @@ impl Workload {
                 }
                 self.http1_pool(true, 1, *max_connections, threads)?
             }
-            Transport::Sse => {
+            Transport::Sse { .. } => {
                 if let LoadModel::Open { rate, .. } = self.load {
                     return Err(value_err(
                         Field::Rate,
@@ -232,7 +232,7 @@ impl Workload {
             Transport::Grpc { call, .. } => {
                 *call = grpc.expect("a gRPC transport has its call");
             }
-            Transport::Http2 { .. } | Transport::WebSocket { .. } | Transport::Sse => {}
+            Transport::Http2 { .. } | Transport::WebSocket { .. } | Transport::Sse { .. } => {}
         }
         let cfg = RunConfig {
             traffic: traffic.map(std::sync::Arc::new),

@@ -151,7 +151,12 @@ pub enum Transport {
     /// Server-sent events (`text/event-stream` over HTTP/1.1): each connection holds one
     /// stream, and each exchange waits for its next event. Closed loop: the streams held
     /// are the connections.
-    Sse,
+    Sse {
+        /// A JSON pointer to the time the server sent each event, in its data (as a
+        /// WebSocket's `sent_at`). `None`: not read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent_at: Option<String>,
+    },
 }
 
 impl Default for Transport {
@@ -174,14 +179,15 @@ impl Transport {
             Transport::Http2 { .. } => Protocol::Http2,
             Transport::Grpc { .. } => Protocol::Grpc,
             Transport::WebSocket { .. } => Protocol::Ws,
-            Transport::Sse => Protocol::Sse,
+            Transport::Sse { .. } => Protocol::Sse,
         }
     }
 
-    /// WebSocket: the JSON pointer to the time the server sent each reply (`--sent-at`).
+    /// WebSocket and server-sent events: the JSON pointer to the time the server sent each
+    /// reply (`--sent-at`).
     pub fn sent_at(&self) -> Option<&str> {
         match self {
-            Transport::WebSocket { sent_at, .. } => sent_at.as_deref(),
+            Transport::WebSocket { sent_at, .. } | Transport::Sse { sent_at } => sent_at.as_deref(),
             _ => None,
         }
     }
@@ -193,7 +199,7 @@ impl Transport {
             Transport::Http2 { .. }
             | Transport::Grpc { .. }
             | Transport::WebSocket { .. }
-            | Transport::Sse => true,
+            | Transport::Sse { .. } => true,
         }
     }
 
@@ -218,7 +224,7 @@ impl Transport {
             Transport::Http2 { .. }
             | Transport::Grpc { .. }
             | Transport::WebSocket { .. }
-            | Transport::Sse => 1,
+            | Transport::Sse { .. } => 1,
         }
     }
 
@@ -259,7 +265,7 @@ impl Transport {
                 *c = Some(concurrency)
             }
             // Closed loop only: exactly its connections.
-            Transport::Sse => {}
+            Transport::Sse { .. } => {}
         }
         out
     }
@@ -525,7 +531,11 @@ impl TransportFlags {
                     Field::SentAt
                 },
                 "on",
-                "only for a WebSocket target (a ws:// or wss:// URL)",
+                if self.sent_at.is_some() && !(self.binary || self.ping || self.push) {
+                    "only where replies can carry the server's time: a WebSocket target (a ws:// or wss:// URL) or event streams (--sse)"
+                } else {
+                    "only for a WebSocket target (a ws:// or wss:// URL)"
+                },
             ));
         }
         if self.close_by == CloseBy::Client && (multiplexed || self.keep_alive) {
@@ -616,7 +626,14 @@ impl TransportFlags {
                 value,
                 "not with --sse: each connection holds one event stream (--connections of them)",
             )),
-            None => Ok(Transport::Sse),
+            None => {
+                if let Some(pointer) = &self.sent_at {
+                    check_pointer(pointer).map_err(|why| value_err(Field::SentAt, pointer, why))?;
+                }
+                Ok(Transport::Sse {
+                    sent_at: self.sent_at,
+                })
+            }
         }
     }
 

@@ -66,3 +66,26 @@ impl<K> Varying<K> {
         &self.kinds[p.kind as usize]
     }
 }
+
+/// The time a reply's bytes say the server sent it (`CLOCK_REALTIME` ns): the number at
+/// `pointer` in their JSON, since the Unix epoch in seconds, milliseconds, microseconds or
+/// nanoseconds, told by its magnitude ([`epoch_ns`]); `None` when they are not JSON, have
+/// no number there, or a number no such time (`--sent-at`).
+pub(crate) fn sent_at_in(data: &[u8], pointer: &str) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_slice(data).ok()?;
+    epoch_ns(v.pointer(pointer)?.as_f64()?)
+}
+
+/// A time since the Unix epoch in seconds, ms, µs or ns as nanoseconds, its unit told by
+/// magnitude: from 1e9 (2001 in seconds) to 1e11 seconds, 1e12 to 1e14 ms, 1e15 to 1e17 µs,
+/// 1e18 to 1e20 ns. `None` outside (not a time of this century in any unit).
+pub fn epoch_ns(v: f64) -> Option<u64> {
+    let ns = match v {
+        v if (1e9..1e11).contains(&v) => v * 1e9,
+        v if (1e12..1e14).contains(&v) => v * 1e6,
+        v if (1e15..1e17).contains(&v) => v * 1e3,
+        v if (1e18..1e20).contains(&v) => v,
+        _ => return None,
+    };
+    Some(ns as u64)
+}

@@ -669,11 +669,11 @@ fn scenarios(
             None => None,
         };
         if let Some(pointer) = &s.sent_at {
-            if protocol != Protocol::Ws || ping_every.is_some() {
+            if !matches!(protocol, Protocol::Ws | Protocol::Sse) || ping_every.is_some() {
                 return Err(c.err(
                     f("sent_at"),
                     pointer.clone(),
-                    "a WebSocket scenario's (a ws:// or wss:// URL) without ping_every: the replies that carry the server's time",
+                    "a WebSocket scenario's (a ws:// or wss:// URL) without ping_every, or an event stream's (protocol = \"sse\"): the replies that carry the server's time",
                 ));
             }
             loadlab_engine::config::check_pointer(pointer)

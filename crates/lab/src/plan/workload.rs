@@ -64,7 +64,9 @@ impl Plan {
                     .map(|r| template::render(r, &mut lookup)),
                 sent_at: s.sent_at.clone(),
             },
-            (Protocol::Sse, _) => Transport::Sse,
+            (Protocol::Sse, _) => Transport::Sse {
+                sent_at: s.sent_at.clone(),
+            },
             (Protocol::Http1, _) => Transport::Http1 {
                 keep_alive: s.keep_alive,
                 close_by: s.close_by,

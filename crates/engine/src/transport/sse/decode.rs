@@ -17,6 +17,9 @@ pub enum Step {
     Event {
         /// The `id:` field of the event, if any.
         id: Option<String>,
+        /// Its data (its `data:` lines joined by newlines), when the decoder keeps it
+        /// ([`Decoder::keeping_data`]).
+        data: Option<Vec<u8>>,
     },
     /// The server asked for this reconnection time (`retry:`), ms.
     Retry(u64),
@@ -69,9 +72,21 @@ pub struct Decoder {
     last_cr: bool,
     data: bool,
     id: Option<String>,
+    /// Keep each event's data ([`Decoder::keeping_data`]).
+    keep_data: bool,
+    data_buf: Vec<u8>,
 }
 
 impl Decoder {
+    /// A decoder whose events carry their data (`--sent-at` reads a time in it); without,
+    /// data is only noted, not kept.
+    pub fn keeping_data(keep: bool) -> Decoder {
+        Decoder {
+            keep_data: keep,
+            ..Decoder::default()
+        }
+    }
+
     /// Decodes from `bytes` up to the first step; returns the bytes used (the rest are
     /// for the next call) and the step, if one completed.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<(usize, Option<Step>), ErrorClass> {
@@ -223,7 +238,11 @@ impl Decoder {
             if !std::mem::take(&mut self.data) {
                 return None;
             }
-            return Some(Step::Event { id: self.id.take() });
+            let data = self.keep_data.then(|| std::mem::take(&mut self.data_buf));
+            return Some(Step::Event {
+                id: self.id.take(),
+                data,
+            });
         }
         if line[0] == b':' {
             return None;
@@ -236,7 +255,15 @@ impl Decoder {
             None => (line, &b""[..]),
         };
         match field {
-            b"data" => self.data = true,
+            b"data" => {
+                if self.keep_data {
+                    if self.data {
+                        self.data_buf.push(b'\n');
+                    }
+                    self.data_buf.extend_from_slice(value);
+                }
+                self.data = true;
+            }
             b"id" if !value.contains(&0) => {
                 self.id = Some(String::from_utf8_lossy(value).into_owned());
             }
@@ -293,9 +320,13 @@ mod tests {
                 vec![
                     Step::Retry(300),
                     Step::Event {
-                        id: Some("7".into())
+                        id: Some("7".into()),
+                        data: None,
                     },
-                    Step::Event { id: None },
+                    Step::Event {
+                        id: None,
+                        data: None
+                    },
                     // The chunked body's end, then the connection's.
                     Step::Ended,
                     Step::Ended,
@@ -312,8 +343,14 @@ mod tests {
         assert_eq!(
             steps(&input, 3),
             vec![
-                Step::Event { id: None },
-                Step::Event { id: None },
+                Step::Event {
+                    id: None,
+                    data: None
+                },
+                Step::Event {
+                    id: None,
+                    data: None
+                },
                 Step::Ended
             ]
         );
@@ -335,5 +372,35 @@ mod tests {
         let mut d = Decoder::default();
         assert_eq!(d.feed(b"HTTP/1.1 2").unwrap(), (10, None));
         assert_eq!(d.eof(), Err(ErrorClass::ConnectionClosed));
+    }
+
+    #[test]
+    fn a_decoder_keeping_data_gives_each_event_its_lines_joined() {
+        let mut input = HEAD.to_vec();
+        input.extend_from_slice(b"\r\nid: 1\ndata: {\"ts\":\ndata: 5}\n\n: c\ndata: x\r\n\r\n");
+        let mut d = Decoder::keeping_data(true);
+        let mut rest = &input[..];
+        let mut got = Vec::new();
+        while let Ok((used, step)) = d.feed(rest) {
+            rest = &rest[used..];
+            match step {
+                Some(s) => got.push(s),
+                None if rest.is_empty() => break,
+                None => {}
+            }
+        }
+        assert_eq!(
+            got,
+            vec![
+                Step::Event {
+                    id: Some("1".into()),
+                    data: Some(b"{\"ts\":\n5}".to_vec()),
+                },
+                Step::Event {
+                    id: None,
+                    data: Some(b"x".to_vec()),
+                },
+            ]
+        );
     }
 }

@@ -17,7 +17,7 @@ use crate::config::RunConfig;
 use crate::conn::Conn;
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
-use crate::transport::io::{HeldMark, Io, MAX_RESENDS};
+use crate::transport::io::{sent_at_in, HeldMark, Io, MAX_RESENDS};
 
 pub use decode::{Decoder, Head, Step};
 
@@ -31,6 +31,8 @@ const MAX_RETRY_MS: u64 = 1_000;
 /// What every stream of a run sends: its GET, without the blank line that ends the head.
 pub struct SseRequest {
     head: Vec<u8>,
+    /// Where an event's data says when the server sent it (`--sent-at`, a JSON pointer).
+    sent_at: Option<String>,
 }
 
 impl SseRequest {
@@ -51,7 +53,10 @@ impl SseRequest {
         if !has("cache-control") {
             head.extend_from_slice(b"Cache-Control: no-cache\r\n");
         }
-        SseRequest { head }
+        SseRequest {
+            head,
+            sent_at: cfg.transport.sent_at().map(str::to_string),
+        }
     }
 }
 
@@ -120,7 +125,7 @@ impl SseLink {
         conn.write_all(&head)
             .await
             .map_err(|e| ErrorClass::from_io(&e, false))?;
-        self.decoder = Decoder::default();
+        self.decoder = Decoder::keeping_data(self.request.sent_at.is_some());
         self.buf.truncate(0);
         self.buf.resize(4096, 0);
         self.pos = 4096;
@@ -151,7 +156,7 @@ impl SseLink {
                 opened?;
             }
             match self.next_step().await {
-                Ok(Step::Event { id }) => {
+                Ok(Step::Event { id, data }) => {
                     if let Some(id) = id {
                         self.last_id = Some(id);
                     }
@@ -159,9 +164,14 @@ impl SseLink {
                     if self.held.is_none() {
                         self.held = Some(HeldMark::new(io));
                     }
-                    io.recorder
-                        .borrow_mut()
-                        .response(p, sent, io.clock.now(), EVENT_STATUS);
+                    let now = io.clock.now();
+                    let mut rec = io.recorder.borrow_mut();
+                    rec.response(p, sent, now, EVENT_STATUS);
+                    if let Some(pointer) = &self.request.sent_at {
+                        let server = data.and_then(|d| sent_at_in(&d, pointer));
+                        rec.server_delay(p, io.clock.realtime_ns(now), server);
+                    }
+                    drop(rec);
                     done.set(1);
                     return Ok(());
                 }

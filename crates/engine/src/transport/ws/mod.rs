@@ -26,7 +26,7 @@ use crate::conn::Conn;
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
 use crate::traffic::Traffic;
-use crate::transport::io::{HeldMark, Io};
+use crate::transport::io::{sent_at_in, HeldMark, Io};
 
 /// The status a reply is counted under: that of the upgrade its connection made (101
 /// Switching Protocols). A message has no status of its own.
@@ -361,32 +361,14 @@ impl WsLink {
     }
 }
 
-/// The time reply `m` says the server sent it (`CLOCK_REALTIME` ns): the number at
-/// `pointer` in its JSON, since the Unix epoch in seconds, milliseconds, microseconds or
-/// nanoseconds, told by its magnitude (a time after 2001 in any of them); `None` when the
-/// reply is not JSON, has no number there, or a number no such time.
+/// The time reply `m` says the server sent it (`CLOCK_REALTIME` ns), read at `pointer`
+/// ([`crate::transport::io::sent_at_in`]); `None` for a control frame.
 fn sent_at(m: &Message, pointer: &str) -> Option<u64> {
-    let data: &[u8] = match m {
-        Message::Text(t) => t.as_bytes(),
-        Message::Binary(b) => b,
-        _ => return None,
-    };
-    let v: serde_json::Value = serde_json::from_slice(data).ok()?;
-    epoch_ns(v.pointer(pointer)?.as_f64()?)
-}
-
-/// A time since the Unix epoch in seconds, ms, µs or ns as nanoseconds, its unit told by
-/// magnitude: from 1e9 (2001 in seconds) to 1e11 seconds, to 1e14 ms, to 1e17 µs, to 1e20
-/// ns. `None` outside (not a time of this century in any unit).
-pub fn epoch_ns(v: f64) -> Option<u64> {
-    let ns = match v {
-        v if (1e9..1e11).contains(&v) => v * 1e9,
-        v if (1e12..1e14).contains(&v) => v * 1e6,
-        v if (1e15..1e17).contains(&v) => v * 1e3,
-        v if (1e18..1e20).contains(&v) => v,
-        _ => return None,
-    };
-    Some(ns as u64)
+    match m {
+        Message::Text(t) => sent_at_in(t.as_bytes(), pointer),
+        Message::Binary(b) => sent_at_in(b, pointer),
+        _ => None,
+    }
 }
 
 /// The error class of a WebSocket failure: an upgrade answered with another status is a
@@ -437,6 +419,7 @@ fn is_handshake(p: &tungstenite::error::ProtocolError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::io::epoch_ns;
 
     #[test]
     fn a_time_since_the_epoch_is_read_in_any_unit_by_its_magnitude() {
