@@ -16,7 +16,7 @@
 # Messages (phase "rate-R", once per rate in RATES): every generator pinned to GEN_CPU and
 # run under GNU time (user+sys CPU and peak RSS of the process tree, the same way for every
 # tool), CONNECTIONS connections, open loop at R messages/s in total for DURATION seconds:
-#   loadlab    run ws://… --rate R -c CONNECTIONS --cpus 1 (one message in flight per
+#   loadlab    run ws://… --rate R -c CONNECTIONS --cpus 1 --io uring (one message in flight per
 #              connection; latency recorded)
 #   k6         K6_VERSION built with `go install go.k6.io/k6@…`; k6/websockets, one VU per
 #              connection (per-vu-iterations, 1 iteration), each sending on its own schedule
@@ -65,6 +65,8 @@
 #   FLOOR_WOKEN       1 = run the floor a second time with --woken       (1)
 #   IDLE_CONNECTIONS / IDLE_BASE   connections of its two runs           (10000 / 100)
 #   LOADLAB           loadlab binary                          (target/release/loadlab)
+#   LOADLAB_IO_MODE   loadlab's --io: uring (its cheapest per message; `auto` takes epoll
+#                     for WebSocket, docs/src/streams.md says why) or epoll   (uring)
 #   FLOOR             bench/ws-floor binary (built: bench/ws-floor/target/release/loadlab-ws-floor)
 #   K6                k6 binary (found on PATH or in Go's bin directory, else installed)
 #   K6_VERSION        k6 version go-installed when missing               (v1.8.1)
@@ -92,6 +94,7 @@ IDLE_ROUNDS=${IDLE_ROUNDS:-1}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-10000}
 IDLE_BASE=${IDLE_BASE:-100}
 LOADLAB=${LOADLAB:-$ROOT/target/release/loadlab}
+LOADLAB_IO_MODE=${LOADLAB_IO_MODE:-uring}
 FLOOR=${FLOOR:-}
 K6=${K6:-}
 K6_VERSION=${K6_VERSION:-v1.8.1}
@@ -821,7 +824,7 @@ tool_cmd() {
     OWN=$base.result.json
     case $tool in
         loadlab)   CMD=("$LOADLAB" run "$WS_URL" --rate "$rate" -d "${dur}s" -c "$CONNECTIONS"
-                        --body "$BODY" --cpus 1 --json "$OWN" -q) ;;
+                        --body "$BODY" --cpus 1 --io "$LOADLAB_IO_MODE" --json "$OWN" -q) ;;
         k6)        CMD=(env URL="$WS_URL" BODY="$BODY" RATE="$rate" VUS="$CONNECTIONS" DURATION="$dur"
                         SUMMARY="$OWN" "$K6" run --quiet --no-usage-report --no-thresholds "$SRV_DIR/k6.js") ;;
         artillery) artillery_script "$rate" "$dur" "$base.yml"

@@ -65,9 +65,9 @@ fn assert_every_message_counted(j: &Value, server_count: u64) {
     );
 }
 
-/// Over both I/O paths of a plain `ws://` run: io_uring (what `--io auto` takes in open
-/// loop, replies timed from the kernel's receive timestamps) and epoll (what a kernel that
-/// refuses io_uring gets).
+/// Over both I/O paths of a plain `ws://` run: epoll (what `--io auto` takes) and io_uring
+/// (`--io uring`: replies read at the paced ring's wake-ups, timed from the kernel's receive
+/// timestamps).
 #[test]
 fn every_message_to_an_echo_server_is_counted_once() {
     for io in ["uring", "epoll"] {
@@ -147,7 +147,7 @@ fn each_misbehaviour_ends_bounded_and_named() {
         (WsBehavior::Malformed, "malformed_response"),
         (WsBehavior::CloseAfter(3, 1011), "connection_closed"),
     ];
-    // Over io_uring (`--io auto` in open loop) and epoll.
+    // Over io_uring (`--io uring`) and epoll (`--io auto`).
     for ((behavior, class), io) in cases.into_iter().flat_map(|c| [(c, "uring"), (c, "epoll")]) {
         let server = WsServer::start(behavior);
         let t0 = Instant::now();
@@ -484,10 +484,7 @@ fn the_connections_knee_of_a_server_out_of_descriptors_is_its_nofile_limit() {
     };
     // A search whose narrowing loadlab's own lateness stopped (a busy host: the range is
     // right, only wide) is run once more.
-    let mut k = search();
-    if !k["outcome"]["stopped"].is_null() || k["outcome"]["limited_by"] == "generator_limited" {
-        k = search();
-    }
+    let k = until_not_stopped(search);
     let (lo, hi) = knee_range(&k);
     // 300 descriptors, less its listener and standard streams.
     assert!(
@@ -714,10 +711,7 @@ fn the_message_rate_knee_of_a_node_ws_server_is_its_one_event_loop() {
         assert_eq!(o.status.code(), Some(0), "{o:?}");
         lines(&out.join("configs.jsonl"))[0]["knees"][0].clone()
     };
-    let mut k = search(&util::temp_path("ws-node-knee"));
-    if k["outcome"]["limited_by"] == "generator_limited" || !k["outcome"]["stopped"].is_null() {
-        k = search(&util::temp_path("ws-node-knee"));
-    }
+    let k = until_not_stopped(|| search(&util::temp_path("ws-node-knee")));
     let (lo, hi) = knee_range(&k);
     assert!(
         lo >= 200.0 && hi <= 600.0,
@@ -854,6 +848,21 @@ fn a_node_ws_server_that_holds_its_messages_shows_the_hold_as_their_delay() {
     );
     assert!(min >= 29.0, "{j}");
     assert!((29.0..=45.0).contains(&p50), "{j}");
+}
+
+/// A knee search run up to three times while loadlab's own lateness stopped it (it says so:
+/// generator-limited, never the server's knee): such a stop says nothing of the server, and
+/// on this 2-core VM a search now and then meets a stretch where loadlab's worker is woken
+/// late. The last search is returned whatever it says.
+fn until_not_stopped(mut search: impl FnMut() -> Value) -> Value {
+    let mut k = search();
+    for _ in 0..2 {
+        if k["outcome"]["stopped"].is_null() && k["outcome"]["limited_by"] != "generator_limited" {
+            break;
+        }
+        k = search();
+    }
+    k
 }
 
 /// A knee's range, its outcome printed whole when it has none (no step sustained, or the

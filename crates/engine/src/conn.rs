@@ -259,8 +259,14 @@ impl Connector {
 /// one `io_uring_enter`.
 fn stamps_receipts(cfg: &RunConfig) -> bool {
     matches!(cfg.model, crate::config::LoadModel::Open { .. })
-        && cfg.transport.protocol().byte_stream()
         && cfg.target.scheme != Scheme::Https
+        && match cfg.transport.protocol() {
+            crate::config::Protocol::Http1 => true,
+            // A WebSocket over epoll reads each reply as it comes; over io_uring the paced
+            // ring reads them late, and the stamps keep their time.
+            crate::config::Protocol::Ws => cfg.io_used().0 == crate::config::IoUsed::Uring,
+            _ => false,
+        }
 }
 
 /// The TLS client configuration for a run, or `None` for plain HTTP; built once per run,

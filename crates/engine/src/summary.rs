@@ -265,6 +265,25 @@ pub fn render(r: &RunResult) -> String {
             ),
             None => format!("{} connections", r.connections),
         }
+    } else if matches!(
+        r.protocol,
+        crate::config::Protocol::Ws | crate::config::Protocol::Sse
+    ) {
+        // Held connections: keep-alive, close_by and pipelining mean nothing to them.
+        format!(
+            "pool {}..{} connections, {}",
+            r.connections,
+            r.max_connections,
+            if r.protocol == crate::config::Protocol::Sse {
+                "a stream held on each"
+            } else {
+                "each upgraded once and kept"
+            }
+        ) + if r.io == crate::config::IoUsed::Uring {
+            " (io_uring)"
+        } else {
+            ""
+        }
     } else {
         format!(
             "keep-alive {}{}; pool {}..{} connections",

@@ -317,7 +317,13 @@ impl RunConfig {
             self.transport.protocol().byte_stream() && self.target.scheme == Scheme::Http;
         // A flow's sessions wake through their own timer loop, which does not pace the ring.
         let flow = self.traffic.as_ref().is_some_and(|t| t.flow.is_some());
-        let better = !flow && (self.model != LoadModel::Closed || !self.transport.keep_alive());
+        // A WebSocket takes io_uring only when asked (`--io uring`): it spends less CPU per
+        // message (docs/src/streams.md), but against a saturated server (every connection
+        // waiting for its reply) the dispatcher was woken 6 to 23 ms late in about half the
+        // knee searches of a test, where epoll kept to its schedule; the cause is not found.
+        let ws = self.transport.protocol() == Protocol::Ws;
+        let better =
+            !flow && !ws && (self.model != LoadModel::Closed || !self.transport.keep_alive());
         self.io.resolve(plain_http1, better)
     }
 }

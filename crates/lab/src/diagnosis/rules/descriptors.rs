@@ -29,10 +29,12 @@ fn check(e: &Evidence<'_>) -> Check {
             "no descriptor ran out (the target held up to {n} of {lim_words})"
         ));
     }
+    // What failed is counted in the protocol's words (messages, events, requests).
+    let sent = e.result().protocol.units().sent;
     Check::Fired(Finding::new(
         Bottleneck::Descriptors,
         format!(
-            "{fd_errors} requests failed for want of a file descriptor in loadlab; the target held \
+            "{fd_errors} {sent} failed for want of a file descriptor in loadlab; the target held \
              up to {n} descriptors against its nofile limit of {lim_words}"
         ),
         "raise nofile (ulimit -n, LimitNOFILE=) on the side that ran out",
