@@ -78,22 +78,9 @@ fn generator_limited(bundle: &Path) -> bool {
     o["limited_by"] == "generator_limited" || !o["stopped"].is_null()
 }
 
-/// The first finding that is the server's (loadlab's own lateness and the host's steal
-/// excepted).
-fn first_finding(d: &Value) -> &Value {
-    d["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| {
-            !["generator", "agent_lost", "host_steal"].contains(&f["bottleneck"].as_str().unwrap())
-        })
-        .unwrap_or_else(|| panic!("no finding of the server: {d}"))
-}
-
 /// The concurrency the first unsustained step names, which must be `concurrency_bound`.
 fn named_concurrency(d: &Value) -> f64 {
-    let f = first_finding(d);
+    let f = util::lab::server_finding(d);
     assert_eq!(f["bottleneck"], "concurrency_bound", "{d}");
     f["figures"]["in_service"].as_f64().unwrap()
 }
@@ -344,7 +331,7 @@ fn a_cpu_quota_is_named_as_the_limit_with_its_throttling() {
         lo >= 0.85 * cap && hi <= 1.15 * cap,
         "knee between {lo} and {hi}, quota ÷ CPU per request = {cap}"
     );
-    let f = first_finding(&d);
+    let f = util::lab::server_finding(&d);
     assert_eq!(f["bottleneck"], "cpu_throttled", "{d}");
     let t = &f["figures"];
     assert_eq!(t["quota_cpus"], 0.25, "{f}");
@@ -403,7 +390,7 @@ fn a_request_the_server_rejects_ends_the_search_at_its_first_step() {
     );
     assert_eq!(lines(&out.join("steps.jsonl")).len(), 1);
     let d = knee_of_rejected(&out);
-    let f = first_finding(&d);
+    let f = util::lab::server_finding(&d);
     assert_eq!(f["bottleneck"], "rejected", "{d}");
     let e = f["evidence"].as_str().unwrap();
     for said in [
@@ -456,7 +443,7 @@ fn a_request_the_server_rejects_ends_the_search_at_its_first_step() {
     let configs = lines(&out.join("configs.jsonl"));
     let k = &configs[0]["knees"][0];
     assert_eq!(k["outcome"]["limited_by"], "unreachable", "{k}");
-    let f = first_finding(&k["diagnosis"]);
+    let f = util::lab::server_finding(&k["diagnosis"]);
     assert_eq!(f["bottleneck"], "unreachable", "{f}");
     assert!(
         f["evidence"]
@@ -511,7 +498,7 @@ fn a_node_event_loop_is_named_as_one_thread_with_the_cpus_half_idle() {
     );
     let ([lo, hi], d) = knee_of(&bundle);
     assert!(lo >= 200.0 && hi <= 600.0, "knee between {lo} and {hi}");
-    let f = first_finding(&d);
+    let f = util::lab::server_finding(&d);
     assert_eq!(f["bottleneck"], "thread_bound", "{d}");
     // The loop ran (or waited to run) nearly all the time, doing nearly all the process's
     // work, while the process used under 90 % of its two CPUs: its CPU time read against

@@ -316,15 +316,7 @@ fn the_message_rate_knee_of_a_pool_is_its_capacity_and_its_why_the_pool() {
         lo >= 0.6 * 80.0 && hi <= 1.3 * 80.0,
         "knee between {lo} and {hi}: {k}"
     );
-    let f = k["diagnosis"]["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| {
-            !["generator", "agent_lost", "host_steal"].contains(&f["bottleneck"].as_str().unwrap())
-        })
-        .unwrap_or_else(|| panic!("no finding of the server: {k}"))
-        .clone();
+    let f = util::lab::server_finding(&k["diagnosis"]).clone();
     assert_eq!(f["bottleneck"], "concurrency_bound", "{k}");
     let named = f["figures"]["in_service"].as_f64().unwrap();
     assert!((named - 4.0).abs() <= 0.8, "≈{named} named: {k}");
@@ -717,15 +709,7 @@ fn the_message_rate_knee_of_a_node_ws_server_is_its_one_event_loop() {
         lo >= 200.0 && hi <= 600.0,
         "knee between {lo} and {hi}: {k}"
     );
-    let f = k["diagnosis"]["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| {
-            !["generator", "agent_lost", "host_steal"].contains(&f["bottleneck"].as_str().unwrap())
-        })
-        .unwrap_or_else(|| panic!("no finding of the server: {k}"))
-        .clone();
+    let f = util::lab::server_finding(&k["diagnosis"]).clone();
     assert_eq!(f["bottleneck"], "thread_bound", "{k}");
     assert!(f["evidence"].as_str().unwrap().contains("(`node`)"), "{k}");
 }

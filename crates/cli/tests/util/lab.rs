@@ -159,3 +159,16 @@ pub fn plan_text(extra: &str, matrix: &str, load: &str) -> String {
         TARGET.replace("EXTRA", extra)
     )
 }
+
+/// The first finding of a diagnosis that is the server's (loadlab's own lateness, a lost
+/// agent and the host's steal excepted).
+pub fn server_finding(d: &Value) -> &Value {
+    d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| {
+            !["generator", "agent_lost", "host_steal"].contains(&f["bottleneck"].as_str().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no finding of the server: {d}"))
+}
