@@ -391,6 +391,25 @@ fn a_flow_file_with_a_mistake_is_refused_before_any_load_naming_it() {
         assert!(r.stderr.contains(says), "{text}: {}", r.stderr);
         assert!(r.stderr.contains("--flow"), "{}", r.stderr);
     }
+    // WebSocket steps: only on a socket's own step, and a flow on the server's http:// URL.
+    for (text, url, says) in [
+        (
+            "[[steps]]\nname = \"a\"\npath = \"/x\"\nreply_contains = \"ok\"\n",
+            "http://127.0.0.1:9/",
+            "add websocket = true",
+        ),
+        (
+            "[[steps]]\nname = \"a\"\nwebsocket = true\npath = \"/chat\"\n",
+            "ws://127.0.0.1:9/",
+            "http://",
+        ),
+    ] {
+        let flow = write("bad.toml", text);
+        let r = run(&[url, "--flow", &flow, "-d", "1s"]);
+        assert_eq!(r.code(), Some(2), "{text}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{text}: {}", r.stderr);
+        assert!(r.stderr.contains("--flow"), "{}", r.stderr);
+    }
 }
 
 /// A plan whose scenario is a flow, inline: a step of sessions the server sustains and one
@@ -941,4 +960,220 @@ steps = [{ name = "page", path = "/flow/page/1", headers = { Authorization = "Be
     ]);
     assert!(r.stdout.contains("of 200 req/s offered)"), "{}", r.stdout);
     assert!(r.stdout.contains("[PASS] achieved<=1.5"), "{}", r.stdout);
+}
+
+/// A chat service on Node's http and `ws` (Debian's node-ws), nobody here wrote either:
+/// `POST /login` answers `{"token": "tN"}` and sets the cookie `sid=sN`; the WebSocket at
+/// `/chat?token=tN` is upgraded only with the cookie of the same N (401 otherwise), greets
+/// with `{"hello": …}`, answers `{"join": …}` with a typing notice and then `{"joined": …,
+/// "id": K}` (K its own count), and `{"say": …, "id": K}` with `{"echo": …}`. `GET /stats`:
+/// upgrades, joins, says with the id their socket's join got (`says_ok`) and without
+/// (`says_bad`), refusals, and the close codes the sockets ended with.
+fn node_chat() -> util::server::Server {
+    let js = r#"
+const http = require('http');
+const { WebSocketServer } = require('/usr/share/nodejs/ws');
+const st = { logins: 0, upgrades: 0, refused: 0, joins: 0, says_ok: 0, says_bad: 0, closes: {} };
+let n = 0, k = 0;
+const server = http.createServer((req, res) => {
+  if (req.method === 'POST' && req.url === '/login') {
+    n += 1; st.logins += 1;
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'Content-Type': 'application/json', 'Set-Cookie': 'sid=s' + n + '; Path=/' });
+      res.end(JSON.stringify({ token: 't' + n }));
+    });
+    return;
+  }
+  if (req.url === '/stats') { res.writeHead(200, { 'Content-Type': 'application/json' }); res.end(JSON.stringify(st)); return; }
+  res.writeHead(404); res.end();
+});
+const wss = new WebSocketServer({ noServer: true });
+server.on('upgrade', (req, socket, head) => {
+  const u = new URL(req.url, 'http://x');
+  const token = u.searchParams.get('token') || '';
+  const sid = ((req.headers.cookie || '').match(/sid=s(\d+)/) || [])[1];
+  if (u.pathname !== '/chat' || !sid || token !== 't' + sid) {
+    st.refused += 1;
+    socket.end('HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+    return;
+  }
+  wss.handleUpgrade(req, socket, head, (ws) => {
+    st.upgrades += 1;
+    let id = null;
+    ws.send(JSON.stringify({ hello: sid }));
+    ws.on('message', (m) => {
+      const msg = JSON.parse(m.toString());
+      if (msg.join !== undefined) {
+        k += 1; id = k; st.joins += 1;
+        ws.send(JSON.stringify({ typing: true }));
+        setTimeout(() => ws.send(JSON.stringify({ joined: msg.join, id: id })), 5);
+      } else if (msg.say !== undefined) {
+        if (msg.id === id) st.says_ok += 1; else st.says_bad += 1;
+        ws.send(JSON.stringify({ echo: msg.say }));
+      }
+    });
+    ws.on('close', (code) => { st.closes[code] = (st.closes[code] || 0) + 1; });
+  });
+});
+server.listen(0, '127.0.0.1', () => console.log('port ' + server.address().port));
+"#;
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", "node", "-e", js]);
+    util::server::Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
+}
+
+/// `GET /stats` of [`node_chat`].
+fn chat_stats(port: u16) -> Value {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").unwrap().1;
+    // Node may answer chunked: take the JSON object whatever the framing.
+    serde_json::from_str(&body[body.find('{').unwrap()..=body.rfind('}').unwrap()]).unwrap()
+}
+
+/// Log in over HTTP, then join a room and say something on a WebSocket whose upgrade
+/// carries the token (in the path) and the login's cookie (from the jar).
+const CHAT_FLOW: &str = r#"
+[[steps]]
+name = "login"
+method = "POST"
+path = "/login"
+body = '{"user": "u${seq}"}'
+extract = [{ var = "token", json = "/token" }]
+
+[[steps]]
+name = "join"
+websocket = true
+path = "/chat?token=${token}"
+body = '{"join": "lobby"}'
+reply_contains = '"joined"'
+extract = [{ var = "id", json = "/id" }]
+
+[[steps]]
+name = "say"
+websocket = true
+path = "/chat?token=${token}"
+body = '{"say": "hi ${seq}", "id": ${id}}'
+reply_contains = '"echo"'
+"#;
+
+/// Each session of a flow with WebSocket steps opens one socket (its upgrade carrying the
+/// login's token and cookie), passes over the greeting and the typing notice to the reply
+/// its step waits for, sends the id it extracted from that reply, and closes with 1000.
+/// A refused upgrade counts under its step with its status and ends only that session;
+/// a reply that never comes ends it at the timeout.
+#[test]
+#[ignore = "needs Node's ws (./test.sh installs node-ws)"]
+fn a_flow_joins_a_chat_on_a_websocket_with_its_login_and_says_what_it_extracted() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = node_chat();
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let flow = write("chat.toml", CHAT_FLOW);
+    let r = run(&[
+        &url, "--flow", &flow, "--rate", "20", "-d", "2s", "--cpus", "1",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}{}", r.stdout, r.stderr);
+    let j = r.json();
+    let s = &j["sessions"];
+    let started = u(&s["started"]);
+    assert_eq!(started, 40, "{s}");
+    // A session still running at the end of the window is not completed: at 20 per second
+    // and a few ms per session, at most a couple.
+    let completed = u(&s["completed"]);
+    assert!(completed + 3 >= started, "{s}");
+    assert_eq!(u(&s["aborted"]), 0, "{s}\n{}", r.stdout);
+    let by: Vec<(&str, u64, u64)> = j["by_name"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            let codes = &n["status_codes"];
+            (
+                n["name"].as_str().unwrap(),
+                codes["200"].as_u64().unwrap_or(0),
+                codes["101"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(by[0].0, "login");
+    assert_eq!((by[1].0, by[2].0), ("join", "say"), "{by:?}");
+    assert!(by[1].2 >= completed && by[2].2 >= completed, "{by:?}");
+    assert!(r.stdout.contains("101:"), "{}", r.stdout);
+    // The server's count: one socket per session that joined, each say with its own id.
+    // (A socket's close reaches the server's count a moment after loadlab has exited.)
+    let mut st = chat_stats(server.port);
+    for _ in 0..20 {
+        let closed: u64 = st["closes"].as_object().unwrap().values().map(u).sum();
+        if closed >= u(&st["upgrades"]) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        st = chat_stats(server.port);
+    }
+    assert_eq!(u(&st["refused"]), 0, "{st}");
+    assert_eq!(u(&st["upgrades"]), by[1].2.max(u(&st["joins"])), "{st}");
+    assert_eq!(u(&st["joins"]), by[1].2, "{st} {by:?}");
+    assert_eq!(u(&st["says_ok"]), by[2].2, "{st} {by:?}");
+    assert_eq!(u(&st["says_bad"]), 0, "{st}");
+    // Every socket was closed with a close frame of 1000, at its session's end.
+    assert_eq!(
+        st["closes"],
+        serde_json::json!({"1000": u(&st["upgrades"])}),
+        "{st}"
+    );
+
+    // A token that is not the cookie's: each upgrade is refused with 401, counted under
+    // `join`, and ends its session there (the login's 200s are still counted).
+    let wrong = write(
+        "chat-wrong.toml",
+        &CHAT_FLOW.replace("/chat?token=${token}", "/chat?token=x${token}"),
+    );
+    let r = run(&[
+        &url, "--flow", &wrong, "--rate", "20", "-d", "1s", "--cpus", "1",
+    ]);
+    let j = r.json();
+    let join = &j["by_name"][1];
+    assert_eq!(join["name"], "join");
+    let refused = u(&join["status_codes"]["401"]);
+    assert!(refused >= 18, "{join}");
+    assert_eq!(u(&join["errors"]["http_4xx"]), refused, "{join}");
+    let aborted = &j["sessions"]["aborted_by_step"];
+    assert_eq!(aborted[0]["step"], "join", "{aborted}");
+    assert_eq!(u(&aborted[0]["sessions"]), refused, "{aborted}");
+
+    // A reply that never comes (nothing the server says holds it): the step ends at the
+    // timeout, counted as a request timeout, and the session with it.
+    let never = write(
+        "chat-never.toml",
+        &CHAT_FLOW.replace("'\"joined\"'", "'\"never\"'"),
+    );
+    let r = run(&[
+        &url,
+        "--flow",
+        &never,
+        "--rate",
+        "5",
+        "-d",
+        "1s",
+        "--timeout",
+        "300ms",
+        "--cpus",
+        "1",
+    ]);
+    let j = r.json();
+    let join = &j["by_name"][1];
+    assert_eq!(
+        u(&join["errors"]["request_timeout"]),
+        5,
+        "{join}\n{}",
+        r.stdout
+    );
+    assert_eq!(u(&j["sessions"]["aborted"]), 5, "{}", j["sessions"]);
 }

@@ -3,7 +3,9 @@
 //! response plus the step's think time, latency counted from that intended time as for
 //! independent requests. A session keeps a cookie jar and the variables its extract rules
 //! set; a request that fails (no response, a 4xx or 5xx status, or an extract rule that
-//! finds nothing) ends its session, counted as aborted by that step.
+//! finds nothing) ends its session, counted as aborted by that step. A WebSocket step
+//! (`websocket = true`) sends its message on the session's WebSocket
+//! ([`crate::transport::ws::flow`]) instead, its reply counted under status 101.
 //!
 //! The request loop ([`crate::worker`]) hands a session its start (an open-loop arrival, or
 //! "now" for a closed-loop user) and its data row; [`run`] does the rest and records every
@@ -27,6 +29,7 @@ use crate::records::Ended;
 use crate::traffic::FlowPlan;
 use crate::transport::http1::{Capture, H1Request, ResponseReader, MAX_CAPTURED_BODY};
 use crate::transport::io::{Io, Varying, MAX_RESENDS};
+use crate::transport::ws::flow::{FlowMessage, FlowSocket};
 
 /// Wakes sessions at their steps' intended send times with the precision of the open-loop
 /// dispatcher: one timer per worker ([`PreciseTimer`], a timerfd), not tokio's millisecond
@@ -199,8 +202,12 @@ pub(crate) struct SessionConn {
     buf: Vec<u8>,
     scratch: Vec<u8>,
     cookie: Vec<u8>,
+    /// A WebSocket step's path, rendered.
+    path: String,
     vars: Vars,
     jar: CookieJar,
+    /// The session's WebSocket (its WebSocket steps').
+    ws: FlowSocket,
 }
 
 impl SessionConn {
@@ -215,8 +222,10 @@ impl SessionConn {
             buf: Vec::with_capacity(1024),
             scratch: Vec::new(),
             cookie: Vec::new(),
+            path: String::new(),
             vars,
             jar: CookieJar::new(),
+            ws: FlowSocket::default(),
         }
     }
 }
@@ -269,6 +278,7 @@ pub(crate) async fn run(
     if plan_of(s).flow.connection() == loadlab_session::Connection::PerSession {
         s.conn = None;
     }
+    s.ws.finish().await;
     s.jar.clear();
     s.vars.clear();
     if measured {
@@ -335,6 +345,63 @@ async fn walk(
                 .borrow_mut()
                 .error(p, now, ErrorClass::RequestTimeout);
             return Ended::Aborted(step.id);
+        }
+        if step.step.websocket {
+            let outcome = match tokio::time::timeout_at(
+                io.clock.instant(deadline).into(),
+                ws_step(io, s, p, plan.replies[step.id].as_ref(), secure),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => Err(if s.ws.is_open() {
+                    ErrorClass::RequestTimeout
+                } else {
+                    ErrorClass::ConnectTimeout
+                }),
+            };
+            let x = match outcome {
+                Ok(x) => x,
+                Err(class) => {
+                    s.ws.drop_socket();
+                    io.recorder.borrow_mut().error(p, io.clock.now(), class);
+                    return Ended::Aborted(step.id);
+                }
+            };
+            let mut rec = io.recorder.borrow_mut();
+            if x.status >= 400 {
+                rec.response(p, x.sent, x.done, x.status);
+                return Ended::Aborted(step.id);
+            }
+            if x.opened {
+                let now_s = unix_secs();
+                for (name, value) in s.ws.headers() {
+                    if name.eq_ignore_ascii_case("set-cookie") {
+                        // A cookie the jar refuses is dropped, as a browser drops it.
+                        let _ = s.jar.store(value, &io.cfg.target.host, &s.path, now_s);
+                    }
+                }
+            }
+            if !step.step.extract.is_empty()
+                && loadlab_session::apply_all(
+                    &step.step.extract,
+                    s.ws.headers(),
+                    s.ws.reply(),
+                    &mut s.vars,
+                )
+                .is_err()
+            {
+                rec.failed_response(p, x.sent, x.done, x.status, ErrorClass::ExtractFailed);
+                return Ended::Aborted(step.id);
+            }
+            rec.response(p, x.sent, x.done, x.status);
+            drop(rec);
+            active_ns += x.done.saturating_sub(intended);
+            last_done = x.done;
+            let think = flow.think_after(step.step).sample(w.borrow_mut().gen.rng());
+            intended = x.done + think;
+            position = flow.advance(position);
+            continue;
         }
         let kind = v.kind(p);
         // The request: its templates with this session's row and variables, and the jar's
@@ -419,6 +486,62 @@ async fn walk(
         intended = done + think;
         position = flow.advance(position);
     }
+}
+
+/// A WebSocket step: its path, headers, message and reply text rendered with this
+/// session's row and variables (into the session's buffers: `path`, `buf` the message,
+/// `scratch` the reply's text), the jar's cookies for its path, then the exchange on the
+/// session's socket.
+async fn ws_step(
+    io: &Io,
+    s: &mut SessionConn,
+    p: Planned,
+    reply: Option<&loadlab_template::Template>,
+    secure: bool,
+) -> Result<crate::transport::ws::flow::Exchange, ErrorClass> {
+    let v = s.v.clone();
+    let kind = v.traffic.kind(p);
+    let mut headers = Vec::with_capacity(kind.headers.len());
+    let mut path = Vec::new();
+    s.buf.clear();
+    s.scratch.clear();
+    {
+        let w = io
+            .traffic
+            .as_ref()
+            .expect("a worker of a flow has its drawing state");
+        let mut tw = w.borrow_mut();
+        let draw = v.traffic.draw(p).with_vars(s.vars.values());
+        kind.path.render(&draw, &mut tw.gen, &mut path);
+        for (name, value) in &kind.headers {
+            let mut out = Vec::new();
+            value.render(&draw, &mut tw.gen, &mut out);
+            headers.push((name.clone(), out));
+        }
+        kind.body.render(&draw, &mut tw.gen, &mut s.buf);
+        if let Some(r) = reply {
+            r.render(&draw, &mut tw.gen, &mut s.scratch);
+        }
+    }
+    s.path.clear();
+    s.path.push_str(&String::from_utf8_lossy(&path));
+    s.cookie.clear();
+    let cookie = !s.jar.is_empty()
+        && s.jar.write_header(
+            &io.cfg.target.host,
+            &s.path,
+            secure,
+            unix_secs(),
+            &mut s.cookie,
+        ) > 0;
+    let m = FlowMessage {
+        path: &s.path,
+        headers: &headers,
+        cookie: cookie.then_some(s.cookie.as_slice()),
+        message: &s.buf,
+        expected: reply.map(|_| s.scratch.as_slice()),
+    };
+    s.ws.exchange(io, p, m).await
 }
 
 /// Sends the session's rendered request (connecting first if its connection is gone) and

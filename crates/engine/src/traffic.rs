@@ -75,6 +75,8 @@ pub struct FlowPlan {
     pub vars: Vec<String>,
     /// Whether a step's response must be kept (it has extract rules), by step id.
     pub captures: Vec<bool>,
+    /// A WebSocket step's `reply_contains`, compiled as its body is, by step id.
+    pub replies: Vec<Option<Template>>,
     /// Requests one complete session sends (loops unrolled).
     pub requests_per_session: u64,
 }
@@ -572,6 +574,7 @@ fn compile_flow(
     let vars = flow.variables();
     let data = spec.data.as_deref();
     let mut kinds = Vec::with_capacity(flow.step_count());
+    let mut replies = Vec::with_capacity(flow.step_count());
     for step in flow.steps() {
         let at = |what: &str| Origin::flag(&format!("flow step `{}` {what}", step.name));
         if Template::has_expressions(&step.method) {
@@ -617,6 +620,14 @@ fn compile_flow(
             ));
         }
         let body = Template::compile_session(&step.body, Slot::Body, &at("body"), data, &vars)?;
+        replies.push(
+            step.reply_contains
+                .as_ref()
+                .map(|r| {
+                    Template::compile_session(r, Slot::Body, &at("reply_contains"), data, &vars)
+                })
+                .transpose()?,
+        );
         kinds.push(Kind {
             name: step.name.clone(),
             method: step.method.to_ascii_uppercase(),
@@ -649,6 +660,7 @@ fn compile_flow(
         notes: Vec::new(),
         flow: Some(FlowPlan {
             captures: flow.steps().map(|s| !s.extract.is_empty()).collect(),
+            replies,
             requests_per_session: flow.walk_len(),
             vars,
             flow: flow.clone(),

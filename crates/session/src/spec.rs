@@ -16,6 +16,14 @@
 //! extract = [{ var = "token", json = "/token" }]
 //!
 //! [[steps]]
+//! name = "join"
+//! websocket = true                  # a message on the session's WebSocket at `path`
+//! path = "/chat?token=${token}"     # opened (GET, Upgrade) by the first step that names it
+//! body = '{"join": "${room}"}'      # the message (empty: none, the server's next one is waited for)
+//! reply_contains = '"joined"'       # the reply: the next data message holding this text
+//! extract = [{ var = "id", json = "/id" }]
+//!
+//! [[steps]]
 //! loop = 3                          # 1 to MAX_LOOP times
 //! steps = [
 //!     { name = "browse", path = "/items/${id}", headers = { Authorization = "Bearer ${token}" } },
@@ -28,7 +36,8 @@
 //! listing the allowed ones.
 //!
 //! What is checked when read: at least one step, a name and a path for each, unique names,
-//! header names, loop counts, no nested loops, and each extract rule
+//! header names, loop counts, no nested loops, a WebSocket step's method (GET, the
+//! upgrade's) and `reply_contains` on WebSocket steps only, and each extract rule
 //! ([`crate::extract`]). What needs the data file is checked by
 //! [`Flow::variables_used_before_set`] (each `${NAME}` must be a data column or a
 //! variable extracted by an earlier step) and [`Flow::variables_named_like_columns`] (a
@@ -89,7 +98,7 @@ pub enum SpecError {
     /// `steps` without `loop`.
     #[error(
         "{at}: `steps` goes with `loop = N` (a loop); a request step has name, method, path, \
-         headers, body, think and extract"
+         headers, body, think, extract, websocket and reply_contains"
     )]
     StepsWithoutLoop {
         /// Where.
@@ -145,6 +154,26 @@ pub enum SpecError {
         /// The step.
         step: String,
     },
+    /// A WebSocket step with a method other than the upgrade's GET.
+    #[error(
+        "step `{step}`: a WebSocket step (websocket = true) sends a message on a connection \
+         opened by a GET upgrade, so it takes no method (here `{method}`); the message is its body"
+    )]
+    WebSocketMethod {
+        /// The step.
+        step: String,
+        /// The method written.
+        method: String,
+    },
+    /// `reply_contains` on a request step.
+    #[error(
+        "step `{step}`: reply_contains picks a WebSocket reply among the server's messages: \
+         add websocket = true, or check a response with an extract rule"
+    )]
+    ReplyWithoutWebSocket {
+        /// The step.
+        step: String,
+    },
 }
 
 /// One request of a flow, as written (templates not yet compiled).
@@ -164,6 +193,14 @@ pub struct Step {
     pub think: Option<Think>,
     /// Values taken from its response, applied in order.
     pub extract: Vec<Extract>,
+    /// A message on the session's WebSocket at `path` (opened by the first such step, kept
+    /// for the next ones at the same path, closed when the session ends) instead of an
+    /// HTTP request: the body is the message (empty: none sent), the reply the next data
+    /// message the server sends (containing `reply_contains`, if given), the extract rules
+    /// read from it.
+    pub websocket: bool,
+    /// A WebSocket step: what its reply must contain (a template, rendered as the body is).
+    pub reply_contains: Option<String>,
 }
 
 impl Step {
@@ -177,6 +214,8 @@ impl Step {
             body: String::new(),
             think: None,
             extract: Vec::new(),
+            websocket: false,
+            reply_contains: None,
         }
     }
 
@@ -191,6 +230,11 @@ impl Step {
                     .map(|(n, v)| (format!("header `{n}`"), v.as_str())),
             )
             .chain([("body".to_string(), self.body.as_str())])
+            .chain(
+                self.reply_contains
+                    .iter()
+                    .map(|r| ("reply_contains".to_string(), r.as_str())),
+            )
     }
 }
 
@@ -585,6 +629,17 @@ fn check_step(step: &Step, at: &str) -> Result<(), SpecError> {
             header: h.clone(),
         });
     }
+    if step.websocket && !step.method.eq_ignore_ascii_case("GET") {
+        return Err(SpecError::WebSocketMethod {
+            step: step.name.clone(),
+            method: step.method.clone(),
+        });
+    }
+    if !step.websocket && step.reply_contains.is_some() {
+        return Err(SpecError::ReplyWithoutWebSocket {
+            step: step.name.clone(),
+        });
+    }
     Ok(())
 }
 
@@ -632,6 +687,10 @@ struct RawItem {
     think: Option<Think>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     extract: Option<Vec<Extract>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    websocket: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reply_contains: Option<String>,
     #[serde(default, rename = "loop", skip_serializing_if = "Option::is_none")]
     count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -649,6 +708,8 @@ impl RawItem {
             ("body", self.body.is_some()),
             ("think", self.think.is_some()),
             ("extract", self.extract.is_some()),
+            ("websocket", self.websocket.is_some()),
+            ("reply_contains", self.reply_contains.is_some()),
         ]
         .into_iter()
         .find(|(_, set)| *set)
@@ -673,6 +734,8 @@ impl RawItem {
             body: self.body.unwrap_or_default(),
             think: self.think,
             extract: self.extract.unwrap_or_default(),
+            websocket: self.websocket.unwrap_or(false),
+            reply_contains: self.reply_contains,
         })
     }
 }
@@ -687,6 +750,8 @@ impl From<Step> for RawItem {
             body: (!s.body.is_empty()).then_some(s.body),
             think: s.think,
             extract: (!s.extract.is_empty()).then_some(s.extract),
+            websocket: s.websocket.then_some(true),
+            reply_contains: s.reply_contains,
             ..RawItem::default()
         }
     }
@@ -862,6 +927,72 @@ mod tests {
         assert_eq!(serde_json::from_str::<Flow>(&json).unwrap(), f, "{json}");
         let text = toml::to_string(&f).unwrap();
         assert_eq!(flow(&text).unwrap(), f, "{text}");
+    }
+
+    /// A WebSocket step: read with its reply's text, its template names checked as a
+    /// request step's are, written back as read; a method other than the upgrade's GET or
+    /// a `reply_contains` on a request step is refused, naming the step.
+    #[test]
+    fn websocket_steps() {
+        let chat = r#"
+            [[steps]]
+            name = "login"
+            method = "POST"
+            path = "/login"
+            extract = [{ var = "token", json = "/token" }]
+
+            [[steps]]
+            name = "join"
+            websocket = true
+            path = "/chat?token=${token}"
+            body = '{"join": "${room}"}'
+            reply_contains = '"joined": "${room}"'
+            extract = [{ var = "id", json = "/id" }]
+        "#;
+        let f = flow(chat).unwrap();
+        let Item::Step(join) = &f.items()[1] else {
+            panic!()
+        };
+        assert!(join.websocket);
+        assert_eq!(join.method, "GET");
+        assert_eq!(
+            join.reply_contains.as_deref(),
+            Some(r#""joined": "${room}""#)
+        );
+        let Item::Step(login) = &f.items()[0] else {
+            panic!()
+        };
+        assert!(!login.websocket && login.reply_contains.is_none());
+        let unset = f.variables_used_before_set(&[]);
+        let fields: Vec<(&str, &str)> = unset
+            .iter()
+            .map(|u| (u.field.as_str(), u.var.as_str()))
+            .collect();
+        assert_eq!(fields, [("body", "room"), ("reply_contains", "room")]);
+        assert!(f.variables_used_before_set(&["room".into()]).is_empty());
+        let json = serde_json::to_string(&f).unwrap();
+        assert!(json.contains(r#""websocket":true"#), "{json}");
+        assert_eq!(serde_json::from_str::<Flow>(&json).unwrap(), f);
+        let text = toml::to_string(&f).unwrap();
+        assert_eq!(flow(&text).unwrap(), f, "{text}");
+
+        let e =
+            flow("[[steps]]\nname = \"a\"\nwebsocket = true\nmethod = \"POST\"\npath = \"/ws\"")
+                .unwrap_err();
+        assert!(
+            e.contains("step `a`: a WebSocket step") && e.contains("`POST`"),
+            "{e}"
+        );
+        let e =
+            flow("[[steps]]\nname = \"a\"\npath = \"/x\"\nreply_contains = \"ok\"").unwrap_err();
+        assert!(
+            e.contains("step `a`: reply_contains") && e.contains("websocket = true"),
+            "{e}"
+        );
+        let e =
+            flow("[[steps]]\nloop = 2\nwebsocket = true\nsteps = [{ name = \"a\", path = \"/\" }]")
+                .unwrap_err();
+        assert!(e.contains("not `websocket`"), "{e}");
     }
 
     #[test]

@@ -193,13 +193,18 @@ impl Workload {
                 "one GET per stream, without a body: templates, data files, request lists, flows and bodies are for requests",
             ));
         }
-        if protocol == Protocol::Ws
-            && (templated_path || !self.traffic.requests.is_empty() || self.traffic.flow.is_some())
-        {
+        if protocol == Protocol::Ws && self.traffic.flow.is_some() {
+            return Err(value_err(
+                Field::Flow,
+                "on a ws:// URL",
+                "a flow on the server's http:// (or https://) URL: its WebSocket steps (websocket = true) open their sockets at their own paths there",
+            ));
+        }
+        if protocol == Protocol::Ws && (templated_path || !self.traffic.requests.is_empty()) {
             return Err(value_err(
                 Field::Targets,
                 "WebSocket",
-                "one message per WebSocket run, its body a template if need be (${seq}, --data): a templated URL, request lists and flows are HTTP only so far",
+                "one message per WebSocket run, its body a template if need be (${seq}, --data): a templated URL and request lists are HTTP only so far",
             ));
         }
         if protocol == Protocol::Grpc && !self.traffic.requests.is_empty() {

@@ -7,6 +7,8 @@
 //! or TLS of its own): pings are answered and a close handshake is honoured by it. A
 //! reply's latency runs from the message's intended send time, as a request's does.
 
+pub(crate) mod flow;
+
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -229,13 +231,7 @@ impl WsLink {
     pub(crate) async fn finish(&mut self) {
         self.held = None;
         if let Some(mut ws) = self.ws.take() {
-            // 1000, a normal closure: a frame without a code reads as 1005, which servers
-            // (Python's websockets) report as an abnormal end.
-            let normal = tungstenite::protocol::CloseFrame {
-                code: tungstenite::protocol::frame::coding::CloseCode::Normal,
-                reason: "".into(),
-            };
-            let _ = tokio::time::timeout(CLOSE_WAIT, ws.close(Some(normal))).await;
+            let _ = tokio::time::timeout(CLOSE_WAIT, ws.close(Some(normal_close()))).await;
         }
     }
 
@@ -358,6 +354,15 @@ impl WsLink {
             done.set(done.get() + 1);
         }
         Ok(())
+    }
+}
+
+/// The close frame loadlab ends a connection with: 1000, a normal closure (a frame without
+/// a code reads as 1005, which servers such as Python's websockets report as an abnormal end).
+fn normal_close() -> tungstenite::protocol::CloseFrame {
+    tungstenite::protocol::CloseFrame {
+        code: tungstenite::protocol::frame::coding::CloseCode::Normal,
+        reason: "".into(),
     }
 }
 
