@@ -1177,3 +1177,87 @@ fn a_flow_joins_a_chat_on_a_websocket_with_its_login_and_says_what_it_extracted(
     );
     assert_eq!(u(&j["sessions"]["aborted"]), 5, "{}", j["sessions"]);
 }
+
+/// Connections opened at a rate, each for a lifetime: a flow of WebSocket steps at 40
+/// sessions a second, each session's socket living through four messages a quarter of a
+/// second apart (about 0.75 s). Node's `ws` counts the sockets open at once: by Little's
+/// law about 40 × 0.75 = 30 while the sessions overlap, and every one opened once per
+/// session and closed with 1000.
+#[test]
+#[ignore = "needs Node's ws (./test.sh installs node-ws)"]
+fn websocket_connections_opened_at_a_rate_each_live_their_flow_and_overlap_by_littles_law() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let js = r#"
+const http = require('http');
+const { WebSocketServer } = require('/usr/share/nodejs/ws');
+const st = { opened: 0, open: 0, peak: 0, messages: 0, closes: {} };
+const server = http.createServer((req, res) => {
+  res.writeHead(200, { 'Content-Type': 'application/json' }); res.end(JSON.stringify(st));
+});
+const wss = new WebSocketServer({ server });
+wss.on('connection', (ws) => {
+  st.opened += 1; st.open += 1; st.peak = Math.max(st.peak, st.open);
+  ws.on('message', (m) => { st.messages += 1; ws.send(m); });
+  ws.on('close', (code) => { st.open -= 1; st.closes[code] = (st.closes[code] || 0) + 1; });
+});
+server.listen(0, '127.0.0.1', () => console.log('port ' + server.address().port));
+"#;
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", "node", "-e", js]);
+    let server = util::server::Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    let flow = write(
+        "lifetime.toml",
+        r#"
+think = "250ms"
+
+[[steps]]
+loop = 4
+steps = [{ name = "tick", websocket = true, path = "/live", body = "tick ${seq}" }]
+"#,
+    );
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let r = run(&[
+        &url, "--flow", &flow, "--rate", "40", "-d", "3s", "--cpus", "1",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}{}", r.stdout, r.stderr);
+    let j = r.json();
+    let s = &j["sessions"];
+    assert_eq!(u(&s["started"]), 120, "{s}");
+    assert_eq!(u(&s["aborted"]), 0, "{s}");
+    let mut st = chat_stats(server.port);
+    for _ in 0..20 {
+        if u(&st["open"]) == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        st = chat_stats(server.port);
+    }
+    // One socket per session, each closed by loadlab with 1000, even those of the sessions
+    // the window's end cut short (still thinking then); every reply counted is a message
+    // the server echoed, four per completed session.
+    assert_eq!(u(&st["opened"]), 120, "{st}");
+    assert_eq!(st["closes"], serde_json::json!({"1000": 120}), "{st}");
+    let (completed, running) = (u(&s["completed"]), u(&s["running_at_end"]));
+    assert_eq!(completed + running, 120, "{s}");
+    let replies = u(&j["by_name"][0]["status_codes"]["101"]);
+    assert_eq!(u(&st["messages"]), replies, "{st}");
+    assert!(
+        replies >= 4 * completed && replies < 4 * completed + 4 * running,
+        "{s}"
+    );
+    // Sessions overlap by rate × lifetime: the lifetime is three think times (0.75 s) and
+    // the replies' few milliseconds, so about 30 open at once. Judged against the
+    // lifetimes loadlab measured (a late wake-up lengthens a session, and the overlap with
+    // it), a socket opened in the instant another closes adding one.
+    let lifetime = &s["duration_ms"];
+    let (p50, max) = (
+        lifetime["p50"].as_f64().unwrap(),
+        lifetime["max"].as_f64().unwrap(),
+    );
+    assert!((750.0..1000.0).contains(&p50), "{s}");
+    let peak = u(&st["peak"]) as f64;
+    assert!(
+        peak >= 40.0 * p50 / 1000.0 - 2.0 && peak <= 40.0 * max / 1000.0 + 2.0,
+        "{st} {lifetime}"
+    );
+}
