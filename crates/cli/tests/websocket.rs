@@ -320,6 +320,13 @@ fn the_message_rate_knee_of_a_pool_is_its_capacity_and_its_why_the_pool() {
     assert_eq!(f["bottleneck"], "concurrency_bound", "{k}");
     let named = f["figures"]["in_service"].as_f64().unwrap();
     assert!((named - 4.0).abs() <= 0.8, "≈{named} named: {k}");
+    // In the protocol's words: messages in service, at msg/s.
+    let evidence = f["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("messages in service at once (achieved")
+            && evidence.contains(" msg/s × "),
+        "{evidence}"
+    );
 }
 
 /// nginx (nobody here wrote it) proxying the upgrade to an echo server, on a plain port

@@ -1,7 +1,7 @@
 //! The evidence of one step, computed once: what every rule reads.
 
-use loadlab_engine::ErrorClass;
 use loadlab_engine::RunResult;
+use loadlab_engine::{ErrorClass, Protocol};
 use loadlab_system::probe::{cpus_busy_share_within, CgroupDelta, ProbeReport};
 
 use super::{num, pct, Context, CPU_BOUND, CPU_LOW, CPU_ROOM};
@@ -503,11 +503,21 @@ impl<'a> Evidence<'a> {
         })
     }
 
-    /// `40 req/s` or `16 in flight`.
+    /// `40 req/s` (`msg/s`, `sessions/s`: the step's unit), `16 in flight`, or `400 open
+    /// connections` (held WebSocket connections, event streams).
     pub fn load_words(&self) -> String {
+        let r = self.result();
         match self.step.model {
-            Model::Open => format!("{} req/s", num(self.step.load)),
-            Model::Closed => format!("{} in flight", num(self.step.load)),
+            Model::Closed
+                if r.sessions.is_none()
+                    && matches!(
+                        r.protocol,
+                        Protocol::Http1 | Protocol::Http2 | Protocol::Grpc
+                    ) =>
+            {
+                format!("{} in flight", num(self.step.load))
+            }
+            _ => format!("{} {}", num(self.step.load), crate::plan::result_unit(r)),
         }
     }
 

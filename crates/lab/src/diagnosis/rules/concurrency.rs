@@ -78,6 +78,8 @@ fn check(e: &Evidence<'_>) -> Check {
         ));
     }
     let r = e.result();
+    // Counted in the protocol's words: messages in service at msg/s over a WebSocket.
+    let units = r.protocol.units();
     // Skewed service times: Little's law over the floor step's mean counts more.
     let by_mean = e
         .ctx
@@ -93,9 +95,11 @@ fn check(e: &Evidence<'_>) -> Check {
             )
         });
         format!(
-            "≈{} requests in service at once (achieved {} req/s × service-time floor {} ms{skew})",
+            "≈{} {} in service at once (achieved {} {} × service-time floor {} ms{skew})",
             num(in_service),
+            units.sent,
             num(r.achieved_rps),
+            units.rate,
             num(floor)
         )
     } else {
@@ -103,11 +107,12 @@ fn check(e: &Evidence<'_>) -> Check {
         let parts: Vec<String> = e
             .mix
             .iter()
-            .map(|(name, a, f)| format!("{name} {} req/s × {} ms", num(*a), num(*f)))
+            .map(|(name, a, f)| format!("{name} {} {} × {} ms", num(*a), units.rate, num(*f)))
             .collect();
         format!(
-            "≈{} requests in service at once ({})",
+            "≈{} {} in service at once ({})",
             num(in_service),
+            units.sent,
             parts.join(" + ")
         )
     };

@@ -51,14 +51,15 @@ fn check(e: &Evidence<'_>) -> Check {
         Finding::new(
             Bottleneck::Timeouts,
             format!(
-                "{timeouts} requests timed out (after {} ms) while the target used {} of its CPUs{}: \
-                 requests waited for a pool or a downstream, not for the CPU",
+                "{timeouts} {sent} timed out (after {} ms) while the target used {} of its CPUs{}: \
+                 {sent} waited for a pool or a downstream, not for the CPU",
                 num(r.timeout_ms),
                 pct(cpu.util()),
-                e.room_words(idle, WAITED)
+                e.room_words(idle, WAITED),
+                sent = r.protocol.units().sent,
             ),
-            "find the pool the requests wait for (threads, actors, connections to a \
-             backend) and size it to rate × service time",
+            "find the pool they wait for (threads, actors, connections to a backend) and \
+             size it to rate × service time",
             &figures,
         )
         .at(e.first_error_second()),
