@@ -89,7 +89,7 @@ EXPECTED = {
     "crates/cli/remote_probe": 91,
     "crates/cli/lab_diagnosis": 78,
     "crates/cli/demo": 64,
-    "crates/cli/sessions": 78,
+    "crates/cli/sessions": 85,
     "crates/cli/traffic": 37,
     "crates/cli/jvm_actors": 36,
     "crates/cli/tune": 34,

@@ -1261,3 +1261,138 @@ steps = [{ name = "tick", websocket = true, path = "/live", body = "tick ${seq}"
         "{st} {lifetime}"
     );
 }
+
+/// An answer streamed as server-sent events, as LLM servers stream tokens, on Node's
+/// `http` (nobody here wrote it): `POST /v1/chat` answers `text/event-stream`, its first
+/// token after 60 ms, four more 20 ms apart, then `data: [DONE]`, and ends. `GET /stats`:
+/// the streams opened, the prompts they carried, and the `Accept` each asked with.
+fn node_tokens() -> util::server::Server {
+    let js = r#"
+const http = require('http');
+const st = { streams: 0, prompts: [], accept: {} };
+const server = http.createServer((req, res) => {
+  if (req.url === '/stats') { res.writeHead(200, { 'Content-Type': 'application/json' }); res.end(JSON.stringify(st)); return; }
+  let body = '';
+  req.on('data', (c) => body += c);
+  req.on('end', () => {
+    st.streams += 1;
+    st.prompts.push(JSON.parse(body).prompt);
+    st.accept[req.headers.accept] = (st.accept[req.headers.accept] || 0) + 1;
+    res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+    let i = 0;
+    const next = () => {
+      if (i < 5) { res.write('data: {"token": "t' + i + '", "n": ' + i + '}\n\n'); i += 1; setTimeout(next, 20); }
+      else { res.end('data: [DONE]\n\n'); }
+    };
+    setTimeout(next, 60);
+  });
+});
+server.listen(0, '127.0.0.1', () => console.log('port ' + server.address().port));
+"#;
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", "node", "-e", js]);
+    util::server::Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
+}
+
+/// Time to first token and to the end of the answer, as two event-stream steps on one
+/// stream: the first opens it with its POST and takes the first event (its token
+/// extracted), the second waits on the same stream for `[DONE]`. Neither can be shorter
+/// than the server's own pauses (60 ms to the first token, 100 ms more to [DONE]); a step
+/// waiting for an event the stream ends without is a closed connection, its session
+/// aborted there.
+#[test]
+#[ignore = "needs Node (./test.sh installs nodejs)"]
+fn a_flow_times_the_first_token_and_the_end_of_a_streamed_answer() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = node_tokens();
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let flow = r#"
+[[steps]]
+name = "first_token"
+sse = true
+method = "POST"
+path = "/v1/chat"
+headers = { Content-Type = "application/json" }
+body = '{"prompt": "p${seq}"}'
+extract = [{ var = "tok", json = "/token" }]
+
+[[steps]]
+name = "done"
+sse = true
+path = "/v1/chat"
+reply_contains = "[DONE]"
+"#;
+    let r = run(&[
+        &url,
+        "--flow",
+        &write("tokens.toml", flow),
+        "--rate",
+        "20",
+        "-d",
+        "2s",
+        "--cpus",
+        "1",
+    ]);
+    assert_eq!(r.code(), Some(0), "{}{}", r.stdout, r.stderr);
+    let j = r.json();
+    let s = &j["sessions"];
+    assert_eq!(u(&s["started"]), 40, "{s}");
+    assert_eq!(u(&s["aborted"]), 0, "{s}\n{}", r.stdout);
+    let first = &j["by_name"][0];
+    let done = &j["by_name"][1];
+    assert_eq!(
+        (first["name"].as_str(), done["name"].as_str()),
+        (Some("first_token"), Some("done"))
+    );
+    // Every reply an event of a 200 stream; one stream per session, each asked for as an
+    // event stream, with its own prompt.
+    let firsts = u(&first["status_codes"]["200"]);
+    assert!(firsts >= 38, "{first}");
+    let st = chat_stats(server.port);
+    assert_eq!(u(&st["streams"]), firsts, "{st}");
+    assert_eq!(
+        st["accept"],
+        serde_json::json!({"text/event-stream": firsts}),
+        "{st}"
+    );
+    let mut prompts: Vec<&str> = st["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    prompts.sort_unstable();
+    prompts.dedup();
+    assert_eq!(prompts.len() as u64, firsts, "{st}");
+    // The server's pauses bound the latencies from below (they run from each step's
+    // intended time; [DONE]'s from the first token's arrival, which a late read of it
+    // moves by a few ms); the upper bounds leave a busy host room.
+    let (f50, d50) = (
+        first["latency_ms"]["p50"].as_f64().unwrap(),
+        done["latency_ms"]["p50"].as_f64().unwrap(),
+    );
+    assert!(
+        (60.0..400.0).contains(&f50),
+        "first token p50 {f50} ms: {first}"
+    );
+    assert!((90.0..600.0).contains(&d50), "[DONE] p50 {d50} ms: {done}");
+
+    // Waiting for what the stream never sends: it ends after [DONE], and the step's wait
+    // ends with it, a closed connection, not a timeout.
+    let never = flow.replace("\"[DONE]\"", "\"[NEVER]\"");
+    let r = run(&[
+        &url,
+        "--flow",
+        &write("never.toml", &never),
+        "--rate",
+        "10",
+        "-d",
+        "1s",
+    ]);
+    let j = r.json();
+    let done = &j["by_name"][1];
+    let closed = u(&done["errors"]["connection_closed"]);
+    assert!(closed >= 9, "{done}\n{}", r.stdout);
+    assert_eq!(u(&j["sessions"]["aborted"]), closed, "{}", j["sessions"]);
+    assert_eq!(u(&done["errors"]["request_timeout"]), 0, "{done}");
+}

@@ -28,7 +28,8 @@ use crate::recorder::Planned;
 use crate::records::Ended;
 use crate::traffic::FlowPlan;
 use crate::transport::http1::{Capture, H1Request, ResponseReader, MAX_CAPTURED_BODY};
-use crate::transport::io::{Io, Varying, MAX_RESENDS};
+use crate::transport::io::{FlowReply, Io, Varying, MAX_RESENDS};
+use crate::transport::sse::flow::FlowStream;
 use crate::transport::ws::flow::{FlowMessage, FlowSocket};
 
 /// Wakes sessions at their steps' intended send times with the precision of the open-loop
@@ -208,6 +209,8 @@ pub(crate) struct SessionConn {
     jar: CookieJar,
     /// The session's WebSocket (its WebSocket steps').
     ws: FlowSocket,
+    /// The session's event stream (its event-stream steps').
+    sse: FlowStream,
 }
 
 impl SessionConn {
@@ -226,6 +229,7 @@ impl SessionConn {
             vars,
             jar: CookieJar::new(),
             ws: FlowSocket::default(),
+            sse: FlowStream::default(),
         }
     }
 }
@@ -279,6 +283,7 @@ pub(crate) async fn run(
         s.conn = None;
     }
     s.ws.finish().await;
+    s.sse.close();
     s.jar.clear();
     s.vars.clear();
     if measured {
@@ -346,15 +351,17 @@ async fn walk(
                 .error(p, now, ErrorClass::RequestTimeout);
             return Ended::Aborted(step.id);
         }
-        if step.step.websocket {
+        if step.step.websocket || step.step.sse {
+            let reply = plan.replies[step.id].as_ref();
+            let sse = step.step.sse;
             let outcome = match tokio::time::timeout_at(
                 io.clock.instant(deadline).into(),
-                ws_step(io, s, p, plan.replies[step.id].as_ref(), secure),
+                stream_step(io, s, p, reply, secure, sse),
             )
             .await
             {
                 Ok(r) => r,
-                Err(_) => Err(if s.ws.is_open() {
+                Err(_) => Err(if s.ws.is_open() || s.sse.is_open() {
                     ErrorClass::RequestTimeout
                 } else {
                     ErrorClass::ConnectTimeout
@@ -364,6 +371,7 @@ async fn walk(
                 Ok(x) => x,
                 Err(class) => {
                     s.ws.drop_socket();
+                    s.sse.close();
                     io.recorder.borrow_mut().error(p, io.clock.now(), class);
                     return Ended::Aborted(step.id);
                 }
@@ -382,14 +390,14 @@ async fn walk(
                     }
                 }
             }
+            let (headers, reply) = if sse {
+                (&[][..], s.sse.reply())
+            } else {
+                (s.ws.headers(), s.ws.reply())
+            };
             if !step.step.extract.is_empty()
-                && loadlab_session::apply_all(
-                    &step.step.extract,
-                    s.ws.headers(),
-                    s.ws.reply(),
-                    &mut s.vars,
-                )
-                .is_err()
+                && loadlab_session::apply_all(&step.step.extract, headers, reply, &mut s.vars)
+                    .is_err()
             {
                 rec.failed_response(p, x.sent, x.done, x.status, ErrorClass::ExtractFailed);
                 return Ended::Aborted(step.id);
@@ -488,6 +496,81 @@ async fn walk(
     }
 }
 
+/// A WebSocket or event-stream step: its path, headers, message (or request) and reply
+/// text rendered with this session's row and variables, the jar's cookies for its path,
+/// then the exchange on the session's socket or stream.
+async fn stream_step(
+    io: &Io,
+    s: &mut SessionConn,
+    p: Planned,
+    reply: Option<&loadlab_template::Template>,
+    secure: bool,
+    sse: bool,
+) -> Result<FlowReply, ErrorClass> {
+    if sse {
+        sse_step(io, s, p, reply, secure).await
+    } else {
+        ws_step(io, s, p, reply, secure).await
+    }
+}
+
+/// An event-stream step: the request rendered as an HTTP step's is (with the jar's
+/// cookies, and `Accept: text/event-stream` unless the step names an `Accept`), the reply's
+/// text into `scratch`, then the wait on the session's stream.
+async fn sse_step(
+    io: &Io,
+    s: &mut SessionConn,
+    p: Planned,
+    reply: Option<&loadlab_template::Template>,
+    secure: bool,
+) -> Result<FlowReply, ErrorClass> {
+    let v = s.v.clone();
+    let kind = v.kind(p);
+    s.buf.clear();
+    s.scratch.clear();
+    let mut expected = Vec::new();
+    {
+        let w = io
+            .traffic
+            .as_ref()
+            .expect("a worker of a flow has its drawing state");
+        let mut tw = w.borrow_mut();
+        let draw = v.traffic.draw(p).with_vars(s.vars.values());
+        kind.render(&draw, &mut tw.gen, &mut s.buf, &mut s.scratch);
+        if let Some(r) = reply {
+            r.render(&draw, &mut tw.gen, &mut expected);
+        }
+    }
+    s.path.clear();
+    s.path.push_str(request_path(&s.buf));
+    let cookie = !s.jar.is_empty() && {
+        s.cookie.clear();
+        s.cookie.extend_from_slice(b"Cookie: ");
+        s.jar.write_header(
+            &io.cfg.target.host,
+            &s.path,
+            secure,
+            unix_secs(),
+            &mut s.cookie,
+        ) > 0
+    };
+    if cookie {
+        s.cookie.extend_from_slice(b"\r\n");
+        kind.insert_header(&mut s.buf, &s.scratch, &s.cookie);
+    }
+    let accept = v
+        .traffic
+        .kind(p)
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("accept"));
+    if !accept {
+        kind.insert_header(&mut s.buf, &s.scratch, b"Accept: text/event-stream\r\n");
+    }
+    let expected = reply.map(|_| expected.as_slice());
+    s.sse.exchange(io, &s.path, &s.buf, expected).await
+}
+
 /// A WebSocket step: its path, headers, message and reply text rendered with this
 /// session's row and variables (into the session's buffers: `path`, `buf` the message,
 /// `scratch` the reply's text), the jar's cookies for its path, then the exchange on the
@@ -498,7 +581,7 @@ async fn ws_step(
     p: Planned,
     reply: Option<&loadlab_template::Template>,
     secure: bool,
-) -> Result<crate::transport::ws::flow::Exchange, ErrorClass> {
+) -> Result<FlowReply, ErrorClass> {
     let v = s.v.clone();
     let kind = v.traffic.kind(p);
     let mut headers = Vec::with_capacity(kind.headers.len());

@@ -24,6 +24,14 @@
 //! extract = [{ var = "id", json = "/id" }]
 //!
 //! [[steps]]
+//! name = "answer"
+//! sse = true                        # an event of the session's event stream at `path`
+//! method = "POST"                   # the request that opens it (the first step naming it)
+//! path = "/v1/chat"
+//! body = '{"prompt": "${prompt}"}'
+//! reply_contains = "[DONE]"         # the reply: the next event whose data holds this text
+//!
+//! [[steps]]
 //! loop = 3                          # 1 to MAX_LOOP times
 //! steps = [
 //!     { name = "browse", path = "/items/${id}", headers = { Authorization = "Bearer ${token}" } },
@@ -98,7 +106,7 @@ pub enum SpecError {
     /// `steps` without `loop`.
     #[error(
         "{at}: `steps` goes with `loop = N` (a loop); a request step has name, method, path, \
-         headers, body, think, extract, websocket and reply_contains"
+         headers, body, think, extract, websocket, sse and reply_contains"
     )]
     StepsWithoutLoop {
         /// Where.
@@ -165,10 +173,16 @@ pub enum SpecError {
         /// The method written.
         method: String,
     },
+    /// A step that is both a WebSocket's and an event stream's.
+    #[error("step `{step}`: websocket = true or sse = true, not both")]
+    BothStreams {
+        /// The step.
+        step: String,
+    },
     /// `reply_contains` on a request step.
     #[error(
-        "step `{step}`: reply_contains picks a WebSocket reply among the server's messages: \
-         add websocket = true, or check a response with an extract rule"
+        "step `{step}`: reply_contains picks a reply among the messages or events a server \
+         sends: add websocket = true or sse = true, or check a response with an extract rule"
     )]
     ReplyWithoutWebSocket {
         /// The step.
@@ -199,7 +213,13 @@ pub struct Step {
     /// message the server sends (containing `reply_contains`, if given), the extract rules
     /// read from it.
     pub websocket: bool,
-    /// A WebSocket step: what its reply must contain (a template, rendered as the body is).
+    /// An event of the session's event stream (`text/event-stream`) at `path` instead of
+    /// a response: the first such step opens the stream with its request (method, headers,
+    /// body), and it and the next ones at that path each wait for the stream's next event
+    /// (holding `reply_contains`, if given), the extract rules reading its data.
+    pub sse: bool,
+    /// A WebSocket or event-stream step: what its reply must contain (a template, rendered
+    /// as the body is).
     pub reply_contains: Option<String>,
 }
 
@@ -215,6 +235,7 @@ impl Step {
             think: None,
             extract: Vec::new(),
             websocket: false,
+            sse: false,
             reply_contains: None,
         }
     }
@@ -635,7 +656,12 @@ fn check_step(step: &Step, at: &str) -> Result<(), SpecError> {
             method: step.method.clone(),
         });
     }
-    if !step.websocket && step.reply_contains.is_some() {
+    if step.websocket && step.sse {
+        return Err(SpecError::BothStreams {
+            step: step.name.clone(),
+        });
+    }
+    if !step.websocket && !step.sse && step.reply_contains.is_some() {
         return Err(SpecError::ReplyWithoutWebSocket {
             step: step.name.clone(),
         });
@@ -690,6 +716,8 @@ struct RawItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     websocket: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    sse: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     reply_contains: Option<String>,
     #[serde(default, rename = "loop", skip_serializing_if = "Option::is_none")]
     count: Option<i64>,
@@ -709,6 +737,7 @@ impl RawItem {
             ("think", self.think.is_some()),
             ("extract", self.extract.is_some()),
             ("websocket", self.websocket.is_some()),
+            ("sse", self.sse.is_some()),
             ("reply_contains", self.reply_contains.is_some()),
         ]
         .into_iter()
@@ -735,6 +764,7 @@ impl RawItem {
             think: self.think,
             extract: self.extract.unwrap_or_default(),
             websocket: self.websocket.unwrap_or(false),
+            sse: self.sse.unwrap_or(false),
             reply_contains: self.reply_contains,
         })
     }
@@ -751,6 +781,7 @@ impl From<Step> for RawItem {
             think: s.think,
             extract: (!s.extract.is_empty()).then_some(s.extract),
             websocket: s.websocket.then_some(true),
+            sse: s.sse.then_some(true),
             reply_contains: s.reply_contains,
             ..RawItem::default()
         }
@@ -993,6 +1024,23 @@ mod tests {
             flow("[[steps]]\nloop = 2\nwebsocket = true\nsteps = [{ name = \"a\", path = \"/\" }]")
                 .unwrap_err();
         assert!(e.contains("not `websocket`"), "{e}");
+        // An event-stream step: any method opens it; not both kinds at once.
+        let f = flow(
+            "[[steps]]\nname = \"a\"\nsse = true\nmethod = \"POST\"\npath = \"/v1/chat\"\nreply_contains = \"[DONE]\"",
+        )
+        .unwrap();
+        let Item::Step(a) = &f.items()[0] else {
+            panic!()
+        };
+        assert!(a.sse && !a.websocket && a.method == "POST");
+        let text = toml::to_string(&f).unwrap();
+        assert_eq!(flow(&text).unwrap(), f, "{text}");
+        let e = flow("[[steps]]\nname = \"a\"\nsse = true\nwebsocket = true\npath = \"/x\"")
+            .unwrap_err();
+        assert!(
+            e.contains("step `a`: websocket = true or sse = true, not both"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -32,6 +32,19 @@ pub(crate) struct Io {
     pub(crate) held: Rc<Cell<u64>>,
 }
 
+/// How a flow's WebSocket or event-stream step went ([`crate::session`]).
+pub(crate) struct FlowReply {
+    /// The reply's status (101 for a WebSocket's message, 200 for an event), or the one a
+    /// refused upgrade or stream was answered with (4xx, 5xx).
+    pub(crate) status: u16,
+    /// When the message was sent (or the wait for the server's began).
+    pub(crate) sent: u64,
+    /// When the reply (or the refusal) arrived.
+    pub(crate) done: u64,
+    /// This step opened the socket: its upgrade's response headers are new.
+    pub(crate) opened: bool,
+}
+
 /// One held connection counted in its worker's [`Io::held`] while it lives: made when the
 /// connection first answers, dropped with it.
 pub(crate) struct HeldMark(Rc<Cell<u64>>);

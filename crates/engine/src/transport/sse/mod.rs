@@ -6,6 +6,7 @@
 //! EventSource reconnects, within the same wait.
 
 mod decode;
+pub(crate) mod flow;
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -207,26 +208,37 @@ impl SseLink {
 
     /// Decodes what was read until one step, reading more as needed.
     async fn next_step(&mut self) -> Result<Step, ErrorClass> {
-        loop {
-            if self.pos < self.buf.len() {
-                let (used, step) = self.decoder.feed(&self.buf[self.pos..])?;
-                self.pos += used;
-                if let Some(step) = step {
-                    return Ok(step);
-                }
-                continue;
+        let conn = self.conn.as_mut().expect("a stream is open");
+        read_step(conn, &mut self.decoder, &mut self.buf, &mut self.pos).await
+    }
+}
+
+/// Decodes what `conn` sent until one step: `buf[pos..]` first (bytes read and not decoded
+/// yet), then reads of up to 4 KiB.
+async fn read_step(
+    conn: &mut Conn,
+    decoder: &mut Decoder,
+    buf: &mut Vec<u8>,
+    pos: &mut usize,
+) -> Result<Step, ErrorClass> {
+    loop {
+        if *pos < buf.len() {
+            let (used, step) = decoder.feed(&buf[*pos..])?;
+            *pos += used;
+            if let Some(step) = step {
+                return Ok(step);
             }
-            let conn = self.conn.as_mut().expect("a stream is open");
-            self.buf.resize(4096, 0);
-            let n = conn
-                .read(&mut self.buf[..])
-                .await
-                .map_err(|e| ErrorClass::from_io(&e, false))?;
-            if n == 0 {
-                return self.decoder.eof();
-            }
-            self.buf.truncate(n);
-            self.pos = 0;
+            continue;
         }
+        buf.resize(4096, 0);
+        let n = conn
+            .read(&mut buf[..])
+            .await
+            .map_err(|e| ErrorClass::from_io(&e, false))?;
+        if n == 0 {
+            return decoder.eof();
+        }
+        buf.truncate(n);
+        *pos = 0;
     }
 }

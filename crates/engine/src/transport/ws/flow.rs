@@ -17,7 +17,7 @@ use crate::config::Scheme;
 use crate::conn::Conn;
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
-use crate::transport::io::Io;
+use crate::transport::io::{FlowReply, Io};
 
 /// What one step sends, rendered for this session.
 pub(crate) struct FlowMessage<'a> {
@@ -31,19 +31,6 @@ pub(crate) struct FlowMessage<'a> {
     pub(crate) message: &'a [u8],
     /// What the reply must contain (`None`: any data message).
     pub(crate) expected: Option<&'a [u8]>,
-}
-
-/// How a step's exchange went.
-pub(crate) struct Exchange {
-    /// 101 for a reply (the status its socket's upgrade got), or the status a refused
-    /// upgrade was answered with (4xx, 5xx).
-    pub(crate) status: u16,
-    /// When the message was sent (or the wait for the server's began).
-    pub(crate) sent: u64,
-    /// When the reply (or the refusal) arrived.
-    pub(crate) done: u64,
-    /// This step opened the socket: its upgrade's response headers are new.
-    pub(crate) opened: bool,
 }
 
 /// One session's WebSocket, if it has one open.
@@ -99,7 +86,7 @@ impl FlowSocket {
         io: &Io,
         p: Planned,
         m: FlowMessage<'_>,
-    ) -> Result<Exchange, ErrorClass> {
+    ) -> Result<FlowReply, ErrorClass> {
         if self.open.as_ref().is_some_and(|o| o.path != m.path) {
             self.finish().await;
         }
@@ -108,7 +95,7 @@ impl FlowSocket {
             match open(io, &m).await? {
                 Ok(o) => self.open = Some(o),
                 Err(status) => {
-                    return Ok(Exchange {
+                    return Ok(FlowReply {
                         status,
                         sent: io.clock.now(),
                         done: io.clock.now(),
@@ -164,7 +151,7 @@ impl FlowSocket {
             o.ws.get_ref()
                 .received_at()
                 .map_or(now, |at| io.clock.from_realtime(at, sent, now));
-        Ok(Exchange {
+        Ok(FlowReply {
             status: REPLY_STATUS,
             sent,
             done,
