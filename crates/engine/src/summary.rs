@@ -353,9 +353,27 @@ pub fn render(r: &RunResult) -> String {
     } else {
         // A flow's rate counts sessions: its requests were offered at that times the
         // requests of one session.
+        // Sessions still running when the window ended had steps left to send: without a
+        // warm-up as long as a session, achieved reads below offered by those.
+        let left = r
+            .sessions
+            .as_ref()
+            .filter(|s| s.running_at_end > 0)
+            .map(|s| {
+                format!(
+                    "; {} sessions still running at the end had steps left to send",
+                    s.running_at_end
+                )
+            })
+            .unwrap_or_default();
         let offered = r
             .offered_requests_rps()
-            .map(|o| format!(" of {o} offered ({:.1} %)", 100.0 * r.achieved_rps / o))
+            .map(|o| {
+                format!(
+                    " of {o} offered ({:.1} %{left})",
+                    100.0 * r.achieved_rps / o
+                )
+            })
             .unwrap_or_default();
         let _ = writeln!(
             out,
