@@ -32,6 +32,11 @@ pub(crate) struct Io {
     pub(crate) held: Rc<Cell<u64>>,
 }
 
+/// Whether a reply's `data` holds `expected` (`None` or empty: any reply does).
+pub(crate) fn holds(data: &[u8], expected: Option<&[u8]>) -> bool {
+    expected.is_none_or(|e| e.is_empty() || data.windows(e.len()).any(|w| w == e))
+}
+
 /// How a flow's WebSocket or event-stream step went ([`crate::session`]).
 pub(crate) struct FlowReply {
     /// The reply's status (101 for a WebSocket's message, 200 for an event), or the one a

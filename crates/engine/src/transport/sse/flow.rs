@@ -10,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 use super::{read_step, Decoder, Step, EVENT_STATUS};
 use crate::conn::Conn;
 use crate::error::ErrorClass;
-use crate::transport::io::{FlowReply, Io};
+use crate::transport::io::{holds, FlowReply, Io};
 
 /// One session's event stream, if it has one open.
 #[derive(Default)]
@@ -80,9 +80,7 @@ impl FlowStream {
             match read_step(&mut o.conn, &mut o.decoder, &mut o.buf, &mut o.pos).await {
                 Ok(Step::Event { data, .. }) => {
                     let data = data.unwrap_or_default();
-                    let wanted = expected
-                        .is_none_or(|e| e.is_empty() || data.windows(e.len()).any(|w| w == e));
-                    if wanted {
+                    if holds(&data, expected) {
                         self.reply = data;
                         return Ok(FlowReply {
                             status: EVENT_STATUS,

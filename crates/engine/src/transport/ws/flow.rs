@@ -8,16 +8,15 @@
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Bytes, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
-use super::{classify, normal_close, CLOSE_WAIT, REPLY_STATUS};
+use super::{classify, normal_close, upgrade, wait_ended, CLOSE_WAIT, REPLY_STATUS};
 use crate::config::Scheme;
 use crate::conn::Conn;
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
-use crate::transport::io::{FlowReply, Io};
+use crate::transport::io::{holds, FlowReply, Io};
 
 /// What one step sends, rendered for this session.
 pub(crate) struct FlowMessage<'a> {
@@ -128,21 +127,9 @@ impl FlowSocket {
                 }
                 // A ping of the server's (answered by the library), a pong, a raw frame.
                 Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => continue,
-                Some(Ok(Message::Close(frame))) => {
-                    let code = frame.map_or(1005, |f| u16::from(f.code));
-                    io.recorder.borrow_mut().ws_closed(p, code);
-                    return Err(ErrorClass::ConnectionClosed);
-                }
-                None => {
-                    io.recorder.borrow_mut().ws_closed(p, 1006);
-                    return Err(ErrorClass::ConnectionClosed);
-                }
-                Some(Err(e)) => return Err(classify(&e)),
+                ended => return Err(wait_ended(io, p, ended)),
             };
-            let wanted = m
-                .expected
-                .is_none_or(|e| e.is_empty() || data.windows(e.len()).any(|w| w == e));
-            if wanted {
+            if holds(data, m.expected) {
                 break;
             }
         }
@@ -191,13 +178,7 @@ async fn open(io: &Io, m: &FlowMessage<'_>) -> Result<Result<Open, u16>, ErrorCl
             HeaderValue::from_bytes(cookie).map_err(bad)?,
         );
     }
-    let c0 = io.clock.now();
-    let conn = io.connector.connect().await?;
-    io.recorder.borrow_mut().connect(io.clock.now() - c0);
-    let config = WebSocketConfig::default()
-        .read_buffer_size(4096)
-        .write_buffer_size(0);
-    match tokio_tungstenite::client_async_with_config(request, conn, Some(config)).await {
+    match upgrade(io, request).await? {
         Ok((ws, response)) => Ok(Ok(Open {
             path: m.path.to_string(),
             ws,

@@ -28,7 +28,7 @@ use crate::conn::Conn;
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
 use crate::traffic::Traffic;
-use crate::transport::io::{sent_at_in, HeldMark, Io};
+use crate::transport::io::{holds, sent_at_in, HeldMark, Io};
 
 /// The status a reply is counted under: that of the upgrade its connection made (101
 /// Switching Protocols). A message has no status of its own.
@@ -193,7 +193,7 @@ impl WsMessage {
             (_, Message::Binary(b)) => b,
             _ => return false,
         };
-        expected.is_none_or(|e| e.is_empty() || data.windows(e.len()).any(|w| w == e))
+        holds(data, expected)
     }
 }
 
@@ -253,22 +253,9 @@ impl WsLink {
     /// A new connection, upgraded. The TCP (or TLS) connect is recorded as the connect
     /// time; the upgrade is part of the first message's latency.
     async fn open(&self, io: &Io) -> Result<WebSocketStream<Conn>, ErrorClass> {
-        let c0 = io.clock.now();
-        let conn = io.connector.connect().await?;
-        io.recorder.borrow_mut().connect(io.clock.now() - c0);
-        // A connection's read buffer starts at 4 KiB (tungstenite's default is 128 KiB, a
-        // cost per connection when thousands are held) and grows for a larger frame; a
-        // frame is written at once (the send flushes it anyway).
-        let config = WebSocketConfig::default()
-            .read_buffer_size(4096)
-            .write_buffer_size(0);
-        let (ws, _response) = tokio_tungstenite::client_async_with_config(
-            self.message.request.clone(),
-            conn,
-            Some(config),
-        )
-        .await
-        .map_err(|e| classify(&e))?;
+        let (ws, _response) = upgrade(io, self.message.request.clone())
+            .await?
+            .map_err(|e| classify(&e))?;
         Ok(ws)
     }
 
@@ -321,18 +308,7 @@ impl WsLink {
                         | Message::Text(_)
                         | Message::Binary(_),
                     )) => {}
-                    // The server closed: its close frame is answered by the library, its
-                    // code counted (1005: none given; 1006: no close frame, RFC 6455 §7.4).
-                    Some(Ok(Message::Close(frame))) => {
-                        let code = frame.map_or(1005, |f| u16::from(f.code));
-                        io.recorder.borrow_mut().ws_closed(p, code);
-                        return Err(ErrorClass::ConnectionClosed);
-                    }
-                    None => {
-                        io.recorder.borrow_mut().ws_closed(p, 1006);
-                        return Err(ErrorClass::ConnectionClosed);
-                    }
-                    Some(Err(e)) => return Err(classify(&e)),
+                    ended => return Err(wait_ended(io, p, ended)),
                 }
             }
             // When the reply's last bytes arrived, if the kernel stamped them (plain
@@ -355,6 +331,46 @@ impl WsLink {
         }
         Ok(())
     }
+}
+
+/// A new connection to the target, upgraded with `request`: the TCP (or TLS) connect
+/// recorded as the connect time (the upgrade is part of the first message's latency); the
+/// upgrade's outcome as tungstenite gives it.
+async fn upgrade(
+    io: &Io,
+    request: tungstenite::handshake::client::Request,
+) -> Result<
+    tungstenite::Result<(
+        WebSocketStream<Conn>,
+        tungstenite::handshake::client::Response,
+    )>,
+    ErrorClass,
+> {
+    let c0 = io.clock.now();
+    let conn = io.connector.connect().await?;
+    io.recorder.borrow_mut().connect(io.clock.now() - c0);
+    // A connection's read buffer starts at 4 KiB (tungstenite's default is 128 KiB, a cost
+    // per connection when thousands are held) and grows for a larger frame; a frame is
+    // written at once (the send flushes it anyway).
+    let config = WebSocketConfig::default()
+        .read_buffer_size(4096)
+        .write_buffer_size(0);
+    Ok(tokio_tungstenite::client_async_with_config(request, conn, Some(config)).await)
+}
+
+/// Why a wait for `p`'s reply ended with `next` (what the stream gave that is not a
+/// message): the server closed, its close frame answered by the library and its code
+/// counted (1005: none given; 1006: no close frame, RFC 6455 §7.4), or a broken frame.
+fn wait_ended(io: &Io, p: Planned, next: Option<tungstenite::Result<Message>>) -> ErrorClass {
+    let code = match next {
+        Some(Ok(Message::Close(frame))) => frame.map_or(1005, |f| u16::from(f.code)),
+        None => 1006,
+        Some(Err(e)) => return classify(&e),
+        // A message: the callers match those first.
+        Some(Ok(_)) => return ErrorClass::Other,
+    };
+    io.recorder.borrow_mut().ws_closed(p, code);
+    ErrorClass::ConnectionClosed
 }
 
 /// The close frame loadlab ends a connection with: 1000, a normal closure (a frame without
