@@ -78,6 +78,43 @@ fn http1_idle_connection_closed_after_a_complete_response_is_resent() {
 }
 
 #[test]
+fn a_request_the_server_held_then_closed_unanswered_is_not_loadlabs_wait() {
+    // Each connection's second request is held 1.5 s, then its connection closed unanswered:
+    // loadlab sends it again on a new connection, and its latency holds the server's 1.5 s,
+    // but what loadlab waited before sending it (before_send_ms_max, which the verdicts
+    // weigh as loadlab's own lateness) counts to its first send only.
+    let hold = Duration::from_millis(1500);
+    let s = TestServer::start(Behavior::HoldThenClose { after: 1, hold });
+    let r = run(&[
+        &s.url("/"),
+        "--rate",
+        "4",
+        "--duration",
+        "3s",
+        "--warmup",
+        "0s",
+        "-c",
+        "1",
+        "--timeout",
+        "10s",
+    ]);
+    assert_ended(&r, 0);
+    let j = r.json();
+    assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
+    assert!(u(j, "resent_unprocessed") >= 2, "{j}");
+    let max = j["latency_ms"]["max"].as_f64().unwrap();
+    assert!(
+        max >= 1500.0,
+        "the server's hold is in the latency: {max} ms"
+    );
+    let waited = j["before_send_ms_max"].as_f64().unwrap();
+    assert!(
+        waited < max - 1000.0,
+        "before_send_ms_max {waited} ms counts the server's hold (latency max {max} ms)"
+    );
+}
+
+#[test]
 fn http1_close_in_the_middle_of_a_response_stays_an_error() {
     let s = TestServer::start(Behavior::CutAfter(10));
     let r = run(&[&s.url("/"), "-c", "1", "-n", "100"]);

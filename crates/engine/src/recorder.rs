@@ -426,7 +426,7 @@ impl Recorder {
         status: u16,
         class: ErrorClass,
     ) {
-        self.reply(p, sent_ns, done_ns, status, Some(class));
+        self.reply(p, sent_ns, sent_ns, done_ns, status, Some(class));
     }
 
     /// Whether a request intended at `intended_ns` is measured (not warm-up).
@@ -437,12 +437,26 @@ impl Recorder {
 
     /// A response arrived at `done_ns` for the request `p`, written at `sent_ns`.
     pub fn response(&mut self, p: Planned, sent_ns: u64, done_ns: u64, status: u16) {
+        self.response_resent(p, sent_ns, sent_ns, done_ns, status);
+    }
+
+    /// A response arrived at `done_ns` for the request `p`, written at `sent_ns` after its
+    /// first send at `first_sent_ns` went unanswered on a connection the server closed: the
+    /// time between the two sends was spent at the server, not waiting in loadlab.
+    pub fn response_resent(
+        &mut self,
+        p: Planned,
+        first_sent_ns: u64,
+        sent_ns: u64,
+        done_ns: u64,
+        status: u16,
+    ) {
         let failure = match status {
             400..=499 => Some(ErrorClass::Http4xx),
             500..=999 => Some(ErrorClass::Http5xx),
             _ => None,
         };
-        self.reply(p, sent_ns, done_ns, status, failure);
+        self.reply(p, first_sent_ns, sent_ns, done_ns, status, failure);
     }
 
     /// A gRPC reply with HTTP status 200 and `grpc-status` `code` arrived at `done_ns`.
@@ -455,7 +469,7 @@ impl Recorder {
             n.grpc[usize::from(code.code())] += 1;
         }
         let failure = (!code.is_ok()).then_some(ErrorClass::GrpcStatus);
-        self.reply(p, sent_ns, done_ns, 200, failure);
+        self.reply(p, sent_ns, sent_ns, done_ns, 200, failure);
     }
 
     /// WebSocket: the server closed the connection of message `p` with `code` (1005: a close
@@ -508,9 +522,12 @@ impl Recorder {
         self.totals.names.get_mut(i)
     }
 
+    /// `first_sent_ns`: when loadlab first sent the request (what it waited before, its
+    /// `before_send`); `sent_ns`: the send the reply answered (its service time's start).
     fn reply(
         &mut self,
         p: Planned,
+        first_sent_ns: u64,
         sent_ns: u64,
         done_ns: u64,
         status: u16,
@@ -535,7 +552,7 @@ impl Recorder {
         t.last_intended_ns = t.last_intended_ns.max(intended_ns);
         t.before_send_max_ns = t
             .before_send_max_ns
-            .max(sent_ns.saturating_sub(intended_ns));
+            .max(first_sent_ns.saturating_sub(intended_ns));
         self.interval.completed += 1;
         self.interval.latency.saturating_record(latency);
         match failure {

@@ -510,8 +510,10 @@ pub struct RunResult {
     pub worker_cpu_utilization: Vec<f64>,
     /// The longest a measured request that got a reply waited in loadlab between its
     /// intended send time and its send, ms: the lateness of its release (the schedule lag),
-    /// a wait for a free connection in loadlab's queue, and over epoll its connect. What
-    /// loadlab's side can have added to a latency (see docs/src/verdicts.md). `null` in
+    /// a wait for a free connection in loadlab's queue, and over epoll its connect; a request
+    /// sent again after the server closed its connection unanswered counts to its first send
+    /// (the time between was the server's). What loadlab's side can have added to a latency
+    /// (see docs/src/verdicts.md). `null` in
     /// results of a loadlab that did not measure it.
     #[serde(default)]
     pub before_send_ms_max: Option<f64>,

@@ -53,6 +53,10 @@ pub enum Behavior {
     /// `200 OK` without any `Connection: close`; after the n-th response of each connection
     /// the server closes it cleanly (an idle keep-alive timeout, say).
     SilentCloseAfter(u64),
+    /// `200 OK` to the first `after` requests of each connection; the next one is held for
+    /// `hold`, unanswered, and its connection closed cleanly (an actix-web worker blocked
+    /// past its keep-alive timeout).
+    HoldThenClose { after: u64, hold: Duration },
     /// `200 OK`; the n-th response of each connection is cut in the middle of its body.
     CutAfter(u64),
     /// These bytes, as they are, answer every request (hostile framings).
@@ -326,6 +330,10 @@ async fn connection(
                 server_close = on_conn == *n;
                 response(200, "ok")
             }
+            Behavior::HoldThenClose { after, hold } if on_conn > *after => {
+                tokio::time::sleep(*hold).await;
+                return;
+            }
             Behavior::CutAfter(n) if on_conn == *n => {
                 let _ = sock
                     .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok")
@@ -335,6 +343,7 @@ async fn connection(
             }
             Behavior::Answer(bytes) => bytes.clone(),
             Behavior::CloseAfter(_)
+            | Behavior::HoldThenClose { .. }
             | Behavior::CutAfter(_)
             | Behavior::Greet(_)
             | Behavior::ExtraAfter(_)

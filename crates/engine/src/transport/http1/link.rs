@@ -153,6 +153,9 @@ impl Http1Link {
             }
         }
         let mut resends = 0;
+        // The batch's first send: a resend after the server closed the connection unanswered
+        // comes later by the time the requests spent at the server.
+        let mut first_sent = None;
         'connection: loop {
             // Opened before this exchange: pre-connected, or kept alive.
             let opened_before = self.conn.is_some();
@@ -171,6 +174,7 @@ impl Http1Link {
             let c = self.conn.as_mut().expect("connected above");
             let rest = &batch[done.get()..];
             let sent = io.clock.now();
+            let first = *first_sent.get_or_insert(sent);
             // Bytes on a connection no request is waiting on: the server answers out of
             // turn, and every response read from here on could be another request's.
             let peek = c.peek_is_free()
@@ -201,9 +205,13 @@ impl Http1Link {
                         self.last_done = c
                             .received_at()
                             .map_or(now, |at| io.clock.from_realtime(at, sent, now));
-                        io.recorder
-                            .borrow_mut()
-                            .response(t, sent, self.last_done, meta.status);
+                        io.recorder.borrow_mut().response_resent(
+                            t,
+                            first,
+                            sent,
+                            self.last_done,
+                            meta.status,
+                        );
                         done.set(done.get() + 1);
                         self.served += 1;
                         if !meta.close {
