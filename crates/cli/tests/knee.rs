@@ -388,7 +388,7 @@ fn a_request_the_server_rejects_ends_the_search_at_its_first_step() {
         stdout.contains("knee not measured: the server rejected the request at 20 req/s"),
         "{stdout}"
     );
-    assert_eq!(lines(&out.join("steps.jsonl")).len(), 1);
+    assert_eq!(util::lab::steps(&out).len(), 1);
     let d = knee_of_rejected(&out);
     let f = util::lab::server_finding(&d);
     assert_eq!(f["bottleneck"], "rejected", "{d}");
@@ -410,7 +410,7 @@ fn a_request_the_server_rejects_ends_the_search_at_its_first_step() {
     );
     let out = temp_path("rejected-plan");
     util::lab::lab_ok(&plan, &out);
-    let steps = lines(&out.join("steps.jsonl"));
+    let steps = util::lab::steps(&out);
     assert_eq!(steps.len(), 1, "the steps after the first are skipped");
     assert_eq!(
         steps[0]["diagnosis"]["findings"][0]["bottleneck"],
@@ -439,7 +439,7 @@ fn a_request_the_server_rejects_ends_the_search_at_its_first_step() {
         stdout.contains("knee not measured: nothing answered at the address"),
         "{stdout}"
     );
-    assert_eq!(lines(&out.join("steps.jsonl")).len(), 1);
+    assert_eq!(util::lab::steps(&out).len(), 1);
     let configs = lines(&out.join("configs.jsonl"));
     let k = &configs[0]["knees"][0];
     assert_eq!(k["outcome"]["limited_by"], "unreachable", "{k}");

@@ -323,7 +323,7 @@ matrix = { pool = [1] }
         .map(|c| c["config"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(configs, ["pool=4,tag=y", "pool=8,tag=y"]);
-    let steps = lines(&out.join("steps.jsonl"));
+    let steps = util::lab::steps(&out);
     assert_eq!(steps.len(), 2);
     assert!(steps
         .iter()

@@ -151,7 +151,7 @@ fn a_shared_build_runs_once_before_the_first_configuration() {
         configs.iter().all(|c| c["status"] == "completed"),
         "{configs:?}"
     );
-    assert_eq!(lines(&bundle.join("steps.jsonl")).len(), 2);
+    assert_eq!(util::lab::steps(&bundle).len(), 2);
     // Once in all: not per target, not per configuration.
     let count = std::fs::read_to_string(dir.join("count")).unwrap();
     assert_eq!(count.lines().count(), 1, "{count}");
@@ -256,7 +256,7 @@ fn a_failing_build_stops_the_plan_before_any_load() {
         ],
     );
     assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
-    assert_eq!(lines(&bundle.join("steps.jsonl")).len(), 1);
+    assert_eq!(util::lab::steps(&bundle).len(), 1);
 
     // A program that is not there says so.
     let missing = plan_in_own_dir(
@@ -312,7 +312,7 @@ fn no_build_skips_it() {
     );
     assert!(!stderr.contains("boom"), "{stderr}");
     assert!(!bundle.join("logs/build-app.log").exists());
-    assert_eq!(lines(&bundle.join("steps.jsonl")).len(), 1);
+    assert_eq!(util::lab::steps(&bundle).len(), 1);
 }
 
 /// A build that hangs is stopped at its `build_timeout`, and by Ctrl-C: its whole process

@@ -124,7 +124,7 @@ fn stopped_with_their_target(escape: Escape, name: &str) {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(started.elapsed() < Duration::from_secs(60));
-    assert_eq!(lines(&out.join("steps.jsonl")).len(), 1);
+    assert_eq!(util::lab::steps(&out).len(), 1);
     // Stopped by the lab itself: gone by the time it exits.
     assert_all_gone(&out, Duration::ZERO);
 }
@@ -384,7 +384,7 @@ threads = 1
             && stderr.contains("bytes of its output were dropped"),
         "{stderr}"
     );
-    assert_eq!(lines(&out.join("steps.jsonl")).len(), 1);
+    assert_eq!(util::lab::steps(&out).len(), 1);
     let log = std::fs::read_dir(out.join("logs"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -81,7 +81,7 @@ step_duration = "10s"
         "{none}"
     );
 
-    let steps = lines(&out.join("steps.jsonl"));
+    let steps = util::lab::steps(&out);
     assert_eq!(steps.len(), 2, "{steps:?}");
     for (s, load) in steps.iter().zip([4.0, 16.0]) {
         let r = &s["result"];

@@ -9,7 +9,7 @@ mod util;
 use std::sync::Mutex;
 
 use serde_json::Value;
-use util::lab::{lab_ok_unless_generator_limited, lines, plan_text, write_plan};
+use util::lab::{lab_ok_unless_generator_limited, plan_text, write_plan};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -23,7 +23,7 @@ fn run(name: &str, flags: &str, load: &str, extra: &str, timeout: &str) -> (Vec<
     // A step loadlab itself fell behind on (generator-limited: a loaded host) says nothing
     // of the server, and each test here reads the server's verdict: run again.
     let out = lab_ok_unless_generator_limited(&plan, &format!("{name}-bundle"));
-    let steps = lines(&out.join("steps.jsonl"));
+    let steps = util::lab::steps(&out);
     for s in &steps {
         util::assert_schema_valid(&s["result"]);
     }

@@ -460,7 +460,7 @@ p99_ms = 300
     let o = util::lab::lab(&plan, &out);
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    let steps = util::lab::lines(&out.join("steps.jsonl"));
+    let steps = util::lab::steps(&out);
     assert_eq!(steps.len(), 2, "{stdout}\n{stderr}");
     let (low, high) = (&steps[0], &steps[1]);
     assert_eq!(low["load"].as_f64(), Some(10.0));

@@ -553,21 +553,36 @@ impl Runner<'_> {
                 .step(config, vars, group, 0, Phase::Together, None, targets)?
                 .1),
             Steps::Fixed(values) => {
-                for (k, v) in values.iter().enumerate() {
-                    if self.opts.stop.is_cancelled() {
+                // Each attempt its own index: a repeated step keeps both records.
+                let mut index = 0u32;
+                for v in values {
+                    let mut recs = Vec::new();
+                    // A step loadlab limited (or an agent lost) says nothing of the server: it
+                    // is tried once more, as in a search, and the repeat is the server's
+                    // figure (the report keeps both, the first one noted).
+                    for attempt in 0..2 {
+                        if self.opts.stop.is_cancelled() {
+                            return Ok(None);
+                        }
+                        let (r, exit) =
+                            self.step(config, vars, group, index, Phase::Fixed, Some(*v), targets)?;
+                        index += 1;
+                        if exit.is_some() {
+                            return Ok(exit);
+                        }
+                        recs = r;
+                        let not_the_server = recs.iter().any(|r| {
+                            r.verdict
+                                .limits
+                                .iter()
+                                .any(|l| matches!(l, Limit::GeneratorLimited | Limit::AgentLost))
+                        });
+                        if attempt == 0 && not_the_server && !self.opts.stop.is_cancelled() {
+                            self.say("  generator-limited or agent lost: repeating the step once");
+                            self.pause();
+                            continue;
+                        }
                         break;
-                    }
-                    let (recs, exit) = self.step(
-                        config,
-                        vars,
-                        group,
-                        k as u32,
-                        Phase::Fixed,
-                        Some(*v),
-                        targets,
-                    )?;
-                    if exit.is_some() {
-                        return Ok(exit);
                     }
                     // A rejected request is rejected at every load: the rest of the steps
                     // would measure nothing more.

@@ -1159,6 +1159,22 @@ mod tests {
             (Some(100.0), None, Some(Limit::GeneratorLimited))
         );
         assert_eq!(knee_cell(f.best, f.fail), "at least 100");
+        // The lab tries such a step once more: the repeat, the server's own failure, decides,
+        // and the first attempt beside it changes nothing.
+        let mut repeat = list[1].clone();
+        repeat.index += 1;
+        repeat
+            .verdict
+            .limits
+            .retain(|l| *l != Limit::GeneratorLimited);
+        list.insert(2, repeat);
+        let refs: Vec<&StepRecord> = list.iter().collect();
+        let f = fixed_knee(&refs);
+        assert_eq!(
+            (f.best, f.fail, f.limit, f.non_monotonic),
+            (Some(100.0), Some(300.0), Some(Limit::Latency), None)
+        );
+        assert_eq!(knee_cell(f.best, f.fail), "between 100 and 300");
         // Sustained throughout: no limit at all.
         let held = steps("capacity=400");
         let refs: Vec<&StepRecord> = held.iter().collect();

@@ -92,7 +92,7 @@ pub fn lab_ok(plan: &Path, out: &Path) {
 /// host): such a step says nothing of the server, and a test that needs the server's answer
 /// runs the plan again, as a user would after reading that note.
 pub fn generator_limited_steps(bundle: &Path) -> bool {
-    lines(&bundle.join("steps.jsonl")).iter().any(|s| {
+    steps(bundle).iter().any(|s| {
         s["verdict"]["limits"]
             .as_array()
             .is_some_and(|l| l.iter().any(|x| x == "generator_limited"))
@@ -113,6 +113,28 @@ pub fn lab_ok_unless_generator_limited(plan: &Path, name: &str) -> PathBuf {
         eprintln!("{name}: run {attempt} had a generator-limited step; running the plan again");
     }
     out
+}
+
+/// The bundle's steps as the lab decided them: steps.jsonl without the attempts it repeated
+/// (a step loadlab limited, or that lost an agent, is tried once more at the same load, and
+/// the repeat is the step's figure).
+pub fn steps(bundle: &Path) -> Vec<Value> {
+    let all = lines(&bundle.join("steps.jsonl"));
+    let says_nothing = |s: &Value| {
+        s["verdict"]["limits"].as_array().is_some_and(|l| {
+            l.iter()
+                .any(|x| x == "generator_limited" || x == "agent_lost")
+        })
+    };
+    let same_series =
+        |a: &Value, b: &Value| a["config"] == b["config"] && a["scenario"] == b["scenario"];
+    (0..all.len())
+        .filter(|&i| {
+            let next = all[i + 1..].iter().find(|n| same_series(n, &all[i]));
+            !(says_nothing(&all[i]) && next.is_some_and(|n| n["load"] == all[i]["load"]))
+        })
+        .map(|i| all[i].clone())
+        .collect()
 }
 
 pub fn lines(path: &Path) -> Vec<Value> {
