@@ -57,6 +57,7 @@ java          default-jdk-headless  tests/jvm_actors.rs and outputs.rs (Pekko ap
 mvn           maven                 builds targets/jvm-actors and fetches the Java HdrHistogram jar
 websockets    python3-websockets    tests/websocket.rs (a Python WebSocket echo server)
 node-ws       node-ws               tests/websocket.rs (Node's ws echo server)
+grpcio        python3-grpcio        tests/grpc_stream.rs (a Python grpcio server-streaming server)
 EOF
 }
 
@@ -65,6 +66,7 @@ have() {
     nginx) [ -x /usr/sbin/nginx ] || [ -x /usr/bin/nginx ] || command -v nginx >/dev/null 2>&1 ;;
     prometheus) [ -x /usr/bin/prometheus ] || command -v prometheus >/dev/null 2>&1 ;;
     websockets) /usr/bin/python3 -c 'import websockets' >/dev/null 2>&1 ;;
+    grpcio) /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 ;;
     node-ws) [ -f /usr/share/nodejs/ws/package.json ] ;;
     sysctl) command -v sysctl >/dev/null 2>&1 && command -v kill >/dev/null 2>&1 ;;
     *) command -v "$1" >/dev/null 2>&1 ;;

@@ -61,7 +61,8 @@ macro_rules! grpc_examples {
         "Examples:\n  \
         loadlab grpc 127.0.0.1:50051 --proto proto/helloworld.proto --call helloworld.Greeter/SayHello -D '{\"name\":\"x\"}' -n 100000 -c 8 --concurrency 64\n  \
         loadlab grpc 127.0.0.1:50051 --proto proto/hello.proto --call hello.HelloService/Say --rate 500 -d 30s --timeout 100ms\n  \
-        loadlab grpc https://127.0.0.1:8443 -k --proto svc.proto -I protos/ --call pkg.Svc/Get -m 'authorization: Bearer x'"
+        loadlab grpc https://127.0.0.1:8443 -k --proto svc.proto -I protos/ --call pkg.Svc/Get -m 'authorization: Bearer x'\n  \
+        loadlab grpc 127.0.0.1:50051 --proto feed.proto --call feed.Feed/Subscribe -c 4 --concurrency 200 -d 30s   # 200 server streams held"
     };
 }
 
@@ -174,11 +175,14 @@ pub enum Command {
         loadlab doctor\n  \
         loadlab doctor plans/ephemeral-ports.toml")]
     Doctor(DoctorArgs),
-    /// Drive a gRPC unary method with load (the ghz model): the request is built from JSON
-    /// with the .proto at run time; replies are counted per gRPC status.
+    /// Drive a gRPC unary or server-streaming method with load (the ghz model): the request
+    /// is built from JSON with the .proto at run time; replies are counted per gRPC status.
     ///
     /// Closed loop by default: --concurrency calls in flight over --connections HTTP/2
-    /// connections; --rate makes it open loop.
+    /// connections; --rate makes it open loop. A server-streaming method (`returns (stream
+    /// …)`) holds --concurrency streams open: each message the server sends is a reply, its
+    /// latency the wait for it (the first, the time to first message), and a stream the
+    /// server ends with OK is opened again.
     #[command(after_help = grpc_examples!(), after_long_help = concat!(grpc_examples!(), "\n\n", template_help!()))]
     Grpc(Box<GrpcArgs>),
     /// Re-render a result bundle's report.md and report.html from what is on disk, and
@@ -1371,7 +1375,7 @@ pub struct GrpcArgs {
         help_heading = "Call"
     )]
     pub import_paths: Vec<PathBuf>,
-    /// The unary method: package.Service/Method.
+    /// The method, unary or server-streaming: package.Service/Method.
     #[arg(long, help_heading = "Call")]
     pub call: String,
     /// The request message as JSON (proto3 JSON mapping); its strings may hold templates

@@ -19,10 +19,18 @@ fn grpc_plan(scenario_extra: &str) -> String {
 /// `loadlab_lab::plan`).
 #[test]
 fn grpc_plan_mistakes_name_their_field() {
-    let cases = [(
-        grpc_plan("call = \"helloworld.Greeter/Nope\""),
-        "scenario[0].call",
-    )];
+    let ticker = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/ticker.proto");
+    let cases = [
+        (
+            grpc_plan("call = \"helloworld.Greeter/Nope\""),
+            "scenario[0].call",
+        ),
+        // A server stream is `loadlab grpc`'s so far: said, not run as unary calls.
+        (
+            grpc_plan("call = \"ticker.Ticker/Subscribe\"").replace(&helloworld_proto(), ticker),
+            "runs with `loadlab grpc` so far",
+        ),
+    ];
     assert_plans_rejected("gbad", &cases);
 }
 

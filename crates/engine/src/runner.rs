@@ -236,7 +236,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
                 share(cfg.max_connections, index, threads).max(1),
                 0,
             ),
-            Protocol::Http2 | Protocol::Grpc => {
+            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream => {
                 let conns = share(cfg.connections, index, threads);
                 let streams = share(cfg.concurrency, index, threads);
                 match cfg.model {

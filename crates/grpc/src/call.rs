@@ -1,4 +1,4 @@
-//! A unary gRPC method resolved from a `.proto` file at run time.
+//! A unary or server-streaming gRPC method resolved from a `.proto` file at run time.
 
 use std::path::{Path, PathBuf};
 
@@ -25,19 +25,22 @@ pub struct UnaryCall {
     request_frame: Bytes,
     /// The request message's template, when its JSON holds templates.
     template: Option<MessageTemplate>,
+    /// The server answers with a stream of messages (`returns (stream …)`).
+    server_streaming: bool,
 }
 
 impl UnaryCall {
     /// Compiles `proto` (with `include_dirs` for imports) using `protox` (pure Rust, no
     /// `protoc`), finds `call` = `"package.Service/Method"` (also accepted:
-    /// `"package.Service.Method"` and a leading `/`), checks it is unary, and parses `data`
+    /// `"package.Service.Method"` and a leading `/`), checks it is unary or server-streaming
+    /// (one request message), and parses `data`
     /// (JSON, in the proto3 JSON mapping) into the request message type.
     ///
     /// The directory of `proto` is searched for imports after `include_dirs` (as ghz does).
     ///
     /// Errors name what is wrong: the proto file and line of a syntax error, an unknown
     /// service (listing the services found), an unknown method (listing the service's
-    /// methods), a streaming method, JSON that does not fit the message (the field and the
+    /// methods), a client-streaming or bidirectional method, JSON that does not fit the message (the field and the
     /// expected type).
     ///
     /// When `data` holds `${...}` templates ([`loadlab_template::Template::has_expressions`]
@@ -78,9 +81,8 @@ impl UnaryCall {
         };
         let path = format!("/{}/{}", service.full_name(), method.name());
         let kind = match (method.is_client_streaming(), method.is_server_streaming()) {
-            (false, false) => None,
+            (false, _) => None,
             (true, false) => Some("client-streaming"),
-            (false, true) => Some("server-streaming"),
             (true, true) => Some("bidirectional streaming"),
         };
         if let Some(kind) = kind {
@@ -102,7 +104,14 @@ impl UnaryCall {
             output: method.output(),
             request_frame,
             template,
+            server_streaming: method.is_server_streaming(),
         })
+    }
+
+    /// Whether the server answers with a stream of messages (a server-streaming method):
+    /// each message is a reply, and the call ends with the stream.
+    pub fn server_streaming(&self) -> bool {
+        self.server_streaming
     }
 
     /// The HTTP/2 `:path`, e.g. `"/helloworld.Greeter/SayHello"`.

@@ -50,12 +50,13 @@ pub enum GrpcError {
         /// The methods the service does have.
         available: Vec<String>,
     },
-    /// The method streams requests, responses or both; only unary methods are supported.
-    #[error("method `{method}` is {kind}; streaming is not supported, only unary methods")]
+    /// The method streams requests (client-streaming or bidirectional); only unary and
+    /// server-streaming methods are supported so far.
+    #[error("method `{method}` is {kind}; streaming requests are not supported yet, only unary and server-streaming methods (one request message)")]
     Streaming {
         /// The method, as `package.Service/Method`.
         method: String,
-        /// `client-streaming`, `server-streaming` or `bidirectional streaming`.
+        /// `client-streaming` or `bidirectional streaming`.
         kind: &'static str,
     },
     /// The request data is not valid JSON.

@@ -137,6 +137,11 @@ impl FrameScan {
         }
     }
 
+    /// Complete frames (messages) seen so far.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
     /// The body is over: its fault, if any (`encoded`: the reply named a `grpc-encoding`).
     pub fn finish(&self, encoded: bool) -> Result<u64, FrameFault> {
         if let Some(flag) = self.bad_flag {

@@ -27,6 +27,10 @@ pub struct GrpcCall {
     pub template: Option<MessageTemplate>,
     /// Custom metadata `(key, value)`, keys in lower case, already validated.
     pub metadata: Vec<(String, String)>,
+    /// A server-streaming method: the server answers with a stream of messages, each one a
+    /// reply. Absent (false) in what older agents read and write.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub server_streaming: bool,
 }
 
 /// Which input of [`GrpcCall::resolve`] a [`crate::GrpcError`] is about.
@@ -41,7 +45,7 @@ pub enum CallInput {
 #[cfg(feature = "resolve")]
 impl GrpcCall {
     /// Compiles `proto` (imports searched in `include_dirs`, then the proto's directory),
-    /// finds the unary method `call`, encodes `data` (proto3 JSON) and validates
+    /// finds the unary or server-streaming method `call`, encodes `data` (proto3 JSON) and validates
     /// `metadata` (`key: value` entries or JSON objects). The error says which input was
     /// at fault, so the caller can name its flag or plan field.
     ///
@@ -64,6 +68,7 @@ impl GrpcCall {
             frame: resolved.request_frame(),
             template: resolved.message_template().cloned(),
             metadata,
+            server_streaming: resolved.server_streaming(),
         })
     }
 }
@@ -98,11 +103,13 @@ mod tests {
             frame: Bytes::from_static(&[0, 0, 0, 0, 2, 10, 0]),
             metadata: vec![("x-a".into(), "1".into())],
             template: None,
+            server_streaming: false,
         };
         let json = serde_json::to_value(&call).unwrap();
         assert_eq!(json["frame"], "AAAAAAIKAA==");
         // No template: no key (what older agents read).
         assert!(json.get("template").is_none(), "{json}");
+        assert!(json.get("server_streaming").is_none(), "{json}");
         assert_eq!(serde_json::from_value::<GrpcCall>(json).unwrap(), call);
     }
 }

@@ -87,6 +87,9 @@ pub enum Protocol {
     Http2,
     /// gRPC unary calls over HTTP/2; the reply's `grpc-status` decides success.
     Grpc,
+    /// gRPC server-streaming calls over HTTP/2: streams held open, each message the server
+    /// sends a reply (its latency the wait for it), a stream that ends opened again.
+    GrpcServerStream,
     /// WebSocket (RFC 6455) messages: one in flight per connection, its reply the next
     /// data message the server sends.
     Ws,
@@ -100,8 +103,10 @@ impl std::str::FromStr for Protocol {
 
     /// Reads the name results and plans use.
     fn from_str(s: &str) -> Result<Protocol, String> {
+        // A server-streaming call is a `grpc` scenario whose method streams.
         Protocol::ALL
             .into_iter()
+            .filter(|p| *p != Protocol::GrpcServerStream)
             .find(|p| p.name() == s)
             .ok_or_else(|| "\"http1\", \"http2\", \"grpc\", \"ws\" or \"sse\"".into())
     }
@@ -135,20 +140,23 @@ impl std::str::FromStr for Arrival {
 
 impl Protocol {
     /// Every protocol, in the order messages list them.
-    pub const ALL: [Protocol; 5] = [
+    pub const ALL: [Protocol; 6] = [
         Protocol::Http1,
         Protocol::Http2,
         Protocol::Grpc,
+        Protocol::GrpcServerStream,
         Protocol::Ws,
         Protocol::Sse,
     ];
 
-    /// The name results and plans use (`http1`, `http2`, `grpc`, `ws`, `sse`).
+    /// The name results and plans use (`http1`, `http2`, `grpc`, `ws`, `sse`; a result's
+    /// `grpc_server_stream`, which a plan writes as `grpc`: its method says it streams).
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Http1 => "http1",
             Protocol::Http2 => "http2",
             Protocol::Grpc => "grpc",
+            Protocol::GrpcServerStream => "grpc_server_stream",
             Protocol::Ws => "ws",
             Protocol::Sse => "sse",
         }
@@ -160,6 +168,7 @@ impl Protocol {
             Protocol::Http1 => "",
             Protocol::Http2 => " (HTTP/2)",
             Protocol::Grpc => " (gRPC)",
+            Protocol::GrpcServerStream => " (gRPC server streaming)",
             Protocol::Ws => " (WebSocket)",
             Protocol::Sse => " (server-sent events)",
         }
@@ -182,6 +191,12 @@ impl Protocol {
                 rate: "msg/s",
                 held: "open connections",
             },
+            Protocol::GrpcServerStream => Units {
+                sent: "messages",
+                replies: "messages",
+                rate: "msg/s",
+                held: "open streams",
+            },
             Protocol::Sse => Units {
                 sent: "events",
                 replies: "events",
@@ -195,7 +210,7 @@ impl Protocol {
     /// connections, rather than one exchange in flight on a connection of its own.
     pub fn multiplexed(self) -> bool {
         match self {
-            Protocol::Http2 | Protocol::Grpc => true,
+            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream => true,
             Protocol::Http1 | Protocol::Ws | Protocol::Sse => false,
         }
     }
@@ -208,7 +223,7 @@ impl Protocol {
     pub fn byte_stream(self) -> bool {
         match self {
             Protocol::Http1 | Protocol::Ws => true,
-            Protocol::Http2 | Protocol::Grpc | Protocol::Sse => false,
+            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::Sse => false,
         }
     }
 
@@ -216,7 +231,7 @@ impl Protocol {
     /// connection (RFC 6455 §4.1).
     pub fn alpn(self) -> &'static [u8] {
         match self {
-            Protocol::Http2 | Protocol::Grpc => b"h2",
+            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream => b"h2",
             Protocol::Http1 | Protocol::Ws | Protocol::Sse => b"http/1.1",
         }
     }

@@ -106,6 +106,16 @@ impl Workload {
                 }
                 self.http1_pool(true, 1, None, threads)?
             }
+            Transport::Grpc { call, concurrency } if call.server_streaming => {
+                if let LoadModel::Open { rate, .. } = self.load {
+                    return Err(value_err(
+                        Field::Rate,
+                        rate,
+                        "not with a server-streaming method: streams are held, --concurrency of them over --connections connections (closed loop); each message the server sends is a reply",
+                    ));
+                }
+                self.streams(*concurrency, threads)?
+            }
             Transport::Http2 { concurrency } | Transport::Grpc { concurrency, .. } => {
                 self.streams(*concurrency, threads)?
             }
@@ -127,7 +137,7 @@ impl Workload {
             };
             return Err(value_err(Field::Url, &self.url, allowed));
         }
-        let method = if protocol == Protocol::Grpc {
+        let method = if matches!(protocol, Protocol::Grpc | Protocol::GrpcServerStream) {
             "POST".to_string()
         } else if matches!(protocol, Protocol::Ws | Protocol::Sse) {
             // The opening handshake is a GET (RFC 6455 §4.1); so is an event stream's.
@@ -207,7 +217,16 @@ impl Workload {
                 "one message per WebSocket run, its body a template if need be (${seq}, --data): a templated URL and request lists are HTTP only so far",
             ));
         }
-        if protocol == Protocol::Grpc && !self.traffic.requests.is_empty() {
+        if protocol == Protocol::GrpcServerStream && traffic.is_some() {
+            return Err(value_err(
+                Field::Targets,
+                "a server-streaming gRPC method",
+                "one fixed request message per stream: templates and data files are for unary calls so far",
+            ));
+        }
+        if matches!(protocol, Protocol::Grpc | Protocol::GrpcServerStream)
+            && !self.traffic.requests.is_empty()
+        {
             return Err(value_err(
                 Field::Targets,
                 "gRPC",

@@ -177,6 +177,7 @@ impl Transport {
         match self {
             Transport::Http1 { .. } => Protocol::Http1,
             Transport::Http2 { .. } => Protocol::Http2,
+            Transport::Grpc { call, .. } if call.server_streaming => Protocol::GrpcServerStream,
             Transport::Grpc { .. } => Protocol::Grpc,
             Transport::WebSocket { .. } => Protocol::Ws,
             Transport::Sse { .. } => Protocol::Sse,
@@ -874,6 +875,8 @@ mod tests {
                     frame: bytes::Bytes::from_static(&[0, 0, 0, 0, 0]),
                     metadata: vec![],
                     template: None,
+                    // A server stream's kind goes to the agents with the call.
+                    server_streaming: true,
                 },
                 concurrency: Some(32),
             },

@@ -69,14 +69,14 @@ impl Request {
                     .collect(),
                 traffic: t.clone(),
             })),
-            (Protocol::Http2 | Protocol::Grpc, None) => {
+            (Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream, None) => {
                 Request::Http2(Arc::new(crate::transport::http2::Template::new(cfg)?))
             }
             (Protocol::Ws, _) => Request::Ws(Arc::new(
                 ws::WsMessage::new(cfg).map_err(|e| e.to_string())?,
             )),
             (Protocol::Sse, _) => Request::Sse(Arc::new(sse::SseRequest::new(cfg))),
-            (Protocol::Http2 | Protocol::Grpc, Some(t)) => {
+            (Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream, Some(t)) => {
                 Request::Http2Varying(Arc::new(Varying {
                     kinds: t
                         .kinds
@@ -205,12 +205,14 @@ impl Link {
     }
 
     /// The run is over for this loop: a WebSocket says goodbye with a close frame (the
-    /// other transports just drop their connection, or, over HTTP/2, let [`Links`] close
-    /// it with a `GOAWAY`).
+    /// other transports just drop their connection, or, over HTTP/2, reset a server stream
+    /// held and let [`Links`] close the connection with a `GOAWAY`).
     pub(crate) async fn finish(&mut self) {
         match self {
             Link::Ws(l) => l.finish().await,
-            Link::Http1(_) | Link::Http2(_) | Link::Sse(_) => {}
+            // A server stream held is reset, so that its connection can close.
+            Link::Http2(l) => l.close(),
+            Link::Http1(_) | Link::Sse(_) => {}
         }
     }
 
@@ -229,6 +231,7 @@ impl Link {
             // A reply arriving after its message failed would be taken for the next one's.
             Link::Ws(l) if failed => l.close(),
             Link::Sse(l) if failed => l.close(),
+            Link::Http2(l) if failed => l.close(),
             Link::Http1(_) | Link::Http2(_) | Link::Ws(_) | Link::Sse(_) => {}
         }
     }

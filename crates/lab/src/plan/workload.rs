@@ -45,11 +45,13 @@ impl Plan {
             (Model::Closed, None) => (LoadModel::Closed, l.connections, l.concurrency),
         };
         let transport = match (s.protocol, &s.grpc) {
-            (Protocol::Grpc, Some(call)) => Transport::Grpc {
+            (Protocol::Grpc | Protocol::GrpcServerStream, Some(call)) => Transport::Grpc {
                 call: call.clone(),
                 concurrency,
             },
-            (Protocol::Http2, _) | (Protocol::Grpc, None) => Transport::Http2 { concurrency },
+            (Protocol::Http2, _) | (Protocol::Grpc | Protocol::GrpcServerStream, None) => {
+                Transport::Http2 { concurrency }
+            }
             (Protocol::Ws, _) => Transport::WebSocket {
                 max_connections: match l.model {
                     Model::Open => l.max_connections,

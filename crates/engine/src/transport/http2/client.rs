@@ -126,6 +126,20 @@ struct Stream {
     /// WINDOW_UPDATE.
     recv_window: i64,
     recv_unacked: u32,
+    /// A server-streaming call ([`Client::follow_messages`]): its slot is woken by each
+    /// message, not only by the response's end.
+    streaming: bool,
+    /// The messages its slot took ([`Client::poll_message`]).
+    taken_messages: u64,
+}
+
+/// What came next on a server stream ([`Client::poll_message`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// One more message.
+    Message,
+    /// The response ended (its result taken: the stream is forgotten).
+    End(Reply),
 }
 
 /// Stream ids as their own hash (they are distinct small integers).
@@ -420,6 +434,8 @@ impl Client {
                 body: body.map(|b| (b.clone(), 0)),
                 recv_window: i64::from(self.stream_window),
                 recv_unacked: 0,
+                streaming: false,
+                taken_messages: 0,
             },
         );
         if body.is_some() {
@@ -428,6 +444,34 @@ impl Client {
         }
         i.wake_driver();
         id
+    }
+
+    /// Stream `id` (just opened) is a server-streaming call: its slot takes its messages one
+    /// by one ([`Client::poll_message`]) and is woken by each.
+    pub(crate) fn follow_messages(&self, id: u32) {
+        if let Some(s) = self.inner.borrow_mut().streams.get_mut(&id) {
+            s.streaming = true;
+        }
+    }
+
+    /// Stream `id`'s next message, or its end once every message came (the result then
+    /// taken, as [`Client::poll_stream`] takes it).
+    pub(crate) fn poll_message(
+        &self,
+        id: u32,
+        cx: &Context<'_>,
+    ) -> Poll<Result<Next, StreamFailure>> {
+        {
+            let mut i = self.inner.borrow_mut();
+            let Some(s) = i.streams.get_mut(&id) else {
+                return Poll::Ready(Err(StreamFailure::Failed(ErrorClass::Other)));
+            };
+            if s.scan.frames() > s.taken_messages {
+                s.taken_messages += 1;
+                return Poll::Ready(Ok(Next::Message));
+            }
+        }
+        self.poll_stream(id, cx).map_ok(Next::End)
     }
 
     /// The result of stream `id` once it ended (taken: the stream is forgotten).
@@ -733,7 +777,13 @@ impl Reader {
                     return Ok(());
                 }
                 if s.grpc {
+                    let before = s.scan.frames();
                     s.scan.feed(data);
+                    if s.streaming && s.scan.frames() > before {
+                        if let Some(w) = s.waker.take() {
+                            w.wake();
+                        }
+                    }
                 }
                 if flags & END_STREAM != 0 {
                     i.end_stream(id, Ok(()));

@@ -10,11 +10,11 @@ use bytes::Bytes;
 use loadlab_grpc::GrpcStatus;
 use tokio::time::Instant;
 
-use super::client::{self, Client, StreamFailure};
+use super::client::{self, Client, Next, StreamFailure};
 use super::{H2Conn, H2Request, Live, Template, TimeoutCache};
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
-use crate::transport::io::{Io, Varying, MAX_RESENDS};
+use crate::transport::io::{HeldMark, Io, Varying, MAX_RESENDS};
 
 /// What a stream slot sends.
 pub(crate) enum H2Source {
@@ -36,6 +36,28 @@ pub(crate) struct Http2Link {
     /// The stream whose response came before its body was all sent: the slot waits for
     /// that body before its next request ([`Http2Link::finish_body`]).
     sending: Option<(Rc<Client>, u32)>,
+    /// A server-streaming call's stream, held open across exchanges.
+    held: Option<HeldStream>,
+}
+
+/// A server stream a slot holds: each exchange takes its next message.
+struct HeldStream {
+    client: Rc<Client>,
+    /// The connection's generation it was opened on.
+    generation: u64,
+    id: u32,
+    /// Messages taken on it.
+    messages: u64,
+    /// Counts the stream as held once a message came on it.
+    mark: Option<HeldMark>,
+}
+
+impl Drop for HeldStream {
+    /// A stream let go before its end (a message's deadline passed, the run is over) is
+    /// reset; one that ended is forgotten already.
+    fn drop(&mut self) {
+        self.client.cancel(self.id);
+    }
 }
 
 /// One request's parts, rendered once so that a stream sent again is the same request.
@@ -57,6 +79,130 @@ impl Http2Link {
             timeouts: TimeoutCache::default(),
             scratch: Vec::new(),
             sending: None,
+            held: None,
+        }
+    }
+
+    /// Lets a server stream go (after a failure: its next message would be charged to the
+    /// wrong wait).
+    pub(crate) fn close(&mut self) {
+        self.held = None;
+    }
+
+    /// Whether the slot sends a server-streaming call.
+    fn streaming(&self) -> bool {
+        matches!(&self.source, H2Source::Fixed(t) if t.is_streaming())
+    }
+
+    /// A server-streaming call: waits for the held stream's next message (opening the
+    /// stream first if none is held, and again when the server ends it with `OK`) and
+    /// records it as a reply whose latency is the wait: the first message's is the time to
+    /// first message (connection, stream and message), every later one's the gap since the
+    /// message before. A stream the server ends with another status ends this wait with
+    /// that status; one it never processed is opened again.
+    async fn next_message(
+        &mut self,
+        io: &Io,
+        p: Planned,
+        connecting: &Cell<bool>,
+    ) -> Result<(), ErrorClass> {
+        let H2Source::Fixed(template) = &self.source else {
+            unreachable!("a server-streaming call sends a fixed request");
+        };
+        let template = template.clone();
+        let sent = io.clock.now();
+        let mut reopened = 0;
+        loop {
+            if self.held.is_none() {
+                let live = match self.cached.take() {
+                    Some(live) if self.conn.is_current(live.0) => live,
+                    _ => connection(io, &self.conn, connecting).await?,
+                };
+                let (generation, client) = (live.0, live.1.clone());
+                std::future::poll_fn(|cx| client.poll_capacity(cx))
+                    .await
+                    .map_err(|f| {
+                        self.conn.invalidate(generation);
+                        match f {
+                            StreamFailure::Failed(class) => class,
+                            StreamFailure::Unprocessed => ErrorClass::StreamReset,
+                        }
+                    })?;
+                // No grpc-timeout: the call lasts as long as the stream; each message has
+                // the run's timeout.
+                let id = client.open(template.head(), |_| {}, template.body(), true);
+                client.follow_messages(id);
+                self.cached = Some((generation, client.clone()));
+                self.held = Some(HeldStream {
+                    client,
+                    generation,
+                    id,
+                    messages: 0,
+                    mark: None,
+                });
+            }
+            let h = self.held.as_mut().expect("held above");
+            let client = h.client.clone();
+            let id = h.id;
+            let next = std::future::poll_fn(|cx| client.poll_message(id, cx)).await;
+            let now = io.clock.now();
+            match next {
+                Ok(Next::Message) => {
+                    h.messages += 1;
+                    if h.mark.is_none() {
+                        h.mark = Some(HeldMark::new(io));
+                    }
+                    io.recorder
+                        .borrow_mut()
+                        .grpc_reply(p, sent, now, GrpcStatus::Ok);
+                    return Ok(());
+                }
+                Ok(Next::End(reply)) => {
+                    let messages = h.messages;
+                    self.held = None;
+                    let grpc = match reply.grpc {
+                        Some(code) if code.is_ok() && reply.bad_framing => {
+                            Some(GrpcStatus::Internal)
+                        }
+                        g => g,
+                    };
+                    let mut rec = io.recorder.borrow_mut();
+                    match (reply.status, grpc) {
+                        // The server ended the stream: open it again, within this wait.
+                        (200, Some(code)) if code.is_ok() => {
+                            rec.server_close(messages);
+                            drop(rec);
+                            reopened += 1;
+                            if reopened > MAX_RESENDS {
+                                return Err(ErrorClass::ConnectionClosed);
+                            }
+                        }
+                        (200, Some(code)) => {
+                            rec.grpc_reply(p, sent, now, code);
+                            return Ok(());
+                        }
+                        (200, None) => return Err(ErrorClass::MalformedResponse),
+                        (status, _) => {
+                            rec.response(p, sent, now, status);
+                            return Ok(());
+                        }
+                    }
+                }
+                Err(StreamFailure::Unprocessed) if reopened < MAX_RESENDS => {
+                    self.conn.invalidate(h.generation);
+                    self.held = None;
+                    reopened += 1;
+                    io.recorder.borrow_mut().resent(p.intended);
+                }
+                Err(StreamFailure::Unprocessed) => {
+                    self.held = None;
+                    return Err(ErrorClass::StreamReset);
+                }
+                Err(StreamFailure::Failed(class)) => {
+                    self.held = None;
+                    return Err(class);
+                }
+            }
         }
     }
 
@@ -99,6 +245,9 @@ impl Http2Link {
         deadline: u64,
         connecting: &Cell<bool>,
     ) -> Result<(), ErrorClass> {
+        if self.streaming() {
+            return self.next_message(io, p, connecting).await;
+        }
         let rendered = match &self.source {
             H2Source::Fixed(_) => None,
             H2Source::Varying(v) => {

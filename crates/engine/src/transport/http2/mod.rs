@@ -46,6 +46,8 @@ pub struct Template {
     head: Vec<u8>,
     body: Option<Bytes>,
     grpc: bool,
+    /// A server-streaming call ([`Template::is_streaming`]).
+    streaming: bool,
 }
 
 /// A stream slot's last `grpc-timeout` value: in closed loop every call has the whole
@@ -98,7 +100,9 @@ impl Template {
         let method = http::Method::from_bytes(cfg.method.as_bytes())
             .map_err(|e| format!("{} ({e})", cfg.method))?;
         let mut headers = http::HeaderMap::new();
-        let grpc = cfg.transport.protocol() == Protocol::Grpc;
+        let protocol = cfg.transport.protocol();
+        let grpc = matches!(protocol, Protocol::Grpc | Protocol::GrpcServerStream);
+        let streaming = protocol == Protocol::GrpcServerStream;
         let mut add = |name: &str, value: &str| -> Result<(), String> {
             let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name} ({e})"))?;
             let v = HeaderValue::from_str(value).map_err(|e| format!("{name}: {value} ({e})"))?;
@@ -138,7 +142,12 @@ impl Template {
                 .iter()
                 .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
         );
-        Ok(Template { head, body, grpc })
+        Ok(Template {
+            head,
+            body,
+            grpc,
+            streaming,
+        })
     }
 
     /// The request's header block (a gRPC call's `grpc-timeout` follows it, per call).
@@ -154,6 +163,11 @@ impl Template {
     /// True for gRPC calls.
     pub fn is_grpc(&self) -> bool {
         self.grpc
+    }
+
+    /// True for server-streaming gRPC calls: a stream is held, each message a reply.
+    pub fn is_streaming(&self) -> bool {
+        self.streaming
     }
 }
 

@@ -49,11 +49,16 @@ const WAITED: &str = "the time its threads waited to run";
 
 fn check(e: &Evidence<'_>) -> Check {
     // An event's latency is the wait for the server's next event: not a request in
-    // service, and Little's law over it counts nothing the server holds.
-    if e.result().protocol == loadlab_engine::Protocol::Sse {
-        return Check::RuledOut(
+    // service, and Little's law over it counts nothing the server holds. So is a server
+    // stream's message.
+    match e.result().protocol {
+        loadlab_engine::Protocol::Sse => return Check::RuledOut(
             "server-sent events: a reply is the wait for the server's next event, not a request in service, so there is no pool to count".into(),
-        );
+        ),
+        loadlab_engine::Protocol::GrpcServerStream => return Check::RuledOut(
+            "gRPC server streams: a reply is the wait for the stream's next message, not a call in service, so there is no pool to count".into(),
+        ),
+        _ => {}
     }
     let Some(cpu) = &e.cpu else {
         return Check::NoEvidence("the target's CPU (not probed)".into());

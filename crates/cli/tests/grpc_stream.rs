@@ -1,0 +1,224 @@
+//! `loadlab grpc` on a server-streaming method: streams held, each message a reply timed
+//! as the wait for it, a stream the server ends with OK opened again, one it ends with an
+//! error status counted under that status, a stalled stream cut at the message timeout.
+//! The server is Python's grpcio (Debian's python3-grpcio), nobody here wrote it: a generic
+//! handler for `ticker.Ticker/Subscribe` (proto/ticker.proto) that sends a tick every GAP ms,
+//! COUNT of them per stream (0: until the client goes), then ends the stream as told.
+
+mod util;
+
+use std::process::Command;
+
+use serde_json::Value;
+use util::server::Server;
+use util::{grpc, RunOutput};
+
+fn ticker_proto() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/ticker.proto").into()
+}
+
+/// Python's grpcio serving ticker.Ticker/Subscribe on CPU 0: a tick every `gap_ms`, `count`
+/// per stream (0: endless), then `end`: `OK`, a status code's name (`UNAVAILABLE`), or
+/// `STALL` (the stream stays open, silent).
+fn ticker(gap_ms: u32, count: u32, end: &str) -> Server {
+    let py = "import sys, time, grpc\n\
+        from concurrent import futures\n\
+        gap = float(sys.argv[1]) / 1000; count = int(sys.argv[2]); end = sys.argv[3]\n\
+        def varint(n):\n\
+        \x20   out = bytearray()\n\
+        \x20   while True:\n\
+        \x20       b = n & 0x7f; n >>= 7\n\
+        \x20       if n: out.append(b | 0x80)\n\
+        \x20       else:\n\
+        \x20           out.append(b); return bytes(out)\n\
+        def tick(seq):\n\
+        \x20   return b'\\x08' + varint(seq) + b'\\x10' + varint(time.time_ns() // 1000)\n\
+        def wait(context, seconds):\n\
+        \x20   until = time.monotonic() + seconds\n\
+        \x20   while time.monotonic() < until:\n\
+        \x20       if not context.is_active(): return False\n\
+        \x20       time.sleep(min(0.01, max(0.0, until - time.monotonic())))\n\
+        \x20   return True\n\
+        def subscribe(request, context):\n\
+        \x20   seq = 0\n\
+        \x20   while count == 0 or seq < count:\n\
+        \x20       if not wait(context, gap): return\n\
+        \x20       seq += 1\n\
+        \x20       yield tick(seq)\n\
+        \x20   if end == 'STALL':\n\
+        \x20       wait(context, 60); return\n\
+        \x20   if end != 'OK':\n\
+        \x20       context.abort(getattr(grpc.StatusCode, end), 'ended on purpose')\n\
+        handler = grpc.method_handlers_generic_handler('ticker.Ticker', {'Subscribe': grpc.unary_stream_rpc_method_handler(subscribe)})\n\
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))\n\
+        server.add_generic_rpc_handlers((handler,))\n\
+        port = server.add_insecure_port('127.0.0.1:0')\n\
+        server.start()\n\
+        print('port', port, flush=True)\n\
+        server.wait_for_termination()\n";
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", "/usr/bin/python3", "-c", py])
+        .arg(gap_ms.to_string())
+        .arg(count.to_string())
+        .arg(end);
+    Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
+}
+
+/// `loadlab grpc` on the ticker's Subscribe, closed loop: `streams` streams held over one
+/// connection for `duration`, each message's wait bounded by `timeout`.
+fn subscribe(port: u16, streams: &str, duration: &str, timeout: &str) -> RunOutput {
+    let addr = format!("127.0.0.1:{port}");
+    let proto = ticker_proto();
+    grpc(&[
+        &addr,
+        "--proto",
+        &proto,
+        "--call",
+        "ticker.Ticker/Subscribe",
+        "-D",
+        "{\"topic\":\"t\"}",
+        "-c",
+        "1",
+        "--concurrency",
+        streams,
+        "-d",
+        duration,
+        "--warmup",
+        "500ms",
+        "--timeout",
+        timeout,
+        "--threads",
+        "1",
+        "--cpus",
+        "1",
+    ])
+}
+
+fn u(j: &Value, key: &str) -> u64 {
+    j[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing: {j}"))
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn held_streams_count_each_message_as_a_reply_timed_as_the_wait_for_it() {
+    let server = ticker(50, 0, "OK");
+    let r = subscribe(server.port, "4", "2s", "2s");
+    assert_eq!(
+        r.output.status.code(),
+        Some(0),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let j = r.json();
+    assert_eq!(j["protocol"], "grpc_server_stream", "{j}");
+    assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
+    // 4 streams × a tick every 50 ms × 2 s: 160 at the server's pace, fewer on a slow host
+    // (its sleeps wake late), never more than it can have sent.
+    let ok = u(j, "successful");
+    assert!((60..=180).contains(&ok), "{ok} messages: {}", r.stdout);
+    assert_eq!(j["grpc_status"]["OK"].as_u64(), Some(ok), "{j}");
+    // Each message's latency is the gap since the one before (the server's 50 ms), not the
+    // time since the stream opened.
+    let p50 = j["latency_ms"]["p50"].as_f64().unwrap();
+    assert!((40.0..200.0).contains(&p50), "p50 {p50} ms: {}", r.stdout);
+    let max = j["latency_ms"]["max"].as_f64().unwrap();
+    assert!(
+        max < 1500.0,
+        "max {max} ms: a wait ran from the stream's start"
+    );
+    assert!(
+        r.stdout.contains("msg/s") && r.stdout.contains("gRPC server streaming"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn a_stream_the_server_ends_with_ok_is_opened_again_and_counted_as_a_close() {
+    // 3 ticks 20 ms apart per stream, then OK: each slot opens a new stream every ~60 ms.
+    let server = ticker(20, 3, "OK");
+    let r = subscribe(server.port, "2", "2s", "2s");
+    assert_eq!(
+        r.output.status.code(),
+        Some(0),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let j = r.json();
+    assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
+    let ok = u(j, "successful");
+    let closes = u(j, "server_closes");
+    assert!(closes >= 6, "{closes} streams ended: {}", r.stdout);
+    // Three messages a stream (the count may cut the window's first and last ones short).
+    let per = j["requests_per_server_close"].as_f64().unwrap();
+    assert!((2.0..=3.5).contains(&per), "{per} messages per stream: {j}");
+    assert!(ok >= closes * 2, "{ok} messages, {closes} streams");
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn a_stream_ended_with_an_error_status_is_counted_under_that_status() {
+    let server = ticker(20, 2, "UNAVAILABLE");
+    let r = subscribe(server.port, "2", "2s", "2s");
+    let j = r.json();
+    let unavailable = j["grpc_status"]["UNAVAILABLE"].as_u64().unwrap_or(0);
+    assert!(unavailable >= 5, "{unavailable} UNAVAILABLE: {}", r.stdout);
+    assert_eq!(u(j, "errors_total"), unavailable, "{j}");
+    // The messages before each end are replies.
+    let ok = j["grpc_status"]["OK"].as_u64().unwrap_or(0);
+    assert!(
+        ok >= unavailable,
+        "{ok} OK against {unavailable} ended: {j}"
+    );
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn a_stalled_stream_is_cut_at_the_message_timeout_and_opened_again() {
+    // One tick, then silence: each wait after the first is cut at 300 ms, its stream reset,
+    // and the next wait opens a new stream (whose first tick comes 20 ms in).
+    let server = ticker(20, 1, "STALL");
+    let r = subscribe(server.port, "2", "2s", "300ms");
+    let j = r.json();
+    let timeouts = r.error_count("request_timeout");
+    let ok = u(j, "successful");
+    assert!(timeouts >= 4, "{timeouts} timeouts: {}", r.stdout);
+    assert!(ok >= 4, "{ok} messages: {}", r.stdout);
+    // A wait ends at its timeout, not at the stream's.
+    let max = j["latency_ms"]["max"].as_f64().unwrap();
+    assert!(max < 1000.0, "max {max} ms");
+}
+
+#[test]
+fn a_server_stream_is_held_not_offered_at_a_rate() {
+    // Refused before any connection (nothing listens on the port).
+    let proto = ticker_proto();
+    let r = grpc(&[
+        "127.0.0.1:9",
+        "--proto",
+        &proto,
+        "--call",
+        "ticker.Ticker/Subscribe",
+        "--rate",
+        "100",
+        "-d",
+        "1s",
+    ]);
+    assert_eq!(
+        r.output.status.code(),
+        Some(2),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("not with a server-streaming method"),
+        "{}",
+        r.stderr
+    );
+}
