@@ -107,7 +107,7 @@ EXPECTED = {
     "crates/cli/live_view": 11,
     "crates/cli/websocket": 150,
     "crates/cli/sse": 50,
-    "crates/cli/grpc_stream": 15,
+    "crates/cli/grpc_stream": 45,
     "job: .ci/plans runtimes": 70,
     "job: .ci/plans tune": 64,
 }

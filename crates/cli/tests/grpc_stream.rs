@@ -21,6 +21,12 @@ fn ticker_proto() -> String {
 /// per stream (0: endless), then `end`: `OK`, a status code's name (`UNAVAILABLE`), or
 /// `STALL` (the stream stays open, silent).
 fn ticker(gap_ms: u32, count: u32, end: &str) -> Server {
+    ticker_with(gap_ms, count, end, 64)
+}
+
+/// [`ticker`] with `threads` in grpcio's pool: each stream holds one while it lasts, and a
+/// stream beyond them waits, silent, for one to come free.
+fn ticker_with(gap_ms: u32, count: u32, end: &str, threads: u32) -> Server {
     let py = "import sys, time, grpc\n\
         from concurrent import futures\n\
         gap = float(sys.argv[1]) / 1000; count = int(sys.argv[2]); end = sys.argv[3]\n\
@@ -50,7 +56,7 @@ fn ticker(gap_ms: u32, count: u32, end: &str) -> Server {
         \x20   if end != 'OK':\n\
         \x20       context.abort(getattr(grpc.StatusCode, end), 'ended on purpose')\n\
         handler = grpc.method_handlers_generic_handler('ticker.Ticker', {'Subscribe': grpc.unary_stream_rpc_method_handler(subscribe)})\n\
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))\n\
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=int(sys.argv[4])))\n\
         server.add_generic_rpc_handlers((handler,))\n\
         port = server.add_insecure_port('127.0.0.1:0')\n\
         server.start()\n\
@@ -60,7 +66,8 @@ fn ticker(gap_ms: u32, count: u32, end: &str) -> Server {
     cmd.args(["-c", "0", "/usr/bin/python3", "-c", py])
         .arg(gap_ms.to_string())
         .arg(count.to_string())
-        .arg(end);
+        .arg(end)
+        .arg(threads.to_string());
     Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
 }
 
@@ -192,6 +199,63 @@ fn a_stalled_stream_is_cut_at_the_message_timeout_and_opened_again() {
     // A wait ends at its timeout, not at the stream's.
     let max = j["latency_ms"]["max"].as_f64().unwrap();
     assert!(max < 1000.0, "max {max} ms");
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn the_knee_of_a_server_streaming_method_is_in_streams_held_and_names_the_timeouts() {
+    // 8 threads: 8 streams are fed, a ninth waits silent for a thread, its waits time out.
+    let server = ticker_with(50, 0, "OK", 8);
+    let out = util::temp_path("ticker-knee");
+    let addr = format!("127.0.0.1:{}", server.port);
+    let proto = ticker_proto();
+    let (o, _) = util::output_within(
+        Command::new(util::loadlab_bin()).args([
+            "knee",
+            &addr,
+            "--proto",
+            &proto,
+            "--call",
+            "ticker.Ticker/Subscribe",
+            "--model",
+            "closed",
+            "--max",
+            "32",
+            "--timeout",
+            "1s",
+            "--slo",
+            "p99<500ms",
+            "--step",
+            "2s",
+            "--out",
+            out.to_str().unwrap(),
+        ]),
+        util::lab::LAB_BOUND,
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let configs = util::lab::lines(&out.join("configs.jsonl"));
+    let k = &configs[0]["knees"][0];
+    let (low, high) = (
+        k["outcome"]["knee"].as_f64().unwrap(),
+        k["outcome"]["first_unsustained"].as_f64().unwrap(),
+    );
+    // Every stream the pool holds is fed; at twice the pool, 8 starved streams time out
+    // once a second each, 16 of about 336 waits in a 2 s step: resolved. Between, a
+    // starved stream weighs one wait a second against a fed one's 20 messages, so the
+    // range may sit above the pool (docs/src/grpc.md says so).
+    assert!(low >= 8.0 && high <= 16.0, "knee {low} to {high}: {k}");
+    assert_eq!(k["outcome"]["limited_by"], "errors", "{k}");
+    let f = util::lab::server_finding(&k["diagnosis"]);
+    assert_eq!(f["bottleneck"], "timeouts", "{k}");
+    assert!(
+        f["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("messages timed out"),
+        "{f}"
+    );
+    assert!(stdout.contains("streams"), "{stdout}");
 }
 
 #[test]

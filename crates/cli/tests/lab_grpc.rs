@@ -25,10 +25,12 @@ fn grpc_plan_mistakes_name_their_field() {
             grpc_plan("call = \"helloworld.Greeter/Nope\""),
             "scenario[0].call",
         ),
-        // A server stream is `loadlab grpc`'s so far: said, not run as unary calls.
+        // A server stream is held, not offered at a rate.
         (
-            grpc_plan("call = \"ticker.Ticker/Subscribe\"").replace(&helloworld_proto(), ticker),
-            "runs with `loadlab grpc` so far",
+            grpc_plan("call = \"ticker.Ticker/Subscribe\"")
+                .replace(&helloworld_proto(), ticker)
+                .replace("model = \"closed\"", "model = \"open\""),
+            "its streams are held",
         ),
     ];
     assert_plans_rejected("gbad", &cases);

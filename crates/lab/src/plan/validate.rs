@@ -996,13 +996,12 @@ fn scenario_protocol(
                 e.to_string(),
             ),
         })?;
-    if resolved.server_streaming {
-        return Err(c.err(
-            field("call"),
-            format!("{call:?} in {proto:?}"),
-            "a unary method: a server-streaming one runs with `loadlab grpc` so far (streams held, each message a reply), not yet in plans",
-        ));
-    }
+    // The method says whether the server streams its answer: a step is then streams held.
+    let protocol = if resolved.server_streaming {
+        Protocol::GrpcServerStream
+    } else {
+        protocol
+    };
     Ok((protocol, Some(resolved)))
 }
 
@@ -1044,6 +1043,15 @@ fn load(c: &Checker<'_>, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<Loa
             format!("scenario[{i}].protocol"),
             "\"sse\"",
             "load.model = \"closed\" with steps: event streams are held, a step's connections of them",
+        ));
+    }
+    if let Some((i, _)) = scenarios.iter().enumerate().find(|(_, s)| {
+        s.protocol == Protocol::GrpcServerStream && (model != Model::Closed || l.together)
+    }) {
+        return Err(c.err(
+            format!("scenario[{i}].call"),
+            "a server-streaming method",
+            "load.model = \"closed\" with steps: its streams are held, a step's streams of them, and each message the server sends is a reply",
         ));
     }
     let steps = steps(c, l, model, scenarios)?;
