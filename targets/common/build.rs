@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-const PROTOS: [&str; 2] = ["hello.proto", "helloworld.proto"];
+const PROTOS: [&str; 3] = ["hello.proto", "helloworld.proto", "ticker.proto"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");

@@ -1,7 +1,8 @@
 //! `loadlab grpc` on a server-streaming method: streams held, each message a reply timed
 //! as the wait for it, a stream the server ends with OK opened again, one it ends with an
 //! error status counted under that status, a stalled stream cut at the message timeout.
-//! The server is Python's grpcio (Debian's python3-grpcio), nobody here wrote it: a generic
+//! The servers: loadlab's own hello backend (tonic), and Python's grpcio (Debian's
+//! python3-grpcio), which nobody here wrote: a generic
 //! handler for `ticker.Ticker/Subscribe` (proto/ticker.proto) that sends a tick every GAP ms,
 //! COUNT of them per stream (0: until the client goes), then ends the stream as told.
 
@@ -256,6 +257,45 @@ fn the_knee_of_a_server_streaming_method_is_in_streams_held_and_names_the_timeou
         "{f}"
     );
     assert!(stdout.contains("streams"), "{stdout}");
+}
+
+/// `loadlab serve hello` (the source experiments' backend, tonic) with its ticker a tick
+/// every `every`, on CPU 0.
+fn hello_ticker(every: &str) -> Server {
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", util::loadlab_bin(), "serve", "hello"])
+        .args(["--bind", "127.0.0.1:0", "--tick-every", every]);
+    Server::spawn(cmd, |l| {
+        l.strip_prefix("listening on ")?
+            .rsplit_once(':')?
+            .1
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+fn the_hello_backends_ticker_streams_at_its_pace_to_every_stream_held() {
+    let server = hello_ticker("20ms");
+    let r = subscribe(server.port, "8", "2s", "2s");
+    assert_eq!(
+        r.output.status.code(),
+        Some(0),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let j = r.json();
+    assert_eq!(j["protocol"], "grpc_server_stream", "{j}");
+    assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
+    // 8 streams × 50 ticks a second × 2 s: 800 on schedule, never more (tonic's timers
+    // keep the schedule; a slow host delivers fewer, late).
+    let ok = u(j, "successful");
+    assert!((400..=840).contains(&ok), "{ok} messages: {}", r.stdout);
+    let p50 = j["latency_ms"]["p50"].as_f64().unwrap();
+    assert!((15.0..60.0).contains(&p50), "p50 {p50} ms: {}", r.stdout);
+    // Held from before the window: no stream ended, none opened again.
+    assert_eq!(u(j, "server_closes"), 0, "{j}");
 }
 
 #[test]

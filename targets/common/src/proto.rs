@@ -11,3 +11,9 @@ pub mod hello {
 pub mod helloworld {
     tonic::include_proto!("helloworld");
 }
+
+/// `package ticker`: `Ticker.Subscribe(SubscribeRequest) returns (stream Tick)`.
+#[allow(missing_docs)]
+pub mod ticker {
+    tonic::include_proto!("ticker");
+}

@@ -10,8 +10,9 @@ use anyhow::Context;
 use clap::Parser;
 use loadlab_target_common::{net, signal};
 
-/// gRPC hello backend: hello.HelloService/Say with a latency model, and
-/// helloworld.Greeter/SayHello. Prints `listening on ADDR` once ready; SIGTERM stops it.
+/// gRPC hello backend: hello.HelloService/Say with a latency model,
+/// helloworld.Greeter/SayHello, and ticker.Ticker/Subscribe (a server stream of ticks).
+/// Prints `listening on ADDR` once ready; SIGTERM stops it.
 #[derive(Debug, Parser)]
 #[command(name = "loadlab-hello", version)]
 struct Args {
@@ -28,6 +29,18 @@ struct Args {
     /// Seconds in-flight calls may take to finish after SIGTERM.
     #[arg(long, default_value_t = 10)]
     shutdown_timeout: u64,
+    /// The gap between two ticks of each ticker.Ticker/Subscribe stream (e.g. 100ms, 1s).
+    #[arg(long, default_value = "100ms", value_parser = parse_gap)]
+    tick_every: Duration,
+}
+
+/// A gap above zero, as humantime reads it.
+fn parse_gap(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("above 0 (e.g. 100ms)".into()),
+        Err(e) => Err(format!("{e} (e.g. 100ms)")),
+    }
 }
 
 /// Parses `args` (the first is the program name) and runs the server until SIGTERM.
@@ -70,6 +83,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         latency: args.latency,
         max_concurrent_streams: args.max_concurrent_streams,
         shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+        tick_every: args.tick_every,
     };
     crate::run(listener, config, Arc::default(), shutdown).await?;
     Ok(())

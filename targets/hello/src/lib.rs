@@ -1,8 +1,10 @@
 //! `loadlab-hello`: the gRPC backend of the source experiments.
 //!
 //! Serves `hello.HelloService/Say` (documents 000 and 004), which answers after a delay
-//! drawn from a [`LatencyModel`] (an async timer, so slow calls never block the runtime), and
-//! `helloworld.Greeter/SayHello` (document 001), which answers at once.
+//! drawn from a [`LatencyModel`] (an async timer, so slow calls never block the runtime),
+//! `helloworld.Greeter/SayHello` (document 001), which answers at once, and
+//! `ticker.Ticker/Subscribe` (proto/ticker.proto), a server stream of ticks `tick_every`
+//! apart, for `loadlab grpc` on streams.
 //!
 //! # Layout
 //! - [`latency`]: the latency model, its syntax and its sampling;
@@ -24,6 +26,7 @@ use std::time::Duration;
 
 use loadlab_target_common::greeter::GreeterService;
 use loadlab_target_common::proto::hello::hello_service_server::HelloServiceServer;
+use loadlab_target_common::proto::ticker::ticker_server::TickerServer;
 use tokio::sync::oneshot;
 use tonic::transport::Server;
 
@@ -40,6 +43,8 @@ pub struct Config {
     pub max_concurrent_streams: Option<u32>,
     /// How long in-flight calls may take to finish once shutdown starts.
     pub shutdown_timeout: Duration,
+    /// The gap between two ticks of a `Ticker.Subscribe` stream.
+    pub tick_every: Duration,
 }
 
 impl Default for Config {
@@ -48,6 +53,7 @@ impl Default for Config {
             latency: LatencyModel::default(),
             max_concurrent_streams: None,
             shutdown_timeout: Duration::from_secs(10),
+            tick_every: Duration::from_millis(100),
         }
     }
 }
@@ -61,6 +67,10 @@ pub struct Counters {
     open: AtomicU64,
     /// `HelloService.Say` calls received.
     say_calls: AtomicU64,
+    /// `Ticker.Subscribe` calls received.
+    subscribe_calls: AtomicU64,
+    /// Ticks sent on those streams.
+    ticks: AtomicU64,
 }
 
 /// A copy of [`Counters`] at one moment.
@@ -72,6 +82,10 @@ pub struct CountersSnapshot {
     pub open_connections: u64,
     /// `HelloService.Say` calls received since start.
     pub say_calls: u64,
+    /// `Ticker.Subscribe` calls received since start.
+    pub subscribe_calls: u64,
+    /// Ticks sent on their streams since start (handed to the transport).
+    pub ticks: u64,
 }
 
 impl Counters {
@@ -81,6 +95,8 @@ impl Counters {
             accepted_connections: self.accepted.load(Relaxed),
             open_connections: self.open.load(Relaxed),
             say_calls: self.say_calls.load(Relaxed),
+            subscribe_calls: self.subscribe_calls.load(Relaxed),
+            ticks: self.ticks.load(Relaxed),
         }
     }
 }
@@ -96,7 +112,7 @@ pub enum Error {
     Serve(#[source] tonic::transport::Error),
 }
 
-/// Serves `HelloService` and `Greeter` on `listener` until `shutdown` resolves, then stops
+/// Serves `HelloService`, `Greeter` and `Ticker` on `listener` until `shutdown` resolves, then stops
 /// accepting, lets in-flight calls finish for up to `config.shutdown_timeout`, and returns.
 ///
 /// Must run inside a tokio runtime. `counters` is updated as connections and calls arrive.
@@ -112,11 +128,16 @@ pub async fn run(
         latency: config.latency,
         counters: Arc::clone(&counters),
     };
+    let ticks = service::Ticks {
+        every: config.tick_every,
+        counters: Arc::clone(&counters),
+    };
     let (stop, stopped) = oneshot::channel::<()>();
     let serve = Server::builder()
         .max_concurrent_streams(config.max_concurrent_streams)
         .add_service(HelloServiceServer::new(hello))
         .add_service(GreeterService.into_server())
+        .add_service(TickerServer::new(ticks))
         .serve_with_incoming_shutdown(connections::incoming(listener, counters), async {
             // Resolves on send and also if the sender is dropped: either way, stop.
             let _ = stopped.await;

@@ -1,4 +1,5 @@
-//! The backend served in-process: both services, the latency model over the wire,
+//! The backend served in-process: its services, the latency model over the wire, the
+//! ticker's stream,
 //! connection counts, stream limits and graceful shutdown.
 
 use std::sync::Arc;
@@ -9,6 +10,8 @@ use loadlab_target_common::proto::hello::hello_service_client::HelloServiceClien
 use loadlab_target_common::proto::hello::HelloRequest;
 use loadlab_target_common::proto::helloworld;
 use loadlab_target_common::proto::helloworld::greeter_client::GreeterClient;
+use loadlab_target_common::proto::ticker::ticker_client::TickerClient;
+use loadlab_target_common::proto::ticker::SubscribeRequest;
 use loadlab_target_common::testing::{ServerThread, WAIT_LIMIT};
 use tonic::transport::Channel;
 
@@ -23,6 +26,7 @@ impl Backend {
             latency: latency.parse().unwrap(),
             max_concurrent_streams,
             shutdown_timeout: Duration::from_secs(5),
+            tick_every: Duration::from_millis(20),
         };
         let counters = Arc::new(Counters::default());
         let shared = Arc::clone(&counters);
@@ -83,6 +87,43 @@ async fn say_echoes_the_request_after_the_fixed_delay() {
         assert_eq!(response.message, "hello, rustacean loves rust");
     }
     assert_eq!(backend.counters.snapshot().say_calls, 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscription_streams_numbered_ticks_on_schedule_until_the_client_goes() {
+    let backend = Backend::start("fixed:5ms", None);
+    let mut client = TickerClient::new(backend.channel().await);
+    let start = Instant::now();
+    let mut stream = client
+        .subscribe(SubscribeRequest { topic: "t".into() })
+        .await
+        .unwrap()
+        .into_inner();
+    for seq in 1..=5u64 {
+        let tick = stream.message().await.unwrap().expect("a tick");
+        assert_eq!(tick.seq, seq);
+        assert!(
+            tick.sent_at_us > 1_700_000_000_000_000,
+            "{}",
+            tick.sent_at_us
+        );
+    }
+    // Five ticks 20 ms apart, the first 20 ms in: no sooner than 100 ms.
+    assert!(start.elapsed() >= Duration::from_millis(100));
+    let counts = backend.counters.snapshot();
+    assert_eq!(counts.subscribe_calls, 1);
+    assert!(counts.ticks >= 5, "{counts:?}");
+    // The client goes: the server's task ends and stops counting ticks.
+    drop(stream);
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let gone = backend.counters.snapshot().ticks;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        backend.counters.snapshot().ticks,
+        gone,
+        "ticks after the client left"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
