@@ -102,6 +102,21 @@ fn subscribe(port: u16, streams: &str, duration: &str, timeout: &str) -> RunOutp
     ])
 }
 
+/// The result of a run of a server stream that ended well and counted no error.
+fn served(r: &RunOutput) -> &Value {
+    assert_eq!(
+        r.output.status.code(),
+        Some(0),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let j = r.json();
+    assert_eq!(j["protocol"], "grpc_server_stream", "{j}");
+    assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
+    j
+}
+
 fn u(j: &Value, key: &str) -> u64 {
     j[key]
         .as_u64()
@@ -113,16 +128,7 @@ fn u(j: &Value, key: &str) -> u64 {
 fn held_streams_count_each_message_as_a_reply_timed_as_the_wait_for_it() {
     let server = ticker(50, 0, "OK");
     let r = subscribe(server.port, "4", "2s", "2s");
-    assert_eq!(
-        r.output.status.code(),
-        Some(0),
-        "{}\n{}",
-        r.stdout,
-        r.stderr
-    );
-    let j = r.json();
-    assert_eq!(j["protocol"], "grpc_server_stream", "{j}");
-    assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
+    let j = served(&r);
     // 4 streams × a tick every 50 ms × 2 s: 160 at the server's pace, fewer on a slow host
     // (its sleeps wake late), never more than it can have sent.
     let ok = u(j, "successful");
@@ -278,16 +284,7 @@ fn hello_ticker(every: &str) -> Server {
 fn the_hello_backends_ticker_streams_at_its_pace_to_every_stream_held() {
     let server = hello_ticker("20ms");
     let r = subscribe(server.port, "8", "2s", "2s");
-    assert_eq!(
-        r.output.status.code(),
-        Some(0),
-        "{}\n{}",
-        r.stdout,
-        r.stderr
-    );
-    let j = r.json();
-    assert_eq!(j["protocol"], "grpc_server_stream", "{j}");
-    assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
+    let j = served(&r);
     // 8 streams × 50 ticks a second × 2 s: 800 on schedule, never more (tonic's timers
     // keep the schedule; a slow host delivers fewer, late).
     let ok = u(j, "successful");
