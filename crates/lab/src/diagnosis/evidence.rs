@@ -126,10 +126,12 @@ pub enum Saturation {
     },
     /// Open loop: the server answered fewer than were offered.
     HeldBack {
-        /// Achieved req/s.
+        /// Achieved, in `unit`.
         achieved: f64,
-        /// Offered req/s.
+        /// Offered, in `unit`.
         offered: f64,
+        /// The step's rate unit: `req/s`, `msg/s`, `sessions/s`.
+        unit: &'static str,
     },
     /// Closed loop: the server had fewer requests in service than loadlab kept in flight.
     FewerInService {
@@ -153,8 +155,12 @@ impl Saturation {
                 num(*p50_ms),
                 num(*floor_ms)
             ),
-            Saturation::HeldBack { achieved, offered } => format!(
-                "{} req/s answered of {} offered",
+            Saturation::HeldBack {
+                achieved,
+                offered,
+                unit,
+            } => format!(
+                "{} {unit} answered of {} offered",
                 num(*achieved),
                 num(*offered)
             ),
@@ -286,6 +292,7 @@ impl<'a> Evidence<'a> {
                 saturation.push(Saturation::HeldBack {
                     achieved: r.achieved_rps,
                     offered: step.load,
+                    unit: crate::plan::result_unit(r),
                 })
             }
             Model::Closed => {
