@@ -571,12 +571,9 @@ impl Runner<'_> {
                             return Ok(exit);
                         }
                         recs = r;
-                        let not_the_server = recs.iter().any(|r| {
-                            r.verdict
-                                .limits
-                                .iter()
-                                .any(|l| matches!(l, Limit::GeneratorLimited | Limit::AgentLost))
-                        });
+                        let not_the_server = recs
+                            .iter()
+                            .any(|r| r.verdict.limits.iter().any(|l| worth_repeating(*l)));
                         if attempt == 0 && not_the_server && !self.opts.stop.is_cancelled() {
                             self.say("  generator-limited or agent lost: repeating the step once");
                             self.pause();
@@ -657,12 +654,7 @@ impl Runner<'_> {
                         };
                         if attempt == 0
                             && !self.opts.stop.is_cancelled()
-                            && matches!(
-                                signal,
-                                StepSignal::NotSustained(
-                                    Limit::GeneratorLimited | Limit::AgentLost
-                                )
-                            )
+                            && matches!(signal, StepSignal::NotSustained(l) if worth_repeating(l))
                         {
                             self.say("  generator-limited or agent lost: repeating the step once");
                             continue;
@@ -999,4 +991,10 @@ impl Runner<'_> {
 fn names_failed(v: &crate::verdict::Verdict) -> String {
     v.names_failed()
         .map_or(String::new(), |n| format!(" by {n}"))
+}
+
+/// A step limited by loadlab itself or by a lost agent says nothing of the server: the lab
+/// tries it once more (fixed steps and searches alike), and the repeat decides it.
+fn worth_repeating(l: Limit) -> bool {
+    matches!(l, Limit::GeneratorLimited | Limit::AgentLost)
 }

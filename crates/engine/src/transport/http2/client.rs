@@ -98,6 +98,17 @@ pub(crate) struct Reply {
     pub bad_framing: bool,
 }
 
+impl Reply {
+    /// The status a gRPC client reports: a reply whose messages are cut short or
+    /// compressed with no encoding named is INTERNAL, whatever its status says.
+    pub(crate) fn grpc_status(self) -> Option<GrpcStatus> {
+        match self.grpc {
+            Some(code) if code.is_ok() && self.bad_framing => Some(GrpcStatus::Internal),
+            g => g,
+        }
+    }
+}
+
 /// One stream of the connection, from its HEADERS to the slot taking its result.
 struct Stream {
     waker: Option<Waker>,

@@ -114,11 +114,7 @@ impl Http2Link {
         let mut reopened = 0;
         loop {
             if self.held.is_none() {
-                let live = match self.cached.take() {
-                    Some(live) if self.conn.is_current(live.0) => live,
-                    _ => connection(io, &self.conn, connecting).await?,
-                };
-                let (generation, client) = (live.0, live.1.clone());
+                let (generation, client) = self.live(io, connecting).await?;
                 std::future::poll_fn(|cx| client.poll_capacity(cx))
                     .await
                     .map_err(|f| {
@@ -160,14 +156,8 @@ impl Http2Link {
                 Ok(Next::End(reply)) => {
                     let messages = h.messages;
                     self.held = None;
-                    let grpc = match reply.grpc {
-                        Some(code) if code.is_ok() && reply.bad_framing => {
-                            Some(GrpcStatus::Internal)
-                        }
-                        g => g,
-                    };
                     let mut rec = io.recorder.borrow_mut();
-                    match (reply.status, grpc) {
+                    match (reply.status, reply.grpc_status()) {
                         // The server ended the stream: open it again, within this wait.
                         (200, Some(code)) if code.is_ok() => {
                             rec.server_close(messages);
@@ -217,6 +207,15 @@ impl Http2Link {
         // Once the body is done the stream is forgotten: nothing is reset then.
         let _stop = StopBodyOnDrop(&client, id);
         std::future::poll_fn(|cx| client.poll_sent(id, cx)).await;
+    }
+
+    /// The connection to send on: the one last used while it is current, else the live
+    /// one (opened if no slot has).
+    async fn live(&mut self, io: &Io, connecting: &Cell<bool>) -> Result<Live, ErrorClass> {
+        match self.cached.take() {
+            Some(live) if self.conn.is_current(live.0) => Ok(live),
+            _ => connection(io, &self.conn, connecting).await,
+        }
     }
 
     /// Opens the slot's connection (if no other slot has) before the window starts.
@@ -271,10 +270,7 @@ impl Http2Link {
         };
         let mut resends = 0;
         loop {
-            let live = match self.cached.take() {
-                Some(live) if self.conn.is_current(live.0) => live,
-                _ => connection(io, &self.conn, connecting).await?,
-            };
+            let live = self.live(io, connecting).await?;
             let (generation, client) = (live.0, live.1.clone());
             match self.stream(io, live, p, rendered.as_ref(), deadline).await {
                 Ok(()) => return Ok(()),
@@ -332,12 +328,7 @@ impl Http2Link {
         // whose result was taken is forgotten already.
         let _cancel = CancelOnDrop(&client, id);
         let reply = std::future::poll_fn(|cx| client.poll_stream(id, cx)).await?;
-        // A reply whose messages are cut short or compressed with no encoding named is an
-        // INTERNAL error for a gRPC client, whatever its status says.
-        let grpc = match reply.grpc {
-            Some(code) if code.is_ok() && reply.bad_framing => Some(GrpcStatus::Internal),
-            g => g,
-        };
+        let grpc = reply.grpc_status();
         let now = io.clock.now();
         let mut rec = io.recorder.borrow_mut();
         match (grpc_call, reply.status, grpc) {
