@@ -108,6 +108,7 @@ EXPECTED = {
     "crates/cli/websocket": 150,
     "crates/cli/sse": 50,
     "crates/cli/grpc_stream": 45,
+    "crates/cli/grpc_bidi": 60,
     "job: .ci/plans runtimes": 70,
     "job: .ci/plans tune": 64,
 }

@@ -236,11 +236,13 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
                 share(cfg.max_connections, index, threads).max(1),
                 0,
             ),
-            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream => {
+            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi => {
                 let conns = share(cfg.connections, index, threads);
                 let streams = share(cfg.concurrency, index, threads);
                 match cfg.model {
                     LoadModel::Closed => (streams, streams, conns),
+                    // Bidirectional streams are held, each with its turn of the arrivals.
+                    LoadModel::Open { .. } if cfg.transport.held() => (streams, streams, conns),
                     LoadModel::Open { .. } => (conns, streams, conns),
                 }
             }
@@ -508,8 +510,11 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
             .iter()
             .map(|(code, n)| (code.to_string(), *n))
             .collect(),
-        connections_held: matches!(shape.protocol, Protocol::Ws | Protocol::Sse)
-            .then_some(m.held_at_end),
+        connections_held: matches!(
+            shape.protocol,
+            Protocol::Ws | Protocol::Sse | Protocol::GrpcServerStream | Protocol::GrpcBidi
+        )
+        .then_some(m.held_at_end),
         server_delay: shape
             .sent_at
             .as_ref()

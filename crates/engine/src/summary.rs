@@ -422,7 +422,10 @@ pub fn render(r: &RunResult) -> String {
             let _ = writeln!(out, "  errors          {}", list.join(", "));
         }
     }
-    counts_line(&mut out, "status codes", &r.status_codes);
+    // A gRPC call answers 200 unless a proxy stood in the way: its status is the gRPC one.
+    if r.grpc_status.is_empty() || r.status_codes.keys().any(|c| c != "200") {
+        counts_line(&mut out, "status codes", &r.status_codes);
+    }
     counts_line(&mut out, "gRPC status", &r.grpc_status);
     counts_line(&mut out, "close codes", &r.ws_close_codes);
     session_lines(&mut out, r);
@@ -452,8 +455,18 @@ pub fn render(r: &RunResult) -> String {
         let _ = writeln!(
             out,
             "  held            {held} of {} {} still open when the run ended",
-            r.connections,
-            if r.protocol == crate::config::Protocol::Sse {
+            // gRPC streams are held over a few connections: --concurrency of them.
+            if r.protocol.multiplexed() {
+                r.concurrency
+            } else {
+                r.connections
+            },
+            if matches!(
+                r.protocol,
+                crate::config::Protocol::Sse
+                    | crate::config::Protocol::GrpcServerStream
+                    | crate::config::Protocol::GrpcBidi
+            ) {
                 "streams"
             } else {
                 "connections"

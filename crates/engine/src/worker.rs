@@ -211,15 +211,20 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
                 } else {
                     // Held connections: this worker's own schedule, its connections' share
                     // of the rate, so that each of them sends once per interval.
-                    let share = ctx.held.len() as f64 / ctx.io.cfg.connections.max(1) as f64;
-                    WorkerSchedule::new(
-                        Arrival::Constant,
-                        rate * share,
-                        0,
-                        1,
-                        ctx.window,
-                        ctx.io.cfg.seed,
-                    )
+                    let loops = if ctx.io.cfg.transport.protocol().multiplexed() {
+                        ctx.io.cfg.concurrency
+                    } else {
+                        ctx.io.cfg.connections
+                    };
+                    let share = ctx.held.len() as f64 / loops.max(1) as f64;
+                    // Pings keep a steady beat; a bidirectional call's messages arrive as
+                    // the run says (each worker drawing its own).
+                    let (arrival, seed) = if ctx.io.cfg.transport.protocol() == Protocol::Ws {
+                        (Arrival::Constant, ctx.io.cfg.seed)
+                    } else {
+                        (arrival, ctx.io.cfg.seed.wrapping_add(plan.index as u64))
+                    };
+                    WorkerSchedule::new(arrival, rate * share, 0, 1, ctx.window, seed)
                 };
                 let timer = PreciseTimer::new(ctx.io.clock)?;
                 // A flow's arrivals and its sessions' steps share one timer loop: one
@@ -315,7 +320,11 @@ fn spawn_conn(ctx: &Rc<Ctx>) {
         tokio::task::spawn_local(session_task(ctx.clone(), conn));
         return;
     }
-    let link = ctx.links.link(&ctx.io.cfg, n);
+    let mut link = ctx.links.link(&ctx.io.cfg, n);
+    if link.duplex().is_some() && !ctx.held.is_empty() && ctx.io.cfg.model != LoadModel::Closed {
+        tokio::task::spawn_local(duplex_task(ctx.clone(), link, n));
+        return;
+    }
     tokio::task::spawn_local(conn_task(ctx.clone(), link, n));
 }
 
@@ -691,6 +700,100 @@ async fn session_task(ctx: Rc<Ctx>, mut conn: crate::session::SessionConn) {
             tokio::task::yield_now().await;
         }
     }
+    ctx.live.set(ctx.live.get() - 1);
+    if ctx.live.get() == 0 {
+        ctx.finished.notify_one();
+    }
+}
+
+/// The loop of one bidirectional gRPC stream in open loop: each arrival released to it is
+/// sent at once on its stream, whatever is still waiting for a reply (the server sees the
+/// rate offered, not one message per round trip), and each message the server sends is
+/// the reply to the oldest one waiting, timed from that one's intended send. A message
+/// whose deadline passes is counted as timed out where it stands (its reply, if it comes,
+/// is passed over, so that the replies after it still go to their own messages).
+async fn duplex_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
+    let held = &ctx.held[slot];
+    let me = Rc::new(crate::idle::Idler::default());
+    let stream = link.duplex().expect("spawned for a bidirectional call");
+    let mut deadline = std::pin::pin!(tokio::time::sleep_until(
+        ctx.io.clock.instant(ctx.window.end_ns).into()
+    ));
+    /// What woke the loop.
+    enum Woke {
+        Reply(crate::transport::http2::link::DuplexEvent),
+        Deadline,
+        Arrival,
+    }
+    loop {
+        // Every arrival released to this stream goes now.
+        loop {
+            let next = held.queue.borrow_mut().pop_front();
+            let Some(intended) = next else {
+                break;
+            };
+            let Some(p) = ctx.plan(intended) else {
+                continue;
+            };
+            let now = ctx.io.clock.now();
+            let due = p.intended + ctx.timeout_ns;
+            if now >= due {
+                ctx.record_failure(p, now, ErrorClass::RequestTimeout);
+                continue;
+            }
+            // Opening the stream may wait (a connect, the server's stream limit): for this
+            // message's deadline at most.
+            let connecting = Cell::new(false);
+            let sent = tokio::time::timeout_at(
+                ctx.io.clock.instant(due).into(),
+                stream.send_message(&ctx.io, p, &connecting),
+            )
+            .await;
+            let failure = match sent {
+                Ok(Ok(_stalled)) => None,
+                Ok(Err(class)) => Some(class),
+                Err(_) if connecting.get() => Some(ErrorClass::ConnectTimeout),
+                Err(_) => Some(ErrorClass::RequestTimeout),
+            };
+            if let Some(class) = failure {
+                ctx.record_failure(p, ctx.io.clock.now(), class);
+                crate::transport::uring::reap_now();
+                tokio::task::yield_now().await;
+            }
+        }
+        let done = ctx.dispatch_done.get();
+        if done && !stream.awaiting() {
+            break;
+        }
+        let oldest = stream.oldest_waiting();
+        if let Some(t) = oldest {
+            deadline
+                .as_mut()
+                .reset(ctx.io.clock.instant(t + ctx.timeout_ns).into());
+        }
+        let reply = stream.next_duplex();
+        let woke = tokio::select! {
+            biased;
+            event = reply => Woke::Reply(event),
+            () = deadline.as_mut(), if oldest.is_some() => Woke::Deadline,
+            () = held.idle.wait(&me), if !done => Woke::Arrival,
+        };
+        match woke {
+            Woke::Reply(event) => {
+                let connecting = Cell::new(false);
+                stream.take_duplex(&ctx.io, event, &connecting).await;
+            }
+            Woke::Deadline => {
+                let now = ctx.io.clock.now();
+                stream.expire_waiting(now, ctx.timeout_ns, |p| {
+                    ctx.record_failure(p, now, ErrorClass::RequestTimeout)
+                });
+            }
+            Woke::Arrival => {}
+        }
+    }
+    ctx.io.recorder.borrow_mut().held_at_end(ctx.io.held.get());
+    link.finish().await;
     ctx.live.set(ctx.live.get() - 1);
     if ctx.live.get() == 0 {
         ctx.finished.notify_one();

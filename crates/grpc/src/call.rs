@@ -1,4 +1,4 @@
-//! A unary or server-streaming gRPC method resolved from a `.proto` file at run time.
+//! A unary, server-streaming or bidirectional gRPC method resolved from a `.proto` file at run time.
 
 use std::path::{Path, PathBuf};
 
@@ -27,20 +27,23 @@ pub struct UnaryCall {
     template: Option<MessageTemplate>,
     /// The server answers with a stream of messages (`returns (stream …)`).
     server_streaming: bool,
+    /// Both sides stream (`rpc M(stream A) returns (stream B)`): the request message is
+    /// sent again and again on one stream, each reply matched to a message.
+    bidirectional: bool,
 }
 
 impl UnaryCall {
     /// Compiles `proto` (with `include_dirs` for imports) using `protox` (pure Rust, no
     /// `protoc`), finds `call` = `"package.Service/Method"` (also accepted:
-    /// `"package.Service.Method"` and a leading `/`), checks it is unary or server-streaming
-    /// (one request message), and parses `data`
+    /// `"package.Service.Method"` and a leading `/`), checks it is not client-streaming
+    /// (unary, server-streaming and bidirectional methods are), and parses `data`
     /// (JSON, in the proto3 JSON mapping) into the request message type.
     ///
     /// The directory of `proto` is searched for imports after `include_dirs` (as ghz does).
     ///
     /// Errors name what is wrong: the proto file and line of a syntax error, an unknown
     /// service (listing the services found), an unknown method (listing the service's
-    /// methods), a client-streaming or bidirectional method, JSON that does not fit the message (the field and the
+    /// methods), a client-streaming method, JSON that does not fit the message (the field and the
     /// expected type).
     ///
     /// When `data` holds `${...}` templates ([`loadlab_template::Template::has_expressions`]
@@ -80,15 +83,10 @@ impl UnaryCall {
             });
         };
         let path = format!("/{}/{}", service.full_name(), method.name());
-        let kind = match (method.is_client_streaming(), method.is_server_streaming()) {
-            (false, _) => None,
-            (true, false) => Some("client-streaming"),
-            (true, true) => Some("bidirectional streaming"),
-        };
-        if let Some(kind) = kind {
+        if method.is_client_streaming() && !method.is_server_streaming() {
             return Err(GrpcError::Streaming {
                 method: path[1..].to_owned(),
-                kind,
+                kind: "client-streaming",
             });
         }
 
@@ -105,6 +103,7 @@ impl UnaryCall {
             request_frame,
             template,
             server_streaming: method.is_server_streaming(),
+            bidirectional: method.is_client_streaming(),
         })
     }
 
@@ -112,6 +111,12 @@ impl UnaryCall {
     /// each message is a reply, and the call ends with the stream.
     pub fn server_streaming(&self) -> bool {
         self.server_streaming
+    }
+
+    /// Whether both sides stream (a bidirectional method): messages go on a stream held
+    /// open, and each message the server sends answers one of them, in order.
+    pub fn bidirectional(&self) -> bool {
+        self.bidirectional
     }
 
     /// The HTTP/2 `:path`, e.g. `"/helloworld.Greeter/SayHello"`.

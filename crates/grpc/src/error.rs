@@ -50,13 +50,13 @@ pub enum GrpcError {
         /// The methods the service does have.
         available: Vec<String>,
     },
-    /// The method streams requests (client-streaming or bidirectional); only unary and
-    /// server-streaming methods are supported so far.
-    #[error("method `{method}` is {kind}; streaming requests are not supported yet, only unary and server-streaming methods (one request message)")]
+    /// The method streams requests and answers once (client-streaming); unary,
+    /// server-streaming and bidirectional methods are supported so far.
+    #[error("method `{method}` is {kind}; client-streaming methods are not supported yet, only unary, server-streaming and bidirectional ones")]
     Streaming {
         /// The method, as `package.Service/Method`.
         method: String,
-        /// `client-streaming` or `bidirectional streaming`.
+        /// `client-streaming`.
         kind: &'static str,
     },
     /// The request data is not valid JSON.

@@ -31,6 +31,11 @@ pub struct GrpcCall {
     /// reply. Absent (false) in what older agents read and write.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub server_streaming: bool,
+    /// A bidirectional method: the request message goes again and again on a stream held
+    /// open, each message the server sends the reply to the oldest one unanswered. Absent
+    /// (false) in what older agents read and write.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bidirectional: bool,
 }
 
 /// Which input of [`GrpcCall::resolve`] a [`crate::GrpcError`] is about.
@@ -69,6 +74,7 @@ impl GrpcCall {
             template: resolved.message_template().cloned(),
             metadata,
             server_streaming: resolved.server_streaming(),
+            bidirectional: resolved.bidirectional(),
         })
     }
 }
@@ -104,12 +110,14 @@ mod tests {
             metadata: vec![("x-a".into(), "1".into())],
             template: None,
             server_streaming: false,
+            bidirectional: false,
         };
         let json = serde_json::to_value(&call).unwrap();
         assert_eq!(json["frame"], "AAAAAAIKAA==");
         // No template: no key (what older agents read).
         assert!(json.get("template").is_none(), "{json}");
         assert!(json.get("server_streaming").is_none(), "{json}");
+        assert!(json.get("bidirectional").is_none(), "{json}");
         assert_eq!(serde_json::from_value::<GrpcCall>(json).unwrap(), call);
     }
 }

@@ -45,6 +45,11 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// The gap between two ticks of a `Ticker.Subscribe` stream.
     pub tick_every: Duration,
+    /// How long each `Ticker.Chat` note takes to answer.
+    pub chat_delay: Duration,
+    /// The workers every `Ticker.Chat` stream's notes share, each held for a note's delay
+    /// (`None`: no limit): the method's capacity is `chat_pool / chat_delay` notes a second.
+    pub chat_pool: Option<u32>,
 }
 
 impl Default for Config {
@@ -54,6 +59,8 @@ impl Default for Config {
             max_concurrent_streams: None,
             shutdown_timeout: Duration::from_secs(10),
             tick_every: Duration::from_millis(100),
+            chat_delay: Duration::ZERO,
+            chat_pool: None,
         }
     }
 }
@@ -71,6 +78,11 @@ pub struct Counters {
     subscribe_calls: AtomicU64,
     /// Ticks sent on those streams.
     ticks: AtomicU64,
+    /// `Ticker.Chat` calls received.
+    chat_calls: AtomicU64,
+    /// Notes received on them, and answers sent.
+    notes_in: AtomicU64,
+    notes_out: AtomicU64,
 }
 
 /// A copy of [`Counters`] at one moment.
@@ -86,6 +98,12 @@ pub struct CountersSnapshot {
     pub subscribe_calls: u64,
     /// Ticks sent on their streams since start (handed to the transport).
     pub ticks: u64,
+    /// `Ticker.Chat` calls received since start.
+    pub chat_calls: u64,
+    /// Notes received on them since start.
+    pub notes_in: u64,
+    /// Answers sent on them since start (handed to the transport).
+    pub notes_out: u64,
 }
 
 impl Counters {
@@ -97,6 +115,9 @@ impl Counters {
             say_calls: self.say_calls.load(Relaxed),
             subscribe_calls: self.subscribe_calls.load(Relaxed),
             ticks: self.ticks.load(Relaxed),
+            chat_calls: self.chat_calls.load(Relaxed),
+            notes_in: self.notes_in.load(Relaxed),
+            notes_out: self.notes_out.load(Relaxed),
         }
     }
 }
@@ -131,6 +152,10 @@ pub async fn run(
     let ticks = service::Ticks {
         every: config.tick_every,
         counters: Arc::clone(&counters),
+        chat_delay: config.chat_delay,
+        chat_pool: config
+            .chat_pool
+            .map(|n| Arc::new(tokio::sync::Semaphore::new(n as usize))),
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let serve = Server::builder()

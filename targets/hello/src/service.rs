@@ -1,5 +1,7 @@
 //! `hello.HelloService`: answers `Say` after a delay drawn from the latency model; and
-//! `ticker.Ticker`: `Subscribe` streams a tick every `tick_every`, until the client goes.
+//! `ticker.Ticker`: `Subscribe` streams a tick every `tick_every`, until the client goes;
+//! `Chat` answers each note after `chat_delay`, holding one of `chat_pool` workers while
+//! it does (a known capacity: pool ÷ delay notes a second).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -10,9 +12,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use loadlab_target_common::proto::hello::hello_service_server::HelloService;
 use loadlab_target_common::proto::hello::{HelloRequest, HelloResponse};
 use loadlab_target_common::proto::ticker::ticker_server::Ticker;
-use loadlab_target_common::proto::ticker::{SubscribeRequest, Tick};
+use loadlab_target_common::proto::ticker::{Note, SubscribeRequest, Tick};
 use tokio_stream::Stream;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::{Counters, LatencyModel};
 
@@ -44,6 +46,17 @@ impl HelloService for Hello {
 pub(crate) struct Ticks {
     pub(crate) every: Duration,
     pub(crate) counters: Arc<Counters>,
+    /// How long each `Chat` note takes to answer.
+    pub(crate) chat_delay: Duration,
+    /// The workers every `Chat` stream's notes share (`None`: each note its own).
+    pub(crate) chat_pool: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+/// Microseconds since the Unix epoch, now.
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 #[tonic::async_trait]
@@ -64,14 +77,52 @@ impl Ticker for Ticks {
                 // On schedule: a late tick does not push the next ones later.
                 let due = start + every.saturating_mul(u32::try_from(seq).unwrap_or(u32::MAX));
                 tokio::time::sleep_until(due).await;
-                let sent_at_us = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_micros() as u64);
+                let sent_at_us = now_us();
                 // The client went away: the stream ends.
                 if tx.send(Ok(Tick { seq, sent_at_us })).await.is_err() {
                     return;
                 }
                 counters.ticks.fetch_add(1, Relaxed);
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    type ChatStream = Pin<Box<dyn Stream<Item = Result<Note, Status>> + Send>>;
+
+    /// Answers each note in turn, after `chat_delay` with a worker of the pool held: the
+    /// same `seq` and text, stamped with the time it was sent. The stream ends when the
+    /// client's does.
+    async fn chat(
+        &self,
+        request: Request<Streaming<Note>>,
+    ) -> Result<Response<Self::ChatStream>, Status> {
+        self.counters.chat_calls.fetch_add(1, Relaxed);
+        let mut inbound = request.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let (delay, pool) = (self.chat_delay, self.chat_pool.clone());
+        let counters = Arc::clone(&self.counters);
+        tokio::spawn(async move {
+            while let Ok(Some(mut note)) = inbound.message().await {
+                counters.notes_in.fetch_add(1, Relaxed);
+                let permit = match &pool {
+                    Some(pool) => match pool.acquire().await {
+                        Ok(p) => Some(p),
+                        Err(_) => return,
+                    },
+                    None => None,
+                };
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                drop(permit);
+                note.sent_at_us = now_us();
+                if tx.send(Ok(note)).await.is_err() {
+                    return;
+                }
+                counters.notes_out.fetch_add(1, Relaxed);
             }
         });
         Ok(Response::new(Box::pin(

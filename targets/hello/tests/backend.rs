@@ -11,7 +11,7 @@ use loadlab_target_common::proto::hello::HelloRequest;
 use loadlab_target_common::proto::helloworld;
 use loadlab_target_common::proto::helloworld::greeter_client::GreeterClient;
 use loadlab_target_common::proto::ticker::ticker_client::TickerClient;
-use loadlab_target_common::proto::ticker::SubscribeRequest;
+use loadlab_target_common::proto::ticker::{Note, SubscribeRequest};
 use loadlab_target_common::testing::{ServerThread, WAIT_LIMIT};
 use tonic::transport::Channel;
 
@@ -27,6 +27,9 @@ impl Backend {
             max_concurrent_streams,
             shutdown_timeout: Duration::from_secs(5),
             tick_every: Duration::from_millis(20),
+            chat_delay: Duration::from_millis(20),
+            // One worker for every Chat stream: two streams' notes take turns.
+            chat_pool: Some(1),
         };
         let counters = Arc::new(Counters::default());
         let shared = Arc::clone(&counters);
@@ -123,6 +126,57 @@ async fn a_subscription_streams_numbered_ticks_on_schedule_until_the_client_goes
         backend.counters.snapshot().ticks,
         gone,
         "ticks after the client left"
+    );
+}
+
+/// One Chat stream of three notes (`seq` stream × 10 + 1, 2, 3): the answers, in order.
+async fn chat_three(
+    mut client: TickerClient<tonic::transport::Channel>,
+    stream: u64,
+) -> Vec<(u64, String)> {
+    let notes: Vec<Note> = (1..=3u64)
+        .map(|seq| Note {
+            seq: stream * 10 + seq,
+            text: format!("note {seq}"),
+            sent_at_us: 0,
+        })
+        .collect();
+    let mut answers = client
+        .chat(tokio_stream::iter(notes))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(note) = answers.message().await.unwrap() {
+        assert!(note.sent_at_us > 1_700_000_000_000_000, "{note:?}");
+        got.push((note.seq, note.text));
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chat_answers_each_note_in_order_with_the_pool_shared_by_every_stream() {
+    let backend = Backend::start("fixed:5ms", None);
+    let client = TickerClient::new(backend.channel().await);
+    let start = Instant::now();
+    // Two streams of three notes each; one worker of 20 ms for both: six notes in turn.
+    let (a, b) = tokio::join!(chat_three(client.clone(), 0), chat_three(client.clone(), 1));
+    for (stream, got) in [a, b].into_iter().enumerate() {
+        let base = stream as u64 * 10;
+        let want: Vec<(u64, String)> = (1..=3u64)
+            .map(|seq| (base + seq, format!("note {seq}")))
+            .collect();
+        assert_eq!(
+            got, want,
+            "stream {stream}: each note answered once, in order"
+        );
+    }
+    // Six notes through one worker of 20 ms: no sooner than 120 ms.
+    assert!(start.elapsed() >= Duration::from_millis(120));
+    let counts = backend.counters.snapshot();
+    assert_eq!(
+        (counts.chat_calls, counts.notes_in, counts.notes_out),
+        (2, 6, 6)
     );
 }
 

@@ -90,6 +90,12 @@ pub enum Protocol {
     /// gRPC server-streaming calls over HTTP/2: streams held open, each message the server
     /// sends a reply (its latency the wait for it), a stream that ends opened again.
     GrpcServerStream,
+    /// gRPC bidirectional-streaming calls over HTTP/2: streams held open, the request
+    /// message sent on them (open loop: at the rate, each stream's turn in order; closed
+    /// loop: again as soon as its reply came), each message the server sends the reply to
+    /// the oldest one unanswered on its stream, timed from that one's intended send.
+    #[serde(rename = "grpc_bidi_stream")]
+    GrpcBidi,
     /// WebSocket (RFC 6455) messages: one in flight per connection, its reply the next
     /// data message the server sends.
     Ws,
@@ -106,7 +112,7 @@ impl std::str::FromStr for Protocol {
         // A server-streaming call is a `grpc` scenario whose method streams.
         Protocol::ALL
             .into_iter()
-            .filter(|p| *p != Protocol::GrpcServerStream)
+            .filter(|p| !matches!(p, Protocol::GrpcServerStream | Protocol::GrpcBidi))
             .find(|p| p.name() == s)
             .ok_or_else(|| "\"http1\", \"http2\", \"grpc\", \"ws\" or \"sse\"".into())
     }
@@ -140,23 +146,26 @@ impl std::str::FromStr for Arrival {
 
 impl Protocol {
     /// Every protocol, in the order messages list them.
-    pub const ALL: [Protocol; 6] = [
+    pub const ALL: [Protocol; 7] = [
         Protocol::Http1,
         Protocol::Http2,
         Protocol::Grpc,
         Protocol::GrpcServerStream,
+        Protocol::GrpcBidi,
         Protocol::Ws,
         Protocol::Sse,
     ];
 
     /// The name results and plans use (`http1`, `http2`, `grpc`, `ws`, `sse`; a result's
-    /// `grpc_server_stream`, which a plan writes as `grpc`: its method says it streams).
+    /// `grpc_server_stream` and `grpc_bidi_stream`, which a plan writes as `grpc`: its
+    /// method says it streams).
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Http1 => "http1",
             Protocol::Http2 => "http2",
             Protocol::Grpc => "grpc",
             Protocol::GrpcServerStream => "grpc_server_stream",
+            Protocol::GrpcBidi => "grpc_bidi_stream",
             Protocol::Ws => "ws",
             Protocol::Sse => "sse",
         }
@@ -169,6 +178,7 @@ impl Protocol {
             Protocol::Http2 => " (HTTP/2)",
             Protocol::Grpc => " (gRPC)",
             Protocol::GrpcServerStream => " (gRPC server streaming)",
+            Protocol::GrpcBidi => " (gRPC bidirectional streaming)",
             Protocol::Ws => " (WebSocket)",
             Protocol::Sse => " (server-sent events)",
         }
@@ -191,6 +201,12 @@ impl Protocol {
                 rate: "msg/s",
                 held: "open connections",
             },
+            Protocol::GrpcBidi => Units {
+                sent: "messages",
+                replies: "replies",
+                rate: "msg/s",
+                held: "open streams",
+            },
             Protocol::GrpcServerStream => Units {
                 sent: "messages",
                 replies: "messages",
@@ -210,7 +226,9 @@ impl Protocol {
     /// connections, rather than one exchange in flight on a connection of its own.
     pub fn multiplexed(self) -> bool {
         match self {
-            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream => true,
+            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi => {
+                true
+            }
             Protocol::Http1 | Protocol::Ws | Protocol::Sse => false,
         }
     }
@@ -223,7 +241,11 @@ impl Protocol {
     pub fn byte_stream(self) -> bool {
         match self {
             Protocol::Http1 | Protocol::Ws => true,
-            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::Sse => false,
+            Protocol::Http2
+            | Protocol::Grpc
+            | Protocol::GrpcServerStream
+            | Protocol::GrpcBidi
+            | Protocol::Sse => false,
         }
     }
 
@@ -231,7 +253,9 @@ impl Protocol {
     /// connection (RFC 6455 §4.1).
     pub fn alpn(self) -> &'static [u8] {
         match self {
-            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream => b"h2",
+            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi => {
+                b"h2"
+            }
             Protocol::Http1 | Protocol::Ws | Protocol::Sse => b"http/1.1",
         }
     }

@@ -106,6 +106,13 @@ impl Workload {
                 }
                 self.http1_pool(true, 1, None, threads)?
             }
+            // Bidirectional: streams held, --concurrency of them, open or closed loop (64 by
+            // default in both: an open loop's 1,024 are for calls in flight, and held
+            // streams that each carried a message or two would measure opening streams).
+            Transport::Grpc { call, concurrency } if call.bidirectional => self.streams(
+                Some(concurrency.unwrap_or(self.connections.max(DEFAULT_STREAMS))),
+                threads,
+            )?,
             Transport::Grpc { call, concurrency } if call.server_streaming => {
                 if let LoadModel::Open { rate, .. } = self.load {
                     return Err(value_err(
@@ -137,7 +144,10 @@ impl Workload {
             };
             return Err(value_err(Field::Url, &self.url, allowed));
         }
-        let method = if matches!(protocol, Protocol::Grpc | Protocol::GrpcServerStream) {
+        let method = if matches!(
+            protocol,
+            Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi
+        ) {
             "POST".to_string()
         } else if matches!(protocol, Protocol::Ws | Protocol::Sse) {
             // The opening handshake is a GET (RFC 6455 §4.1); so is an event stream's.
@@ -217,15 +227,18 @@ impl Workload {
                 "one message per WebSocket run, its body a template if need be (${seq}, --data): a templated URL and request lists are HTTP only so far",
             ));
         }
-        if protocol == Protocol::GrpcServerStream && traffic.is_some() {
+        if matches!(protocol, Protocol::GrpcServerStream | Protocol::GrpcBidi) && traffic.is_some()
+        {
             return Err(value_err(
                 Field::Targets,
-                "a server-streaming gRPC method",
+                "a streaming gRPC method",
                 "one fixed request message per stream: templates and data files are for unary calls so far",
             ));
         }
-        if matches!(protocol, Protocol::Grpc | Protocol::GrpcServerStream)
-            && !self.traffic.requests.is_empty()
+        if matches!(
+            protocol,
+            Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi
+        ) && !self.traffic.requests.is_empty()
         {
             return Err(value_err(
                 Field::Targets,

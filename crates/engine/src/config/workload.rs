@@ -177,6 +177,7 @@ impl Transport {
         match self {
             Transport::Http1 { .. } => Protocol::Http1,
             Transport::Http2 { .. } => Protocol::Http2,
+            Transport::Grpc { call, .. } if call.bidirectional => Protocol::GrpcBidi,
             Transport::Grpc { call, .. } if call.server_streaming => Protocol::GrpcServerStream,
             Transport::Grpc { .. } => Protocol::Grpc,
             Transport::WebSocket { .. } => Protocol::Ws,
@@ -242,10 +243,15 @@ impl Transport {
     }
 
     /// Whether each connection keeps a schedule of its own (WebSocket connection load: a
-    /// ping every interval on every connection held), rather than the arrivals going to
+    /// ping every interval on every connection held; a bidirectional gRPC stream, whose
+    /// messages go in turn on every stream held), rather than the arrivals going to
     /// whichever connection is free.
     pub fn held(&self) -> bool {
-        matches!(self, Transport::WebSocket { ping: true, .. })
+        match self {
+            Transport::WebSocket { ping, .. } => *ping,
+            Transport::Grpc { call, .. } => call.bidirectional,
+            _ => false,
+        }
     }
 
     /// The same transport with its sizes set: the ceiling of a pool of connections that
@@ -875,8 +881,9 @@ mod tests {
                     frame: bytes::Bytes::from_static(&[0, 0, 0, 0, 0]),
                     metadata: vec![],
                     template: None,
-                    // A server stream's kind goes to the agents with the call.
+                    // A streaming call's kind goes to the agents with the call.
                     server_streaming: true,
+                    bidirectional: true,
                 },
                 concurrency: Some(32),
             },

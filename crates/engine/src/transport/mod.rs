@@ -69,23 +69,25 @@ impl Request {
                     .collect(),
                 traffic: t.clone(),
             })),
-            (Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream, None) => {
-                Request::Http2(Arc::new(crate::transport::http2::Template::new(cfg)?))
-            }
+            (
+                Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi,
+                None,
+            ) => Request::Http2(Arc::new(crate::transport::http2::Template::new(cfg)?)),
             (Protocol::Ws, _) => Request::Ws(Arc::new(
                 ws::WsMessage::new(cfg).map_err(|e| e.to_string())?,
             )),
             (Protocol::Sse, _) => Request::Sse(Arc::new(sse::SseRequest::new(cfg))),
-            (Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream, Some(t)) => {
-                Request::Http2Varying(Arc::new(Varying {
-                    kinds: t
-                        .kinds
-                        .iter()
-                        .map(|k| crate::transport::http2::H2Request::new(cfg, k))
-                        .collect::<Result<_, _>>()?,
-                    traffic: t.clone(),
-                }))
-            }
+            (
+                Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi,
+                Some(t),
+            ) => Request::Http2Varying(Arc::new(Varying {
+                kinds: t
+                    .kinds
+                    .iter()
+                    .map(|k| crate::transport::http2::H2Request::new(cfg, k))
+                    .collect::<Result<_, _>>()?,
+                traffic: t.clone(),
+            })),
         })
     }
 }
@@ -213,6 +215,15 @@ impl Link {
             // A server stream held is reset, so that its connection can close.
             Link::Http2(l) => l.close(),
             Link::Http1(_) | Link::Sse(_) => {}
+        }
+    }
+
+    /// A bidirectional gRPC call's stream slot (its messages sent open loop, replies taken
+    /// as they come: [`crate::worker`]'s duplex loop), else `None`.
+    pub(crate) fn duplex(&mut self) -> Option<&mut Http2Link> {
+        match self {
+            Link::Http2(l) if l.duplex() => Some(l),
+            _ => None,
         }
     }
 

@@ -997,7 +997,10 @@ fn scenario_protocol(
             ),
         })?;
     // The method says whether the server streams its answer: a step is then streams held.
-    let protocol = if resolved.server_streaming {
+    // A bidirectional one is messages sent on streams held, at a rate or one at a time.
+    let protocol = if resolved.bidirectional {
+        Protocol::GrpcBidi
+    } else if resolved.server_streaming {
         Protocol::GrpcServerStream
     } else {
         protocol

@@ -45,11 +45,14 @@ impl Plan {
             (Model::Closed, None) => (LoadModel::Closed, l.connections, l.concurrency),
         };
         let transport = match (s.protocol, &s.grpc) {
-            (Protocol::Grpc | Protocol::GrpcServerStream, Some(call)) => Transport::Grpc {
-                call: call.clone(),
-                concurrency,
-            },
-            (Protocol::Http2, _) | (Protocol::Grpc | Protocol::GrpcServerStream, None) => {
+            (Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi, Some(call)) => {
+                Transport::Grpc {
+                    call: call.clone(),
+                    concurrency,
+                }
+            }
+            (Protocol::Http2, _)
+            | (Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi, None) => {
                 Transport::Http2 { concurrency }
             }
             (Protocol::Ws, _) => Transport::WebSocket {

@@ -142,6 +142,11 @@ struct Stream {
     streaming: bool,
     /// The messages its slot took ([`Client::poll_message`]).
     taken_messages: u64,
+    /// A bidirectional call ([`Client::open_duplex`]): its request side stays open, each
+    /// message sent ([`Client::send`]) a body of its own, with no `END_STREAM`.
+    duplex: bool,
+    /// Duplex: messages queued behind `body` while flow control holds it back.
+    queued: std::collections::VecDeque<Bytes>,
 }
 
 /// What came next on a server stream ([`Client::poll_message`]).
@@ -393,6 +398,51 @@ impl Client {
         body: Option<&Bytes>,
         grpc: bool,
     ) -> u32 {
+        self.open_stream(head, extra, body, grpc, false)
+    }
+
+    /// Opens a bidirectional gRPC call's stream (after [`Client::poll_capacity`]): its
+    /// HEADERS with no `END_STREAM`, its request side left open for the messages
+    /// [`Client::send`] queues; the slot takes the server's messages one by one
+    /// ([`Client::poll_message`]).
+    pub(crate) fn open_duplex(&self, head: &[u8]) -> u32 {
+        self.open_stream(head, |_| {}, None, true, true)
+    }
+
+    /// Sends one more message on duplex stream `id`, as far as the windows allow: `true`
+    /// if flow control held it back (the server's window is used up: it goes out as the
+    /// server grants more), `Err` if the stream has ended (its end is
+    /// [`Client::poll_message`]'s to take).
+    pub(crate) fn send(&self, id: u32, message: &Bytes) -> Result<bool, StreamFailure> {
+        let mut guard = self.inner.borrow_mut();
+        let i = &mut *guard;
+        let Some(s) = i
+            .streams
+            .get_mut(&id)
+            .filter(|s| s.end.is_none() && !s.closed)
+        else {
+            return Err(StreamFailure::Failed(ErrorClass::StreamReset));
+        };
+        if s.body.is_some() {
+            s.queued.push_back(message.clone());
+            return Ok(true);
+        }
+        s.body = Some((message.clone(), 0));
+        i.held.push(id);
+        i.send_held();
+        i.wake_driver();
+        Ok(i.streams.get(&id).is_some_and(|s| s.body.is_some()))
+    }
+
+    /// [`Client::open`], or with `duplex` [`Client::open_duplex`].
+    fn open_stream(
+        &self,
+        head: &[u8],
+        extra: impl FnOnce(&mut Vec<u8>),
+        body: Option<&Bytes>,
+        grpc: bool,
+        duplex: bool,
+    ) -> u32 {
         let mut guard = self.inner.borrow_mut();
         let i = &mut *guard;
         let id = i.next_id;
@@ -403,7 +453,11 @@ impl Client {
         i.out.extend_from_slice(head);
         extra(&mut i.out);
         let block_len = i.out.len() - start - 9;
-        let end_stream = if body.is_none() { END_STREAM } else { 0 };
+        let end_stream = if body.is_none() && !duplex {
+            END_STREAM
+        } else {
+            0
+        };
         if block_len <= i.max_send_frame {
             let h = &mut i.out[start..start + 5];
             h[0] = (block_len >> 16) as u8;
@@ -445,8 +499,10 @@ impl Client {
                 body: body.map(|b| (b.clone(), 0)),
                 recv_window: i64::from(self.stream_window),
                 recv_unacked: 0,
-                streaming: false,
+                streaming: duplex,
                 taken_messages: 0,
+                duplex,
+                queued: std::collections::VecDeque::new(),
             },
         );
         if body.is_some() {
@@ -608,6 +664,17 @@ impl Inner {
         if end.is_err() {
             s.body = None;
         }
+        if s.duplex && s.end.is_none() {
+            // The server ended the call: the messages not sent yet never will be, and the
+            // request side ends too (an empty DATA with END_STREAM), unless it was reset.
+            s.body = None;
+            s.queued.clear();
+            if end.is_ok() {
+                frame_head(&mut self.out, 0, DATA, END_STREAM, id);
+                self.wake_driver();
+            }
+        }
+        let s = self.streams.get_mut(&id).expect("looked up above");
         if s.end.is_none() {
             s.end = Some(end);
             if let Some(w) = s.waker.take() {
@@ -646,25 +713,34 @@ impl Inner {
             let (done, sent_all) = match self.streams.get_mut(&id) {
                 Some(s) => match &mut s.body {
                     None => (true, false),
-                    Some((body, sent)) => {
+                    Some(_) => {
+                        // A duplex stream's messages, one body after another, none the last.
+                        let last = if s.duplex { 0 } else { END_STREAM };
                         loop {
+                            let (body, sent) = s.body.as_mut().expect("checked above");
                             let left = body.len() - *sent;
                             let room = self.send_window.min(s.send_window).max(0) as usize;
                             let n = left.min(room).min(self.max_send_frame);
-                            if n == 0 {
+                            if n > 0 {
+                                let flags = if n == left { last } else { 0 };
+                                frame_head(&mut self.out, n, DATA, flags, id);
+                                self.out.extend_from_slice(&body[*sent..*sent + n]);
+                                *sent += n;
+                                self.send_window -= n as i64;
+                                s.send_window -= n as i64;
+                            }
+                            if *sent < body.len() {
                                 break;
                             }
-                            let flags = if n == left { END_STREAM } else { 0 };
-                            frame_head(&mut self.out, n, DATA, flags, id);
-                            self.out.extend_from_slice(&body[*sent..*sent + n]);
-                            *sent += n;
-                            self.send_window -= n as i64;
-                            s.send_window -= n as i64;
+                            match s.queued.pop_front() {
+                                Some(next) => s.body = Some((next, 0)),
+                                None => {
+                                    s.body = None;
+                                    break;
+                                }
+                            }
                         }
-                        let finished = *sent == body.len();
-                        if finished {
-                            s.body = None;
-                        }
+                        let finished = s.body.is_none();
                         (finished, finished)
                     }
                 },

@@ -3,6 +3,7 @@
 //! the server never processed are sent again on a new connection.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -36,9 +37,28 @@ pub(crate) struct Http2Link {
     /// The stream whose response came before its body was all sent: the slot waits for
     /// that body before its next request ([`Http2Link::finish_body`]).
     sending: Option<(Rc<Client>, u32)>,
-    /// A server-streaming call's stream, held open across exchanges.
+    /// A server-streaming or bidirectional call's stream, held open across exchanges.
     held: Option<HeldStream>,
+    /// A bidirectional call: the messages sent on the held stream and not answered yet,
+    /// oldest first (each message the server sends answers the oldest).
+    waiting: VecDeque<Waiting>,
 }
+
+/// A message sent on a bidirectional stream, waiting for its reply.
+#[derive(Clone, Copy)]
+struct Waiting {
+    p: Planned,
+    /// When it was sent (queued to the connection).
+    sent: u64,
+    /// Its deadline passed and it was counted as timed out: its reply, if it comes, is
+    /// only passed over (so that the next reply goes to the next message).
+    expired: bool,
+    /// Times it was sent again after a stream the server never processed.
+    resends: u32,
+}
+
+/// What a bidirectional stream did next ([`Http2Link::duplex_event`]).
+pub(crate) type DuplexEvent = Result<Next, StreamFailure>;
 
 /// A server stream a slot holds: each exchange takes its next message.
 struct HeldStream {
@@ -80,6 +100,7 @@ impl Http2Link {
             scratch: Vec::new(),
             sending: None,
             held: None,
+            waiting: VecDeque::new(),
         }
     }
 
@@ -87,6 +108,7 @@ impl Http2Link {
     /// wrong wait).
     pub(crate) fn close(&mut self) {
         self.held = None;
+        self.waiting.clear();
     }
 
     /// Whether the slot sends a server-streaming call.
@@ -114,28 +136,7 @@ impl Http2Link {
         let mut reopened = 0;
         loop {
             if self.held.is_none() {
-                let (generation, client) = self.live(io, connecting).await?;
-                std::future::poll_fn(|cx| client.poll_capacity(cx))
-                    .await
-                    .map_err(|f| {
-                        self.conn.invalidate(generation);
-                        match f {
-                            StreamFailure::Failed(class) => class,
-                            StreamFailure::Unprocessed => ErrorClass::StreamReset,
-                        }
-                    })?;
-                // No grpc-timeout: the call lasts as long as the stream; each message has
-                // the run's timeout.
-                let id = client.open(template.head(), |_| {}, template.body(), true);
-                client.follow_messages(id);
-                self.cached = Some((generation, client.clone()));
-                self.held = Some(HeldStream {
-                    client,
-                    generation,
-                    id,
-                    messages: 0,
-                    mark: None,
-                });
+                self.hold(io, &template, connecting).await?;
             }
             let h = self.held.as_mut().expect("held above");
             let client = h.client.clone();
@@ -196,6 +197,248 @@ impl Http2Link {
         }
     }
 
+    /// Opens the stream a server-streaming or bidirectional call holds (on the slot's live
+    /// connection, once the server's stream limit allows), with no `grpc-timeout`: the
+    /// call lasts as long as the stream, each message has the run's timeout.
+    async fn hold(
+        &mut self,
+        io: &Io,
+        template: &Template,
+        connecting: &Cell<bool>,
+    ) -> Result<(), ErrorClass> {
+        let (generation, client) = self.live(io, connecting).await?;
+        std::future::poll_fn(|cx| client.poll_capacity(cx))
+            .await
+            .map_err(|f| {
+                self.conn.invalidate(generation);
+                match f {
+                    StreamFailure::Failed(class) => class,
+                    StreamFailure::Unprocessed => ErrorClass::StreamReset,
+                }
+            })?;
+        let id = if template.is_bidirectional() {
+            client.open_duplex(template.head())
+        } else {
+            let id = client.open(template.head(), |_| {}, template.body(), true);
+            client.follow_messages(id);
+            id
+        };
+        self.cached = Some((generation, client.clone()));
+        self.held = Some(HeldStream {
+            client,
+            generation,
+            id,
+            messages: 0,
+            mark: None,
+        });
+        Ok(())
+    }
+
+    /// Whether the slot sends a bidirectional call.
+    pub(crate) fn duplex(&self) -> bool {
+        matches!(&self.source, H2Source::Fixed(t) if t.is_bidirectional())
+    }
+
+    /// A bidirectional call: sends message `p` on the held stream (opening it first if none
+    /// is held); its reply is the one [`Http2Link::take_duplex`] matches to it. `Ok(true)`
+    /// if flow control held it back (the server has not granted the window for it yet).
+    pub(crate) async fn send_message(
+        &mut self,
+        io: &Io,
+        p: Planned,
+        connecting: &Cell<bool>,
+    ) -> Result<bool, ErrorClass> {
+        self.send_again(io, p, 0, connecting).await
+    }
+
+    /// [`Http2Link::send_message`] of a message already sent `resends` times.
+    async fn send_again(
+        &mut self,
+        io: &Io,
+        p: Planned,
+        resends: u32,
+        connecting: &Cell<bool>,
+    ) -> Result<bool, ErrorClass> {
+        let H2Source::Fixed(template) = &self.source else {
+            unreachable!("a bidirectional call sends a fixed request");
+        };
+        let template = template.clone();
+        for _ in 0..2 {
+            if self.held.is_none() {
+                self.hold(io, &template, connecting).await?;
+            }
+            let h = self.held.as_ref().expect("held above");
+            let body = template.body().cloned().unwrap_or_default();
+            match h.client.send(h.id, &body) {
+                Ok(stalled) => {
+                    self.waiting.push_back(Waiting {
+                        p,
+                        sent: io.clock.now(),
+                        expired: false,
+                        resends,
+                    });
+                    return Ok(stalled);
+                }
+                // The stream ended: take its end (what the messages waiting on it get),
+                // then send this one on a new stream.
+                Err(_) => {
+                    let h = self.held.as_ref().expect("held above");
+                    let (client, id) = (h.client.clone(), h.id);
+                    let waker = std::task::Waker::noop();
+                    let cx = std::task::Context::from_waker(waker);
+                    loop {
+                        match client.poll_message(id, &cx) {
+                            std::task::Poll::Ready(event) => {
+                                let ended = !matches!(event, Ok(Next::Message));
+                                Box::pin(self.take_duplex(io, event, connecting)).await;
+                                if ended {
+                                    break;
+                                }
+                            }
+                            std::task::Poll::Pending => {
+                                self.held = None;
+                                break;
+                            }
+                        }
+                    }
+                    self.held = None;
+                }
+            }
+        }
+        Err(ErrorClass::StreamReset)
+    }
+
+    /// The next thing the held bidirectional stream does (pending forever when none is
+    /// held): for [`Http2Link::take_duplex`].
+    pub(crate) fn next_duplex(&self) -> impl std::future::Future<Output = DuplexEvent> + use<> {
+        let held = self.held.as_ref().map(|h| (h.client.clone(), h.id));
+        async move {
+            match held {
+                Some((client, id)) => std::future::poll_fn(|cx| client.poll_message(id, cx)).await,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// Whether messages sent wait for their reply (expired ones included: their replies
+    /// may still come).
+    pub(crate) fn awaiting(&self) -> bool {
+        self.waiting.iter().any(|w| !w.expired)
+    }
+
+    /// The intended send time of the oldest message still waiting in time for its reply.
+    pub(crate) fn oldest_waiting(&self) -> Option<u64> {
+        self.waiting
+            .iter()
+            .find(|w| !w.expired)
+            .map(|w| w.p.intended)
+    }
+
+    /// Counts every message waiting whose deadline (`timeout_ns` after its intended send)
+    /// has passed by `now` as timed out, through `expire`; their replies, if they come, are
+    /// passed over.
+    pub(crate) fn expire_waiting(
+        &mut self,
+        now: u64,
+        timeout_ns: u64,
+        mut expire: impl FnMut(Planned),
+    ) {
+        for w in self.waiting.iter_mut().filter(|w| !w.expired) {
+            if w.p.intended + timeout_ns > now {
+                break;
+            }
+            w.expired = true;
+            expire(w.p);
+        }
+        // Expired messages at the front with nothing before them wait for nothing more
+        // than their reply; once the stream is gone there is none to wait for.
+        if self.held.is_none() {
+            self.waiting.retain(|w| !w.expired);
+        }
+    }
+
+    /// Takes what the held bidirectional stream did: a message is the reply to the oldest
+    /// message waiting (recorded, timed from its send; passed over if it had expired); the
+    /// stream's end ends the wait of every message on it: with its status (an `OK` end
+    /// counts as the server closing the stream, and the messages it left unanswered as
+    /// cut), as a failure, or, if the server never processed the stream, by sending them
+    /// again on a new one.
+    pub(crate) async fn take_duplex(
+        &mut self,
+        io: &Io,
+        event: DuplexEvent,
+        connecting: &Cell<bool>,
+    ) {
+        let now = io.clock.now();
+        let Some(h) = self.held.as_mut() else {
+            return;
+        };
+        match event {
+            Ok(Next::Message) => {
+                h.messages += 1;
+                if h.mark.is_none() {
+                    h.mark = Some(HeldMark::new(io));
+                }
+                // A message with none waiting answers nothing sent (a server that sends
+                // more than it was asked): passed over.
+                if let Some(w) = self.waiting.pop_front() {
+                    if !w.expired {
+                        io.recorder
+                            .borrow_mut()
+                            .grpc_reply(w.p, w.sent, now, GrpcStatus::Ok);
+                    }
+                }
+            }
+            Ok(Next::End(reply)) => {
+                let messages = h.messages;
+                self.held = None;
+                let left = std::mem::take(&mut self.waiting);
+                let mut rec = io.recorder.borrow_mut();
+                let code = reply.grpc_status();
+                if reply.status == 200 && code.is_some_and(|c| c.is_ok()) {
+                    rec.server_close(messages);
+                }
+                for w in left.iter().filter(|w| !w.expired) {
+                    match (reply.status, code) {
+                        (200, Some(c)) if c.is_ok() => {
+                            rec.error(w.p, now, ErrorClass::ConnectionClosed)
+                        }
+                        (200, Some(c)) => rec.grpc_reply(w.p, w.sent, now, c),
+                        (200, None) => rec.error(w.p, now, ErrorClass::MalformedResponse),
+                        (status, _) => rec.response(w.p, w.sent, now, status),
+                    }
+                }
+            }
+            Err(StreamFailure::Unprocessed) => {
+                self.conn.invalidate(h.generation);
+                self.held = None;
+                let left = std::mem::take(&mut self.waiting);
+                for w in left.into_iter().filter(|w| !w.expired) {
+                    if w.resends >= MAX_RESENDS {
+                        io.recorder
+                            .borrow_mut()
+                            .error(w.p, now, ErrorClass::StreamReset);
+                        continue;
+                    }
+                    io.recorder.borrow_mut().resent(w.p.intended);
+                    if let Err(class) =
+                        Box::pin(self.send_again(io, w.p, w.resends + 1, connecting)).await
+                    {
+                        io.recorder.borrow_mut().error(w.p, io.clock.now(), class);
+                    }
+                }
+            }
+            Err(StreamFailure::Failed(class)) => {
+                self.held = None;
+                let left = std::mem::take(&mut self.waiting);
+                let mut rec = io.recorder.borrow_mut();
+                for w in left.iter().filter(|w| !w.expired) {
+                    rec.error(w.p, now, class);
+                }
+            }
+        }
+    }
+
     /// Waits until the body of the last stream, answered before it was all sent, is sent
     /// or stopped by the server (RFC 9113 §8.1), so that the slot never has more than one
     /// stream open on the server. Given up on (its deadline passed: this future is
@@ -246,6 +489,15 @@ impl Http2Link {
     ) -> Result<(), ErrorClass> {
         if self.streaming() {
             return self.next_message(io, p, connecting).await;
+        }
+        if self.duplex() {
+            // Closed loop: the message, then its reply (the only one waiting).
+            self.send_message(io, p, connecting).await?;
+            while !self.waiting.is_empty() {
+                let event = self.next_duplex().await;
+                self.take_duplex(io, event, connecting).await;
+            }
+            return Ok(());
         }
         let rendered = match &self.source {
             H2Source::Fixed(_) => None,

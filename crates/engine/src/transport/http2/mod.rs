@@ -48,6 +48,8 @@ pub struct Template {
     grpc: bool,
     /// A server-streaming call ([`Template::is_streaming`]).
     streaming: bool,
+    /// A bidirectional call ([`Template::is_bidirectional`]).
+    bidirectional: bool,
 }
 
 /// A stream slot's last `grpc-timeout` value: in closed loop every call has the whole
@@ -101,8 +103,12 @@ impl Template {
             .map_err(|e| format!("{} ({e})", cfg.method))?;
         let mut headers = http::HeaderMap::new();
         let protocol = cfg.transport.protocol();
-        let grpc = matches!(protocol, Protocol::Grpc | Protocol::GrpcServerStream);
+        let grpc = matches!(
+            protocol,
+            Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi
+        );
         let streaming = protocol == Protocol::GrpcServerStream;
+        let bidirectional = protocol == Protocol::GrpcBidi;
         let mut add = |name: &str, value: &str| -> Result<(), String> {
             let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name} ({e})"))?;
             let v = HeaderValue::from_str(value).map_err(|e| format!("{name}: {value} ({e})"))?;
@@ -147,6 +153,7 @@ impl Template {
             body,
             grpc,
             streaming,
+            bidirectional,
         })
     }
 
@@ -168,6 +175,12 @@ impl Template {
     /// True for server-streaming gRPC calls: a stream is held, each message a reply.
     pub fn is_streaming(&self) -> bool {
         self.streaming
+    }
+
+    /// True for bidirectional gRPC calls: a stream is held, the body sent on it as one
+    /// message after another, each message the server sends a reply.
+    pub fn is_bidirectional(&self) -> bool {
+        self.bidirectional
     }
 }
 

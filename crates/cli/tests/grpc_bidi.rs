@@ -1,0 +1,359 @@
+//! `loadlab grpc` on a bidirectional method: streams held, the request message sent on
+//! them at the rate whatever is still unanswered (open loop), each message the server sends
+//! the reply to the oldest one waiting, timed from that one's intended send; a stream the
+//! server ends counts what was left waiting on it, a silent one's messages time out.
+//!
+//! The servers: Python's grpcio (Debian's python3-grpcio), which nobody here wrote, with a
+//! generic handler for `ticker.Ticker/Chat` (proto/ticker.proto) whose own counters (calls,
+//! notes received, answers sent) are the truth; and loadlab's hello backend, whose Chat
+//! has a known capacity (a pool of workers, each held for a fixed delay per note).
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use util::server::Server;
+use util::{grpc, RunOutput};
+
+fn ticker_proto() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/ticker.proto").into()
+}
+
+/// Python's grpcio serving ticker.Ticker/Chat on CPU 0 with `threads` in its pool (each
+/// stream holds one while it lasts). Each note is answered after `delay_ms`; with `end`
+/// other than `-`, a stream's note number `after` is not answered and the stream ends:
+/// `OK`, a status code's name (`UNAVAILABLE`), or `SILENT` (no answer from then on, the
+/// stream left open). On SIGTERM it writes `calls notes_in answers_out` to its counts file.
+struct Chat {
+    server: Server,
+    counts: PathBuf,
+}
+
+impl Chat {
+    fn start(delay_ms: u32, threads: u32, after: u32, end: &str) -> Chat {
+        let py = "import sys, time, grpc, signal, threading\n\
+            from concurrent import futures\n\
+            delay = float(sys.argv[1]) / 1000; after = int(sys.argv[3]); end = sys.argv[4]\n\
+            lock = threading.Lock(); counts = [0, 0, 0]\n\
+            def chat(notes, context):\n\
+            \x20   with lock: counts[0] += 1\n\
+            \x20   seen = 0\n\
+            \x20   for note in notes:\n\
+            \x20       with lock: counts[1] += 1\n\
+            \x20       seen += 1\n\
+            \x20       if end != '-' and seen >= after:\n\
+            \x20           if end == 'SILENT': continue\n\
+            \x20           if end == 'OK': return\n\
+            \x20           context.abort(getattr(grpc.StatusCode, end), 'ended on purpose')\n\
+            \x20       if delay: time.sleep(delay)\n\
+            \x20       yield note\n\
+            \x20       with lock: counts[2] += 1\n\
+            handler = grpc.method_handlers_generic_handler('ticker.Ticker', {'Chat': grpc.stream_stream_rpc_method_handler(chat)})\n\
+            server = grpc.server(futures.ThreadPoolExecutor(max_workers=int(sys.argv[2])))\n\
+            server.add_generic_rpc_handlers((handler,))\n\
+            port = server.add_insecure_port('127.0.0.1:0')\n\
+            server.start()\n\
+            def bye(*_):\n\
+            \x20   with lock: text = ' '.join(str(n) for n in counts)\n\
+            \x20   with open(sys.argv[5], 'w') as f: f.write(text)\n\
+            \x20   import os; os._exit(0)\n\
+            signal.signal(signal.SIGTERM, bye)\n\
+            print('port', port, flush=True)\n\
+            while True: time.sleep(1)\n";
+        let counts = util::temp_path("chat-counts");
+        let mut cmd = Command::new("taskset");
+        cmd.args(["-c", "0", "/usr/bin/python3", "-c", py])
+            .arg(delay_ms.to_string())
+            .arg(threads.to_string())
+            .arg(after.to_string())
+            .arg(end)
+            .arg(&counts);
+        let server = Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+        Chat { server, counts }
+    }
+
+    /// Stops the server (SIGTERM) and reads its counters: calls, notes received, answers
+    /// sent.
+    fn counts(mut self) -> (u64, u64, u64) {
+        let pid = self.server.pid().to_string();
+        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(ok.success(), "kill -TERM {pid}");
+        let _ = self.server.child.wait();
+        read_counts(&self.counts)
+    }
+}
+
+fn read_counts(path: &Path) -> (u64, u64, u64) {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e} (the server wrote no counts)", path.display()));
+    let n: Vec<u64> = text.split(' ').map(|w| w.parse().unwrap()).collect();
+    (n[0], n[1], n[2])
+}
+
+/// `loadlab grpc` on ticker.Ticker/Chat: `streams` streams over one connection, `rest`
+/// after (the load: `--rate`, or nothing for closed loop), no warm-up (the server's
+/// counters then count exactly what was measured).
+fn chat(port: u16, streams: &str, rest: &[&str]) -> RunOutput {
+    let addr = format!("127.0.0.1:{port}");
+    let proto = ticker_proto();
+    let mut args = vec![
+        addr.as_str(),
+        "--proto",
+        &proto,
+        "--call",
+        "ticker.Ticker/Chat",
+        "-D",
+        "{\"seq\":7,\"text\":\"hi\"}",
+        "-c",
+        "1",
+        "--concurrency",
+        streams,
+        "--warmup",
+        "0s",
+        "--threads",
+        "1",
+        "--cpus",
+        "1",
+    ];
+    args.extend_from_slice(rest);
+    grpc(&args)
+}
+
+fn u(j: &Value, key: &str) -> u64 {
+    j[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing: {j}"))
+}
+
+fn f(j: &Value, a: &str, b: &str) -> f64 {
+    j[a][b]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{a}.{b} missing: {j}"))
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn every_message_sent_is_answered_on_the_streams_held_as_the_server_counts() {
+    let chat_server = Chat::start(10, 16, 0, "-");
+    let r = chat(chat_server.server.port, "8", &["--rate", "200", "-d", "2s"]);
+    let (calls, notes_in, answers) = chat_server.counts();
+    assert_eq!(r.code(), Some(0), "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(j["protocol"], "grpc_bidi_stream", "{j}");
+    assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
+    // 200 a second for 2 s, every one sent, answered and counted once, on 8 streams held
+    // from first message to the run's end (none opened again).
+    let ok = u(j, "successful");
+    assert_eq!(ok, 400, "{}", r.stdout);
+    assert_eq!((notes_in, answers), (ok, ok), "the server's counts");
+    assert_eq!(calls, 8, "streams opened");
+    assert_eq!(j["connections_held"], 8, "{j}");
+    // Each reply timed from its own message's send: the server's 10 ms, not a stream's age.
+    let p50 = f(j, "latency_ms", "p50");
+    assert!((9.0..60.0).contains(&p50), "p50 {p50} ms: {}", r.stdout);
+    assert!(
+        r.stdout.contains("gRPC bidirectional streaming")
+            && r.stdout.contains("msg/s")
+            && r.stdout.contains("of 8 streams"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("status codes"), "{}", r.stdout);
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn messages_go_at_the_rate_offered_even_while_their_stream_lags_behind() {
+    // One stream, a message every 10 ms, each taking the server 25 ms: it answers 40 a
+    // second of the 100 sent. A client that waited for each reply would send 40 a second
+    // and measure 25 ms; loadlab sends all 100 and measures the queue that builds.
+    let chat_server = Chat::start(25, 4, 0, "-");
+    let r = chat(
+        chat_server.server.port,
+        "1",
+        &["--rate", "100", "-d", "2s", "--timeout", "10s"],
+    );
+    let (calls, notes_in, answers) = chat_server.counts();
+    let j = r.json();
+    assert_eq!(calls, 1);
+    // Every message reached the server on time (it read 200, whatever it had answered).
+    assert_eq!(notes_in, 200, "notes the server read: {}", r.stdout);
+    assert_eq!(u(j, "successful"), answers, "{}", r.stdout);
+    // The last one waited for the 199 before it: about 200 × 25 ms - 2 s = 3 s.
+    let max = f(j, "latency_ms", "max");
+    assert!(
+        max > 1500.0,
+        "max {max} ms: the messages waited for their replies"
+    );
+    assert!(r.stdout.contains("fell behind"), "{}", r.stdout);
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn a_stream_ended_with_an_error_status_counts_its_waiting_messages_under_it() {
+    // Each stream answers 2 notes, then ends with UNAVAILABLE at its third: the third is
+    // counted under that status, and the next message opens a new stream.
+    let chat_server = Chat::start(0, 16, 3, "UNAVAILABLE");
+    let r = chat(chat_server.server.port, "2", &["--rate", "50", "-d", "2s"]);
+    let (calls, _, answers) = chat_server.counts();
+    let j = r.json();
+    let unavailable = j["grpc_status"]["UNAVAILABLE"].as_u64().unwrap_or(0);
+    let ok = j["grpc_status"]["OK"].as_u64().unwrap_or(0);
+    // 100 messages, three a stream: about 33 streams, each with 2 answers and 1 error.
+    assert!(unavailable >= 25, "{unavailable} UNAVAILABLE: {}", r.stdout);
+    assert_eq!(ok, answers, "{}", r.stdout);
+    assert_eq!(ok + unavailable, 100, "{}", r.stdout);
+    assert_eq!(u(j, "errors_total"), unavailable, "{j}");
+    assert!(
+        calls >= unavailable,
+        "{calls} streams for {unavailable} ends"
+    );
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn a_stream_ended_with_ok_cuts_its_waiting_message_and_counts_a_server_close() {
+    let chat_server = Chat::start(0, 16, 4, "OK");
+    let r = chat(chat_server.server.port, "2", &["--rate", "50", "-d", "2s"]);
+    let (_, _, answers) = chat_server.counts();
+    let j = r.json();
+    let closed = r.error_count("connection_closed");
+    // Three answers, then an OK end with the fourth unanswered: a server close each time.
+    assert!(closed >= 20, "{closed} cut: {}", r.stdout);
+    assert_eq!(u(j, "successful"), answers, "{}", r.stdout);
+    assert_eq!(u(j, "successful") + closed, 100, "{}", r.stdout);
+    assert!(u(j, "server_closes") >= closed, "{j}");
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn a_silent_streams_messages_time_out_where_they_stand_and_later_ones_still_match() {
+    // Every stream answers 4 notes, then reads on in silence: from the fifth on, each
+    // message times out at 300 ms, one by one (the stream is kept: no reply is taken
+    // for another message's).
+    let chat_server = Chat::start(0, 16, 5, "SILENT");
+    let r = chat(
+        chat_server.server.port,
+        "2",
+        &["--rate", "40", "-d", "2s", "--timeout", "300ms"],
+    );
+    let (calls, notes_in, answers) = chat_server.counts();
+    let j = r.json();
+    assert_eq!(calls, 2, "a silent stream is not opened again");
+    assert_eq!(notes_in, 80, "{}", r.stdout);
+    assert_eq!(u(j, "successful"), 8, "{}", r.stdout);
+    assert_eq!(answers, 8);
+    assert_eq!(r.error_count("request_timeout"), 72, "{}", r.stdout);
+    // Each timed out at its own deadline, not at the run's end.
+    let max = f(j, "latency_ms", "max");
+    assert!(max < 300.0, "max {max} ms");
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn closed_loop_sends_each_streams_next_message_when_its_reply_came() {
+    let chat_server = Chat::start(5, 16, 0, "-");
+    let r = chat(chat_server.server.port, "4", &["-d", "1s"]);
+    let (calls, notes_in, answers) = chat_server.counts();
+    let j = r.json();
+    assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
+    let ok = u(j, "successful");
+    // 4 streams, one message at a time, ~5 ms each: some 800 in a second at most.
+    assert!((100..=800).contains(&ok), "{ok}: {}", r.stdout);
+    assert_eq!(calls, 4);
+    assert_eq!(answers, notes_in, "every message answered");
+    assert!(notes_in >= ok, "{notes_in} read, {ok} measured");
+}
+
+/// `loadlab serve hello` on CPU 0, its Chat answering each note after `delay` with one of
+/// `pool` workers held.
+fn hello_chat(delay: &str, pool: &str) -> Server {
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", util::loadlab_bin(), "serve", "hello"])
+        .args(["--bind", "127.0.0.1:0", "--chat-delay", delay])
+        .args(["--chat-pool", pool]);
+    Server::spawn(cmd, |l| {
+        l.strip_prefix("listening on ")?
+            .rsplit_once(':')?
+            .1
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+fn the_message_rate_knee_of_a_known_capacity_is_found_within_ten_percent_and_named() {
+    // 20 workers, 50 ms a note: 400 notes a second (tokio's timer adds up to a millisecond
+    // to each delay: 392 at worst).
+    let server = hello_chat("50ms", "20");
+    let out = util::temp_path("chat-knee");
+    let addr = format!("127.0.0.1:{}", server.port);
+    let proto = ticker_proto();
+    let (o, _) = util::output_within(
+        Command::new(util::loadlab_bin()).args([
+            "knee",
+            &addr,
+            "--proto",
+            &proto,
+            "--call",
+            "ticker.Ticker/Chat",
+            "-D",
+            "{\"seq\":1}",
+            "--start",
+            "100",
+            "--max",
+            "800",
+            "--timeout",
+            "2s",
+            "--step",
+            "2s",
+            "--out",
+            out.to_str().unwrap(),
+        ]),
+        util::lab::LAB_BOUND,
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let configs = util::lab::lines(&out.join("configs.jsonl"));
+    let k = &configs[0]["knees"][0];
+    let (low, high) = (
+        k["outcome"]["knee"].as_f64().unwrap(),
+        k["outcome"]["first_unsustained"].as_f64().unwrap(),
+    );
+    assert!(
+        low >= 360.0 && high <= 440.0,
+        "knee {low} to {high} msg/s against a capacity of 400: {k}"
+    );
+    let f = util::lab::server_finding(&k["diagnosis"]);
+    assert_eq!(f["bottleneck"], "concurrency_bound", "{k}");
+    assert!(stdout.contains("msg/s"), "{stdout}");
+}
+
+#[test]
+fn a_client_streaming_method_is_refused_by_name() {
+    let dir = util::temp_path("client-streaming");
+    std::fs::create_dir_all(&dir).unwrap();
+    let proto = dir.join("up.proto");
+    std::fs::write(
+        &proto,
+        "syntax = \"proto3\";\npackage up;\nmessage A {}\nservice U {\n  rpc Put(stream A) returns (A);\n}\n",
+    )
+    .unwrap();
+    let r = grpc(&[
+        "127.0.0.1:9",
+        "--proto",
+        proto.to_str().unwrap(),
+        "--call",
+        "up.U/Put",
+        "-d",
+        "1s",
+    ]);
+    assert_eq!(r.code(), Some(2), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("up.U/Put` is client-streaming"),
+        "{}",
+        r.stderr
+    );
+}
