@@ -13,7 +13,8 @@ Subcommands (called by grpc.sh; usable by hand on an existing results file):
 
 Counting conventions (identical for every tool):
   requests       completed responses/calls (any status), from the tool's own output
-  successful     2xx/3xx responses (HTTP/2), grpc-status OK calls (gRPC)
+  successful     2xx/3xx responses (HTTP/2), grpc-status OK calls (gRPC), messages answered
+                 (the stream suite: ghz's OK calls x the messages each carried)
   cpu_s          user + sys CPU seconds of the generator process tree (GNU time)
   req_per_cpu_s  successful / cpu_s   -- the efficiency figure the targets are on
   rss_kb         peak RSS from GNU time (%M, KiB)
@@ -31,6 +32,8 @@ from lib import fmt as _fmt, med as _med  # noqa: E402
 SUITES = [
     ("grpc", "gRPC unary, helloworld.Greeter/SayHello on greeter-tokio (1 thread)", "ghz", 2.0),
     ("http2", "HTTP/2 cleartext (prior knowledge), nginx 1 worker, 2-byte body", "h2load", 1.1),
+    ("stream", "gRPC bidirectional streaming, ticker.Ticker/Chat (an echo) on the hello backend: "
+     "messages, not calls", "ghz", 2.0),
 ]
 ORDER = ["loadlab", "ghz", "h2load"]
 
@@ -146,6 +149,12 @@ def cmd_record(a):
     }
     lib.record_steal(rec, a)
     t, p = lib.measure(rec, a, PARSERS, parse_loadlab)
+    if p and a.per_call > 1:
+        # A streaming call of ghz's carried per_call messages each way: count messages.
+        for key in ("requests", "successful", "error_count"):
+            if rec.get(key) is not None:
+                rec[key] *= a.per_call
+        p["successful"] = rec.get("successful")
     if t and p and p.get("successful") is not None and t["cpu_s"] > 0:
         rec["ok"] = True
         el = rec.get("elapsed_s")
@@ -286,6 +295,8 @@ def _record_args(p):
     p.add_argument("--requested", type=int, required=True)
     p.add_argument("--connections", type=int)
     p.add_argument("--concurrency", type=int)
+    p.add_argument("--per-call", type=int, default=0,
+                   help="messages each call carried (ghz on a streaming method): counts become messages")
 
 
 def main():

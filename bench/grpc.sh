@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# Protocol peer benchmark: loadlab gRPC vs ghz, loadlab HTTP/2 vs h2load.
+# Protocol peer benchmark: loadlab gRPC vs ghz (unary calls and bidirectional streams),
+# loadlab HTTP/2 vs h2load.
 #
-#   bench/grpc.sh                              # full run (both suites x 3 rounds)
+#   bench/grpc.sh                              # full run (all suites x 3 rounds)
 #   ROUNDS=1 TOOLS=ghz,h2load bench/grpc.sh    # peers only
 #   SUITES=grpc GRPC_REQUESTS=20000 bench/grpc.sh
+#   SUITES=stream bench/grpc.sh                # bidirectional streams only
 #
 # Targets (requests per generator CPU-second, median of rounds):
 #   gRPC    loadlab >= 2.0x ghz     (helloworld.Greeter/SayHello on greeter-tokio, 1 thread)
 #   HTTP/2  loadlab >= 1.1x h2load  (h2c prior knowledge, nginx 1 worker, 2-byte body "ok")
+#   stream  loadlab >= 2.0x ghz     (messages per generator CPU-second on a bidirectional
+#                                    method: ticker.Ticker/Chat on `loadlab serve hello`, an
+#                                    echo; ghz streams STREAM_PER_CALL messages per call with
+#                                    --stream-call-count, loadlab holds the streams and sends
+#                                    each stream's next message when its reply came)
 #
 # Both suites are closed loop with a fixed request count, so every run stops by
 # itself (each is also wrapped in `timeout`). Within a suite both tools use the
@@ -23,13 +30,15 @@
 #
 # Environment:
 #   ROUNDS           interleaved rounds                                  (3)
-#   SUITES           comma list from grpc,http2                          (both)
+#   SUITES           comma list from grpc,http2,stream                   (all)
 #   TOOLS            comma list from loadlab,ghz,h2load                  (all)
 #   CONNECTIONS      connections per run, both suites                    (8)
 #   CONCURRENCY      requests in flight per run, both suites             (64)
 #   GRPC_CONNECTIONS / GRPC_CONCURRENCY / H2_CONNECTIONS / H2_CONCURRENCY  per-suite overrides
 #   GRPC_REQUESTS    calls per gRPC run                                  (100000)
 #   H2_REQUESTS      requests per HTTP/2 run                             (200000)
+#   STREAM_MESSAGES  messages per streaming run                          (200000)
+#   STREAM_PER_CALL  ghz: messages per streaming call                    (50)
 #   RUN_TIMEOUT      wall-clock bound per run, seconds                   (300)
 #   LOADLAB          loadlab binary                         (target/release/loadlab)
 #   GREETER          greeter binary                   (target/release/greeter-tokio)
@@ -43,7 +52,7 @@ ROOT=$(dirname "$HERE")
 PY="python3 $HERE/grpc.py"
 
 ROUNDS=${ROUNDS:-3}
-SUITES=${SUITES:-grpc,http2}
+SUITES=${SUITES:-grpc,http2,stream}
 TOOLS=${TOOLS:-loadlab,ghz,h2load}
 CONNECTIONS=${CONNECTIONS:-8}
 CONCURRENCY=${CONCURRENCY:-64}
@@ -53,6 +62,8 @@ H2_CONNECTIONS=${H2_CONNECTIONS:-$CONNECTIONS}
 H2_CONCURRENCY=${H2_CONCURRENCY:-$CONCURRENCY}
 GRPC_REQUESTS=${GRPC_REQUESTS:-100000}
 H2_REQUESTS=${H2_REQUESTS:-200000}
+STREAM_MESSAGES=${STREAM_MESSAGES:-200000}
+STREAM_PER_CALL=${STREAM_PER_CALL:-50}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 LOADLAB=${LOADLAB:-$ROOT/target/release/loadlab}
 GREETER=${GREETER:-$ROOT/target/release/greeter-tokio}
@@ -63,6 +74,9 @@ INSTALL=${INSTALL:-1}
 PROTO=$ROOT/proto/helloworld.proto
 CALL=helloworld.Greeter/SayHello
 DATA='{"name":"loadlab"}'
+TICKER_PROTO=$ROOT/proto/ticker.proto
+CHAT=ticker.Ticker/Chat
+CHAT_DATA='{"seq":1,"text":"loadlab"}'
 
 GOBIN_DIR=$(go env GOBIN 2>/dev/null || true)
 [[ -n $GOBIN_DIR ]] || GOBIN_DIR=$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin
@@ -76,6 +90,9 @@ posint ROUNDS "$ROUNDS"; posint RUN_TIMEOUT "$RUN_TIMEOUT"
 posint GRPC_CONNECTIONS "$GRPC_CONNECTIONS"; posint GRPC_CONCURRENCY "$GRPC_CONCURRENCY"
 posint H2_CONNECTIONS "$H2_CONNECTIONS"; posint H2_CONCURRENCY "$H2_CONCURRENCY"
 posint GRPC_REQUESTS "$GRPC_REQUESTS"; posint H2_REQUESTS "$H2_REQUESTS"
+posint STREAM_MESSAGES "$STREAM_MESSAGES"; posint STREAM_PER_CALL "$STREAM_PER_CALL"
+(( STREAM_MESSAGES % STREAM_PER_CALL == 0 )) \
+    || die "STREAM_MESSAGES ($STREAM_MESSAGES) must be a multiple of STREAM_PER_CALL ($STREAM_PER_CALL) (ghz counts calls)"
 (( GRPC_CONCURRENCY >= GRPC_CONNECTIONS )) || die "GRPC_CONCURRENCY must be >= GRPC_CONNECTIONS"
 (( H2_CONCURRENCY % H2_CONNECTIONS == 0 )) \
     || die "H2_CONCURRENCY ($H2_CONCURRENCY) must be a multiple of H2_CONNECTIONS ($H2_CONNECTIONS) (h2load -m is per connection)"
@@ -87,7 +104,7 @@ for t in "${WANT_TOOLS[@]}"; do
     case $t in loadlab|ghz|h2load) ;; *) die "unknown tool '$t' in TOOLS" ;; esac
 done
 for s in "${WANT_SUITES[@]}"; do
-    case $s in grpc|http2) ;; *) die "unknown suite '$s' in SUITES" ;; esac
+    case $s in grpc|http2|stream) ;; *) die "unknown suite '$s' in SUITES" ;; esac
 done
 has_tool() { in_list "$1" "${WANT_TOOLS[@]}"; }
 has_suite() { in_list "$1" "${WANT_SUITES[@]}"; }
@@ -127,7 +144,7 @@ if has_suite http2; then
     command -v h2load >/dev/null || die "h2load not available (needed to probe the h2c server)"
 fi
 
-if has_suite grpc && has_tool ghz && ! command -v ghz >/dev/null; then
+if { has_suite grpc || has_suite stream; } && has_tool ghz && ! command -v ghz >/dev/null; then
     if [[ $INSTALL == 1 ]] && command -v go >/dev/null; then
         log "installing ghz $GHZ_VERSION (go install, low priority; a few minutes)..."
         nice -n 19 go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" || log "warning: go install ghz failed"
@@ -185,6 +202,25 @@ if has_suite grpc; then
     if ! grep -q '^listening on' "$RAW/greeter.out" 2>/dev/null; then
         cat "$RAW/greeter.out" "$RAW/greeter.err" >&2 2>/dev/null || true
         die "greeter (${GREETER_CMD[*]}) did not come up on $GRPC_ADDR"
+    fi
+fi
+
+STREAM_ADDR=
+if has_suite stream; then
+    [[ -x $LOADLAB ]] || die "the stream suite's server is \`loadlab serve hello\`: build loadlab first (cargo build --release)"
+    SPORT=$($PY freeport)
+    STREAM_ADDR=127.0.0.1:$SPORT
+    taskset -c "$SERVER_CPU" "$LOADLAB" serve hello --bind "$STREAM_ADDR" \
+        >"$RAW/hello.out" 2>"$RAW/hello.err" </dev/null &
+    HELLO_PID=$!
+    for _ in $(seq 150); do
+        grep -q '^listening on' "$RAW/hello.out" 2>/dev/null && break
+        kill -0 "$HELLO_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if ! grep -q '^listening on' "$RAW/hello.out" 2>/dev/null; then
+        cat "$RAW/hello.out" "$RAW/hello.err" >&2 2>/dev/null || true
+        die "loadlab serve hello did not come up on $STREAM_ADDR"
     fi
 fi
 
@@ -246,9 +282,11 @@ fi
 HOSTDESC="$(uname -srm); $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
 has_suite grpc && log "greeter ${GREETER_CMD[*]} on $GRPC_ADDR (pid $GRT_PID, 1 thread, CPU $SERVER_CPU)"
 has_suite http2 && log "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') h2c on $H2_URL (pid $NGX_PID, CPU $SERVER_CPU)"
+has_suite stream && log "hello backend (ticker.Ticker/Chat, an echo) on $STREAM_ADDR (pid $HELLO_PID, CPU $SERVER_CPU)"
 log "generators on CPU $GEN_CPU; rounds $ROUNDS"
 has_suite grpc && log "gRPC:   $GRPC_REQUESTS calls, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY concurrent"
 has_suite http2 && log "HTTP/2: $H2_REQUESTS requests, $H2_CONNECTIONS connections x $H2_STREAMS streams = $H2_CONCURRENCY concurrent"
+has_suite stream && log "stream: $STREAM_MESSAGES messages, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY streams (ghz: $STREAM_PER_CALL messages per call)"
 log "tools: ${WANT_TOOLS[*]}; suites: ${WANT_SUITES[*]}"
 log "raw output: $RAW"
 for t in "${WANT_TOOLS[@]}"; do
@@ -270,6 +308,7 @@ tool_cmd() {
     case $suite in
         grpc)  REQ=$GRPC_REQUESTS; CONN=$GRPC_CONNECTIONS; CONC=$GRPC_CONCURRENCY ;;
         http2) REQ=$H2_REQUESTS; CONN=$H2_CONNECTIONS; CONC=$H2_CONCURRENCY ;;
+        stream) REQ=$STREAM_MESSAGES; CONN=$GRPC_CONNECTIONS; CONC=$GRPC_CONCURRENCY ;;
     esac
     case $suite/$tool in
         grpc/loadlab) CMD=("$LOADLAB" grpc "$GRPC_ADDR" --proto "$PROTO" --call "$CALL" -D "$DATA"
@@ -281,6 +320,13 @@ tool_cmd() {
         http2/loadlab) CMD=("$LOADLAB" run --http2 "$H2_URL" --connections "$CONN" --concurrency "$CONC"
                             --requests "$REQ" --threads 1 --json "$json" -q) ;;
         http2/h2load)  CMD=(h2load -t1 -c "$CONN" -m "$H2_STREAMS" -n "$REQ" "$H2_URL") ;;
+        stream/loadlab) CMD=("$LOADLAB" grpc "$STREAM_ADDR" --proto "$TICKER_PROTO" --call "$CHAT"
+                             -D "$CHAT_DATA" --connections "$CONN" --concurrency "$CONC"
+                             --requests "$REQ" --threads 1 --json "$json" -q) ;;
+        stream/ghz)   CMD=(ghz --insecure --proto "$TICKER_PROTO" --call "$CHAT" -d "$CHAT_DATA"
+                           --connections "$CONN" -c "$CONC" -n $((REQ / STREAM_PER_CALL))
+                           --stream-call-count "$STREAM_PER_CALL" --cpus 1
+                           --disable-template-functions --disable-template-data -O summary "$STREAM_ADDR") ;;
         *) return 1 ;;
     esac
 }
@@ -303,6 +349,7 @@ run_one() {
     case $suite in
         grpc) server_alive "$GRT_PID" greeter "$RAW/greeter.err" ;;
         http2) server_alive "$NGX_PID" nginx "$RAW/nginx-error.log" ;;
+        stream) server_alive "$HELLO_PID" "loadlab serve hello" "$RAW/hello.err" ;;
     esac
     local rc=0 host0 host1
     host0=$(host_ticks)   # how much of the machine a VM's host takes during the run
@@ -319,13 +366,15 @@ run_one() {
     local extra=()
     [[ -n $host0 && -n $host1 ]] && extra+=(--host-ticks-before "$host0" --host-ticks-after "$host1")
     [[ $tool == loadlab ]] && extra+=(--json "$json")
+    # ghz counts calls: each of a streaming run's carried STREAM_PER_CALL messages each way.
+    [[ $suite/$tool == stream/ghz ]] && extra+=(--per-call "$STREAM_PER_CALL")
     $PY record --out "$RESULTS" --suite "$suite" --round "$round" --tool "$tool" \
         --stdout "$base.out" --time "$base.time" --rc "$rc" --requested "$REQ" \
         --connections "$CONN" --concurrency "$CONC" --cmd "${CMD[*]}" "${extra[@]}" || true
     sleep 1   # let sockets settle between runs
 }
 
-for suite in grpc http2; do
+for suite in grpc http2 stream; do
     has_suite "$suite" || continue
     tools=()
     for t in "${WANT_TOOLS[@]}"; do
