@@ -32,8 +32,8 @@ from lib import fmt as _fmt, med as _med  # noqa: E402
 SUITES = [
     ("grpc", "gRPC unary, helloworld.Greeter/SayHello on greeter-tokio (1 thread)", "ghz", 2.0),
     ("http2", "HTTP/2 cleartext (prior knowledge), nginx 1 worker, 2-byte body", "h2load", 1.1),
-    ("stream", "gRPC bidirectional streaming, ticker.Ticker/Chat (an echo) on the hello backend: "
-     "messages, not calls", "ghz", 2.0),
+    ("stream", "gRPC bidirectional streaming, ticker.Ticker/Chat (an echo): messages, not calls",
+     "ghz", 2.0),
 ]
 ORDER = ["loadlab", "ghz", "h2load"]
 

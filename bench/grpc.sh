@@ -11,10 +11,18 @@
 #   gRPC    loadlab >= 2.0x ghz     (helloworld.Greeter/SayHello on greeter-tokio, 1 thread)
 #   HTTP/2  loadlab >= 1.1x h2load  (h2c prior knowledge, nginx 1 worker, 2-byte body "ok")
 #   stream  loadlab >= 2.0x ghz     (messages per generator CPU-second on a bidirectional
-#                                    method: ticker.Ticker/Chat on `loadlab serve hello`, an
-#                                    echo; ghz streams STREAM_PER_CALL messages per call with
+#                                    method: ticker.Ticker/Chat, an echo, on STREAM_SERVER;
+#                                    ghz streams STREAM_PER_CALL messages per call with
 #                                    --stream-call-count, loadlab holds the streams and sends
 #                                    each stream's next message when its reply came)
+#
+# The stream suite's server is the fastest echo here (the greeters' h2 echo on the minimal
+# runtime, one core), so that neither generator waits on it: a server slower than the
+# generator leaves loadlab's closed loop waking for a message or two at a time, and its
+# CPU per message then measures the server's pace as much as loadlab. Measured here on
+# 2026-12-06 (3 rounds each): 3.9x on greeter-minimal-epoll (ghz at 100 % of its core,
+# loadlab 76 %), 1.4x on tonic's echo (STREAM_SERVER=greeter-tokio or hello: tonic writes
+# each message on its own, loadlab reads them one by one, 2.5 us of system time each).
 #
 # Both suites are closed loop with a fixed request count, so every run stops by
 # itself (each is also wrapped in `timeout`). Within a suite both tools use the
@@ -39,6 +47,8 @@
 #   H2_REQUESTS      requests per HTTP/2 run                             (200000)
 #   STREAM_MESSAGES  messages per streaming run                          (200000)
 #   STREAM_PER_CALL  ghz: messages per streaming call                    (50)
+#   STREAM_SERVER    what `loadlab serve` runs for the stream suite
+#                    (greeter-minimal-epoll; greeter-tokio and hello serve Chat too)
 #   RUN_TIMEOUT      wall-clock bound per run, seconds                   (300)
 #   LOADLAB          loadlab binary                         (target/release/loadlab)
 #   GREETER          greeter binary                   (target/release/greeter-tokio)
@@ -64,6 +74,7 @@ GRPC_REQUESTS=${GRPC_REQUESTS:-100000}
 H2_REQUESTS=${H2_REQUESTS:-200000}
 STREAM_MESSAGES=${STREAM_MESSAGES:-200000}
 STREAM_PER_CALL=${STREAM_PER_CALL:-50}
+STREAM_SERVER=${STREAM_SERVER:-greeter-minimal-epoll}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 LOADLAB=${LOADLAB:-$ROOT/target/release/loadlab}
 GREETER=${GREETER:-$ROOT/target/release/greeter-tokio}
@@ -187,6 +198,19 @@ mkdir -p "$RAW"
 
 server_dir grpcbench
 
+# await_ready PID BASE MESSAGE: waits (15 s at most) for the server PID to print its ready
+# line to BASE.out; if it does not (or exits), shows BASE.out and BASE.err and dies.
+await_ready() {
+    for _ in $(seq 150); do
+        grep -q '^listening on' "$2.out" 2>/dev/null && return 0
+        kill -0 "$1" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q '^listening on' "$2.out" 2>/dev/null && return 0
+    cat "$2.out" "$2.err" >&2 2>/dev/null || true
+    die "$3"
+}
+
 GRPC_ADDR=
 if has_suite grpc; then
     GPORT=$($PY freeport)
@@ -194,34 +218,20 @@ if has_suite grpc; then
     taskset -c "$SERVER_CPU" "${GREETER_CMD[@]}" --bind "$GRPC_ADDR" --threads 1 \
         >"$RAW/greeter.out" 2>"$RAW/greeter.err" </dev/null &
     GRT_PID=$!
-    for _ in $(seq 150); do
-        grep -q '^listening on' "$RAW/greeter.out" 2>/dev/null && break
-        kill -0 "$GRT_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    if ! grep -q '^listening on' "$RAW/greeter.out" 2>/dev/null; then
-        cat "$RAW/greeter.out" "$RAW/greeter.err" >&2 2>/dev/null || true
-        die "greeter (${GREETER_CMD[*]}) did not come up on $GRPC_ADDR"
-    fi
+    await_ready "$GRT_PID" "$RAW/greeter" "greeter (${GREETER_CMD[*]}) did not come up on $GRPC_ADDR"
 fi
 
 STREAM_ADDR=
 if has_suite stream; then
-    [[ -x $LOADLAB ]] || die "the stream suite's server is \`loadlab serve hello\`: build loadlab first (cargo build --release)"
+    [[ -x $LOADLAB ]] || die "the stream suite's server is \`loadlab serve $STREAM_SERVER\`: build loadlab first (cargo build --release)"
     SPORT=$($PY freeport)
     STREAM_ADDR=127.0.0.1:$SPORT
-    taskset -c "$SERVER_CPU" "$LOADLAB" serve hello --bind "$STREAM_ADDR" \
+    threads=(--threads 1)
+    [[ $STREAM_SERVER == hello ]] && threads=()
+    taskset -c "$SERVER_CPU" "$LOADLAB" serve "$STREAM_SERVER" --bind "$STREAM_ADDR" "${threads[@]}" \
         >"$RAW/hello.out" 2>"$RAW/hello.err" </dev/null &
     HELLO_PID=$!
-    for _ in $(seq 150); do
-        grep -q '^listening on' "$RAW/hello.out" 2>/dev/null && break
-        kill -0 "$HELLO_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    if ! grep -q '^listening on' "$RAW/hello.out" 2>/dev/null; then
-        cat "$RAW/hello.out" "$RAW/hello.err" >&2 2>/dev/null || true
-        die "loadlab serve hello did not come up on $STREAM_ADDR"
-    fi
+    await_ready "$HELLO_PID" "$RAW/hello" "loadlab serve $STREAM_SERVER did not come up on $STREAM_ADDR"
 fi
 
 H2_URL=
@@ -282,7 +292,7 @@ fi
 HOSTDESC="$(uname -srm); $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
 has_suite grpc && log "greeter ${GREETER_CMD[*]} on $GRPC_ADDR (pid $GRT_PID, 1 thread, CPU $SERVER_CPU)"
 has_suite http2 && log "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') h2c on $H2_URL (pid $NGX_PID, CPU $SERVER_CPU)"
-has_suite stream && log "hello backend (ticker.Ticker/Chat, an echo) on $STREAM_ADDR (pid $HELLO_PID, CPU $SERVER_CPU)"
+has_suite stream && log "loadlab serve $STREAM_SERVER (ticker.Ticker/Chat, an echo) on $STREAM_ADDR (pid $HELLO_PID, CPU $SERVER_CPU)"
 log "generators on CPU $GEN_CPU; rounds $ROUNDS"
 has_suite grpc && log "gRPC:   $GRPC_REQUESTS calls, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY concurrent"
 has_suite http2 && log "HTTP/2: $H2_REQUESTS requests, $H2_CONNECTIONS connections x $H2_STREAMS streams = $H2_CONCURRENCY concurrent"
@@ -349,7 +359,7 @@ run_one() {
     case $suite in
         grpc) server_alive "$GRT_PID" greeter "$RAW/greeter.err" ;;
         http2) server_alive "$NGX_PID" nginx "$RAW/nginx-error.log" ;;
-        stream) server_alive "$HELLO_PID" "loadlab serve hello" "$RAW/hello.err" ;;
+        stream) server_alive "$HELLO_PID" "loadlab serve $STREAM_SERVER" "$RAW/hello.err" ;;
     esac
     local rc=0 host0 host1
     host0=$(host_ticks)   # how much of the machine a VM's host takes during the run

@@ -316,12 +316,7 @@ fn the_message_rate_knee_of_a_known_capacity_is_found_within_ten_percent_and_nam
     );
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{stdout}");
-    let configs = util::lab::lines(&out.join("configs.jsonl"));
-    let k = &configs[0]["knees"][0];
-    let (low, high) = (
-        k["outcome"]["knee"].as_f64().unwrap(),
-        k["outcome"]["first_unsustained"].as_f64().unwrap(),
-    );
+    let (k, low, high) = util::lab::first_knee(&out);
     assert!(
         low >= 360.0 && high <= 440.0,
         "knee {low} to {high} msg/s against a capacity of 400: {k}"

@@ -233,12 +233,7 @@ fn the_knee_of_a_server_streaming_method_is_in_streams_held_and_names_the_timeou
     );
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{stdout}");
-    let configs = util::lab::lines(&out.join("configs.jsonl"));
-    let k = &configs[0]["knees"][0];
-    let (low, high) = (
-        k["outcome"]["knee"].as_f64().unwrap(),
-        k["outcome"]["first_unsustained"].as_f64().unwrap(),
-    );
+    let (k, low, high) = util::lab::first_knee(&out);
     // Every stream the pool holds is fed; at twice the pool, 8 starved streams time out
     // once a second each, 16 of about 336 waits in a 2 s step: resolved. Between, a
     // starved stream weighs one wait a second against a fed one's 20 messages, so the

@@ -649,7 +649,7 @@ fn side_by_side(
     };
     type Cell = fn(&StepRecord) -> String;
     let figures: [(&str, Cell); 4] = [
-        ("achieved req/s", |s| {
+        ("achieved {rate}", |s| {
             format!("{:.0}", s.result.achieved_rps)
         }),
         ("p99 latency, ms", |s| {
@@ -658,7 +658,7 @@ fn side_by_side(
                 .p99
                 .map_or("-".into(), |v| format!("{v:.2}"))
         }),
-        ("errors (% of requests)", |s| {
+        ("errors (% of {sent})", |s| {
             let r = &s.result;
             let total = r.successful + r.errors_total;
             if r.errors_total == 0 {
@@ -693,7 +693,16 @@ fn side_by_side(
             "## Side by side: {sc}
 "
         );
+        // In the scenario's own words: msg/s and messages for a stream's, req/s and
+        // requests for calls.
+        let of_scenario = || steps.iter().filter(|s| &s.scenario == sc);
+        let rate = crate::knee::open_unit(of_scenario());
+        let sent = of_scenario()
+            .next()
+            .filter(|_| rate != "req/s" && rate != "sessions/s")
+            .map_or("requests", |s| s.result.protocol.units().sent);
         for (title, cell) in &figures {
+            let title = title.replace("{rate}", rate).replace("{sent}", sent);
             let _ = writeln!(out, "**{title}** by {unit}\n");
             let head: Vec<String> = loads.iter().map(|l| num(*l)).collect();
             let _ = writeln!(out, "| configuration | {} |", head.join(" | "));

@@ -1,12 +1,16 @@
-//! The `helloworld.Greeter` service of document 001.
+//! The `helloworld.Greeter` service of document 001, and the echo `ticker.Ticker/Chat` the
+//! runtimes are compared on streams with.
 //!
 //! [`reply`] holds the whole behaviour and depends on no runtime; [`GreeterService`] serves
 //! it with tonic on tokio. Servers built on other runtimes call [`reply`] directly.
+//! [`ChatService`] serves the echo with tonic (the others echo each frame as it comes).
 
 use tonic::{Request, Response, Status};
 
 use crate::proto::helloworld::greeter_server::{Greeter, GreeterServer};
 use crate::proto::helloworld::{HelloReply, HelloRequest};
+use crate::proto::ticker::ticker_server::{Ticker, TickerServer};
+use crate::proto::ticker::{Note, SubscribeRequest, Tick};
 
 /// Answers one `SayHello` call: `Hello <name>!`.
 pub fn reply(request: &HelloRequest) -> HelloReply {
@@ -33,6 +37,43 @@ impl Greeter for GreeterService {
         request: Request<HelloRequest>,
     ) -> Result<Response<HelloReply>, Status> {
         Ok(Response::new(reply(request.get_ref())))
+    }
+}
+
+/// The tonic implementation of `ticker.Ticker/Chat` as an echo: each note answered by
+/// itself, in order, the call ending when the client's side does (`Subscribe` is not
+/// served).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ChatService;
+
+impl ChatService {
+    /// Wraps the service for `tonic::transport::Server::add_service`.
+    pub fn into_server(self) -> TickerServer<Self> {
+        TickerServer::new(self)
+    }
+}
+
+/// The stream of answers of one echo call.
+type Echo = tonic::codegen::BoxStream<Note>;
+
+#[tonic::async_trait]
+impl Ticker for ChatService {
+    type SubscribeStream = tonic::codegen::BoxStream<Tick>;
+
+    async fn subscribe(
+        &self,
+        _request: Request<SubscribeRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        Err(Status::unimplemented("the greeters serve Chat only"))
+    }
+
+    type ChatStream = Echo;
+
+    async fn chat(
+        &self,
+        request: Request<tonic::Streaming<Note>>,
+    ) -> Result<Response<Self::ChatStream>, Status> {
+        Ok(Response::new(Box::pin(request.into_inner())))
     }
 }
 

@@ -1,5 +1,6 @@
-//! One HTTP/2 connection serving `helloworld.Greeter/SayHello` with the `h2` crate, for the
-//! runtimes tonic does not run on.
+//! One HTTP/2 connection serving `helloworld.Greeter/SayHello` and `ticker.Ticker/Chat` (an
+//! echo: each message answered by itself, in order) with the `h2` crate, for the runtimes
+//! tonic does not run on.
 //!
 //! `h2` needs only `tokio::io::AsyncRead + AsyncWrite`, not the tokio runtime, so each
 //! runtime hands [`serve`] its TCP stream through a compat adapter. All calls of a
@@ -23,8 +24,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::grpc::{self, Failure};
 
-/// The one method served.
+/// The unary method served.
 pub const SAY_HELLO_PATH: &str = "/helloworld.Greeter/SayHello";
+/// The bidirectional method served: each message echoed as it comes.
+pub const CHAT_PATH: &str = "/ticker.Ticker/Chat";
 
 /// HTTP/2 settings, matched to hyper's server defaults (what tonic serves with), so that
 /// the runtimes differ only in the runtime.
@@ -92,6 +95,9 @@ async fn answer(
         respond.send_response(grpc::not_grpc_response(), true)?;
         return Ok(());
     }
+    if head.method == Method::POST && head.uri.path() == CHAT_PATH {
+        return chat(body, respond).await;
+    }
     if head.method != Method::POST || head.uri.path() != SAY_HELLO_PATH {
         respond.send_response(grpc::failure_response(Failure::UNIMPLEMENTED), true)?;
         return Ok(());
@@ -116,6 +122,35 @@ async fn answer(
     let reply = grpc::encode(&greeter::reply(&request));
     let mut stream = respond.send_response(grpc::response_headers(), false)?;
     stream.send_data(reply, false)?;
+    stream.send_trailers(grpc::ok_trailers())?;
+    Ok(())
+}
+
+/// Answers a `Chat` call: each length-prefixed message of the request stream is sent back
+/// as it completes (the echo `greeter::chat` is, without decoding it), and the call ends
+/// `OK` when the client's side does. A message over the size limit ends it with
+/// `RESOURCE_EXHAUSTED`.
+async fn chat(mut body: RecvStream, respond: SendResponse<Bytes>) -> Result<(), h2::Error> {
+    let mut respond = respond;
+    let mut stream = respond.send_response(grpc::response_headers(), false)?;
+    let mut pending = BytesMut::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        body.flow_control().release_capacity(chunk.len())?;
+        pending.extend_from_slice(&chunk);
+        loop {
+            match grpc::frame_len(&pending) {
+                Some(Err(failure)) => {
+                    stream.send_trailers(grpc::failure_trailers(failure))?;
+                    return Ok(());
+                }
+                Some(Ok(n)) if pending.len() >= n => {
+                    stream.send_data(pending.split_to(n).freeze(), false)?;
+                }
+                _ => break,
+            }
+        }
+    }
     stream.send_trailers(grpc::ok_trailers())?;
     Ok(())
 }
@@ -192,6 +227,25 @@ mod tests {
         let reply: HelloReply = grpc::decode_unary(&answer.body).unwrap();
         let expected = greeter::reply(&HelloRequest { name: "h2".into() });
         assert_eq!(reply, expected);
+        assert_eq!(answer.trailers.unwrap()["grpc-status"], "0");
+    }
+
+    #[tokio::test]
+    async fn chat_echoes_each_message_in_order_and_ends_ok() {
+        let (client, _server) = connect(CancellationToken::new()).await;
+        let notes: Vec<Bytes> = (1..=3).map(|n| hello(&format!("note {n}"))).collect();
+        // The three messages in one body, the second split across two DATA frames' worth.
+        let mut body = BytesMut::new();
+        for n in &notes {
+            body.extend_from_slice(n);
+        }
+        let answer = call(&client, CHAT_PATH, "application/grpc", body.freeze()).await;
+        assert_eq!(answer.status, 200);
+        let mut want = BytesMut::new();
+        for n in &notes {
+            want.extend_from_slice(n);
+        }
+        assert_eq!(answer.body, want.freeze());
         assert_eq!(answer.trailers.unwrap()["grpc-status"], "0");
     }
 

@@ -78,6 +78,20 @@ pub fn decode_unary<M: Message + Default>(body: &[u8]) -> Result<M, Failure> {
     M::decode(message).map_err(|_| Failure::BAD_MESSAGE)
 }
 
+/// The length of the first whole frame (prefix and message) a stream of messages starts
+/// with: `None` until its prefix is in, `Err` for a frame this server refuses (compressed,
+/// an unknown flag, larger than [`MAX_MESSAGE_SIZE`]).
+pub fn frame_len(stream: &[u8]) -> Option<Result<usize, Failure>> {
+    let [compressed, length @ ..] = *stream.first_chunk::<PREFIX_LEN>()?;
+    let length = usize::try_from(u32::from_be_bytes(length)).unwrap_or(usize::MAX);
+    Some(match compressed {
+        0 if length <= MAX_MESSAGE_SIZE => Ok(PREFIX_LEN + length),
+        0 => Err(Failure::TOO_LARGE),
+        1 => Err(Failure::COMPRESSED),
+        _ => Err(Failure::BAD_FRAME),
+    })
+}
+
 /// Encodes `message` as one uncompressed length-prefixed frame.
 pub fn encode(message: &impl Message) -> Bytes {
     let len = message.encoded_len();
@@ -111,10 +125,20 @@ pub fn ok_trailers() -> HeaderMap {
 /// A "trailers-only" response: headers that end the call with `failure` and no message.
 pub fn failure_response(failure: Failure) -> Response<()> {
     let mut response = response_headers();
-    let headers = response.headers_mut();
+    put_status(response.headers_mut(), failure);
+    response
+}
+
+/// The trailers that end a call with `failure` after its headers (and messages) went.
+pub fn failure_trailers(failure: Failure) -> HeaderMap {
+    let mut trailers = HeaderMap::new();
+    put_status(&mut trailers, failure);
+    trailers
+}
+
+fn put_status(headers: &mut HeaderMap, failure: Failure) {
     headers.insert("grpc-status", HeaderValue::from(failure.code as i32));
     headers.insert("grpc-message", HeaderValue::from_static(failure.message));
-    response
 }
 
 /// The HTTP response to a request that is not gRPC at all (wrong content type).

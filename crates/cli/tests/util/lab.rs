@@ -137,6 +137,20 @@ pub fn steps(bundle: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The first knee of the first configuration of the bundle at `out` (a `loadlab knee`
+/// run's), and its range: the highest load sustained and the first one not.
+pub fn first_knee(out: &Path) -> (Value, f64, f64) {
+    let configs = lines(&out.join("configs.jsonl"));
+    let k = configs[0]["knees"][0].clone();
+    let low = k["outcome"]["knee"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no knee: {k}"));
+    let high = k["outcome"]["first_unsustained"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no first unsustained step: {k}"));
+    (k, low, high)
+}
+
 pub fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()

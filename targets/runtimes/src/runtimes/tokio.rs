@@ -7,7 +7,7 @@ use std::num::NonZeroUsize;
 use std::sync::mpsc;
 
 use ::tokio::runtime::{Builder, Runtime};
-use loadlab_target_common::greeter::GreeterService;
+use loadlab_target_common::greeter::{ChatService, GreeterService};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
@@ -60,7 +60,7 @@ fn runtime_error(source: io::Error) -> StartError {
     }
 }
 
-/// Serves [`GreeterService`] with tonic on `listener` until `stop`, then waits for the
+/// Serves [`GreeterService`] and [`ChatService`] with tonic on `listener` until `stop`, then waits for the
 /// open connections (the caller bounds that wait).
 fn serve_on(
     runtime: Runtime,
@@ -72,6 +72,7 @@ fn serve_on(
             let listener = ::tokio::net::TcpListener::from_std(listener)?;
             Server::builder()
                 .add_service(GreeterService.into_server())
+                .add_service(ChatService.into_server())
                 .serve_with_incoming_shutdown(
                     TcpIncoming::from(listener).with_nodelay(Some(true)),
                     stop.cancelled_owned(),

@@ -1405,6 +1405,70 @@ mod tests {
         });
     }
 
+    /// A duplex stream's messages go as bodies of their own, none with END_STREAM; one the
+    /// server's window holds back says so, and those sent behind it wait, in order, for the
+    /// window; the server's end closes the client's side with an empty END_STREAM.
+    #[test]
+    fn a_duplex_streams_messages_go_in_order_as_the_window_allows_and_its_end_closes_it() {
+        local(async {
+            let (c, mut s) = connected(&[(0x4, 8)]).await;
+            std::future::poll_fn(|cx| c.poll_capacity(cx))
+                .await
+                .unwrap();
+            let id = c.open_duplex(&[0x83, 0x86, 0x84]);
+            let (flags, hid, _) = next_of(&mut s, HEADERS).await;
+            assert_eq!(
+                (flags & END_STREAM, hid),
+                (0, id),
+                "the request side stays open"
+            );
+            // 5 bytes fit the window of 8; the next 5 go 3 now, 2 later: held back.
+            assert_eq!(c.send(id, &Bytes::from_static(b"aaaaa")), Ok(false));
+            assert_eq!(c.send(id, &Bytes::from_static(b"bbbbb")), Ok(true));
+            assert_eq!(c.send(id, &Bytes::from_static(b"cc")), Ok(true));
+            let (flags, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!((flags, &data[..]), (0, &b"aaaaa"[..]));
+            let (flags, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!((flags, &data[..]), (0, &b"bbb"[..]));
+            s.write_all(&frame(WINDOW_UPDATE, 0, id, &100u32.to_be_bytes()))
+                .await
+                .unwrap();
+            let (flags, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!((flags, &data[..]), (0, &b"bb"[..]));
+            let (flags, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!((flags, &data[..]), (0, &b"cc"[..]));
+            // The server answers one message and ends the call (200, then trailers).
+            s.write_all(&frame(HEADERS, END_HEADERS, id, &[0x88]))
+                .await
+                .unwrap();
+            s.write_all(&frame(DATA, 0, id, &[0, 0, 0, 0, 1, 7]))
+                .await
+                .unwrap();
+            let next = std::future::poll_fn(|cx| c.poll_message(id, cx)).await;
+            assert_eq!(next, Ok(Next::Message));
+            s.write_all(&frame(
+                HEADERS,
+                END_HEADERS | END_STREAM,
+                id,
+                b"\x00\x0bgrpc-status\x010",
+            ))
+            .await
+            .unwrap();
+            let (flags, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!(
+                (flags, data.len()),
+                (END_STREAM, 0),
+                "the client's side closed"
+            );
+            match std::future::poll_fn(|cx| c.poll_message(id, cx)).await {
+                Ok(Next::End(reply)) => assert_eq!(reply.grpc_status(), Some(GrpcStatus::Ok)),
+                other => panic!("{other:?}"),
+            }
+            // Nothing more goes on a stream that ended.
+            assert!(c.send(id, &Bytes::from_static(b"late")).is_err());
+        });
+    }
+
     #[test]
     fn a_response_before_the_whole_body_lets_the_body_go_on_until_the_server_resets() {
         local(async {
