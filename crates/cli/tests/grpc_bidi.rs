@@ -24,8 +24,11 @@ fn ticker_proto() -> String {
 /// Python's grpcio serving ticker.Ticker/Chat on CPU 0 with `threads` in its pool (each
 /// stream holds one while it lasts). Each note is answered after `delay_ms`; with `end`
 /// other than `-`, a stream's note number `after` is not answered and the stream ends:
-/// `OK`, a status code's name (`UNAVAILABLE`), or `SILENT` (no answer from then on, the
-/// stream left open). On SIGTERM it writes `calls notes_in answers_out` to its counts file.
+/// `OK`, a status code's name (`UNAVAILABLE`), `CANCEL` (the handler cancels the call), or
+/// `SILENT` (no answer from then on, the stream left open). On SIGTERM it writes
+/// `calls notes_in answers_out` to its counts file; an answer counts as it is handed to
+/// grpcio (after the yield it would count only once grpcio asks for the next one, which a
+/// stream cancelled at the run's end never does).
 struct Chat {
     server: Server,
     counts: PathBuf,
@@ -46,10 +49,11 @@ impl Chat {
             \x20       if end != '-' and seen >= after:\n\
             \x20           if end == 'SILENT': continue\n\
             \x20           if end == 'OK': return\n\
+            \x20           if end == 'CANCEL': context.cancel(); return\n\
             \x20           context.abort(getattr(grpc.StatusCode, end), 'ended on purpose')\n\
             \x20       if delay: time.sleep(delay)\n\
-            \x20       yield note\n\
             \x20       with lock: counts[2] += 1\n\
+            \x20       yield note\n\
             handler = grpc.method_handlers_generic_handler('ticker.Ticker', {'Chat': grpc.stream_stream_rpc_method_handler(chat)})\n\
             server = grpc.server(futures.ThreadPoolExecutor(max_workers=int(sys.argv[2])))\n\
             server.add_generic_rpc_handlers((handler,))\n\
@@ -225,6 +229,25 @@ fn a_stream_ended_with_ok_cuts_its_waiting_message_and_counts_a_server_close() {
     assert_eq!(u(j, "successful"), answers, "{}", r.stdout);
     assert_eq!(u(j, "successful") + closed, 100, "{}", r.stdout);
     assert!(u(j, "server_closes") >= closed, "{j}");
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn a_stream_the_server_cancels_counts_its_waiting_message_as_cancelled_and_opens_another() {
+    // grpcio ends a call its handler cancels with CANCELLED in the trailers (a reset, as
+    // RST_STREAM, is tests/hostile_h2.rs's).
+    let chat_server = Chat::start(0, 16, 3, "CANCEL");
+    let r = chat(chat_server.server.port, "2", &["--rate", "50", "-d", "2s"]);
+    let (calls, _, answers) = chat_server.counts();
+    let j = r.json();
+    let ok = u(j, "successful");
+    let failed = u(j, "errors_total");
+    // Two answers a stream, then its third message cut by the server's cancel.
+    assert_eq!(ok, answers, "{}", r.stdout);
+    assert_eq!(ok + failed, 100, "{}", r.stdout);
+    assert!(failed >= 25, "{failed} cut: {}", r.stdout);
+    assert!(calls >= failed, "{calls} streams for {failed} cancels");
+    assert_eq!(j["grpc_status"]["CANCELLED"].as_u64(), Some(failed), "{j}");
 }
 
 #[test]

@@ -11,22 +11,28 @@ use util::RunOutput;
 
 /// `loadlab run --http2` (or `loadlab grpc` with `grpc`) for 1 s, timeout 1 s.
 fn run(behavior: RawH2, extra: &[&str], grpc: bool) -> RunOutput {
+    let call = grpc.then(|| {
+        (
+            util::helloworld_proto(),
+            "helloworld.Greeter/SayHello",
+            r#"{"name":"x"}"#,
+        )
+    });
+    run_call(behavior, extra, call)
+}
+
+/// [`run`] with `loadlab grpc` on `call` (its proto, method and message), or `loadlab run
+/// --http2` with `None`.
+fn run_call(behavior: RawH2, extra: &[&str], call: Option<(String, &str, &str)>) -> RunOutput {
     let server = RawH2Server::start(behavior);
     let url = server.url();
     let addr = server.addr.to_string();
-    let proto = util::helloworld_proto();
-    let mut args: Vec<&str> = if grpc {
-        vec![
-            &addr,
-            "--proto",
-            &proto,
-            "--call",
-            "helloworld.Greeter/SayHello",
-            "-D",
-            r#"{"name":"x"}"#,
-        ]
-    } else {
-        vec!["--http2", &url]
+    let grpc = call.is_some();
+    let mut args: Vec<&str> = match &call {
+        Some((proto, method, data)) => {
+            vec![&addr, "--proto", proto, "--call", method, "-D", data]
+        }
+        None => vec!["--http2", &url],
     };
     args.extend_from_slice(&["-d", "1s", "--timeout", "1s", "-c", "2", "-q"]);
     args.extend_from_slice(extra);
@@ -107,6 +113,26 @@ fn a_window_that_never_opens_holds_only_requests_with_a_body() {
         "{}",
         r.json()
     );
+}
+
+#[test]
+fn a_bidirectional_streams_closed_window_resets_and_silence_are_named_and_bounded() {
+    // ticker.Ticker/Chat: streams held, a message sent on them again and again. A window
+    // that never opens holds every message back until its deadline; a server that resets
+    // every stream cuts each message waiting on it; a silent one answers nothing.
+    let proto = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/ticker.proto");
+    for (behavior, class) in [
+        (RawH2::ZeroWindow, "request_timeout"),
+        (RawH2::RstEveryStream, "stream_reset"),
+        (RawH2::Silent, "request_timeout"),
+    ] {
+        for extra in [&[][..], &["--rate", "50"][..]] {
+            let call = Some((proto.to_string(), "ticker.Ticker/Chat", r#"{"seq":1}"#));
+            let r = run_call(behavior, extra, call);
+            assert_eq!(r.json()["protocol"], "grpc_bidi_stream");
+            assert_failed_as(&r, class, &format!("Chat on {behavior:?} {extra:?}"));
+        }
+    }
 }
 
 #[test]
