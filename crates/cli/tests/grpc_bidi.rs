@@ -311,34 +311,25 @@ fn the_message_rate_knee_of_a_known_capacity_is_found_within_ten_percent_and_nam
     // 20 workers, 50 ms a note: 400 notes a second (tokio's timer adds up to a millisecond
     // to each delay: 392 at worst).
     let server = hello_chat("50ms", "20");
-    let out = util::temp_path("chat-knee");
     let addr = format!("127.0.0.1:{}", server.port);
     let proto = ticker_proto();
-    let (o, _) = util::output_within(
-        Command::new(util::loadlab_bin()).args([
-            "knee",
-            &addr,
-            "--proto",
-            &proto,
-            "--call",
-            "ticker.Ticker/Chat",
-            "-D",
-            "{\"seq\":1}",
-            "--start",
-            "100",
-            "--max",
-            "800",
-            "--timeout",
-            "2s",
-            "--step",
-            "2s",
-            "--out",
-            out.to_str().unwrap(),
-        ]),
-        util::lab::LAB_BOUND,
-    );
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let (stdout, out) = util::lab::knee_search(&[
+        &addr,
+        "--proto",
+        &proto,
+        "--call",
+        "ticker.Ticker/Chat",
+        "-D",
+        "{\"seq\":1}",
+        "--start",
+        "100",
+        "--max",
+        "800",
+        "--timeout",
+        "2s",
+        "--step",
+        "2s",
+    ]);
     let (k, low, high) = util::lab::first_knee(&out);
     assert!(
         low >= 360.0 && high <= 440.0,

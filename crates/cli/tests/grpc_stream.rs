@@ -205,34 +205,25 @@ fn a_stalled_stream_is_cut_at_the_message_timeout_and_opened_again() {
 fn the_knee_of_a_server_streaming_method_is_in_streams_held_and_names_the_timeouts() {
     // 8 threads: 8 streams are fed, a ninth waits silent for a thread, its waits time out.
     let server = ticker_with(50, 0, "OK", 8);
-    let out = util::temp_path("ticker-knee");
     let addr = format!("127.0.0.1:{}", server.port);
     let proto = ticker_proto();
-    let (o, _) = util::output_within(
-        Command::new(util::loadlab_bin()).args([
-            "knee",
-            &addr,
-            "--proto",
-            &proto,
-            "--call",
-            "ticker.Ticker/Subscribe",
-            "--model",
-            "closed",
-            "--max",
-            "32",
-            "--timeout",
-            "1s",
-            "--slo",
-            "p99<500ms",
-            "--step",
-            "2s",
-            "--out",
-            out.to_str().unwrap(),
-        ]),
-        util::lab::LAB_BOUND,
-    );
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let (stdout, out) = util::lab::knee_search(&[
+        &addr,
+        "--proto",
+        &proto,
+        "--call",
+        "ticker.Ticker/Subscribe",
+        "--model",
+        "closed",
+        "--max",
+        "32",
+        "--timeout",
+        "1s",
+        "--slo",
+        "p99<500ms",
+        "--step",
+        "2s",
+    ]);
     let (k, low, high) = util::lab::first_knee(&out);
     // Every stream the pool holds is fed; at twice the pool, 8 starved streams time out
     // once a second each, 16 of about 336 waits in a 2 s step: resolved. Between, a

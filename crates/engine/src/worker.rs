@@ -719,6 +719,8 @@ async fn duplex_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
     let mut deadline = std::pin::pin!(tokio::time::sleep_until(
         ctx.io.clock.instant(ctx.window.end_ns).into()
     ));
+    // The oldest message's deadline the timer is set to (moved only when that changes).
+    let mut armed = None;
     /// What woke the loop.
     enum Woke {
         Reply(crate::transport::http2::link::DuplexEvent),
@@ -750,7 +752,7 @@ async fn duplex_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
             )
             .await;
             let failure = match sent {
-                Ok(Ok(_stalled)) => None,
+                Ok(Ok(())) => None,
                 Ok(Err(class)) => Some(class),
                 Err(_) if connecting.get() => Some(ErrorClass::ConnectTimeout),
                 Err(_) => Some(ErrorClass::RequestTimeout),
@@ -766,10 +768,11 @@ async fn duplex_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
             break;
         }
         let oldest = stream.oldest_waiting();
-        if let Some(t) = oldest {
+        if let Some(t) = oldest.filter(|&t| armed != Some(t)) {
             deadline
                 .as_mut()
                 .reset(ctx.io.clock.instant(t + ctx.timeout_ns).into());
+            armed = Some(t);
         }
         let reply = stream.next_duplex();
         let woke = tokio::select! {
@@ -792,12 +795,7 @@ async fn duplex_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
             Woke::Arrival => {}
         }
     }
-    ctx.io.recorder.borrow_mut().held_at_end(ctx.io.held.get());
-    link.finish().await;
-    ctx.live.set(ctx.live.get() - 1);
-    if ctx.live.get() == 0 {
-        ctx.finished.notify_one();
-    }
+    loop_ended(&ctx, &mut link).await;
 }
 
 /// The request loop of one connection (HTTP/1.1; with keep-alive off, one concurrency
@@ -835,9 +833,14 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
         }
         batch.clear();
     }
-    // The first loop to end with the run counts the held connections (WebSocket, event
-    // streams) open and answering then: those the run held to its end, before the closes
-    // at the end free the server for late ones.
+    loop_ended(&ctx, &mut link).await;
+}
+
+/// A request loop's end: the first to end with the run counts the held connections
+/// (WebSocket, event streams, gRPC streams) open and answering then (those the run held to
+/// its end, before the closes at the end free the server for late ones); then its link says
+/// goodbye, and the last loop tells the worker.
+async fn loop_ended(ctx: &Ctx, link: &mut Link) {
     ctx.io.recorder.borrow_mut().held_at_end(ctx.io.held.get());
     link.finish().await;
     ctx.live.set(ctx.live.get() - 1);

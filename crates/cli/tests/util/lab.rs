@@ -137,6 +137,23 @@ pub fn steps(bundle: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// `loadlab knee ARGS --out BUNDLE` within [`LAB_BOUND`]; must succeed. Returns its
+/// standard output and the bundle (read with [`first_knee`]).
+pub fn knee_search(args: &[&str]) -> (String, PathBuf) {
+    let out = temp_path("knee-search");
+    let (o, _) = output_within(
+        Command::new(loadlab_bin())
+            .arg("knee")
+            .args(args)
+            .arg("--out")
+            .arg(&out),
+        LAB_BOUND,
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    (stdout, out)
+}
+
 /// The first knee of the first configuration of the bundle at `out` (a `loadlab knee`
 /// run's), and its range: the highest load sustained and the first one not.
 pub fn first_knee(out: &Path) -> (Value, f64, f64) {

@@ -57,7 +57,7 @@ struct Waiting {
     resends: u32,
 }
 
-/// What a bidirectional stream did next ([`Http2Link::duplex_event`]).
+/// What a bidirectional stream did next ([`Http2Link::next_duplex`]).
 pub(crate) type DuplexEvent = Result<Next, StreamFailure>;
 
 /// A server stream a slot holds: each exchange takes its next message.
@@ -240,14 +240,15 @@ impl Http2Link {
     }
 
     /// A bidirectional call: sends message `p` on the held stream (opening it first if none
-    /// is held); its reply is the one [`Http2Link::take_duplex`] matches to it. `Ok(true)`
-    /// if flow control held it back (the server has not granted the window for it yet).
+    /// is held); its reply is the one [`Http2Link::take_duplex`] matches to it. A message
+    /// the server's window holds back goes as the window opens (its wait is measured; it
+    /// is not counted as a stall yet).
     pub(crate) async fn send_message(
         &mut self,
         io: &Io,
         p: Planned,
         connecting: &Cell<bool>,
-    ) -> Result<bool, ErrorClass> {
+    ) -> Result<(), ErrorClass> {
         self.send_again(io, p, 0, connecting).await
     }
 
@@ -258,26 +259,27 @@ impl Http2Link {
         p: Planned,
         resends: u32,
         connecting: &Cell<bool>,
-    ) -> Result<bool, ErrorClass> {
+    ) -> Result<(), ErrorClass> {
         let H2Source::Fixed(template) = &self.source else {
             unreachable!("a bidirectional call sends a fixed request");
         };
         let template = template.clone();
+        let empty = Bytes::new();
+        let body = template.body().unwrap_or(&empty);
         for _ in 0..2 {
             if self.held.is_none() {
                 self.hold(io, &template, connecting).await?;
             }
             let h = self.held.as_ref().expect("held above");
-            let body = template.body().cloned().unwrap_or_default();
-            match h.client.send(h.id, &body) {
-                Ok(stalled) => {
+            match h.client.send(h.id, body) {
+                Ok(_held_back) => {
                     self.waiting.push_back(Waiting {
                         p,
                         sent: io.clock.now(),
                         expired: false,
                         resends,
                     });
-                    return Ok(stalled);
+                    return Ok(());
                 }
                 // The stream ended: take its end (what the messages waiting on it get),
                 // then send this one on a new stream.
@@ -286,19 +288,12 @@ impl Http2Link {
                     let (client, id) = (h.client.clone(), h.id);
                     let waker = std::task::Waker::noop();
                     let cx = std::task::Context::from_waker(waker);
-                    loop {
-                        match client.poll_message(id, &cx) {
-                            std::task::Poll::Ready(event) => {
-                                let ended = !matches!(event, Ok(Next::Message));
-                                Box::pin(self.take_duplex(io, event, connecting)).await;
-                                if ended {
-                                    break;
-                                }
-                            }
-                            std::task::Poll::Pending => {
-                                self.held = None;
-                                break;
-                            }
+                    // The messages it sent before its end, then the end itself.
+                    while let std::task::Poll::Ready(event) = client.poll_message(id, &cx) {
+                        let ended = !matches!(event, Ok(Next::Message));
+                        Box::pin(self.take_duplex(io, event, connecting)).await;
+                        if ended {
+                            break;
                         }
                     }
                     self.held = None;
@@ -320,8 +315,8 @@ impl Http2Link {
         }
     }
 
-    /// Whether messages sent wait for their reply (expired ones included: their replies
-    /// may still come).
+    /// Whether a message sent still waits, in time, for its reply (an expired one's reply
+    /// is only passed over if it comes).
     pub(crate) fn awaiting(&self) -> bool {
         self.waiting.iter().any(|w| !w.expired)
     }
@@ -350,8 +345,7 @@ impl Http2Link {
             w.expired = true;
             expire(w.p);
         }
-        // Expired messages at the front with nothing before them wait for nothing more
-        // than their reply; once the stream is gone there is none to wait for.
+        // With no stream held no reply can come: the expired ones have nothing to skip.
         if self.held.is_none() {
             self.waiting.retain(|w| !w.expired);
         }
