@@ -109,6 +109,7 @@ EXPECTED = {
     "crates/cli/sse": 50,
     "crates/cli/grpc_stream": 45,
     "crates/cli/grpc_bidi": 60,
+    "crates/cli/grpc_client_stream": 45,
     "job: .ci/plans runtimes": 70,
     "job: .ci/plans tune": 64,
 }

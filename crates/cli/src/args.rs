@@ -842,9 +842,15 @@ pub struct KneeArgs {
     /// gRPC: directories searched for the proto's imports (repeatable).
     #[arg(short = 'I', long = "import-path", help_heading = "gRPC")]
     pub import_paths: Vec<PathBuf>,
-    /// gRPC: the unary method, package.Service/Method.
+    /// gRPC: the method, package.Service/Method (unary, server, client or bidirectional
+    /// streaming).
     #[arg(long, requires = "proto", help_heading = "gRPC")]
     pub call: Option<String>,
+    /// gRPC, a client-streaming method: the messages each call sends before it ends its
+    /// side (10 by default; ghz's `--stream-call-count` is the same flag).
+    #[arg(long, alias = "stream-call-count", value_name = "N", requires = "call",
+          value_parser = clap::value_parser!(u32).range(1..), help_heading = "gRPC")]
+    pub messages_per_call: Option<u32>,
     /// gRPC: the request message as JSON (templates inside its strings).
     #[arg(
         short = 'D',
@@ -1375,9 +1381,16 @@ pub struct GrpcArgs {
         help_heading = "Call"
     )]
     pub import_paths: Vec<PathBuf>,
-    /// The method, unary or server-streaming: package.Service/Method.
+    /// The method: package.Service/Method, of any kind (unary, server streaming, client
+    /// streaming, bidirectional).
     #[arg(long, help_heading = "Call")]
     pub call: String,
+    /// A client-streaming method: the messages each call sends before it ends its side (10
+    /// by default); its one reply answers them all, timed from the last one's intended send.
+    /// ghz's `--stream-call-count` is the same flag.
+    #[arg(long, alias = "stream-call-count", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..), help_heading = "Call")]
+    pub messages_per_call: Option<u32>,
     /// The request message as JSON (proto3 JSON mapping); its strings may hold templates
     /// (numbers as strings: `"id": "${seq}"`). ghz's `-D FILE` works too: a value that is
     /// not JSON and names a file is read from that file.
@@ -1560,7 +1573,7 @@ impl GrpcArgs {
             }
             None => self.message.clone(),
         };
-        let call = GrpcCall::resolve(
+        let mut call = GrpcCall::resolve(
             &self.proto,
             &self.import_paths,
             &self.call,
@@ -1568,6 +1581,16 @@ impl GrpcArgs {
             &self.metadata,
         )
         .map_err(|(_, e)| e)?;
+        if let Some(n) = self.messages_per_call {
+            if !call.client_streaming {
+                return Err(crate::BadInput(format!(
+                    "--messages-per-call {n}: `{}` is not a client-streaming method (`rpc M(stream A) returns (B)`); its calls send one message (bidirectional: the run's rate)",
+                    self.call
+                ))
+                .into());
+            }
+            call.messages_per_call = n;
+        }
         let url = grpc_url(&self.addr)?;
         let transport = TransportFlags {
             grpc: Some(call),

@@ -104,6 +104,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         proto: a.proto.as_deref().map(absolute),
         import_paths: a.import_paths.iter().map(|p| absolute(p)).collect(),
         call: a.call.clone(),
+        messages_per_call: a.messages_per_call,
         message,
         metadata: a.metadata.clone(),
         insecure: a.tls.insecure,

@@ -425,9 +425,9 @@ pub(crate) const HABITS: &[Habit] = &[
     Habit { peers: &[Ghz], flags: &["--async"], meaning: "calls on schedule", here: "use `--rate` (open loop)", fit: Absent },
     Habit {
         peers: &[Ghz],
-        flags: &["--stream-call-duration", "--stream-call-count", "--stream-interval"],
+        flags: &["--stream-call-duration", "--stream-interval"],
         meaning: "streaming call option",
-        here: "none: unary methods only",
+        here: "none: streams are held for the run, their messages sent at the run's rate (`--rate`)",
         fit: Absent,
     },
     Habit {

@@ -339,30 +339,3 @@ fn the_message_rate_knee_of_a_known_capacity_is_found_within_ten_percent_and_nam
     assert_eq!(f["bottleneck"], "concurrency_bound", "{k}");
     assert!(stdout.contains("msg/s"), "{stdout}");
 }
-
-#[test]
-fn a_client_streaming_method_is_refused_by_name() {
-    let dir = util::temp_path("client-streaming");
-    std::fs::create_dir_all(&dir).unwrap();
-    let proto = dir.join("up.proto");
-    std::fs::write(
-        &proto,
-        "syntax = \"proto3\";\npackage up;\nmessage A {}\nservice U {\n  rpc Put(stream A) returns (A);\n}\n",
-    )
-    .unwrap();
-    let r = grpc(&[
-        "127.0.0.1:9",
-        "--proto",
-        proto.to_str().unwrap(),
-        "--call",
-        "up.U/Put",
-        "-d",
-        "1s",
-    ]);
-    assert_eq!(r.code(), Some(2), "{}\n{}", r.stdout, r.stderr);
-    assert!(
-        r.stderr.contains("up.U/Put` is client-streaming"),
-        "{}",
-        r.stderr
-    );
-}

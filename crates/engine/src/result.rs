@@ -83,6 +83,9 @@ pub struct RunShape {
     /// WebSocket: the JSON pointer to each reply's send time (`--sent-at`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_at: Option<String>,
+    /// gRPC client streaming: the messages of each call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_per_call: Option<u32>,
 }
 
 /// What a run's requests were, when they varied.
@@ -147,6 +150,11 @@ impl RunShape {
                 .as_deref()
                 .map(|t| Box::new(TrafficShape::of(t))),
             sent_at: cfg.transport.sent_at().map(str::to_string),
+            messages_per_call: cfg
+                .transport
+                .grpc()
+                .filter(|c| c.client_streaming)
+                .map(|c| c.messages_per_call.max(1)),
         }
     }
 }
@@ -473,6 +481,10 @@ pub struct RunResult {
     /// ended, of `connections` held (a gate's `connections>=N`). Absent for other protocols.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections_held: Option<u64>,
+    /// gRPC client streaming: the messages each call sent before its side ended (the run's
+    /// last calls may carry fewer). Absent for other protocols.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_per_call: Option<u32>,
     /// Connections opened over the whole run, warm-up included.
     pub connections_opened: u64,
     /// Requests the server never processed (written behind a `Connection: close` response

@@ -236,7 +236,11 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
                 share(cfg.max_connections, index, threads).max(1),
                 0,
             ),
-            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi => {
+            Protocol::Http2
+            | Protocol::Grpc
+            | Protocol::GrpcServerStream
+            | Protocol::GrpcBidi
+            | Protocol::GrpcClientStream => {
                 let conns = share(cfg.connections, index, threads);
                 let streams = share(cfg.concurrency, index, threads);
                 match cfg.model {
@@ -510,11 +514,11 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
             .iter()
             .map(|(code, n)| (code.to_string(), *n))
             .collect(),
-        connections_held: matches!(
-            shape.protocol,
-            Protocol::Ws | Protocol::Sse | Protocol::GrpcServerStream | Protocol::GrpcBidi
-        )
-        .then_some(m.held_at_end),
+        messages_per_call: shape.messages_per_call,
+        // A client-streaming call's stream lasts one call: none is held to the end.
+        connections_held: (matches!(shape.protocol, Protocol::Ws | Protocol::Sse)
+            || (shape.protocol.grpc_stream() && shape.protocol != Protocol::GrpcClientStream))
+            .then_some(m.held_at_end),
         server_delay: shape
             .sent_at
             .as_ref()

@@ -386,6 +386,12 @@ pub fn render(r: &RunResult) -> String {
             r.achieved_rps,
             units.rate
         );
+        if let Some(k) = r.messages_per_call {
+            let _ = writeln!(
+                out,
+                "  calls           {k} messages each (the run's last may carry fewer), answered by the call's one reply, timed from its last message's intended send"
+            );
+        }
         if let (Some(_), Some(t)) = (r.offered_rps, &r.latency_trend) {
             if t.resolved {
                 let _ = writeln!(
@@ -461,12 +467,7 @@ pub fn render(r: &RunResult) -> String {
             } else {
                 r.connections
             },
-            if matches!(
-                r.protocol,
-                crate::config::Protocol::Sse
-                    | crate::config::Protocol::GrpcServerStream
-                    | crate::config::Protocol::GrpcBidi
-            ) {
+            if r.protocol == crate::config::Protocol::Sse || r.protocol.grpc_stream() {
                 "streams"
             } else {
                 "connections"

@@ -100,8 +100,13 @@ struct Ctx {
     /// Held connections ([`crate::config::Transport::held`]): each request loop's own
     /// arrivals, every `connections / rate` apart; empty otherwise.
     held: Vec<HeldLoop>,
-    /// Held connections: arrivals released so far (the next goes to loop `released % n`).
+    /// Held connections: arrivals released so far (the next goes to loop
+    /// `released / turn % n`).
     released: Cell<usize>,
+    /// Held connections: the arrivals each loop takes in a row (a client-streaming call's
+    /// messages, so that a call's messages are consecutive arrivals and it lasts about
+    /// `messages / rate`, not `messages × streams / rate`; 1 otherwise).
+    turn: usize,
     dispatch_done: Cell<bool>,
     /// Live connection tasks, and the pool ceiling.
     live: Cell<usize>,
@@ -157,6 +162,12 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     } else {
         Vec::new()
     };
+    let turn = plan
+        .cfg
+        .transport
+        .grpc()
+        .filter(|c| c.client_streaming)
+        .map_or(1, |c| c.messages_per_call.max(1) as usize);
     let ctx = Rc::new(Ctx {
         spawned: Cell::new(0),
         timeout_ns: plan.cfg.timeout.as_nanos() as u64,
@@ -178,6 +189,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         idle: crate::idle::IdleLoops::default(),
         held,
         released: Cell::new(0),
+        turn,
         dispatch_done: Cell::new(false),
         live: Cell::new(0),
         max_live: plan.max_tasks.max(plan.tasks).max(1),
@@ -415,11 +427,12 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
         }
         ctx.io.recorder.borrow_mut().lag(intended, now);
         if !ctx.held.is_empty() {
-            // Held connections: each arrival to the next loop in turn, which sends it
-            // when its previous exchange is done (late, then, and charged from now).
+            // Held connections: each arrival to the next loop in turn (a client-streaming
+            // call's messages to one loop), which sends it when its previous exchange is
+            // done (late, then, and charged from now).
             let n = ctx.released.get();
             ctx.released.set(n + 1);
-            let held = &ctx.held[n % ctx.held.len()];
+            let held = &ctx.held[n / ctx.turn % ctx.held.len()];
             held.queue.borrow_mut().push_back(intended);
             held.idle.wake_one();
             continue;
@@ -657,9 +670,40 @@ impl Ctx {
             for &t in &batch[done.get()..] {
                 self.record_failure(t, now, class);
             }
+            // The messages sent earlier on a client-streaming call it cut off fail with it.
+            if let Some(stream) = link.duplex() {
+                for p in stream.take_cut(batch[0]) {
+                    self.record_failure(p, now, class);
+                }
+            }
             return false;
         }
         true
+    }
+
+    /// The end of a closed loop's client-streaming calls: the call being sent ends with
+    /// the messages it has, and every call ended waits for its reply, each within its
+    /// deadline (the open loop's duplex loop does the same itself).
+    async fn end_calls(&self, link: &mut Link) {
+        let Some(stream) = link.duplex() else {
+            return;
+        };
+        stream.end_call();
+        while let Some(last) = stream.oldest_waiting() {
+            let due = self.io.clock.instant(last + self.timeout_ns);
+            match tokio::time::timeout_at(due.into(), stream.next_duplex()).await {
+                Ok(event) => {
+                    let connecting = Cell::new(false);
+                    stream.take_duplex(&self.io, event, &connecting).await;
+                }
+                Err(_) => {
+                    let now = self.io.clock.now();
+                    stream.expire_waiting(now, self.timeout_ns, |p| {
+                        self.record_failure(p, now, ErrorClass::RequestTimeout)
+                    });
+                }
+            }
+        }
     }
 
     /// Records a request that got no reply. A gRPC client reports a passed deadline as
@@ -711,7 +755,9 @@ async fn session_task(ctx: Rc<Ctx>, mut conn: crate::session::SessionConn) {
 /// rate offered, not one message per round trip), and each message the server sends is
 /// the reply to the oldest one waiting, timed from that one's intended send. A message
 /// whose deadline passes is counted as timed out where it stands (its reply, if it comes,
-/// is passed over, so that the replies after it still go to their own messages).
+/// is passed over, so that the replies after it still go to their own messages). A
+/// client-streaming call's loop is the same, its messages sent as they arrive on the call
+/// being sent; a call whose last message is sent waits for its reply beside the next one.
 async fn duplex_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
     let held = &ctx.held[slot];
     let me = Rc::new(crate::idle::Idler::default());
@@ -764,6 +810,10 @@ async fn duplex_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
             }
         }
         let done = ctx.dispatch_done.get();
+        if done {
+            // A client-streaming call being sent ends with the run's arrivals.
+            stream.end_call();
+        }
         if done && !stream.awaiting() {
             break;
         }
@@ -833,6 +883,7 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
         }
         batch.clear();
     }
+    ctx.end_calls(&mut link).await;
     loop_ended(&ctx, &mut link).await;
 }
 

@@ -99,6 +99,7 @@ fn main() {
         warmup_s: 0.0,
         traffic: None,
         sent_at: None,
+        messages_per_call: None,
     };
     // What travels: each agent's measurement as JSON.
     let messages: Vec<String> = (0..agents)

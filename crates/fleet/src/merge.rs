@@ -237,6 +237,7 @@ mod tests {
             warmup_s: 0.0,
             traffic: None,
             sent_at: None,
+            messages_per_call: None,
         }
     }
 

@@ -1,4 +1,5 @@
-//! A unary, server-streaming or bidirectional gRPC method resolved from a `.proto` file at run time.
+//! A gRPC method of any kind (unary, server-streaming, client-streaming or bidirectional)
+//! resolved from a `.proto` file at run time.
 
 use std::path::{Path, PathBuf};
 
@@ -30,21 +31,23 @@ pub struct UnaryCall {
     /// Both sides stream (`rpc M(stream A) returns (stream B)`): the request message is
     /// sent again and again on one stream, each reply matched to a message.
     bidirectional: bool,
+    /// The client streams and the server answers once (`rpc M(stream A) returns (B)`):
+    /// the request message is sent several times on a stream, which the reply ends.
+    client_streaming: bool,
 }
 
 impl UnaryCall {
     /// Compiles `proto` (with `include_dirs` for imports) using `protox` (pure Rust, no
     /// `protoc`), finds `call` = `"package.Service/Method"` (also accepted:
-    /// `"package.Service.Method"` and a leading `/`), checks it is not client-streaming
-    /// (unary, server-streaming and bidirectional methods are), and parses `data`
+    /// `"package.Service.Method"` and a leading `/`), notes its kind (unary,
+    /// server-streaming, client-streaming or bidirectional), and parses `data`
     /// (JSON, in the proto3 JSON mapping) into the request message type.
     ///
     /// The directory of `proto` is searched for imports after `include_dirs` (as ghz does).
     ///
     /// Errors name what is wrong: the proto file and line of a syntax error, an unknown
     /// service (listing the services found), an unknown method (listing the service's
-    /// methods), a client-streaming method, JSON that does not fit the message (the field and the
-    /// expected type).
+    /// methods), JSON that does not fit the message (the field and the expected type).
     ///
     /// When `data` holds `${...}` templates ([`loadlab_template::Template::has_expressions`]
     /// on its text), every JSON string is template text: the request message's template is
@@ -83,13 +86,6 @@ impl UnaryCall {
             });
         };
         let path = format!("/{}/{}", service.full_name(), method.name());
-        if method.is_client_streaming() && !method.is_server_streaming() {
-            return Err(GrpcError::Streaming {
-                method: path[1..].to_owned(),
-                kind: "client-streaming",
-            });
-        }
-
         let (request, template) = if loadlab_template::Template::has_expressions(data) {
             templated::resolve(&method.input(), data)?
         } else {
@@ -103,7 +99,8 @@ impl UnaryCall {
             request_frame,
             template,
             server_streaming: method.is_server_streaming(),
-            bidirectional: method.is_client_streaming(),
+            bidirectional: method.is_client_streaming() && method.is_server_streaming(),
+            client_streaming: method.is_client_streaming() && !method.is_server_streaming(),
         })
     }
 
@@ -117,6 +114,13 @@ impl UnaryCall {
     /// open, and each message the server sends answers one of them, in order.
     pub fn bidirectional(&self) -> bool {
         self.bidirectional
+    }
+
+    /// Whether the client streams and the server answers once (a client-streaming
+    /// method): the request message goes several times on a stream, then the request side
+    /// ends and the server's one reply answers the call.
+    pub fn client_streaming(&self) -> bool {
+        self.client_streaming
     }
 
     /// The HTTP/2 `:path`, e.g. `"/helloworld.Greeter/SayHello"`.

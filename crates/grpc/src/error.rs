@@ -50,15 +50,6 @@ pub enum GrpcError {
         /// The methods the service does have.
         available: Vec<String>,
     },
-    /// The method streams requests and answers once (client-streaming); unary,
-    /// server-streaming and bidirectional methods are supported so far.
-    #[error("method `{method}` is {kind}; client-streaming methods are not supported yet, only unary, server-streaming and bidirectional ones")]
-    Streaming {
-        /// The method, as `package.Service/Method`.
-        method: String,
-        /// `client-streaming`.
-        kind: &'static str,
-    },
     /// The request data is not valid JSON.
     #[error("request data is not valid JSON: {message}")]
     DataSyntax {

@@ -36,6 +36,24 @@ pub struct GrpcCall {
     /// (false) in what older agents read and write.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bidirectional: bool,
+    /// A client-streaming method: the request message goes
+    /// [`GrpcCall::messages_per_call`] times on a stream, then the request side ends and
+    /// the server's one reply answers the call. Absent (false) in what older agents read
+    /// and write.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_streaming: bool,
+    /// A client-streaming call's messages (0 when the method is not client-streaming).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub messages_per_call: u32,
+}
+
+/// Messages a client-streaming call sends before it ends its side, unless told otherwise.
+pub const DEFAULT_MESSAGES_PER_CALL: u32 = 10;
+
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Which input of [`GrpcCall::resolve`] a [`crate::GrpcError`] is about.
@@ -50,7 +68,7 @@ pub enum CallInput {
 #[cfg(feature = "resolve")]
 impl GrpcCall {
     /// Compiles `proto` (imports searched in `include_dirs`, then the proto's directory),
-    /// finds the unary or server-streaming method `call`, encodes `data` (proto3 JSON) and validates
+    /// finds the method `call` (of any kind), encodes `data` (proto3 JSON) and validates
     /// `metadata` (`key: value` entries or JSON objects). The error says which input was
     /// at fault, so the caller can name its flag or plan field.
     ///
@@ -75,6 +93,12 @@ impl GrpcCall {
             metadata,
             server_streaming: resolved.server_streaming(),
             bidirectional: resolved.bidirectional(),
+            client_streaming: resolved.client_streaming(),
+            messages_per_call: if resolved.client_streaming() {
+                DEFAULT_MESSAGES_PER_CALL
+            } else {
+                0
+            },
         })
     }
 }
@@ -111,6 +135,8 @@ mod tests {
             template: None,
             server_streaming: false,
             bidirectional: false,
+            client_streaming: false,
+            messages_per_call: 0,
         };
         let json = serde_json::to_value(&call).unwrap();
         assert_eq!(json["frame"], "AAAAAAIKAA==");
@@ -118,6 +144,8 @@ mod tests {
         assert!(json.get("template").is_none(), "{json}");
         assert!(json.get("server_streaming").is_none(), "{json}");
         assert!(json.get("bidirectional").is_none(), "{json}");
+        assert!(json.get("client_streaming").is_none(), "{json}");
+        assert!(json.get("messages_per_call").is_none(), "{json}");
         assert_eq!(serde_json::from_value::<GrpcCall>(json).unwrap(), call);
     }
 }

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 use crate::proto::helloworld::greeter_server::{Greeter, GreeterServer};
 use crate::proto::helloworld::{HelloReply, HelloRequest};
 use crate::proto::ticker::ticker_server::{Ticker, TickerServer};
-use crate::proto::ticker::{Note, SubscribeRequest, Tick};
+use crate::proto::ticker::{Note, Receipt, SubscribeRequest, Tick};
 
 /// Answers one `SayHello` call: `Hello <name>!`.
 pub fn reply(request: &HelloRequest) -> HelloReply {
@@ -41,8 +41,8 @@ impl Greeter for GreeterService {
 }
 
 /// The tonic implementation of `ticker.Ticker/Chat` as an echo: each note answered by
-/// itself, in order, the call ending when the client's side does (`Subscribe` is not
-/// served).
+/// itself, in order, the call ending when the client's side does; `Upload` counts the
+/// notes and answers once the client's side ends (`Subscribe` is not served).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ChatService;
 
@@ -74,6 +74,19 @@ impl Ticker for ChatService {
         request: Request<tonic::Streaming<Note>>,
     ) -> Result<Response<Self::ChatStream>, Status> {
         Ok(Response::new(Box::pin(request.into_inner())))
+    }
+
+    async fn upload(
+        &self,
+        request: Request<tonic::Streaming<Note>>,
+    ) -> Result<Response<Receipt>, Status> {
+        let mut inbound = request.into_inner();
+        let mut receipt = Receipt::default();
+        while let Some(note) = inbound.message().await? {
+            receipt.notes += 1;
+            receipt.last_seq = note.seq;
+        }
+        Ok(Response::new(receipt))
     }
 }
 

@@ -32,11 +32,12 @@ struct Args {
     /// The gap between two ticks of each ticker.Ticker/Subscribe stream (e.g. 100ms, 1s).
     #[arg(long, default_value = "100ms", value_parser = parse_gap)]
     tick_every: Duration,
-    /// How long each note of a ticker.Ticker/Chat stream takes to answer (e.g. 5ms).
+    /// How long each note of a ticker.Ticker/Chat stream takes to answer, and each note of
+    /// a ticker.Ticker/Upload stream to take in (e.g. 5ms).
     #[arg(long, default_value = "0ms", value_parser = humantime::parse_duration)]
     chat_delay: Duration,
-    /// Workers every Chat stream's notes share, each held for a note's delay (default: no
-    /// limit): a capacity of pool ÷ delay notes a second.
+    /// Workers every Chat and Upload stream's notes share, each held for a note's delay
+    /// (default: no limit): a capacity of pool ÷ delay notes a second.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     chat_pool: Option<u32>,
 }

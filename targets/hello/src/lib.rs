@@ -45,7 +45,8 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// The gap between two ticks of a `Ticker.Subscribe` stream.
     pub tick_every: Duration,
-    /// How long each `Ticker.Chat` note takes to answer.
+    /// How long each `Ticker.Chat` note takes to answer (and each `Ticker.Upload` note to
+    /// take in).
     pub chat_delay: Duration,
     /// The workers every `Ticker.Chat` stream's notes share, each held for a note's delay
     /// (`None`: no limit): the method's capacity is `chat_pool / chat_delay` notes a second.
@@ -83,6 +84,10 @@ pub struct Counters {
     /// Notes received on them, and answers sent.
     notes_in: AtomicU64,
     notes_out: AtomicU64,
+    /// `Ticker.Upload` calls received, notes received on them, and receipts sent.
+    upload_calls: AtomicU64,
+    upload_notes: AtomicU64,
+    receipts: AtomicU64,
 }
 
 /// A copy of [`Counters`] at one moment.
@@ -104,6 +109,12 @@ pub struct CountersSnapshot {
     pub notes_in: u64,
     /// Answers sent on them since start (handed to the transport).
     pub notes_out: u64,
+    /// `Ticker.Upload` calls received since start.
+    pub upload_calls: u64,
+    /// Notes received on them since start.
+    pub upload_notes: u64,
+    /// Receipts sent for them since start (handed to tonic).
+    pub receipts: u64,
 }
 
 impl Counters {
@@ -118,6 +129,9 @@ impl Counters {
             chat_calls: self.chat_calls.load(Relaxed),
             notes_in: self.notes_in.load(Relaxed),
             notes_out: self.notes_out.load(Relaxed),
+            upload_calls: self.upload_calls.load(Relaxed),
+            upload_notes: self.upload_notes.load(Relaxed),
+            receipts: self.receipts.load(Relaxed),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `hello.HelloService`: answers `Say` after a delay drawn from the latency model; and
 //! `ticker.Ticker`: `Subscribe` streams a tick every `tick_every`, until the client goes;
 //! `Chat` answers each note after `chat_delay`, holding one of `chat_pool` workers while
-//! it does (a known capacity: pool ÷ delay notes a second).
+//! it does (a known capacity: pool ÷ delay notes a second); `Upload` takes each note in the
+//! same way and answers the call with a receipt once the client's side ends.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use loadlab_target_common::proto::hello::hello_service_server::HelloService;
 use loadlab_target_common::proto::hello::{HelloRequest, HelloResponse};
 use loadlab_target_common::proto::ticker::ticker_server::Ticker;
-use loadlab_target_common::proto::ticker::{Note, SubscribeRequest, Tick};
+use loadlab_target_common::proto::ticker::{Note, Receipt, SubscribeRequest, Tick};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -128,5 +129,34 @@ impl Ticker for Ticks {
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
+    }
+
+    /// Takes each note in after `chat_delay` with a worker of the pool held (as `Chat`
+    /// answers one), then answers the call once the client's side ends: the notes counted
+    /// and the last one's `seq`, stamped with the time it was sent.
+    async fn upload(&self, request: Request<Streaming<Note>>) -> Result<Response<Receipt>, Status> {
+        self.counters.upload_calls.fetch_add(1, Relaxed);
+        let mut inbound = request.into_inner();
+        let mut receipt = Receipt::default();
+        while let Some(note) = inbound.message().await? {
+            self.counters.upload_notes.fetch_add(1, Relaxed);
+            let permit = match &self.chat_pool {
+                Some(pool) => Some(
+                    pool.acquire()
+                        .await
+                        .map_err(|_| Status::unavailable("shutting down"))?,
+                ),
+                None => None,
+            };
+            if !self.chat_delay.is_zero() {
+                tokio::time::sleep(self.chat_delay).await;
+            }
+            drop(permit);
+            receipt.notes += 1;
+            receipt.last_seq = note.seq;
+        }
+        receipt.sent_at_us = now_us();
+        self.counters.receipts.fetch_add(1, Relaxed);
+        Ok(Response::new(receipt))
     }
 }

@@ -96,6 +96,11 @@ pub enum Protocol {
     /// the oldest one unanswered on its stream, timed from that one's intended send.
     #[serde(rename = "grpc_bidi_stream")]
     GrpcBidi,
+    /// gRPC client-streaming calls over HTTP/2: streams held open, the request message sent
+    /// on them (open loop: at the rate, each stream's turn in order; closed loop: one
+    /// after another), a call's side ended after its messages, and its one reply the
+    /// answer to each of them, timed from the last one's intended send.
+    GrpcClientStream,
     /// WebSocket (RFC 6455) messages: one in flight per connection, its reply the next
     /// data message the server sends.
     Ws,
@@ -112,7 +117,7 @@ impl std::str::FromStr for Protocol {
         // A server-streaming call is a `grpc` scenario whose method streams.
         Protocol::ALL
             .into_iter()
-            .filter(|p| !matches!(p, Protocol::GrpcServerStream | Protocol::GrpcBidi))
+            .filter(|p| !p.grpc_stream())
             .find(|p| p.name() == s)
             .ok_or_else(|| "\"http1\", \"http2\", \"grpc\", \"ws\" or \"sse\"".into())
     }
@@ -146,19 +151,20 @@ impl std::str::FromStr for Arrival {
 
 impl Protocol {
     /// Every protocol, in the order messages list them.
-    pub const ALL: [Protocol; 7] = [
+    pub const ALL: [Protocol; 8] = [
         Protocol::Http1,
         Protocol::Http2,
         Protocol::Grpc,
         Protocol::GrpcServerStream,
         Protocol::GrpcBidi,
+        Protocol::GrpcClientStream,
         Protocol::Ws,
         Protocol::Sse,
     ];
 
     /// The name results and plans use (`http1`, `http2`, `grpc`, `ws`, `sse`; a result's
-    /// `grpc_server_stream` and `grpc_bidi_stream`, which a plan writes as `grpc`: its
-    /// method says it streams).
+    /// `grpc_server_stream`, `grpc_bidi_stream` and `grpc_client_stream`, which a plan
+    /// writes as `grpc`: its method says it streams).
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Http1 => "http1",
@@ -166,6 +172,7 @@ impl Protocol {
             Protocol::Grpc => "grpc",
             Protocol::GrpcServerStream => "grpc_server_stream",
             Protocol::GrpcBidi => "grpc_bidi_stream",
+            Protocol::GrpcClientStream => "grpc_client_stream",
             Protocol::Ws => "ws",
             Protocol::Sse => "sse",
         }
@@ -179,6 +186,7 @@ impl Protocol {
             Protocol::Grpc => " (gRPC)",
             Protocol::GrpcServerStream => " (gRPC server streaming)",
             Protocol::GrpcBidi => " (gRPC bidirectional streaming)",
+            Protocol::GrpcClientStream => " (gRPC client streaming)",
             Protocol::Ws => " (WebSocket)",
             Protocol::Sse => " (server-sent events)",
         }
@@ -207,6 +215,13 @@ impl Protocol {
                 rate: "msg/s",
                 held: "open streams",
             },
+            // A message is answered by its call's one reply.
+            Protocol::GrpcClientStream => Units {
+                sent: "messages",
+                replies: "answered",
+                rate: "msg/s",
+                held: "open streams",
+            },
             Protocol::GrpcServerStream => Units {
                 sent: "messages",
                 replies: "messages",
@@ -226,9 +241,11 @@ impl Protocol {
     /// connections, rather than one exchange in flight on a connection of its own.
     pub fn multiplexed(self) -> bool {
         match self {
-            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi => {
-                true
-            }
+            Protocol::Http2
+            | Protocol::Grpc
+            | Protocol::GrpcServerStream
+            | Protocol::GrpcBidi
+            | Protocol::GrpcClientStream => true,
             Protocol::Http1 | Protocol::Ws | Protocol::Sse => false,
         }
     }
@@ -245,17 +262,34 @@ impl Protocol {
             | Protocol::Grpc
             | Protocol::GrpcServerStream
             | Protocol::GrpcBidi
+            | Protocol::GrpcClientStream
             | Protocol::Sse => false,
         }
+    }
+
+    /// True for gRPC calls of every kind.
+    pub fn grpc(self) -> bool {
+        self == Protocol::Grpc || self.grpc_stream()
+    }
+
+    /// True for the gRPC calls that hold a stream (server, client or bidirectional
+    /// streaming): a plan writes them as `grpc`, their method says which.
+    pub fn grpc_stream(self) -> bool {
+        matches!(
+            self,
+            Protocol::GrpcServerStream | Protocol::GrpcBidi | Protocol::GrpcClientStream
+        )
     }
 
     /// The protocol offered by ALPN in a TLS handshake: a WebSocket upgrades an HTTP/1.1
     /// connection (RFC 6455 §4.1).
     pub fn alpn(self) -> &'static [u8] {
         match self {
-            Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi => {
-                b"h2"
-            }
+            Protocol::Http2
+            | Protocol::Grpc
+            | Protocol::GrpcServerStream
+            | Protocol::GrpcBidi
+            | Protocol::GrpcClientStream => b"h2",
             Protocol::Http1 | Protocol::Ws | Protocol::Sse => b"http/1.1",
         }
     }

@@ -106,13 +106,18 @@ impl Workload {
                 }
                 self.http1_pool(true, 1, None, threads)?
             }
-            // Bidirectional: streams held, --concurrency of them, open or closed loop (64 by
-            // default in both: an open loop's 1,024 are for calls in flight, and held
-            // streams that each carried a message or two would measure opening streams).
-            Transport::Grpc { call, concurrency } if call.bidirectional => self.streams(
-                Some(concurrency.unwrap_or(self.connections.max(DEFAULT_STREAMS))),
-                threads,
-            )?,
+            // Bidirectional and client streaming: streams held, --concurrency of them, open
+            // or closed loop (64 by default in both: an open loop's 1,024 are for calls in
+            // flight, and held streams that each carried a message or two would measure
+            // opening streams).
+            Transport::Grpc { call, concurrency }
+                if call.bidirectional || call.client_streaming =>
+            {
+                self.streams(
+                    Some(concurrency.unwrap_or(self.connections.max(DEFAULT_STREAMS))),
+                    threads,
+                )?
+            }
             Transport::Grpc { call, concurrency } if call.server_streaming => {
                 if let LoadModel::Open { rate, .. } = self.load {
                     return Err(value_err(
@@ -144,10 +149,7 @@ impl Workload {
             };
             return Err(value_err(Field::Url, &self.url, allowed));
         }
-        let method = if matches!(
-            protocol,
-            Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi
-        ) {
+        let method = if protocol.grpc() {
             "POST".to_string()
         } else if matches!(protocol, Protocol::Ws | Protocol::Sse) {
             // The opening handshake is a GET (RFC 6455 §4.1); so is an event stream's.
@@ -227,19 +229,14 @@ impl Workload {
                 "one message per WebSocket run, its body a template if need be (${seq}, --data): a templated URL and request lists are HTTP only so far",
             ));
         }
-        if matches!(protocol, Protocol::GrpcServerStream | Protocol::GrpcBidi) && traffic.is_some()
-        {
+        if protocol.grpc_stream() && traffic.is_some() {
             return Err(value_err(
                 Field::Targets,
                 "a streaming gRPC method",
                 "one fixed request message per stream: templates and data files are for unary calls so far",
             ));
         }
-        if matches!(
-            protocol,
-            Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi
-        ) && !self.traffic.requests.is_empty()
-        {
+        if (protocol.grpc()) && !self.traffic.requests.is_empty() {
             return Err(value_err(
                 Field::Targets,
                 "gRPC",

@@ -178,6 +178,7 @@ impl Transport {
             Transport::Http1 { .. } => Protocol::Http1,
             Transport::Http2 { .. } => Protocol::Http2,
             Transport::Grpc { call, .. } if call.bidirectional => Protocol::GrpcBidi,
+            Transport::Grpc { call, .. } if call.client_streaming => Protocol::GrpcClientStream,
             Transport::Grpc { call, .. } if call.server_streaming => Protocol::GrpcServerStream,
             Transport::Grpc { .. } => Protocol::Grpc,
             Transport::WebSocket { .. } => Protocol::Ws,
@@ -243,13 +244,14 @@ impl Transport {
     }
 
     /// Whether each connection keeps a schedule of its own (WebSocket connection load: a
-    /// ping every interval on every connection held; a bidirectional gRPC stream, whose
-    /// messages go in turn on every stream held), rather than the arrivals going to
+    /// ping every interval on every connection held; a bidirectional or client-streaming
+    /// gRPC call, whose messages go in turn on every stream held), rather than the arrivals
+    /// going to
     /// whichever connection is free.
     pub fn held(&self) -> bool {
         match self {
             Transport::WebSocket { ping, .. } => *ping,
-            Transport::Grpc { call, .. } => call.bidirectional,
+            Transport::Grpc { call, .. } => call.bidirectional || call.client_streaming,
             _ => false,
         }
     }
@@ -884,6 +886,8 @@ mod tests {
                     // A streaming call's kind goes to the agents with the call.
                     server_streaming: true,
                     bidirectional: true,
+                    client_streaming: false,
+                    messages_per_call: 0,
                 },
                 concurrency: Some(32),
             },

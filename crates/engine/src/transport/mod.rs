@@ -69,18 +69,13 @@ impl Request {
                     .collect(),
                 traffic: t.clone(),
             })),
-            (
-                Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi,
-                None,
-            ) => Request::Http2(Arc::new(crate::transport::http2::Template::new(cfg)?)),
             (Protocol::Ws, _) => Request::Ws(Arc::new(
                 ws::WsMessage::new(cfg).map_err(|e| e.to_string())?,
             )),
             (Protocol::Sse, _) => Request::Sse(Arc::new(sse::SseRequest::new(cfg))),
-            (
-                Protocol::Http2 | Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi,
-                Some(t),
-            ) => Request::Http2Varying(Arc::new(Varying {
+            // Every other protocol is carried by HTTP/2.
+            (_, None) => Request::Http2(Arc::new(crate::transport::http2::Template::new(cfg)?)),
+            (_, Some(t)) => Request::Http2Varying(Arc::new(Varying {
                 kinds: t
                     .kinds
                     .iter()

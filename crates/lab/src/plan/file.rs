@@ -219,8 +219,12 @@ pub struct ScenarioFile {
     /// gRPC: directories searched for the proto's imports, relative to the plan's directory.
     #[serde(default)]
     pub import_paths: Vec<String>,
-    /// gRPC: the unary method, `package.Service/Method`.
+    /// gRPC: the method, `package.Service/Method` (of any kind: unary, server, client or
+    /// bidirectional streaming).
     pub call: Option<String>,
+    /// gRPC, a client-streaming method: the messages each call sends before its side ends
+    /// (10 by default).
+    pub messages_per_call: Option<u32>,
     /// gRPC: the request message as JSON (`${...}` templates inside its strings).
     pub message: Option<String>,
     /// A data file whose rows feed `${COLUMN}` templates (CSV with a header row, or JSON

@@ -960,6 +960,7 @@ fn scenario_protocol(
             ("message", s.message.is_some()),
             ("metadata", !s.metadata.is_empty()),
             ("import_paths", !s.import_paths.is_empty()),
+            ("messages_per_call", s.messages_per_call.is_some()),
         ];
         if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
             return Err(c.err(
@@ -983,7 +984,7 @@ fn scenario_protocol(
     };
     let includes: Vec<PathBuf> = s.import_paths.iter().map(|p| dir.join(p)).collect();
     let data = s.message.as_deref().unwrap_or("{}");
-    let resolved = GrpcCall::resolve(&dir.join(proto), &includes, call, data, &s.metadata)
+    let mut resolved = GrpcCall::resolve(&dir.join(proto), &includes, call, data, &s.metadata)
         .map_err(|(input, e)| match input {
             CallInput::Call => c.err(
                 field("call"),
@@ -996,10 +997,30 @@ fn scenario_protocol(
                 e.to_string(),
             ),
         })?;
+    if let Some(n) = s.messages_per_call {
+        if !resolved.client_streaming {
+            return Err(c.err(
+                field("messages_per_call"),
+                n.to_string(),
+                format!("only with a client-streaming method ({call} is not one)"),
+            ));
+        }
+        if n == 0 {
+            return Err(c.err(
+                field("messages_per_call"),
+                "0",
+                "at least 1: the messages each call sends before its side ends",
+            ));
+        }
+        resolved.messages_per_call = n;
+    }
     // The method says whether the server streams its answer: a step is then streams held.
-    // A bidirectional one is messages sent on streams held, at a rate or one at a time.
+    // A bidirectional one is messages sent on streams held, at a rate or one at a time; a
+    // client-streaming one too, its calls of messages_per_call messages each.
     let protocol = if resolved.bidirectional {
         Protocol::GrpcBidi
+    } else if resolved.client_streaming {
+        Protocol::GrpcClientStream
     } else if resolved.server_streaming {
         Protocol::GrpcServerStream
     } else {

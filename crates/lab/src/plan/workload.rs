@@ -45,16 +45,18 @@ impl Plan {
             (Model::Closed, None) => (LoadModel::Closed, l.connections, l.concurrency),
         };
         let transport = match (s.protocol, &s.grpc) {
-            (Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi, Some(call)) => {
-                Transport::Grpc {
-                    call: call.clone(),
-                    concurrency,
-                }
-            }
-            (Protocol::Http2, _)
-            | (Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi, None) => {
-                Transport::Http2 { concurrency }
-            }
+            (p, Some(call)) if p.grpc() => Transport::Grpc {
+                call: call.clone(),
+                concurrency,
+            },
+            (
+                Protocol::Http2
+                | Protocol::Grpc
+                | Protocol::GrpcServerStream
+                | Protocol::GrpcBidi
+                | Protocol::GrpcClientStream,
+                _,
+            ) => Transport::Http2 { concurrency },
             (Protocol::Ws, _) => Transport::WebSocket {
                 max_connections: match l.model {
                     Model::Open => l.max_connections,

@@ -147,6 +147,9 @@ struct Stream {
     duplex: bool,
     /// Duplex: messages queued behind `body` while flow control holds it back.
     queued: std::collections::VecDeque<Bytes>,
+    /// Duplex: the request side ends once the messages queued are sent
+    /// ([`Client::finish`]); with no body left, its `END_STREAM` has gone out.
+    finishing: bool,
 }
 
 /// What came next on a server stream ([`Client::poll_message`]).
@@ -419,7 +422,7 @@ impl Client {
         let Some(s) = i
             .streams
             .get_mut(&id)
-            .filter(|s| s.end.is_none() && !s.closed)
+            .filter(|s| s.end.is_none() && !s.closed && !s.finishing)
         else {
             return Err(StreamFailure::Failed(ErrorClass::StreamReset));
         };
@@ -432,6 +435,26 @@ impl Client {
         i.send_held();
         i.wake_driver();
         Ok(i.streams.get(&id).is_some_and(|s| s.body.is_some()))
+    }
+
+    /// Ends duplex stream `id`'s request side once the messages queued on it are sent (an
+    /// empty DATA with `END_STREAM` after them): a client-streaming call's messages are
+    /// all sent, the server's reply answers them. Nothing if the stream has ended.
+    pub(crate) fn finish(&self, id: u32) {
+        let mut guard = self.inner.borrow_mut();
+        let i = &mut *guard;
+        let Some(s) = i
+            .streams
+            .get_mut(&id)
+            .filter(|s| s.duplex && s.end.is_none() && !s.finishing)
+        else {
+            return;
+        };
+        s.finishing = true;
+        if s.body.is_none() {
+            frame_head(&mut i.out, 0, DATA, END_STREAM, id);
+            i.wake_driver();
+        }
     }
 
     /// [`Client::open`], or with `duplex` [`Client::open_duplex`].
@@ -503,6 +526,7 @@ impl Client {
                 taken_messages: 0,
                 duplex,
                 queued: std::collections::VecDeque::new(),
+                finishing: false,
             },
         );
         if body.is_some() {
@@ -666,10 +690,12 @@ impl Inner {
         }
         if s.duplex && s.end.is_none() {
             // The server ended the call: the messages not sent yet never will be, and the
-            // request side ends too (an empty DATA with END_STREAM), unless it was reset.
+            // request side ends too (an empty DATA with END_STREAM), unless it was reset or
+            // has ended already.
+            let ended = s.finishing && s.body.is_none();
             s.body = None;
             s.queued.clear();
-            if end.is_ok() {
+            if end.is_ok() && !ended {
                 frame_head(&mut self.out, 0, DATA, END_STREAM, id);
                 self.wake_driver();
             }
@@ -736,6 +762,10 @@ impl Inner {
                                 Some(next) => s.body = Some((next, 0)),
                                 None => {
                                     s.body = None;
+                                    if s.finishing {
+                                        // A client-streaming call's last message is out.
+                                        frame_head(&mut self.out, 0, DATA, END_STREAM, id);
+                                    }
                                     break;
                                 }
                             }
@@ -1466,6 +1496,66 @@ mod tests {
             }
             // Nothing more goes on a stream that ended.
             assert!(c.send(id, &Bytes::from_static(b"late")).is_err());
+        });
+    }
+
+    /// A client-streaming call's side ends after its last message, however long the window
+    /// holds that one back: one empty END_STREAM after every message, none before, and none
+    /// again when the server answers; a finished stream takes no more messages.
+    #[test]
+    fn a_finished_duplex_stream_ends_its_side_after_the_messages_held_back() {
+        local(async {
+            let (c, mut s) = connected(&[(0x4, 8)]).await;
+            std::future::poll_fn(|cx| c.poll_capacity(cx))
+                .await
+                .unwrap();
+            let id = c.open_duplex(&[0x83, 0x86, 0x84]);
+            next_of(&mut s, HEADERS).await;
+            assert_eq!(c.send(id, &Bytes::from_static(b"aaaaa")), Ok(false));
+            assert_eq!(c.send(id, &Bytes::from_static(b"bbbbb")), Ok(true));
+            c.finish(id);
+            assert!(c.send(id, &Bytes::from_static(b"late")).is_err());
+            let (flags, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!((flags, &data[..]), (0, &b"aaaaa"[..]));
+            let (flags, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!((flags, &data[..]), (0, &b"bbb"[..]), "held back: no end yet");
+            s.write_all(&frame(WINDOW_UPDATE, 0, id, &100u32.to_be_bytes()))
+                .await
+                .unwrap();
+            let (flags, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!((flags, &data[..]), (0, &b"bb"[..]));
+            let (flags, _, data) = next_of(&mut s, DATA).await;
+            assert_eq!((flags, data.len()), (END_STREAM, 0), "the side ends last");
+            // The reply and its trailers end the call; the client's side sends nothing more.
+            s.write_all(&frame(HEADERS, END_HEADERS, id, &[0x88]))
+                .await
+                .unwrap();
+            s.write_all(&frame(DATA, 0, id, &[0, 0, 0, 0, 1, 7]))
+                .await
+                .unwrap();
+            s.write_all(&frame(
+                HEADERS,
+                END_HEADERS | END_STREAM,
+                id,
+                b"\x00\x0bgrpc-status\x010",
+            ))
+            .await
+            .unwrap();
+            let next = std::future::poll_fn(|cx| c.poll_message(id, cx)).await;
+            assert_eq!(next, Ok(Next::Message));
+            match std::future::poll_fn(|cx| c.poll_message(id, cx)).await {
+                Ok(Next::End(reply)) => assert_eq!(reply.grpc_status(), Some(GrpcStatus::Ok)),
+                other => panic!("{other:?}"),
+            }
+            // A PING after the end: no DATA (a second END_STREAM) comes before its ACK.
+            s.write_all(&frame(PING, 0, 0, &[9; 8])).await.unwrap();
+            loop {
+                let (ty, _, _, _) = read_frame(&mut s).await;
+                assert_ne!(ty, DATA, "nothing more after the side ended");
+                if ty == PING {
+                    break;
+                }
+            }
         });
     }
 

@@ -40,8 +40,27 @@ pub(crate) struct Http2Link {
     /// A server-streaming or bidirectional call's stream, held open across exchanges.
     held: Option<HeldStream>,
     /// A bidirectional call: the messages sent on the held stream and not answered yet,
-    /// oldest first (each message the server sends answers the oldest).
+    /// oldest first (each message the server sends answers the oldest). A client-streaming
+    /// call: the messages sent on the call being sent.
     waiting: VecDeque<Waiting>,
+    /// Client-streaming calls whose messages are all sent, waiting for the server's reply.
+    calls: Vec<Call>,
+    /// Client-streaming messages a failure cut off, for the request loop to count
+    /// ([`Http2Link::take_cut`]).
+    cut: Vec<Planned>,
+}
+
+/// A client-streaming call whose request side has ended, waiting for its one reply.
+struct Call {
+    stream: HeldStream,
+    /// Its messages, in the order sent.
+    messages: Vec<Waiting>,
+    /// The intended send of its last message: the reply is timed from it.
+    last: u64,
+    /// When the reply message came (the trailers that follow say its status).
+    answered: Option<u64>,
+    /// Times its messages were sent again on a new stream.
+    resends: u32,
 }
 
 /// A message sent on a bidirectional stream, waiting for its reply.
@@ -57,8 +76,20 @@ struct Waiting {
     resends: u32,
 }
 
-/// What a bidirectional stream did next ([`Http2Link::next_duplex`]).
-pub(crate) type DuplexEvent = Result<Next, StreamFailure>;
+/// What a bidirectional stream, or one of a client-streaming call, did next
+/// ([`Http2Link::next_duplex`]).
+pub(crate) struct DuplexEvent {
+    client: Rc<Client>,
+    id: u32,
+    event: Result<Next, StreamFailure>,
+}
+
+impl DuplexEvent {
+    /// Whether it happened on `stream`.
+    fn on(&self, stream: &HeldStream) -> bool {
+        self.id == stream.id && Rc::ptr_eq(&self.client, &stream.client)
+    }
+}
 
 /// A server stream a slot holds: each exchange takes its next message.
 struct HeldStream {
@@ -68,6 +99,8 @@ struct HeldStream {
     id: u32,
     /// Messages taken on it.
     messages: u64,
+    /// Messages sent on it (a client-streaming call's).
+    sent: u32,
     /// Counts the stream as held once a message came on it.
     mark: Option<HeldMark>,
 }
@@ -101,14 +134,44 @@ impl Http2Link {
             sending: None,
             held: None,
             waiting: VecDeque::new(),
+            calls: Vec::new(),
+            cut: Vec::new(),
         }
     }
 
     /// Lets a server stream go (after a failure: its next message would be charged to the
-    /// wrong wait).
+    /// wrong wait). The messages of client-streaming calls it cuts off are kept for
+    /// [`Http2Link::take_cut`].
     pub(crate) fn close(&mut self) {
         self.held = None;
+        if self.messages_per_call().is_some() {
+            let calls = std::mem::take(&mut self.calls);
+            let cut = calls.iter().flat_map(|c| c.messages.iter());
+            self.cut.extend(
+                self.waiting
+                    .iter()
+                    .chain(cut)
+                    .filter(|w| !w.expired)
+                    .map(|w| w.p),
+            );
+        }
         self.waiting.clear();
+    }
+
+    /// The messages of client-streaming calls [`Http2Link::close`] cut off, but for
+    /// `except` (the request whose failure closed it, counted by its loop).
+    pub(crate) fn take_cut(&mut self, except: Planned) -> Vec<Planned> {
+        let mut cut = std::mem::take(&mut self.cut);
+        cut.retain(|p| *p != except);
+        cut
+    }
+
+    /// A client-streaming call's messages ([`Template::messages_per_call`]).
+    fn messages_per_call(&self) -> Option<u32> {
+        match &self.source {
+            H2Source::Fixed(t) => t.messages_per_call(),
+            H2Source::Varying(_) => None,
+        }
     }
 
     /// Whether the slot sends a server-streaming call.
@@ -206,6 +269,17 @@ impl Http2Link {
         template: &Template,
         connecting: &Cell<bool>,
     ) -> Result<(), ErrorClass> {
+        self.held = Some(self.open_held(io, template, connecting).await?);
+        Ok(())
+    }
+
+    /// Opens a stream to hold ([`Http2Link::hold`]).
+    async fn open_held(
+        &mut self,
+        io: &Io,
+        template: &Template,
+        connecting: &Cell<bool>,
+    ) -> Result<HeldStream, ErrorClass> {
         let (generation, client) = self.live(io, connecting).await?;
         std::future::poll_fn(|cx| client.poll_capacity(cx))
             .await
@@ -216,7 +290,7 @@ impl Http2Link {
                     StreamFailure::Unprocessed => ErrorClass::StreamReset,
                 }
             })?;
-        let id = if template.is_bidirectional() {
+        let id = if template.sends_messages() {
             client.open_duplex(template.head())
         } else {
             let id = client.open(template.head(), |_| {}, template.body(), true);
@@ -224,25 +298,27 @@ impl Http2Link {
             id
         };
         self.cached = Some((generation, client.clone()));
-        self.held = Some(HeldStream {
+        Ok(HeldStream {
             client,
             generation,
             id,
             messages: 0,
+            sent: 0,
             mark: None,
-        });
-        Ok(())
+        })
     }
 
-    /// Whether the slot sends a bidirectional call.
+    /// Whether the slot sends a bidirectional or client-streaming call (messages sent as
+    /// they come on a stream held).
     pub(crate) fn duplex(&self) -> bool {
-        matches!(&self.source, H2Source::Fixed(t) if t.is_bidirectional())
+        matches!(&self.source, H2Source::Fixed(t) if t.sends_messages())
     }
 
-    /// A bidirectional call: sends message `p` on the held stream (opening it first if none
-    /// is held); its reply is the one [`Http2Link::take_duplex`] matches to it. A message
-    /// the server's window holds back goes as the window opens (its wait is measured; it
-    /// is not counted as a stall yet).
+    /// A bidirectional or client-streaming call: sends message `p` on the held stream
+    /// (opening it first if none is held); its reply is the one
+    /// [`Http2Link::take_duplex`] matches to it (a client-streaming call's, once its last
+    /// message is sent and its side ended). A message the server's window holds back goes
+    /// as the window opens (its wait is measured; it is not counted as a stall yet).
     pub(crate) async fn send_message(
         &mut self,
         io: &Io,
@@ -266,11 +342,12 @@ impl Http2Link {
         let template = template.clone();
         let empty = Bytes::new();
         let body = template.body().unwrap_or(&empty);
+        let per_call = template.messages_per_call();
         for _ in 0..2 {
             if self.held.is_none() {
                 self.hold(io, &template, connecting).await?;
             }
-            let h = self.held.as_ref().expect("held above");
+            let h = self.held.as_mut().expect("held above");
             match h.client.send(h.id, body) {
                 Ok(_held_back) => {
                     self.waiting.push_back(Waiting {
@@ -279,6 +356,12 @@ impl Http2Link {
                         expired: false,
                         resends,
                     });
+                    if let Some(per_call) = per_call {
+                        h.sent += 1;
+                        if h.sent >= per_call {
+                            self.end_call();
+                        }
+                    }
                     return Ok(());
                 }
                 // The stream ended: take its end (what the messages waiting on it get),
@@ -291,53 +374,121 @@ impl Http2Link {
                     // The messages it sent before its end, then the end itself.
                     while let std::task::Poll::Ready(event) = client.poll_message(id, &cx) {
                         let ended = !matches!(event, Ok(Next::Message));
+                        let event = DuplexEvent {
+                            client: client.clone(),
+                            id,
+                            event,
+                        };
                         Box::pin(self.take_duplex(io, event, connecting)).await;
                         if ended {
                             break;
                         }
                     }
-                    self.held = None;
+                    // A client-streaming call's end went to its call; a reply that ended
+                    // nothing leaves the stream to let go.
+                    if self.held.as_ref().is_some_and(|h| h.id == id) {
+                        self.held = None;
+                    }
                 }
             }
         }
         Err(ErrorClass::StreamReset)
     }
 
-    /// The next thing the held bidirectional stream does (pending forever when none is
-    /// held): for [`Http2Link::take_duplex`].
+    /// The next thing the held stream, or a client-streaming call waiting for its reply,
+    /// does (pending forever when there is none): for [`Http2Link::take_duplex`].
     pub(crate) fn next_duplex(&self) -> impl std::future::Future<Output = DuplexEvent> + use<> {
         let held = self.held.as_ref().map(|h| (h.client.clone(), h.id));
+        // Empty (no allocation) but for client-streaming calls.
+        let calls: Vec<(Rc<Client>, u32)> = self
+            .calls
+            .iter()
+            .map(|c| (c.stream.client.clone(), c.stream.id))
+            .collect();
         async move {
-            match held {
-                Some((client, id)) => std::future::poll_fn(|cx| client.poll_message(id, cx)).await,
-                None => std::future::pending().await,
+            if held.is_none() && calls.is_empty() {
+                return std::future::pending().await;
             }
+            std::future::poll_fn(|cx| {
+                for (client, id) in held.iter().chain(calls.iter()) {
+                    if let std::task::Poll::Ready(event) = client.poll_message(*id, cx) {
+                        return std::task::Poll::Ready(DuplexEvent {
+                            client: client.clone(),
+                            id: *id,
+                            event,
+                        });
+                    }
+                }
+                std::task::Poll::Pending
+            })
+            .await
         }
     }
 
     /// Whether a message sent still waits, in time, for its reply (an expired one's reply
-    /// is only passed over if it comes).
+    /// is only passed over if it comes); a client-streaming call being sent, or ended and
+    /// not answered yet, waits.
     pub(crate) fn awaiting(&self) -> bool {
+        if self.messages_per_call().is_some() {
+            return !self.waiting.is_empty() || !self.calls.is_empty();
+        }
         self.waiting.iter().any(|w| !w.expired)
     }
 
-    /// The intended send time of the oldest message still waiting in time for its reply.
+    /// The intended send time of the oldest message still waiting in time for its reply
+    /// (of client-streaming calls, the last message of the oldest call ended: a call being
+    /// sent has no deadline yet).
     pub(crate) fn oldest_waiting(&self) -> Option<u64> {
+        if self.messages_per_call().is_some() {
+            return self.calls.iter().map(|c| c.last).min();
+        }
         self.waiting
             .iter()
             .find(|w| !w.expired)
             .map(|w| w.p.intended)
     }
 
-    /// Counts every message waiting whose deadline (`timeout_ns` after its intended send)
-    /// has passed by `now` as timed out, through `expire`; their replies, if they come, are
-    /// passed over.
+    /// A client-streaming call being sent ends here: its side is ended after the messages
+    /// sent (its last message sent, or the run is over), and it waits for its reply.
+    pub(crate) fn end_call(&mut self) {
+        if self.messages_per_call().is_none() || self.waiting.is_empty() {
+            return;
+        }
+        let Some(stream) = self.held.take() else {
+            return;
+        };
+        stream.client.finish(stream.id);
+        let messages: Vec<Waiting> = self.waiting.drain(..).collect();
+        let last = messages.last().expect("not empty").p.intended;
+        self.calls.push(Call {
+            stream,
+            messages,
+            last,
+            answered: None,
+            resends: 0,
+        });
+    }
+
+    /// Counts every message waiting whose deadline (`timeout_ns` after its intended send;
+    /// of a client-streaming call, after its last message's) has passed by `now` as timed
+    /// out, through `expire`; their replies, if they come, are passed over (a call's stream
+    /// is reset).
     pub(crate) fn expire_waiting(
         &mut self,
         now: u64,
         timeout_ns: u64,
         mut expire: impl FnMut(Planned),
     ) {
+        if self.messages_per_call().is_some() {
+            self.calls.retain(|c| {
+                let due = c.last + timeout_ns <= now;
+                if due {
+                    c.messages.iter().for_each(|w| expire(w.p));
+                }
+                !due
+            });
+            return;
+        }
         for w in self.waiting.iter_mut().filter(|w| !w.expired) {
             if w.p.intended + timeout_ns > now {
                 break;
@@ -363,11 +514,14 @@ impl Http2Link {
         event: DuplexEvent,
         connecting: &Cell<bool>,
     ) {
+        if self.messages_per_call().is_some() {
+            return self.take_call(io, event, connecting).await;
+        }
         let now = io.clock.now();
-        let Some(h) = self.held.as_mut() else {
+        let Some(h) = self.held.as_mut().filter(|h| event.on(h)) else {
             return;
         };
-        match event {
+        match event.event {
             Ok(Next::Message) => {
                 h.messages += 1;
                 if h.mark.is_none() {
@@ -433,6 +587,115 @@ impl Http2Link {
         }
     }
 
+    /// Takes what a client-streaming call's stream did. The reply message is noted (a
+    /// second one is passed over); the stream's end answers every message of the call with
+    /// its status, timed from the call's last message's intended send (an `OK` end with no
+    /// reply message is malformed); a stream the server never processed is sent again,
+    /// whole, on a new one. An event on the call being sent (the server answered before
+    /// its side ended) ends that call first.
+    async fn take_call(&mut self, io: &Io, event: DuplexEvent, connecting: &Cell<bool>) {
+        let now = io.clock.now();
+        if self.held.as_ref().is_some_and(|h| event.on(h)) {
+            if self.waiting.is_empty() {
+                self.held = None;
+                return;
+            }
+            self.end_call();
+        }
+        let Some(k) = self.calls.iter().position(|c| event.on(&c.stream)) else {
+            return;
+        };
+        let call = match event.event {
+            Ok(Next::Message) => {
+                let c = &mut self.calls[k];
+                c.stream.messages += 1;
+                c.answered.get_or_insert(now);
+                return;
+            }
+            Ok(Next::End(reply)) => {
+                let call = self.calls.swap_remove(k);
+                let code = reply.grpc_status();
+                let sent = call.messages.last().map_or(now, |w| w.sent);
+                let mut rec = io.recorder.borrow_mut();
+                for w in &call.messages {
+                    // Counted as its own intended send says (warm-up or not), timed from
+                    // the call's last.
+                    if !rec.measured(w.p.intended) {
+                        continue;
+                    }
+                    let p = Planned {
+                        intended: call.last,
+                        ..w.p
+                    };
+                    match (reply.status, code, call.answered) {
+                        (200, Some(c), Some(at)) if c.is_ok() => rec.grpc_reply(p, sent, at, c),
+                        (200, Some(c), None) if c.is_ok() => {
+                            rec.error(p, now, ErrorClass::MalformedResponse)
+                        }
+                        (200, Some(c), _) => rec.grpc_reply(p, sent, now, c),
+                        (200, None, _) => rec.error(p, now, ErrorClass::MalformedResponse),
+                        (status, _, _) => rec.response(p, sent, now, status),
+                    }
+                }
+                return;
+            }
+            Err(StreamFailure::Unprocessed) => {
+                let call = self.calls.swap_remove(k);
+                self.conn.invalidate(call.stream.generation);
+                call
+            }
+            Err(StreamFailure::Failed(class)) => {
+                let call = self.calls.swap_remove(k);
+                let mut rec = io.recorder.borrow_mut();
+                for w in &call.messages {
+                    rec.error(w.p, now, class);
+                }
+                return;
+            }
+        };
+        self.resend_call(io, call, connecting).await;
+    }
+
+    /// Sends a client-streaming call the server never processed again, whole, on a new
+    /// stream (its messages counted as failed once sent [`MAX_RESENDS`] times, or if no
+    /// stream opens).
+    async fn resend_call(&mut self, io: &Io, mut call: Call, connecting: &Cell<bool>) {
+        let H2Source::Fixed(template) = &self.source else {
+            unreachable!("a client-streaming call sends a fixed request");
+        };
+        let template = template.clone();
+        let failed = if call.resends >= MAX_RESENDS {
+            Some(ErrorClass::StreamReset)
+        } else {
+            match self.open_held(io, &template, connecting).await {
+                Ok(stream) => {
+                    let empty = Bytes::new();
+                    let body = template.body().unwrap_or(&empty);
+                    let mut rec = io.recorder.borrow_mut();
+                    for w in &call.messages {
+                        rec.resent(w.p.intended);
+                        // A stream that ends at once takes the rest as cut by its end.
+                        let _ = stream.client.send(stream.id, body);
+                    }
+                    stream.client.finish(stream.id);
+                    call.stream = stream;
+                    call.resends += 1;
+                    call.answered = None;
+                    self.calls.push(call);
+                    return;
+                }
+                Err(class) => Some(class),
+            }
+        };
+        if let Some(class) = failed {
+            let now = io.clock.now();
+            let mut rec = io.recorder.borrow_mut();
+            for w in &call.messages {
+                rec.error(w.p, now, class);
+            }
+        }
+    }
+
     /// Waits until the body of the last stream, answered before it was all sent, is sent
     /// or stopped by the server (RFC 9113 §8.1), so that the slot never has more than one
     /// stream open on the server. Given up on (its deadline passed: this future is
@@ -485,9 +748,14 @@ impl Http2Link {
             return self.next_message(io, p, connecting).await;
         }
         if self.duplex() {
-            // Closed loop: the message, then its reply (the only one waiting).
+            // Closed loop: the message, then its reply (the only one waiting); a
+            // client-streaming call's messages go one after another, and its last one waits
+            // for the call's reply.
             self.send_message(io, p, connecting).await?;
-            while !self.waiting.is_empty() {
+            let client_streaming = self.messages_per_call().is_some();
+            while (client_streaming && !self.calls.is_empty())
+                || (!client_streaming && !self.waiting.is_empty())
+            {
                 let event = self.next_duplex().await;
                 self.take_duplex(io, event, connecting).await;
             }

@@ -50,6 +50,8 @@ pub struct Template {
     streaming: bool,
     /// A bidirectional call ([`Template::is_bidirectional`]).
     bidirectional: bool,
+    /// A client-streaming call's messages ([`Template::messages_per_call`]); 0 otherwise.
+    messages_per_call: u32,
 }
 
 /// A stream slot's last `grpc-timeout` value: in closed loop every call has the whole
@@ -103,12 +105,13 @@ impl Template {
             .map_err(|e| format!("{} ({e})", cfg.method))?;
         let mut headers = http::HeaderMap::new();
         let protocol = cfg.transport.protocol();
-        let grpc = matches!(
-            protocol,
-            Protocol::Grpc | Protocol::GrpcServerStream | Protocol::GrpcBidi
-        );
+        let grpc = protocol.grpc();
         let streaming = protocol == Protocol::GrpcServerStream;
         let bidirectional = protocol == Protocol::GrpcBidi;
+        let messages_per_call = match cfg.transport.grpc() {
+            Some(call) if call.client_streaming => call.messages_per_call.max(1),
+            _ => 0,
+        };
         let mut add = |name: &str, value: &str| -> Result<(), String> {
             let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| format!("{name} ({e})"))?;
             let v = HeaderValue::from_str(value).map_err(|e| format!("{name}: {value} ({e})"))?;
@@ -154,6 +157,7 @@ impl Template {
             grpc,
             streaming,
             bidirectional,
+            messages_per_call,
         })
     }
 
@@ -181,6 +185,19 @@ impl Template {
     /// message after another, each message the server sends a reply.
     pub fn is_bidirectional(&self) -> bool {
         self.bidirectional
+    }
+
+    /// A client-streaming gRPC call: the messages each call sends (on a stream held until
+    /// then, the body once per message) before it ends its side and the server's one reply
+    /// answers them all; `None` for the other kinds.
+    pub fn messages_per_call(&self) -> Option<u32> {
+        (self.messages_per_call > 0).then_some(self.messages_per_call)
+    }
+
+    /// True for the calls whose stream is held and whose messages go as arrivals come
+    /// (bidirectional and client streaming).
+    pub fn sends_messages(&self) -> bool {
+        self.bidirectional || self.messages_per_call > 0
     }
 }
 
