@@ -483,6 +483,22 @@ fn search_from(
                 }
             }
         }
+        // A high end some run sustained bounds nothing (a load at the server's very
+        // capacity goes either way): the load growth would have tried next, run once,
+        // says whether the knee may lie above it, so that a comparison of knees (`tune`)
+        // has a bound where it would otherwise have none.
+        if history.get(h).is_some_and(|r| r.sustained > 0) {
+            let above = round((h * p.growth).min(p.max));
+            if above > h && history.get(above).is_none() {
+                if let StepSignal::NotSustained(x) = run(above, Phase::Confirm, &mut history) {
+                    if terminal(x) {
+                        note = Some(format!("confirmation stopped: {}", x.describe()));
+                        stopped = Some(Stopped { at: above, by: x });
+                        break 'confirm;
+                    }
+                }
+            }
+        }
         break;
     }
     let confirmed = p.confirm > 0
@@ -864,6 +880,52 @@ mod tests {
             "{out:?}"
         );
         assert!(out.summary.contains("non-monotonic"), "{}", out.summary);
+    }
+
+    #[test]
+    fn a_high_end_sustained_on_its_repeat_is_bounded_by_the_next_growth_step() {
+        // Up to 37.5 always sustained, 40 the second time only (a capacity of exactly 40),
+        // nothing above: the search runs 80 once, so that 40 is not the last word above
+        // the knee.
+        let mut p = params(5.0, 1000.0);
+        p.confirm = 1;
+        p.precision = 0.07;
+        let mut seen: Vec<f64> = Vec::new();
+        let out = search(p, &mut |v, _| {
+            let before = seen.iter().filter(|x| **x == v).count();
+            seen.push(v);
+            if v < 40.0 || (v == 40.0 && before == 1) {
+                StepSignal::Sustained
+            } else {
+                StepSignal::NotSustained(Limit::Throughput)
+            }
+        });
+        assert_eq!(out.range, Some([37.5, 40.0]), "{out:?}");
+        assert!(!out.confirmed);
+        let r = |v: f64| out.values.iter().find(|r| r.value == v).cloned();
+        assert_eq!(
+            r(40.0).map(|r| (r.runs, r.sustained)),
+            Some((2, 1)),
+            "{out:?}"
+        );
+        assert_eq!(
+            r(80.0).map(|r| (r.runs, r.sustained)),
+            Some((1, 0)),
+            "{out:?}"
+        );
+        assert_eq!(seen.iter().filter(|v| **v == 80.0).count(), 1, "{seen:?}");
+        // A high end that never held needs no such step.
+        let mut seen: Vec<f64> = Vec::new();
+        let out = search(p, &mut |v, _| {
+            seen.push(v);
+            if v < 40.0 {
+                StepSignal::Sustained
+            } else {
+                StepSignal::NotSustained(Limit::Throughput)
+            }
+        });
+        assert!(out.confirmed, "{out:?}");
+        assert!(!seen.contains(&80.0), "{seen:?}");
     }
 
     #[test]
