@@ -347,6 +347,26 @@ pub fn waited_before_send(r: &RunResult) -> Option<f64> {
     r.before_send_ms_max.filter(|&b| b > lag * 1.1 + 1.0)
 }
 
+/// A worker thread at most this busy (a fraction of its time over the step) takes each
+/// reply in as it comes and frees its connection then.
+pub const FREES_CONNECTIONS_BUSY: f64 = 0.5;
+
+/// Whether the requests of `r` that waited before their send waited for the server rather
+/// than for loadlab: every worker thread at most [`FREES_CONNECTIONS_BUSY`] busy (each
+/// connection freed as its reply came) and the pool under its ceiling (a request with no
+/// free connection got a new one, at once). Such a wait is for connections the server kept
+/// busy with requests it had not answered, and for new ones it was slow to accept (a full
+/// listen queue: a SYN sent again after a second): the server's latency, as a client with
+/// any number of connections would see it. A pool at its ceiling is loadlab's own limit,
+/// and a busy worker may have been slow to free a connection: their waits stay loadlab's.
+pub fn queued_for_the_server(r: &RunResult) -> bool {
+    let w = &r.worker_cpu_utilization;
+    !w.is_empty()
+        && w.iter()
+            .all(|u| u.is_finite() && *u <= FREES_CONNECTIONS_BUSY)
+        && r.connections_opened < r.max_connections
+}
+
 /// How far behind (`(1 − pace) × window`) a server must fall, in multiples of loadlab's
 /// lateness `L`, before lateness cannot be what failed the throughput clause. Sends up to
 /// `L` late move each completion by at most `L`. The pace is the lower of two rates, and
@@ -471,7 +491,11 @@ pub fn lag_cannot_explain(
     // What loadlab's side can have added to a request, the `L` of the failed clauses: all it
     // waited before its send, the release's lateness and, when the worker was slow to free a
     // connection, a wait in its queue (where an arrival can also time out).
-    let wait_ms = waited_before_send(r).unwrap_or(lag_ms);
+    let wait_ms = if queued_for_the_server(r) {
+        lag_ms
+    } else {
+        waited_before_send(r).unwrap_or(lag_ms)
+    };
     let wait = if wait_ms > lag_ms {
         format!(
             "the longest a request waited in loadlab before its send ({wait_ms:.2} ms: a late release, then a wait for a free connection)"

@@ -128,15 +128,30 @@ fn a_clause_within_reach_of_the_lag_is_not_counted_when_another_fails_beyond_it(
         said.contains("throughput not counted against the server: it fell 1378 ms behind over the step, less than 3 times loadlab's worst lateness (2000.00 ms)"),
         "{said}"
     );
-    // The same lag, but requests waited up to 9 s in loadlab before their send (its
-    // worker slow to take responses in, the arrivals queued behind busy connections): the
-    // bound plus that wait takes in the slowest response (9.96 s), so nothing that failed
-    // is beyond loadlab's reach, and the step is its own.
+    // The same lag, but requests waited up to 9 s in loadlab before their send, its worker
+    // 70 % busy (slow to take responses in, the arrivals queued behind connections it had
+    // not freed): the bound plus that wait takes in the slowest response (9.96 s), so
+    // nothing that failed is beyond loadlab's reach, and the step is its own.
     let mut r = lagging(&s, 1.5, 2000.0);
     r.before_send_ms_max = Some(9000.0);
+    r.worker_cpu_utilization = vec![0.7, 0.7];
     let v = judge(&r, &SLO, false);
     assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
     assert_eq!(v.generator_excused, None);
+    // So is a pool at its ceiling, whatever its worker did: loadlab's own limit.
+    let mut at_ceiling = r.clone();
+    at_ceiling.worker_cpu_utilization = vec![0.01, 0.01];
+    at_ceiling.connections_opened = at_ceiling.max_connections;
+    let v = judge(&at_ceiling, &SLO, false);
+    assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    // The recorded workers (1 % busy) under the pool's ceiling (1,600 of 16,000 opened):
+    // each connection freed as its reply came, a request with none free got a new one at
+    // once, and its wait was for the server (busy connections, a slow accept). The latency
+    // clause, far beyond the lag, is the server's.
+    r.worker_cpu_utilization = s.result.worker_cpu_utilization.clone();
+    assert!(loadlab_lab::verdict::queued_for_the_server(&r));
+    assert_eq!(judge(&r, &SLO, false).limits, vec![Limit::Latency]);
+    r.worker_cpu_utilization = vec![0.7, 0.7];
     // A wait no longer than the lag changes nothing.
     r.before_send_ms_max = Some(1500.0);
     assert_eq!(judge(&r, &SLO, false).limits, vec![Limit::Latency]);
