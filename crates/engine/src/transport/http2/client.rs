@@ -1518,7 +1518,11 @@ mod tests {
             let (flags, _, data) = next_of(&mut s, DATA).await;
             assert_eq!((flags, &data[..]), (0, &b"aaaaa"[..]));
             let (flags, _, data) = next_of(&mut s, DATA).await;
-            assert_eq!((flags, &data[..]), (0, &b"bbb"[..]), "held back: no end yet");
+            assert_eq!(
+                (flags, &data[..]),
+                (0, &b"bbb"[..]),
+                "held back: no end yet"
+            );
             s.write_all(&frame(WINDOW_UPDATE, 0, id, &100u32.to_be_bytes()))
                 .await
                 .unwrap();
