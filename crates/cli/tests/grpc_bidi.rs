@@ -10,7 +10,7 @@
 
 mod util;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
@@ -81,19 +81,9 @@ impl Chat {
     /// Stops the server (SIGTERM) and reads its counters: calls, notes received, answers
     /// sent.
     fn counts(mut self) -> (u64, u64, u64) {
-        let pid = self.server.pid().to_string();
-        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(ok.success(), "kill -TERM {pid}");
-        let _ = self.server.child.wait();
-        read_counts(&self.counts)
+        let n = util::server::stop_and_read_counts(&mut self.server, &self.counts);
+        (n[0], n[1], n[2])
     }
-}
-
-fn read_counts(path: &Path) -> (u64, u64, u64) {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e} (the server wrote no counts)", path.display()));
-    let n: Vec<u64> = text.split(' ').map(|w| w.parse().unwrap()).collect();
-    (n[0], n[1], n[2])
 }
 
 /// `loadlab grpc` on ticker.Ticker/Chat: `streams` streams over one connection, `rest`
@@ -293,17 +283,7 @@ fn closed_loop_sends_each_streams_next_message_when_its_reply_came() {
 /// `loadlab serve hello` on CPU 0, its Chat answering each note after `delay` with one of
 /// `pool` workers held.
 fn hello_chat(delay: &str, pool: &str) -> Server {
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", "0", util::loadlab_bin(), "serve", "hello"])
-        .args(["--bind", "127.0.0.1:0", "--chat-delay", delay])
-        .args(["--chat-pool", pool]);
-    Server::spawn(cmd, |l| {
-        l.strip_prefix("listening on ")?
-            .rsplit_once(':')?
-            .1
-            .parse()
-            .ok()
-    })
+    util::server::hello_on_cpu0(&["--chat-delay", delay, "--chat-pool", pool])
 }
 
 #[test]

@@ -87,17 +87,7 @@ impl Upload {
     /// Stops the server (SIGTERM) and reads its counters: calls, notes received, receipts
     /// sent.
     fn counts(mut self) -> (u64, u64, u64) {
-        let pid = self.server.pid().to_string();
-        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(ok.success(), "kill -TERM {pid}");
-        let _ = self.server.child.wait();
-        let text = std::fs::read_to_string(&self.counts).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (the server wrote no counts)",
-                self.counts.display()
-            )
-        });
-        let n: Vec<u64> = text.split(' ').map(|w| w.parse().unwrap()).collect();
+        let n = util::server::stop_and_read_counts(&mut self.server, &self.counts);
         (n[0], n[1], n[2])
     }
 }
@@ -282,17 +272,7 @@ fn messages_per_call_on_a_method_that_is_not_client_streaming_is_refused_by_name
 /// `loadlab serve hello` on CPU 0, its Upload taking each note in after `delay` with one of
 /// `pool` workers held.
 fn hello_upload(delay: &str, pool: &str) -> Server {
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", "0", util::loadlab_bin(), "serve", "hello"])
-        .args(["--bind", "127.0.0.1:0", "--chat-delay", delay])
-        .args(["--chat-pool", pool]);
-    Server::spawn(cmd, |l| {
-        l.strip_prefix("listening on ")?
-            .rsplit_once(':')?
-            .1
-            .parse()
-            .ok()
-    })
+    util::server::hello_on_cpu0(&["--chat-delay", delay, "--chat-pool", pool])
 }
 
 #[test]

@@ -246,16 +246,7 @@ fn the_knee_of_a_server_streaming_method_is_in_streams_held_and_names_the_timeou
 /// `loadlab serve hello` (the source experiments' backend, tonic) with its ticker a tick
 /// every `every`, on CPU 0.
 fn hello_ticker(every: &str) -> Server {
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", "0", util::loadlab_bin(), "serve", "hello"])
-        .args(["--bind", "127.0.0.1:0", "--tick-every", every]);
-    Server::spawn(cmd, |l| {
-        l.strip_prefix("listening on ")?
-            .rsplit_once(':')?
-            .1
-            .parse()
-            .ok()
-    })
+    util::server::hello_on_cpu0(&["--tick-every", every])
 }
 
 #[test]

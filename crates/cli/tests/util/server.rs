@@ -92,3 +92,30 @@ pub fn serve(args: &[&str]) -> Server {
     cmd.arg("serve").args(args);
     Server::spawn(cmd, |l| l.rsplit_once(':')?.1.parse().ok())
 }
+
+/// `loadlab serve hello` pinned to CPU 0 on a free port, with `args` after its `--bind`.
+pub fn hello_on_cpu0(args: &[&str]) -> Server {
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", loadlab_bin(), "serve", "hello"])
+        .args(["--bind", "127.0.0.1:0"])
+        .args(args);
+    Server::spawn(cmd, |l| {
+        l.strip_prefix("listening on ")?
+            .rsplit_once(':')?
+            .1
+            .parse()
+            .ok()
+    })
+}
+
+/// Stops a test server that writes its counters (numbers separated by spaces) to `counts`
+/// on SIGTERM, and reads them.
+pub fn stop_and_read_counts(server: &mut Server, counts: &std::path::Path) -> Vec<u64> {
+    let pid = server.pid().to_string();
+    let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(ok.success(), "kill -TERM {pid}");
+    let _ = server.child.wait();
+    let text = std::fs::read_to_string(counts)
+        .unwrap_or_else(|e| panic!("{}: {e} (the server wrote no counts)", counts.display()));
+    text.split(' ').map(|w| w.parse().unwrap()).collect()
+}
