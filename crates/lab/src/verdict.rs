@@ -353,18 +353,22 @@ pub const FREES_CONNECTIONS_BUSY: f64 = 0.5;
 
 /// Whether the requests of `r` that waited before their send waited for the server rather
 /// than for loadlab: every worker thread at most [`FREES_CONNECTIONS_BUSY`] busy (each
-/// connection freed as its reply came) and the pool under its ceiling (a request with no
-/// free connection got a new one, at once). Such a wait is for connections the server kept
-/// busy with requests it had not answered, and for new ones it was slow to accept (a full
-/// listen queue: a SYN sent again after a second): the server's latency, as a client with
-/// any number of connections would see it. A pool at its ceiling is loadlab's own limit,
-/// and a busy worker may have been slow to free a connection: their waits stay loadlab's.
+/// connection freed as its reply came) and, in open loop, the pool under its ceiling (a
+/// request with no free connection got a new one, at once). Such a wait is for connections
+/// the server kept busy with requests it had not answered, and for new ones it was slow to
+/// accept (a full listen queue: a SYN sent again after a second; descriptors it had run out
+/// of): the server's latency, as a client with any number of connections would see it. A
+/// closed loop queues nothing: a request waits only for its own connection to open (the
+/// step's connections are the load, not a ceiling). An open-loop pool at its ceiling is
+/// loadlab's own limit, and a busy worker may have been slow to free a connection: their
+/// waits stay loadlab's.
 pub fn queued_for_the_server(r: &RunResult) -> bool {
     let w = &r.worker_cpu_utilization;
     !w.is_empty()
         && w.iter()
             .all(|u| u.is_finite() && *u <= FREES_CONNECTIONS_BUSY)
-        && r.connections_opened < r.max_connections
+        && (r.model == loadlab_engine::config::Model::Closed
+            || r.connections_opened < r.max_connections)
 }
 
 /// How far behind (`(1 − pace) × window`) a server must fall, in multiples of loadlab's

@@ -144,6 +144,11 @@ fn a_clause_within_reach_of_the_lag_is_not_counted_when_another_fails_beyond_it(
     at_ceiling.connections_opened = at_ceiling.max_connections;
     let v = judge(&at_ceiling, &SLO, false);
     assert!(v.limits.contains(&Limit::GeneratorLimited), "{v:?}");
+    // A closed loop's connections are the load, not a ceiling: a request there waits only
+    // for its own connection to open (a server out of descriptors never accepts some).
+    at_ceiling.model = loadlab_engine::config::Model::Closed;
+    assert!(loadlab_lab::verdict::queued_for_the_server(&at_ceiling));
+    assert_eq!(judge(&at_ceiling, &SLO, false).limits, vec![Limit::Latency]);
     // The recorded workers (1 % busy) under the pool's ceiling (1,600 of 16,000 opened):
     // each connection freed as its reply came, a request with none free got a new one at
     // once, and its wait was for the server (busy connections, a slow accept). The latency
