@@ -11,7 +11,6 @@
 mod util;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
 use util::server::Server;
@@ -36,11 +35,9 @@ struct Chat {
 
 impl Chat {
     fn start(delay_ms: u32, threads: u32, after: u32, end: &str) -> Chat {
-        let py = "import sys, time, grpc, signal, threading\n\
-            from concurrent import futures\n\
-            delay = float(sys.argv[1]) / 1000; after = int(sys.argv[3]); end = sys.argv[4]\n\
-            lock = threading.Lock(); counts = [0, 0, 0]\n\
-            def chat(notes, context):\n\
+        let body =
+            "delay = float(sys.argv[1]) / 1000; after = int(sys.argv[2]); end = sys.argv[3]\n\
+            def handle(notes, context):\n\
             \x20   with lock: counts[0] += 1\n\
             \x20   seen = 0\n\
             \x20   for note in notes:\n\
@@ -53,28 +50,14 @@ impl Chat {
             \x20           context.abort(getattr(grpc.StatusCode, end), 'ended on purpose')\n\
             \x20       if delay: time.sleep(delay)\n\
             \x20       with lock: counts[2] += 1\n\
-            \x20       yield note\n\
-            handler = grpc.method_handlers_generic_handler('ticker.Ticker', {'Chat': grpc.stream_stream_rpc_method_handler(chat)})\n\
-            server = grpc.server(futures.ThreadPoolExecutor(max_workers=int(sys.argv[2])))\n\
-            server.add_generic_rpc_handlers((handler,))\n\
-            port = server.add_insecure_port('127.0.0.1:0')\n\
-            server.start()\n\
-            def bye(*_):\n\
-            \x20   with lock: text = ' '.join(str(n) for n in counts)\n\
-            \x20   with open(sys.argv[5], 'w') as f: f.write(text)\n\
-            \x20   import os; os._exit(0)\n\
-            signal.signal(signal.SIGTERM, bye)\n\
-            print('port', port, flush=True)\n\
-            while True: time.sleep(1)\n";
-        let counts = util::temp_path("chat-counts");
-        let mut cmd = Command::new("taskset");
-        cmd.args(["-c", "0", "/usr/bin/python3", "-c", py])
-            .arg(delay_ms.to_string())
-            .arg(threads.to_string())
-            .arg(after.to_string())
-            .arg(end)
-            .arg(&counts);
-        let server = Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+            \x20       yield note";
+        let (server, counts) = util::server::grpcio_counting(
+            "Chat",
+            "stream_stream_rpc_method_handler",
+            threads,
+            body,
+            &[delay_ms.to_string(), after.to_string(), end.to_string()],
+        );
         Chat { server, counts }
     }
 

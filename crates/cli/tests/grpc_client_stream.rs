@@ -13,7 +13,6 @@
 mod util;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
 use util::server::Server;
@@ -36,17 +35,15 @@ struct Upload {
 
 impl Upload {
     fn start(delay_ms: u32, after: u32, end: &str) -> Upload {
-        let py = "import sys, time, grpc, signal, threading\n\
-            from concurrent import futures\n\
-            delay = float(sys.argv[1]) / 1000; after = int(sys.argv[2]); end = sys.argv[3]\n\
-            lock = threading.Lock(); counts = [0, 0, 0]\n\
+        let body =
+            "delay = float(sys.argv[1]) / 1000; after = int(sys.argv[2]); end = sys.argv[3]\n\
             def receipt(n):\n\
             \x20   out = b'\\x08'\n\
             \x20   while True:\n\
             \x20       b = n & 0x7f; n >>= 7\n\
             \x20       if n: out += bytes([b | 0x80])\n\
             \x20       else: return out + bytes([b])\n\
-            def upload(notes, context):\n\
+            def handle(notes, context):\n\
             \x20   with lock: counts[0] += 1\n\
             \x20   seen = 0\n\
             \x20   for note in notes:\n\
@@ -60,27 +57,14 @@ impl Upload {
             \x20           context.abort(getattr(grpc.StatusCode, end), 'ended on purpose')\n\
             \x20   if delay and end != 'EARLY': time.sleep(delay)\n\
             \x20   with lock: counts[2] += 1\n\
-            \x20   return receipt(seen)\n\
-            handler = grpc.method_handlers_generic_handler('ticker.Ticker', {'Upload': grpc.stream_unary_rpc_method_handler(upload)})\n\
-            server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))\n\
-            server.add_generic_rpc_handlers((handler,))\n\
-            port = server.add_insecure_port('127.0.0.1:0')\n\
-            server.start()\n\
-            def bye(*_):\n\
-            \x20   with lock: text = ' '.join(str(n) for n in counts)\n\
-            \x20   with open(sys.argv[4], 'w') as f: f.write(text)\n\
-            \x20   import os; os._exit(0)\n\
-            signal.signal(signal.SIGTERM, bye)\n\
-            print('port', port, flush=True)\n\
-            while True: time.sleep(1)\n";
-        let counts = util::temp_path("upload-counts");
-        let mut cmd = Command::new("taskset");
-        cmd.args(["-c", "0", "/usr/bin/python3", "-c", py])
-            .arg(delay_ms.to_string())
-            .arg(after.to_string())
-            .arg(end)
-            .arg(&counts);
-        let server = Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+            \x20   return receipt(seen)";
+        let (server, counts) = util::server::grpcio_counting(
+            "Upload",
+            "stream_unary_rpc_method_handler",
+            64,
+            body,
+            &[delay_ms.to_string(), after.to_string(), end.to_string()],
+        );
         Upload { server, counts }
     }
 

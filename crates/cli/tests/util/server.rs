@@ -119,3 +119,42 @@ pub fn stop_and_read_counts(server: &mut Server, counts: &std::path::Path) -> Ve
         .unwrap_or_else(|e| panic!("{}: {e} (the server wrote no counts)", counts.display()));
     text.split(' ').map(|w| w.parse().unwrap()).collect()
 }
+
+/// Python's grpcio (`/usr/bin/python3`) on CPU 0 serving `ticker.Ticker/METHOD` with
+/// `body`, which defines `handle(request, context)` of the `handler` kind
+/// (`stream_stream_rpc_method_handler`, ...) and reads its parameters from `sys.argv[1..]`
+/// (`args`); it counts into `counts` under `lock`. On SIGTERM the server writes `counts` to
+/// the file returned ([`stop_and_read_counts`]).
+pub fn grpcio_counting(
+    method: &str,
+    handler: &str,
+    workers: u32,
+    body: &str,
+    args: &[String],
+) -> (Server, std::path::PathBuf) {
+    let py = format!(
+        "import sys, time, grpc, signal, threading\n\
+         from concurrent import futures\n\
+         lock = threading.Lock(); counts = [0, 0, 0]\n\
+         {body}\n\
+         rpc = grpc.method_handlers_generic_handler('ticker.Ticker', {{'{method}': grpc.{handler}(handle)}})\n\
+         server = grpc.server(futures.ThreadPoolExecutor(max_workers={workers}))\n\
+         server.add_generic_rpc_handlers((rpc,))\n\
+         port = server.add_insecure_port('127.0.0.1:0')\n\
+         server.start()\n\
+         def bye(*_):\n\
+         \x20   with lock: text = ' '.join(str(n) for n in counts)\n\
+         \x20   with open(sys.argv[-1], 'w') as f: f.write(text)\n\
+         \x20   import os; os._exit(0)\n\
+         signal.signal(signal.SIGTERM, bye)\n\
+         print('port', port, flush=True)\n\
+         while True: time.sleep(1)\n"
+    );
+    let counts = crate::util::temp_path(&format!("{}-counts", method.to_ascii_lowercase()));
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", "/usr/bin/python3", "-c", &py])
+        .args(args)
+        .arg(&counts);
+    let server = Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    (server, counts)
+}
