@@ -387,9 +387,29 @@ fn timeouts_behind_a_small_pool_with_its_cpu_half_used_are_the_pool() {
             .replace("connections = 8", "connections = 256"),
     )
     .unwrap();
-    let out = temp_path("pool-room-bundle");
-    lab_ok(&plan, &out);
-    let steps = lines(&out.join("steps.jsonl"));
+    // A VM's host that took a fifth or more of CPU 0's time left it no room: the lab is run
+    // again (three runs at most), and a last run the host stole from is judged as such.
+    let mut attempt = 0;
+    let (steps, stolen) = loop {
+        attempt += 1;
+        let out = temp_path("pool-room-bundle");
+        lab_ok(&plan, &out);
+        let steps = lines(&out.join("steps.jsonl"));
+        let stolen = steps
+            .iter()
+            .filter(|s| s["config"].as_str().unwrap().contains("burn=6000,"))
+            .flat_map(|s| {
+                s["diagnosis"]["findings"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .find(|f| f["bottleneck"] == "host_steal");
+        match stolen {
+            Some(f) if attempt < 3 => eprintln!("lab run {attempt} run again: {}", f["evidence"]),
+            stolen => break (steps, stolen),
+        }
+    };
     let of = |burn: &str| {
         let s: Vec<Value> = steps
             .iter()
@@ -405,7 +425,28 @@ fn timeouts_behind_a_small_pool_with_its_cpu_half_used_are_the_pool() {
         let used = s[0]["probes"]["delta"]["cpu_percent"].as_f64().unwrap() / 100.0;
         (used, findings(&s, 200.0), s[0]["diagnosis"].clone())
     };
-    let (used, f, _) = of("6000");
+    let (used, f, d) = of("6000");
+    if let Some(h) = stolen {
+        // Three runs of three on a host that stole: CPU 0 had no room left, and the
+        // diagnosis must not call the timeouts a pool's; it names the host's share instead.
+        assert!(h["figures"]["steal_share"].as_f64().unwrap() >= 0.2, "{h}");
+        assert!(
+            h["figures"]["target_cpu_wanted"].as_f64().unwrap() >= 0.5,
+            "{h}"
+        );
+        if !kinds(&f).contains(&"timeouts") {
+            let why = d["ruled_out"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .find(|r| r.starts_with("timeouts with the CPU to spare: "))
+                .unwrap_or_else(|| panic!("{d}"))
+                .to_string();
+            assert!(why.contains("timed-out requests waited, not 25 %"), "{why}");
+        }
+        return;
+    }
     // The case: more than half of its CPU used (a demand below 50 % alone missed it).
     assert!((0.5..=0.8).contains(&used), "{used}");
     let t = f
