@@ -54,12 +54,17 @@ fn knee_range_contains_the_capacity_of_a_queueing_server_with_latency_spread() {
     // search starts at 300 and grows by 1.5: a step at 2x capacity would hold ~1,000
     // connections open into this thread-per-connection fixture, and the kernel work that
     // costs can delay loadlab's sends enough to be (rightly) called generator-limited.
+    // Steps of 4 s: at 412.5/s, 3 % over the capacity, the server falls about 120 ms behind
+    // over the step, which lateness cannot explain up to 40 ms (three times its reach); in
+    // steps of 2 s it fell 60 ms behind, and on 7 December CI's other tests beside it made
+    // loadlab's worst lateness 20 ms or more in three searches of three, each stopped there
+    // as generator-limited (rightly: the step could not tell the server from loadlab).
     let plan = write_plan(
         "knee-spread",
         &plan_text(
             "\"--queue-capacity\", \"400\", \"--latency-ms\", \"0-80\"",
             "mode = [\"knee-spread\"]",
-            "knee = { start = 300, max = 3200, precision = 0.05, growth = 1.5 }\nstep_duration = \"2s\"\nwarmup = \"200ms\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
+            "knee = { start = 300, max = 3200, precision = 0.05, growth = 1.5 }\nstep_duration = \"4s\"\nwarmup = \"200ms\"\nconnections = 8\nthreads = 1\ncpus = \"1\"",
         )
         .replace("timeout = \"1s\"", "timeout = \"10s\""),
     );
