@@ -980,9 +980,12 @@ impl UringConn {
             }
         })
         .await?;
-        // Armed at once: what a server sends before any request (a greeting, an early
-        // close) is in when the first request is about to be written.
+        // Armed at once, and submitted: what a server sends before any request (a greeting,
+        // an early close) is in when the first request is about to be written. Left queued,
+        // the receive would go to the kernel with that request and read the greeting as its
+        // answer.
         conn.arm_recv(true)?;
+        take_completions();
         Ok(conn)
     }
 

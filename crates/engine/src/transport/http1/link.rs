@@ -181,6 +181,11 @@ impl Http1Link {
                 || self.served == 1
                 || self.served.is_multiple_of(PEEK_EVERY)
                 || sent - self.last_done >= PEEK_IDLE_NS;
+            if opened_before && self.served == 0 && c.peek_is_free() {
+                // A pre-connected connection's first request: the receive armed when it
+                // came up has its completion taken in first (once per connection).
+                crate::transport::uring::reap_now();
+            }
             if opened_before && self.reader.unsolicited(c, peek) {
                 self.conn = None;
                 return Err(ErrorClass::MalformedResponse);
