@@ -58,6 +58,7 @@ mvn           maven                 builds targets/jvm-actors and fetches the Ja
 websockets    python3-websockets    tests/websocket.rs (a Python WebSocket echo server)
 node-ws       node-ws               tests/websocket.rs (Node's ws echo server)
 grpcio        python3-grpcio        tests/grpc_stream.rs (a Python grpcio server-streaming server)
+pip           python3-pip           fetches grpcio-reflection from PyPI for tests/grpc_reflection.rs
 EOF
 }
 
@@ -67,6 +68,7 @@ have() {
     prometheus) [ -x /usr/bin/prometheus ] || command -v prometheus >/dev/null 2>&1 ;;
     websockets) /usr/bin/python3 -c 'import websockets' >/dev/null 2>&1 ;;
     grpcio) /usr/bin/python3 -c 'import grpc' >/dev/null 2>&1 ;;
+    pip) /usr/bin/python3 -m pip --version >/dev/null 2>&1 ;;
     node-ws) [ -f /usr/share/nodejs/ws/package.json ] ;;
     sysctl) command -v sysctl >/dev/null 2>&1 && command -v kill >/dev/null 2>&1 ;;
     *) command -v "$1" >/dev/null 2>&1 ;;
@@ -116,6 +118,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
   echo "== the system software the tests need: all here"
+fi
+
+# grpcio-reflection (PyPI; Debian has none) of the grpcio installed, into target/pydeps:
+# tests/grpc_reflection.rs's server describes its service by reflection.
+if [ ! -d target/pydeps/grpc_reflection ]; then
+  echo "== grpcio-reflection into target/pydeps (PyPI)"
+  grpc_version=$(/usr/bin/python3 -c 'import grpc; print(grpc.__version__)')
+  /usr/bin/python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --target target/pydeps "grpcio-reflection==$grpc_version"
 fi
 
 # Java: the HdrHistogram library (tests/outputs.rs reads loadlab's interval logs with it) and

@@ -836,15 +836,31 @@ pub struct KneeArgs {
     #[arg(long, value_enum, default_value = "server", help_heading = "Request")]
     pub close_by: CloseByArg,
 
-    /// gRPC: the .proto file that defines the service (the URL is then a gRPC address).
-    #[arg(long, requires = "call", help_heading = "gRPC")]
+    /// gRPC: the .proto file that defines the service. Without it (nor --protoset), the
+    /// service is asked of the server's reflection, and the descriptors kept in the bundle
+    /// (`reflected.protoset`) for the plan to re-run with.
+    #[arg(
+        long,
+        requires = "call",
+        conflicts_with = "protoset",
+        help_heading = "gRPC"
+    )]
     pub proto: Option<PathBuf>,
+    /// gRPC: a compiled descriptor set with its imports, in place of --proto (`protoc
+    /// --include_imports --descriptor_set_out FILE`).
+    #[arg(long, value_name = "FILE", requires = "call", help_heading = "gRPC")]
+    pub protoset: Option<PathBuf>,
     /// gRPC: directories searched for the proto's imports (repeatable).
-    #[arg(short = 'I', long = "import-path", help_heading = "gRPC")]
+    #[arg(
+        short = 'I',
+        long = "import-path",
+        requires = "proto",
+        help_heading = "gRPC"
+    )]
     pub import_paths: Vec<PathBuf>,
     /// gRPC: the method, package.Service/Method (unary, server, client or bidirectional
-    /// streaming).
-    #[arg(long, requires = "proto", help_heading = "gRPC")]
+    /// streaming); the URL is then a gRPC address.
+    #[arg(long, help_heading = "gRPC")]
     pub call: Option<String>,
     /// gRPC, a client-streaming method: the messages each call sends before it ends its
     /// side (10 by default; ghz's `--stream-call-count` is the same flag).
@@ -1154,6 +1170,31 @@ pub struct TlsArgs {
     pub key: Option<PathBuf>,
 }
 
+impl TlsArgs {
+    /// The `--cacert` PEM and the client certificate, read.
+    pub fn pems(&self) -> anyhow::Result<(Option<String>, Option<ClientCertPem>)> {
+        let read = |flag: &str, p: &Path| {
+            std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("{flag} {}: cannot read: {e}", p.display()))
+        };
+        let ca_pem = match &self.cacert {
+            Some(p) => Some(read("--cacert", p)?),
+            None => None,
+        };
+        // clap has already refused one without the other.
+        let client_cert = match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Some(ClientCertPem {
+                cert_file: cert.display().to_string(),
+                cert_pem: read("--cert", cert)?,
+                key_file: key.display().to_string(),
+                key_pem: read("--key", key)?,
+            }),
+            _ => None,
+        };
+        Ok((ca_pem, client_cert))
+    }
+}
+
 /// Where the result goes.
 #[derive(Args, Debug)]
 pub struct OutputArgs {
@@ -1369,8 +1410,14 @@ pub struct GrpcArgs {
     /// `-d` (inline JSON) is `-D`.
     pub addr: String,
     /// The .proto file that defines the service (compiled at run time; no protoc needed).
-    #[arg(long, help_heading = "Call")]
-    pub proto: PathBuf,
+    /// Without it (nor --protoset), the service is asked of the server's reflection, as
+    /// grpcurl and ghz do.
+    #[arg(long, conflicts_with = "protoset", help_heading = "Call")]
+    pub proto: Option<PathBuf>,
+    /// A compiled descriptor set with its imports, in place of --proto (`protoc
+    /// --include_imports --descriptor_set_out FILE`; ghz's and grpcurl's --protoset).
+    #[arg(long, value_name = "FILE", help_heading = "Call")]
+    pub protoset: Option<PathBuf>,
     /// Directories searched for the proto's imports (repeatable; the proto's own
     /// directory is searched last). ghz's `-i`/`--import-paths` are the same flag.
     #[arg(
@@ -1378,6 +1425,7 @@ pub struct GrpcArgs {
         long = "import-path",
         short_alias = 'i',
         alias = "import-paths",
+        requires = "proto",
         help_heading = "Call"
     )]
     pub import_paths: Vec<PathBuf>,
@@ -1438,24 +1486,7 @@ impl LoadArgs {
     /// A workload for `url` over `transport` with these load settings (request fields at
     /// their defaults).
     pub fn to_workload(&self, url: String, transport: Transport) -> anyhow::Result<Workload> {
-        let read = |flag: &str, p: &Path| {
-            std::fs::read_to_string(p)
-                .map_err(|e| anyhow::anyhow!("{flag} {}: cannot read: {e}", p.display()))
-        };
-        let ca_pem = match &self.tls.cacert {
-            Some(p) => Some(read("--cacert", p)?),
-            None => None,
-        };
-        // clap has already refused one without the other.
-        let client_cert = match (&self.tls.cert, &self.tls.key) {
-            (Some(cert), Some(key)) => Some(ClientCertPem {
-                cert_file: cert.display().to_string(),
-                cert_pem: read("--cert", cert)?,
-                key_file: key.display().to_string(),
-                key_pem: read("--key", key)?,
-            }),
-            _ => None,
-        };
+        let (ca_pem, client_cert) = self.tls.pems()?;
         Ok(Workload {
             url,
             load: match self.rate {
@@ -1573,14 +1604,31 @@ impl GrpcArgs {
             }
             None => self.message.clone(),
         };
-        let mut call = GrpcCall::resolve(
-            &self.proto,
-            &self.import_paths,
-            &self.call,
-            &data,
-            &self.metadata,
-        )
-        .map_err(|(_, e)| e)?;
+        let url = grpc_url(&self.addr)?;
+        let (bytes, from) = match (&self.proto, &self.protoset) {
+            (Some(_), _) => (Vec::new(), String::new()),
+            (None, Some(p)) => (
+                std::fs::read(p)
+                    .map_err(|e| anyhow::anyhow!("--protoset {}: cannot read: {e}", p.display()))?,
+                format!("--protoset {}", p.display()),
+            ),
+            (None, None) => (
+                crate::reflect::for_call(&url, &self.load.tls, &self.metadata, &self.call)?,
+                "the server's reflection".to_string(),
+            ),
+        };
+        let schema = match &self.proto {
+            Some(file) => loadlab_grpc::Schema::Proto {
+                file,
+                include_dirs: &self.import_paths,
+            },
+            None => loadlab_grpc::Schema::Set {
+                bytes: &bytes,
+                from: &from,
+            },
+        };
+        let mut call = GrpcCall::resolve_from(schema, &self.call, &data, &self.metadata)
+            .map_err(|(_, e)| e)?;
         if let Some(n) = self.messages_per_call {
             if !call.client_streaming {
                 return Err(crate::BadInput(format!(
@@ -1591,7 +1639,6 @@ impl GrpcArgs {
             }
             call.messages_per_call = n;
         }
-        let url = grpc_url(&self.addr)?;
         let transport = TransportFlags {
             grpc: Some(call),
             ..self.load.transport_flags()

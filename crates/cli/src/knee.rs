@@ -102,6 +102,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         requests: None,
         protocol: protocol.into(),
         proto: a.proto.as_deref().map(absolute),
+        protoset: a.protoset.as_deref().map(absolute),
         import_paths: a.import_paths.iter().map(|p| absolute(p)).collect(),
         call: a.call.clone(),
         messages_per_call: a.messages_per_call,
@@ -250,7 +251,25 @@ fn flag_error(e: PlanError) -> BadInput {
 }
 
 pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
-    let file = plan_file(a)?;
+    let mut file = plan_file(a)?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::lab::default_out("knee"));
+    if let (Some(call), None, None) = (&a.call, &a.proto, &a.protoset) {
+        // The service as the server's reflection describes it, kept in the bundle for
+        // plan.toml (which names it) to re-run with.
+        let url = crate::args::grpc_url(a.url.as_deref().unwrap_or_default())
+            .map_err(|e| BadInput(e.to_string()))?;
+        let set = crate::reflect::for_call(&url, &a.tls, &a.metadata, call)
+            .map_err(|e| BadInput(format!("{e:#}")))?;
+        std::fs::create_dir_all(&out)
+            .map_err(|e| BadInput(format!("--out {}: cannot create: {e}", out.display())))?;
+        let kept = std::path::absolute(out.join("reflected.protoset"))?;
+        std::fs::write(&kept, set)
+            .map_err(|e| BadInput(format!("{}: cannot write: {e}", kept.display())))?;
+        file.scenario[0].protoset = Some(kept.display().to_string());
+    }
     let text = toml::to_string(&file)?;
     let cwd = std::env::current_dir()?;
     let plan = Plan::parse(&text, "loadlab knee", &cwd, false).map_err(flag_error)?;
@@ -259,10 +278,6 @@ pub fn cmd_knee(a: &KneeArgs) -> anyhow::Result<ExitCode> {
     }
     let stop = CancellationToken::new();
     cancel_on_signal(stop.clone());
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| crate::lab::default_out("knee"));
     let fleet = crate::fleet::coordinator(&a.distributed, &stop, a.quiet)?;
     let settings = crate::lab::RunSettings {
         quiet: a.quiet,

@@ -18,6 +18,7 @@ mod man;
 mod outputs;
 mod peers;
 mod promrw;
+mod reflect;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -432,9 +432,16 @@ pub(crate) const HABITS: &[Habit] = &[
     },
     Habit {
         peers: &[Ghz],
-        flags: &["--reflect", "--protoset", "-b", "--binary"],
-        meaning: "message source",
-        here: "none: the `.proto` and JSON only (`--proto`, `-D`)",
+        flags: &["--protoset"],
+        meaning: "compiled descriptor set",
+        here: "`--protoset FILE`; with neither it nor `--proto`, the server's reflection describes the service, as in ghz",
+        fit: Same,
+    },
+    Habit {
+        peers: &[Ghz],
+        flags: &["-b", "--binary"],
+        meaning: "binary message",
+        here: "none: the message is JSON (`-D`), which may hold templates",
         fit: Absent,
     },
     Habit {

@@ -10,6 +10,51 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
 use crate::message::MessageTemplate;
 use crate::{frame, json, templated, GrpcError};
 
+/// Where a call's service is described.
+#[derive(Clone, Copy, Debug)]
+pub enum Schema<'a> {
+    /// A `.proto` file, compiled at run time, with the directories searched for its
+    /// imports (then its own directory).
+    Proto {
+        /// The file.
+        file: &'a Path,
+        /// The directories searched for its imports.
+        include_dirs: &'a [PathBuf],
+    },
+    /// A compiled descriptor set (`google.protobuf.FileDescriptorSet`, as `protoc
+    /// --include_imports --descriptor_set_out` writes it and as [`crate::reflection`]
+    /// collects it from a server), with every file it imports.
+    Set {
+        /// The set's encoding.
+        bytes: &'a [u8],
+        /// Where it came from, for errors: a file's path, or the server.
+        from: &'a str,
+    },
+}
+
+impl Schema<'_> {
+    /// The descriptors.
+    fn pool(&self) -> Result<DescriptorPool, GrpcError> {
+        match *self {
+            Schema::Proto { file, include_dirs } => compile(file, include_dirs),
+            Schema::Set { bytes, from } => {
+                DescriptorPool::decode(bytes).map_err(|e| GrpcError::Descriptors {
+                    source_name: from.to_owned(),
+                    message: format!("not a consistent descriptor set: {e}"),
+                })
+            }
+        }
+    }
+
+    /// Where the descriptors came from, for errors.
+    fn name(&self) -> String {
+        match *self {
+            Schema::Proto { file, .. } => file.display().to_string(),
+            Schema::Set { from, .. } => from.to_owned(),
+        }
+    }
+}
+
 /// A unary method resolved from a `.proto` file at run time, with its request encoded once
 /// (and its template, when the request JSON holds `${...}` templates).
 ///
@@ -64,9 +109,26 @@ impl UnaryCall {
         call: &str,
         data: &str,
     ) -> Result<UnaryCall, GrpcError> {
+        UnaryCall::resolve_from(
+            Schema::Proto {
+                file: proto,
+                include_dirs,
+            },
+            call,
+            data,
+        )
+    }
+
+    /// [`UnaryCall::resolve`] with the service described by `schema`: a `.proto` file, or a
+    /// compiled descriptor set (a `--protoset` file, what the server's reflection sent).
+    pub fn resolve_from(
+        schema: Schema<'_>,
+        call: &str,
+        data: &str,
+    ) -> Result<UnaryCall, GrpcError> {
         // Parse the call first: it costs nothing and needs no file.
         let (service_name, method_name) = split_call(call)?;
-        let pool = compile(proto, include_dirs)?;
+        let pool = schema.pool()?;
 
         let Some(service) = pool.get_service_by_name(service_name) else {
             let mut available: Vec<String> =
@@ -74,7 +136,7 @@ impl UnaryCall {
             available.sort();
             return Err(GrpcError::UnknownService {
                 service: service_name.to_owned(),
-                proto: proto.to_owned(),
+                source_name: schema.name(),
                 available,
             });
         };

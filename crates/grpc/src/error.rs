@@ -1,7 +1,5 @@
 //! The error type of this crate.
 
-use std::path::PathBuf;
-
 /// What can go wrong while resolving a call, building its request or reading a reply.
 ///
 /// Every message names the thing at fault: the proto file and line, the service or method
@@ -30,13 +28,14 @@ pub enum GrpcError {
         /// The call as given.
         call: String,
     },
-    /// No service of that full name is defined by the proto file or its imports.
-    #[error("service `{service}` not found in {}; services found: {}", .proto.display(), list(.available))]
+    /// No service of that full name is defined by the proto file or its imports (or the
+    /// descriptors the server's reflection or a descriptor set gave).
+    #[error("service `{service}` not found in {source_name}; services found: {}", list(.available))]
     UnknownService {
         /// The fully qualified service name that was asked for.
         service: String,
-        /// The proto file searched.
-        proto: PathBuf,
+        /// Where it was looked for: the proto file, the descriptor set, the server.
+        source_name: String,
         /// The fully qualified names of the services that exist.
         available: Vec<String>,
     },
@@ -79,6 +78,21 @@ pub enum GrpcError {
         /// The fully qualified response message type.
         message_type: String,
         /// The decoder's message.
+        message: String,
+    },
+    /// A descriptor set (a `--protoset` file, or what the server's reflection sent) could
+    /// not be read or does not hold a consistent set of files.
+    #[error("{source_name}: {message}")]
+    Descriptors {
+        /// Where the descriptors came from: the file, or the server.
+        source_name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The server's reflection answered a query with an error, or not as the protocol says.
+    #[error("server reflection: {message}")]
+    Reflection {
+        /// What the server said (its error code and message), or what was wrong.
         message: String,
     },
     /// A `--metadata` entry is malformed, has an invalid or reserved key, or an invalid value.

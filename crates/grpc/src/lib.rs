@@ -23,6 +23,10 @@
 //!   [`GrpcCall`]) and [`CompiledMessage`], which checks its templates against a data file
 //!   and renders one call's gRPC frame into reused buffers (no allocation per call).
 //!   Available without the `resolve` feature.
+//! - [`reflection`]: server reflection (`grpc.reflection.v1` and `v1alpha`): the queries
+//!   sent when no `.proto` is given and the descriptor set built from the answers (the
+//!   exchange is the caller's: it needs a connection). [`Schema`] says where a call's
+//!   service is described: a `.proto`, or a descriptor set.
 //! - [`wire`]: [`GrpcCall`], a resolved call as the transport sends it (serializable), built
 //!   by [`GrpcCall::resolve`] for `loadlab grpc` and plan scenarios alike.
 //!
@@ -40,13 +44,15 @@ pub mod frame;
 mod json;
 pub mod message;
 pub mod metadata;
+#[cfg(feature = "resolve")]
+pub mod reflection;
 pub mod status;
 #[cfg(feature = "resolve")]
 mod templated;
 pub mod wire;
 
 #[cfg(feature = "resolve")]
-pub use call::UnaryCall;
+pub use call::{Schema, UnaryCall};
 pub use error::GrpcError;
 pub use message::{CompiledMessage, MessageTemplate};
 pub use metadata::parse_metadata;

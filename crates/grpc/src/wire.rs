@@ -83,8 +83,23 @@ impl GrpcCall {
         data: &str,
         metadata: &[S],
     ) -> Result<GrpcCall, (CallInput, crate::GrpcError)> {
-        let resolved = crate::UnaryCall::resolve(proto, include_dirs, call, data)
-            .map_err(|e| (CallInput::Call, e))?;
+        let schema = crate::Schema::Proto {
+            file: proto,
+            include_dirs,
+        };
+        GrpcCall::resolve_from(schema, call, data, metadata)
+    }
+
+    /// [`GrpcCall::resolve`] with the service described by `schema` (a `.proto` file, or a
+    /// descriptor set: a `--protoset` file, what the server's reflection sent).
+    pub fn resolve_from<S: AsRef<str>>(
+        schema: crate::Schema<'_>,
+        call: &str,
+        data: &str,
+        metadata: &[S],
+    ) -> Result<GrpcCall, (CallInput, crate::GrpcError)> {
+        let resolved =
+            crate::UnaryCall::resolve_from(schema, call, data).map_err(|e| (CallInput::Call, e))?;
         let metadata = crate::parse_metadata(metadata).map_err(|e| (CallInput::Metadata, e))?;
         Ok(GrpcCall {
             path: resolved.path().to_string(),

@@ -216,6 +216,11 @@ pub struct ScenarioFile {
     pub protocol: String,
     /// gRPC: the .proto file, relative to the plan's directory.
     pub proto: Option<String>,
+    /// gRPC, in place of `proto`: a compiled descriptor set with its imports (`protoc
+    /// --include_imports --descriptor_set_out`, or what `loadlab knee` took from the
+    /// server's reflection), relative to the plan's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protoset: Option<String>,
     /// gRPC: directories searched for the proto's imports, relative to the plan's directory.
     #[serde(default)]
     pub import_paths: Vec<String>,

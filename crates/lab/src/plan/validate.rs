@@ -956,6 +956,7 @@ fn scenario_protocol(
     if protocol != Protocol::Grpc {
         let given = [
             ("proto", s.proto.is_some()),
+            ("protoset", s.protoset.is_some()),
             ("call", s.call.is_some()),
             ("message", s.message.is_some()),
             ("metadata", !s.metadata.is_empty()),
@@ -974,18 +975,51 @@ fn scenario_protocol(
         }
         return Ok((protocol, None));
     }
-    let (Some(proto), Some(call)) = (&s.proto, &s.call) else {
-        let missing = if s.proto.is_none() { "proto" } else { "call" };
+    let (Some(proto), Some(call)) = (s.proto.as_ref().or(s.protoset.as_ref()), &s.call) else {
+        let missing = if s.call.is_some() { "proto" } else { "call" };
         return Err(c.err(
             field(missing),
             "missing",
-            "protocol = \"grpc\" needs proto = \"FILE.proto\" and call = \"package.Service/Method\"",
+            "protocol = \"grpc\" needs proto = \"FILE.proto\" (or protoset = \"FILE.protoset\", a compiled descriptor set) and call = \"package.Service/Method\"",
         ));
     };
+    if s.protoset.is_some() && !s.import_paths.is_empty() {
+        return Err(c.err(
+            field("import_paths"),
+            format!("{:?}", s.import_paths),
+            "only with proto (a descriptor set holds its imports)",
+        ));
+    }
+    if s.proto.is_some() && s.protoset.is_some() {
+        return Err(c.err(
+            field("protoset"),
+            "set",
+            "proto or protoset, not both: each describes the service",
+        ));
+    }
     let includes: Vec<PathBuf> = s.import_paths.iter().map(|p| dir.join(p)).collect();
     let data = s.message.as_deref().unwrap_or("{}");
-    let mut resolved = GrpcCall::resolve(&dir.join(proto), &includes, call, data, &s.metadata)
-        .map_err(|(input, e)| match input {
+    let set = match &s.protoset {
+        Some(p) => Some(std::fs::read(dir.join(p)).map_err(|e| {
+            c.err(
+                field("protoset"),
+                format!("{p:?}"),
+                format!("cannot read: {e}"),
+            )
+        })?),
+        None => None,
+    };
+    let path = dir.join(proto);
+    let from = path.display().to_string();
+    let schema = match &set {
+        Some(bytes) => loadlab_grpc::Schema::Set { bytes, from: &from },
+        None => loadlab_grpc::Schema::Proto {
+            file: &path,
+            include_dirs: &includes,
+        },
+    };
+    let mut resolved = GrpcCall::resolve_from(schema, call, data, &s.metadata).map_err(
+        |(input, e)| match input {
             CallInput::Call => c.err(
                 field("call"),
                 format!("{call:?} in {proto:?}"),
@@ -996,7 +1030,8 @@ fn scenario_protocol(
                 format!("{:?}", s.metadata),
                 e.to_string(),
             ),
-        })?;
+        },
+    )?;
     if let Some(n) = s.messages_per_call {
         if !resolved.client_streaming {
             return Err(c.err(
