@@ -1,6 +1,6 @@
 //! Hostile gRPC replies: a compressed message with no `grpc-encoding`, a length prefix
-//! longer than the body, trailers without `grpc-status`, a `grpc-status` that is not a
-//! number. Each is the error a gRPC client reports (gRPC over HTTP/2 spec), never an OK,
+//! longer than the body, a message over the 4 MiB a client receives, trailers without
+//! `grpc-status`, a `grpc-status` that is not a number. Each is the error a gRPC client reports (gRPC over HTTP/2 spec), never an OK,
 //! and the run ends on time.
 
 mod util;
@@ -91,6 +91,32 @@ fn a_length_prefix_longer_than_the_body_is_internal() {
         );
         assert_status(&call(&[0, 0, 0], OK, extra), "INTERNAL", "a cut header");
     }
+}
+
+#[test]
+fn a_message_over_4_mib_is_resource_exhausted_and_not_read() {
+    // A 16 MiB message, whole behind its header, then OK: a gRPC client refuses it at its
+    // header (over the 4 MiB it receives) and the call is RESOURCE_EXHAUSTED. loadlab
+    // resets the stream there: the run reads none of it, and its memory stays small.
+    const BIG: u32 = 16 << 20;
+    let mut body = vec![0u8];
+    body.extend_from_slice(&BIG.to_be_bytes());
+    body.resize(5 + BIG as usize, 7);
+    let body: &'static [u8] = Box::leak(body.into_boxed_slice());
+    for extra in [&[][..], &["--rate", "50"][..]] {
+        let r = call(body, OK, extra);
+        assert_status(&r, "RESOURCE_EXHAUSTED", "16 MiB");
+        let rss = r.json()["generator_peak_rss_bytes"].as_u64().unwrap();
+        assert!(rss < 256 << 20, "peak RSS {rss} bytes");
+    }
+    // 4 MiB exactly is a message a client receives.
+    let mut body = vec![0u8];
+    body.extend_from_slice(&(4u32 << 20).to_be_bytes());
+    body.resize(5 + (4 << 20), 7);
+    let body: &'static [u8] = Box::leak(body.into_boxed_slice());
+    let r = call(body, OK, &["--rate", "20"]);
+    assert!(r.json()["successful"].as_u64().unwrap() > 0, "{}", r.json());
+    assert_eq!(r.json()["errors_total"], 0, "{}", r.json());
 }
 
 #[test]

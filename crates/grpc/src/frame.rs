@@ -9,6 +9,11 @@ use crate::GrpcError;
 /// Length of the frame header: compressed flag and message length.
 pub const HEADER_LEN: usize = 5;
 
+/// The largest message a reply may carry, 4 MiB: gRPC clients' default limit on what they
+/// receive (grpc-go's, grpcio's and grpc-java's `max_receive_message_length`). A larger one
+/// fails the call with `RESOURCE_EXHAUSTED`, as it does there.
+pub const MAX_RECEIVE: u64 = 4 * 1024 * 1024;
+
 /// Wraps an uncompressed message in a gRPC frame.
 ///
 /// # Panics
@@ -73,6 +78,8 @@ pub struct FrameScan {
     bad_flag: Option<u8>,
     /// Complete frames seen.
     frames: u64,
+    /// The first frame whose length prefix declared more than [`MAX_RECEIVE`]: its length.
+    too_large: Option<u64>,
 }
 
 /// What is wrong with a reply body, as [`FrameScan::finish`] reports it.
@@ -84,6 +91,8 @@ pub enum FrameFault {
     CompressedWithoutEncoding,
     /// A frame's flag is neither 0 nor 1.
     UnknownFlag(u8),
+    /// A message longer than [`MAX_RECEIVE`] (its declared length).
+    TooLarge(u64),
 }
 
 impl std::fmt::Display for FrameFault {
@@ -94,6 +103,12 @@ impl std::fmt::Display for FrameFault {
                 f.write_str("a compressed message without grpc-encoding")
             }
             FrameFault::UnknownFlag(b) => write!(f, "unknown compressed flag {b}"),
+            FrameFault::TooLarge(n) => {
+                write!(
+                    f,
+                    "a message of {n} bytes, over the {MAX_RECEIVE} a client receives"
+                )
+            }
         }
     }
 }
@@ -130,11 +145,20 @@ impl FrameScan {
                     self.header[3],
                     self.header[4],
                 ]));
+                if self.remaining > MAX_RECEIVE {
+                    self.too_large.get_or_insert(self.remaining);
+                }
                 if self.remaining == 0 {
                     self.frames += 1;
                 }
             }
         }
+    }
+
+    /// The declared length of a message over [`MAX_RECEIVE`], once its header came: the
+    /// call has failed (`RESOURCE_EXHAUSTED`), and the rest need not be read.
+    pub fn too_large(&self) -> Option<u64> {
+        self.too_large
     }
 
     /// Complete frames (messages) seen so far.
@@ -144,6 +168,9 @@ impl FrameScan {
 
     /// The body is over: its fault, if any (`encoded`: the reply named a `grpc-encoding`).
     pub fn finish(&self, encoded: bool) -> Result<u64, FrameFault> {
+        if let Some(n) = self.too_large {
+            return Err(FrameFault::TooLarge(n));
+        }
         if let Some(flag) = self.bad_flag {
             return Err(FrameFault::UnknownFlag(flag));
         }
@@ -183,6 +210,22 @@ mod tests {
         let mut s = FrameScan::default();
         s.feed(&[4, 0, 0, 0, 0]);
         assert_eq!(s.finish(true), Err(FrameFault::UnknownFlag(4)));
+    }
+
+    #[test]
+    fn a_message_over_the_limit_is_caught_at_its_header() {
+        // 4 MiB exactly is allowed; one byte more fails as soon as its header is in.
+        let mut s = FrameScan::default();
+        s.feed(&[0, 0, 0x40, 0, 0]);
+        assert_eq!(s.too_large(), None);
+        s.feed(&vec![7; MAX_RECEIVE as usize]);
+        assert_eq!(s.finish(false), Ok(1));
+        let mut s = FrameScan::default();
+        s.feed(&[0, 0, 0x40, 0]);
+        assert_eq!(s.too_large(), None);
+        s.feed(&[1]);
+        assert_eq!(s.too_large(), Some(MAX_RECEIVE + 1));
+        assert_eq!(s.finish(false), Err(FrameFault::TooLarge(MAX_RECEIVE + 1)));
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub(crate) struct Reply {
     pub grpc: Option<GrpcStatus>,
     /// gRPC: the body's messages are cut short, or compressed with no `grpc-encoding`.
     pub bad_framing: bool,
+    /// gRPC: a message over the 4 MiB a client receives (the stream was reset at its
+    /// header).
+    pub too_large: bool,
 }
 
 impl Reply {
@@ -103,6 +106,7 @@ impl Reply {
     /// compressed with no encoding named is INTERNAL, whatever its status says.
     pub(crate) fn grpc_status(self) -> Option<GrpcStatus> {
         match self.grpc {
+            _ if self.too_large => Some(GrpcStatus::ResourceExhausted),
             Some(code) if code.is_ok() && self.bad_framing => Some(GrpcStatus::Internal),
             g => g,
         }
@@ -590,6 +594,7 @@ impl Client {
             status: s.status,
             grpc,
             bad_framing: s.grpc && s.scan.finish(s.encoded).is_err(),
+            too_large: s.grpc && s.scan.too_large().is_some(),
         };
         if s.body.is_some() {
             // A complete response before the whole body went out (RFC 9113 §8.1): the
@@ -896,6 +901,13 @@ impl Reader {
                 if s.grpc {
                     let before = s.scan.frames();
                     s.scan.feed(data);
+                    if s.scan.too_large().is_some() {
+                        // A message over what a client receives: the call has failed
+                        // (RESOURCE_EXHAUSTED), and the rest of it is not read.
+                        rst_stream(&mut i.out, id, CANCEL);
+                        i.end_stream(id, Ok(()));
+                        return Ok(());
+                    }
                     if s.streaming && s.scan.frames() > before {
                         if let Some(w) = s.waker.take() {
                             w.wake();
