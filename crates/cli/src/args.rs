@@ -822,11 +822,13 @@ pub struct KneeArgs {
     /// also pushes, or answers out of order).
     #[arg(long, value_name = "TEXT", help_heading = "Request")]
     pub reply_contains: Option<String>,
-    /// WebSocket: each reply carries the time the server sent it, as a number at this JSON
-    /// pointer (`/ts`, `/data/sent`) since the Unix epoch in seconds, ms, µs or ns (told by
-    /// magnitude); the delay from it to the reply's arrival is reported beside the latency
-    /// (`server delay`: with server push, how stale a message is when it lands). Meaningful
-    /// when both clocks are the same (one host) or synchronized.
+    /// WebSocket, event streams and server-streaming gRPC: each reply carries the time the
+    /// server sent it, as a number at this JSON pointer (`/ts`, `/data/sent`; gRPC: the
+    /// field path, `/sent_at_us`) since the Unix epoch in seconds, ms, µs or ns (told by
+    /// magnitude; or a google.protobuf.Timestamp); the delay from it to the reply's arrival
+    /// is reported beside the latency (`server delay`: with server push, how stale a
+    /// message is when it lands). Meaningful when both clocks are the same (one host) or
+    /// synchronized.
     #[arg(long, value_name = "POINTER", help_heading = "Request")]
     pub sent_at: Option<String>,
     /// Reuse connections (on) or open a new TCP connection per request (off, HTTP/1.1).
@@ -1439,6 +1441,14 @@ pub struct GrpcArgs {
     #[arg(long, alias = "stream-call-count", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..), help_heading = "Call")]
     pub messages_per_call: Option<u32>,
+    /// A server-streaming method: the number field of each message that says when the
+    /// server sent it (`/sent_at_us`, `/meta/ts`: field names from the top; an integer or
+    /// a floating-point number since the Unix epoch in s, ms, µs or ns, told by its
+    /// magnitude, or a google.protobuf.Timestamp): the delay from it to the message's
+    /// arrival is reported beside the gaps (`server delay`: how stale a message is when it
+    /// lands). Meaningful when the server's clock is this machine's, or synchronized.
+    #[arg(long, value_name = "FIELD", help_heading = "Call")]
+    pub sent_at: Option<String>,
     /// The request message as JSON (proto3 JSON mapping); its strings may hold templates
     /// (numbers as strings: `"id": "${seq}"`). ghz's `-D FILE` works too: a value that is
     /// not JSON and names a file is read from that file.
@@ -1627,8 +1637,17 @@ impl GrpcArgs {
                 from: &from,
             },
         };
-        let mut call = GrpcCall::resolve_from(schema, &self.call, &data, &self.metadata)
-            .map_err(|(_, e)| e)?;
+        let mut call = GrpcCall::resolve_from(
+            schema,
+            &self.call,
+            &data,
+            &self.metadata,
+            self.sent_at.as_deref(),
+        )
+        .map_err(|(input, e)| match input {
+            loadlab_grpc::CallInput::SentAt => anyhow::anyhow!("--sent-at {e}"),
+            _ => e.into(),
+        })?;
         if let Some(n) = self.messages_per_call {
             if !call.client_streaming {
                 return Err(crate::BadInput(format!(

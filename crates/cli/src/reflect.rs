@@ -39,6 +39,7 @@ pub(crate) fn for_call(
         bidirectional: false,
         client_streaming: false,
         messages_per_call: 0,
+        sent_at: None,
     };
     let (ca_pem, client_cert) = tls.pems()?;
     let cfg = loadlab_engine::Workload {

@@ -28,9 +28,16 @@ fn ticker(gap_ms: u32, count: u32, end: &str) -> Server {
 /// [`ticker`] with `threads` in grpcio's pool: each stream holds one while it lasts, and a
 /// stream beyond them waits, silent, for one to come free.
 fn ticker_with(gap_ms: u32, count: u32, end: &str, threads: u32) -> Server {
+    ticker_stale(gap_ms, count, end, threads, 0)
+}
+
+/// [`ticker_with`] whose ticks say they were sent `stale_ms` before they were
+/// (`sent_at_us`, microseconds since the Unix epoch).
+fn ticker_stale(gap_ms: u32, count: u32, end: &str, threads: u32, stale_ms: u32) -> Server {
     let py = "import sys, time, grpc\n\
         from concurrent import futures\n\
         gap = float(sys.argv[1]) / 1000; count = int(sys.argv[2]); end = sys.argv[3]\n\
+        stale = int(sys.argv[5]) * 1000 if len(sys.argv) > 5 else 0\n\
         def varint(n):\n\
         \x20   out = bytearray()\n\
         \x20   while True:\n\
@@ -39,7 +46,7 @@ fn ticker_with(gap_ms: u32, count: u32, end: &str, threads: u32) -> Server {
         \x20       else:\n\
         \x20           out.append(b); return bytes(out)\n\
         def tick(seq):\n\
-        \x20   return b'\\x08' + varint(seq) + b'\\x10' + varint(time.time_ns() // 1000)\n\
+        \x20   return b'\\x08' + varint(seq) + b'\\x10' + varint(time.time_ns() // 1000 - stale)\n\
         def wait(context, seconds):\n\
         \x20   until = time.monotonic() + seconds\n\
         \x20   while time.monotonic() < until:\n\
@@ -68,7 +75,8 @@ fn ticker_with(gap_ms: u32, count: u32, end: &str, threads: u32) -> Server {
         .arg(gap_ms.to_string())
         .arg(count.to_string())
         .arg(end)
-        .arg(threads.to_string());
+        .arg(threads.to_string())
+        .arg(stale_ms.to_string());
     Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
 }
 
@@ -291,4 +299,68 @@ fn a_server_stream_is_held_not_offered_at_a_rate() {
         "{}",
         r.stderr
     );
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn sent_at_reads_when_each_message_says_it_was_sent_and_is_refused_where_it_cannot_apply() {
+    // Ticks every 50 ms whose sent_at_us says 200 ms earlier than they were sent: the delay
+    // from it to their arrival is 200 ms and the few the network and wake-ups add.
+    let server = ticker_stale(50, 0, "OK", 64, 200);
+    let addr = format!("127.0.0.1:{}", server.port);
+    let proto = ticker_proto();
+    let r = grpc(&[
+        &addr,
+        "--proto",
+        &proto,
+        "--call",
+        "ticker.Ticker/Subscribe",
+        "--sent-at",
+        "/sent_at_us",
+        "-c",
+        "1",
+        "--concurrency",
+        "4",
+        "-d",
+        "2s",
+        "--timeout",
+        "2s",
+    ]);
+    let j = served(&r);
+    let d = &j["server_delay"];
+    assert_eq!(d["pointer"], "/sent_at_us", "{d}");
+    assert_eq!(u(d, "missing"), 0, "{d}");
+    assert_eq!(u(d, "ahead"), 0, "{d}");
+    assert_eq!(u(&d["delay_ms"], "count"), u(j, "successful"), "{d}");
+    let p50 = d["delay_ms"]["p50"].as_f64().unwrap();
+    assert!((200.0..300.0).contains(&p50), "{d}");
+    assert!(r.stdout.contains("server delay"), "{}", r.stdout);
+    // A field that is not there, or not a number, is named with the fields there are; a
+    // method whose messages are not a server's stream refuses it.
+    for (call, field, says) in [
+        (
+            "ticker.Ticker/Subscribe",
+            "/sent",
+            "`ticker.Tick` has no field `sent`; its fields: seq, sent_at_us",
+        ),
+        (
+            "ticker.Ticker/Chat",
+            "/sent_at_us",
+            "only a server-streaming method's messages",
+        ),
+    ] {
+        let r = grpc(&[
+            &addr,
+            "--proto",
+            &proto,
+            "--call",
+            call,
+            "--sent-at",
+            field,
+            "-d",
+            "1s",
+        ]);
+        assert_eq!(r.code(), Some(2), "{}", r.stderr);
+        assert!(r.stderr.contains(says), "{}", r.stderr);
+    }
 }

@@ -80,6 +80,16 @@ pub enum GrpcError {
         /// The decoder's message.
         message: String,
     },
+    /// A field path (`--sent-at`) that names no number field of the reply message.
+    #[error("`{pointer}` in `{message_type}`: {message}")]
+    FieldPath {
+        /// The path as given.
+        pointer: String,
+        /// The message type it was looked for in.
+        message_type: String,
+        /// What is wrong (the fields there are, the type found).
+        message: String,
+    },
     /// A descriptor set (a `--protoset` file, or what the server's reflection sent) could
     /// not be read or does not hold a consistent set of files.
     #[error("{source_name}: {message}")]

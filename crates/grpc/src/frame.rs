@@ -80,6 +80,44 @@ pub struct FrameScan {
     frames: u64,
     /// The first frame whose length prefix declared more than [`MAX_RECEIVE`]: its length.
     too_large: Option<u64>,
+    /// A number read from each message ([`FrameScan::tapping`]).
+    tap: Option<Box<Tap>>,
+}
+
+/// The number [`FrameScan::tapping`] reads from each message, and what it read.
+#[derive(Clone, Debug)]
+struct Tap {
+    field: crate::fields::FieldPath,
+    /// The message so far.
+    message: Vec<u8>,
+    /// It is longer than [`TAP_LIMIT`]: not kept, its number not read.
+    over: bool,
+    /// Each message's number (or `None`), oldest first, until taken.
+    values: std::collections::VecDeque<Option<f64>>,
+}
+
+/// The longest message whose number a tap reads (a timestamp is near the top of a small
+/// message; a larger one is not copied).
+const TAP_LIMIT: usize = 64 * 1024;
+
+impl Tap {
+    fn bytes(&mut self, b: &[u8]) {
+        if self.over || self.message.len() + b.len() > TAP_LIMIT {
+            self.over = true;
+            self.message.clear();
+        } else {
+            self.message.extend_from_slice(b);
+        }
+    }
+
+    fn end(&mut self) {
+        let v = (!self.over)
+            .then(|| self.field.read(&self.message))
+            .flatten();
+        self.values.push_back(v);
+        self.message.clear();
+        self.over = false;
+    }
 }
 
 /// What is wrong with a reply body, as [`FrameScan::finish`] reports it.
@@ -120,9 +158,15 @@ impl FrameScan {
             if self.remaining > 0 {
                 let take = self.remaining.min(chunk.len() as u64);
                 self.remaining -= take;
+                if let Some(t) = &mut self.tap {
+                    t.bytes(&chunk[..take as usize]);
+                }
                 chunk = &chunk[take as usize..];
                 if self.remaining == 0 {
                     self.frames += 1;
+                    if let Some(t) = &mut self.tap {
+                        t.end();
+                    }
                 }
                 continue;
             }
@@ -150,9 +194,32 @@ impl FrameScan {
                 }
                 if self.remaining == 0 {
                     self.frames += 1;
+                    if let Some(t) = &mut self.tap {
+                        t.end();
+                    }
                 }
             }
         }
+    }
+
+    /// A scan that also reads `field` from each message (`--sent-at`), kept until
+    /// [`FrameScan::take_value`] takes it.
+    pub fn tapping(field: crate::fields::FieldPath) -> FrameScan {
+        FrameScan {
+            tap: Some(Box::new(Tap {
+                field,
+                message: Vec::new(),
+                over: false,
+                values: std::collections::VecDeque::new(),
+            })),
+            ..FrameScan::default()
+        }
+    }
+
+    /// The number read from the oldest message not yet taken (`Some(None)`: it held none);
+    /// `None` when every message's was taken, or the scan does not tap.
+    pub fn take_value(&mut self) -> Option<Option<f64>> {
+        self.tap.as_mut()?.values.pop_front()
     }
 
     /// The declared length of a message over [`MAX_RECEIVE`], once its header came: the
@@ -210,6 +277,26 @@ mod tests {
         let mut s = FrameScan::default();
         s.feed(&[4, 0, 0, 0, 0]);
         assert_eq!(s.finish(true), Err(FrameFault::UnknownFlag(4)));
+    }
+
+    #[test]
+    fn a_tap_reads_each_message_across_any_split() {
+        use crate::fields::{FieldPath, NumberKind};
+        let field = FieldPath {
+            numbers: vec![2],
+            kind: NumberKind::Unsigned,
+            pointer: "/at".into(),
+        };
+        // { 2: 300 }, an empty message, { 1: 1 }.
+        let body: Vec<u8> = [encode(&[0x10, 0xac, 0x02]), encode(b""), encode(&[8, 1])].concat();
+        for cut in 0..body.len() {
+            let mut s = FrameScan::tapping(field.clone());
+            s.feed(&body[..cut]);
+            s.feed(&body[cut..]);
+            let taken: Vec<_> = std::iter::from_fn(|| s.take_value()).collect();
+            assert_eq!(taken, [Some(300.0), None, None], "cut at {cut}");
+        }
+        assert_eq!(FrameScan::default().take_value(), None);
     }
 
     #[test]

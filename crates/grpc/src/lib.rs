@@ -39,6 +39,7 @@
 #[cfg(feature = "resolve")]
 pub mod call;
 pub mod error;
+pub mod fields;
 pub mod frame;
 #[cfg(feature = "resolve")]
 mod json;

@@ -45,6 +45,10 @@ pub struct GrpcCall {
     /// A client-streaming call's messages (0 when the method is not client-streaming).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub messages_per_call: u32,
+    /// A server-streaming call's `--sent-at`: the number field of each message that says
+    /// when the server sent it. Absent in what older agents read and write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<crate::fields::FieldPath>,
 }
 
 /// Messages a client-streaming call sends before it ends its side, unless told otherwise.
@@ -63,6 +67,8 @@ pub enum CallInput {
     Call,
     /// A metadata entry.
     Metadata,
+    /// The `--sent-at` field path.
+    SentAt,
 }
 
 #[cfg(feature = "resolve")]
@@ -87,19 +93,37 @@ impl GrpcCall {
             file: proto,
             include_dirs,
         };
-        GrpcCall::resolve_from(schema, call, data, metadata)
+        GrpcCall::resolve_from(schema, call, data, metadata, None)
     }
 
     /// [`GrpcCall::resolve`] with the service described by `schema` (a `.proto` file, or a
-    /// descriptor set: a `--protoset` file, what the server's reflection sent).
+    /// descriptor set: a `--protoset` file, what the server's reflection sent), and a
+    /// server-streaming method's `sent_at` field path ([`crate::UnaryCall::field_path`]).
     pub fn resolve_from<S: AsRef<str>>(
         schema: crate::Schema<'_>,
         call: &str,
         data: &str,
         metadata: &[S],
+        sent_at: Option<&str>,
     ) -> Result<GrpcCall, (CallInput, crate::GrpcError)> {
         let resolved =
             crate::UnaryCall::resolve_from(schema, call, data).map_err(|e| (CallInput::Call, e))?;
+        let sent_at = match sent_at {
+            None => None,
+            Some(p) if !resolved.server_streaming() || resolved.bidirectional() => {
+                return Err((
+                    CallInput::SentAt,
+                    crate::GrpcError::FieldPath {
+                        pointer: p.to_owned(),
+                        message_type: resolved.response_type().to_owned(),
+                        message: format!(
+                            "only a server-streaming method's messages are read for when the server sent them (`{call}` is not one)"
+                        ),
+                    },
+                ))
+            }
+            Some(p) => Some(resolved.field_path(p).map_err(|e| (CallInput::SentAt, e))?),
+        };
         let metadata = crate::parse_metadata(metadata).map_err(|e| (CallInput::Metadata, e))?;
         Ok(GrpcCall {
             path: resolved.path().to_string(),
@@ -114,6 +138,7 @@ impl GrpcCall {
             } else {
                 0
             },
+            sent_at,
         })
     }
 }
@@ -152,6 +177,7 @@ mod tests {
             bidirectional: false,
             client_streaming: false,
             messages_per_call: 0,
+            sent_at: None,
         };
         let json = serde_json::to_value(&call).unwrap();
         assert_eq!(json["frame"], "AAAAAAIKAA==");

@@ -187,10 +187,11 @@ impl Transport {
     }
 
     /// WebSocket and server-sent events: the JSON pointer to the time the server sent each
-    /// reply (`--sent-at`).
+    /// reply; a server-streaming gRPC call: the field path to it (`--sent-at`).
     pub fn sent_at(&self) -> Option<&str> {
         match self {
             Transport::WebSocket { sent_at, .. } | Transport::Sse { sent_at } => sent_at.as_deref(),
+            Transport::Grpc { call, .. } => call.sent_at.as_ref().map(|f| f.pointer.as_str()),
             _ => None,
         }
     }
@@ -888,6 +889,7 @@ mod tests {
                     bidirectional: true,
                     client_streaming: false,
                     messages_per_call: 0,
+                    sent_at: None,
                 },
                 concurrency: Some(32),
             },

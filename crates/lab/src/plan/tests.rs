@@ -442,3 +442,29 @@ fn a_websocket_push_scenario_reads_the_server_time_where_sent_at_points() {
     let e = refused(&with("sent_at = \"/ts\"", "steps = [10]"));
     assert!(e.contains("sent_at"), "{e}");
 }
+
+#[test]
+fn a_server_streaming_grpc_scenario_reads_sent_at_from_its_messages_and_a_unary_one_refuses_it() {
+    let ticker = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/ticker.proto");
+    let text = format!(
+        "name = \"g\"\n[[scenario]]\nname = \"s\"\nprotocol = \"grpc\"\nurl = \"http://127.0.0.1:1\"\nproto = {ticker:?}\ncall = \"ticker.Ticker/Subscribe\"\nsent_at = \"/sent_at_us\"\n[load]\nmodel = \"closed\"\nsteps = [1]\n"
+    );
+    let plan = parse(&text).unwrap();
+    let w = plan.workload(&plan.scenarios[0], &Default::default(), Some(1.0), None);
+    assert_eq!(w.transport.sent_at(), Some("/sent_at_us"));
+    let field = w.transport.grpc().unwrap().sent_at.clone().unwrap();
+    assert_eq!(field.numbers, [2]);
+    // A field the message does not have, and a unary method's reply: refused, named.
+    let e = refused(&text.replace("/sent_at_us", "/nope"));
+    assert!(
+        e.contains("scenario[0].sent_at") && e.contains("seq, sent_at_us"),
+        "{e}"
+    );
+    let e = refused(&grpc(
+        "call = \"helloworld.Greeter/SayHello\"\nsent_at = \"/message\"",
+    ));
+    assert!(
+        e.contains("scenario[0].sent_at") && e.contains("server-streaming"),
+        "{e}"
+    );
+}

@@ -668,12 +668,12 @@ fn scenarios(
             }
             None => None,
         };
-        if let Some(pointer) = &s.sent_at {
+        if let Some(pointer) = s.sent_at.as_ref().filter(|_| grpc.is_none()) {
             if !matches!(protocol, Protocol::Ws | Protocol::Sse) || ping_every.is_some() {
                 return Err(c.err(
                     f("sent_at"),
                     pointer.clone(),
-                    "a WebSocket scenario's (a ws:// or wss:// URL) without ping_every, or an event stream's (protocol = \"sse\"): the replies that carry the server's time",
+                    "a WebSocket scenario's (a ws:// or wss:// URL) without ping_every, an event stream's (protocol = \"sse\"), or a server-streaming gRPC method's: the replies that carry the server's time",
                 ));
             }
             loadlab_engine::config::check_pointer(pointer)
@@ -1018,20 +1018,26 @@ fn scenario_protocol(
             include_dirs: &includes,
         },
     };
-    let mut resolved = GrpcCall::resolve_from(schema, call, data, &s.metadata).map_err(
-        |(input, e)| match input {
-            CallInput::Call => c.err(
-                field("call"),
-                format!("{call:?} in {proto:?}"),
-                e.to_string(),
-            ),
-            CallInput::Metadata => c.err(
-                field("metadata"),
-                format!("{:?}", s.metadata),
-                e.to_string(),
-            ),
-        },
-    )?;
+    let mut resolved =
+        GrpcCall::resolve_from(schema, call, data, &s.metadata, s.sent_at.as_deref()).map_err(
+            |(input, e)| match input {
+                CallInput::SentAt => c.err(
+                    field("sent_at"),
+                    format!("{:?}", s.sent_at.as_deref().unwrap_or_default()),
+                    e.to_string(),
+                ),
+                CallInput::Call => c.err(
+                    field("call"),
+                    format!("{call:?} in {proto:?}"),
+                    e.to_string(),
+                ),
+                CallInput::Metadata => c.err(
+                    field("metadata"),
+                    format!("{:?}", s.metadata),
+                    e.to_string(),
+                ),
+            },
+        )?;
     if let Some(n) = s.messages_per_call {
         if !resolved.client_streaming {
             return Err(c.err(

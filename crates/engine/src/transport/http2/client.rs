@@ -549,6 +549,21 @@ impl Client {
         }
     }
 
+    /// Stream `id` (a server-streaming call just opened) reads `field` from each message
+    /// (`--sent-at`), for [`Client::take_value`].
+    pub(crate) fn tap_messages(&self, id: u32, field: loadlab_grpc::fields::FieldPath) {
+        if let Some(s) = self.inner.borrow_mut().streams.get_mut(&id) {
+            s.scan = FrameScan::tapping(field);
+        }
+    }
+
+    /// The number read from stream `id`'s oldest message not yet taken (see
+    /// [`Client::tap_messages`]); `None` if it held none.
+    pub(crate) fn take_value(&self, id: u32) -> Option<f64> {
+        let mut i = self.inner.borrow_mut();
+        i.streams.get_mut(&id)?.scan.take_value().flatten()
+    }
+
     /// Stream `id`'s next message, or its end once every message came (the result then
     /// taken, as [`Client::poll_stream`] takes it).
     pub(crate) fn poll_message(

@@ -15,7 +15,7 @@ use super::client::{self, Client, Next, StreamFailure};
 use super::{H2Conn, H2Request, Live, Template, TimeoutCache};
 use crate::error::ErrorClass;
 use crate::recorder::Planned;
-use crate::transport::io::{HeldMark, Io, Varying, MAX_RESENDS};
+use crate::transport::io::{epoch_ns, HeldMark, Io, Varying, MAX_RESENDS};
 
 /// What a stream slot sends.
 pub(crate) enum H2Source {
@@ -212,9 +212,13 @@ impl Http2Link {
                     if h.mark.is_none() {
                         h.mark = Some(HeldMark::new(io));
                     }
-                    io.recorder
-                        .borrow_mut()
-                        .grpc_reply(p, sent, now, GrpcStatus::Ok);
+                    let mut rec = io.recorder.borrow_mut();
+                    rec.grpc_reply(p, sent, now, GrpcStatus::Ok);
+                    if template.sent_at().is_some() {
+                        // When the message says the server sent it (`--sent-at`).
+                        let at = client.take_value(id).and_then(epoch_ns);
+                        rec.server_delay(p, io.clock.realtime_ns(now), at);
+                    }
                     return Ok(());
                 }
                 Ok(Next::End(reply)) => {
@@ -295,6 +299,9 @@ impl Http2Link {
         } else {
             let id = client.open(template.head(), |_| {}, template.body(), true);
             client.follow_messages(id);
+            if let Some(field) = template.sent_at() {
+                client.tap_messages(id, field.clone());
+            }
             id
         };
         self.cached = Some((generation, client.clone()));

@@ -52,6 +52,8 @@ pub struct Template {
     bidirectional: bool,
     /// A client-streaming call's messages ([`Template::messages_per_call`]); 0 otherwise.
     messages_per_call: u32,
+    /// A server-streaming call's `--sent-at` field ([`Template::sent_at`]).
+    sent_at: Option<loadlab_grpc::fields::FieldPath>,
 }
 
 /// A stream slot's last `grpc-timeout` value: in closed loop every call has the whole
@@ -151,6 +153,11 @@ impl Template {
                 .iter()
                 .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
         );
+        let sent_at = cfg
+            .transport
+            .grpc()
+            .and_then(|c| c.sent_at.clone())
+            .filter(|_| streaming);
         Ok(Template {
             head,
             body,
@@ -158,6 +165,7 @@ impl Template {
             streaming,
             bidirectional,
             messages_per_call,
+            sent_at,
         })
     }
 
@@ -192,6 +200,12 @@ impl Template {
     /// answers them all; `None` for the other kinds.
     pub fn messages_per_call(&self) -> Option<u32> {
         (self.messages_per_call > 0).then_some(self.messages_per_call)
+    }
+
+    /// A server-streaming call's field saying when the server sent each message
+    /// (`--sent-at`).
+    pub(crate) fn sent_at(&self) -> Option<&loadlab_grpc::fields::FieldPath> {
+        self.sent_at.as_ref()
     }
 
     /// True for the calls whose stream is held and whose messages go as arrivals come
