@@ -93,7 +93,7 @@ EXPECTED = {
     "crates/cli/traffic": 37,
     "crates/cli/jvm_actors": 36,
     "crates/cli/tune": 34,
-    "crates/cli/lab_knee": 33,
+    "crates/cli/lab_knee": 50,
     "crates/cli/hostile_h2": 30,
     "crates/cli/lab_verdicts": 28,
     "crates/cli/outputs": 26,
