@@ -28,6 +28,18 @@ fn findings(steps: &[Value], load: f64) -> Vec<Value> {
         .clone()
 }
 
+/// The reason in a diagnosis's `ruled_out` that starts with `prefix`.
+fn ruled_out(diagnosis: &Value, prefix: &str) -> String {
+    diagnosis["ruled_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|r| r.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` in {diagnosis}"))
+        .to_string()
+}
+
 fn kinds(f: &[Value]) -> Vec<&str> {
     f.iter()
         .map(|x| x["bottleneck"].as_str().unwrap())
@@ -349,12 +361,7 @@ fn threads_that_wait_behind_each_other_on_a_half_idle_cpu_are_not_cpu_bound() {
     assert!(used + wait >= 90.0 && wait >= 10.0, "{d}");
     let f = findings(&steps, 250.0);
     assert!(!kinds(&f).contains(&"cpu_bound"), "{f:?}");
-    let ruled_out = steps[0]["diagnosis"]["ruled_out"].as_array().unwrap();
-    let why = ruled_out
-        .iter()
-        .filter_map(Value::as_str)
-        .find(|r| r.starts_with("CPU-bound: "))
-        .unwrap_or_else(|| panic!("{ruled_out:?}"));
+    let why = ruled_out(&steps[0]["diagnosis"], "CPU-bound: ");
     assert!(
         why.contains("waiting for it, but its CPUs were idle")
             && why
@@ -435,14 +442,7 @@ fn timeouts_behind_a_small_pool_with_its_cpu_half_used_are_the_pool() {
             "{h}"
         );
         if !kinds(&f).contains(&"timeouts") {
-            let why = d["ruled_out"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(Value::as_str)
-                .find(|r| r.starts_with("timeouts with the CPU to spare: "))
-                .unwrap_or_else(|| panic!("{d}"))
-                .to_string();
+            let why = ruled_out(&d, "timeouts with the CPU to spare: ");
             assert!(why.contains("timed-out requests waited, not 25 %"), "{why}");
         }
         return;
@@ -472,14 +472,7 @@ fn timeouts_behind_a_small_pool_with_its_cpu_half_used_are_the_pool() {
     assert!(used >= 0.9, "{used}");
     assert!(kinds(&f).contains(&"cpu_bound"), "{f:?}");
     assert!(!kinds(&f).contains(&"timeouts"), "{f:?}");
-    let why = d["ruled_out"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .find(|r| r.starts_with("timeouts with the CPU to spare: "))
-        .unwrap_or_else(|| panic!("{d}"))
-        .to_string();
+    let why = ruled_out(&d, "timeouts with the CPU to spare: ");
     assert!(
         why.contains("of the time the timed-out requests waited, not 25 %"),
         "{why}"
