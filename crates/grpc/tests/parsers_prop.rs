@@ -152,11 +152,12 @@ proptest! {
     }
 
     /// Well-formed frames are counted; a length prefix longer than what follows is
-    /// `Truncated`, whatever it declares (up to 4 GiB) and however the body is split.
+    /// `Truncated`, whatever it declares (up to 4 MiB; more is `TooLarge`) and however the
+    /// body is split.
     #[test]
     fn length_prefixes_are_checked(
         messages in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 0..5),
-        declared in any::<u32>(),
+        declared in prop_oneof![3 => 0u32..=(4 << 20), 1 => any::<u32>()],
         sent in 0usize..40,
         split in any::<prop::sample::Index>(),
     ) {
@@ -173,7 +174,10 @@ proptest! {
         let mut scan = FrameScan::default();
         scan.feed(&body[..cut]);
         scan.feed(&body[cut..]);
-        if sent == declared as usize {
+        if u64::from(declared) > frame::MAX_RECEIVE {
+            // Over what a client receives: refused at its header, whatever follows.
+            prop_assert_eq!(scan.finish(false), Err(FrameFault::TooLarge(u64::from(declared))));
+        } else if sent == declared as usize {
             prop_assert_eq!(scan.finish(false), Ok(messages.len() as u64 + 1));
         } else {
             prop_assert_eq!(scan.finish(false), Err(FrameFault::Truncated));
