@@ -197,11 +197,20 @@ fn a_stream_ended_with_ok_cuts_its_waiting_message_and_counts_a_server_close() {
     let (_, _, answers) = chat_server.counts();
     let j = r.json();
     let closed = r.error_count("connection_closed");
-    // Three answers, then an OK end with the fourth unanswered: a server close each time.
-    assert!(closed >= 20, "{closed} cut: {}", r.stdout);
+    // Three answers, then an OK end with the fourth unanswered: a server close each time,
+    // which cuts the fourth and any message loadlab sent on that stream before the end came
+    // (two, when a late wake-up released them together: CI on 30323e2 saw 25 cut by 24
+    // closes with loadlab 120 ms late once).
+    let closes = u(j, "server_closes");
+    assert!(closes >= 20, "{closes} closes: {}", r.stdout);
+    assert!(closes <= closed, "{closes} closes cut {closed}: {j}");
     assert_eq!(u(j, "successful"), answers, "{}", r.stdout);
     assert_eq!(u(j, "successful") + closed, 100, "{}", r.stdout);
-    assert!(u(j, "server_closes") >= closed, "{j}");
+    // Each stream answered three, the two still open at the end up to three each.
+    assert!(
+        (3 * closes..=3 * (closes + 2)).contains(&answers),
+        "{answers} answers on {closes} closed streams: {j}"
+    );
 }
 
 #[test]
