@@ -24,10 +24,7 @@ pub(crate) fn for_call(
     metadata: &[String],
     call: &str,
 ) -> anyhow::Result<Vec<u8>> {
-    let service = call
-        .trim_start_matches('/')
-        .rsplit_once(['/', '.'])
-        .map_or(call, |(s, _)| s);
+    let service = loadlab_grpc::call::service_of(call)?;
     // A run configuration whose call is reflection's own: the address resolved, TLS built
     // as the run's.
     let probe = loadlab_grpc::GrpcCall {

@@ -304,6 +304,12 @@ impl UnaryCall {
     }
 }
 
+/// The service's full name in `call` (`package.Service/Method`, `package.Service.Method`,
+/// a leading `/` allowed): what server reflection is asked for.
+pub fn service_of(call: &str) -> Result<&str, GrpcError> {
+    split_call(call).map(|(service, _)| service)
+}
+
 /// Splits `package.Service/Method` (or `package.Service.Method`, optionally with a leading
 /// `/`) into the service's full name and the method name.
 fn split_call(call: &str) -> Result<(&str, &str), GrpcError> {

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use prost::Message;
 
 use crate::GrpcError;
@@ -262,36 +262,31 @@ impl Walk {
         if !self.started || !self.missing().is_empty() {
             return None;
         }
-        let mut done: Vec<&str> = Vec::new();
-        let mut set = BytesMut::new();
-        // Repeatedly take the files whose imports are all in (at most one pass per file).
-        while done.len() < self.files.len() {
-            let before = done.len();
+        // Each file after its imports: repeatedly the files whose imports are all in; an
+        // import cycle (protoc refuses them) leaves the rest in the order taken.
+        let mut order: Vec<&File> = Vec::with_capacity(self.files.len());
+        let placed = |order: &[&File], name: &str| order.iter().any(|f| f.name == name);
+        while order.len() < self.files.len() {
+            let before = order.len();
             for f in &self.files {
-                if done.contains(&f.name.as_str())
-                    || !f.imports.iter().all(|i| done.contains(&i.as_str()))
-                {
-                    continue;
+                if !placed(&order, &f.name) && f.imports.iter().all(|i| placed(&order, i)) {
+                    order.push(f);
                 }
-                done.push(&f.name);
-                // FileDescriptorSet.file = 1, length-delimited.
-                set.put_u8(0x0a);
-                prost::encoding::encode_varint(f.bytes.len() as u64, &mut set);
-                set.put_slice(&f.bytes);
             }
-            if done.len() == before {
-                // An import cycle (protoc refuses them): the rest in the order taken.
+            if order.len() == before {
                 for f in &self.files {
-                    if !done.contains(&f.name.as_str()) {
-                        done.push(&f.name);
-                        set.put_u8(0x0a);
-                        prost::encoding::encode_varint(f.bytes.len() as u64, &mut set);
-                        set.put_slice(&f.bytes);
+                    if !placed(&order, &f.name) {
+                        order.push(f);
                     }
                 }
             }
         }
-        Some(set.to_vec())
+        let mut set = Vec::new();
+        for f in order {
+            // FileDescriptorSet.file = 1.
+            prost::encoding::bytes::encode(1, &f.bytes, &mut set);
+        }
+        Some(set)
     }
 }
 
