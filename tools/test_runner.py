@@ -240,6 +240,12 @@ class Runner:
                     log.write(f"\ntest_runner: {job.name} still running after {BINARY_TIMEOUT} s: stopped\n")
                 with self.lock:
                     self.running.pop(n, None)
+                # What it started and left running (a server, a load loop) would run beside
+                # the next jobs and take their CPU: stopped, and named in its log.
+                left = sweep_group(proc.pid)
+                if left:
+                    log.write(f"\ntest_runner: {job.name} left {len(left)} processes running "
+                              f"({', '.join(left)}): stopped\n")
         seconds = time.monotonic() - started
         text = log_path.read_text(errors="replace")
         outcome = Outcome(job, seconds, code, text)
@@ -303,6 +309,28 @@ def kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def sweep_group(pgid: int) -> list[str]:
+    """Kills the processes still in process group `pgid` (a job's session, after its first
+    process ended) and returns their names with their pids."""
+    left = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+        comm = text[text.index("(") + 1:text.rindex(")")]
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            left.append(f"{comm} {stat.parent.name}")
+    if left:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return sorted(left)
 
 
 RESULT = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored")

@@ -118,6 +118,33 @@ class Schedule(unittest.TestCase):
         self.assertEqual(seen_beside["a/y"], set())
 
 
+class Leftovers(unittest.TestCase):
+    def test_what_a_job_leaves_running_is_stopped_and_named_in_its_log(self):
+        import os
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            pidfile = Path(d) / "pid"
+            job = tr.Job("j", d, ["bash", "-c", f"sleep 60 & echo $! > {pidfile}; exit 0"])
+            runner = tr.Runner(1, Path(d))
+            runner.run([job], {})
+            pid = int(pidfile.read_text())
+            # Killed: gone, or a zombie until its parent (init) reaps it.
+            for _ in range(100):
+                try:
+                    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                except FileNotFoundError:
+                    break
+                if state == "Z":
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(pid, 9)
+                self.fail(f"sleep {pid} still running after its job ended")
+            (outcome,) = runner.outcomes
+            self.assertEqual(outcome.code, 0)
+            self.assertIn(f"left 1 processes running (sleep {pid}): stopped", outcome.log)
+
+
 class Split(unittest.TestCase):
     def setUp(self):
         self.saved = set(tr.ALONE)
