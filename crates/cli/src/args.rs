@@ -175,14 +175,20 @@ pub enum Command {
         loadlab doctor\n  \
         loadlab doctor plans/ephemeral-ports.toml")]
     Doctor(DoctorArgs),
-    /// Drive a gRPC unary or server-streaming method with load (the ghz model): the request
-    /// is built from JSON with the .proto at run time; replies are counted per gRPC status.
+    /// Drive a gRPC method of any kind with load (the ghz model): the request is built from
+    /// JSON with the .proto (or the server's reflection) at run time; replies are counted
+    /// per gRPC status.
     ///
     /// Closed loop by default: --concurrency calls in flight over --connections HTTP/2
     /// connections; --rate makes it open loop. A server-streaming method (`returns (stream
     /// …)`) holds --concurrency streams open: each message the server sends is a reply, its
     /// latency the wait for it (the first, the time to first message), and a stream the
-    /// server ends with OK is opened again.
+    /// server ends with OK is opened again. A bidirectional method holds --concurrency
+    /// streams and sends the message on them at the rate, each reply timed from its own
+    /// message's intended send; a client-streaming one sends --messages-per-call messages
+    /// per call, its reply timed from the last. Every message is rendered from the
+    /// templates and --data of -D; a message the server's flow-control window held back is
+    /// counted (`flow control`).
     #[command(after_help = grpc_examples!(), after_long_help = concat!(grpc_examples!(), "\n\n", template_help!()))]
     Grpc(Box<GrpcArgs>),
     /// Re-render a result bundle's report.md and report.html from what is on disk, and
@@ -1441,12 +1447,13 @@ pub struct GrpcArgs {
     #[arg(long, alias = "stream-call-count", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..), help_heading = "Call")]
     pub messages_per_call: Option<u32>,
-    /// A server-streaming method: the number field of each message that says when the
-    /// server sent it (`/sent_at_us`, `/meta/ts`: field names from the top; an integer or
-    /// a floating-point number since the Unix epoch in s, ms, µs or ns, told by its
-    /// magnitude, or a google.protobuf.Timestamp): the delay from it to the message's
-    /// arrival is reported beside the gaps (`server delay`: how stale a message is when it
-    /// lands). Meaningful when the server's clock is this machine's, or synchronized.
+    /// A server-streaming or bidirectional method: the number field of each message that
+    /// says when the server sent it (`/sent_at_us`, `/meta/ts`: field names from the top;
+    /// an integer or a floating-point number since the Unix epoch in s, ms, µs or ns, told
+    /// by its magnitude, or a google.protobuf.Timestamp): the delay from it to the
+    /// message's arrival is reported beside the latency (`server delay`: how stale a
+    /// message is when it lands). Meaningful when the server's clock is this machine's, or
+    /// synchronized.
     #[arg(long, value_name = "FIELD", help_heading = "Call")]
     pub sent_at: Option<String>,
     /// The request message as JSON (proto3 JSON mapping); its strings may hold templates

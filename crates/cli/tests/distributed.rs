@@ -936,8 +936,55 @@ fn grpc_load_from_two_agents_over_a_tls_control_channel() {
     for a in &mut agents {
         assert!(wait(a, Duration::from_secs(5), "an agent").success());
     }
+    // A bidirectional stream through two new agents: each holds its share of the streams
+    // and sends its share of the messages, each message rendered there (`${seq}`), and the
+    // merged result counts every message once.
+    let mut agents: Vec<Child> = (0..2).map(tls_agent).collect();
+    let chat_json = temp_path("grpc-dist-chat.json");
+    let mut chat = command(Some(&f.hub), loadlab_bin());
+    chat.args(["grpc", &format!("{HUB_IP}:50051"), "--proto"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../proto/ticker.proto"
+        ))
+        .args([
+            "--call",
+            "ticker.Ticker/Chat",
+            "-D",
+            r#"{"seq":"${seq}","text":"d"}"#,
+        ])
+        .args(["--rate", "200", "-d", "2s", "-c", "2", "--concurrency", "8"])
+        .arg("-q");
+    coordinating(&mut chat, 2, &token)
+        .arg("--tls-cert")
+        .arg(&cert_file)
+        .arg("--tls-key")
+        .arg(&key_file)
+        .arg("--json")
+        .arg(&chat_json);
+    let (out, _) = util::output_within(&mut chat, Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for a in &mut agents {
+        assert!(wait(a, Duration::from_secs(5), "an agent").success());
+    }
     let _ = greeter.kill();
     let _ = greeter.wait();
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(&chat_json).unwrap()).unwrap();
+    util::assert_schema_valid(&c);
+    assert_eq!(c["protocol"], "grpc_bidi_stream", "{c}");
+    assert_eq!(c["errors_total"].as_u64(), Some(0), "{c}");
+    let mut messages = 0;
+    for a in c["agents"].as_array().expect("agents") {
+        assert_eq!(a["offered_rps"].as_f64(), Some(100.0), "{a}");
+        let n = a["requests"].as_u64().unwrap();
+        assert!((195..=205).contains(&n), "{a}");
+        messages += n;
+    }
+    assert_eq!(c["successful"].as_u64(), Some(messages), "{c}");
+    assert_eq!(c["latency_ms"]["count"].as_u64(), Some(messages), "{c}");
+    // Every stream held by one agent or the other: 8 in all, 4 each.
+    assert_eq!(c["connections_held"].as_u64(), Some(8), "{c}");
     let uerr = String::from_utf8_lossy(&untrusting.stderr);
     assert_eq!(untrusting.status.code(), Some(1), "{uerr}");
     assert!(uerr.contains("no coordinator answered"), "{uerr}");

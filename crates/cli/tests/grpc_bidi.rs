@@ -127,6 +127,8 @@ fn every_message_sent_is_answered_on_the_streams_held_as_the_server_counts() {
     assert_eq!((notes_in, answers), (ok, ok), "the server's counts");
     assert_eq!(calls, 8, "streams opened");
     assert_eq!(j["connections_held"], 8, "{j}");
+    // grpcio's windows had room for every note: none waited for flow control.
+    assert_eq!(j["window_stalls"], 0, "{j}");
     // Each reply timed from its own message's send: the server's 10 ms, not a stream's age.
     let p50 = f(j, "latency_ms", "p50");
     assert!((9.0..60.0).contains(&p50), "p50 {p50} ms: {}", r.stdout);
@@ -138,6 +140,49 @@ fn every_message_sent_is_answered_on_the_streams_held_as_the_server_counts() {
         r.stdout
     );
     assert!(!r.stdout.contains("status codes"), "{}", r.stdout);
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn sent_at_reads_when_each_reply_says_it_was_sent() {
+    // grpcio's Chat answers each note 10 ms after it came, stamped (sent_at_us, field 3)
+    // 200 ms earlier than it was sent: each reply's delay is those 200 ms and the few the
+    // network and wake-ups add, whatever its wait from its note's send (the 10 ms).
+    let body = "def stamp():\n\
+        \x20   n = time.time_ns() // 1000 - 200000; out = bytearray(b'\\x18')\n\
+        \x20   while True:\n\
+        \x20       b = n & 0x7f; n >>= 7\n\
+        \x20       if n: out.append(b | 0x80)\n\
+        \x20       else:\n\
+        \x20           out.append(b); return bytes(out)\n\
+        def handle(notes, context):\n\
+        \x20   for note in notes:\n\
+        \x20       time.sleep(0.01)\n\
+        \x20       yield note + stamp()";
+    let (mut server, counts) =
+        util::server::grpcio_counting("Chat", "stream_stream_rpc_method_handler", 16, body, &[]);
+    let r = chat(
+        server.port,
+        "4",
+        &["--rate", "100", "-d", "2s", "--sent-at", "/sent_at_us"],
+    );
+    util::server::stop_and_read_counts(&mut server, &counts);
+    assert_eq!(r.code(), Some(0), "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(u(j, "errors_total"), 0, "{}", r.stdout);
+    let d = &j["server_delay"];
+    assert_eq!(d["pointer"], "/sent_at_us", "{d}");
+    assert_eq!((u(d, "missing"), u(d, "ahead")), (0, 0), "{d}");
+    assert_eq!(u(&d["delay_ms"], "count"), u(j, "successful"), "{d}");
+    let delay = d["delay_ms"]["p50"].as_f64().unwrap();
+    assert!((200.0..300.0).contains(&delay), "{d}");
+    let p50 = f(j, "latency_ms", "p50");
+    assert!(
+        p50 < 150.0,
+        "p50 {p50} ms: the wait, not the stamp: {}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("server delay"), "{}", r.stdout);
 }
 
 #[test]

@@ -34,10 +34,24 @@ fn ticker_with(gap_ms: u32, count: u32, end: &str, threads: u32) -> Server {
 /// [`ticker_with`] whose ticks say they were sent `stale_ms` before they were
 /// (`sent_at_us`, microseconds since the Unix epoch).
 fn ticker_stale(gap_ms: u32, count: u32, end: &str, threads: u32, stale_ms: u32) -> Server {
+    ticker_full(gap_ms, gap_ms, count, end, threads, stale_ms)
+}
+
+/// [`ticker_stale`] whose first tick on a stream comes `first_ms` after it opens (the later
+/// ones `gap_ms` apart).
+fn ticker_full(
+    first_ms: u32,
+    gap_ms: u32,
+    count: u32,
+    end: &str,
+    threads: u32,
+    stale_ms: u32,
+) -> Server {
     let py = "import sys, time, grpc\n\
         from concurrent import futures\n\
         gap = float(sys.argv[1]) / 1000; count = int(sys.argv[2]); end = sys.argv[3]\n\
-        stale = int(sys.argv[5]) * 1000 if len(sys.argv) > 5 else 0\n\
+        stale = int(sys.argv[5]) * 1000\n\
+        first = float(sys.argv[6]) / 1000\n\
         def varint(n):\n\
         \x20   out = bytearray()\n\
         \x20   while True:\n\
@@ -56,7 +70,7 @@ fn ticker_stale(gap_ms: u32, count: u32, end: &str, threads: u32, stale_ms: u32)
         def subscribe(request, context):\n\
         \x20   seq = 0\n\
         \x20   while count == 0 or seq < count:\n\
-        \x20       if not wait(context, gap): return\n\
+        \x20       if not wait(context, first if seq == 0 else gap): return\n\
         \x20       seq += 1\n\
         \x20       yield tick(seq)\n\
         \x20   if end == 'STALL':\n\
@@ -76,7 +90,8 @@ fn ticker_stale(gap_ms: u32, count: u32, end: &str, threads: u32, stale_ms: u32)
         .arg(count.to_string())
         .arg(end)
         .arg(threads.to_string())
-        .arg(stale_ms.to_string());
+        .arg(stale_ms.to_string())
+        .arg(first_ms.to_string());
     Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
 }
 
@@ -172,6 +187,50 @@ fn a_stream_the_server_ends_with_ok_is_opened_again_and_counted_as_a_close() {
     let per = j["requests_per_server_close"].as_f64().unwrap();
     assert!((2.0..=3.5).contains(&per), "{per} messages per stream: {j}");
     assert!(ok >= closes * 2, "{ok} messages, {closes} streams");
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn time_to_first_message_and_the_gaps_after_it_are_reported_apart() {
+    // Each stream's first tick 150 ms after it opens, then 4 more 20 ms apart, then OK: the
+    // first message's wait is the stream's 150 ms, every later one a 20 ms gap.
+    let server = ticker_full(150, 20, 5, "OK", 64, 0);
+    let r = subscribe(server.port, "2", "2s", "2s");
+    let j = served(&r);
+    let t = &j["stream_timing"];
+    let (first, gaps) = (&t["first_message_ms"], &t["gap_ms"]);
+    let (n_first, n_gaps) = (
+        first["count"].as_u64().unwrap(),
+        gaps["count"].as_u64().unwrap(),
+    );
+    // Every measured message is one or the other.
+    assert_eq!(n_first + n_gaps, u(j, "successful"), "{j}");
+    // 2 slots × 2 s ÷ (150 + 4 × 20 ms) ≈ 17 streams at the server's pace, fewer on a slow
+    // host; four gaps a stream (the window cuts the first and last streams short).
+    assert!(n_first >= 6, "{n_first} first messages: {}", r.stdout);
+    assert!(
+        n_gaps.abs_diff(4 * n_first) <= 8,
+        "{n_gaps} gaps, {n_first} first messages: {}",
+        r.stdout
+    );
+    // Each measured from its own start: 150 ms (its sleep woken late on a busy host) and 20.
+    let p50_first = first["p50"].as_f64().unwrap();
+    let p50_gap = gaps["p50"].as_f64().unwrap();
+    assert!(
+        (145.0..400.0).contains(&p50_first),
+        "first p50 {p50_first} ms: {}",
+        r.stdout
+    );
+    assert!(
+        (15.0..100.0).contains(&p50_gap),
+        "gap p50 {p50_gap} ms: {}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("first message") && r.stdout.contains("gaps between messages"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]
@@ -336,7 +395,8 @@ fn sent_at_reads_when_each_message_says_it_was_sent_and_is_refused_where_it_cann
     assert!((200.0..300.0).contains(&p50), "{d}");
     assert!(r.stdout.contains("server delay"), "{}", r.stdout);
     // A field that is not there, or not a number, is named with the fields there are; a
-    // method whose messages are not a server's stream refuses it.
+    // method whose replies are not a server's stream (client streaming's one receipt)
+    // refuses it.
     for (call, field, says) in [
         (
             "ticker.Ticker/Subscribe",
@@ -344,9 +404,9 @@ fn sent_at_reads_when_each_message_says_it_was_sent_and_is_refused_where_it_cann
             "`ticker.Tick` has no field `sent`; its fields: seq, sent_at_us",
         ),
         (
-            "ticker.Ticker/Chat",
+            "ticker.Ticker/Upload",
             "/sent_at_us",
-            "only a server-streaming method's messages",
+            "only the messages of a server-streaming or bidirectional method",
         ),
     ] {
         let r = grpc(&[

@@ -129,8 +129,38 @@ fn a_bidirectional_streams_closed_window_resets_and_silence_are_named_and_bounde
         for extra in [&[][..], &["--rate", "50"][..]] {
             let call = Some((proto.to_string(), "ticker.Ticker/Chat", r#"{"seq":1}"#));
             let r = run_call(behavior, extra, call);
-            assert_eq!(r.json()["protocol"], "grpc_bidi_stream");
+            let j = r.json();
+            assert_eq!(j["protocol"], "grpc_bidi_stream");
             assert_failed_as(&r, class, &format!("Chat on {behavior:?} {extra:?}"));
+            // Every message held back by the closed window is counted as a stall, and
+            // named: all but the first on each connection, sent before the server's
+            // SETTINGS closed the window (none answered either). The silent server's
+            // window was open (64 messages in flight at most fill none of it); the one
+            // that resets every stream never grants the connection's window back either,
+            // so its messages stall once the first 64 KiB went (not asserted).
+            let stalls = j["window_stalls"].as_u64().expect("window_stalls");
+            if behavior == RawH2::RstEveryStream {
+                continue;
+            }
+            if behavior == RawH2::ZeroWindow {
+                let timed_out = j["errors"]["request_timeout"].as_u64().unwrap();
+                let connections = j["connections_opened"].as_u64().unwrap();
+                assert!(
+                    stalls > 0 && stalls <= timed_out && timed_out - stalls <= connections,
+                    "{stalls} stalls, {timed_out} timeouts, {connections} connections: {}",
+                    r.stdout
+                );
+                assert!(
+                    r.stdout.contains(&format!(
+                        "flow control    {stalls} messages waited for the server's flow-control window"
+                    )),
+                    "{}",
+                    r.stdout
+                );
+            } else {
+                assert_eq!(stalls, 0, "{behavior:?}: {}", r.stdout);
+                assert!(!r.stdout.contains("flow control"), "{}", r.stdout);
+            }
         }
     }
 }

@@ -72,6 +72,19 @@ fn a_stream_the_server_ends_is_opened_again_with_the_last_event_id() {
     assert_eq!(u(&j["errors_total"]), 0, "{j}");
     assert!(u(&j["server_closes"]) >= 2, "{j}");
     assert!(u(&j["connections_opened"]) >= 4, "{j}");
+    // Each stream's first event apart from the gaps after it: one first event per stream
+    // opened (every one sent some), four gaps after it (but the two streams the run's end
+    // cut short), and every event one or the other.
+    let (first, gaps) = (
+        u(&j["stream_timing"]["first_message_ms"]["count"]),
+        u(&j["stream_timing"]["gap_ms"]["count"]),
+    );
+    assert_eq!(first + gaps, u(&j["successful"]), "{j}");
+    assert_eq!(first, u(&j["connections_opened"]), "{j}");
+    assert!(
+        gaps <= 4 * first && gaps + 8 >= 4 * first,
+        "{first} first events, {gaps} gaps: {j}"
+    );
     let ids = server.last_ids.lock().unwrap().clone();
     assert!(
         !ids.is_empty(),

@@ -688,6 +688,11 @@ fn pushed_messages_are_counted_with_the_gaps_between_them() {
     assert_eq!(u(&j["errors_total"]), 0, "{j}");
     let p50 = j["latency_ms"]["p50"].as_f64().unwrap();
     assert!((40.0..=70.0).contains(&p50), "{j}");
+    // The first message of each connection apart from the gaps after it (no warm-up: each
+    // of the 5 subscriptions' first message is measured), every reply one or the other.
+    let t = &j["stream_timing"];
+    assert_eq!(u(&t["first_message_ms"]["count"]), 5, "{j}");
+    assert_eq!(u(&t["gap_ms"]["count"]), replies - 5, "{j}");
     // A rate has no meaning for messages the server sends at its own pace.
     let out = util::run(&[&server.url(), "--push", "--rate", "10", "-d", "1s"]);
     assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);

@@ -179,6 +179,9 @@ pub struct WorkerTotals {
     pub ws_close: Vec<(u16, u64)>,
     /// Replies that carry the server's send time: the delay from it to their arrival.
     pub server_delay: ServerDelayRecord,
+    /// Server streams (gRPC, event streams): each message's wait, as the first on its
+    /// stream or a gap after the one before.
+    pub stream: StreamRecord,
     /// WebSocket and event streams: connections still open when their loop ended with the
     /// run (held to the end).
     pub held_at_end: u64,
@@ -191,6 +194,9 @@ pub struct WorkerTotals {
     pub server_closes: u64,
     /// Requests the server answered on those connections before closing them.
     pub server_close_requests: u64,
+    /// Measured messages of a bidirectional or client-streaming call that the server's
+    /// HTTP/2 flow-control window held back when they were to go.
+    pub window_stalls: u64,
     /// Latest completion time seen (clock ns), 0 if none.
     pub last_completion_ns: u64,
     /// Measured arrivals never sent (open loop).
@@ -226,11 +232,13 @@ impl WorkerTotals {
             grpc: [0; GRPC_CODES],
             ws_close: Vec::new(),
             server_delay: ServerDelayRecord::default(),
+            stream: StreamRecord::default(),
             held_at_end: 0,
             connections_opened: 0,
             resent_unprocessed: 0,
             server_closes: 0,
             server_close_requests: 0,
+            window_stalls: 0,
             last_completion_ns: 0,
             unsent: Unsent::default(),
             sent_after_end: 0,
@@ -273,6 +281,37 @@ impl ServerDelayRecord {
         self.missing += o.missing;
         self.ahead += o.ahead;
         Ok(())
+    }
+}
+
+/// A server stream's messages (gRPC server streaming, server-sent events) split by what
+/// their wait was: the first message of a stream (from the moment loadlab began to open
+/// it: the connection if it was not up, the stream, the message) or the gap after the
+/// message before on the same stream.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StreamRecord {
+    /// Time to first message, µs.
+    #[serde(with = "crate::records::histogram_text")]
+    pub first: Histogram<u64>,
+    /// Gaps between a stream's messages, µs.
+    #[serde(with = "crate::records::histogram_text")]
+    pub gap: Histogram<u64>,
+}
+
+impl Default for StreamRecord {
+    fn default() -> Self {
+        StreamRecord {
+            first: new_histogram(TOTAL_SIGFIG),
+            gap: new_histogram(TOTAL_SIGFIG),
+        }
+    }
+}
+
+impl StreamRecord {
+    /// Adds another record exactly (histograms added).
+    pub fn absorb(&mut self, o: &StreamRecord) -> Result<(), String> {
+        crate::records::merge_histogram(&mut self.first, &o.first)?;
+        crate::records::merge_histogram(&mut self.gap, &o.gap)
     }
 }
 
@@ -494,6 +533,22 @@ impl Recorder {
         }
     }
 
+    /// A server stream's message that answered `p` came after `wait_ns`: the first on its
+    /// stream (`first`, timed from when loadlab began to open the stream) or a gap since
+    /// the one before. Recorded beside the reply itself ([`Recorder::grpc_reply`],
+    /// [`Recorder::response`]).
+    pub fn stream_message(&mut self, p: Planned, wait_ns: u64, first: bool) {
+        if !self.measured(p.intended) {
+            return;
+        }
+        let h = if first {
+            &mut self.totals.stream.first
+        } else {
+            &mut self.totals.stream.gap
+        };
+        h.saturating_record(us(wait_ns));
+    }
+
     /// `n` held connections (WebSocket, event streams) were open and answering when the
     /// run ended: the first count given is kept (the later ones follow closes at the end).
     pub fn held_at_end(&mut self, n: u64) {
@@ -627,6 +682,14 @@ impl Recorder {
     pub fn resent(&mut self, intended_ns: u64) {
         if self.measured(intended_ns) {
             self.totals.resent_unprocessed += 1;
+        }
+    }
+
+    /// A message intended at `intended_ns` waited for the server's flow-control window:
+    /// its stream's or its connection's was used up when it was to go.
+    pub fn window_stall(&mut self, intended_ns: u64) {
+        if self.measured(intended_ns) {
+            self.totals.window_stalls += 1;
         }
     }
 

@@ -340,6 +340,18 @@ impl NameSecond {
     }
 }
 
+/// A server stream's messages by what their wait was (`latency_ms` holds both).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamTiming {
+    /// Time to first message: from the moment loadlab began to open a stream (the
+    /// connection if it was not up, the stream) to its first message, one per stream that
+    /// sent one.
+    pub first_message_ms: LatencyStats,
+    /// The gaps between a stream's messages: each later message's wait since the one
+    /// before.
+    pub gap_ms: LatencyStats,
+}
+
 /// The delay from the time a reply says the server sent it to its arrival.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerDelay {
@@ -477,6 +489,10 @@ pub struct RunResult {
     /// that time to their arrival. Absent unless asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_delay: Option<ServerDelay>,
+    /// Server streams (gRPC server streaming, server-sent events): each message's wait split
+    /// into the first of its stream and the gaps after it. Absent for other protocols.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_timing: Option<StreamTiming>,
     /// WebSocket and server-sent events: the connections (streams) still open when the run
     /// ended, of `connections` held (a gate's `connections>=N`). Absent for other protocols.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -500,6 +516,12 @@ pub struct RunResult {
     /// when it closed none.
     #[serde(default)]
     pub requests_per_server_close: Option<f64>,
+    /// A bidirectional or client-streaming call: the measured messages the server's HTTP/2
+    /// flow-control window held back when they were to go (its stream's or its
+    /// connection's window used up), each sent as the server granted more; their wait is
+    /// in their latency. Absent for other protocols.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_stalls: Option<u64>,
     /// Open loop: measured arrivals loadlab never sent, because it fell more than the
     /// timeout behind its schedule or its queue of arrivals waiting for a connection was
     /// full. Not errors of the server: a run with any is generator-limited.
@@ -846,6 +868,10 @@ pub struct Merged {
     /// Replies carrying the server's send time (`--sent-at`).
     #[serde(default)]
     pub server_delay: crate::recorder::ServerDelayRecord,
+    /// Server streams' first messages and gaps (empty from a loadlab that did not split
+    /// them).
+    #[serde(default)]
+    pub stream: crate::recorder::StreamRecord,
     /// Held connections still open at the end.
     #[serde(default)]
     pub held_at_end: u64,
@@ -857,6 +883,10 @@ pub struct Merged {
     pub server_closes: u64,
     /// Requests answered on connections the server closed gracefully.
     pub server_close_requests: u64,
+    /// Messages the server's flow-control window held back (`0` from a loadlab that did
+    /// not count them).
+    #[serde(default)]
+    pub window_stalls: u64,
     /// Latest completion time seen, 0 if none (same clock as `last_intended_ns`).
     pub last_completion_ns: u64,
     /// The longest a measured request that got a reply waited in loadlab before its send,
@@ -899,11 +929,13 @@ impl Merged {
             grpc: [0; GRPC_CODES],
             ws_close: Vec::new(),
             server_delay: Default::default(),
+            stream: Default::default(),
             held_at_end: 0,
             connections_opened: 0,
             resent_unprocessed: 0,
             server_closes: 0,
             server_close_requests: 0,
+            window_stalls: 0,
             last_completion_ns: 0,
             before_send_max_ns: Some(0),
             unsent: crate::recorder::Unsent::default(),
@@ -940,11 +972,13 @@ impl Merged {
             crate::recorder::add_code(&mut self.ws_close, code, n);
         }
         self.server_delay.absorb(&o.server_delay)?;
+        self.stream.absorb(&o.stream)?;
         self.held_at_end += o.held_at_end;
         self.connections_opened += o.connections_opened;
         self.resent_unprocessed += o.resent_unprocessed;
         self.server_closes += o.server_closes;
         self.server_close_requests += o.server_close_requests;
+        self.window_stalls += o.window_stalls;
         self.last_completion_ns = self.last_completion_ns.max(o.last_completion_ns);
         self.before_send_max_ns = self
             .before_send_max_ns
@@ -998,11 +1032,13 @@ pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
             grpc: w.grpc,
             ws_close: w.ws_close,
             server_delay: w.server_delay,
+            stream: w.stream,
             held_at_end: w.held_at_end,
             connections_opened: w.connections_opened,
             resent_unprocessed: w.resent_unprocessed,
             server_closes: w.server_closes,
             server_close_requests: w.server_close_requests,
+            window_stalls: w.window_stalls,
             last_completion_ns: w.last_completion_ns,
             before_send_max_ns: Some(w.before_send_max_ns),
             unsent: w.unsent,

@@ -528,11 +528,23 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
                 missing: m.server_delay.missing,
                 ahead: m.server_delay.ahead,
             }),
+        // WebSocket push records them too (its other modes do not).
+        stream_timing: (matches!(shape.protocol, Protocol::GrpcServerStream | Protocol::Sse)
+            || m.stream.first.len() + m.stream.gap.len() > 0)
+            .then(|| crate::result::StreamTiming {
+                first_message_ms: LatencyStats::from_histogram(&m.stream.first),
+                gap_ms: LatencyStats::from_histogram(&m.stream.gap),
+            }),
         connections_opened: m.connections_opened,
         resent_unprocessed: m.resent_unprocessed,
         server_closes: m.server_closes,
         requests_per_server_close: (m.server_closes > 0)
             .then(|| m.server_close_requests as f64 / m.server_closes as f64),
+        window_stalls: matches!(
+            shape.protocol,
+            Protocol::GrpcBidi | Protocol::GrpcClientStream
+        )
+        .then_some(m.window_stalls),
         unsent: m.unsent.total(),
         sent_after_window: match shape.load {
             LoadModel::Open { .. } => m.sent_after_end,

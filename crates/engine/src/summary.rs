@@ -408,6 +408,22 @@ pub fn render(r: &RunResult) -> String {
         if r.connect_time_ms.count > 0 {
             stats_line(&mut out, "connect time", &r.connect_time_ms);
         }
+        if let Some(t) = &r.stream_timing {
+            if t.first_message_ms.count > 0 {
+                stats_line(&mut out, "first message", &t.first_message_ms);
+            }
+            if t.gap_ms.count > 0 {
+                stats_line(&mut out, "gaps", &t.gap_ms);
+            }
+            let _ = writeln!(
+                out,
+                "  {:<15} {} streams' first {units}, {} gaps between {units} on a stream (both in the latency above)",
+                "",
+                t.first_message_ms.count,
+                t.gap_ms.count,
+                units = units.sent
+            );
+        }
         if let Some(d) = &r.server_delay {
             server_delay_lines(&mut out, d);
         }
@@ -436,6 +452,13 @@ pub fn render(r: &RunResult) -> String {
     counts_line(&mut out, "close codes", &r.ws_close_codes);
     session_lines(&mut out, r);
     traffic_lines(&mut out, r);
+    if let Some(stalls) = r.window_stalls.filter(|n| *n > 0) {
+        let _ = writeln!(
+            out,
+            "  flow control    {stalls} {} waited for the server's flow-control window (it granted too little to send them when due; the wait is in their latency)",
+            units.sent
+        );
+    }
     if r.server_closes > 0 || r.resent_unprocessed > 0 {
         let _ = writeln!(
             out,

@@ -98,7 +98,8 @@ impl GrpcCall {
 
     /// [`GrpcCall::resolve`] with the service described by `schema` (a `.proto` file, or a
     /// descriptor set: a `--protoset` file, what the server's reflection sent), and a
-    /// server-streaming method's `sent_at` field path ([`crate::UnaryCall::field_path`]).
+    /// server-streaming or bidirectional method's `sent_at` field path
+    /// ([`crate::UnaryCall::field_path`]).
     pub fn resolve_from<S: AsRef<str>>(
         schema: crate::Schema<'_>,
         call: &str,
@@ -110,14 +111,14 @@ impl GrpcCall {
             crate::UnaryCall::resolve_from(schema, call, data).map_err(|e| (CallInput::Call, e))?;
         let sent_at = match sent_at {
             None => None,
-            Some(p) if !resolved.server_streaming() || resolved.bidirectional() => {
+            Some(p) if !resolved.server_streaming() => {
                 return Err((
                     CallInput::SentAt,
                     crate::GrpcError::FieldPath {
                         pointer: p.to_owned(),
                         message_type: resolved.response_type().to_owned(),
                         message: format!(
-                            "only a server-streaming method's messages are read for when the server sent them (`{call}` is not one)"
+                            "only the messages of a server-streaming or bidirectional method are read for when the server sent them (`{call}` is neither)"
                         ),
                     },
                 ))

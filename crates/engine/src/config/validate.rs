@@ -229,13 +229,6 @@ impl Workload {
                 "one message per WebSocket run, its body a template if need be (${seq}, --data): a templated URL and request lists are HTTP only so far",
             ));
         }
-        if protocol.grpc_stream() && traffic.is_some() {
-            return Err(value_err(
-                Field::Targets,
-                "a streaming gRPC method",
-                "one fixed request message per stream: templates and data files are for unary calls so far",
-            ));
-        }
         if (protocol.grpc()) && !self.traffic.requests.is_empty() {
             return Err(value_err(
                 Field::Targets,

@@ -38,6 +38,12 @@ pub enum Request {
     Http2(Arc<Template>),
     /// HTTP/2 requests that vary.
     Http2Varying(Arc<Varying<crate::transport::http2::H2Request>>),
+    /// A streaming gRPC call whose request message varies: the call as the template says
+    /// (its header block sent on every stream), each message rendered from the kinds.
+    Http2Stream(
+        Arc<Template>,
+        Arc<Varying<crate::transport::http2::H2Request>>,
+    ),
     /// WebSocket: the upgrade request and the message.
     Ws(Arc<ws::WsMessage>),
     /// Server-sent events: the GET of every stream.
@@ -75,14 +81,22 @@ impl Request {
             (Protocol::Sse, _) => Request::Sse(Arc::new(sse::SseRequest::new(cfg))),
             // Every other protocol is carried by HTTP/2.
             (_, None) => Request::Http2(Arc::new(crate::transport::http2::Template::new(cfg)?)),
-            (_, Some(t)) => Request::Http2Varying(Arc::new(Varying {
-                kinds: t
-                    .kinds
-                    .iter()
-                    .map(|k| crate::transport::http2::H2Request::new(cfg, k))
-                    .collect::<Result<_, _>>()?,
-                traffic: t.clone(),
-            })),
+            (protocol, Some(t)) => {
+                let varying = Arc::new(Varying {
+                    kinds: t
+                        .kinds
+                        .iter()
+                        .map(|k| crate::transport::http2::H2Request::new(cfg, k))
+                        .collect::<Result<_, _>>()?,
+                    traffic: t.clone(),
+                });
+                if protocol.grpc_stream() {
+                    let call = crate::transport::http2::Template::new(cfg)?;
+                    Request::Http2Stream(Arc::new(call), varying)
+                } else {
+                    Request::Http2Varying(varying)
+                }
+            }
         })
     }
 }
@@ -122,6 +136,10 @@ impl Links {
             )),
             Request::Http2Varying(v) => Link::Http2(Http2Link::new(
                 H2Source::Varying(v.clone()),
+                self.h2[n % self.h2.len()].clone(),
+            )),
+            Request::Http2Stream(t, v) => Link::Http2(Http2Link::new(
+                H2Source::Stream(t.clone(), v.clone()),
                 self.h2[n % self.h2.len()].clone(),
             )),
             Request::Ws(message) => Link::Ws(ws::WsLink::new(message.clone())),

@@ -23,6 +23,9 @@ pub(crate) enum H2Source {
     Fixed(Arc<Template>),
     /// Requests that vary, rendered per request.
     Varying(Arc<Varying<H2Request>>),
+    /// A streaming call whose request message varies: the call as the template says, each
+    /// message (a server stream's one request) rendered as it is sent.
+    Stream(Arc<Template>, Arc<Varying<H2Request>>),
 }
 
 /// One request loop's stream slot and what its streams send.
@@ -64,9 +67,11 @@ struct Call {
 }
 
 /// A message sent on a bidirectional stream, waiting for its reply.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Waiting {
     p: Planned,
+    /// Its frame as sent (sent again as it was if the server never processed its stream).
+    body: Bytes,
     /// When it was sent (queued to the connection).
     sent: u64,
     /// Its deadline passed and it was counted as timed out: its reply, if it comes, is
@@ -99,6 +104,8 @@ struct HeldStream {
     id: u32,
     /// Messages taken on it.
     messages: u64,
+    /// When loadlab began to open it (its time to first message counts from here).
+    opening: u64,
     /// Messages sent on it (a client-streaming call's).
     sent: u32,
     /// Counts the stream as held once a message came on it.
@@ -166,17 +173,40 @@ impl Http2Link {
         cut
     }
 
-    /// A client-streaming call's messages ([`Template::messages_per_call`]).
-    fn messages_per_call(&self) -> Option<u32> {
+    /// The call every stream makes (`None`: requests that vary, each its own).
+    fn template(&self) -> Option<&Arc<Template>> {
         match &self.source {
-            H2Source::Fixed(t) => t.messages_per_call(),
+            H2Source::Fixed(t) | H2Source::Stream(t, _) => Some(t),
             H2Source::Varying(_) => None,
         }
     }
 
+    /// A client-streaming call's messages ([`Template::messages_per_call`]).
+    fn messages_per_call(&self) -> Option<u32> {
+        self.template().and_then(|t| t.messages_per_call())
+    }
+
     /// Whether the slot sends a server-streaming call.
     fn streaming(&self) -> bool {
-        matches!(&self.source, H2Source::Fixed(t) if t.is_streaming())
+        self.template().is_some_and(|t| t.is_streaming())
+    }
+
+    /// The request message `p` sends on a stream: the call's own, or rendered for `p`
+    /// from the request's templates and data.
+    fn message(&mut self, io: &Io, p: Planned) -> Bytes {
+        match &self.source {
+            H2Source::Stream(_, v) => {
+                let mut w = io
+                    .traffic
+                    .as_ref()
+                    .expect("a worker of varying traffic has its drawing state")
+                    .borrow_mut();
+                let draw = v.traffic.draw(p);
+                v.kind(p).render_body(&draw, &mut w.gen, &mut self.scratch)
+            }
+            H2Source::Fixed(t) => t.body().cloned().unwrap_or_default(),
+            H2Source::Varying(_) => unreachable!("a stream's call is fixed"),
+        }
     }
 
     /// A server-streaming call: waits for the held stream's next message (opening the
@@ -191,17 +221,21 @@ impl Http2Link {
         p: Planned,
         connecting: &Cell<bool>,
     ) -> Result<(), ErrorClass> {
-        let H2Source::Fixed(template) = &self.source else {
-            unreachable!("a server-streaming call sends a fixed request");
-        };
-        let template = template.clone();
+        let template = self.template().expect("a streaming call").clone();
         let sent = io.clock.now();
         let mut reopened = 0;
         loop {
             if self.held.is_none() {
-                self.hold(io, &template, connecting).await?;
+                let request = self.message(io, p);
+                self.held = Some(self.open_held(io, &template, &request, connecting).await?);
             }
             let h = self.held.as_mut().expect("held above");
+            // A message that answers the wait: the stream's first, or a gap after the last.
+            let (first, since) = if h.messages == 0 {
+                (true, h.opening)
+            } else {
+                (false, sent)
+            };
             let client = h.client.clone();
             let id = h.id;
             let next = std::future::poll_fn(|cx| client.poll_message(id, cx)).await;
@@ -214,6 +248,7 @@ impl Http2Link {
                     }
                     let mut rec = io.recorder.borrow_mut();
                     rec.grpc_reply(p, sent, now, GrpcStatus::Ok);
+                    rec.stream_message(p, now.saturating_sub(since), first);
                     if template.sent_at().is_some() {
                         // When the message says the server sent it (`--sent-at`).
                         let at = client.take_value(id).and_then(epoch_ns);
@@ -264,26 +299,18 @@ impl Http2Link {
         }
     }
 
-    /// Opens the stream a server-streaming or bidirectional call holds (on the slot's live
-    /// connection, once the server's stream limit allows), with no `grpc-timeout`: the
-    /// call lasts as long as the stream, each message has the run's timeout.
-    async fn hold(
-        &mut self,
-        io: &Io,
-        template: &Template,
-        connecting: &Cell<bool>,
-    ) -> Result<(), ErrorClass> {
-        self.held = Some(self.open_held(io, template, connecting).await?);
-        Ok(())
-    }
-
-    /// Opens a stream to hold ([`Http2Link::hold`]).
+    /// Opens the stream a streaming call holds (on the slot's live connection, once the
+    /// server's stream limit allows), with no `grpc-timeout`: the call lasts as long as the
+    /// stream, each message has the run's timeout. A server-streaming call sends `request`
+    /// on it and ends its side; the others send their messages as they come.
     async fn open_held(
         &mut self,
         io: &Io,
         template: &Template,
+        request: &Bytes,
         connecting: &Cell<bool>,
     ) -> Result<HeldStream, ErrorClass> {
+        let opening = io.clock.now();
         let (generation, client) = self.live(io, connecting).await?;
         std::future::poll_fn(|cx| client.poll_capacity(cx))
             .await
@@ -297,19 +324,20 @@ impl Http2Link {
         let id = if template.sends_messages() {
             client.open_duplex(template.head())
         } else {
-            let id = client.open(template.head(), |_| {}, template.body(), true);
+            let id = client.open(template.head(), |_| {}, Some(request), true);
             client.follow_messages(id);
-            if let Some(field) = template.sent_at() {
-                client.tap_messages(id, field.clone());
-            }
             id
         };
+        if let Some(field) = template.sent_at() {
+            client.tap_messages(id, field.clone());
+        }
         self.cached = Some((generation, client.clone()));
         Ok(HeldStream {
             client,
             generation,
             id,
             messages: 0,
+            opening,
             sent: 0,
             mark: None,
         })
@@ -318,47 +346,50 @@ impl Http2Link {
     /// Whether the slot sends a bidirectional or client-streaming call (messages sent as
     /// they come on a stream held).
     pub(crate) fn duplex(&self) -> bool {
-        matches!(&self.source, H2Source::Fixed(t) if t.sends_messages())
+        self.template().is_some_and(|t| t.sends_messages())
     }
 
     /// A bidirectional or client-streaming call: sends message `p` on the held stream
     /// (opening it first if none is held); its reply is the one
     /// [`Http2Link::take_duplex`] matches to it (a client-streaming call's, once its last
     /// message is sent and its side ended). A message the server's window holds back goes
-    /// as the window opens (its wait is measured; it is not counted as a stall yet).
+    /// as the window opens: its wait is in its latency, and it is counted as a stall.
     pub(crate) async fn send_message(
         &mut self,
         io: &Io,
         p: Planned,
         connecting: &Cell<bool>,
     ) -> Result<(), ErrorClass> {
-        self.send_again(io, p, 0, connecting).await
+        let body = self.message(io, p);
+        self.send_again(io, p, body, 0, connecting).await
     }
 
-    /// [`Http2Link::send_message`] of a message already sent `resends` times.
+    /// [`Http2Link::send_message`] of a message (its frame `body`) already sent `resends`
+    /// times.
     async fn send_again(
         &mut self,
         io: &Io,
         p: Planned,
+        body: Bytes,
         resends: u32,
         connecting: &Cell<bool>,
     ) -> Result<(), ErrorClass> {
-        let H2Source::Fixed(template) = &self.source else {
-            unreachable!("a bidirectional call sends a fixed request");
-        };
-        let template = template.clone();
-        let empty = Bytes::new();
-        let body = template.body().unwrap_or(&empty);
+        let template = self.template().expect("a streaming call").clone();
         let per_call = template.messages_per_call();
         for _ in 0..2 {
             if self.held.is_none() {
-                self.hold(io, &template, connecting).await?;
+                let none = Bytes::new();
+                self.held = Some(self.open_held(io, &template, &none, connecting).await?);
             }
             let h = self.held.as_mut().expect("held above");
-            match h.client.send(h.id, body) {
-                Ok(_held_back) => {
+            match h.client.send(h.id, &body) {
+                Ok(held_back) => {
+                    if held_back {
+                        io.recorder.borrow_mut().window_stall(p.intended);
+                    }
                     self.waiting.push_back(Waiting {
                         p,
+                        body,
                         sent: io.clock.now(),
                         expired: false,
                         resends,
@@ -534,13 +565,21 @@ impl Http2Link {
                 if h.mark.is_none() {
                     h.mark = Some(HeldMark::new(io));
                 }
+                // When it says the server sent it (`--sent-at`): read for every message, in
+                // order, whichever it answers.
+                let tapped = self
+                    .template()
+                    .is_some_and(|t| t.sent_at().is_some())
+                    .then(|| event.client.take_value(event.id).and_then(epoch_ns));
                 // A message with none waiting answers nothing sent (a server that sends
                 // more than it was asked): passed over.
                 if let Some(w) = self.waiting.pop_front() {
                     if !w.expired {
-                        io.recorder
-                            .borrow_mut()
-                            .grpc_reply(w.p, w.sent, now, GrpcStatus::Ok);
+                        let mut rec = io.recorder.borrow_mut();
+                        rec.grpc_reply(w.p, w.sent, now, GrpcStatus::Ok);
+                        if let Some(at) = tapped {
+                            rec.server_delay(w.p, io.clock.realtime_ns(now), at);
+                        }
                     }
                 }
             }
@@ -576,9 +615,8 @@ impl Http2Link {
                         continue;
                     }
                     io.recorder.borrow_mut().resent(w.p.intended);
-                    if let Err(class) =
-                        Box::pin(self.send_again(io, w.p, w.resends + 1, connecting)).await
-                    {
+                    let again = self.send_again(io, w.p, w.body, w.resends + 1, connecting);
+                    if let Err(class) = Box::pin(again).await {
                         io.recorder.borrow_mut().error(w.p, io.clock.now(), class);
                     }
                 }
@@ -667,22 +705,18 @@ impl Http2Link {
     /// stream (its messages counted as failed once sent [`MAX_RESENDS`] times, or if no
     /// stream opens).
     async fn resend_call(&mut self, io: &Io, mut call: Call, connecting: &Cell<bool>) {
-        let H2Source::Fixed(template) = &self.source else {
-            unreachable!("a client-streaming call sends a fixed request");
-        };
-        let template = template.clone();
+        let template = self.template().expect("a streaming call").clone();
         let failed = if call.resends >= MAX_RESENDS {
             Some(ErrorClass::StreamReset)
         } else {
-            match self.open_held(io, &template, connecting).await {
+            let none = Bytes::new();
+            match self.open_held(io, &template, &none, connecting).await {
                 Ok(stream) => {
-                    let empty = Bytes::new();
-                    let body = template.body().unwrap_or(&empty);
                     let mut rec = io.recorder.borrow_mut();
                     for w in &call.messages {
                         rec.resent(w.p.intended);
                         // A stream that ends at once takes the rest as cut by its end.
-                        let _ = stream.client.send(stream.id, body);
+                        let _ = stream.client.send(stream.id, &w.body);
                     }
                     stream.client.finish(stream.id);
                     call.stream = stream;
@@ -770,6 +804,7 @@ impl Http2Link {
         }
         let rendered = match &self.source {
             H2Source::Fixed(_) => None,
+            H2Source::Stream(..) => unreachable!("a streaming call's exchanges are above"),
             H2Source::Varying(v) => {
                 let mut w = io
                     .traffic
@@ -832,7 +867,9 @@ impl Http2Link {
             (H2Source::Fixed(template), None) => {
                 (template.head(), template.body(), template.is_grpc())
             }
-            (H2Source::Varying(_), None) => unreachable!("varying requests are rendered first"),
+            (H2Source::Varying(_) | H2Source::Stream(..), None) => {
+                unreachable!("varying requests are rendered first")
+            }
         };
         let id = client.open(
             head,

@@ -157,7 +157,7 @@ impl Template {
             .transport
             .grpc()
             .and_then(|c| c.sent_at.clone())
-            .filter(|_| streaming);
+            .filter(|_| streaming || bidirectional);
         Ok(Template {
             head,
             body,
@@ -357,15 +357,26 @@ impl H2Request {
                 .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
                 .chain(varying.iter().map(|(n, v)| (n.as_str().as_bytes(), &v[..]))),
         );
-        let body = match &self.message {
+        let body = self.render_body(draw, gen, scratch);
+        Ok((!body.is_empty()).then_some(body))
+    }
+
+    /// The body alone, drawn as `draw` says: a gRPC call's request message in its frame
+    /// (a streaming call's next message, on a stream already open).
+    pub(crate) fn render_body(
+        &self,
+        draw: &loadlab_template::Draw<'_>,
+        gen: &mut loadlab_template::Generator,
+        scratch: &mut Vec<u8>,
+    ) -> Bytes {
+        match &self.message {
             Some(m) => {
                 let mut frame = Vec::with_capacity(64);
                 m.render_frame(draw, gen, &mut frame, scratch);
                 Bytes::from(frame)
             }
             None => self.body.render(draw, gen, scratch),
-        };
-        Ok((!body.is_empty()).then_some(body))
+        }
     }
 }
 

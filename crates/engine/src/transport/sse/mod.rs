@@ -75,6 +75,9 @@ pub(crate) struct SseLink {
     retry_ms: u64,
     /// Events read on the current stream.
     events: u64,
+    /// When loadlab began to open the current stream (its time to first event counts from
+    /// here).
+    opening: u64,
     /// Counts the stream as held once an event came on it (`None`: not yet, or ended).
     held: Option<HeldMark>,
 }
@@ -91,6 +94,7 @@ impl SseLink {
             last_id: None,
             retry_ms: 0,
             events: 0,
+            opening: 0,
             held: None,
         }
     }
@@ -114,6 +118,7 @@ impl SseLink {
     /// Connects and writes the GET (with `Last-Event-ID` after an event with an id).
     async fn open(&mut self, io: &Io) -> Result<(), ErrorClass> {
         let c0 = io.clock.now();
+        self.opening = c0;
         let mut conn = io.connector.connect().await?;
         io.recorder.borrow_mut().connect(io.clock.now() - c0);
         let mut head = self.request.head.clone();
@@ -161,6 +166,12 @@ impl SseLink {
                     if let Some(id) = id {
                         self.last_id = Some(id);
                     }
+                    // The stream's first event (timed from its opening), or a gap.
+                    let (first, since) = if self.events == 0 {
+                        (true, self.opening)
+                    } else {
+                        (false, sent)
+                    };
                     self.events += 1;
                     if self.held.is_none() {
                         self.held = Some(HeldMark::new(io));
@@ -168,6 +179,7 @@ impl SseLink {
                     let now = io.clock.now();
                     let mut rec = io.recorder.borrow_mut();
                     rec.response(p, sent, now, EVENT_STATUS);
+                    rec.stream_message(p, now.saturating_sub(since), first);
                     if let Some(pointer) = &self.request.sent_at {
                         let server = data.and_then(|d| sent_at_in(&d, pointer));
                         rec.server_delay(p, io.clock.realtime_ns(now), server);

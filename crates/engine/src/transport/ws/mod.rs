@@ -281,7 +281,9 @@ impl WsLink {
         for &p in batch {
             let sent = io.clock.now();
             // Server push: the subscribe message goes once, on a new connection; then each
-            // exchange waits for the next message the server sends.
+            // exchange waits for the next message the server sends (the first after the
+            // subscription, then the gaps).
+            let first_pushed = self.message.push && !self.subscribed;
             let expected = if !self.message.push || !self.subscribed {
                 let (message, expected) = self.message.message(io, p)?;
                 ws.send(message).await.map_err(|e| classify(&e))?;
@@ -319,6 +321,9 @@ impl WsLink {
             let at = received.map_or(now, |at| io.clock.from_realtime(at, sent, now));
             let mut rec = io.recorder.borrow_mut();
             rec.response(p, sent, at, REPLY_STATUS);
+            if self.message.push {
+                rec.stream_message(p, at.saturating_sub(sent), first_pushed);
+            }
             if self.held.is_none() {
                 self.held = Some(HeldMark::new(io));
             }
