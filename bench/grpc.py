@@ -34,6 +34,8 @@ SUITES = [
     ("http2", "HTTP/2 cleartext (prior knowledge), nginx 1 worker, 2-byte body", "h2load", 1.1),
     ("stream", "gRPC bidirectional streaming, ticker.Ticker/Chat (an echo): messages, not calls",
      "ghz", 2.0),
+    ("upload", "gRPC client streaming, ticker.Ticker/Upload (one receipt a call): messages, not calls",
+     "ghz", 2.0),
 ]
 ORDER = ["loadlab", "ghz", "h2load"]
 

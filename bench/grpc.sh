@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Protocol peer benchmark: loadlab gRPC vs ghz (unary calls and bidirectional streams),
-# loadlab HTTP/2 vs h2load.
+# Protocol peer benchmark: loadlab gRPC vs ghz (unary calls, bidirectional and client
+# streams), loadlab HTTP/2 vs h2load.
 #
 #   bench/grpc.sh                              # full run (all suites x 3 rounds)
 #   ROUNDS=1 TOOLS=ghz,h2load bench/grpc.sh    # peers only
 #   SUITES=grpc GRPC_REQUESTS=20000 bench/grpc.sh
 #   SUITES=stream bench/grpc.sh                # bidirectional streams only
+#   SUITES=upload bench/grpc.sh                # client streams only
 #
 # Targets (requests per generator CPU-second, median of rounds):
 #   gRPC    loadlab >= 2.0x ghz     (helloworld.Greeter/SayHello on greeter-tokio, 1 thread)
@@ -15,6 +16,11 @@
 #                                    ghz streams STREAM_PER_CALL messages per call with
 #                                    --stream-call-count, loadlab holds the streams and sends
 #                                    each stream's next message when its reply came)
+#   upload  loadlab >= 2.0x ghz     (messages per generator CPU-second on a client-streaming
+#                                    method: ticker.Ticker/Upload, the notes counted into one
+#                                    receipt a call, on STREAM_SERVER; both tools send
+#                                    STREAM_PER_CALL messages per call, ghz with
+#                                    --stream-call-count, loadlab with --messages-per-call)
 #
 # The stream suite's server is the fastest echo here (the greeters' h2 echo on the minimal
 # runtime, one core), so that neither generator waits on it: a server slower than the
@@ -38,15 +44,15 @@
 #
 # Environment:
 #   ROUNDS           interleaved rounds                                  (3)
-#   SUITES           comma list from grpc,http2,stream                   (all)
+#   SUITES           comma list from grpc,http2,stream,upload            (all)
 #   TOOLS            comma list from loadlab,ghz,h2load                  (all)
 #   CONNECTIONS      connections per run, both suites                    (8)
 #   CONCURRENCY      requests in flight per run, both suites             (64)
 #   GRPC_CONNECTIONS / GRPC_CONCURRENCY / H2_CONNECTIONS / H2_CONCURRENCY  per-suite overrides
 #   GRPC_REQUESTS    calls per gRPC run                                  (100000)
 #   H2_REQUESTS      requests per HTTP/2 run                             (200000)
-#   STREAM_MESSAGES  messages per streaming run                          (200000)
-#   STREAM_PER_CALL  ghz: messages per streaming call                    (50)
+#   STREAM_MESSAGES  messages per streaming run (stream and upload)      (200000)
+#   STREAM_PER_CALL  messages per streaming call (ghz; loadlab's upload) (50)
 #   STREAM_SERVER    what `loadlab serve` runs for the stream suite
 #                    (greeter-minimal-epoll; greeter-tokio and hello serve Chat too)
 #   RUN_TIMEOUT      wall-clock bound per run, seconds                   (300)
@@ -62,7 +68,7 @@ ROOT=$(dirname "$HERE")
 PY="python3 $HERE/grpc.py"
 
 ROUNDS=${ROUNDS:-3}
-SUITES=${SUITES:-grpc,http2,stream}
+SUITES=${SUITES:-grpc,http2,stream,upload}
 TOOLS=${TOOLS:-loadlab,ghz,h2load}
 CONNECTIONS=${CONNECTIONS:-8}
 CONCURRENCY=${CONCURRENCY:-64}
@@ -87,6 +93,7 @@ CALL=helloworld.Greeter/SayHello
 DATA='{"name":"loadlab"}'
 TICKER_PROTO=$ROOT/proto/ticker.proto
 CHAT=ticker.Ticker/Chat
+UPLOAD=ticker.Ticker/Upload
 CHAT_DATA='{"seq":1,"text":"loadlab"}'
 
 GOBIN_DIR=$(go env GOBIN 2>/dev/null || true)
@@ -115,7 +122,7 @@ for t in "${WANT_TOOLS[@]}"; do
     case $t in loadlab|ghz|h2load) ;; *) die "unknown tool '$t' in TOOLS" ;; esac
 done
 for s in "${WANT_SUITES[@]}"; do
-    case $s in grpc|http2|stream) ;; *) die "unknown suite '$s' in SUITES" ;; esac
+    case $s in grpc|http2|stream|upload) ;; *) die "unknown suite '$s' in SUITES" ;; esac
 done
 has_tool() { in_list "$1" "${WANT_TOOLS[@]}"; }
 has_suite() { in_list "$1" "${WANT_SUITES[@]}"; }
@@ -155,7 +162,7 @@ if has_suite http2; then
     command -v h2load >/dev/null || die "h2load not available (needed to probe the h2c server)"
 fi
 
-if { has_suite grpc || has_suite stream; } && has_tool ghz && ! command -v ghz >/dev/null; then
+if { has_suite grpc || has_suite stream || has_suite upload; } && has_tool ghz && ! command -v ghz >/dev/null; then
     if [[ $INSTALL == 1 ]] && command -v go >/dev/null; then
         log "installing ghz $GHZ_VERSION (go install, low priority; a few minutes)..."
         nice -n 19 go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" || log "warning: go install ghz failed"
@@ -222,7 +229,7 @@ if has_suite grpc; then
 fi
 
 STREAM_ADDR=
-if has_suite stream; then
+if has_suite stream || has_suite upload; then
     [[ -x $LOADLAB ]] || die "the stream suite's server is \`loadlab serve $STREAM_SERVER\`: build loadlab first (cargo build --release)"
     SPORT=$($PY freeport)
     STREAM_ADDR=127.0.0.1:$SPORT
@@ -292,11 +299,12 @@ fi
 HOSTDESC="$(uname -srm); $(nproc) CPUs; $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
 has_suite grpc && log "greeter ${GREETER_CMD[*]} on $GRPC_ADDR (pid $GRT_PID, 1 thread, CPU $SERVER_CPU)"
 has_suite http2 && log "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') h2c on $H2_URL (pid $NGX_PID, CPU $SERVER_CPU)"
-has_suite stream && log "loadlab serve $STREAM_SERVER (ticker.Ticker/Chat, an echo) on $STREAM_ADDR (pid $HELLO_PID, CPU $SERVER_CPU)"
+{ has_suite stream || has_suite upload; } && log "loadlab serve $STREAM_SERVER (ticker.Ticker/Chat, an echo; ticker.Ticker/Upload) on $STREAM_ADDR (pid $HELLO_PID, CPU $SERVER_CPU)"
 log "generators on CPU $GEN_CPU; rounds $ROUNDS"
 has_suite grpc && log "gRPC:   $GRPC_REQUESTS calls, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY concurrent"
 has_suite http2 && log "HTTP/2: $H2_REQUESTS requests, $H2_CONNECTIONS connections x $H2_STREAMS streams = $H2_CONCURRENCY concurrent"
 has_suite stream && log "stream: $STREAM_MESSAGES messages, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY streams (ghz: $STREAM_PER_CALL messages per call)"
+has_suite upload && log "upload: $STREAM_MESSAGES messages, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY streams, $STREAM_PER_CALL messages per call"
 log "tools: ${WANT_TOOLS[*]}; suites: ${WANT_SUITES[*]}"
 log "raw output: $RAW"
 for t in "${WANT_TOOLS[@]}"; do
@@ -318,7 +326,7 @@ tool_cmd() {
     case $suite in
         grpc)  REQ=$GRPC_REQUESTS; CONN=$GRPC_CONNECTIONS; CONC=$GRPC_CONCURRENCY ;;
         http2) REQ=$H2_REQUESTS; CONN=$H2_CONNECTIONS; CONC=$H2_CONCURRENCY ;;
-        stream) REQ=$STREAM_MESSAGES; CONN=$GRPC_CONNECTIONS; CONC=$GRPC_CONCURRENCY ;;
+        stream|upload) REQ=$STREAM_MESSAGES; CONN=$GRPC_CONNECTIONS; CONC=$GRPC_CONCURRENCY ;;
     esac
     case $suite/$tool in
         grpc/loadlab) CMD=("$LOADLAB" grpc "$GRPC_ADDR" --proto "$PROTO" --call "$CALL" -D "$DATA"
@@ -334,6 +342,14 @@ tool_cmd() {
                              -D "$CHAT_DATA" --connections "$CONN" --concurrency "$CONC"
                              --requests "$REQ" --threads 1 --json "$json" -q) ;;
         stream/ghz)   CMD=(ghz --insecure --proto "$TICKER_PROTO" --call "$CHAT" -d "$CHAT_DATA"
+                           --connections "$CONN" -c "$CONC" -n $((REQ / STREAM_PER_CALL))
+                           --stream-call-count "$STREAM_PER_CALL" --cpus 1
+                           --disable-template-functions --disable-template-data -O summary "$STREAM_ADDR") ;;
+        upload/loadlab) CMD=("$LOADLAB" grpc "$STREAM_ADDR" --proto "$TICKER_PROTO" --call "$UPLOAD"
+                             -D "$CHAT_DATA" --messages-per-call "$STREAM_PER_CALL"
+                             --connections "$CONN" --concurrency "$CONC"
+                             --requests "$REQ" --threads 1 --json "$json" -q) ;;
+        upload/ghz)   CMD=(ghz --insecure --proto "$TICKER_PROTO" --call "$UPLOAD" -d "$CHAT_DATA"
                            --connections "$CONN" -c "$CONC" -n $((REQ / STREAM_PER_CALL))
                            --stream-call-count "$STREAM_PER_CALL" --cpus 1
                            --disable-template-functions --disable-template-data -O summary "$STREAM_ADDR") ;;
@@ -359,7 +375,7 @@ run_one() {
     case $suite in
         grpc) server_alive "$GRT_PID" greeter "$RAW/greeter.err" ;;
         http2) server_alive "$NGX_PID" nginx "$RAW/nginx-error.log" ;;
-        stream) server_alive "$HELLO_PID" "loadlab serve $STREAM_SERVER" "$RAW/hello.err" ;;
+        stream|upload) server_alive "$HELLO_PID" "loadlab serve $STREAM_SERVER" "$RAW/hello.err" ;;
     esac
     local rc=0 host0 host1
     host0=$(host_ticks)   # how much of the machine a VM's host takes during the run
@@ -376,15 +392,16 @@ run_one() {
     local extra=()
     [[ -n $host0 && -n $host1 ]] && extra+=(--host-ticks-before "$host0" --host-ticks-after "$host1")
     [[ $tool == loadlab ]] && extra+=(--json "$json")
-    # ghz counts calls: each of a streaming run's carried STREAM_PER_CALL messages each way.
-    [[ $suite/$tool == stream/ghz ]] && extra+=(--per-call "$STREAM_PER_CALL")
+    # ghz counts calls: each of a streaming run's carried STREAM_PER_CALL messages (each way
+    # on Chat; on Upload the client's, answered by one receipt).
+    [[ $suite/$tool == stream/ghz || $suite/$tool == upload/ghz ]] && extra+=(--per-call "$STREAM_PER_CALL")
     $PY record --out "$RESULTS" --suite "$suite" --round "$round" --tool "$tool" \
         --stdout "$base.out" --time "$base.time" --rc "$rc" --requested "$REQ" \
         --connections "$CONN" --concurrency "$CONC" --cmd "${CMD[*]}" "${extra[@]}" || true
     sleep 1   # let sockets settle between runs
 }
 
-for suite in grpc http2 stream; do
+for suite in grpc http2 stream upload; do
     has_suite "$suite" || continue
     tools=()
     for t in "${WANT_TOOLS[@]}"; do

@@ -1,9 +1,10 @@
-//! The `helloworld.Greeter` service of document 001, and the echo `ticker.Ticker/Chat` the
-//! runtimes are compared on streams with.
+//! The `helloworld.Greeter` service of document 001, and the echo `ticker.Ticker/Chat` and
+//! the counting `ticker.Ticker/Upload` the runtimes are compared on streams with.
 //!
 //! [`reply`] holds the whole behaviour and depends on no runtime; [`GreeterService`] serves
 //! it with tonic on tokio. Servers built on other runtimes call [`reply`] directly.
-//! [`ChatService`] serves the echo with tonic (the others echo each frame as it comes).
+//! [`ChatService`] serves the echo and the upload with tonic (the others echo each frame as
+//! it comes, and count each note with [`count_note`]).
 
 use tonic::{Request, Response, Status};
 
@@ -17,6 +18,12 @@ pub fn reply(request: &HelloRequest) -> HelloReply {
     HelloReply {
         message: format!("Hello {}!", request.name),
     }
+}
+
+/// Counts one note of an `Upload` call into its receipt: the notes, and the last one's seq.
+pub fn count_note(receipt: &mut Receipt, note: &Note) {
+    receipt.notes += 1;
+    receipt.last_seq = note.seq;
 }
 
 /// The tonic implementation of `helloworld.Greeter`, answering at once.
@@ -83,8 +90,7 @@ impl Ticker for ChatService {
         let mut inbound = request.into_inner();
         let mut receipt = Receipt::default();
         while let Some(note) = inbound.message().await? {
-            receipt.notes += 1;
-            receipt.last_seq = note.seq;
+            count_note(&mut receipt, &note);
         }
         Ok(Response::new(receipt))
     }

@@ -1,6 +1,7 @@
-//! One HTTP/2 connection serving `helloworld.Greeter/SayHello` and `ticker.Ticker/Chat` (an
-//! echo: each message answered by itself, in order) with the `h2` crate, for the runtimes
-//! tonic does not run on.
+//! One HTTP/2 connection serving `helloworld.Greeter/SayHello`, `ticker.Ticker/Chat` (an
+//! echo: each message answered by itself, in order) and `ticker.Ticker/Upload` (client
+//! streaming: the notes counted, one receipt when the client's side ends) with the `h2`
+//! crate, for the runtimes tonic does not run on.
 //!
 //! `h2` needs only `tokio::io::AsyncRead + AsyncWrite`, not the tokio runtime, so each
 //! runtime hands [`serve`] its TCP stream through a compat adapter. All calls of a
@@ -19,6 +20,7 @@ use h2::RecvStream;
 use http::{Method, Request};
 use loadlab_target_common::greeter;
 use loadlab_target_common::proto::helloworld::HelloRequest;
+use loadlab_target_common::proto::ticker::{Note, Receipt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +30,8 @@ use crate::grpc::{self, Failure};
 pub const SAY_HELLO_PATH: &str = "/helloworld.Greeter/SayHello";
 /// The bidirectional method served: each message echoed as it comes.
 pub const CHAT_PATH: &str = "/ticker.Ticker/Chat";
+/// The client-streaming method served: the notes counted, one receipt at the end.
+pub const UPLOAD_PATH: &str = "/ticker.Ticker/Upload";
 
 /// HTTP/2 settings, matched to hyper's server defaults (what tonic serves with), so that
 /// the runtimes differ only in the runtime.
@@ -98,6 +102,9 @@ async fn answer(
     if head.method == Method::POST && head.uri.path() == CHAT_PATH {
         return chat(body, respond).await;
     }
+    if head.method == Method::POST && head.uri.path() == UPLOAD_PATH {
+        return upload(body, respond).await;
+    }
     if head.method != Method::POST || head.uri.path() != SAY_HELLO_PATH {
         respond.send_response(grpc::failure_response(Failure::UNIMPLEMENTED), true)?;
         return Ok(());
@@ -151,6 +158,50 @@ async fn chat(mut body: RecvStream, respond: SendResponse<Bytes>) -> Result<(), 
             }
         }
     }
+    stream.send_trailers(grpc::ok_trailers())?;
+    Ok(())
+}
+
+/// Answers an `Upload` call: each length-prefixed note of the request stream is decoded and
+/// counted as it completes ([`greeter::count_note`], as tonic's greeter does), and once the
+/// client's side ends the receipt goes, then `OK`. A note that does not decode, or a
+/// stream that ends inside one, ends the call with its failure.
+async fn upload(mut body: RecvStream, mut respond: SendResponse<Bytes>) -> Result<(), h2::Error> {
+    let mut pending = BytesMut::new();
+    let mut receipt = Receipt::default();
+    let mut failed = None;
+    'read: while let Some(chunk) = body.data().await {
+        let chunk = chunk?;
+        body.flow_control().release_capacity(chunk.len())?;
+        pending.extend_from_slice(&chunk);
+        loop {
+            match grpc::frame_len(&pending) {
+                Some(Err(failure)) => {
+                    failed = Some(failure);
+                    break 'read;
+                }
+                Some(Ok(n)) if pending.len() >= n => {
+                    match grpc::decode_unary::<Note>(&pending.split_to(n)) {
+                        Ok(note) => greeter::count_note(&mut receipt, &note),
+                        Err(failure) => {
+                            failed = Some(failure);
+                            break 'read;
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+    if failed.is_none() && !pending.is_empty() {
+        failed = Some(Failure::BAD_FRAME);
+    }
+    if let Some(failure) = failed {
+        respond.send_response(grpc::failure_response(failure), true)?;
+        return Ok(());
+    }
+    let mut stream = respond.send_response(grpc::response_headers(), false)?;
+    stream.send_data(grpc::encode(&receipt), false)?;
     stream.send_trailers(grpc::ok_trailers())?;
     Ok(())
 }
@@ -247,6 +298,29 @@ mod tests {
         }
         assert_eq!(answer.body, want.freeze());
         assert_eq!(answer.trailers.unwrap()["grpc-status"], "0");
+    }
+
+    #[tokio::test]
+    async fn upload_counts_the_notes_and_answers_once_with_the_last_seq() {
+        let (client, _server) = connect(CancellationToken::new()).await;
+        let mut body = BytesMut::new();
+        for seq in [4, 5, 9] {
+            body.extend_from_slice(&grpc::encode(&Note {
+                seq,
+                text: "n".into(),
+                ..Default::default()
+            }));
+        }
+        let answer = call(&client, UPLOAD_PATH, "application/grpc", body.freeze()).await;
+        assert_eq!(answer.status, 200);
+        let receipt: Receipt = grpc::decode_unary(&answer.body).unwrap();
+        assert_eq!((receipt.notes, receipt.last_seq), (3, 9));
+        assert_eq!(answer.trailers.unwrap()["grpc-status"], "0");
+        // A stream that ends inside a note is a bad frame, not a receipt.
+        let half = grpc::encode(&Note::default()).slice(..3);
+        let answer = call(&client, UPLOAD_PATH, "application/grpc", half).await;
+        assert_eq!(answer.headers["grpc-status"], "13", "{:?}", answer.headers);
+        assert!(answer.body.is_empty());
     }
 
     #[tokio::test]
