@@ -123,6 +123,12 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor: LatencyFloor) ->
     if !other.is_empty() {
         out.push(other.join(", "));
     }
+    if let Some(stalls) = r.window_stalls.filter(|n| *n > 0) {
+        out.push(format!(
+            "{stalls} {} waited for the server's flow-control window",
+            r.protocol.units().sent
+        ));
+    }
     if let Some(p) = &step.probes {
         let d = &p.delta;
         if d.listen_overflows > 0 {
@@ -286,6 +292,50 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
             unresolved.join("\n")
         );
     }
+}
+
+/// Server streams (gRPC server streaming, event streams, WebSocket push) at every step of
+/// one scenario and configuration: each stream's time to first message and the gaps after
+/// it, apart (the table above holds both in its latency). Nothing for other protocols.
+fn streams_table(out: &mut String, steps: &[&StepRecord], closed: bool) {
+    let mut rows: Vec<&StepRecord> = steps
+        .iter()
+        .copied()
+        .filter(|s| s.result.stream_timing.is_some())
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
+    let load_col = if closed {
+        closed_unit(steps.iter().copied()).to_string()
+    } else {
+        format!("offered {}", open_unit(steps.iter().copied()))
+    };
+    let _ = writeln!(
+        out,
+        "Each stream's first message apart from the gaps after it (both in the latency above):\n"
+    );
+    let _ = writeln!(
+        out,
+        "| {load_col} | first messages | first p50 ms | first p99 ms | gaps | gap p50 ms | gap p99 ms |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|");
+    for s in rows {
+        let t = s.result.stream_timing.as_ref().expect("filtered above");
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            num(s.load),
+            t.first_message_ms.count,
+            ms(t.first_message_ms.p50),
+            ms(t.first_message_ms.p99),
+            t.gap_ms.count,
+            ms(t.gap_ms.p50),
+            ms(t.gap_ms.p99)
+        );
+    }
+    let _ = writeln!(out);
 }
 
 /// A flow's sessions at every step of one scenario and configuration (nothing for
@@ -1026,6 +1076,7 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
                 let _ = writeln!(out, "### {c}\n");
                 table(&mut out, &by_config[&(sc.clone(), c.clone())], closed);
                 sessions_table(&mut out, &by_config[&(sc.clone(), c.clone())], closed);
+                streams_table(&mut out, &by_config[&(sc.clone(), c.clone())], closed);
                 names_table(&mut out, &by_config[&(sc.clone(), c.clone())], closed, slo);
             }
         }
@@ -1146,6 +1197,48 @@ mod tests {
             .map(|l| serde_json::from_str::<StepRecord>(l).unwrap())
             .filter(|s| s.config == config)
             .collect()
+    }
+
+    #[test]
+    fn server_streams_get_their_first_message_and_gaps_apart_and_stalls_a_note() {
+        let mut list = steps("capacity=150");
+        let refs: Vec<&StepRecord> = list.iter().collect();
+        let mut out = String::new();
+        streams_table(&mut out, &refs, true);
+        assert_eq!(out, "", "HTTP steps have no stream table");
+        let stats = |count: u64, p50: f64, p99: f64| loadlab_engine::result::LatencyStats {
+            count,
+            p50: Some(p50),
+            p99: Some(p99),
+            ..Default::default()
+        };
+        for (k, s) in list.iter_mut().enumerate() {
+            s.result.stream_timing = Some(loadlab_engine::result::StreamTiming {
+                first_message_ms: stats(8 + k as u64, 150.5, 180.0),
+                gap_ms: stats(100, 20.25, 41.0),
+            });
+        }
+        list[0].result.window_stalls = Some(7);
+        let refs: Vec<&StepRecord> = list.iter().collect();
+        streams_table(&mut out, &refs, true);
+        assert!(
+            out.contains(
+                "| first messages | first p50 ms | first p99 ms | gaps | gap p50 ms | gap p99 ms |"
+            ),
+            "{out}"
+        );
+        // Three significant digits, as every latency of the report.
+        let row = format!(
+            "| {} | 8 | 150 | 180 | 100 | 20.2 | 41.0 |",
+            num(list[0].load)
+        );
+        assert!(out.contains(&row), "{row} not in\n{out}");
+        assert_eq!(out.matches("\n| ").count(), 1 + list.len(), "{out}");
+        let note = notes(&list[0], None, LatencyFloor::of(refs.iter().copied()));
+        assert!(
+            note.contains("7 requests waited for the server's flow-control window"),
+            "{note}"
+        );
     }
 
     #[test]
