@@ -875,6 +875,13 @@ pub struct KneeArgs {
     #[arg(long, alias = "stream-call-count", value_name = "N", requires = "call",
           value_parser = clap::value_parser!(u32).range(1..), help_heading = "gRPC")]
     pub messages_per_call: Option<u32>,
+    /// gRPC, a bidirectional method: the number field each reply echoes from the message it
+    /// answers (`/seq`: field names from the top, the same path in the request and the
+    /// reply; the message's `"seq": "${seq}"` makes it unique): a reply answers the message
+    /// waiting on its stream with that number, not the oldest (a server that answers out of
+    /// order, or drops some).
+    #[arg(long, value_name = "FIELD", requires = "call", help_heading = "gRPC")]
+    pub match_field: Option<String>,
     /// gRPC: the request message as JSON (templates inside its strings).
     #[arg(
         short = 'D',
@@ -1456,6 +1463,14 @@ pub struct GrpcArgs {
     /// synchronized.
     #[arg(long, value_name = "FIELD", help_heading = "Call")]
     pub sent_at: Option<String>,
+    /// A bidirectional method: the number field each reply echoes from the message it
+    /// answers (`/seq`: field names from the top, the same path in the request and the
+    /// reply; `-D '{"seq":"${seq}"}'` makes it unique): a reply answers the message waiting
+    /// on its stream with that number, not the oldest, so a server that answers out of
+    /// order, or drops a message, is timed right. A reply that matches no message waiting
+    /// is counted (`unmatched`) and passed over.
+    #[arg(long, value_name = "FIELD", help_heading = "Call")]
+    pub match_field: Option<String>,
     /// The request message as JSON (proto3 JSON mapping); its strings may hold templates
     /// (numbers as strings: `"id": "${seq}"`). ghz's `-D FILE` works too: a value that is
     /// not JSON and names a file is read from that file.
@@ -1644,17 +1659,16 @@ impl GrpcArgs {
                 from: &from,
             },
         };
-        let mut call = GrpcCall::resolve_from(
-            schema,
-            &self.call,
-            &data,
-            &self.metadata,
-            self.sent_at.as_deref(),
-        )
-        .map_err(|(input, e)| match input {
-            loadlab_grpc::CallInput::SentAt => anyhow::anyhow!("--sent-at {e}"),
-            _ => e.into(),
-        })?;
+        let reads = loadlab_grpc::Reads {
+            sent_at: self.sent_at.as_deref(),
+            match_field: self.match_field.as_deref(),
+        };
+        let mut call = GrpcCall::resolve_from(schema, &self.call, &data, &self.metadata, reads)
+            .map_err(|(input, e)| match input {
+                loadlab_grpc::CallInput::SentAt => anyhow::anyhow!("--sent-at {e}"),
+                loadlab_grpc::CallInput::MatchField => anyhow::anyhow!("--match-field {e}"),
+                _ => e.into(),
+            })?;
         if let Some(n) = self.messages_per_call {
             if !call.client_streaming {
                 return Err(crate::BadInput(format!(

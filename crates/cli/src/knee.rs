@@ -106,6 +106,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         import_paths: a.import_paths.iter().map(|p| absolute(p)).collect(),
         call: a.call.clone(),
         messages_per_call: a.messages_per_call,
+        match_field: a.match_field.clone(),
         message,
         metadata: a.metadata.clone(),
         insecure: a.tls.insecure,

@@ -37,6 +37,7 @@ pub(crate) fn for_call(
         client_streaming: false,
         messages_per_call: 0,
         sent_at: None,
+        match_field: None,
     };
     let (ca_pem, client_cert) = tls.pems()?;
     let cfg = loadlab_engine::Workload {

@@ -187,6 +187,141 @@ fn sent_at_reads_when_each_reply_says_it_was_sent() {
 
 #[test]
 #[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
+fn match_field_times_each_reply_against_its_own_message_when_the_server_drops_and_reorders() {
+    // grpcio's Chat never answers a stream's every fifth note, and answers the others in
+    // pairs, the second first: note 1 waits for note 2 (40 ms later at 25 a second a
+    // stream), then both go back, 2 before 1. It counts the notes it dropped.
+    let body = "def handle(notes, context):\n\
+        \x20   held = None; n = 0\n\
+        \x20   for note in notes:\n\
+        \x20       n += 1\n\
+        \x20       with lock: counts[1] += 1\n\
+        \x20       if n % 5 == 0:\n\
+        \x20           with lock: counts[0] += 1\n\
+        \x20           continue\n\
+        \x20       if held is None:\n\
+        \x20           held = note; continue\n\
+        \x20       with lock: counts[2] += 2\n\
+        \x20       yield note\n\
+        \x20       yield held\n\
+        \x20       held = None";
+    let run = |matched: bool| {
+        let (mut server, counts) = util::server::grpcio_counting(
+            "Chat",
+            "stream_stream_rpc_method_handler",
+            16,
+            body,
+            &[],
+        );
+        let port = server.port.to_string();
+        let addr = format!("127.0.0.1:{port}");
+        let proto = ticker_proto();
+        let mut args = vec![
+            addr.as_str(),
+            "--proto",
+            &proto,
+            "--call",
+            "ticker.Ticker/Chat",
+            "-D",
+            r#"{"seq":"${seq}","text":"x"}"#,
+            "-c",
+            "1",
+            "--concurrency",
+            "4",
+            "--warmup",
+            "0s",
+            "--threads",
+            "1",
+            "--cpus",
+            "1",
+            "--rate",
+            "100",
+            "-d",
+            "2s",
+            "--timeout",
+            "1s",
+        ];
+        if matched {
+            args.extend(["--match-field", "/seq"]);
+        }
+        let r = grpc(&args);
+        let n = util::server::stop_and_read_counts(&mut server, &counts);
+        (r, n[0], n[1], n[2])
+    };
+    let (r, dropped, notes, answered) = run(true);
+    assert_eq!(r.code(), Some(0), "{}\n{}", r.stdout, r.stderr);
+    let j = r.json();
+    assert_eq!(notes, 200, "{}", r.stdout);
+    assert!(dropped >= 36, "{dropped} dropped");
+    // Every answer went to its own note; every dropped note timed out, with at most the
+    // one each stream held when the run ended.
+    assert_eq!(u(j, "successful"), answered, "{}", r.stdout);
+    let timeouts = r.error_count("request_timeout");
+    assert!(
+        (dropped..=dropped + 4).contains(&timeouts),
+        "{timeouts} timeouts, {dropped} dropped: {}",
+        r.stdout
+    );
+    assert_eq!(j["matched_by"]["field"], "/seq", "{j}");
+    assert_eq!(j["matched_by"]["unmatched"], 0, "{j}");
+    assert!(r.stdout.contains("matched by      /seq"), "{}", r.stdout);
+    // Half the answers at once, half after their pair's second note (40 ms).
+    let p50 = f(j, "latency_ms", "p50");
+    let p99 = f(j, "latency_ms", "p99");
+    assert!(
+        p50 < 30.0 && p99 < 200.0,
+        "p50 {p50} ms, p99 {p99} ms: {}",
+        r.stdout
+    );
+    // By order instead, each dropped note shifts every later answer on its stream by one:
+    // the waits grow by a note's gap (40 ms) per drop, and the timings are the server's
+    // drops, not its pace.
+    let (r, ..) = run(false);
+    let j = r.json();
+    assert!(j.get("matched_by").is_none(), "{j}");
+    let p50_by_order = f(j, "latency_ms", "p50");
+    assert!(
+        p50_by_order > 60.0,
+        "by order p50 {p50_by_order} ms: {}",
+        r.stdout
+    );
+    // A field the messages do not have names those they have; a method whose replies are
+    // not a bidirectional stream's refuses the flag. Both before any load.
+    let proto = ticker_proto();
+    for (call, field, says) in [
+        (
+            "ticker.Ticker/Chat",
+            "/id",
+            "`ticker.Note` has no field `id`; its fields: seq, text, sent_at_us",
+        ),
+        (
+            "ticker.Ticker/Upload",
+            "/seq",
+            "only a bidirectional method's replies are matched",
+        ),
+    ] {
+        let r = grpc(&[
+            "127.0.0.1:1",
+            "--proto",
+            &proto,
+            "--call",
+            call,
+            "--match-field",
+            field,
+            "-d",
+            "1s",
+        ]);
+        assert_eq!(r.code(), Some(2), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("--match-field") && r.stderr.contains(says),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs Python's grpcio (./test.sh installs python3-grpcio)"]
 fn messages_go_at_the_rate_offered_even_while_their_stream_lags_behind() {
     // One stream, a message every 10 ms, each taking the server 25 ms: it answers 40 a
     // second of the 100 sent. A client that waited for each reply would send 40 a second

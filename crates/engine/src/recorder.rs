@@ -197,6 +197,8 @@ pub struct WorkerTotals {
     /// Measured messages of a bidirectional or client-streaming call that the server's
     /// HTTP/2 flow-control window held back when they were to go.
     pub window_stalls: u64,
+    /// Replies of a bidirectional call that matched no message waiting (`--match-field`).
+    pub unmatched: u64,
     /// Latest completion time seen (clock ns), 0 if none.
     pub last_completion_ns: u64,
     /// Measured arrivals never sent (open loop).
@@ -239,6 +241,7 @@ impl WorkerTotals {
             server_closes: 0,
             server_close_requests: 0,
             window_stalls: 0,
+            unmatched: 0,
             last_completion_ns: 0,
             unsent: Unsent::default(),
             sent_after_end: 0,
@@ -691,6 +694,12 @@ impl Recorder {
         if self.measured(intended_ns) {
             self.totals.window_stalls += 1;
         }
+    }
+
+    /// A reply echoed a number no message waiting on its stream held (`--match-field`):
+    /// passed over. Counted whenever it came (a reply carries no intended time).
+    pub fn unmatched_reply(&mut self) {
+        self.totals.unmatched += 1;
     }
 
     /// The server closed a connection gracefully after answering `requests` on it.

@@ -86,6 +86,9 @@ pub struct RunShape {
     /// gRPC client streaming: the messages of each call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages_per_call: Option<u32>,
+    /// gRPC bidirectional streaming: the field path each reply echoes (`--match-field`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_field: Option<String>,
 }
 
 /// What a run's requests were, when they varied.
@@ -155,6 +158,12 @@ impl RunShape {
                 .grpc()
                 .filter(|c| c.client_streaming)
                 .map(|c| c.messages_per_call.max(1)),
+            match_field: cfg
+                .transport
+                .grpc()
+                .filter(|c| c.bidirectional)
+                .and_then(|c| c.match_field.as_ref())
+                .map(|m| m.reply.pointer.clone()),
         }
     }
 }
@@ -340,6 +349,15 @@ impl NameSecond {
     }
 }
 
+/// How a bidirectional call's replies were matched to their messages (`--match-field`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MatchedBy {
+    /// The field path each reply echoes from its request.
+    pub field: String,
+    /// Replies that matched no message waiting.
+    pub unmatched: u64,
+}
+
 /// A server stream's messages by what their wait was (`latency_ms` holds both).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StreamTiming {
@@ -522,6 +540,11 @@ pub struct RunResult {
     /// in their latency. Absent for other protocols.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_stalls: Option<u64>,
+    /// A bidirectional call with `--match-field`: the field path read, and the replies that
+    /// matched no message waiting on their stream (passed over: an echo of a number loadlab
+    /// did not send, or of one forgotten four timeouts after its send). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched_by: Option<MatchedBy>,
     /// Open loop: measured arrivals loadlab never sent, because it fell more than the
     /// timeout behind its schedule or its queue of arrivals waiting for a connection was
     /// full. Not errors of the server: a run with any is generator-limited.
@@ -887,6 +910,9 @@ pub struct Merged {
     /// not count them).
     #[serde(default)]
     pub window_stalls: u64,
+    /// Replies that matched no message waiting (`--match-field`).
+    #[serde(default)]
+    pub unmatched: u64,
     /// Latest completion time seen, 0 if none (same clock as `last_intended_ns`).
     pub last_completion_ns: u64,
     /// The longest a measured request that got a reply waited in loadlab before its send,
@@ -936,6 +962,7 @@ impl Merged {
             server_closes: 0,
             server_close_requests: 0,
             window_stalls: 0,
+            unmatched: 0,
             last_completion_ns: 0,
             before_send_max_ns: Some(0),
             unsent: crate::recorder::Unsent::default(),
@@ -979,6 +1006,7 @@ impl Merged {
         self.server_closes += o.server_closes;
         self.server_close_requests += o.server_close_requests;
         self.window_stalls += o.window_stalls;
+        self.unmatched += o.unmatched;
         self.last_completion_ns = self.last_completion_ns.max(o.last_completion_ns);
         self.before_send_max_ns = self
             .before_send_max_ns
@@ -1039,6 +1067,7 @@ pub fn merge(workers: Vec<WorkerTotals>) -> Merged {
             server_closes: w.server_closes,
             server_close_requests: w.server_close_requests,
             window_stalls: w.window_stalls,
+            unmatched: w.unmatched,
             last_completion_ns: w.last_completion_ns,
             before_send_max_ns: Some(w.before_send_max_ns),
             unsent: w.unsent,

@@ -545,6 +545,13 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
             Protocol::GrpcBidi | Protocol::GrpcClientStream
         )
         .then_some(m.window_stalls),
+        matched_by: shape
+            .match_field
+            .as_ref()
+            .map(|field| crate::result::MatchedBy {
+                field: field.clone(),
+                unmatched: m.unmatched,
+            }),
         unsent: m.unsent.total(),
         sent_after_window: match shape.load {
             LoadModel::Open { .. } => m.sent_after_end,

@@ -452,6 +452,15 @@ pub fn render(r: &RunResult) -> String {
     counts_line(&mut out, "close codes", &r.ws_close_codes);
     session_lines(&mut out, r);
     traffic_lines(&mut out, r);
+    if let Some(m) = &r.matched_by {
+        let _ = writeln!(
+            out,
+            "  matched by      {} (each reply answers the message whose request held the number it echoes); {} replies matched no message waiting{}",
+            m.field,
+            m.unmatched,
+            if m.unmatched > 0 { " and were passed over" } else { "" }
+        );
+    }
     if let Some(stalls) = r.window_stalls.filter(|n| *n > 0) {
         let _ = writeln!(
             out,

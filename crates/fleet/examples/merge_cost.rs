@@ -100,6 +100,7 @@ fn main() {
         traffic: None,
         sent_at: None,
         messages_per_call: None,
+        match_field: None,
     };
     // What travels: each agent's measurement as JSON.
     let messages: Vec<String> = (0..agents)

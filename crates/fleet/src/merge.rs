@@ -238,6 +238,7 @@ mod tests {
             traffic: None,
             sent_at: None,
             messages_per_call: None,
+            match_field: None,
         }
     }
 

@@ -219,75 +219,89 @@ impl UnaryCall {
     /// number or a `google.protobuf.Timestamp`, inside singular message fields. Errors name
     /// the segment at fault and the fields there are.
     pub fn field_path(&self, pointer: &str) -> Result<crate::fields::FieldPath, GrpcError> {
-        use crate::fields::{FieldPath, NumberKind};
-        use prost_reflect::{Cardinality, Kind};
-        let err = |message: String| GrpcError::FieldPath {
-            pointer: pointer.to_owned(),
-            message_type: self.output.full_name().to_owned(),
-            message,
-        };
-        let segments: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
-        if segments.iter().any(|s| s.is_empty()) {
-            return Err(err(
-                "give field names from the top, as `/sent_at_us` or `/meta/ts`".into(),
-            ));
-        }
-        let mut message = self.output.clone();
-        let mut numbers = Vec::new();
-        for (k, name) in segments.iter().enumerate() {
-            let Some(field) = message
-                .get_field_by_name(name)
-                .or_else(|| message.get_field_by_json_name(name))
-            else {
-                let fields: Vec<String> = message.fields().map(|f| f.name().to_owned()).collect();
-                return Err(err(format!(
-                    "`{}` has no field `{name}`; its fields: {}",
-                    message.full_name(),
-                    fields.join(", ")
-                )));
-            };
-            if field.cardinality() == Cardinality::Repeated {
-                return Err(err(format!("`{name}` is repeated: give a singular field")));
-            }
-            numbers.push(field.number());
-            let last = k + 1 == segments.len();
-            let kind = field.kind();
-            match (last, kind) {
-                (false, Kind::Message(m)) => message = m,
-                (false, _) => {
-                    return Err(err(format!("`{name}` is not a message: nothing inside it")))
-                }
-                (true, kind) => {
-                    let kind = match kind {
-                        Kind::Uint64 | Kind::Uint32 => NumberKind::Unsigned,
-                        Kind::Int64 | Kind::Int32 => NumberKind::Signed,
-                        Kind::Sint64 | Kind::Sint32 => NumberKind::Zigzag,
-                        Kind::Fixed64 => NumberKind::Fixed64,
-                        Kind::Sfixed64 => NumberKind::Sfixed64,
-                        Kind::Fixed32 => NumberKind::Fixed32,
-                        Kind::Sfixed32 => NumberKind::Sfixed32,
-                        Kind::Double => NumberKind::Double,
-                        Kind::Float => NumberKind::Float,
-                        Kind::Message(m) if m.full_name() == "google.protobuf.Timestamp" => {
-                            NumberKind::Timestamp
-                        }
-                        other => {
-                            return Err(err(format!(
-                                "`{name}` is {other:?}, not a number or a google.protobuf.Timestamp"
-                            )))
-                        }
-                    };
-                    return Ok(FieldPath {
-                        numbers,
-                        kind,
-                        pointer: pointer.to_owned(),
-                    });
-                }
-            }
-        }
-        unreachable!("the last segment returns")
+        field_path_in(&self.output, pointer)
     }
 
+    /// [`UnaryCall::field_path`] in the request message: the field a bidirectional
+    /// method's replies echo (`--match-field`).
+    pub fn request_field_path(&self, pointer: &str) -> Result<crate::fields::FieldPath, GrpcError> {
+        field_path_in(&self.input, pointer)
+    }
+}
+
+/// The number field at `pointer` in `top` ([`UnaryCall::field_path`]).
+fn field_path_in(
+    top: &prost_reflect::MessageDescriptor,
+    pointer: &str,
+) -> Result<crate::fields::FieldPath, GrpcError> {
+    use crate::fields::{FieldPath, NumberKind};
+    use prost_reflect::{Cardinality, Kind};
+    let err = |message: String| GrpcError::FieldPath {
+        pointer: pointer.to_owned(),
+        message_type: top.full_name().to_owned(),
+        message,
+    };
+    let segments: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+    if segments.iter().any(|s| s.is_empty()) {
+        return Err(err(
+            "give field names from the top, as `/sent_at_us` or `/meta/ts`".into(),
+        ));
+    }
+    let mut message = top.clone();
+    let mut numbers = Vec::new();
+    for (k, name) in segments.iter().enumerate() {
+        let Some(field) = message
+            .get_field_by_name(name)
+            .or_else(|| message.get_field_by_json_name(name))
+        else {
+            let fields: Vec<String> = message.fields().map(|f| f.name().to_owned()).collect();
+            return Err(err(format!(
+                "`{}` has no field `{name}`; its fields: {}",
+                message.full_name(),
+                fields.join(", ")
+            )));
+        };
+        if field.cardinality() == Cardinality::Repeated {
+            return Err(err(format!("`{name}` is repeated: give a singular field")));
+        }
+        numbers.push(field.number());
+        let last = k + 1 == segments.len();
+        let kind = field.kind();
+        match (last, kind) {
+            (false, Kind::Message(m)) => message = m,
+            (false, _) => return Err(err(format!("`{name}` is not a message: nothing inside it"))),
+            (true, kind) => {
+                let kind = match kind {
+                    Kind::Uint64 | Kind::Uint32 => NumberKind::Unsigned,
+                    Kind::Int64 | Kind::Int32 => NumberKind::Signed,
+                    Kind::Sint64 | Kind::Sint32 => NumberKind::Zigzag,
+                    Kind::Fixed64 => NumberKind::Fixed64,
+                    Kind::Sfixed64 => NumberKind::Sfixed64,
+                    Kind::Fixed32 => NumberKind::Fixed32,
+                    Kind::Sfixed32 => NumberKind::Sfixed32,
+                    Kind::Double => NumberKind::Double,
+                    Kind::Float => NumberKind::Float,
+                    Kind::Message(m) if m.full_name() == "google.protobuf.Timestamp" => {
+                        NumberKind::Timestamp
+                    }
+                    other => {
+                        return Err(err(format!(
+                            "`{name}` is {other:?}, not a number or a google.protobuf.Timestamp"
+                        )))
+                    }
+                };
+                return Ok(FieldPath {
+                    numbers,
+                    kind,
+                    pointer: pointer.to_owned(),
+                });
+            }
+        }
+    }
+    unreachable!("the last segment returns")
+}
+
+impl UnaryCall {
     /// Decodes one gRPC response frame into the response message type, as proto3 JSON
     /// (fields under their JSON names, fields at their default value omitted).
     ///

@@ -80,21 +80,25 @@ pub struct FrameScan {
     frames: u64,
     /// The first frame whose length prefix declared more than [`MAX_RECEIVE`]: its length.
     too_large: Option<u64>,
-    /// A number read from each message ([`FrameScan::tapping`]).
+    /// Numbers read from each message ([`FrameScan::tapping`]).
     tap: Option<Box<Tap>>,
 }
 
-/// The number [`FrameScan::tapping`] reads from each message, and what it read.
+/// The numbers [`FrameScan::tapping`] reads from each message, and what it read.
 #[derive(Clone, Debug)]
 struct Tap {
-    field: crate::fields::FieldPath,
+    fields: [Option<crate::fields::FieldPath>; 2],
     /// The message so far.
     message: Vec<u8>,
-    /// It is longer than [`TAP_LIMIT`]: not kept, its number not read.
+    /// It is longer than [`TAP_LIMIT`]: not kept, its numbers not read.
     over: bool,
-    /// Each message's number (or `None`), oldest first, until taken.
-    values: std::collections::VecDeque<Option<f64>>,
+    /// Each message's numbers (or `None`), oldest first, until taken.
+    values: std::collections::VecDeque<Tapped>,
 }
+
+/// The numbers a tap read from one message, in the order of its fields (`None`: no such
+/// field asked for, or the message did not hold it).
+pub type Tapped = [Option<f64>; 2];
 
 /// The longest message whose number a tap reads (a timestamp is near the top of a small
 /// message; a larger one is not copied).
@@ -111,9 +115,12 @@ impl Tap {
     }
 
     fn end(&mut self) {
-        let v = (!self.over)
-            .then(|| self.field.read(&self.message))
-            .flatten();
+        let read = |f: &Option<crate::fields::FieldPath>| {
+            f.as_ref()
+                .filter(|_| !self.over)
+                .and_then(|f| f.read(&self.message))
+        };
+        let v = [read(&self.fields[0]), read(&self.fields[1])];
         self.values.push_back(v);
         self.message.clear();
         self.over = false;
@@ -202,12 +209,12 @@ impl FrameScan {
         }
     }
 
-    /// A scan that also reads `field` from each message (`--sent-at`), kept until
-    /// [`FrameScan::take_value`] takes it.
-    pub fn tapping(field: crate::fields::FieldPath) -> FrameScan {
+    /// A scan that also reads `fields` from each message (`--sent-at`, `--match-field`),
+    /// kept until [`FrameScan::take_value`] takes them.
+    pub fn tapping(fields: [Option<crate::fields::FieldPath>; 2]) -> FrameScan {
         FrameScan {
             tap: Some(Box::new(Tap {
-                field,
+                fields,
                 message: Vec::new(),
                 over: false,
                 values: std::collections::VecDeque::new(),
@@ -216,9 +223,9 @@ impl FrameScan {
         }
     }
 
-    /// The number read from the oldest message not yet taken (`Some(None)`: it held none);
-    /// `None` when every message's was taken, or the scan does not tap.
-    pub fn take_value(&mut self) -> Option<Option<f64>> {
+    /// The numbers read from the oldest message not yet taken (each `None` where it held
+    /// none); `None` when every message's were taken, or the scan does not tap.
+    pub fn take_value(&mut self) -> Option<Tapped> {
         self.tap.as_mut()?.values.pop_front()
     }
 
@@ -290,11 +297,19 @@ mod tests {
         // { 2: 300 }, an empty message, { 1: 1 }.
         let body: Vec<u8> = [encode(&[0x10, 0xac, 0x02]), encode(b""), encode(&[8, 1])].concat();
         for cut in 0..body.len() {
-            let mut s = FrameScan::tapping(field.clone());
+            let one = FieldPath {
+                numbers: vec![1],
+                ..field.clone()
+            };
+            let mut s = FrameScan::tapping([Some(field.clone()), Some(one)]);
             s.feed(&body[..cut]);
             s.feed(&body[cut..]);
             let taken: Vec<_> = std::iter::from_fn(|| s.take_value()).collect();
-            assert_eq!(taken, [Some(300.0), None, None], "cut at {cut}");
+            assert_eq!(
+                taken,
+                [[Some(300.0), None], [None, None], [None, Some(1.0)]],
+                "cut at {cut}"
+            );
         }
         assert_eq!(FrameScan::default().take_value(), None);
     }

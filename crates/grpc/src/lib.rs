@@ -58,4 +58,4 @@ pub use error::GrpcError;
 pub use message::{CompiledMessage, MessageTemplate};
 pub use metadata::parse_metadata;
 pub use status::GrpcStatus;
-pub use wire::{CallInput, GrpcCall, DEFAULT_MESSAGES_PER_CALL};
+pub use wire::{CallInput, GrpcCall, MatchField, Reads, DEFAULT_MESSAGES_PER_CALL};

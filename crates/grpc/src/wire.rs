@@ -49,6 +49,29 @@ pub struct GrpcCall {
     /// when the server sent it. Absent in what older agents read and write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_at: Option<crate::fields::FieldPath>,
+    /// A bidirectional call's `--match-field`: the number field each reply echoes from the
+    /// message it answers. Absent in what older agents read and write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_field: Option<Box<MatchField>>,
+}
+
+/// The number field a bidirectional method's replies echo from their request: a reply
+/// answers the message waiting on its stream whose request held the same number.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatchField {
+    /// Where it is in the request message.
+    pub request: crate::fields::FieldPath,
+    /// Where it is in the reply message.
+    pub reply: crate::fields::FieldPath,
+}
+
+/// What a streaming call's replies are read for, by field path (each `None`: not read).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Reads<'a> {
+    /// `--sent-at`: when the server sent each message (server-streaming and bidirectional).
+    pub sent_at: Option<&'a str>,
+    /// `--match-field`: the field a bidirectional method's replies echo from their request.
+    pub match_field: Option<&'a str>,
 }
 
 /// Messages a client-streaming call sends before it ends its side, unless told otherwise.
@@ -69,6 +92,8 @@ pub enum CallInput {
     Metadata,
     /// The `--sent-at` field path.
     SentAt,
+    /// The `--match-field` field path.
+    MatchField,
 }
 
 #[cfg(feature = "resolve")]
@@ -93,23 +118,47 @@ impl GrpcCall {
             file: proto,
             include_dirs,
         };
-        GrpcCall::resolve_from(schema, call, data, metadata, None)
+        GrpcCall::resolve_from(schema, call, data, metadata, Reads::default())
     }
 
     /// [`GrpcCall::resolve`] with the service described by `schema` (a `.proto` file, or a
-    /// descriptor set: a `--protoset` file, what the server's reflection sent), and a
-    /// server-streaming or bidirectional method's `sent_at` field path
-    /// ([`crate::UnaryCall::field_path`]).
+    /// descriptor set: a `--protoset` file, what the server's reflection sent), and the
+    /// field paths its replies are read for (`reads`: a server-streaming or bidirectional
+    /// method's `sent_at`, a bidirectional one's `match_field`;
+    /// [`crate::UnaryCall::field_path`]).
     pub fn resolve_from<S: AsRef<str>>(
         schema: crate::Schema<'_>,
         call: &str,
         data: &str,
         metadata: &[S],
-        sent_at: Option<&str>,
+        reads: Reads<'_>,
     ) -> Result<GrpcCall, (CallInput, crate::GrpcError)> {
         let resolved =
             crate::UnaryCall::resolve_from(schema, call, data).map_err(|e| (CallInput::Call, e))?;
-        let sent_at = match sent_at {
+        let match_field = match reads.match_field {
+            None => None,
+            Some(p) if !resolved.bidirectional() => {
+                return Err((
+                    CallInput::MatchField,
+                    crate::GrpcError::FieldPath {
+                        pointer: p.to_owned(),
+                        message_type: resolved.response_type().to_owned(),
+                        message: format!(
+                            "only a bidirectional method's replies are matched to their messages by a field (`{call}` is not one; its replies are matched by order)"
+                        ),
+                    },
+                ))
+            }
+            Some(p) => Some(Box::new(MatchField {
+                request: resolved
+                    .request_field_path(p)
+                    .map_err(|e| (CallInput::MatchField, e))?,
+                reply: resolved
+                    .field_path(p)
+                    .map_err(|e| (CallInput::MatchField, e))?,
+            })),
+        };
+        let sent_at = match reads.sent_at {
             None => None,
             Some(p) if !resolved.server_streaming() => {
                 return Err((
@@ -140,6 +189,7 @@ impl GrpcCall {
                 0
             },
             sent_at,
+            match_field,
         })
     }
 }
@@ -179,6 +229,7 @@ mod tests {
             client_streaming: false,
             messages_per_call: 0,
             sent_at: None,
+            match_field: None,
         };
         let json = serde_json::to_value(&call).unwrap();
         assert_eq!(json["frame"], "AAAAAAIKAA==");

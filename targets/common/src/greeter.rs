@@ -71,7 +71,9 @@ impl Ticker for ChatService {
         &self,
         _request: Request<SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
-        Err(Status::unimplemented("the greeters serve Chat only"))
+        Err(Status::unimplemented(
+            "the greeters serve Chat and Upload only",
+        ))
     }
 
     type ChatStream = Echo;

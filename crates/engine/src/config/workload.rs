@@ -890,6 +890,18 @@ mod tests {
                     client_streaming: false,
                     messages_per_call: 0,
                     sent_at: None,
+                    // And the field its replies are matched by.
+                    match_field: Some(Box::new({
+                        let seq = loadlab_grpc::fields::FieldPath {
+                            numbers: vec![1],
+                            kind: loadlab_grpc::fields::NumberKind::Unsigned,
+                            pointer: "/seq".into(),
+                        };
+                        loadlab_grpc::MatchField {
+                            request: seq.clone(),
+                            reply: seq,
+                        }
+                    })),
                 },
                 concurrency: Some(32),
             },

@@ -230,6 +230,9 @@ pub struct ScenarioFile {
     /// gRPC, a client-streaming method: the messages each call sends before its side ends
     /// (10 by default).
     pub messages_per_call: Option<u32>,
+    /// gRPC, a bidirectional method: the number field each reply echoes from the message it
+    /// answers (`/seq`), matched by it instead of by order.
+    pub match_field: Option<String>,
     /// gRPC: the request message as JSON (`${...}` templates inside its strings).
     pub message: Option<String>,
     /// A data file whose rows feed `${COLUMN}` templates (CSV with a header row, or JSON

@@ -444,6 +444,36 @@ fn a_websocket_push_scenario_reads_the_server_time_where_sent_at_points() {
 }
 
 #[test]
+fn a_bidirectional_grpc_scenario_matches_its_replies_by_match_field_and_others_refuse_it() {
+    let ticker = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/ticker.proto");
+    let text = format!(
+        "name = \"g\"\n[[scenario]]\nname = \"s\"\nprotocol = \"grpc\"\nurl = \"http://127.0.0.1:1\"\nproto = {ticker:?}\ncall = \"ticker.Ticker/Chat\"\nmessage = '{{\"seq\": \"${{seq}}\"}}'\nmatch_field = \"/seq\"\n[load]\nmodel = \"closed\"\nsteps = [1]\n"
+    );
+    let plan = parse(&text).unwrap();
+    let w = plan.workload(&plan.scenarios[0], &Default::default(), Some(1.0), None);
+    let m = w.transport.grpc().unwrap().match_field.clone().unwrap();
+    assert_eq!((m.request.numbers, m.reply.numbers), (vec![1], vec![1]));
+    // A field the messages do not have, a server-streaming method, a non-gRPC scenario.
+    let e = refused(&text.replace("match_field = \"/seq\"", "match_field = \"/nope\""));
+    assert!(
+        e.contains("scenario[0].match_field") && e.contains("seq, text, sent_at_us"),
+        "{e}"
+    );
+    let e = refused(&text.replace("ticker.Ticker/Chat", "ticker.Ticker/Subscribe"));
+    assert!(
+        e.contains("scenario[0].match_field") && e.contains("bidirectional"),
+        "{e}"
+    );
+    let e = refused(
+        "name = \"x\"\n[[scenario]]\nname = \"s\"\nurl = \"http://127.0.0.1:1/\"\nmatch_field = \"/seq\"\n[load]\nsteps = [1]\n",
+    );
+    assert!(
+        e.contains("scenario[0].match_field") && e.contains("only with protocol = \"grpc\""),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_server_streaming_grpc_scenario_reads_sent_at_from_its_messages_and_a_unary_one_refuses_it() {
     let ticker = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/ticker.proto");
     let text = format!(

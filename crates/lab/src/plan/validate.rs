@@ -962,6 +962,7 @@ fn scenario_protocol(
             ("metadata", !s.metadata.is_empty()),
             ("import_paths", !s.import_paths.is_empty()),
             ("messages_per_call", s.messages_per_call.is_some()),
+            ("match_field", s.match_field.is_some()),
         ];
         if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
             return Err(c.err(
@@ -1018,12 +1019,21 @@ fn scenario_protocol(
             include_dirs: &includes,
         },
     };
+    let reads = loadlab_grpc::Reads {
+        sent_at: s.sent_at.as_deref(),
+        match_field: s.match_field.as_deref(),
+    };
     let mut resolved =
-        GrpcCall::resolve_from(schema, call, data, &s.metadata, s.sent_at.as_deref()).map_err(
-            |(input, e)| match input {
+        GrpcCall::resolve_from(schema, call, data, &s.metadata, reads).map_err(|(input, e)| {
+            match input {
                 CallInput::SentAt => c.err(
                     field("sent_at"),
                     format!("{:?}", s.sent_at.as_deref().unwrap_or_default()),
+                    e.to_string(),
+                ),
+                CallInput::MatchField => c.err(
+                    field("match_field"),
+                    format!("{:?}", s.match_field.as_deref().unwrap_or_default()),
                     e.to_string(),
                 ),
                 CallInput::Call => c.err(
@@ -1036,8 +1046,8 @@ fn scenario_protocol(
                     format!("{:?}", s.metadata),
                     e.to_string(),
                 ),
-            },
-        )?;
+            }
+        })?;
     if let Some(n) = s.messages_per_call {
         if !resolved.client_streaming {
             return Err(c.err(

@@ -549,19 +549,26 @@ impl Client {
         }
     }
 
-    /// Stream `id` (a server-streaming call just opened) reads `field` from each message
-    /// (`--sent-at`), for [`Client::take_value`].
-    pub(crate) fn tap_messages(&self, id: u32, field: loadlab_grpc::fields::FieldPath) {
+    /// Stream `id` (a streaming call just opened) reads `fields` from each message
+    /// (`--sent-at`, `--match-field`), for [`Client::take_value`].
+    pub(crate) fn tap_messages(
+        &self,
+        id: u32,
+        fields: [Option<loadlab_grpc::fields::FieldPath>; 2],
+    ) {
         if let Some(s) = self.inner.borrow_mut().streams.get_mut(&id) {
-            s.scan = FrameScan::tapping(field);
+            s.scan = FrameScan::tapping(fields);
         }
     }
 
-    /// The number read from stream `id`'s oldest message not yet taken (see
-    /// [`Client::tap_messages`]); `None` if it held none.
-    pub(crate) fn take_value(&self, id: u32) -> Option<f64> {
+    /// The numbers read from stream `id`'s oldest message not yet taken (see
+    /// [`Client::tap_messages`]), each `None` where it held none.
+    pub(crate) fn take_value(&self, id: u32) -> loadlab_grpc::frame::Tapped {
         let mut i = self.inner.borrow_mut();
-        i.streams.get_mut(&id)?.scan.take_value().flatten()
+        i.streams
+            .get_mut(&id)
+            .and_then(|s| s.scan.take_value())
+            .unwrap_or_default()
     }
 
     /// Stream `id`'s next message, or its end once every message came (the result then

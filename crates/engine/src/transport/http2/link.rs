@@ -72,6 +72,8 @@ struct Waiting {
     p: Planned,
     /// Its frame as sent (sent again as it was if the server never processed its stream).
     body: Bytes,
+    /// The number its request holds at `--match-field` (a reply echoing it answers it).
+    key: Option<f64>,
     /// When it was sent (queued to the connection).
     sent: u64,
     /// Its deadline passed and it was counted as timed out: its reply, if it comes, is
@@ -251,7 +253,7 @@ impl Http2Link {
                     rec.stream_message(p, now.saturating_sub(since), first);
                     if template.sent_at().is_some() {
                         // When the message says the server sent it (`--sent-at`).
-                        let at = client.take_value(id).and_then(epoch_ns);
+                        let at = client.take_value(id)[0].and_then(epoch_ns);
                         rec.server_delay(p, io.clock.realtime_ns(now), at);
                     }
                     return Ok(());
@@ -328,8 +330,8 @@ impl Http2Link {
             client.follow_messages(id);
             id
         };
-        if let Some(field) = template.sent_at() {
-            client.tap_messages(id, field.clone());
+        if let Some(fields) = template.taps() {
+            client.tap_messages(id, fields);
         }
         self.cached = Some((generation, client.clone()));
         Ok(HeldStream {
@@ -376,6 +378,10 @@ impl Http2Link {
     ) -> Result<(), ErrorClass> {
         let template = self.template().expect("a streaming call").clone();
         let per_call = template.messages_per_call();
+        // The number a reply will echo (the frame's 5-byte prefix, then the message).
+        let key = template
+            .match_field()
+            .and_then(|m| m.request.read(body.get(5..)?));
         for _ in 0..2 {
             if self.held.is_none() {
                 let none = Bytes::new();
@@ -390,6 +396,7 @@ impl Http2Link {
                     self.waiting.push_back(Waiting {
                         p,
                         body,
+                        key,
                         sent: io.clock.now(),
                         expired: false,
                         resends,
@@ -538,10 +545,19 @@ impl Http2Link {
         if self.held.is_none() {
             self.waiting.retain(|w| !w.expired);
         }
+        // Matched by a field, an expired message whose reply never comes is popped by no
+        // other reply: forgotten four timeouts after its send (a reply later than that
+        // counts as unmatched).
+        if self.template().is_some_and(|t| t.match_field().is_some()) {
+            let forgotten = now.saturating_sub(4 * timeout_ns);
+            self.waiting
+                .retain(|w| !(w.expired && w.p.intended <= forgotten));
+        }
     }
 
     /// Takes what the held bidirectional stream did: a message is the reply to the oldest
-    /// message waiting (recorded, timed from its send; passed over if it had expired); the
+    /// message waiting, or with `--match-field` to the oldest whose request held the number
+    /// it echoes (recorded, timed from its send; passed over if it had expired); the
     /// stream's end ends the wait of every message on it: with its status (an `OK` end
     /// counts as the server closing the stream, and the messages it left unanswered as
     /// cut), as a failure, or, if the server never processed the stream, by sending them
@@ -565,20 +581,41 @@ impl Http2Link {
                 if h.mark.is_none() {
                     h.mark = Some(HeldMark::new(io));
                 }
-                // When it says the server sent it (`--sent-at`): read for every message, in
+                // What it says (`--sent-at`, `--match-field`): read for every message, in
                 // order, whichever it answers.
-                let tapped = self
-                    .template()
-                    .is_some_and(|t| t.sent_at().is_some())
-                    .then(|| event.client.take_value(event.id).and_then(epoch_ns));
-                // A message with none waiting answers nothing sent (a server that sends
-                // more than it was asked): passed over.
-                if let Some(w) = self.waiting.pop_front() {
-                    if !w.expired {
+                let template = self.template().expect("a streaming call");
+                let (stamped, matched) = (
+                    template.sent_at().is_some(),
+                    template.match_field().is_some(),
+                );
+                let [at, key] = if stamped || matched {
+                    event.client.take_value(event.id)
+                } else {
+                    [None, None]
+                };
+                // The oldest message waiting; with `--match-field`, the oldest whose request
+                // held the number the reply echoes.
+                let answered = if matched {
+                    key.and_then(|k| self.waiting.iter().position(|w| w.key == Some(k)))
+                } else {
+                    (!self.waiting.is_empty()).then_some(0)
+                };
+                match answered.and_then(|k| self.waiting.remove(k)) {
+                    Some(w) if !w.expired => {
                         let mut rec = io.recorder.borrow_mut();
                         rec.grpc_reply(w.p, w.sent, now, GrpcStatus::Ok);
-                        if let Some(at) = tapped {
-                            rec.server_delay(w.p, io.clock.realtime_ns(now), at);
+                        if stamped {
+                            rec.server_delay(w.p, io.clock.realtime_ns(now), at.and_then(epoch_ns));
+                        }
+                    }
+                    // Its message had timed out: its reply is passed over.
+                    Some(_) => {}
+                    // A reply that answers no message waiting (a server that sends more
+                    // than it was asked, or echoes a number loadlab did not send): passed
+                    // over, and with `--match-field` counted.
+                    None => {
+                        if matched {
+                            io.recorder.borrow_mut().unmatched_reply();
                         }
                     }
                 }

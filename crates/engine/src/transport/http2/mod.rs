@@ -52,8 +52,10 @@ pub struct Template {
     bidirectional: bool,
     /// A client-streaming call's messages ([`Template::messages_per_call`]); 0 otherwise.
     messages_per_call: u32,
-    /// A server-streaming call's `--sent-at` field ([`Template::sent_at`]).
+    /// A server-streaming or bidirectional call's `--sent-at` field ([`Template::sent_at`]).
     sent_at: Option<loadlab_grpc::fields::FieldPath>,
+    /// A bidirectional call's `--match-field` ([`Template::match_field`]).
+    match_field: Option<Box<loadlab_grpc::MatchField>>,
 }
 
 /// A stream slot's last `grpc-timeout` value: in closed loop every call has the whole
@@ -158,6 +160,11 @@ impl Template {
             .grpc()
             .and_then(|c| c.sent_at.clone())
             .filter(|_| streaming || bidirectional);
+        let match_field = cfg
+            .transport
+            .grpc()
+            .and_then(|c| c.match_field.clone())
+            .filter(|_| bidirectional);
         Ok(Template {
             head,
             body,
@@ -166,6 +173,7 @@ impl Template {
             bidirectional,
             messages_per_call,
             sent_at,
+            match_field,
         })
     }
 
@@ -206,6 +214,21 @@ impl Template {
     /// (`--sent-at`).
     pub(crate) fn sent_at(&self) -> Option<&loadlab_grpc::fields::FieldPath> {
         self.sent_at.as_ref()
+    }
+
+    /// A bidirectional call's field its replies echo from their messages (`--match-field`).
+    pub(crate) fn match_field(&self) -> Option<&loadlab_grpc::MatchField> {
+        self.match_field.as_deref()
+    }
+
+    /// The fields each message the server sends is read for: `--sent-at`'s, then
+    /// `--match-field`'s (`None` when neither is asked for).
+    pub(crate) fn taps(&self) -> Option<[Option<loadlab_grpc::fields::FieldPath>; 2]> {
+        let fields = [
+            self.sent_at.clone(),
+            self.match_field.as_ref().map(|m| m.reply.clone()),
+        ];
+        fields.iter().any(Option::is_some).then_some(fields)
     }
 
     /// True for the calls whose stream is held and whose messages go as arrivals come
