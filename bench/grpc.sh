@@ -51,7 +51,9 @@
 #   GRPC_CONNECTIONS / GRPC_CONCURRENCY / H2_CONNECTIONS / H2_CONCURRENCY  per-suite overrides
 #   GRPC_REQUESTS    calls per gRPC run                                  (100000)
 #   H2_REQUESTS      requests per HTTP/2 run                             (200000)
-#   STREAM_MESSAGES  messages per streaming run (stream and upload)      (200000)
+#   STREAM_MESSAGES  messages per bidirectional streaming run            (200000)
+#   UPLOAD_MESSAGES  messages per client-streaming run (a call's messages go back to
+#                    back, so loadlab sends them ten times faster: more, for a second) (2000000)
 #   STREAM_PER_CALL  messages per streaming call (ghz; loadlab's upload) (50)
 #   STREAM_SERVER    what `loadlab serve` runs for the stream suite
 #                    (greeter-minimal-epoll; greeter-tokio and hello serve Chat too)
@@ -79,6 +81,7 @@ H2_CONCURRENCY=${H2_CONCURRENCY:-$CONCURRENCY}
 GRPC_REQUESTS=${GRPC_REQUESTS:-100000}
 H2_REQUESTS=${H2_REQUESTS:-200000}
 STREAM_MESSAGES=${STREAM_MESSAGES:-200000}
+UPLOAD_MESSAGES=${UPLOAD_MESSAGES:-2000000}
 STREAM_PER_CALL=${STREAM_PER_CALL:-50}
 STREAM_SERVER=${STREAM_SERVER:-greeter-minimal-epoll}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
@@ -111,6 +114,9 @@ posint GRPC_REQUESTS "$GRPC_REQUESTS"; posint H2_REQUESTS "$H2_REQUESTS"
 posint STREAM_MESSAGES "$STREAM_MESSAGES"; posint STREAM_PER_CALL "$STREAM_PER_CALL"
 (( STREAM_MESSAGES % STREAM_PER_CALL == 0 )) \
     || die "STREAM_MESSAGES ($STREAM_MESSAGES) must be a multiple of STREAM_PER_CALL ($STREAM_PER_CALL) (ghz counts calls)"
+posint UPLOAD_MESSAGES "$UPLOAD_MESSAGES"
+(( UPLOAD_MESSAGES % STREAM_PER_CALL == 0 )) \
+    || die "UPLOAD_MESSAGES ($UPLOAD_MESSAGES) must be a multiple of STREAM_PER_CALL ($STREAM_PER_CALL) (ghz counts calls)"
 (( GRPC_CONCURRENCY >= GRPC_CONNECTIONS )) || die "GRPC_CONCURRENCY must be >= GRPC_CONNECTIONS"
 (( H2_CONCURRENCY % H2_CONNECTIONS == 0 )) \
     || die "H2_CONCURRENCY ($H2_CONCURRENCY) must be a multiple of H2_CONNECTIONS ($H2_CONNECTIONS) (h2load -m is per connection)"
@@ -304,7 +310,7 @@ log "generators on CPU $GEN_CPU; rounds $ROUNDS"
 has_suite grpc && log "gRPC:   $GRPC_REQUESTS calls, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY concurrent"
 has_suite http2 && log "HTTP/2: $H2_REQUESTS requests, $H2_CONNECTIONS connections x $H2_STREAMS streams = $H2_CONCURRENCY concurrent"
 has_suite stream && log "stream: $STREAM_MESSAGES messages, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY streams (ghz: $STREAM_PER_CALL messages per call)"
-has_suite upload && log "upload: $STREAM_MESSAGES messages, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY streams, $STREAM_PER_CALL messages per call"
+has_suite upload && log "upload: $UPLOAD_MESSAGES messages, $GRPC_CONNECTIONS connections, $GRPC_CONCURRENCY streams, $STREAM_PER_CALL messages per call"
 log "tools: ${WANT_TOOLS[*]}; suites: ${WANT_SUITES[*]}"
 log "raw output: $RAW"
 for t in "${WANT_TOOLS[@]}"; do
@@ -326,7 +332,8 @@ tool_cmd() {
     case $suite in
         grpc)  REQ=$GRPC_REQUESTS; CONN=$GRPC_CONNECTIONS; CONC=$GRPC_CONCURRENCY ;;
         http2) REQ=$H2_REQUESTS; CONN=$H2_CONNECTIONS; CONC=$H2_CONCURRENCY ;;
-        stream|upload) REQ=$STREAM_MESSAGES; CONN=$GRPC_CONNECTIONS; CONC=$GRPC_CONCURRENCY ;;
+        stream) REQ=$STREAM_MESSAGES; CONN=$GRPC_CONNECTIONS; CONC=$GRPC_CONCURRENCY ;;
+        upload) REQ=$UPLOAD_MESSAGES; CONN=$GRPC_CONNECTIONS; CONC=$GRPC_CONCURRENCY ;;
     esac
     case $suite/$tool in
         grpc/loadlab) CMD=("$LOADLAB" grpc "$GRPC_ADDR" --proto "$PROTO" --call "$CALL" -D "$DATA"

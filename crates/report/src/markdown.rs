@@ -248,6 +248,16 @@ fn agents_section(out: &mut String, steps: &[StepRecord]) {
     let _ = writeln!(out);
 }
 
+/// The heading of a table's load column: the closed loop's unit (`connections`,
+/// `streams`...), or the open loop's offered rate in its unit.
+fn load_column(steps: &[&StepRecord], closed: bool) -> String {
+    if closed {
+        closed_unit(steps.iter().copied()).to_string()
+    } else {
+        format!("offered {}", open_unit(steps.iter().copied()))
+    }
+}
+
 fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
     let mut rows: Vec<&StepRecord> = steps.to_vec();
     rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
@@ -256,11 +266,7 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
         .min_by_key(|s| s.index)
         .and_then(|s| s.result.latency_ms.mean);
     let floor = LatencyFloor::of(steps.iter().copied());
-    let load_col = if closed {
-        closed_unit(steps.iter().copied()).to_string()
-    } else {
-        format!("offered {}", open_unit(steps.iter().copied()))
-    };
+    let load_col = load_column(steps, closed);
     let _ = writeln!(
         out,
         "| {load_col} | mean ms | p95 ms | p99 ms | achieved rps | errors | note |"
@@ -307,11 +313,7 @@ fn streams_table(out: &mut String, steps: &[&StepRecord], closed: bool) {
         return;
     }
     rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
-    let load_col = if closed {
-        closed_unit(steps.iter().copied()).to_string()
-    } else {
-        format!("offered {}", open_unit(steps.iter().copied()))
-    };
+    let load_col = load_column(steps, closed);
     let _ = writeln!(
         out,
         "Each stream's first message apart from the gaps after it (both in the latency above):\n"
@@ -416,11 +418,7 @@ fn names_table(out: &mut String, steps: &[&StepRecord], closed: bool, slo: &Slo)
     }
     let mut rows: Vec<&StepRecord> = steps.to_vec();
     rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
-    let load_col = if closed {
-        closed_unit(steps.iter().copied()).to_string()
-    } else {
-        format!("offered {}", open_unit(steps.iter().copied()))
-    };
+    let load_col = load_column(steps, closed);
     let flow = steps.iter().all(|s| s.result.sessions.is_some());
     let _ = writeln!(
         out,

@@ -133,28 +133,59 @@ async fn answer(
     Ok(())
 }
 
+/// A call's request stream, one length-prefixed message at a time, each as it completes.
+struct Messages {
+    body: RecvStream,
+    /// Bytes read and not yet a whole message.
+    pending: BytesMut,
+}
+
+impl Messages {
+    fn new(body: RecvStream) -> Messages {
+        Messages {
+            body,
+            pending: BytesMut::new(),
+        }
+    }
+
+    /// The next whole message in its frame; `None` once the client's side ended. A frame
+    /// over the size limit or compressed, or a side that ends inside a frame, is that
+    /// failure.
+    async fn next(&mut self) -> Result<Option<Result<Bytes, Failure>>, h2::Error> {
+        loop {
+            match grpc::frame_len(&self.pending) {
+                Some(Err(failure)) => return Ok(Some(Err(failure))),
+                Some(Ok(n)) if self.pending.len() >= n => {
+                    return Ok(Some(Ok(self.pending.split_to(n).freeze())));
+                }
+                _ => {}
+            }
+            match self.body.data().await {
+                Some(chunk) => {
+                    let chunk = chunk?;
+                    self.body.flow_control().release_capacity(chunk.len())?;
+                    self.pending.extend_from_slice(&chunk);
+                }
+                None if self.pending.is_empty() => return Ok(None),
+                None => return Ok(Some(Err(Failure::BAD_FRAME))),
+            }
+        }
+    }
+}
+
 /// Answers a `Chat` call: each length-prefixed message of the request stream is sent back
 /// as it completes (the echo `greeter::chat` is, without decoding it), and the call ends
 /// `OK` when the client's side does. A message over the size limit ends it with
-/// `RESOURCE_EXHAUSTED`.
-async fn chat(mut body: RecvStream, respond: SendResponse<Bytes>) -> Result<(), h2::Error> {
-    let mut respond = respond;
+/// `RESOURCE_EXHAUSTED`, a side that ends inside a message with `INTERNAL`.
+async fn chat(body: RecvStream, mut respond: SendResponse<Bytes>) -> Result<(), h2::Error> {
     let mut stream = respond.send_response(grpc::response_headers(), false)?;
-    let mut pending = BytesMut::new();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk?;
-        body.flow_control().release_capacity(chunk.len())?;
-        pending.extend_from_slice(&chunk);
-        loop {
-            match grpc::frame_len(&pending) {
-                Some(Err(failure)) => {
-                    stream.send_trailers(grpc::failure_trailers(failure))?;
-                    return Ok(());
-                }
-                Some(Ok(n)) if pending.len() >= n => {
-                    stream.send_data(pending.split_to(n).freeze(), false)?;
-                }
-                _ => break,
+    let mut messages = Messages::new(body);
+    while let Some(message) = messages.next().await? {
+        match message {
+            Ok(frame) => stream.send_data(frame, false)?,
+            Err(failure) => {
+                stream.send_trailers(grpc::failure_trailers(failure))?;
+                return Ok(());
             }
         }
     }
@@ -166,39 +197,17 @@ async fn chat(mut body: RecvStream, respond: SendResponse<Bytes>) -> Result<(), 
 /// counted as it completes ([`greeter::count_note`], as tonic's greeter does), and once the
 /// client's side ends the receipt goes, then `OK`. A note that does not decode, or a
 /// stream that ends inside one, ends the call with its failure.
-async fn upload(mut body: RecvStream, mut respond: SendResponse<Bytes>) -> Result<(), h2::Error> {
-    let mut pending = BytesMut::new();
+async fn upload(body: RecvStream, mut respond: SendResponse<Bytes>) -> Result<(), h2::Error> {
+    let mut messages = Messages::new(body);
     let mut receipt = Receipt::default();
-    let mut failed = None;
-    'read: while let Some(chunk) = body.data().await {
-        let chunk = chunk?;
-        body.flow_control().release_capacity(chunk.len())?;
-        pending.extend_from_slice(&chunk);
-        loop {
-            match grpc::frame_len(&pending) {
-                Some(Err(failure)) => {
-                    failed = Some(failure);
-                    break 'read;
-                }
-                Some(Ok(n)) if pending.len() >= n => {
-                    match grpc::decode_unary::<Note>(&pending.split_to(n)) {
-                        Ok(note) => greeter::count_note(&mut receipt, &note),
-                        Err(failure) => {
-                            failed = Some(failure);
-                            break 'read;
-                        }
-                    }
-                }
-                _ => break,
+    while let Some(message) = messages.next().await? {
+        match message.and_then(|frame| grpc::decode_unary::<Note>(&frame)) {
+            Ok(note) => greeter::count_note(&mut receipt, &note),
+            Err(failure) => {
+                respond.send_response(grpc::failure_response(failure), true)?;
+                return Ok(());
             }
         }
-    }
-    if failed.is_none() && !pending.is_empty() {
-        failed = Some(Failure::BAD_FRAME);
-    }
-    if let Some(failure) = failed {
-        respond.send_response(grpc::failure_response(failure), true)?;
-        return Ok(());
     }
     let mut stream = respond.send_response(grpc::response_headers(), false)?;
     stream.send_data(grpc::encode(&receipt), false)?;

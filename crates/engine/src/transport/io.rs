@@ -32,6 +32,17 @@ pub(crate) struct Io {
     pub(crate) held: Rc<Cell<u64>>,
 }
 
+impl Io {
+    /// This worker's drawing state for requests that vary (a run of one fixed request has
+    /// none, and never asks).
+    pub(crate) fn drawing(&self) -> std::cell::RefMut<'_, TrafficWorker> {
+        self.traffic
+            .as_ref()
+            .expect("a worker of varying traffic has its drawing state")
+            .borrow_mut()
+    }
+}
+
 /// Whether a reply's `data` holds `expected` (`None` or empty: any reply does).
 pub(crate) fn holds(data: &[u8], expected: Option<&[u8]>) -> bool {
     expected.is_none_or(|e| e.is_empty() || data.windows(e.len()).any(|w| w == e))

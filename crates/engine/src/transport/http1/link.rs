@@ -139,11 +139,7 @@ impl Http1Link {
             starts,
         } = &mut self.source
         {
-            let mut w = io
-                .traffic
-                .as_ref()
-                .expect("a worker of varying traffic has its drawing state")
-                .borrow_mut();
+            let mut w = io.drawing();
             buf.clear();
             starts.clear();
             for &p in batch {

@@ -198,11 +198,7 @@ impl Http2Link {
     fn message(&mut self, io: &Io, p: Planned) -> Bytes {
         match &self.source {
             H2Source::Stream(_, v) => {
-                let mut w = io
-                    .traffic
-                    .as_ref()
-                    .expect("a worker of varying traffic has its drawing state")
-                    .borrow_mut();
+                let mut w = io.drawing();
                 let draw = v.traffic.draw(p);
                 v.kind(p).render_body(&draw, &mut w.gen, &mut self.scratch)
             }
@@ -843,11 +839,7 @@ impl Http2Link {
             H2Source::Fixed(_) => None,
             H2Source::Stream(..) => unreachable!("a streaming call's exchanges are above"),
             H2Source::Varying(v) => {
-                let mut w = io
-                    .traffic
-                    .as_ref()
-                    .expect("a worker of varying traffic has its drawing state")
-                    .borrow_mut();
+                let mut w = io.drawing();
                 let draw = v.traffic.draw(p);
                 let kind = v.kind(p);
                 let mut head = Vec::with_capacity(256);

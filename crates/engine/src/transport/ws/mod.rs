@@ -158,11 +158,7 @@ impl WsMessage {
                 .and_then(|r| r.as_literal().map(<[u8]>::to_vec));
             return Ok((message, expected));
         };
-        let mut w = io
-            .traffic
-            .as_ref()
-            .expect("a worker of varying traffic has its drawing state")
-            .borrow_mut();
+        let mut w = io.drawing();
         let draw = t.draw(p);
         let mut body = Vec::new();
         t.kinds[p.kind as usize]
