@@ -206,17 +206,26 @@ fn the_open_stream_knee_of_a_broadcaster_is_where_its_round_outlasts_the_slo() {
         assert_eq!(o.status.code(), Some(0), "{o:?}");
         util::lab::lines(&out.join("configs.jsonl"))[0]["knees"][0].clone()
     };
-    // A search whose narrowing loadlab's own lateness stopped is run once more.
+    // A search whose narrowing loadlab's own lateness stopped is run once more; so is one
+    // whose knee is outside the broadcaster's and whose failing step no rule could explain
+    // (CI of 36c051d: the host took 13 % of the CPUs, one gap past 150 ms at 40 streams
+    // whose mean gap was the server's 100 ms: nothing of the server's, and the product said
+    // so).
+    // A range with an open end (no knee below the start, or none up to the maximum) is
+    // outside too.
+    let in_band = |k: &Value| {
+        let range = &k["outcome"]["range"];
+        range[0].as_f64().is_some_and(|lo| lo >= 110.0)
+            && range[1].as_f64().is_some_and(|hi| hi <= 190.0)
+    };
     let mut k = search();
-    if !k["outcome"]["stopped"].is_null() || k["outcome"]["limited_by"] == "generator_limited" {
+    if !k["outcome"]["stopped"].is_null()
+        || k["outcome"]["limited_by"] == "generator_limited"
+        || (!in_band(&k) && k["diagnosis"]["findings"][0]["bottleneck"] == "unknown")
+    {
         k = search();
     }
-    let range = &k["outcome"]["range"];
-    let (lo, hi) = (f(&range[0]), f(&range[1]));
-    assert!(
-        lo >= 110.0 && hi <= 190.0,
-        "knee between {lo} and {hi}: {k}"
-    );
+    assert!(in_band(&k), "{}: {k}", k["outcome"]["summary"]);
 }
 
 /// Events that say when the server made them (`--sent-at`): Node's HTTP stack stamping each
