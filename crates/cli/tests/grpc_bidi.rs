@@ -265,12 +265,14 @@ fn match_field_times_each_reply_against_its_own_message_when_the_server_drops_an
     assert_eq!(j["matched_by"]["field"], "/seq", "{j}");
     assert_eq!(j["matched_by"]["unmatched"], 0, "{j}");
     assert!(r.stdout.contains("matched by      /seq"), "{}", r.stdout);
-    // Half the answers at once, half after their pair's second note (40 ms).
-    let p50 = f(j, "latency_ms", "p50");
+    // Half the answers at once, half after their pair's second note (40 ms): a mean near
+    // 20 ms (the median sits between the two halves, so it is not asserted; CI of f0e05dd
+    // saw 40.7 ms with a mean of 26.5).
+    let mean = f(j, "latency_ms", "mean");
     let p99 = f(j, "latency_ms", "p99");
     assert!(
-        p50 < 30.0 && p99 < 200.0,
-        "p50 {p50} ms, p99 {p99} ms: {}",
+        mean < 40.0 && p99 < 200.0,
+        "mean {mean} ms, p99 {p99} ms: {}",
         r.stdout
     );
     // By order instead, each dropped note shifts every later answer on its stream by one:
@@ -279,12 +281,8 @@ fn match_field_times_each_reply_against_its_own_message_when_the_server_drops_an
     let (r, ..) = run(false);
     let j = r.json();
     assert!(j.get("matched_by").is_none(), "{j}");
-    let p50_by_order = f(j, "latency_ms", "p50");
-    assert!(
-        p50_by_order > 60.0,
-        "by order p50 {p50_by_order} ms: {}",
-        r.stdout
-    );
+    let by_order = f(j, "latency_ms", "mean");
+    assert!(by_order > 80.0, "by order mean {by_order} ms: {}", r.stdout);
     // A field the messages do not have names those they have; a method whose replies are
     // not a bidirectional stream's refuses the flag. Both before any load.
     let proto = ticker_proto();
@@ -363,8 +361,16 @@ fn a_stream_ended_with_an_error_status_counts_its_waiting_messages_under_it() {
     assert_eq!(ok, answers, "{}", r.stdout);
     assert_eq!(ok + unavailable, 100, "{}", r.stdout);
     assert_eq!(u(j, "errors_total"), unavailable, "{j}");
+    // Each stream the server opened answered two notes at most, and each one it ended cost
+    // its third and any note loadlab sent on it before the end came back (CI of f0e05dd,
+    // a slow host: 40 UNAVAILABLE from 30 streams): at least one each, but for the two
+    // streams still open when the run ended.
     assert!(
-        calls >= unavailable,
+        answers <= 2 * calls,
+        "{answers} answers from {calls} streams"
+    );
+    assert!(
+        unavailable + 2 >= calls,
         "{calls} streams for {unavailable} ends"
     );
 }
