@@ -414,7 +414,14 @@ fn a_stream_the_server_cancels_counts_its_waiting_message_as_cancelled_and_opens
     assert_eq!(ok, answers, "{}", r.stdout);
     assert_eq!(ok + failed, 100, "{}", r.stdout);
     assert!(failed >= 25, "{failed} cut: {}", r.stdout);
-    assert!(calls >= failed, "{calls} streams for {failed} cancels");
+    // At least one message cut a stream, more when loadlab sent another on it before the
+    // cancel came back (as for the error-ended streams above), but for the two streams
+    // still open when the run ended.
+    assert!(
+        answers <= 2 * calls,
+        "{answers} answers from {calls} streams"
+    );
+    assert!(failed + 2 >= calls, "{calls} streams for {failed} cancels");
     assert_eq!(j["grpc_status"]["CANCELLED"].as_u64(), Some(failed), "{j}");
 }
 
