@@ -70,15 +70,23 @@ fn tune_follows_the_diagnosis_to_the_larger_pool_and_measures_each_knob() {
     let plan = write_plan("tune-pool", PLAN);
     // A search with a step loadlab itself fell behind on (a loaded host) measured less of the
     // server than the test reads (a pool with no knee at all, once): run again, three runs at
-    // most; the last is judged whatever it says.
+    // most; the last is judged whatever it says. So is one whose pool of 4, by the product's
+    // own diagnosis, did not serve 4 requests at once (CI of de1a829: ≈2.1 in service, knee
+    // 40 to 42.5, "a pool of about that size"): that is not the server the test is about.
     let (mut out, mut o) = (temp_path("tune-pool-bundle"), None);
     for attempt in 1..=3 {
         out = temp_path("tune-pool-bundle");
         o = Some(tune(&plan, &out, &["--seed", "3"]));
-        if !generator_limited_steps(&out) {
-            break;
+        if generator_limited_steps(&out) {
+            eprintln!("tune run {attempt}: a step was generator-limited; running it again");
+            continue;
         }
-        eprintln!("tune run {attempt}: a step was generator-limited; running it again");
+        match pool_of_4_served_less(&out) {
+            Some(seen) => eprintln!(
+                "tune run {attempt}: the pool of 4 did not serve 4 at once; running it again:\n{seen}"
+            ),
+            None => break,
+        }
     }
     let o = o.unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -180,6 +188,42 @@ fn tune_follows_the_diagnosis_to_the_larger_pool_and_measures_each_knob() {
         .find("<section class=\"tune md\">")
         .unwrap_or_else(|| panic!("no tune section"));
     assert!(section < html.find("<svg").unwrap_or(usize::MAX));
+}
+
+/// When the trial of pool=4 was diagnosed at a concurrency other than its pool's, what its
+/// steps saw (load, sustained, in service, the server's CPU and its wait for it, loadlab's
+/// lag): the evidence for whoever reads a failure.
+fn pool_of_4_served_less(bundle: &std::path::Path) -> Option<String> {
+    let t: Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("tune.json")).ok()?).ok()?;
+    let trial = t["tried"]
+        .as_array()?
+        .iter()
+        .find(|x| x["params"]["pool"] == "4")?;
+    let why = trial["why"].as_str().unwrap_or_default();
+    if why.contains("the 4 `pool` are the limit") {
+        return None;
+    }
+    let config = trial["config"].as_str()?;
+    let steps = util::lab::steps(bundle)
+        .into_iter()
+        .filter(|s| s["config"] == config)
+        .map(|s| {
+            let f = &s["diagnosis"]["findings"][0];
+            format!(
+                "  {} at {}: sustained {}, {} ({}), lag p99 {} ms, {} connections opened",
+                s["phase"],
+                s["load"],
+                s["verdict"]["sustained"],
+                f["bottleneck"],
+                f["figures"],
+                s["result"]["schedule_lag_ms"]["p99"],
+                s["result"]["connections_opened"],
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Some(format!("{config}: {why}\n{steps}"))
 }
 
 #[test]
