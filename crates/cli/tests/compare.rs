@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use loadlab_report::baseline::{BaselineCheck, RegressedFigure};
 use loadlab_report::compare::{Comparison, Finding};
 use util::lab::{lab_ok, LAB_BOUND};
+use util::sse::{SseBehavior, SseServer};
 use util::{loadlab_bin, output_within, run, temp_path, Behavior, TestServer};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -350,6 +351,61 @@ fn run_results_compare_with_each_other() {
         s.steps[0].p99.why
     );
     assert_eq!(s.steps[0].achieved.finding, Finding::TooLittleData);
+}
+
+/// Two event-stream servers, one writing every 50 ms and one every 100 ms: `compare` puts
+/// their streams' own figures side by side (time to first message, the gaps between
+/// events), says they are not tested for noise, and the JSON keeps them (the schema).
+#[test]
+fn held_streams_are_compared_by_their_gaps_and_first_messages_untested() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let files: Vec<PathBuf> = [50, 100]
+        .into_iter()
+        .map(|every_ms| {
+            let server = SseServer::start(SseBehavior::Events {
+                every_ms,
+                end_after: None,
+            });
+            let r = run(&[&server.url(), "--sse", "-c", "4", "-d", "2s", "-q"]);
+            let p = temp_path("sse-run.json");
+            std::fs::write(&p, r.json().to_string()).unwrap();
+            p
+        })
+        .collect();
+    let c = compare_json(&[&files[0], &files[1]]);
+    let s = &c.pairs[0].series[0];
+    assert_eq!(s.unit, "open streams", "{s:#?}");
+    assert_eq!(s.steps.len(), 1, "{s:#?}");
+    let st = &s.steps[0];
+    let (a, b) = (
+        st.baseline.streams.expect("the baseline's streams"),
+        st.other.streams.expect("the other's streams"),
+    );
+    // Each stream's events come every 50 or 100 ms, the first one such a wait after the
+    // stream opened.
+    assert_eq!((a.streams, b.streams), (4, 4), "{a:?} {b:?}");
+    let gap = |f: Option<f64>| f.expect("a gap");
+    assert!((40.0..75.0).contains(&gap(a.gap_p50_ms)), "{a:?}");
+    assert!((85.0..140.0).contains(&gap(b.gap_p50_ms)), "{b:?}");
+    assert!(
+        a.first_message_p50_ms < b.first_message_p50_ms,
+        "{a:?} {b:?}"
+    );
+    assert_eq!((a.window_stalls, b.window_stalls), (None, None));
+    let files: Vec<&str> = files.iter().map(|p| path(p)).collect();
+    let o = loadlab(&["compare", files[0], files[1]]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = out
+        .lines()
+        .find(|l| l.contains("gaps p50 / p99 at 4 open streams"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains("not tested for noise"), "{row}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("first message p50 / p99 at 4 open streams")),
+        "{out}"
+    );
 }
 
 #[test]

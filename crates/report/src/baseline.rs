@@ -380,6 +380,7 @@ mod tests {
             window_seconds: 10,
             generator_limited: false,
             sessions: None,
+            streams: None,
         }
     }
 

@@ -16,6 +16,7 @@ use loadlab_lab::verdict::{Limit, Verdict};
 use super::bootstrap::{Counts, QuantileTable};
 use super::{
     InputSummary, KneeRange, KneeSource, NameFigures, SeriesKey, SessionCounts, StepFigures,
+    StreamFigures,
 };
 use crate::knee::{closed_unit, fixed_knee};
 
@@ -107,6 +108,8 @@ pub(super) struct Run {
     names: Vec<NameRun>,
     /// A flow's sessions (`None` for independent requests).
     sessions: Option<SessionCounts>,
+    /// Held streams' timing and flow-control stalls (`None` for other loads).
+    streams: Option<StreamFigures>,
 }
 
 /// One request name's part of a run: its figures and its whole-window latency (the run
@@ -247,6 +250,7 @@ impl Level {
                     aborted: a.aborted + b.aborted,
                     running_at_end: a.running_at_end + b.running_at_end,
                 }),
+            streams: StreamFigures::over(self.runs.iter().filter_map(|r| r.streams)),
         }
     }
 
@@ -332,7 +336,14 @@ impl Run {
             window_successes: successes,
             names: Vec::new(),
             sessions: None,
+            streams: None,
         }
+    }
+
+    /// The run with its streams' figures.
+    pub(super) fn with_streams(mut self, streams: StreamFigures) -> Run {
+        self.streams = Some(streams);
+        self
     }
 
     /// The run with a request name's part: its latencies (one histogram over the window),
@@ -428,6 +439,17 @@ fn run_of(r: &RunResult, verdict: Option<&Verdict>) -> Result<Run, String> {
             completed: s.completed,
             aborted: s.aborted,
             running_at_end: s.running_at_end,
+        }),
+        streams: (r.stream_timing.is_some() || r.window_stalls.is_some()).then(|| {
+            let t = r.stream_timing.as_ref();
+            StreamFigures {
+                streams: t.map_or(0, |t| t.first_message_ms.count),
+                first_message_p50_ms: t.and_then(|t| t.first_message_ms.p50),
+                first_message_p99_ms: t.and_then(|t| t.first_message_ms.p99),
+                gap_p50_ms: t.and_then(|t| t.gap_ms.p50),
+                gap_p99_ms: t.and_then(|t| t.gap_ms.p99),
+                window_stalls: r.window_stalls,
+            }
         }),
     })
 }

@@ -366,6 +366,55 @@ pub struct StepFigures {
     /// side by side, not tested for noise: a run keeps no per-second session counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<SessionCounts>,
+    /// Held streams' own timing (server streams, event streams, WebSocket pushes) and the
+    /// flow-control stalls of streams that send; absent for other loads. Shown side by
+    /// side, not tested for noise: a run keeps these as summaries, with no per-second
+    /// histograms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<StreamFigures>,
+}
+
+/// Streams in the compared runs of a step. A run keeps its stream timing as percentiles,
+/// which do not merge: with repeats, each figure is the highest of the runs' (the worst
+/// seen), never an average that no run had.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamFigures {
+    /// Streams that sent a first message, summed over the runs.
+    pub streams: u64,
+    /// Time to first message, median, ms.
+    pub first_message_p50_ms: Option<f64>,
+    /// Time to first message, 99th percentile, ms.
+    pub first_message_p99_ms: Option<f64>,
+    /// Gap between a stream's messages, median, ms.
+    pub gap_p50_ms: Option<f64>,
+    /// Gap between a stream's messages, 99th percentile, ms.
+    pub gap_p99_ms: Option<f64>,
+    /// Messages the server's flow-control window held back, summed over the runs
+    /// (`None`: streams that only receive).
+    pub window_stalls: Option<u64>,
+}
+
+impl StreamFigures {
+    /// The figures of several runs: counts summed, each percentile the highest of the
+    /// runs'.
+    pub fn over(runs: impl IntoIterator<Item = StreamFigures>) -> Option<StreamFigures> {
+        let worst = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.max(y)),
+            (x, None) => x,
+            (None, y) => y,
+        };
+        runs.into_iter().reduce(|a, b| StreamFigures {
+            streams: a.streams + b.streams,
+            first_message_p50_ms: worst(a.first_message_p50_ms, b.first_message_p50_ms),
+            first_message_p99_ms: worst(a.first_message_p99_ms, b.first_message_p99_ms),
+            gap_p50_ms: worst(a.gap_p50_ms, b.gap_p50_ms),
+            gap_p99_ms: worst(a.gap_p99_ms, b.gap_p99_ms),
+            window_stalls: match (a.window_stalls, b.window_stalls) {
+                (None, None) => None,
+                (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+            },
+        })
+    }
 }
 
 /// A flow's sessions in the compared runs of a step.

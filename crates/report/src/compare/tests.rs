@@ -459,3 +459,47 @@ fn the_order_statistic_interval_of_a_quantile_covers_it_as_often_as_it_says() {
         None
     );
 }
+
+#[test]
+fn streams_of_repeated_runs_take_the_worst_percentile_and_are_never_a_difference() {
+    let streams = |first: f64, gap: f64, stalls: Option<u64>| StreamFigures {
+        streams: 4,
+        first_message_p50_ms: Some(first),
+        first_message_p99_ms: Some(2.0 * first),
+        gap_p50_ms: Some(gap),
+        gap_p99_ms: Some(2.0 * gap),
+        window_stalls: stalls,
+    };
+    let s = step(
+        vec![
+            run(1, 3, 20, 40.0, 60.0).with_streams(streams(10.0, 50.0, None)),
+            run(2, 3, 20, 40.0, 60.0).with_streams(streams(30.0, 45.0, None)),
+        ],
+        vec![run(3, 3, 20, 90.0, 110.0).with_streams(streams(12.0, 100.0, None))],
+    );
+    // Percentiles do not merge: the repeats' worst, never an average no run had; counts add.
+    let a = s.baseline.streams.unwrap();
+    assert_eq!(a.streams, 8);
+    assert_eq!(
+        (a.first_message_p99_ms, a.gap_p50_ms, a.gap_p99_ms),
+        (Some(60.0), Some(50.0), Some(100.0))
+    );
+    assert_eq!(a.window_stalls, None);
+    // Stalls of streams that send add up; a side without them is none, not zero.
+    assert_eq!(
+        StreamFigures::over([
+            streams(1.0, 1.0, Some(3)),
+            streams(1.0, 1.0, None),
+            streams(1.0, 1.0, Some(4)),
+        ])
+        .unwrap()
+        .window_stalls,
+        Some(7)
+    );
+    assert_eq!(StreamFigures::over([]), None);
+    // A run without streams has none to show.
+    assert_eq!(
+        step(vec![run(1, 3, 20, 1.0, 2.0)], vec![]).baseline.streams,
+        None
+    );
+}

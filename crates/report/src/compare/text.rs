@@ -191,6 +191,57 @@ fn session_row(at: &str, a: &StepFigures, b: &StepFigures) -> Option<Vec<String>
     ])
 }
 
+/// Held streams at a load, side by side: time to first message and the gaps between
+/// messages (median and p99), and flow-control stalls; not tested for noise (a run keeps
+/// them as summaries, with no per-second histograms).
+fn stream_rows(at: &str, a: &StepFigures, b: &StepFigures) -> Vec<Vec<String>> {
+    if a.streams.is_none() && b.streams.is_none() {
+        return Vec::new();
+    }
+    let pair = |p50: Option<f64>, p99: Option<f64>| match (p50, p99) {
+        (None, None) => "-".to_string(),
+        (p50, p99) => format!(
+            "{} / {}",
+            p50.map_or("-".into(), ms_cell),
+            p99.map_or("-".into(), ms_cell)
+        ),
+    };
+    let change = |x: Option<f64>, y: Option<f64>| match (x, y) {
+        (Some(x), Some(y)) if x > 0.0 => {
+            format!("p99 {:+.0} %, not tested for noise", 100.0 * (y / x - 1.0))
+        }
+        _ => "not tested for noise".into(),
+    };
+    let (sa, sb) = (a.streams.unwrap_or_default(), b.streams.unwrap_or_default());
+    let mut rows = Vec::new();
+    if sa.first_message_p50_ms.is_some() || sb.first_message_p50_ms.is_some() {
+        rows.push(vec![
+            format!("first message p50 / p99 at {at}"),
+            pair(sa.first_message_p50_ms, sa.first_message_p99_ms),
+            pair(sb.first_message_p50_ms, sb.first_message_p99_ms),
+            change(sa.first_message_p99_ms, sb.first_message_p99_ms),
+        ]);
+    }
+    if sa.gap_p50_ms.is_some() || sb.gap_p50_ms.is_some() {
+        rows.push(vec![
+            format!("gaps p50 / p99 at {at}"),
+            pair(sa.gap_p50_ms, sa.gap_p99_ms),
+            pair(sb.gap_p50_ms, sb.gap_p99_ms),
+            change(sa.gap_p99_ms, sb.gap_p99_ms),
+        ]);
+    }
+    if sa.window_stalls.is_some() || sb.window_stalls.is_some() {
+        let cell = |s: Option<u64>| s.map_or("-".into(), |n| n.to_string());
+        rows.push(vec![
+            format!("flow-control stalls at {at}"),
+            cell(sa.window_stalls),
+            cell(sb.window_stalls),
+            "counts, not tested for noise".into(),
+        ]);
+    }
+    rows
+}
+
 /// A share as a percentage, "< 0.1 %" above zero.
 fn pct_of(x: f64) -> String {
     if x > 0.0 && x < 0.001 {
@@ -306,6 +357,7 @@ fn series(out: &mut String, method: &Method, pair: &PairComparison, s: &SeriesCo
         if let Some(row) = session_row(&at, &st.baseline, &st.other) {
             rows.push(row);
         }
+        rows.extend(stream_rows(&at, &st.baseline, &st.other));
     }
     if let Some(names) = &s.names {
         name_rows(&mut rows, names, &load_suffix, achieved);
