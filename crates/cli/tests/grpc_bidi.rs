@@ -149,12 +149,7 @@ fn sent_at_reads_when_each_reply_says_it_was_sent() {
     // 200 ms earlier than it was sent: each reply's delay is those 200 ms and the few the
     // network and wake-ups add, whatever its wait from its note's send (the 10 ms).
     let body = "def stamp():\n\
-        \x20   n = time.time_ns() // 1000 - 200000; out = bytearray(b'\\x18')\n\
-        \x20   while True:\n\
-        \x20       b = n & 0x7f; n >>= 7\n\
-        \x20       if n: out.append(b | 0x80)\n\
-        \x20       else:\n\
-        \x20           out.append(b); return bytes(out)\n\
+        \x20   return b'\\x18' + enc(time.time_ns() // 1000 - 200000)\n\
         def handle(notes, context):\n\
         \x20   for note in notes:\n\
         \x20       time.sleep(0.01)\n\

@@ -38,11 +38,7 @@ impl Upload {
         let body =
             "delay = float(sys.argv[1]) / 1000; after = int(sys.argv[2]); end = sys.argv[3]\n\
             def receipt(n):\n\
-            \x20   out = b'\\x08'\n\
-            \x20   while True:\n\
-            \x20       b = n & 0x7f; n >>= 7\n\
-            \x20       if n: out += bytes([b | 0x80])\n\
-            \x20       else: return out + bytes([b])\n\
+            \x20   return b'\\x08' + enc(n)\n\
             def handle(notes, context):\n\
             \x20   with lock: counts[0] += 1\n\
             \x20   seen = 0\n\

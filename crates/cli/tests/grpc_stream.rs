@@ -52,15 +52,8 @@ fn ticker_full(
         gap = float(sys.argv[1]) / 1000; count = int(sys.argv[2]); end = sys.argv[3]\n\
         stale = int(sys.argv[5]) * 1000\n\
         first = float(sys.argv[6]) / 1000\n\
-        def varint(n):\n\
-        \x20   out = bytearray()\n\
-        \x20   while True:\n\
-        \x20       b = n & 0x7f; n >>= 7\n\
-        \x20       if n: out.append(b | 0x80)\n\
-        \x20       else:\n\
-        \x20           out.append(b); return bytes(out)\n\
         def tick(seq):\n\
-        \x20   return b'\\x08' + varint(seq) + b'\\x10' + varint(time.time_ns() // 1000 - stale)\n\
+        \x20   return b'\\x08' + enc(seq) + b'\\x10' + enc(time.time_ns() // 1000 - stale)\n\
         def wait(context, seconds):\n\
         \x20   until = time.monotonic() + seconds\n\
         \x20   while time.monotonic() < until:\n\
@@ -85,13 +78,19 @@ fn ticker_full(
         print('port', port, flush=True)\n\
         server.wait_for_termination()\n";
     let mut cmd = Command::new("taskset");
-    cmd.args(["-c", "0", "/usr/bin/python3", "-c", py])
-        .arg(gap_ms.to_string())
-        .arg(count.to_string())
-        .arg(end)
-        .arg(threads.to_string())
-        .arg(stale_ms.to_string())
-        .arg(first_ms.to_string());
+    cmd.args([
+        "-c",
+        "0",
+        "/usr/bin/python3",
+        "-c",
+        &[util::server::PY_PROTO, py].concat(),
+    ])
+    .arg(gap_ms.to_string())
+    .arg(count.to_string())
+    .arg(end)
+    .arg(threads.to_string())
+    .arg(stale_ms.to_string())
+    .arg(first_ms.to_string());
     Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
 }
 

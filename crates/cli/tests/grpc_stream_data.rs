@@ -43,31 +43,10 @@ impl Recording {
             from concurrent import futures\n\
             words = sys.argv[1].split(',')\n\
             lock = threading.Lock(); seen = []\n\
-            def varint(b, i):\n\
-            \x20   v = 0; s = 0\n\
-            \x20   while True:\n\
-            \x20       c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7\n\
-            \x20       if c < 0x80: return v, i\n\
-            def fields(b):\n\
-            \x20   out = {}; i = 0\n\
-            \x20   while i < len(b):\n\
-            \x20       key, i = varint(b, i)\n\
-            \x20       if key & 7 == 0: out[key >> 3], i = varint(b, i)\n\
-            \x20       elif key & 7 == 2:\n\
-            \x20           n, i = varint(b, i); out[key >> 3] = b[i:i + n]; i += n\n\
-            \x20       else: raise ValueError(key)\n\
-            \x20   return out\n\
             def keep(method, b, seq_field, word_field):\n\
             \x20   f = fields(b)\n\
             \x20   word = f.get(word_field, b'').decode()\n\
             \x20   with lock: seen.append((method, f.get(seq_field, 0), words.index(word) if word in words else 9))\n\
-            def enc(n):\n\
-            \x20   out = bytearray()\n\
-            \x20   while True:\n\
-            \x20       b = n & 0x7f; n >>= 7\n\
-            \x20       if n: out.append(b | 0x80)\n\
-            \x20       else:\n\
-            \x20           out.append(b); return bytes(out)\n\
             def subscribe(request, context):\n\
             \x20   # A topic `word-seq`: its word, and its seq after the dash.\n\
             \x20   topic = fields(request).get(1, b'').decode()\n\
@@ -102,9 +81,15 @@ impl Recording {
             while True: time.sleep(1)\n";
         let record = util::temp_path("stream-data-record");
         let mut cmd = Command::new("taskset");
-        cmd.args(["-c", "0", "/usr/bin/python3", "-c", py])
-            .arg(WORDS.join(","))
-            .arg(&record);
+        cmd.args([
+            "-c",
+            "0",
+            "/usr/bin/python3",
+            "-c",
+            &[util::server::PY_PROTO, py].concat(),
+        ])
+        .arg(WORDS.join(","))
+        .arg(&record);
         let server = Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
         Recording { server, record }
     }

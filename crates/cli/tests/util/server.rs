@@ -120,11 +120,38 @@ pub fn stop_and_read_counts(server: &mut Server, counts: &std::path::Path) -> Ve
     text.split(' ').map(|w| w.parse().unwrap()).collect()
 }
 
+/// Protocol buffers' wire format in Python, for the test servers that build or read
+/// messages by hand: `enc(n)` a varint's bytes; `varint(b, i)` the varint at `b[i]` and the
+/// index after it; `fields(b)` a message's varint and length-delimited fields by number.
+pub const PY_PROTO: &str = r#"
+def enc(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7f; n >>= 7
+        if n: out.append(b | 0x80)
+        else:
+            out.append(b); return bytes(out)
+def varint(b, i):
+    v = 0; s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
+        if c < 0x80: return v, i
+def fields(b):
+    out = {}; i = 0
+    while i < len(b):
+        key, i = varint(b, i)
+        if key & 7 == 0: out[key >> 3], i = varint(b, i)
+        elif key & 7 == 2:
+            n, i = varint(b, i); out[key >> 3] = b[i:i + n]; i += n
+        else: raise ValueError(key)
+    return out
+"#;
+
 /// Python's grpcio (`/usr/bin/python3`) on CPU 0 serving `ticker.Ticker/METHOD` with
 /// `body`, which defines `handle(request, context)` of the `handler` kind
 /// (`stream_stream_rpc_method_handler`, ...) and reads its parameters from `sys.argv[1..]`
-/// (`args`); it counts into `counts` under `lock`. On SIGTERM the server writes `counts` to
-/// the file returned ([`stop_and_read_counts`]).
+/// (`args`), with [`PY_PROTO`]'s helpers at hand; it counts into `counts` under `lock`. On
+/// SIGTERM the server writes `counts` to the file returned ([`stop_and_read_counts`]).
 pub fn grpcio_counting(
     method: &str,
     handler: &str,
@@ -136,6 +163,7 @@ pub fn grpcio_counting(
         "import sys, time, grpc, signal, threading\n\
          from concurrent import futures\n\
          lock = threading.Lock(); counts = [0, 0, 0]\n\
+         {PY_PROTO}\n\
          {body}\n\
          rpc = grpc.method_handlers_generic_handler('ticker.Ticker', {{'{method}': grpc.{handler}(handle)}})\n\
          server = grpc.server(futures.ThreadPoolExecutor(max_workers={workers}))\n\
