@@ -637,6 +637,50 @@ pub struct TrafficArgs {
     /// from `/` takes the URL argument's). Templates allowed inside.
     #[arg(long, value_name = "FILE", help_heading = "Requests that vary")]
     pub targets: Option<PathBuf>,
+    /// Real traffic at the run's rate: the requests an access log holds (nginx or Apache
+    /// `combined` or `common`, any nginx `log_format`, JSON Lines, or a HAR), each distinct
+    /// request weighted by how often the log has it, in the log's proportions without its
+    /// timing. Results are kept per endpoint (`GET /users/{id}`: identifiers folded). By
+    /// default only GET and HEAD are replayed, without cookies or credentials, and on the
+    /// URL argument's server (the logged host is not used). The format is told from the
+    /// first line unless --log-format names it.
+    #[arg(
+        long,
+        value_name = "LOG",
+        conflicts_with_all = ["targets", "flow"],
+        help_heading = "Requests that vary"
+    )]
+    pub replay_mix: Option<PathBuf>,
+    /// The format of --replay-mix's log: `combined`, `common`, `nginx:FORMAT` (an nginx
+    /// `log_format` string: `$msec`, `$request`, `$request_uri`, `$status`, `$http_NAME`…
+    /// are read), `jsonl` or `jsonl:FIELD=PATH,…` (fields time, method, url, status, host,
+    /// duration), or `har`.
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        requires = "replay_mix",
+        help_heading = "Requests that vary"
+    )]
+    pub log_format: Option<String>,
+    /// The methods --replay-mix sends, comma-separated [default: GET,HEAD]: a replayed POST
+    /// repeats its side effects.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        requires = "replay_mix",
+        help_heading = "Requests that vary"
+    )]
+    pub methods: Vec<String>,
+    /// A header --replay-mix drops by default that it sends anyway (repeatable): `Cookie`,
+    /// `Authorization`, `Proxy-Authorization`, `X-Api-Key`.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "replay_mix",
+        help_heading = "Requests that vary"
+    )]
+    pub keep_header: Vec<String>,
     /// How the targets are taken: `round-robin` (in turn) or `random`.
     #[arg(
         long,
@@ -687,13 +731,31 @@ impl TrafficArgs {
             )),
             None => None,
         };
-        let requests = match &self.targets {
-            Some(p) => loadlab_template::parse_targets(p)
+        let requests = match (&self.targets, &self.replay_mix) {
+            (Some(p), _) => loadlab_template::parse_targets(p)
                 .map_err(|e| anyhow::anyhow!("--targets {e}"))?
                 .into_iter()
                 .map(|t| NamedRequest::from_target(t, &[]))
                 .collect(),
-            None => Vec::new(),
+            (None, Some(p)) => {
+                let mut policy = loadlab_replay::Policy::default();
+                if !self.methods.is_empty() {
+                    policy.methods = self
+                        .methods
+                        .iter()
+                        .map(|m| m.trim().to_ascii_uppercase())
+                        .collect();
+                }
+                policy.keep = self
+                    .keep_header
+                    .iter()
+                    .map(|h| h.trim().to_ascii_lowercase())
+                    .collect();
+                let mix = crate::replay::mix(p, self.log_format.as_deref(), &policy)?;
+                eprintln!("loadlab: {}", mix.report);
+                mix.requests
+            }
+            (None, None) => Vec::new(),
         };
         let flow = match &self.flow {
             Some(p) => Some(read_flow(p)?),

@@ -19,6 +19,7 @@ mod outputs;
 mod peers;
 mod promrw;
 mod reflect;
+mod replay;
 
 use std::io::Write;
 use std::process::ExitCode;
