@@ -738,22 +738,17 @@ impl TrafficArgs {
                 .map(|t| NamedRequest::from_target(t, &[]))
                 .collect(),
             (None, Some(p)) => {
-                let mut policy = loadlab_replay::Policy::default();
-                if !self.methods.is_empty() {
-                    policy.methods = self
-                        .methods
-                        .iter()
-                        .map(|m| m.trim().to_ascii_uppercase())
-                        .collect();
-                }
-                policy.keep = self
-                    .keep_header
-                    .iter()
-                    .map(|h| h.trim().to_ascii_lowercase())
-                    .collect();
-                let mix = crate::replay::mix(p, self.log_format.as_deref(), &policy)?;
-                eprintln!("loadlab: {}", mix.report);
-                mix.requests
+                let format = self
+                    .log_format
+                    .as_deref()
+                    .map(str::parse::<loadlab_replay::Format>)
+                    .transpose()?;
+                let policy = loadlab_lab::replay::policy(&self.methods, &self.keep_header);
+                let (requests, report) =
+                    loadlab_lab::replay::requests(p, format.as_ref(), &policy, &[])
+                        .map_err(|e| anyhow::anyhow!("--replay-mix {e}"))?;
+                eprintln!("loadlab: {report}");
+                requests
             }
             (None, None) => Vec::new(),
         };

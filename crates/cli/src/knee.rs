@@ -126,6 +126,10 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
             .is_some()
             .then(|| a.traffic.targets_order.name().to_string()),
         request: Vec::new(),
+        replay_mix: a.traffic.replay_mix.as_deref().map(absolute),
+        log_format: a.traffic.log_format.clone(),
+        replay_methods: a.traffic.methods.clone(),
+        keep_headers: a.traffic.keep_header.clone(),
         flow: a
             .traffic
             .flow
@@ -231,6 +235,10 @@ fn flag_error(e: PlanError) -> BadInput {
         f if f.starts_with("scenario[0].data") => "--data",
         f if f.starts_with("scenario[0].targets") => "--targets",
         f if f.starts_with("scenario[0].request") => "--targets",
+        f if f.starts_with("scenario[0].replay_mix") => "--replay-mix",
+        f if f.starts_with("scenario[0].log_format") => "--log-format",
+        f if f.starts_with("scenario[0].replay_methods") => "--methods",
+        f if f.starts_with("scenario[0].keep_headers") => "--keep-header",
         f if f.starts_with("scenario[0].message") => "--message",
         f if f.starts_with("scenario[0].cacert") => "--cacert",
         f if f.starts_with("scenario[0].cert") => "--cert",

@@ -19,7 +19,6 @@ mod outputs;
 mod peers;
 mod promrw;
 mod reflect;
-mod replay;
 
 use std::io::Write;
 use std::process::ExitCode;

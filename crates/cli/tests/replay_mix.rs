@@ -124,3 +124,58 @@ fn a_logs_mix_reaches_nginx_in_its_proportions_and_is_counted_per_endpoint() {
         );
     }
 }
+
+/// The knee of a log's mix on a pool of 2 slots held 50 ms each (40 req/s whatever the
+/// path): found in req/s of the mix, its why the pool, each endpoint judged on its own,
+/// and the plan `knee` writes replays the same log.
+#[test]
+fn the_knee_of_a_logs_mix_is_the_pools_and_the_plan_replays_the_log() {
+    let server = util::server::Server::spawn(
+        {
+            let mut cmd = std::process::Command::new(util::lab::fixture());
+            cmd.args(["--port", "0", "--pool", "2", "--service-ms", "50"]);
+            cmd
+        },
+        |l| l.strip_prefix("listening on 127.0.0.1:")?.parse().ok(),
+    );
+    let at = "10.0.0.1 - - [14/Nov/2023:22:13:20 +0000]";
+    let source = util::temp_path("knee-source.log");
+    std::fs::write(
+        &source,
+        ["/users/1", "/users/2", "/items/7"]
+            .map(|p| format!("{at} \"GET {p} HTTP/1.1\" 200 2 \"-\" \"app\"\n"))
+            .concat(),
+    )
+    .unwrap();
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let (stdout, out) = util::lab::knee_search(&[
+        &url,
+        "--replay-mix",
+        source.to_str().unwrap(),
+        "--start",
+        "10",
+        "--max",
+        "200",
+        "--step",
+        "2s",
+        "--warmup",
+        "500ms",
+        "--confirm",
+        "0",
+        "--slo",
+        "p99<300ms",
+    ]);
+    let (k, low, high) = util::lab::first_knee(&out);
+    assert!(low >= 30.0 && high <= 50.0, "{low}..{high}: {stdout}");
+    assert_eq!(
+        k["diagnosis"]["findings"][0]["bottleneck"], "concurrency_bound",
+        "{k}"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("GET /users/{id}"), "{report}");
+    let plan = std::fs::read_to_string(out.join("plan.toml")).unwrap();
+    assert!(
+        plan.contains(&format!("replay_mix = \"{}\"", source.display())),
+        "{plan}"
+    );
+}

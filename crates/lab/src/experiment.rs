@@ -244,6 +244,12 @@ pub fn run_driven(
     let (watch, watching) = Watch::resolve(plan, opts.remote_probe.clone())?;
     if let Some(p) = &opts.progress {
         p.line(&watching);
+        // What each log replayed holds and what of it is left out, before any load.
+        for s in &plan.scenarios {
+            if let Some(replay) = &s.traffic.replay {
+                p.line(&format!("scenario {}: {replay}", s.name));
+            }
+        }
     }
     let environment = loadlab_engine::env::Environment::capture(opts.command.clone());
     let bundle =

@@ -28,6 +28,7 @@ pub mod junit;
 pub mod knee;
 pub mod matrix;
 pub mod plan;
+pub mod replay;
 pub mod target;
 pub mod template;
 pub mod tune;

@@ -134,10 +134,7 @@ fn entry(h: HarEntry, n: u64) -> Result<Entry, LineError> {
             crate::time::iso8601(&t)
                 .ok_or_else(|| bad(format!("startedDateTime is not a time: {t:?}")))?,
         );
-        let frac = t
-            .split_once('.')
-            .map_or(0, |(_, f)| f.bytes().take_while(u8::is_ascii_digit).count());
-        e.resolution_ns = 1_000_000_000 / 10u64.pow(frac.min(9) as u32);
+        e.resolution_ns = crate::time::text_resolution_ns(&t);
     }
     Ok(e)
 }

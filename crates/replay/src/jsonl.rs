@@ -133,12 +133,7 @@ pub fn parse(text: &str, line: u64, m: &Mapping) -> Result<Entry, LineError> {
                 Some((at, res)) => (Some(at), res),
                 None => {
                     let at = crate::time::iso8601(s).or_else(|| crate::time::clf(s));
-                    // ISO 8601 with a fraction resolves to its last digit; without, to the
-                    // second.
-                    let frac = s
-                        .split_once('.')
-                        .map_or(0, |(_, f)| f.bytes().take_while(u8::is_ascii_digit).count());
-                    (at, 1_000_000_000 / 10u64.pow(frac.min(9) as u32))
+                    (at, crate::time::text_resolution_ns(s))
                 }
             },
             _ => (None, 0),

@@ -13,6 +13,7 @@
 //! - [`har`]: HAR 1.2.
 //! - [`time`]: the times logs write.
 //! - [`name`]: request names with identifiers folded (`/users/{id}`).
+//! - [`mix`]: a log's requests as a weighted list, in its proportions without its timing.
 //! - [`Policy`]: what a replay sends by default (GET and HEAD; no cookies, no credentials).
 //!
 //! # Use
@@ -32,6 +33,7 @@
 
 pub mod har;
 pub mod jsonl;
+pub mod mix;
 pub mod name;
 pub mod nginx;
 pub mod time;

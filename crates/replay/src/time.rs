@@ -136,6 +136,15 @@ pub fn iso8601(s: &str) -> Option<u64> {
     s.checked_mul(1_000_000_000)?.checked_add(frac_ns)
 }
 
+/// How finely a time written as text resolves: an ISO 8601 time with a fraction to its last
+/// digit (`.123`: 1 ms), one without (or a common-log-format time) to the second.
+pub fn text_resolution_ns(s: &str) -> u64 {
+    let digits = s
+        .split_once('.')
+        .map_or(0, |(_, f)| f.bytes().take_while(u8::is_ascii_digit).count());
+    1_000_000_000 / 10u64.pow(digits.min(9) as u32)
+}
+
 /// The ns of one unit of a number since the epoch whose whole part is `whole`: seconds
 /// below 10^11 (until the year 5138), else milliseconds below 10^14, microseconds below
 /// 10^17, nanoseconds above.

@@ -247,6 +247,20 @@ pub struct ScenarioFile {
     /// How the requests are taken: `round-robin` (default: in proportion to their weights,
     /// interleaved) or `random`.
     pub request_order: Option<String>,
+    /// An access log (or a HAR, or JSON Lines) relative to the plan's directory, whose
+    /// requests the scenario sends in the log's proportions (docs/src/replay.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_mix: Option<String>,
+    /// `replay_mix`'s format: `combined`, `common`, `nginx:FORMAT`, `jsonl[:FIELD=PATH,…]`
+    /// or `har` [default: told from its first line].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<String>,
+    /// The methods `replay_mix` sends [default: GET and HEAD].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay_methods: Vec<String>,
+    /// Headers `replay_mix` drops by default (cookies, credentials) that it sends anyway.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep_headers: Vec<String>,
     /// `[[scenario.request]]`: several requests in one load, each with its name and weight.
     #[serde(default)]
     pub request: Vec<RequestFile>,

@@ -313,6 +313,10 @@ pub struct ScenarioTraffic {
     /// `flow`, when it names a file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_file: Option<String>,
+    /// `replay_mix`: what reading the log found (read, replayed, left out), said when the
+    /// run starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<String>,
 }
 
 /// How steps are chosen.

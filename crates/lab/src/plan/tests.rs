@@ -501,3 +501,69 @@ fn a_server_streaming_grpc_scenario_reads_sent_at_from_its_messages_and_a_unary_
         "{e}"
     );
 }
+
+#[test]
+fn a_logs_mix_is_read_beside_the_plan_and_its_keys_checked() {
+    let dir = std::env::temp_dir().join(format!("loadlab-plan-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let at = "10.0.0.1 - - [14/Nov/2023:22:13:20 +0000]";
+    std::fs::write(
+        dir.join("access.log"),
+        format!(
+            "{at} \"GET /users/1 HTTP/1.1\" 200 2\n{at} \"GET /users/2 HTTP/1.1\" 200 2\n{at} \"POST /cart HTTP/1.1\" 201 2\n"
+        ),
+    )
+    .unwrap();
+    let text = |extra: &str| with(extra, "steps = [10]");
+    let plan = Plan::parse(
+        &text("replay_mix = \"access.log\"\nlog_format = \"common\"\nreplay_methods = [\"get\", \"post\"]"),
+        "test.toml",
+        &dir,
+        false,
+    )
+    .unwrap();
+    let t = &plan.scenarios[0].traffic;
+    assert_eq!(
+        t.requests
+            .iter()
+            .map(|r| (
+                r.name.as_deref().unwrap(),
+                r.url.as_str(),
+                r.method.as_str()
+            ))
+            .collect::<Vec<_>>(),
+        [
+            ("GET /users/{id}", "/users/1", "GET"),
+            ("GET /users/{id}", "/users/2", "GET"),
+            ("POST /cart", "/cart", "POST"),
+        ]
+    );
+    assert!(
+        t.replay
+            .as_deref()
+            .unwrap()
+            .contains("3 requests read; 3 replayed"),
+        "{:?}",
+        t.replay
+    );
+    let refused_in = |extra: &str| {
+        Plan::parse(&text(extra), "test.toml", &dir, false)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = refused_in("log_format = \"common\"");
+    assert!(
+        e.contains("scenario[0].log_format") && e.contains("only with replay_mix"),
+        "{e}"
+    );
+    let e = refused_in("replay_mix = \"nope.log\"");
+    assert!(
+        e.contains("scenario[0].replay_mix") && e.contains("nope.log"),
+        "{e}"
+    );
+    let e = refused_in("replay_mix = \"access.log\"\nlog_format = \"xml\"");
+    assert!(e.contains("scenario[0].log_format"), "{e}");
+    let e = refused_in("replay_mix = \"access.log\"\n[[scenario.request]]\nurl = \"/a\"");
+    assert!(e.contains("a log's mix or requests"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

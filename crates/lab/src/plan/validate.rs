@@ -820,6 +820,42 @@ fn scenario_traffic(
                 .map(|t| NamedRequest::from_target(t, &s.headers)),
         );
     }
+    let mut replay = None;
+    if let Some(file) = &s.replay_mix {
+        if !requests.is_empty() {
+            return Err(c.err(
+                f("replay_mix"),
+                file.clone(),
+                "a log's mix or requests ([[scenario.request]], targets), not both",
+            ));
+        }
+        let format = s
+            .log_format
+            .as_deref()
+            .map(|x| {
+                x.parse::<loadlab_replay::Format>()
+                    .map_err(|e| c.err(f("log_format"), format!("{x:?}"), e.to_string()))
+            })
+            .transpose()?;
+        let (mix, report) = crate::replay::requests(
+            &dir.join(file),
+            format.as_ref(),
+            &crate::replay::policy(&s.replay_methods, &s.keep_headers),
+            &s.headers,
+        )
+        .map_err(|e| c.err(f("replay_mix"), file.clone(), e))?;
+        requests = mix;
+        replay = Some(report);
+    } else if let Some((key, _)) = [
+        ("log_format", s.log_format.is_some()),
+        ("replay_methods", !s.replay_methods.is_empty()),
+        ("keep_headers", !s.keep_headers.is_empty()),
+    ]
+    .into_iter()
+    .find(|(_, set)| *set)
+    {
+        return Err(c.err(f(key), "set", "only with replay_mix = \"LOG\""));
+    }
     if !requests.is_empty() {
         let own = [("method", s.method != "GET"), ("body", !s.body.is_empty())];
         if let Some((name, _)) = own.iter().find(|(_, set)| *set) {
@@ -917,6 +953,7 @@ fn scenario_traffic(
         data_order,
         flow,
         flow_file,
+        replay,
     })
 }
 

@@ -1,22 +1,54 @@
-//! `--replay-mix LOG`: the requests an access log (or a HAR, or JSON Lines) holds, sent in
-//! the log's proportions at the run's rate, without its timing: each distinct request is
-//! one of the load's requests, weighted by how often the log has it, named by its endpoint
-//! (its path with identifiers folded, `GET /users/{id}`) so that results, SLOs and the why
-//! are per endpoint. What is not replayed by default (methods other than GET and HEAD,
-//! cookies and credentials) is counted and said.
+//! A log's mix: the requests an access log (or a HAR, or JSON Lines) holds, as a weighted
+//! list to send in the log's proportions without its timing. Each distinct request is one
+//! entry, weighted by how often the log has it, named by its endpoint (its path with
+//! identifiers folded, `GET /users/{id}`); what a replay leaves out by default (methods
+//! other than GET and HEAD, cookies and credentials: [`Policy`]) is counted, and the whole
+//! is said in one paragraph ([`Mix::report`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use loadlab_engine::config::traffic::{NamedRequest, MAX_NAMES, MAX_REQUESTS};
-use loadlab_replay::{name, Format, Policy, Traffic};
-use loadlab_template::Template;
+use crate::{name, Format, Policy, Traffic};
+
+/// One distinct request of the mix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MixRequest {
+    /// Its endpoint (`GET /users/{id}`), or `other` past the names kept.
+    pub name: String,
+    /// How many times the log has it.
+    pub weight: u64,
+    /// The method.
+    pub method: String,
+    /// The target as logged (a path and its query).
+    pub target: String,
+    /// Its headers as logged, less those the policy drops.
+    pub headers: Vec<(String, String)>,
+    /// Its body (text), if recorded.
+    pub body: String,
+    /// The first line that has it.
+    pub line: u64,
+}
+
+/// How much a load may hold.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Names results are kept for: past it, the busiest `names - 1` keep theirs and the
+    /// rest are `other`.
+    pub names: usize,
+    /// Distinct requests: a log with more is refused.
+    pub requests: usize,
+}
+
+/// Why a log gives no mix.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MixError(String);
 
 /// A log's requests as a load's weighted list, and what reading it found.
 #[derive(Debug)]
 pub struct Mix {
     /// One per distinct request, weighted by its count, in the order the log first has them.
-    pub requests: Vec<NamedRequest>,
+    pub requests: Vec<MixRequest>,
     /// One paragraph for the terminal: what was read, replayed and left out.
     pub report: String,
 }
@@ -32,15 +64,15 @@ struct Key {
 }
 
 /// Reads `path` (in `format`, or the format its first line says) into a mix of the
-/// requests `policy` replays.
-pub fn mix(path: &Path, format: Option<&str>, policy: &Policy) -> anyhow::Result<Mix> {
+/// requests `policy` replays, within `limits`.
+pub fn mix(
+    path: &Path,
+    format: Option<&Format>,
+    policy: &Policy,
+    limits: Limits,
+) -> Result<Mix, MixError> {
     let shown = path.display();
-    let format: Option<Format> = format
-        .map(str::parse)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut traffic =
-        Traffic::open(path, format.as_ref()).map_err(|e| anyhow::anyhow!("--replay-mix {e}"))?;
+    let mut traffic = Traffic::open(path, format).map_err(|e| MixError(e.to_string()))?;
     let mut seen: HashMap<Key, (u64, u64)> = HashMap::new();
     let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
     let (mut stripped, mut binary) = (0u64, 0u64);
@@ -76,12 +108,12 @@ pub fn mix(path: &Path, format: Option<&str>, policy: &Policy) -> anyhow::Result
             .collect::<String>()
     };
     if tally.entries == 0 {
-        anyhow::bail!(
-            "--replay-mix {shown}: no request in it ({} line{} that are not requests){}\nname its format with --log-format (combined, common, 'nginx:$msec \"$request\" …', jsonl or har)",
+        return Err(MixError(format!(
+            "{shown}: no request in it ({} line{} that are not requests){}\nname its format (--log-format, or log_format in a plan): combined, common, 'nginx:$msec \"$request\" …', jsonl or har",
             tally.bad,
             if tally.bad == 1 { "" } else { "s" },
             first_bad()
-        );
+        )));
     }
     let replayed: u64 = seen.values().map(|(n, _)| n).sum();
     let skipped_words = skipped
@@ -90,17 +122,18 @@ pub fn mix(path: &Path, format: Option<&str>, policy: &Policy) -> anyhow::Result
         .collect::<Vec<_>>()
         .join(", ");
     if replayed == 0 {
-        anyhow::bail!(
-            "--replay-mix {shown}: none of its {} requests is one loadlab replays by default ({skipped_words}{}): name the methods to replay with --methods (a replayed POST repeats its side effects)",
+        return Err(MixError(format!(
+            "{shown}: none of its {} requests is one loadlab replays by default ({skipped_words}{}): name the methods to replay (--methods, or replay_methods in a plan; a replayed POST repeats its side effects)",
             tally.entries,
             if binary > 0 { format!(", {binary} with a binary body") } else { String::new() }
-        );
+        )));
     }
-    if seen.len() > MAX_REQUESTS {
-        anyhow::bail!(
-            "--replay-mix {shown}: {} distinct requests, more than the {MAX_REQUESTS} one load may hold: replay part of the log",
-            seen.len()
-        );
+    if seen.len() > limits.requests {
+        return Err(MixError(format!(
+            "{shown}: {} distinct requests, more than the {} one load may hold: replay part of the log",
+            seen.len(),
+            limits.requests
+        )));
     }
     // Endpoints by count; past the most names results keep, the rest count as `other`.
     let endpoint = |k: &Key| format!("{} {}", k.method, name::fold(&k.target));
@@ -110,8 +143,8 @@ pub fn mix(path: &Path, format: Option<&str>, policy: &Policy) -> anyhow::Result
     }
     let mut ranked: Vec<(String, u64)> = by_endpoint.into_iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let named: Vec<&str> = if ranked.len() > MAX_NAMES {
-        ranked[..MAX_NAMES - 1]
+    let named: Vec<&str> = if ranked.len() > limits.names {
+        ranked[..limits.names - 1]
             .iter()
             .map(|(e, _)| e.as_str())
             .collect()
@@ -120,31 +153,22 @@ pub fn mix(path: &Path, format: Option<&str>, policy: &Policy) -> anyhow::Result
     };
     let mut entries: Vec<(Key, (u64, u64))> = seen.into_iter().collect();
     entries.sort_by_key(|(_, (_, line))| *line);
-    let origin = shown.to_string();
     let requests = entries
         .into_iter()
         .map(|(k, (n, line))| {
             let e = endpoint(&k);
-            NamedRequest {
-                name: Some(if named.contains(&e.as_str()) {
+            MixRequest {
+                name: if named.contains(&e.as_str()) {
                     e
                 } else {
                     "other".to_string()
-                }),
-                weight: u32::try_from(n).unwrap_or(u32::MAX),
-                url: Template::escape(&k.target),
-                headers: k
-                    .headers
-                    .iter()
-                    .map(|(h, v)| format!("{h}: {}", Template::escape(v)))
-                    .collect(),
-                body: Template::escape(&k.body),
+                },
+                weight: n,
                 method: k.method,
-                origin: origin.clone(),
-                line: line as usize,
-                body_origin: None,
-                url_col: 0,
-                header_at: Vec::new(),
+                target: k.target,
+                headers: k.headers,
+                body: k.body,
+                line,
             }
         })
         .collect::<Vec<_>>();
@@ -161,16 +185,16 @@ pub fn mix(path: &Path, format: Option<&str>, policy: &Policy) -> anyhow::Result
         requests.len(),
         ranked.len()
     );
-    if ranked.len() > MAX_NAMES {
+    if ranked.len() > limits.names {
         report.push_str(&format!(
             "; results per endpoint for the {} busiest, the other {} as `other`",
-            MAX_NAMES - 1,
-            ranked.len() - (MAX_NAMES - 1)
+            limits.names - 1,
+            ranked.len() - (limits.names - 1)
         ));
     }
     if !skipped.is_empty() {
         report.push_str(&format!(
-            "; not replayed: {skipped_words} (--methods to replay them)"
+            "; not replayed: {skipped_words} (--methods, or replay_methods in a plan, to replay them)"
         ));
     }
     if binary > 0 {
@@ -178,7 +202,7 @@ pub fn mix(path: &Path, format: Option<&str>, policy: &Policy) -> anyhow::Result
     }
     if stripped > 0 {
         report.push_str(&format!(
-            "; {stripped} cookie or credential headers dropped (--keep-header NAME to send them)"
+            "; {stripped} cookie or credential headers dropped (--keep-header NAME, or keep_headers in a plan, to send them)"
         ));
     }
     if tally.bad > 0 {
@@ -200,9 +224,14 @@ pub fn mix(path: &Path, format: Option<&str>, policy: &Policy) -> anyhow::Result
 mod tests {
     use super::*;
 
+    const LIMITS: Limits = Limits {
+        names: 32,
+        requests: 100_000,
+    };
+
     fn log(lines: &[&str]) -> std::path::PathBuf {
         let p = std::env::temp_dir().join(format!(
-            "loadlab-mix-{}-{}.log",
+            "loadlab-replay-mix-{}-{}.log",
             std::process::id(),
             lines.len()
         ));
@@ -223,22 +252,24 @@ mod tests {
             "garbage".into(),
         ];
         let path = log(&lines.iter().map(String::as_str).collect::<Vec<_>>());
-        let m = mix(&path, None, &Policy::default()).unwrap();
-        let got: Vec<(Option<&str>, u32, &str, usize)> = m
+        let m = mix(&path, None, &Policy::default(), LIMITS).unwrap();
+        let got: Vec<(&str, u64, &str, u64)> = m
             .requests
             .iter()
-            .map(|r| (r.name.as_deref(), r.weight, r.url.as_str(), r.line))
+            .map(|r| (r.name.as_str(), r.weight, r.target.as_str(), r.line))
             .collect();
         assert_eq!(
             got,
             [
-                (Some("GET /users/{id}"), 2, "/users/1", 1),
-                (Some("GET /users/{id}"), 1, "/users/2", 2),
-                // A `${` in a logged URL is text, not a template.
-                (Some("GET /a"), 1, "/a?x=$${seq}", 5),
+                ("GET /users/{id}", 2, "/users/1", 1),
+                ("GET /users/{id}", 1, "/users/2", 2),
+                ("GET /a", 1, "/a?x=${seq}", 5),
             ]
         );
-        assert_eq!(m.requests[0].headers, ["User-Agent: curl"]);
+        assert_eq!(
+            m.requests[0].headers,
+            [("User-Agent".to_string(), "curl".to_string())]
+        );
         assert!(
             m.report
                 .contains("5 requests read; 4 replayed as 3 distinct requests over 2 endpoints"),
@@ -261,7 +292,10 @@ mod tests {
             ..Policy::default()
         };
         assert_eq!(
-            mix(&path, Some("combined"), &all).unwrap().requests.len(),
+            mix(&path, Some(&"combined".parse().unwrap()), &all, LIMITS)
+                .unwrap()
+                .requests
+                .len(),
             4
         );
     }
@@ -269,13 +303,18 @@ mod tests {
     #[test]
     fn a_log_with_nothing_to_replay_is_refused_before_any_load() {
         let path = log(&["garbage", "more garbage", ""]);
-        let e = mix(&path, None, &Policy::default())
+        let e = mix(&path, None, &Policy::default(), LIMITS)
             .unwrap_err()
             .to_string();
         assert!(e.contains("its format is not one loadlab knows"), "{e}");
-        let e = mix(&path, Some("common"), &Policy::default())
-            .unwrap_err()
-            .to_string();
+        let e = mix(
+            &path,
+            Some(&"common".parse().unwrap()),
+            &Policy::default(),
+            LIMITS,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("no request in it (2 lines that are not requests)"),
             "{e}"
@@ -283,16 +322,12 @@ mod tests {
         assert!(e.contains("line 1:"), "{e}");
         let only_posts = format!("{L} \"POST /cart HTTP/1.1\" 201 5");
         let path = log(&[&only_posts, &only_posts, &only_posts, &only_posts]);
-        let e = mix(&path, None, &Policy::default())
+        let e = mix(&path, None, &Policy::default(), LIMITS)
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("none of its 4 requests is one loadlab replays by default (4 POST)"),
             "{e}"
         );
-        let e = mix(&path, Some("xml"), &Policy::default())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--log-format \"xml\""), "{e}");
     }
 }

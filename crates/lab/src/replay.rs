@@ -1,0 +1,71 @@
+//! A log's mix as a load's requests (`replay_mix` in a plan, `--replay-mix` on the command
+//! line): [`loadlab_replay::mix`] read within the engine's limits, each distinct request a
+//! [`NamedRequest`] whose URL, headers and body are the logged text (a `${` in them is not
+//! a template).
+
+use loadlab_engine::config::traffic::{NamedRequest, MAX_NAMES, MAX_REQUESTS};
+use loadlab_replay::mix::{mix, Limits};
+use loadlab_replay::{Format, Policy};
+use loadlab_template::Template;
+
+/// The replay policy of `methods` (upper-cased; none: GET and HEAD) and `keep` (headers
+/// sent although they carry a session or credentials).
+pub fn policy(methods: &[String], keep: &[String]) -> Policy {
+    let mut p = Policy::default();
+    if !methods.is_empty() {
+        p.methods = methods
+            .iter()
+            .map(|m| m.trim().to_ascii_uppercase())
+            .collect();
+    }
+    p.keep = keep.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
+    p
+}
+
+/// The requests of the log at `path` (each also sending `common` headers), and the
+/// paragraph that says what was read, replayed and left out; `Err`: why the log gives no
+/// load.
+pub fn requests(
+    path: &std::path::Path,
+    format: Option<&Format>,
+    policy: &Policy,
+    common: &[String],
+) -> Result<(Vec<NamedRequest>, String), String> {
+    let m = mix(
+        path,
+        format,
+        policy,
+        Limits {
+            names: MAX_NAMES,
+            requests: MAX_REQUESTS,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let origin = path.display().to_string();
+    let requests = m
+        .requests
+        .into_iter()
+        .map(|r| NamedRequest {
+            name: Some(r.name),
+            weight: u32::try_from(r.weight).unwrap_or(u32::MAX),
+            url: Template::escape(&r.target),
+            headers: common
+                .iter()
+                .cloned()
+                .chain(
+                    r.headers
+                        .iter()
+                        .map(|(h, v)| format!("{h}: {}", Template::escape(v))),
+                )
+                .collect(),
+            body: Template::escape(&r.body),
+            method: r.method,
+            origin: origin.clone(),
+            line: usize::try_from(r.line).unwrap_or(usize::MAX),
+            body_origin: None,
+            url_col: 0,
+            header_at: Vec::new(),
+        })
+        .collect();
+    Ok((requests, m.report))
+}
