@@ -216,7 +216,19 @@ impl LogFormat {
                                             || t == "*") =>
                                 {
                                     e.method = m.to_string();
-                                    e.target = t.to_string();
+                                    // A proxy's absolute form: its host apart, its path
+                                    // the target.
+                                    match t.split_once("://") {
+                                        Some((_, rest)) => {
+                                            let i = rest.find('/').unwrap_or(rest.len());
+                                            e.host.get_or_insert_with(|| rest[..i].to_string());
+                                            e.target = match &rest[i..] {
+                                                "" => "/".to_string(),
+                                                p => p.to_string(),
+                                            };
+                                        }
+                                        None => e.target = t.to_string(),
+                                    }
                                 }
                                 _ => {
                                     return Err(bad(format!(
@@ -343,6 +355,15 @@ mod tests {
                 ),
             ]
         );
+        // A proxy's log holds absolute targets: the path is the target, the host apart.
+        let e = f
+            .parse(
+                r#"::1 - - [10/Oct/2000:13:55:36 -0700] "GET http://shop.example/a?b=1 HTTP/1.1" 200 1 "-" "-""#,
+                2,
+            )
+            .unwrap();
+        assert_eq!(e.target, "/a?b=1");
+        assert_eq!(e.host.as_deref(), Some("shop.example"));
         // The common format: the same without the two headers.
         let c = LogFormat::compile(COMMON).unwrap();
         let e = c
