@@ -681,6 +681,16 @@ pub struct TrafficArgs {
         help_heading = "Requests that vary"
     )]
     pub keep_header: Vec<String>,
+    /// A rule that names --replay-mix's requests by their path (repeatable, tried in order
+    /// before identifiers are folded): `PATTERN=NAME`, a regular expression and the name of
+    /// what it matches (`'^/static/=static'`; `'^/api/(v[0-9]+)/=api $1'` uses its group).
+    #[arg(
+        long,
+        value_name = "PATTERN=NAME",
+        requires = "replay_mix",
+        help_heading = "Requests that vary"
+    )]
+    pub name_rule: Vec<String>,
     /// How the targets are taken: `round-robin` (in turn) or `random`.
     #[arg(
         long,
@@ -744,8 +754,10 @@ impl TrafficArgs {
                     .map(str::parse::<loadlab_replay::Format>)
                     .transpose()?;
                 let policy = loadlab_lab::replay::policy(&self.methods, &self.keep_header);
+                let rules = loadlab_lab::replay::name_rules(&self.name_rule)
+                    .map_err(|e| anyhow::anyhow!("--name-rule: {e}"))?;
                 let (requests, report) =
-                    loadlab_lab::replay::requests(p, format.as_ref(), &policy, &[])
+                    loadlab_lab::replay::requests(p, format.as_ref(), &policy, &rules, &[])
                         .map_err(|e| anyhow::anyhow!("--replay-mix {e}"))?;
                 eprintln!("loadlab: {report}");
                 requests

@@ -130,6 +130,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         log_format: a.traffic.log_format.clone(),
         replay_methods: a.traffic.methods.clone(),
         keep_headers: a.traffic.keep_header.clone(),
+        name_rules: a.traffic.name_rule.clone(),
         flow: a
             .traffic
             .flow
@@ -239,6 +240,7 @@ fn flag_error(e: PlanError) -> BadInput {
         f if f.starts_with("scenario[0].log_format") => "--log-format",
         f if f.starts_with("scenario[0].replay_methods") => "--methods",
         f if f.starts_with("scenario[0].keep_headers") => "--keep-header",
+        f if f.starts_with("scenario[0].name_rules") => "--name-rule",
         f if f.starts_with("scenario[0].message") => "--message",
         f if f.starts_with("scenario[0].cacert") => "--cacert",
         f if f.starts_with("scenario[0].cert") => "--cert",

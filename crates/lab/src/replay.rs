@@ -5,6 +5,7 @@
 
 use loadlab_engine::config::traffic::{NamedRequest, MAX_NAMES, MAX_REQUESTS};
 use loadlab_replay::mix::{mix, Limits};
+use loadlab_replay::name::NameRule;
 use loadlab_replay::{Format, Policy};
 use loadlab_template::Template;
 
@@ -22,13 +23,25 @@ pub fn policy(methods: &[String], keep: &[String]) -> Policy {
     p
 }
 
-/// The requests of the log at `path` (each also sending `common` headers), and the
-/// paragraph that says what was read, replayed and left out; `Err`: why the log gives no
-/// load.
+/// Name rules as written (`PATTERN=NAME`); `Err`: the first that cannot be read, and why.
+pub fn name_rules(rules: &[String]) -> Result<Vec<NameRule>, String> {
+    rules
+        .iter()
+        .map(|r| {
+            r.parse()
+                .map_err(|e: loadlab_replay::name::NameRuleError| e.to_string())
+        })
+        .collect()
+}
+
+/// The requests of the log at `path` (each also sending `common` headers; named by
+/// `rules`, else by their folded path), and the paragraph that says what was read,
+/// replayed and left out; `Err`: why the log gives no load.
 pub fn requests(
     path: &std::path::Path,
     format: Option<&Format>,
     policy: &Policy,
+    rules: &[NameRule],
     common: &[String],
 ) -> Result<(Vec<NamedRequest>, String), String> {
     let m = mix(
@@ -36,6 +49,7 @@ pub fn requests(
         format,
         policy,
         Limits {
+            rules,
             names: MAX_NAMES,
             requests: MAX_REQUESTS,
         },

@@ -29,9 +29,11 @@ pub struct MixRequest {
     pub line: u64,
 }
 
-/// How much a load may hold.
+/// How much a load may hold, and how its requests are named.
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub struct Limits<'a> {
+    /// Rules that name requests before the folding ([`name::NameRule`]).
+    pub rules: &'a [name::NameRule],
     /// Names results are kept for: past it, the busiest `names - 1` keep theirs and the
     /// rest are `other`.
     pub names: usize,
@@ -69,7 +71,7 @@ pub fn mix(
     path: &Path,
     format: Option<&Format>,
     policy: &Policy,
-    limits: Limits,
+    limits: Limits<'_>,
 ) -> Result<Mix, MixError> {
     let shown = path.display();
     let mut traffic = Traffic::open(path, format).map_err(|e| MixError(e.to_string()))?;
@@ -136,7 +138,7 @@ pub fn mix(
         )));
     }
     // Endpoints by count; past the most names results keep, the rest count as `other`.
-    let endpoint = |k: &Key| format!("{} {}", k.method, name::fold(&k.target));
+    let endpoint = |k: &Key| format!("{} {}", k.method, name::name(&k.target, limits.rules));
     let mut by_endpoint: HashMap<String, u64> = HashMap::new();
     for (k, (n, _)) in &seen {
         *by_endpoint.entry(endpoint(k)).or_default() += n;
@@ -224,7 +226,8 @@ pub fn mix(
 mod tests {
     use super::*;
 
-    const LIMITS: Limits = Limits {
+    const LIMITS: Limits<'static> = Limits {
+        rules: &[],
         names: 32,
         requests: 100_000,
     };

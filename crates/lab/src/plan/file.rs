@@ -261,6 +261,10 @@ pub struct ScenarioFile {
     /// Headers `replay_mix` drops by default (cookies, credentials) that it sends anyway.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keep_headers: Vec<String>,
+    /// Rules that name `replay_mix`'s requests by their path (`"^/static/=static"`), tried
+    /// in order before the folding of identifiers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub name_rules: Vec<String>,
     /// `[[scenario.request]]`: several requests in one load, each with its name and weight.
     #[serde(default)]
     pub request: Vec<RequestFile>,

@@ -551,6 +551,19 @@ fn a_logs_mix_is_read_beside_the_plan_and_its_keys_checked() {
             .unwrap_err()
             .to_string()
     };
+    let named = Plan::parse(
+        &text("replay_mix = \"access.log\"\nname_rules = [\"^/users/=users\"]"),
+        "test.toml",
+        &dir,
+        false,
+    )
+    .unwrap();
+    assert_eq!(
+        named.scenarios[0].traffic.requests[0].name.as_deref(),
+        Some("GET users")
+    );
+    let e = refused_in("replay_mix = \"access.log\"\nname_rules = [\"^/(=x\"]");
+    assert!(e.contains("scenario[0].name_rules"), "{e}");
     let e = refused_in("log_format = \"common\"");
     assert!(
         e.contains("scenario[0].log_format") && e.contains("only with replay_mix"),

@@ -837,10 +837,13 @@ fn scenario_traffic(
                     .map_err(|e| c.err(f("log_format"), format!("{x:?}"), e.to_string()))
             })
             .transpose()?;
+        let rules = crate::replay::name_rules(&s.name_rules)
+            .map_err(|e| c.err(f("name_rules"), format!("{:?}", s.name_rules), e))?;
         let (mix, report) = crate::replay::requests(
             &dir.join(file),
             format.as_ref(),
             &crate::replay::policy(&s.replay_methods, &s.keep_headers),
+            &rules,
             &s.headers,
         )
         .map_err(|e| c.err(f("replay_mix"), file.clone(), e))?;
@@ -850,6 +853,7 @@ fn scenario_traffic(
         ("log_format", s.log_format.is_some()),
         ("replay_methods", !s.replay_methods.is_empty()),
         ("keep_headers", !s.keep_headers.is_empty()),
+        ("name_rules", !s.name_rules.is_empty()),
     ]
     .into_iter()
     .find(|(_, set)| *set)
