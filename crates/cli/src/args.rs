@@ -691,6 +691,24 @@ pub struct TrafficArgs {
         help_heading = "Requests that vary"
     )]
     pub name_rule: Vec<String>,
+    /// Only --replay-mix's requests made at or after this time: ISO 8601
+    /// (`2023-11-14T08:00:00Z`), the common log format's (`14/Nov/2023:08:00:00 +0000`) or
+    /// seconds since the epoch (a morning peak's mix, not the day's).
+    #[arg(
+        long,
+        value_name = "TIME",
+        requires = "replay_mix",
+        help_heading = "Requests that vary"
+    )]
+    pub from: Option<String>,
+    /// Only --replay-mix's requests made before this time (as --from).
+    #[arg(
+        long,
+        value_name = "TIME",
+        requires = "replay_mix",
+        help_heading = "Requests that vary"
+    )]
+    pub to: Option<String>,
     /// How the targets are taken: `round-robin` (in turn) or `random`.
     #[arg(
         long,
@@ -753,7 +771,11 @@ impl TrafficArgs {
                     .as_deref()
                     .map(str::parse::<loadlab_replay::Format>)
                     .transpose()?;
-                let policy = loadlab_lab::replay::policy(&self.methods, &self.keep_header);
+                let mut policy = loadlab_lab::replay::policy(&self.methods, &self.keep_header);
+                policy.from_ns = loadlab_lab::replay::window_end(self.from.as_deref())
+                    .map_err(|e| anyhow::anyhow!("--from {e}"))?;
+                policy.to_ns = loadlab_lab::replay::window_end(self.to.as_deref())
+                    .map_err(|e| anyhow::anyhow!("--to {e}"))?;
                 let rules = loadlab_lab::replay::name_rules(&self.name_rule)
                     .map_err(|e| anyhow::anyhow!("--name-rule: {e}"))?;
                 let (requests, report) =

@@ -131,6 +131,8 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         replay_methods: a.traffic.methods.clone(),
         keep_headers: a.traffic.keep_header.clone(),
         name_rules: a.traffic.name_rule.clone(),
+        replay_from: a.traffic.from.clone(),
+        replay_to: a.traffic.to.clone(),
         flow: a
             .traffic
             .flow
@@ -241,6 +243,8 @@ fn flag_error(e: PlanError) -> BadInput {
         f if f.starts_with("scenario[0].replay_methods") => "--methods",
         f if f.starts_with("scenario[0].keep_headers") => "--keep-header",
         f if f.starts_with("scenario[0].name_rules") => "--name-rule",
+        f if f.starts_with("scenario[0].replay_from") => "--from",
+        f if f.starts_with("scenario[0].replay_to") => "--to",
         f if f.starts_with("scenario[0].message") => "--message",
         f if f.starts_with("scenario[0].cacert") => "--cacert",
         f if f.starts_with("scenario[0].cert") => "--cert",

@@ -9,6 +9,17 @@ use loadlab_replay::name::NameRule;
 use loadlab_replay::{Format, Policy};
 use loadlab_template::Template;
 
+/// A window's end as written (ISO 8601, the common log format's time, or a number since
+/// the epoch): ns since the epoch; `Err`: why it is not a time.
+pub fn window_end(text: Option<&str>) -> Result<Option<u64>, String> {
+    text.map(|t| {
+        loadlab_replay::time::any(t).ok_or_else(|| {
+            format!("{t:?} is not a time: ISO 8601 (2023-11-14T08:00:00Z), 14/Nov/2023:08:00:00 +0000, or seconds since the epoch")
+        })
+    })
+    .transpose()
+}
+
 /// The replay policy of `methods` (upper-cased; none: GET and HEAD) and `keep` (headers
 /// sent although they carry a session or credentials).
 pub fn policy(methods: &[String], keep: &[String]) -> Policy {

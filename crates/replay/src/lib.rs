@@ -353,11 +353,28 @@ pub struct Policy {
     pub methods: Vec<String>,
     /// Headers of [`Policy::SECRET`] kept anyway (lower case).
     pub keep: Vec<String>,
+    /// Only the requests made at or after this time (ns since the epoch): `--from`.
+    pub from_ns: Option<u64>,
+    /// Only the requests made before this time: `--to`.
+    pub to_ns: Option<u64>,
+}
+
+/// Where a request stands against a [`Policy`]'s time window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InWindow {
+    /// Within it (or no window).
+    Yes,
+    /// Outside it.
+    Outside,
+    /// A window was given and the request has no time.
+    Untimed,
 }
 
 impl Default for Policy {
     fn default() -> Policy {
         Policy {
+            from_ns: None,
+            to_ns: None,
             methods: vec!["GET".into(), "HEAD".into()],
             keep: Vec::new(),
         }
@@ -376,6 +393,22 @@ impl Policy {
     /// Whether `e` is replayed.
     pub fn admits(&self, e: &Entry) -> bool {
         self.methods.contains(&e.method)
+    }
+
+    /// Whether `e` was made within the window (`from_ns` to `to_ns`).
+    pub fn in_window(&self, e: &Entry) -> InWindow {
+        if self.from_ns.is_none() && self.to_ns.is_none() {
+            return InWindow::Yes;
+        }
+        match e.at_ns {
+            None => InWindow::Untimed,
+            Some(t)
+                if self.from_ns.is_some_and(|f| t < f) || self.to_ns.is_some_and(|x| t >= x) =>
+            {
+                InWindow::Outside
+            }
+            Some(_) => InWindow::Yes,
+        }
     }
 
     /// `e` with the headers it may not send removed; the number removed.

@@ -78,8 +78,20 @@ pub fn mix(
     let mut seen: HashMap<Key, (u64, u64)> = HashMap::new();
     let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
     let (mut stripped, mut binary) = (0u64, 0u64);
+    let (mut outside, mut untimed) = (0u64, 0u64);
     for e in traffic.by_ref() {
         let Ok(mut e) = e else { continue };
+        match policy.in_window(&e) {
+            crate::InWindow::Yes => {}
+            crate::InWindow::Outside => {
+                outside += 1;
+                continue;
+            }
+            crate::InWindow::Untimed => {
+                untimed += 1;
+                continue;
+            }
+        }
         if !policy.admits(&e) {
             *skipped.entry(e.method).or_default() += 1;
             continue;
@@ -123,6 +135,17 @@ pub fn mix(
         .map(|(m, n)| format!("{n} {m}"))
         .collect::<Vec<_>>()
         .join(", ");
+    if replayed == 0 && outside + untimed == tally.entries {
+        return Err(MixError(format!(
+            "{shown}: none of its {} requests is within the window given (--from/--to, or replay_from/replay_to in a plan): {outside} outside it{}",
+            tally.entries,
+            if untimed > 0 {
+                format!(", {untimed} with no time in the log")
+            } else {
+                String::new()
+            }
+        )));
+    }
     if replayed == 0 {
         return Err(MixError(format!(
             "{shown}: none of its {} requests is one loadlab replays by default ({skipped_words}{}): name the methods to replay (--methods, or replay_methods in a plan; a replayed POST repeats its side effects)",
@@ -197,6 +220,16 @@ pub fn mix(
     if !skipped.is_empty() {
         report.push_str(&format!(
             "; not replayed: {skipped_words} (--methods, or replay_methods in a plan, to replay them)"
+        ));
+    }
+    if outside > 0 || untimed > 0 {
+        report.push_str(&format!(
+            "; {outside} outside the window given{}",
+            if untimed > 0 {
+                format!(" and {untimed} with no time")
+            } else {
+                String::new()
+            }
         ));
     }
     if binary > 0 {
@@ -300,6 +333,42 @@ mod tests {
                 .requests
                 .len(),
             4
+        );
+    }
+
+    #[test]
+    fn a_window_keeps_the_requests_made_within_it() {
+        let at = |s: u32| {
+            format!("10.0.0.1 - - [14/Nov/2023:22:13:{s:02} +0000] \"GET /{s} HTTP/1.1\" 200 5")
+        };
+        let lines: Vec<String> = (10..20).map(at).collect();
+        let path = log(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+        let policy = Policy {
+            from_ns: crate::time::any("2023-11-14T22:13:12Z"),
+            to_ns: crate::time::any("14/Nov/2023:22:13:15 +0000"),
+            ..Policy::default()
+        };
+        let m = mix(&path, None, &policy, LIMITS).unwrap();
+        assert_eq!(
+            m.requests
+                .iter()
+                .map(|r| r.target.as_str())
+                .collect::<Vec<_>>(),
+            ["/12", "/13", "/14"]
+        );
+        assert!(
+            m.report.contains("; 7 outside the window given"),
+            "{}",
+            m.report
+        );
+        let none = Policy {
+            from_ns: crate::time::any("1800000000"),
+            ..Policy::default()
+        };
+        let e = mix(&path, None, &none, LIMITS).unwrap_err().to_string();
+        assert!(
+            e.contains("none of its 10 requests is within the window given"),
+            "{e}"
         );
     }
 

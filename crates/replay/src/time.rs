@@ -136,6 +136,14 @@ pub fn iso8601(s: &str) -> Option<u64> {
     s.checked_mul(1_000_000_000)?.checked_add(frac_ns)
 }
 
+/// A time as a person or a log writes it: ISO 8601 (`2023-11-14T08:00:00Z`), the common log
+/// format's (`14/Nov/2023:08:00:00 +0000`) or a number since the epoch; ns since the epoch.
+pub fn any(s: &str) -> Option<u64> {
+    iso8601(s)
+        .or_else(|| clf(s))
+        .or_else(|| epoch_text(s).map(|(t, _)| t))
+}
+
 /// How finely a time written as text resolves: an ISO 8601 time with a fraction to its last
 /// digit (`.123`: 1 ms), one without (or a common-log-format time) to the second.
 pub fn text_resolution_ns(s: &str) -> u64 {

@@ -265,6 +265,13 @@ pub struct ScenarioFile {
     /// in order before the folding of identifiers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub name_rules: Vec<String>,
+    /// Only `replay_mix`'s requests made at or after this time (ISO 8601, the common log
+    /// format's time, or seconds since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_from: Option<String>,
+    /// Only those made before this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_to: Option<String>,
     /// `[[scenario.request]]`: several requests in one load, each with its name and weight.
     #[serde(default)]
     pub request: Vec<RequestFile>,

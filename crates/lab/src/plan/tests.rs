@@ -562,6 +562,14 @@ fn a_logs_mix_is_read_beside_the_plan_and_its_keys_checked() {
         named.scenarios[0].traffic.requests[0].name.as_deref(),
         Some("GET users")
     );
+    // Every line of the log is at 22:13:20: a window that ends there holds none.
+    let e = refused_in("replay_mix = \"access.log\"\nreplay_to = \"2023-11-14T22:13:20Z\"");
+    assert!(e.contains("within the window given"), "{e}");
+    let e = refused_in("replay_mix = \"access.log\"\nreplay_from = \"soon\"");
+    assert!(
+        e.contains("scenario[0].replay_from") && e.contains("not a time"),
+        "{e}"
+    );
     let e = refused_in("replay_mix = \"access.log\"\nname_rules = [\"^/(=x\"]");
     assert!(e.contains("scenario[0].name_rules"), "{e}");
     let e = refused_in("log_format = \"common\"");

@@ -839,10 +839,15 @@ fn scenario_traffic(
             .transpose()?;
         let rules = crate::replay::name_rules(&s.name_rules)
             .map_err(|e| c.err(f("name_rules"), format!("{:?}", s.name_rules), e))?;
+        let mut policy = crate::replay::policy(&s.replay_methods, &s.keep_headers);
+        policy.from_ns = crate::replay::window_end(s.replay_from.as_deref())
+            .map_err(|e| c.err(f("replay_from"), format!("{:?}", s.replay_from), e))?;
+        policy.to_ns = crate::replay::window_end(s.replay_to.as_deref())
+            .map_err(|e| c.err(f("replay_to"), format!("{:?}", s.replay_to), e))?;
         let (mix, report) = crate::replay::requests(
             &dir.join(file),
             format.as_ref(),
-            &crate::replay::policy(&s.replay_methods, &s.keep_headers),
+            &policy,
             &rules,
             &s.headers,
         )
@@ -854,6 +859,8 @@ fn scenario_traffic(
         ("replay_methods", !s.replay_methods.is_empty()),
         ("keep_headers", !s.keep_headers.is_empty()),
         ("name_rules", !s.name_rules.is_empty()),
+        ("replay_from", s.replay_from.is_some()),
+        ("replay_to", s.replay_to.is_some()),
     ]
     .into_iter()
     .find(|(_, set)| *set)
