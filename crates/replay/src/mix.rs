@@ -55,15 +55,19 @@ pub struct Mix {
     pub report: String,
 }
 
-/// One request as the mix counts it: the same method, target, headers and body are the same
-/// request.
+/// One request as the mix counts it: the same method, target and body are the same request,
+/// whatever headers each occurrence had (a log's User-Agent and Referer vary from one user
+/// to the next: counted apart, they would make a day's log millions of distinct requests);
+/// the first occurrence's headers are sent.
 #[derive(Hash, PartialEq, Eq)]
 struct Key {
     method: String,
     target: String,
-    headers: Vec<(String, String)>,
     body: String,
 }
+
+/// A distinct request's count, first line and first headers.
+type Seen = (u64, u64, Vec<(String, String)>);
 
 /// Reads `path` (in `format`, or the format its first line says) into a mix of the
 /// requests `policy` replays, within `limits`.
@@ -75,7 +79,7 @@ pub fn mix(
 ) -> Result<Mix, MixError> {
     let shown = path.display();
     let mut traffic = Traffic::open(path, format).map_err(|e| MixError(e.to_string()))?;
-    let mut seen: HashMap<Key, (u64, u64)> = HashMap::new();
+    let mut seen: HashMap<Key, Seen> = HashMap::new();
     let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
     let (mut stripped, mut binary) = (0u64, 0u64);
     let (mut outside, mut untimed) = (0u64, 0u64);
@@ -108,10 +112,9 @@ pub fn mix(
         let key = Key {
             method: e.method,
             target: e.target,
-            headers: e.headers,
             body,
         };
-        seen.entry(key).or_insert((0, e.line)).0 += 1;
+        seen.entry(key).or_insert((0, e.line, e.headers)).0 += 1;
     }
     let tally = traffic.tally().clone();
     let first_bad = || {
@@ -129,7 +132,7 @@ pub fn mix(
             first_bad()
         )));
     }
-    let replayed: u64 = seen.values().map(|(n, _)| n).sum();
+    let replayed: u64 = seen.values().map(|(n, ..)| n).sum();
     let skipped_words = skipped
         .iter()
         .map(|(m, n)| format!("{n} {m}"))
@@ -163,7 +166,7 @@ pub fn mix(
     // Endpoints by count; past the most names results keep, the rest count as `other`.
     let endpoint = |k: &Key| format!("{} {}", k.method, name::name(&k.target, limits.rules));
     let mut by_endpoint: HashMap<String, u64> = HashMap::new();
-    for (k, (n, _)) in &seen {
+    for (k, (n, ..)) in &seen {
         *by_endpoint.entry(endpoint(k)).or_default() += n;
     }
     let mut ranked: Vec<(String, u64)> = by_endpoint.into_iter().collect();
@@ -176,11 +179,11 @@ pub fn mix(
     } else {
         ranked.iter().map(|(e, _)| e.as_str()).collect()
     };
-    let mut entries: Vec<(Key, (u64, u64))> = seen.into_iter().collect();
-    entries.sort_by_key(|(_, (_, line))| *line);
+    let mut entries: Vec<(Key, Seen)> = seen.into_iter().collect();
+    entries.sort_by_key(|(_, (_, line, _))| *line);
     let requests = entries
         .into_iter()
-        .map(|(k, (n, line))| {
+        .map(|(k, (n, line, headers))| {
             let e = endpoint(&k);
             MixRequest {
                 name: if named.contains(&e.as_str()) {
@@ -191,7 +194,7 @@ pub fn mix(
                 weight: n,
                 method: k.method,
                 target: k.target,
-                headers: k.headers,
+                headers,
                 body: k.body,
                 line,
             }
@@ -282,7 +285,7 @@ mod tests {
         let lines: Vec<String> = vec![
             format!("{L} \"GET /users/1 HTTP/1.1\" 200 5 \"-\" \"curl\""),
             format!("{L} \"GET /users/2 HTTP/1.1\" 200 5 \"-\" \"curl\""),
-            format!("{L} \"GET /users/1 HTTP/1.1\" 200 5 \"-\" \"curl\""),
+            format!("{L} \"GET /users/1 HTTP/1.1\" 200 5 \"-\" \"another browser\""),
             format!("{L} \"POST /cart HTTP/1.1\" 201 5 \"-\" \"curl\""),
             format!("{L} \"GET /a?x=${{seq}} HTTP/1.1\" 200 5 \"-\" \"curl\""),
             "garbage".into(),
