@@ -170,8 +170,14 @@ fn the_knee_of_a_logs_mix_is_the_pools_and_the_plan_replays_the_log() {
     ]);
     let (k, low, high) = util::lab::first_knee(&out);
     assert!(low >= 30.0 && high <= 50.0, "{low}..{high}: {stdout}");
-    assert_eq!(
-        k["diagnosis"]["findings"][0]["bottleneck"], "concurrency_bound",
+    // The pool is named. Not necessarily first: the kernel's listen-queue counters are the
+    // network namespace's, and a test beside this one may overflow its own listener's queue
+    // before this step's latency rises (CI of 712baab: 2 overflows, listed first by onset).
+    let findings = k["diagnosis"]["findings"].as_array().expect("findings");
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["bottleneck"] == "concurrency_bound"),
         "{k}"
     );
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
