@@ -8,8 +8,6 @@
 
 mod util;
 
-use std::process::Command;
-
 use serde_json::Value;
 use util::server::Server;
 use util::{grpc, RunOutput};
@@ -77,20 +75,13 @@ fn ticker_full(
         server.start()\n\
         print('port', port, flush=True)\n\
         server.wait_for_termination()\n";
-    let mut cmd = Command::new("taskset");
-    cmd.args([
-        "-c",
-        "0",
-        "/usr/bin/python3",
-        "-c",
-        &[util::server::PY_PROTO, py].concat(),
-    ])
-    .arg(gap_ms.to_string())
-    .arg(count.to_string())
-    .arg(end)
-    .arg(threads.to_string())
-    .arg(stale_ms.to_string())
-    .arg(first_ms.to_string());
+    let mut cmd = util::server::python_with_proto(py);
+    cmd.arg(gap_ms.to_string())
+        .arg(count.to_string())
+        .arg(end)
+        .arg(threads.to_string())
+        .arg(stale_ms.to_string())
+        .arg(first_ms.to_string());
     Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
 }
 

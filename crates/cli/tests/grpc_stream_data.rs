@@ -80,16 +80,8 @@ impl Recording {
             print('port', port, flush=True)\n\
             while True: time.sleep(1)\n";
         let record = util::temp_path("stream-data-record");
-        let mut cmd = Command::new("taskset");
-        cmd.args([
-            "-c",
-            "0",
-            "/usr/bin/python3",
-            "-c",
-            &[util::server::PY_PROTO, py].concat(),
-        ])
-        .arg(WORDS.join(","))
-        .arg(&record);
+        let mut cmd = util::server::python_with_proto(py);
+        cmd.arg(WORDS.join(",")).arg(&record);
         let server = Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
         Recording { server, record }
     }

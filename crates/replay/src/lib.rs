@@ -187,9 +187,7 @@ impl Format {
     pub fn detect(first: &str) -> Option<Format> {
         let t = first.trim_start();
         if t.starts_with('{') {
-            if t.contains("\"log\"") && !t.trim_end().ends_with('}') || t == "{" {
-                return Some(Format::Har);
-            }
+            // A line that is not a whole JSON object opens a document: a HAR.
             return match serde_json::from_str::<serde_json::Value>(t) {
                 Ok(v) if v.get("log").is_some() => Some(Format::Har),
                 Ok(_) => Some(Format::JsonLines(jsonl::Mapping::default())),

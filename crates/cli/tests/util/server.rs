@@ -147,6 +147,19 @@ def fields(b):
     return out
 "#;
 
+/// `/usr/bin/python3 -c SCRIPT` on CPU 0, with [`PY_PROTO`]'s helpers defined before it.
+pub fn python_with_proto(script: &str) -> Command {
+    let mut cmd = Command::new("taskset");
+    cmd.args([
+        "-c",
+        "0",
+        "/usr/bin/python3",
+        "-c",
+        &[PY_PROTO, script].concat(),
+    ]);
+    cmd
+}
+
 /// Python's grpcio (`/usr/bin/python3`) on CPU 0 serving `ticker.Ticker/METHOD` with
 /// `body`, which defines `handle(request, context)` of the `handler` kind
 /// (`stream_stream_rpc_method_handler`, ...) and reads its parameters from `sys.argv[1..]`

@@ -214,21 +214,30 @@ fn stream_rows(at: &str, a: &StepFigures, b: &StepFigures) -> Vec<Vec<String>> {
     };
     let (sa, sb) = (a.streams.unwrap_or_default(), b.streams.unwrap_or_default());
     let mut rows = Vec::new();
-    if sa.first_message_p50_ms.is_some() || sb.first_message_p50_ms.is_some() {
-        rows.push(vec![
-            format!("first message p50 / p99 at {at}"),
-            pair(sa.first_message_p50_ms, sa.first_message_p99_ms),
-            pair(sb.first_message_p50_ms, sb.first_message_p99_ms),
-            change(sa.first_message_p99_ms, sb.first_message_p99_ms),
-        ]);
-    }
-    if sa.gap_p50_ms.is_some() || sb.gap_p50_ms.is_some() {
-        rows.push(vec![
-            format!("gaps p50 / p99 at {at}"),
-            pair(sa.gap_p50_ms, sa.gap_p99_ms),
-            pair(sb.gap_p50_ms, sb.gap_p99_ms),
-            change(sa.gap_p99_ms, sb.gap_p99_ms),
-        ]);
+    for (what, a50, a99, b50, b99) in [
+        (
+            "first message",
+            sa.first_message_p50_ms,
+            sa.first_message_p99_ms,
+            sb.first_message_p50_ms,
+            sb.first_message_p99_ms,
+        ),
+        (
+            "gaps",
+            sa.gap_p50_ms,
+            sa.gap_p99_ms,
+            sb.gap_p50_ms,
+            sb.gap_p99_ms,
+        ),
+    ] {
+        if a50.is_some() || b50.is_some() {
+            rows.push(vec![
+                format!("{what} p50 / p99 at {at}"),
+                pair(a50, a99),
+                pair(b50, b99),
+                change(a99, b99),
+            ]);
+        }
     }
     if sa.window_stalls.is_some() || sb.window_stalls.is_some() {
         let cell = |s: Option<u64>| s.map_or("-".into(), |n| n.to_string());
