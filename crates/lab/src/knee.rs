@@ -157,11 +157,31 @@ pub use loadlab_engine::format::load as fmt;
 #[derive(Default)]
 struct History {
     values: Vec<ValueRuns>,
+    /// What limited each value's last unsustained run.
+    limits: Vec<(f64, Limit)>,
 }
 
 impl History {
     fn get(&self, v: f64) -> Option<&ValueRuns> {
         self.values.iter().find(|r| r.value == v)
+    }
+    fn failed(&mut self, v: f64, l: Limit) {
+        self.record(v, false);
+        self.limits.retain(|(x, _)| *x != v);
+        self.limits.push((v, l));
+    }
+    fn limit(&self, v: f64) -> Option<Limit> {
+        self.limits.iter().find(|(x, _)| *x == v).map(|(_, l)| *l)
+    }
+    /// The lowest value above `v` never sustained, with what limited it.
+    fn never_above(&self, v: f64) -> Option<(f64, Limit)> {
+        let never = self
+            .values
+            .iter()
+            .filter(|r| r.value > v && r.never())
+            .map(|r| r.value)
+            .reduce(f64::min)?;
+        Some((never, self.limit(never)?))
     }
     fn record(&mut self, v: f64, sustained: bool) {
         let i = match self.values.iter().position(|r| r.value == v) {
@@ -342,7 +362,7 @@ fn search_from(
         let signal = step(v, phase);
         match signal {
             StepSignal::Sustained => history.record(v, true),
-            StepSignal::NotSustained(l) if !terminal(l) => history.record(v, false),
+            StepSignal::NotSustained(l) if !terminal(l) => history.failed(v, l),
             StepSignal::NotSustained(_) => {}
         }
         signal
@@ -488,29 +508,58 @@ fn search_from(
         // whether the knee may lie above it, so that a comparison of knees (`tune`) has a
         // bound as fine as the bracket where it would otherwise have none (the growth
         // step alone bounded a pool of 2, mixed at 40 req/s, by 80: the very capacity of
-        // the pool of 4 it was compared with). Only if that step holds too, the load the
-        // growth would have tried next.
+        // the pool of 4 it was compared with). If that step holds, the failure below it
+        // was the run's, not the server's: the search grows on from it (as it did before
+        // the first failure) and narrows the bracket it then finds (a client-streaming
+        // server of 400 msg/s, failed once at 200 on a busy host, held 206: its knee is
+        // not 194 to 200).
         if history.get(h).is_some_and(|r| r.sustained > 0) {
             let width = if p.integer { (h - l).max(1.0) } else { h - l };
-            let near = round((h + width).min(p.max));
-            let far = round((h * p.growth).min(p.max));
-            let mut held = true;
-            for above in [near, far] {
-                if !held || above <= h {
-                    continue;
-                }
-                held = match history.get(above) {
-                    Some(r) => r.sustained > 0,
-                    None => match run(above, Phase::Confirm, &mut history) {
-                        StepSignal::Sustained => true,
-                        StepSignal::NotSustained(x) if terminal(x) => {
-                            note = Some(format!("confirmation stopped: {}", x.describe()));
-                            stopped = Some(Stopped { at: above, by: x });
-                            break 'confirm;
-                        }
-                        StepSignal::NotSustained(_) => false,
-                    },
+            let mixed = h;
+            let mut above = round((h + width).min(p.max));
+            while above > l.max(mixed) {
+                let signal = match history.get(above) {
+                    Some(r) if r.always() => StepSignal::Sustained,
+                    Some(_) => StepSignal::NotSustained(history.limit(above).unwrap_or(hl)),
+                    None => run(above, Phase::Confirm, &mut history),
                 };
+                match signal {
+                    StepSignal::Sustained => {
+                        l = above;
+                        if let Some((never, x)) = history.never_above(l) {
+                            h = never;
+                            hl = x;
+                            continue 'confirm;
+                        }
+                        if l >= p.max {
+                            let summary = format!(
+                                "sustained up to the plan's maximum {}: the knee is higher",
+                                fmt(l)
+                            );
+                            return finish(history, Some(l), None, None, false, summary);
+                        }
+                        let next = round((l * p.growth).min(p.max));
+                        above = if next <= l {
+                            round(l + 1.0).min(p.max)
+                        } else {
+                            next
+                        };
+                    }
+                    StepSignal::NotSustained(x) if terminal(x) && l > mixed => {
+                        return ended(history, Some(l), above, x)
+                    }
+                    StepSignal::NotSustained(x) if terminal(x) => {
+                        note = Some(format!("confirmation stopped: {}", x.describe()));
+                        stopped = Some(Stopped { at: above, by: x });
+                        break 'confirm;
+                    }
+                    StepSignal::NotSustained(x) if l > mixed => {
+                        h = above;
+                        hl = x;
+                        continue 'confirm;
+                    }
+                    StepSignal::NotSustained(_) => break,
+                }
             }
         }
         break;
@@ -897,10 +946,10 @@ mod tests {
     }
 
     #[test]
-    fn a_high_end_sustained_on_its_repeat_is_bounded_one_bracket_width_above() {
+    fn a_high_end_sustained_on_its_repeat_is_bounded_one_bracket_width_above_or_searched_past() {
         // Up to 37.5 always sustained, 40 the second time only (a capacity of exactly 40),
         // nothing above: the search runs 42.5 once (one bracket width above), so that 40
-        // is not the last word above the knee, and stops there.
+        // is not the last word above the knee, and stops there when it fails.
         let mut p = params(5.0, 1000.0);
         p.confirm = 1;
         p.precision = 0.07;
@@ -929,12 +978,35 @@ mod tests {
         assert_eq!(r(&out, 40.0), Some((2, 1)), "{out:?}");
         assert_eq!(r(&out, 42.5), Some((1, 0)), "{out:?}");
         assert!(!seen.contains(&80.0), "{seen:?}");
-        // That step held too (the failure at 40 was the run's, not the server's): the load
-        // the growth would have tried next bounds it.
+        // That step held too (the failure at 40 was the run's, not the server's, whose
+        // capacity is 50 here): the search grows on from it and narrows the bracket it
+        // finds, the failure at 40 left in the non-monotonic notes.
         let (out, seen) = mixed_at_40(50.0);
         assert_eq!(r(&out, 42.5), Some((1, 1)), "{out:?}");
-        assert_eq!(r(&out, 80.0), Some((1, 0)), "{out:?}");
-        assert_eq!(seen.iter().filter(|v| **v == 80.0).count(), 1, "{seen:?}");
+        assert_eq!(r(&out, 85.0), Some((1, 0)), "{out:?}");
+        let [lo, hi] = out.range.unwrap();
+        assert!(lo <= 50.0 && hi > 50.0 && (hi - lo) / lo <= 0.07, "{out:?}");
+        assert!(
+            out.summary.contains("40: sustained in 1 of 2 runs"),
+            "{out:?}"
+        );
+        assert_eq!(seen.iter().filter(|v| **v == 85.0).count(), 1, "{seen:?}");
+        // It holds up to the plan's maximum: the knee is higher, not 40.
+        let mut p2 = p;
+        p2.max = 60.0;
+        let mut seen: Vec<f64> = Vec::new();
+        let out = search(p2, &mut |v, _| {
+            let before = seen.iter().filter(|x| **x == v).count();
+            seen.push(v);
+            if v != 40.0 || before == 1 {
+                StepSignal::Sustained
+            } else {
+                StepSignal::NotSustained(Limit::Throughput)
+            }
+        });
+        assert_eq!(out.knee, Some(60.0), "{out:?}");
+        assert_eq!(out.first_unsustained, None, "{out:?}");
+        assert!(out.summary.contains("the knee is higher"), "{out:?}");
         // A high end that never held needs no such step.
         let mut seen: Vec<f64> = Vec::new();
         let out = search(p, &mut |v, _| {
