@@ -614,6 +614,7 @@ impl RequestArgs {
 
 /// Requests that vary: a data file for templates, and a targets file of many requests.
 #[derive(Args, Debug, Default)]
+#[command(group(ArgGroup::new("replay_log").args(["replay", "replay_mix"])))]
 pub struct TrafficArgs {
     /// A data file whose rows feed `${COLUMN}` templates: CSV with a header row, or JSON
     /// Lines (.jsonl, .ndjson, or lines that are JSON objects). Each request takes one row.
@@ -651,61 +652,83 @@ pub struct TrafficArgs {
         help_heading = "Requests that vary"
     )]
     pub replay_mix: Option<PathBuf>,
-    /// The format of --replay-mix's log: `combined`, `common`, `nginx:FORMAT` (an nginx
+    /// Real traffic at its own times: each request an access log holds (as --replay-mix
+    /// reads it) sent at the time the log made it, from its first, so that its bursts and
+    /// its quiet stretches are the load (requests logged within one second, or one
+    /// millisecond, are spread evenly across it). The run lasts as long as the log (or -d);
+    /// its rate is the log's. Results per endpoint, and how closely the sends followed the
+    /// log, second by second.
+    #[arg(
+        long,
+        value_name = "LOG",
+        conflicts_with_all = ["targets", "flow", "replay_mix"],
+        help_heading = "Requests that vary"
+    )]
+    pub replay: Option<PathBuf>,
+    /// --replay's time compressed K times [default: 1]: 4 sends an hour of the log in 15
+    /// minutes, at four times its rate and with its shape.
+    #[arg(
+        long,
+        value_name = "K",
+        requires = "replay",
+        help_heading = "Requests that vary"
+    )]
+    pub speed: Option<f64>,
+    /// The format of the log (--replay, --replay-mix): `combined`, `common`, `nginx:FORMAT` (an nginx
     /// `log_format` string: `$msec`, `$request`, `$request_uri`, `$status`, `$http_NAME`…
     /// are read), `jsonl` or `jsonl:FIELD=PATH,…` (fields time, method, url, status, host,
     /// duration), or `har`.
     #[arg(
         long,
         value_name = "FORMAT",
-        requires = "replay_mix",
+        requires = "replay_log",
         help_heading = "Requests that vary"
     )]
     pub log_format: Option<String>,
-    /// The methods --replay-mix sends, comma-separated [default: GET,HEAD]: a replayed POST
+    /// The methods --replay and --replay-mix send, comma-separated [default: GET,HEAD]: a replayed POST
     /// repeats its side effects.
     #[arg(
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        requires = "replay_mix",
+        requires = "replay_log",
         help_heading = "Requests that vary"
     )]
     pub methods: Vec<String>,
-    /// A header --replay-mix drops by default that it sends anyway (repeatable): `Cookie`,
+    /// A header --replay and --replay-mix drop by default that they send anyway (repeatable): `Cookie`,
     /// `Authorization`, `Proxy-Authorization`, `X-Api-Key`.
     #[arg(
         long,
         value_name = "NAME",
-        requires = "replay_mix",
+        requires = "replay_log",
         help_heading = "Requests that vary"
     )]
     pub keep_header: Vec<String>,
-    /// A rule that names --replay-mix's requests by their path (repeatable, tried in order
+    /// A rule that names the log's requests by their path (repeatable, tried in order
     /// before identifiers are folded): `PATTERN=NAME`, a regular expression and the name of
     /// what it matches (`'^/static/=static'`; `'^/api/(v[0-9]+)/=api $1'` uses its group).
     #[arg(
         long,
         value_name = "PATTERN=NAME",
-        requires = "replay_mix",
+        requires = "replay_log",
         help_heading = "Requests that vary"
     )]
     pub name_rule: Vec<String>,
-    /// Only --replay-mix's requests made at or after this time: ISO 8601
+    /// Only the log's requests made at or after this time: ISO 8601
     /// (`2023-11-14T08:00:00Z`), the common log format's (`14/Nov/2023:08:00:00 +0000`) or
     /// seconds since the epoch (a morning peak's mix, not the day's).
     #[arg(
         long,
         value_name = "TIME",
-        requires = "replay_mix",
+        requires = "replay_log",
         help_heading = "Requests that vary"
     )]
     pub from: Option<String>,
-    /// Only --replay-mix's requests made before this time (as --from).
+    /// Only the log's requests made before this time (as --from).
     #[arg(
         long,
         value_name = "TIME",
-        requires = "replay_mix",
+        requires = "replay_log",
         help_heading = "Requests that vary"
     )]
     pub to: Option<String>,
@@ -752,6 +775,45 @@ impl TrafficArgs {
     /// The traffic these flags describe, its files read (a mistake in them is named with
     /// its file, line and column).
     pub fn traffic(&self) -> anyhow::Result<loadlab_engine::config::traffic::Traffic> {
+        let (traffic, _) = self.traffic_and_log()?;
+        Ok(traffic)
+    }
+
+    /// The log of --replay or --replay-mix read for replay (what was read printed), and
+    /// the flag that named it; `None` without one.
+    pub fn log(&self) -> anyhow::Result<Option<(loadlab_lab::replay::Loaded, &'static str)>> {
+        let (path, flag) = match (&self.replay, &self.replay_mix) {
+            (Some(p), _) => (p, "--replay"),
+            (None, Some(p)) => (p, "--replay-mix"),
+            (None, None) => return Ok(None),
+        };
+        let format = self
+            .log_format
+            .as_deref()
+            .map(str::parse::<loadlab_replay::Format>)
+            .transpose()?;
+        let mut policy = loadlab_lab::replay::policy(&self.methods, &self.keep_header);
+        policy.from_ns = loadlab_lab::replay::window_end(self.from.as_deref())
+            .map_err(|e| anyhow::anyhow!("--from {e}"))?;
+        policy.to_ns = loadlab_lab::replay::window_end(self.to.as_deref())
+            .map_err(|e| anyhow::anyhow!("--to {e}"))?;
+        let rules = loadlab_lab::replay::name_rules(&self.name_rule)
+            .map_err(|e| anyhow::anyhow!("--name-rule: {e}"))?;
+        let timed = self.replay.is_some();
+        let loaded = loadlab_lab::replay::load(path, format.as_ref(), &policy, &rules, &[], timed)
+            .map_err(|e| anyhow::anyhow!("{flag} {e}"))?;
+        eprintln!("loadlab: {}", loaded.report);
+        Ok(Some((loaded, flag)))
+    }
+
+    /// [`TrafficArgs::traffic`], and the log it was read from (a timed replay needs its
+    /// times).
+    pub fn traffic_and_log(
+        &self,
+    ) -> anyhow::Result<(
+        loadlab_engine::config::traffic::Traffic,
+        Option<loadlab_lab::replay::Loaded>,
+    )> {
         use loadlab_engine::config::traffic::{NamedRequest, Traffic};
         let data = match &self.data {
             Some(p) => Some(std::sync::Arc::new(
@@ -759,45 +821,29 @@ impl TrafficArgs {
             )),
             None => None,
         };
-        let requests = match (&self.targets, &self.replay_mix) {
+        let mut log = self.log()?.map(|(l, _)| l);
+        let requests = match (&self.targets, &mut log) {
             (Some(p), _) => loadlab_template::parse_targets(p)
                 .map_err(|e| anyhow::anyhow!("--targets {e}"))?
                 .into_iter()
                 .map(|t| NamedRequest::from_target(t, &[]))
                 .collect(),
-            (None, Some(p)) => {
-                let format = self
-                    .log_format
-                    .as_deref()
-                    .map(str::parse::<loadlab_replay::Format>)
-                    .transpose()?;
-                let mut policy = loadlab_lab::replay::policy(&self.methods, &self.keep_header);
-                policy.from_ns = loadlab_lab::replay::window_end(self.from.as_deref())
-                    .map_err(|e| anyhow::anyhow!("--from {e}"))?;
-                policy.to_ns = loadlab_lab::replay::window_end(self.to.as_deref())
-                    .map_err(|e| anyhow::anyhow!("--to {e}"))?;
-                let rules = loadlab_lab::replay::name_rules(&self.name_rule)
-                    .map_err(|e| anyhow::anyhow!("--name-rule: {e}"))?;
-                let (requests, report) =
-                    loadlab_lab::replay::requests(p, format.as_ref(), &policy, &rules, &[])
-                        .map_err(|e| anyhow::anyhow!("--replay-mix {e}"))?;
-                eprintln!("loadlab: {report}");
-                requests
-            }
+            (None, Some(l)) => std::mem::take(&mut l.requests),
             (None, None) => Vec::new(),
         };
         let flow = match &self.flow {
             Some(p) => Some(read_flow(p)?),
             None => None,
         };
-        Ok(Traffic {
+        let traffic = Traffic {
             requests,
             order: self.targets_order,
             data,
             data_order: self.data_order,
             flow,
             ..Traffic::default()
-        })
+        };
+        Ok((traffic, log))
     }
 
     /// The server of the first target (`scheme://authority/`), for a run given a targets
@@ -823,12 +869,12 @@ pub struct KneeArgs {
     /// no latency bound].
     #[arg(long = "slo", value_name = "GATE", help_heading = "Search")]
     pub slo: Vec<String>,
-    /// The first load tried: req/s, or connections with --model closed [default: 10 req/s,
-    /// or 1 connection].
+    /// The first load tried: req/s, connections with --model closed, or a multiple of the
+    /// log's speed with --replay [default: 10 req/s, 1 connection, or ×1].
     #[arg(long, help_heading = "Search")]
     pub start: Option<f64>,
     /// The highest load tried; sustained there, the knee is "at least MAX" [default:
-    /// 100000 req/s, or 4096 connections].
+    /// 100000 req/s, 4096 connections, or ×1000].
     #[arg(long, help_heading = "Search")]
     pub max: Option<f64>,
     /// Stop bisecting once the range between the highest sustained and the lowest
@@ -1664,10 +1710,12 @@ impl LoadArgs {
 }
 
 impl RunArgs {
-    /// The workload these arguments describe.
-    pub fn to_workload(&self) -> anyhow::Result<Workload> {
+    /// The workload these arguments describe, and the timed replay it sends (--replay).
+    pub fn to_workload(
+        &self,
+    ) -> anyhow::Result<(Workload, Option<loadlab_engine::replay::Replay>)> {
         let body = self.request.body()?;
-        let traffic = self.traffic.traffic()?;
+        let (traffic, log) = self.traffic.traffic_and_log()?;
         let url = match &self.url {
             Some(u) => u.clone(),
             None => TrafficArgs::first_target_server(&traffic).ok_or_else(|| {
@@ -1706,7 +1754,48 @@ impl RunArgs {
             w.hold_with_pings(every)
                 .map_err(|e| crate::BadInput(e.to_string()))?;
         }
-        Ok(w)
+        let replay = match (&self.traffic.replay, log) {
+            (Some(path), Some(loaded)) => Some(self.timed_replay(&mut w, path, &loaded)?),
+            _ => None,
+        };
+        Ok((w, replay))
+    }
+
+    /// Makes `w` a timed replay of `loaded` (the log at `path`): open loop at the log's
+    /// mean rate (times --speed), as long as the log unless -d says otherwise.
+    fn timed_replay(
+        &self,
+        w: &mut Workload,
+        path: &std::path::Path,
+        loaded: &loadlab_lab::replay::Loaded,
+    ) -> anyhow::Result<loadlab_engine::replay::Replay> {
+        if self.load.rate.is_some() {
+            anyhow::bail!(
+                "--rate: --replay sends each request at the time its log made it (--speed K compresses the log's time K times); --replay-mix sends the log's mix at a rate"
+            );
+        }
+        if self.load.requests.is_some() {
+            anyhow::bail!(
+                "-n/--requests: --replay sends the log's requests, as many as it has (-d cuts it short)"
+            );
+        }
+        use loadlab_engine::config::Protocol;
+        if !matches!(w.transport.protocol(), Protocol::Http1 | Protocol::Http2) {
+            anyhow::bail!(
+                "--replay sends HTTP requests (HTTP/1.1, or HTTP/2 with --http2): not WebSocket, server-sent events or held connections"
+            );
+        }
+        let speed = self.traffic.speed.unwrap_or(1.0);
+        let (replay, rate, span) = loadlab_lab::replay::timed(loaded, path, speed)
+            .map_err(|e| anyhow::anyhow!("--replay {e}"))?;
+        w.load = LoadModel::Open {
+            rate,
+            arrival: Arrival::Constant,
+        };
+        if w.duration.is_none() {
+            w.duration = Some(span);
+        }
+        Ok(replay)
     }
 }
 

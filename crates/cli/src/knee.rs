@@ -33,8 +33,17 @@ pub(crate) fn is_websocket(url: &str) -> bool {
 
 /// The plan these flags describe.
 pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
+    if a.traffic.speed.is_some() {
+        return Err(BadInput(
+            "--speed: a knee search with --replay tries the log's speeds itself, from --start (×1 by default) up"
+                .into(),
+        )
+        .into());
+    }
     // Pings on held connections: the steps are connections.
     let closed = a.model == ModelArg::Closed || a.ping_every.is_some() || a.sse || a.push;
+    // A log at its times: the steps are multiples of its speed.
+    let replay = a.traffic.replay.is_some();
     // A plan holds its body as text.
     let body = String::from_utf8(a.request.body()?).map_err(|_| {
         BadInput("--body-file: the body must be UTF-8 text for `loadlab knee`".into())
@@ -127,6 +136,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
             .then(|| a.traffic.targets_order.name().to_string()),
         request: Vec::new(),
         replay_mix: a.traffic.replay_mix.as_deref().map(absolute),
+        replay: a.traffic.replay.as_deref().map(absolute),
         log_format: a.traffic.log_format.clone(),
         replay_methods: a.traffic.methods.clone(),
         keep_headers: a.traffic.keep_header.clone(),
@@ -170,8 +180,12 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
             model: if closed { "closed" } else { "open" }.into(),
             steps: None,
             knee: Some(KneeFile {
-                start: a.start.unwrap_or(if closed { 1.0 } else { 10.0 }),
-                max: a.max.unwrap_or(if closed { 4096.0 } else { 100_000.0 }),
+                start: a.start.unwrap_or(if closed || replay { 1.0 } else { 10.0 }),
+                max: a.max.unwrap_or(match (closed, replay) {
+                    (_, true) => 1000.0,
+                    (true, false) => 4096.0,
+                    (false, false) => 100_000.0,
+                }),
                 precision: a.precision,
                 growth: a.growth,
                 confirm: a.confirm,
@@ -239,6 +253,7 @@ fn flag_error(e: PlanError) -> BadInput {
         f if f.starts_with("scenario[0].targets") => "--targets",
         f if f.starts_with("scenario[0].request") => "--targets",
         f if f.starts_with("scenario[0].replay_mix") => "--replay-mix",
+        f if f.starts_with("scenario[0].replay") => "--replay",
         f if f.starts_with("scenario[0].log_format") => "--log-format",
         f if f.starts_with("scenario[0].replay_methods") => "--methods",
         f if f.starts_with("scenario[0].keep_headers") => "--keep-header",

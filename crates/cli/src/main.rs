@@ -116,11 +116,17 @@ fn main() -> ExitCode {
                         matches!(
                             e,
                             loadlab_lab::experiment::LabError::OutTaken(_)
+                                | loadlab_lab::experiment::LabError::Unsupported(_)
                                 | loadlab_lab::experiment::LabError::Probe(_)
                         )
                     })
                 || e.downcast_ref::<EngineError>().is_some_and(|e| {
-                    matches!(e, EngineError::Config(_) | EngineError::FdLimit { .. })
+                    matches!(
+                        e,
+                        EngineError::Config(_)
+                            | EngineError::FdLimit { .. }
+                            | EngineError::Replay(_)
+                    )
                 });
             ExitCode::from(if bad_input {
                 EXIT_BAD_INPUT
@@ -225,18 +231,25 @@ pub(crate) fn cancel_on_signal(token: CancellationToken) {
 }
 
 fn cmd_run(a: &RunArgs) -> anyhow::Result<ExitCode> {
-    let workload = a.to_workload().map_err(|e| BadInput(format!("{e:#}")))?;
-    execute(workload, &a.output, &a.distributed)
+    let (workload, replay) = a.to_workload().map_err(|e| BadInput(format!("{e:#}")))?;
+    if replay.is_some() && a.distributed.agents.is_some() {
+        return Err(BadInput(
+            "--replay with --agents: agents do not share a timed replay yet; run it on one machine, or replay the log's mix (--replay-mix), which agents share".into(),
+        )
+        .into());
+    }
+    execute(workload, replay, &a.output, &a.distributed)
 }
 
 fn cmd_grpc(a: &GrpcArgs) -> anyhow::Result<ExitCode> {
     let workload = a.to_workload().map_err(|e| BadInput(format!("{e:#}")))?;
-    execute(workload, &a.output, &a.distributed)
+    execute(workload, None, &a.output, &a.distributed)
 }
 
 /// Validates and runs one workload: progress, summary, JSON, exit status.
 fn execute(
     workload: loadlab_engine::Workload,
+    replay: Option<loadlab_engine::replay::Replay>,
     out: &OutputArgs,
     distributed: &args::DistributedArgs,
 ) -> anyhow::Result<ExitCode> {
@@ -249,7 +262,7 @@ fn execute(
         .into());
     }
     let cfg = match workload.validate() {
-        Ok(c) => c,
+        Ok(c) => loadlab_engine::RunConfig { replay, ..c },
         Err(e) => return Err(EngineError::Config(e).into()),
     };
     outputs::check(out)?;

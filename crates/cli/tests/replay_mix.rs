@@ -133,14 +133,7 @@ fn a_logs_mix_reaches_nginx_in_its_proportions_and_is_counted_per_endpoint() {
 /// and the plan `knee` writes replays the same log.
 #[test]
 fn the_knee_of_a_logs_mix_is_the_pools_and_the_plan_replays_the_log() {
-    let server = util::server::Server::spawn(
-        {
-            let mut cmd = std::process::Command::new(util::lab::fixture());
-            cmd.args(["--port", "0", "--pool", "2", "--service-ms", "50"]);
-            cmd
-        },
-        |l| l.strip_prefix("listening on 127.0.0.1:")?.parse().ok(),
-    );
+    let server = util::server::Server::start(&["--pool", "2", "--service-ms", "50"]);
     let at = "10.0.0.1 - - [14/Nov/2023:22:13:20 +0000]";
     let source = util::temp_path("knee-source.log");
     std::fs::write(
@@ -150,7 +143,7 @@ fn the_knee_of_a_logs_mix_is_the_pools_and_the_plan_replays_the_log() {
             .concat(),
     )
     .unwrap();
-    let url = format!("http://127.0.0.1:{}/", server.port);
+    let url = server.url();
     let (stdout, out) = util::lab::knee_search(&[
         &url,
         "--replay-mix",
@@ -173,13 +166,7 @@ fn the_knee_of_a_logs_mix_is_the_pools_and_the_plan_replays_the_log() {
     // The pool is named. Not necessarily first: the kernel's listen-queue counters are the
     // network namespace's, and a test beside this one may overflow its own listener's queue
     // before this step's latency rises (CI of 712baab: 2 overflows, listed first by onset).
-    let findings = k["diagnosis"]["findings"].as_array().expect("findings");
-    assert!(
-        findings
-            .iter()
-            .any(|f| f["bottleneck"] == "concurrency_bound"),
-        "{k}"
-    );
+    assert!(util::lab::has_finding(&k, "concurrency_bound"), "{k}");
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("GET /users/{id}"), "{report}");
     let plan = std::fs::read_to_string(out.join("plan.toml")).unwrap();

@@ -270,6 +270,9 @@ pub enum EngineError {
     /// A worker thread panicked; results measured by the others are lost.
     #[error("a worker thread panicked: {0}")]
     WorkerPanic(String),
+    /// A timed replay's log cannot be read.
+    #[error("the replay's log: {0}")]
+    Replay(String),
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! - [`config`]: a [`Workload`] (flags, a plan scenario, or the wire) validated into a
 //!   [`RunConfig`].
 //! - [`schedule`]: open-loop arrival schedules split across workers.
+//! - [`replay`]: a timed replay: a log's arrivals read ahead by one thread, handed to the
+//!   workers in turn, and how closely the sends followed them.
 //! - [`transport`]: the seam between the request loop and the protocols, one folder each:
 //!   [`transport::http1`] (with [`conn`]: plain TCP or TLS), [`transport::http2`] (h2c or
 //!   TLS with ALPN, plain requests and gRPC unary calls, streams multiplexed over shared
@@ -47,6 +49,7 @@ pub mod format;
 mod idle;
 pub mod recorder;
 pub mod records;
+pub mod replay;
 pub mod result;
 pub mod runner;
 pub mod schedule;

@@ -712,6 +712,9 @@ pub struct TrafficInfo {
     pub resume: crate::config::traffic::Resume,
     /// Notes for the reader.
     pub notes: Vec<String>,
+    /// A timed replay (`--replay`): how closely the sends followed the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::replay::Fidelity>,
 }
 
 /// One request name's part of a run.

@@ -165,6 +165,9 @@ pub struct Measurement {
     /// next run of an experiment resumes there).
     #[serde(default)]
     pub resume: Option<crate::config::traffic::Resume>,
+    /// A timed replay: how closely it followed its log.
+    #[serde(default)]
+    pub replay: Option<crate::replay::Fidelity>,
 }
 
 /// Runs the load and returns what it measured, unsummarized.
@@ -227,6 +230,10 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     };
     let steal_before = procfs::steal_ticks_on(&worker_cpus);
     let threads = cfg.threads;
+    let mut feed = match &cfg.replay {
+        Some(r) => Some(crate::replay::start(r, threads, window).map_err(EngineError::Replay)?),
+        None => None,
+    };
     let mut handles = Vec::with_capacity(threads);
     for index in 0..threads {
         // Request loops: one per connection over HTTP/1.1, one per stream over HTTP/2.
@@ -266,6 +273,12 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
             stop: opts.stop.clone(),
             tx: tx.clone(),
             io,
+            replay: feed.as_mut().map(|f| {
+                (
+                    f.receivers[index].take().expect("one per worker"),
+                    f.released.clone(),
+                )
+            }),
         };
         let h = std::thread::Builder::new()
             .name(format!("loadlab-worker-{index}"))
@@ -283,6 +296,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
     let (per_second, per_second_latency) =
         collect_seconds(rx, threads, &names, opts.progress.as_mut());
     let totals = join_workers(handles)?;
+    let replay = feed.map(crate::replay::Feed::fidelity);
     let end_now = clock.now();
     let cpu_seconds = os::process_cpu_seconds() - cpu_before;
     let steal = Steal::between(steal_before, procfs::steal_ticks_on(&worker_cpus));
@@ -324,6 +338,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
         steal,
         warnings,
         resume: cfg.traffic.as_ref().map(|t| t.resume()),
+        replay,
     })
 }
 
@@ -398,6 +413,7 @@ impl Measurement {
             warnings: Vec::new(),
             // Each machine resumes where it stood; the caller keeps them apart.
             resume: None,
+            replay: None,
         })
     }
 }
@@ -454,6 +470,7 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         data_order: t.data.as_ref().map(|d| d.2),
         resume: ms.resume.unwrap_or_default(),
         notes: t.notes.clone(),
+        replay: ms.replay.clone(),
     });
     let lag = LagStats::from_histogram(&m.lag);
     let generator_notes = generator_notes(&m, &lag, ms.steal);

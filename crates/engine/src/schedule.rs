@@ -51,6 +51,16 @@ enum Kind {
         measured: u64,
         limit: u64,
     },
+    /// A timed replay: the arrivals its reading thread hands this worker
+    /// ([`crate::replay`]), each with its request.
+    Replay {
+        rx: std::sync::mpsc::Receiver<crate::replay::Batch>,
+        batch: std::vec::IntoIter<(u64, u32)>,
+        /// One taken and not yet yielded (by [`WorkerSchedule::skip_before`]).
+        pending: Option<(u64, u32)>,
+        /// The request of the arrival yielded last.
+        kind: u32,
+    },
 }
 
 impl WorkerSchedule {
@@ -98,6 +108,49 @@ impl WorkerSchedule {
             }
         };
         WorkerSchedule { window, kind }
+    }
+
+    /// A worker's share of a timed replay: the arrivals `rx` hands it.
+    pub fn replay(
+        rx: std::sync::mpsc::Receiver<crate::replay::Batch>,
+        window: Window,
+    ) -> WorkerSchedule {
+        WorkerSchedule {
+            window,
+            kind: Kind::Replay {
+                rx,
+                batch: Vec::new().into_iter(),
+                pending: None,
+                kind: 0,
+            },
+        }
+    }
+
+    /// A timed replay: the log's request of the arrival yielded last (`None` otherwise).
+    #[inline]
+    pub fn replay_kind(&self) -> Option<u32> {
+        match &self.kind {
+            Kind::Replay { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+}
+
+/// A replay's next arrival: the one put back, the batch's next, or (waiting for the reading
+/// thread, which keeps far ahead) the next batch's first; `None` when the log is done.
+fn replay_next(
+    rx: &std::sync::mpsc::Receiver<crate::replay::Batch>,
+    batch: &mut std::vec::IntoIter<(u64, u32)>,
+    pending: &mut Option<(u64, u32)>,
+) -> Option<(u64, u32)> {
+    if let Some(a) = pending.take() {
+        return Some(a);
+    }
+    loop {
+        if let Some(a) = batch.next() {
+            return Some(a);
+        }
+        *batch = rx.recv().ok()?.into_iter();
     }
 }
 
@@ -186,6 +239,20 @@ impl WorkerSchedule {
                     measured: in_window,
                 }
             }
+            Kind::Replay {
+                rx, batch, pending, ..
+            } => {
+                let mut skipped = Skipped::default();
+                while let Some((t, k)) = replay_next(rx, batch, pending) {
+                    if t >= t_ns {
+                        *pending = Some((t, k));
+                        break;
+                    }
+                    skipped.total += 1;
+                    skipped.measured += u64::from(t >= w.measure_start_ns);
+                }
+                skipped
+            }
         }
     }
 }
@@ -227,6 +294,16 @@ impl Iterator for WorkerSchedule {
                 if t >= w.measure_start_ns {
                     *measured += 1;
                 }
+                t
+            }
+            Kind::Replay {
+                rx,
+                batch,
+                pending,
+                kind,
+            } => {
+                let (t, k) = replay_next(rx, batch, pending)?;
+                *kind = k;
                 t
             }
         };

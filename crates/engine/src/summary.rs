@@ -129,6 +129,9 @@ fn traffic_lines(out: &mut String, r: &RunResult) {
             order.name()
         );
     }
+    if let Some(f) = &t.replay {
+        let _ = writeln!(out, "  replay          {}", f.describe());
+    }
     if !r.by_name.is_empty() {
         if r.sessions.is_some() {
             let _ = writeln!(
@@ -143,7 +146,11 @@ fn traffic_lines(out: &mut String, r: &RunResult) {
                 "  by name         {} requests of {} kinds, {}:",
                 r.by_name.iter().map(|n| n.attempts()).sum::<u64>(),
                 t.requests,
-                t.order.name()
+                if t.replay.is_some() {
+                    "in the log's order and time"
+                } else {
+                    t.order.name()
+                }
             );
         }
         let width = r
@@ -241,6 +248,19 @@ pub fn render(r: &RunResult) -> String {
             "closed loop, {} users (sessions of {} requests, back to back)",
             r.connections, s.requests_per_session
         ),
+        (Some(rate), None) if r.traffic.as_ref().is_some_and(|t| t.replay.is_some()) => {
+            let speed = r
+                .traffic
+                .as_ref()
+                .and_then(|t| t.replay.as_ref())
+                .map_or(1.0, |f| f.speed);
+            format!(
+                "open loop, a log replayed at its times ×{} ({} {} on average)",
+                crate::format::load(speed),
+                crate::format::load(rate),
+                units.rate
+            )
+        }
         (Some(rate), None) => format!(
             "open loop at {rate} {} ({})",
             units.rate,

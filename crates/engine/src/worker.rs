@@ -71,6 +71,9 @@ pub struct WorkerPlan {
     pub tx: Sender<IntervalReport>,
     /// The interface plain HTTP/1.1 connections use.
     pub io: crate::config::IoUsed,
+    /// A timed replay: this worker's arrivals, and where it adds the ones it released per
+    /// second of the measured window.
+    pub replay: Option<crate::replay::WorkerFeed>,
 }
 
 /// A held connection's request loop: the arrivals released to it alone, and where it
@@ -120,6 +123,11 @@ struct Ctx {
     flow: Option<Arc<crate::transport::io::Varying<crate::transport::http1::H1Request>>>,
     /// A flow: wakes sessions after their think times.
     wakeups: crate::session::Wakeups,
+    /// A timed replay: the request of each arrival released and not yet planned, in
+    /// order (`None` otherwise: the traffic draws each request).
+    replay_kinds: Option<RefCell<VecDeque<(u64, u32)>>>,
+    /// A timed replay: where the arrivals released per second are added at the end.
+    replay_released: Option<Arc<std::sync::Mutex<Vec<u64>>>>,
 }
 
 /// Runs one worker to completion (or until `stop`) and returns what it measured.
@@ -150,6 +158,7 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
     let names = traffic.as_ref().map(|t| t.name_map()).unwrap_or_default();
     let mut recorder = Recorder::new(plan.index, plan.window.measure_start_ns, plan.tx, names);
     recorder.set_window_end(plan.window.end_ns);
+    let replay = plan.replay;
     let flow = match &plan.request {
         Request::Http1Varying(v) if v.traffic.flow.is_some() => Some(v.clone()),
         _ => None,
@@ -198,6 +207,8 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
         traffic,
         flow,
         wakeups: crate::session::Wakeups::new(plan.clock),
+        replay_kinds: replay.is_some().then(Default::default),
+        replay_released: replay.as_ref().map(|(_, r)| r.clone()),
     });
     let stop = plan.stop;
     let wall_start = plan.clock.now();
@@ -211,7 +222,9 @@ pub fn run_worker(plan: WorkerPlan) -> std::io::Result<WorkerTotals> {
                 spawn_conn(&ctx);
             }
             if let LoadModel::Open { rate, arrival } = ctx.io.cfg.model {
-                let sched = if ctx.held.is_empty() {
+                let sched = if let Some((rx, _)) = replay {
+                    WorkerSchedule::replay(rx, ctx.window)
+                } else if ctx.held.is_empty() {
                     WorkerSchedule::new(
                         arrival,
                         rate,
@@ -382,7 +395,12 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
     let mut behind = 0u32;
     let mut last_wake = 0u64;
     let mut last_turn = 0u64;
+    // A timed replay: arrivals released per second of the measured window.
+    let mut released: Vec<u64> = Vec::new();
     while let Some(intended) = sched.next() {
+        if let (Some(q), Some(kind)) = (&ctx.replay_kinds, sched.replay_kind()) {
+            q.borrow_mut().push_back((intended, kind));
+        }
         if ctx.rows_end_run && ctx.traffic.as_ref().is_some_and(|t| t.used_up()) {
             break;
         }
@@ -426,6 +444,9 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             }
         }
         ctx.io.recorder.borrow_mut().lag(intended, now);
+        if ctx.replay_released.is_some() && intended >= ctx.window.measure_start_ns {
+            crate::replay::add(&mut released, now - ctx.window.measure_start_ns, 1);
+        }
         if !ctx.held.is_empty() {
             // Held connections: each arrival to the next loop in turn (a client-streaming
             // call's messages to one loop), which sends it when its previous exchange is
@@ -461,6 +482,12 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
         }
     }
     crate::transport::uring::pace(false);
+    if let Some(all) = &ctx.replay_released {
+        let mut all = all.lock().expect("not poisoned");
+        for (i, n) in released.into_iter().enumerate() {
+            crate::replay::add(&mut all, i as u64 * 1_000_000_000, n);
+        }
+    }
     ctx.dispatch_done.set(true);
     ctx.idle.wake_all();
     for held in &ctx.held {
@@ -570,6 +597,13 @@ impl Ctx {
     /// used up).
     #[inline]
     fn plan(&self, intended: u64) -> Option<Planned> {
+        if let Some(kind) = self.replayed(intended) {
+            return Some(Planned {
+                intended,
+                kind,
+                row: Planned::NO_ROW,
+            });
+        }
         match (&self.traffic, &self.io.traffic) {
             (Some(t), Some(w)) => t.plan(&mut w.borrow_mut(), intended),
             _ => Some(Planned::at(intended)),
@@ -579,10 +613,35 @@ impl Ctx {
     /// A request intended at `intended` that fails before it is sent: its kind drawn, so
     /// that it counts under a name.
     fn plan_unsent(&self, intended: u64) -> Planned {
+        if let Some(kind) = self.replayed(intended) {
+            return Planned {
+                intended,
+                kind,
+                row: Planned::NO_ROW,
+            };
+        }
         match (&self.traffic, &self.io.traffic) {
             (Some(t), Some(w)) => t.plan_unsent(&mut w.borrow_mut(), intended),
             _ => Planned::at(intended),
         }
+    }
+
+    /// A timed replay: the log's request of the arrival intended at `intended` (released
+    /// arrivals are planned in the order they were released; those passed over, never
+    /// queued, are dropped on the way).
+    #[inline]
+    fn replayed(&self, intended: u64) -> Option<u32> {
+        let mut q = self.replay_kinds.as_ref()?.borrow_mut();
+        while let Some(&(t, kind)) = q.front() {
+            if t > intended {
+                break;
+            }
+            q.pop_front();
+            if t == intended {
+                return Some(kind);
+            }
+        }
+        None
     }
 
     /// Counts every queued arrival whose deadline has passed as a timeout.

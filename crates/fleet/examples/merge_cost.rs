@@ -71,6 +71,7 @@ fn measurement(seed: u64, seconds: u64, per_second: u64) -> Measurement {
         steal: None,
         warnings: Vec::new(),
         resume: None,
+        replay: None,
     }
 }
 

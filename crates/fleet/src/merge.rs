@@ -282,6 +282,7 @@ mod tests {
             steal: None,
             warnings: vec![],
             resume: None,
+            replay: None,
         }
     }
 

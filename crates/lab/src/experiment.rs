@@ -103,6 +103,9 @@ pub enum LabError {
     /// The bundle directory is another run's, or already holds a bundle.
     #[error("{0}")]
     OutTaken(String),
+    /// The plan asks for what this way of running it cannot do.
+    #[error("{0}")]
+    Unsupported(String),
     /// The bundle could not be written.
     #[error("result bundle {path}: {source}")]
     Bundle {
@@ -234,6 +237,14 @@ pub fn run_driven(
     opts: &LabOptions,
     driver: &mut dyn FnMut(&mut Session<'_>) -> Result<(), LabError>,
 ) -> Result<LabSummary, LabError> {
+    if let Some(s) = plan.scenarios.iter().find(|s| s.traffic.timed.is_some()) {
+        if opts.fleet.as_ref().is_some_and(|f| f.drives_load()) {
+            return Err(LabError::Unsupported(format!(
+                "scenario `{}` replays a log at its times (`replay`), which agents do not share yet: run it on one machine, or replay the log's mix (`replay_mix`), which agents share",
+                s.name
+            )));
+        }
+    }
     target::install_cleanup();
     // Raise the soft nofile limit now, before targets start: they inherit it.
     let demand = crate::doctor::demand(plan);
@@ -821,12 +832,32 @@ impl Runner<'_> {
             // Rows and `${seq}` go on from where the scenario's last step left them.
             workload.traffic.resume = self.resumes.get(&s.name).copied().unwrap_or_default();
             workload.traffic.key = s.name.clone();
+            // A log at its times: the step's value is its speed, over its busiest stretch.
+            let timed = s.traffic.timed.as_ref().map(|t| {
+                let step = t.step(
+                    value.or(s.rate).unwrap_or(1.0),
+                    workload.warmup,
+                    self.plan.load.step_duration,
+                );
+                workload.load = loadlab_engine::LoadModel::Open {
+                    rate: step.rate,
+                    arrival: loadlab_engine::Arrival::Constant,
+                };
+                workload.duration = Some(step.duration);
+                step.replay
+            });
             let cfg = workload.validate().map_err(|e| LabError::Scenario {
                 scenario: s.name.clone(),
                 config: config.id.clone(),
                 source: e.into(),
             })?;
-            jobs.push((workload, cfg));
+            jobs.push((
+                workload,
+                RunConfig {
+                    replay: timed,
+                    ..cfg
+                },
+            ));
         }
         if let Some(p) = &self.opts.progress {
             let l = &self.plan.load;
@@ -847,6 +878,7 @@ impl Runner<'_> {
                     l.model,
                     first.protocol,
                     first.traffic.flow.is_some(),
+                    first.traffic.at_its_times,
                 ) {
                     "connections" => "conns",
                     u => u,
@@ -928,6 +960,8 @@ impl Runner<'_> {
             let response_sample =
                 crate::verdict::rejected(&result).and_then(|_| response_sample(workload));
             let load = match self.plan.load.model {
+                // A log at its times: the multiple of its speed the step replayed it at.
+                Model::Open if s.traffic.timed.is_some() => value.or(s.rate).unwrap_or(1.0),
                 Model::Open => result.offered_rps.unwrap_or(0.0),
                 // Requests in flight: connections over HTTP/1.1, streams over HTTP/2.
                 Model::Closed => result.concurrency.max(1) as f64,
@@ -957,6 +991,7 @@ impl Runner<'_> {
                     self.plan.load.model,
                     s.protocol,
                     s.traffic.flow.is_some(),
+                    s.traffic.at_its_times,
                 ) {
                     "connections" => "conns",
                     u => u,

@@ -14,6 +14,7 @@
 //! - [`time`]: the times logs write.
 //! - [`name`]: request names with identifiers folded (`/users/{id}`).
 //! - [`mix`]: a log's requests as a weighted list, in its proportions without its timing.
+//! - [`timeline`]: a log's requests at the times it logged them (a timed replay).
 //! - [`Policy`]: what a replay sends by default (GET and HEAD; no cookies, no credentials).
 //!
 //! # Use
@@ -37,6 +38,7 @@ pub mod mix;
 pub mod name;
 pub mod nginx;
 pub mod time;
+pub mod timeline;
 
 use std::io::BufRead;
 use std::path::Path;

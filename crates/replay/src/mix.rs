@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use crate::{name, Format, Policy, Traffic};
+use crate::{name, Entry, Format, Policy, Traffic};
 
 /// One distinct request of the mix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +39,8 @@ pub struct Limits<'a> {
     pub names: usize,
     /// Distinct requests: a log with more is refused.
     pub requests: usize,
+    /// The requests are sent at their logged times (a timed replay), not as a mix.
+    pub timed: bool,
 }
 
 /// Why a log gives no mix.
@@ -53,17 +55,115 @@ pub struct Mix {
     pub requests: Vec<MixRequest>,
     /// One paragraph for the terminal: what was read, replayed and left out.
     pub report: String,
+    /// When the replayed requests were made.
+    pub shape: Shape,
+}
+
+/// When a log's replayed requests were made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// The earliest, ns since the epoch (0 when none had a time).
+    pub first_ns: u64,
+    /// The end of the tick the latest was made in (its time plus its resolution).
+    pub end_ns: u64,
+    /// The second (since the epoch) `per_second` starts at.
+    pub first_second: u64,
+    /// Requests made in each second since the epoch from `first_second` on.
+    pub per_second: Vec<u64>,
+    /// Requests with no time (a timed replay refuses a log that has them).
+    pub untimed: u64,
+}
+
+impl Default for Shape {
+    fn default() -> Shape {
+        Shape {
+            first_ns: u64::MAX,
+            end_ns: 0,
+            first_second: 0,
+            per_second: Vec::new(),
+            untimed: 0,
+        }
+    }
+}
+
+impl Shape {
+    /// Requests with a time.
+    pub fn timed(&self) -> u64 {
+        self.per_second.iter().sum()
+    }
+    /// From the earliest request to the end of the latest's tick, s.
+    pub fn span_s(&self) -> f64 {
+        self.end_ns.saturating_sub(self.first_ns) as f64 / 1e9
+    }
+    /// Requests per second over the span.
+    pub fn mean_rate(&self) -> f64 {
+        self.timed() as f64 / self.span_s().max(1e-9)
+    }
+    /// The most requests made in one second since the epoch.
+    pub fn peak_rate(&self) -> u64 {
+        self.per_second.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The busiest stretch of `seconds` whole seconds (the first of the busiest when
+    /// several tie): where it starts, ns since the earliest request, and the requests made
+    /// in it; the whole log when it is no longer.
+    pub fn busiest(&self, seconds: usize) -> (u64, u64) {
+        let v = &self.per_second;
+        if seconds >= v.len() {
+            return (0, self.timed());
+        }
+        let seconds = seconds.max(1);
+        let mut sum: u64 = v[..seconds].iter().sum();
+        let (mut best, mut at) = (sum, 0);
+        for i in seconds..v.len() {
+            sum = sum + v[i] - v[i - seconds];
+            if sum > best {
+                (best, at) = (sum, i + 1 - seconds);
+            }
+        }
+        let start = ((self.first_second + at as u64) * 1_000_000_000).saturating_sub(self.first_ns);
+        (start, best)
+    }
+}
+
+/// Why a request is not replayed.
+pub(crate) enum Left {
+    /// Outside the policy's time window.
+    Outside,
+    /// A window was given and it has no time.
+    Untimed,
+    /// Its method is not replayed.
+    Method,
+    /// Its body is not text.
+    Binary,
+}
+
+/// Whether `policy` replays `e`: its body as text (taken out of `e`), or why not.
+pub(crate) fn admit(policy: &Policy, e: &mut Entry) -> Result<String, Left> {
+    match policy.in_window(e) {
+        crate::InWindow::Yes => {}
+        crate::InWindow::Outside => return Err(Left::Outside),
+        crate::InWindow::Untimed => return Err(Left::Untimed),
+    }
+    if !policy.admits(e) {
+        return Err(Left::Method);
+    }
+    match e.body.take().map(String::from_utf8) {
+        None => Ok(String::new()),
+        Some(Ok(text)) => Ok(text),
+        Some(Err(_)) => Err(Left::Binary),
+    }
 }
 
 /// One request as the mix counts it: the same method, target and body are the same request,
 /// whatever headers each occurrence had (a log's User-Agent and Referer vary from one user
 /// to the next: counted apart, they would make a day's log millions of distinct requests);
 /// the first occurrence's headers are sent.
-#[derive(Hash, PartialEq, Eq)]
-struct Key {
-    method: String,
-    target: String,
-    body: String,
+#[derive(Debug, Hash, PartialEq, Eq)]
+pub(crate) struct Key {
+    pub(crate) method: String,
+    pub(crate) target: String,
+    pub(crate) body: String,
 }
 
 /// A distinct request's count, first line and first headers.
@@ -83,38 +183,53 @@ pub fn mix(
     let mut skipped: BTreeMap<String, u64> = BTreeMap::new();
     let (mut stripped, mut binary) = (0u64, 0u64);
     let (mut outside, mut untimed) = (0u64, 0u64);
+    let mut shape = Shape::default();
+    let mut seconds: BTreeMap<u64, u64> = BTreeMap::new();
     for e in traffic.by_ref() {
         let Ok(mut e) = e else { continue };
-        match policy.in_window(&e) {
-            crate::InWindow::Yes => {}
-            crate::InWindow::Outside => {
+        let body = match admit(policy, &mut e) {
+            Ok(body) => body,
+            Err(Left::Outside) => {
                 outside += 1;
                 continue;
             }
-            crate::InWindow::Untimed => {
+            Err(Left::Untimed) => {
                 untimed += 1;
                 continue;
             }
-        }
-        if !policy.admits(&e) {
-            *skipped.entry(e.method).or_default() += 1;
-            continue;
-        }
-        stripped += policy.strip(&mut e) as u64;
-        let body = match e.body.take().map(String::from_utf8) {
-            None => String::new(),
-            Some(Ok(text)) => text,
-            Some(Err(_)) => {
+            Err(Left::Method) => {
+                *skipped.entry(e.method).or_default() += 1;
+                continue;
+            }
+            Err(Left::Binary) => {
                 binary += 1;
                 continue;
             }
         };
+        stripped += policy.strip(&mut e) as u64;
+        match e.at_ns {
+            Some(t) => {
+                *seconds.entry(t / 1_000_000_000).or_default() += 1;
+                shape.first_ns = shape.first_ns.min(t);
+                shape.end_ns = shape.end_ns.max(t + e.resolution_ns.max(1));
+            }
+            None => shape.untimed += 1,
+        }
         let key = Key {
             method: e.method,
             target: e.target,
             body,
         };
         seen.entry(key).or_insert((0, e.line, e.headers)).0 += 1;
+    }
+    if let (Some(&first), Some(&last)) = (seconds.keys().next(), seconds.keys().next_back()) {
+        shape.first_second = first;
+        shape.per_second = vec![0; (last - first + 1) as usize];
+        for (s, n) in seconds {
+            shape.per_second[(s - first) as usize] = n;
+        }
+    } else {
+        shape.first_ns = 0;
     }
     let tally = traffic.tally().clone();
     let first_bad = || {
@@ -208,10 +323,27 @@ pub fn mix(
         .collect::<Vec<_>>()
         .join(", ");
     let mut report = format!(
-        "replay mix of {shown}: {} requests read; {replayed} replayed as {} distinct requests over {} endpoints, in the log's proportions without its timing (the busiest: {busiest})",
+        "{} of {shown}: {} requests read; {replayed} replayed as {} distinct requests over {} endpoint{}, {} (the busiest: {busiest}){}",
+        if limits.timed { "replay" } else { "replay mix" },
         tally.entries,
         requests.len(),
-        ranked.len()
+        ranked.len(),
+        if ranked.len() == 1 { "" } else { "s" },
+        if limits.timed {
+            "at the log's times"
+        } else {
+            "in the log's proportions without its timing"
+        },
+        if limits.timed {
+            format!(
+                "; the log spans {:.1} s, {:.1} req/s on average, at most {} in one second",
+                shape.span_s(),
+                shape.mean_rate(),
+                shape.peak_rate()
+            )
+        } else {
+            String::new()
+        }
     );
     if ranked.len() > limits.names {
         report.push_str(&format!(
@@ -255,7 +387,11 @@ pub fn mix(
             first_bad()
         ));
     }
-    Ok(Mix { requests, report })
+    Ok(Mix {
+        requests,
+        report,
+        shape,
+    })
 }
 
 #[cfg(test)]
@@ -266,6 +402,7 @@ mod tests {
         rules: &[],
         names: 32,
         requests: 100_000,
+        timed: false,
     };
 
     fn log(lines: &[&str]) -> std::path::PathBuf {

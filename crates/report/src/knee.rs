@@ -67,9 +67,19 @@ pub fn open_unit<'a>(steps: impl Iterator<Item = &'a StepRecord>) -> &'static st
     let steps: Vec<&StepRecord> = steps.collect();
     if !steps.is_empty() && steps.iter().all(|s| s.result.sessions.is_some()) {
         "sessions/s"
+    } else if !steps.is_empty() && steps.iter().all(|s| replayed(s)) {
+        loadlab_lab::plan::TIMES_THE_LOG
     } else {
         common_protocol(&steps).map_or("req/s", |p| p.units().rate)
     }
+}
+
+/// A step of a log replayed at its times: its load is a multiple of the log's speed.
+pub fn replayed(s: &StepRecord) -> bool {
+    s.result
+        .traffic
+        .as_ref()
+        .is_some_and(|t| t.replay.is_some())
 }
 
 /// The protocol every step ran, if they agree.

@@ -253,6 +253,8 @@ fn agents_section(out: &mut String, steps: &[StepRecord]) {
 fn load_column(steps: &[&StepRecord], closed: bool) -> String {
     if closed {
         closed_unit(steps.iter().copied()).to_string()
+    } else if !steps.is_empty() && steps.iter().all(|s| crate::knee::replayed(s)) {
+        "speed (× the log; offered req/s)".to_string()
     } else {
         format!("offered {}", open_unit(steps.iter().copied()))
     }
@@ -278,7 +280,10 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} |",
-            num(s.load),
+            match (crate::knee::replayed(s), r.offered_rps) {
+                (true, Some(rate)) => format!("×{} ({})", num(s.load), num(rate)),
+                _ => num(s.load),
+            },
             ms(r.latency_ms.mean),
             ms(p95(r)),
             ms(r.latency_ms.p99),

@@ -168,6 +168,14 @@ pub fn first_knee(out: &Path) -> (Value, f64, f64) {
     (k, low, high)
 }
 
+/// Whether the diagnosis of knee `k` (as [`first_knee`] returns it) names `bottleneck`
+/// among its findings, first or not.
+pub fn has_finding(k: &Value, bottleneck: &str) -> bool {
+    k["diagnosis"]["findings"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|f| f["bottleneck"] == bottleneck))
+}
+
 pub fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()

@@ -380,6 +380,10 @@ pub struct RunConfig {
     pub cpus: Vec<usize>,
     /// The I/O interface asked for (the runner resolves it: [`RunConfig::io_used`]).
     pub io: IoMode,
+    /// A timed replay: every arrival at the time a log made it, its request the log's
+    /// (set by the caller after validation; the open loop's rate then only says the
+    /// replay's mean rate).
+    pub replay: Option<crate::replay::Replay>,
 }
 
 impl RunConfig {

@@ -296,6 +296,7 @@ impl Workload {
                 .as_ref()
                 .map_or_else(Vec::new, |c| c.as_slice().to_vec()),
             io: self.io,
+            replay: None,
         };
         if protocol == Protocol::Ws {
             // The upgrade request and the reply's template, built once here so that a

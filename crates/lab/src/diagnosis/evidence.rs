@@ -245,6 +245,17 @@ pub struct Evidence<'a> {
     pub saturation: Vec<Saturation>,
 }
 
+impl StepFacts<'_> {
+    /// The rate offered (open loop): the step's load, or, for a log replayed at a multiple
+    /// of its speed, the rate that replay offered.
+    pub fn offered(&self) -> f64 {
+        match self.result.traffic.as_ref().and_then(|t| t.replay.as_ref()) {
+            Some(_) => self.result.offered_rps.unwrap_or(self.load),
+            None => self.load,
+        }
+    }
+}
+
 impl<'a> Evidence<'a> {
     /// The evidence of `step`.
     pub fn of(step: &'a StepFacts<'a>, ctx: &'a Context) -> Evidence<'a> {
@@ -287,12 +298,17 @@ impl<'a> Evidence<'a> {
                 });
             }
         }
+        let offered = step.offered();
         match step.model {
-            Model::Open if r.achieved_rps < 0.95 * step.load => {
+            Model::Open if r.achieved_rps < 0.95 * offered => {
                 saturation.push(Saturation::HeldBack {
                     achieved: r.achieved_rps,
-                    offered: step.load,
-                    unit: crate::plan::result_unit(r),
+                    offered,
+                    unit: if offered == step.load {
+                        crate::plan::result_unit(r)
+                    } else {
+                        r.protocol.units().rate
+                    },
                 })
             }
             Model::Closed => {
@@ -554,7 +570,7 @@ impl<'a> Evidence<'a> {
         }
         let floor = self.ctx.service_floor_ms.filter(|f| *f > 0.0)?;
         Some(match self.step.model {
-            Model::Open => sent(r.attempts(), Some(self.step.load))? * floor / 1000.0,
+            Model::Open => sent(r.attempts(), Some(self.step.offered()))? * floor / 1000.0,
             Model::Closed => self.step.load,
         })
     }

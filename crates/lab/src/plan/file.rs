@@ -251,7 +251,12 @@ pub struct ScenarioFile {
     /// requests the scenario sends in the log's proportions (docs/src/replay.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_mix: Option<String>,
-    /// `replay_mix`'s format: `combined`, `common`, `nginx:FORMAT`, `jsonl[:FIELD=PATH,…]`
+    /// An access log relative to the plan's directory, replayed at the times it logged its
+    /// requests (docs/src/replay.md): a step's load is then a multiple of the log's speed
+    /// (`load.steps = [1, 2, 4]`, a knee `start = 1`), each step its busiest stretch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<String>,
+    /// `replay_mix`'s (or `replay`'s) format: `combined`, `common`, `nginx:FORMAT`, `jsonl[:FIELD=PATH,…]`
     /// or `har` [default: told from its first line].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_format: Option<String>,

@@ -313,10 +313,18 @@ pub struct ScenarioTraffic {
     /// `flow`, when it names a file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_file: Option<String>,
-    /// `replay_mix`: what reading the log found (read, replayed, left out), said when the
-    /// run starts.
+    /// `replay_mix` or `replay`: what reading the log found (read, replayed, left out),
+    /// said when the run starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<String>,
+    /// `replay`: the log at its times, each step a multiple of its speed (loaded when the
+    /// plan is; not written to plan.json).
+    #[serde(skip)]
+    pub timed: Option<std::sync::Arc<crate::replay::TimedLog>>,
+    /// `replay`: the steps are multiples of the log's speed (kept in plan.json, for the
+    /// reports' units).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_its_times: bool,
 }
 
 /// How steps are chosen.
@@ -501,8 +509,12 @@ fn plan_dir(path: &Path) -> PathBuf {
 /// The unit a step's load is counted in: in open loop the protocol's rate (requests,
 /// WebSocket messages per second; sessions started per second for a flow), and in closed
 /// loop connections, streams (HTTP/2, gRPC), open connections (WebSocket), open event
-/// streams (server-sent events) or users (a flow).
-pub fn load_unit(model: Model, protocol: Protocol, flow: bool) -> &'static str {
+/// streams (server-sent events) or users (a flow); a log replayed at its times (`replay`),
+/// a multiple of its speed.
+pub fn load_unit(model: Model, protocol: Protocol, flow: bool, replay: bool) -> &'static str {
+    if replay {
+        return TIMES_THE_LOG;
+    }
     match (model, flow) {
         (Model::Open, true) => "sessions/s",
         (Model::Open, false) => protocol.units().rate,
@@ -514,8 +526,16 @@ pub fn load_unit(model: Model, protocol: Protocol, flow: bool) -> &'static str {
 
 /// The unit of a run's load, from its result (see [`load_unit`]).
 pub fn result_unit(r: &loadlab_engine::RunResult) -> &'static str {
-    load_unit(r.model, r.protocol, r.sessions.is_some())
+    load_unit(
+        r.model,
+        r.protocol,
+        r.sessions.is_some(),
+        r.traffic.as_ref().is_some_and(|t| t.replay.is_some()),
+    )
 }
+
+/// The load unit of a log replayed at its times: a multiple of its speed.
+pub const TIMES_THE_LOG: &str = "× the log";
 
 impl Plan {
     /// Every configuration the plan covers, in order: the product of its `[matrix]` lists
@@ -545,6 +565,7 @@ impl Plan {
             self.load.model,
             protocol,
             all(&|s| s.traffic.flow.is_some()),
+            all(&|s| s.traffic.at_its_times),
         )
     }
 

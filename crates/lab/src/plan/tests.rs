@@ -574,7 +574,7 @@ fn a_logs_mix_is_read_beside_the_plan_and_its_keys_checked() {
     assert!(e.contains("scenario[0].name_rules"), "{e}");
     let e = refused_in("log_format = \"common\"");
     assert!(
-        e.contains("scenario[0].log_format") && e.contains("only with replay_mix"),
+        e.contains("scenario[0].log_format") && e.contains("only with replay or replay_mix"),
         "{e}"
     );
     let e = refused_in("replay_mix = \"nope.log\"");
@@ -585,6 +585,78 @@ fn a_logs_mix_is_read_beside_the_plan_and_its_keys_checked() {
     let e = refused_in("replay_mix = \"access.log\"\nlog_format = \"xml\"");
     assert!(e.contains("scenario[0].log_format"), "{e}");
     let e = refused_in("replay_mix = \"access.log\"\n[[scenario.request]]\nurl = \"/a\"");
-    assert!(e.contains("a log's mix or requests"), "{e}");
+    assert!(e.contains("a log or requests"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_log_at_its_times_counts_steps_in_multiples_of_its_speed_and_is_refused_where_it_cannot_run() {
+    let dir = std::env::temp_dir().join(format!("loadlab-plan-timed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Two requests in second 20, one in 21, four in 23: 4 s, 1.75 req/s on average.
+    let at =
+        |s: u32| format!("10.0.0.1 - - [14/Nov/2023:22:13:{s} +0000] \"GET /a HTTP/1.1\" 200 2\n");
+    std::fs::write(
+        dir.join("access.log"),
+        [20, 20, 21, 23, 23, 23, 23].map(at).concat(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("untimed.jsonl"),
+        "{\"method\":\"GET\",\"url\":\"/a\"}\n",
+    )
+    .unwrap();
+    let parse = |extra: &str, load: &str| Plan::parse(&with(extra, load), "test.toml", &dir, false);
+    let plan = parse("replay = \"access.log\"", "steps = [1, 2]").unwrap();
+    assert_eq!(plan.unit(), "× the log");
+    let t = plan.scenarios[0]
+        .traffic
+        .timed
+        .as_ref()
+        .expect("a timed log");
+    assert!(plan.scenarios[0]
+        .traffic
+        .replay
+        .as_deref()
+        .unwrap()
+        .contains("at the log's times"));
+    // A step of 1 s (no warm-up) at ×1 replays its busiest second, the fourth: 4 req/s.
+    let step = t.step(1.0, Duration::ZERO, Duration::from_secs(1));
+    assert_eq!(step.replay.from_ns, 3_000_000_000);
+    assert_eq!(step.rate, 4.0);
+    assert_eq!(step.duration, Duration::from_secs(1));
+    // At ×2 a step of 1 s replays 2 s of the log: the last two seconds, 4 requests, at 4
+    // req/s; a step of 4 s at ×2 the whole log, in 2 s.
+    let step = t.step(2.0, Duration::ZERO, Duration::from_secs(1));
+    assert_eq!((step.replay.from_ns, step.rate), (2_000_000_000, 4.0));
+    let step = t.step(2.0, Duration::ZERO, Duration::from_secs(4));
+    assert_eq!(step.replay.from_ns, 0);
+    assert_eq!(step.duration, Duration::from_secs(2));
+    assert_eq!(step.rate, 3.5);
+    let refused = |extra: &str, load: &str| parse(extra, load).unwrap_err().to_string();
+    for (extra, load, says) in [
+        (
+            "replay = \"access.log\"",
+            "model = \"closed\"\nsteps = [1]",
+            "load.model = \"open\"",
+        ),
+        (
+            "replay = \"access.log\"",
+            "arrival = \"poisson\"\nsteps = [1]",
+            "no load.arrival",
+        ),
+        (
+            "replay = \"access.log\"\nreplay_mix = \"access.log\"",
+            "steps = [1]",
+            "not both",
+        ),
+        ("replay = \"untimed.jsonl\"", "steps = [1]", "have no time"),
+    ] {
+        let e = refused(extra, load);
+        assert!(
+            e.contains("scenario[0].replay") && e.contains(says),
+            "{extra}: {e}"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

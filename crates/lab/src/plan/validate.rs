@@ -821,12 +821,25 @@ fn scenario_traffic(
         );
     }
     let mut replay = None;
-    if let Some(file) = &s.replay_mix {
+    let mut timed = None;
+    let log = match (&s.replay, &s.replay_mix) {
+        (Some(file), Some(_)) => {
+            return Err(c.err(
+                f("replay"),
+                file.clone(),
+                "a log at its times (replay) or its mix at a rate (replay_mix), not both",
+            ))
+        }
+        (Some(file), None) => Some((file, "replay")),
+        (None, Some(file)) => Some((file, "replay_mix")),
+        (None, None) => None,
+    };
+    if let Some((file, key)) = log {
         if !requests.is_empty() {
             return Err(c.err(
-                f("replay_mix"),
+                f(key),
                 file.clone(),
-                "a log's mix or requests ([[scenario.request]], targets), not both",
+                "a log or requests ([[scenario.request]], targets), not both",
             ));
         }
         let format = s
@@ -844,16 +857,33 @@ fn scenario_traffic(
             .map_err(|e| c.err(f("replay_from"), format!("{:?}", s.replay_from), e))?;
         policy.to_ns = crate::replay::window_end(s.replay_to.as_deref())
             .map_err(|e| c.err(f("replay_to"), format!("{:?}", s.replay_to), e))?;
-        let (mix, report) = crate::replay::requests(
-            &dir.join(file),
+        let path = dir.join(file);
+        let loaded = crate::replay::load(
+            &path,
             format.as_ref(),
             &policy,
             &rules,
             &s.headers,
+            key == "replay",
         )
-        .map_err(|e| c.err(f("replay_mix"), file.clone(), e))?;
-        requests = mix;
-        replay = Some(report);
+        .map_err(|e| c.err(f(key), file.clone(), e))?;
+        if key == "replay" {
+            crate::replay::timed(&loaded, &path, 1.0)
+                .map_err(|e| c.err(f(key), file.clone(), e))?;
+            if s.flow.is_some() || !matches!(s.protocol.as_str(), "http1" | "http2") {
+                return Err(c.err(
+                    f(key),
+                    file.clone(),
+                    "HTTP requests only (protocol http1 or http2, no flow): a log replayed at its times sends its own requests",
+                ));
+            }
+            timed = Some(std::sync::Arc::new(crate::replay::TimedLog {
+                shape: loaded.shape.clone(),
+                timeline: loaded.timeline.clone(),
+            }));
+        }
+        requests = loaded.requests;
+        replay = Some(loaded.report);
     } else if let Some((key, _)) = [
         ("log_format", s.log_format.is_some()),
         ("replay_methods", !s.replay_methods.is_empty()),
@@ -865,7 +895,7 @@ fn scenario_traffic(
     .into_iter()
     .find(|(_, set)| *set)
     {
-        return Err(c.err(f(key), "set", "only with replay_mix = \"LOG\""));
+        return Err(c.err(f(key), "set", "only with replay or replay_mix = \"LOG\""));
     }
     if !requests.is_empty() {
         let own = [("method", s.method != "GET"), ("body", !s.body.is_empty())];
@@ -965,6 +995,8 @@ fn scenario_traffic(
         flow,
         flow_file,
         replay,
+        at_its_times: timed.is_some(),
+        timed,
     })
 }
 
@@ -1131,6 +1163,28 @@ fn scenario_protocol(
 /// `[load]`, given the validated scenarios (together mode needs each one's rate).
 fn load(c: &Checker<'_>, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<LoadSpec, PlanError> {
     let model: Model = c.parsed("load.model", &l.model)?;
+    let timed = scenarios
+        .iter()
+        .filter(|s| s.traffic.timed.is_some())
+        .count();
+    if let Some((i, _)) = scenarios
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.traffic.timed.is_some())
+    {
+        let why = if model != Model::Open {
+            Some("load.model = \"open\": a step replays the log at a multiple of its speed")
+        } else if timed != scenarios.len() {
+            Some("every scenario of the plan, or none: a step's load is then a multiple of each log's speed, not a rate")
+        } else if l.arrival != "constant" {
+            Some("no load.arrival: a log replayed at its times keeps its own arrivals")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(c.err(format!("scenario[{i}].replay"), "set", why));
+        }
+    }
     if let Some((i, _)) = scenarios
         .iter()
         .enumerate()

@@ -1,0 +1,284 @@
+//! `loadlab run --replay LOG`: an access log's requests sent at the times it logged them,
+//! against real nginx, whose own access log (`$msec`) is both the source and the truth.
+//! A client with a burst in its traffic writes the source log; loadlab replays it at ×1
+//! and ×4; nginx's log of each replay must have every request once, the same paths, and
+//! per-second counts within 1 % of the source's (compressed four times at ×4).
+
+mod util;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use loadlab_replay::{Entry, Format, Traffic};
+use util::nginx::Nginx;
+
+const FORMAT: &str = "$msec \"$request\" $status";
+
+/// nginx's log at `path`, its requests in order.
+fn read(path: &Path) -> Vec<Entry> {
+    let format: Format = format!("nginx:{FORMAT}").parse().unwrap();
+    Traffic::open(path, Some(&format))
+        .unwrap()
+        .map(|e| {
+            e.unwrap_or_else(|bad| panic!("nginx wrote a line its format does not read: {bad}"))
+        })
+        .collect()
+}
+
+/// Requests per path.
+fn paths(entries: &[Entry]) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for e in entries {
+        *m.entry(e.target.clone()).or_default() += 1;
+    }
+    m
+}
+
+/// Requests per second from the first, its time compressed `speed` times.
+fn per_second(entries: &[Entry], speed: f64) -> Vec<u64> {
+    let first = entries.iter().filter_map(|e| e.at_ns).min().unwrap();
+    let mut v: Vec<u64> = Vec::new();
+    for e in entries {
+        let s = ((e.at_ns.unwrap() - first) as f64 / speed / 1e9) as usize;
+        if v.len() <= s {
+            v.resize(s + 1, 0);
+        }
+        v[s] += 1;
+    }
+    v
+}
+
+/// Half the summed per-second differences: the requests in another second than the
+/// source's.
+fn moved(a: &[u64], b: &[u64]) -> u64 {
+    let n = a.len().max(b.len());
+    let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+    (0..n).map(|i| at(a, i).abs_diff(at(b, i))).sum::<u64>() / 2
+}
+
+/// The source traffic: 12 s at 25 req/s over four paths, with a burst of 150 req/s from
+/// the fourth second to the sixth, sent by a Python client on one keep-alive connection
+/// with the Host `source` (nginx logs it apart from the replays).
+fn source_traffic(port: u16) {
+    let script = r#"
+import http.client, sys, time
+port = int(sys.argv[1])
+times = [i / 25 for i in range(300) if not 4 <= i / 25 < 6]
+times += [4 + i / 150 for i in range(300)]
+times.sort()
+paths = ["/users/1", "/users/2", "/items/7", "/"]
+c = http.client.HTTPConnection("127.0.0.1", port)
+start = time.monotonic()
+for i, t in enumerate(times):
+    d = start + t - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+    c.request("GET", paths[i % 4], headers={"Host": "source"})
+    c.getresponse().read()
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &port.to_string()])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
+fn a_log_replayed_at_its_times_reaches_nginx_with_its_shape_at_x1_and_x4() {
+    let nginx = Nginx::with_servers(&format!(
+        "log_format lab '{FORMAT}';\n  \
+         map $http_host $source {{ source 1; default 0; }}\n  \
+         map $http_host $replayed {{ source 0; default 1; }}\n  \
+         server {{ listen 127.0.0.1:{{port}}; \
+         access_log {{d}}/logs/source.log lab if=$source; \
+         access_log {{d}}/logs/replay.log lab if=$replayed; \
+         location / {{ return 200 \"ok\"; }} }}"
+    ));
+    source_traffic(nginx.http);
+    let logs = nginx.dir.join("logs");
+    let source = read(&logs.join("source.log"));
+    assert_eq!(source.len(), 550);
+    let url = format!("http://127.0.0.1:{}/", nginx.http);
+    let pid: u32 = std::fs::read_to_string(nginx.dir.join("nginx.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    for speed in [1.0, 4.0] {
+        let out = util::run(&[
+            &url,
+            "--replay",
+            logs.join("source.log").to_str().unwrap(),
+            "--log-format",
+            &format!("nginx:{FORMAT}"),
+            "--speed",
+            &speed.to_string(),
+        ]);
+        assert_eq!(
+            out.output.status.code(),
+            Some(0),
+            "{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("replay of ") && out.stderr.contains("at the log's times"),
+            "{}",
+            out.stderr
+        );
+        // nginx's log of this replay, taken whole: renamed, and nginx told to reopen its
+        // logs (USR1), its next lines in a new file.
+        let this = logs.join(format!("replay-x{speed}.log"));
+        std::fs::rename(logs.join("replay.log"), &this).unwrap();
+        let reopened = Command::new("kill")
+            .args(["-USR1", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(reopened.success());
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let replayed = read(&this);
+        // Every request once, the same paths.
+        assert_eq!(replayed.len(), source.len(), "×{speed}\n{}", out.stdout);
+        assert_eq!(paths(&replayed), paths(&source), "×{speed}");
+        // Per second, within 1 % of the source's (compressed).
+        let want = per_second(&source, speed);
+        let got = per_second(&replayed, 1.0);
+        let m = moved(&want, &got);
+        assert!(
+            m as f64 <= 0.01 * source.len() as f64,
+            "×{speed}: {m} requests in another second: source {want:?}, replay {got:?}\n{}",
+            out.stdout
+        );
+        // The burst is there (at ×1, two seconds of 150 among seconds of 25).
+        let peak = |v: &[u64]| *v.iter().max().unwrap() as f64;
+        assert!(peak(&got) >= 0.98 * peak(&want), "{want:?} {got:?}");
+        // What loadlab says of its own fidelity agrees.
+        let j = out.json.expect("a JSON result");
+        let f = &j["traffic"]["replay"];
+        assert_eq!(f["speed"].as_f64(), Some(speed), "{j}");
+        assert_eq!(f["logged"].as_u64(), Some(550), "{j}");
+        assert_eq!(f["released"].as_u64(), Some(550), "{j}");
+        assert!(f["moved_share"].as_f64().unwrap() <= 0.01, "{f}");
+        assert!(
+            out.stdout.contains("replay          replayed at ×"),
+            "{}",
+            out.stdout
+        );
+        let mut names: Vec<&str> = j["by_name"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["GET /", "GET /items/{id}", "GET /users/{id}"],
+            "{j}"
+        );
+    }
+}
+
+#[test]
+fn a_log_without_times_or_with_a_rate_is_refused_before_any_load() {
+    // HAR entries have times; JSON Lines without a time field do not.
+    let log = util::temp_path("untimed.jsonl");
+    std::fs::write(&log, "{\"method\":\"GET\",\"url\":\"/a\"}\n").unwrap();
+    let out = util::run(&[
+        "http://127.0.0.1:9/",
+        "--replay",
+        log.to_str().unwrap(),
+        "--log-format",
+        "jsonl",
+    ]);
+    assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("have no time") && out.stderr.contains("--replay-mix"),
+        "{}",
+        out.stderr
+    );
+    let timed = util::temp_path("timed.log");
+    std::fs::write(
+        &timed,
+        "1.1.1.1 - - [14/Nov/2023:22:13:20 +0000] \"GET /a HTTP/1.1\" 200 1\n",
+    )
+    .unwrap();
+    for (flag, value, says) in [
+        (
+            "--rate",
+            "10",
+            "--rate: --replay sends each request at the time",
+        ),
+        ("--speed", "0", "--speed 0: give a positive number"),
+        (
+            "-n",
+            "5",
+            "-n/--requests: --replay sends the log's requests",
+        ),
+    ] {
+        let out = util::run(&[
+            "http://127.0.0.1:9/",
+            "--replay",
+            timed.to_str().unwrap(),
+            flag,
+            value,
+        ]);
+        assert_eq!(out.output.status.code(), Some(2), "{flag}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{flag}: {}", out.stderr);
+    }
+}
+
+/// The knee of a log at its times is a multiple of its speed: a flat log of 10 req/s over
+/// three paths against the fixture's pool of 2 slots held 50 ms each (40 req/s whatever
+/// the path) holds ×4 at most, found within 10 % and named by the pool; the plan `knee`
+/// writes replays the same log.
+#[test]
+fn the_knee_of_a_log_at_its_times_is_a_multiple_of_its_speed_and_names_the_pool() {
+    let server = util::server::Server::start(&["--pool", "2", "--service-ms", "50"]);
+    // Two minutes at 10 requests a second, in the common log format (second resolution).
+    let log = util::temp_path("knee-replay.log");
+    let mut lines = String::new();
+    for s in 0..120 {
+        for i in 0..10 {
+            let path = ["/users/1", "/users/2", "/items/7"][(s * 10 + i) % 3];
+            lines.push_str(&format!(
+                "10.0.0.1 - - [14/Nov/2023:22:{:02}:{:02} +0000] \"GET {path} HTTP/1.1\" 200 2\n",
+                13 + s / 60,
+                s % 60
+            ));
+        }
+    }
+    std::fs::write(&log, lines).unwrap();
+    let url = server.url();
+    let (stdout, out) = util::lab::knee_search(&[
+        &url,
+        "--replay",
+        log.to_str().unwrap(),
+        "--step",
+        "2s",
+        "--warmup",
+        "500ms",
+        "--confirm",
+        "0",
+        "--slo",
+        "p99<300ms",
+    ]);
+    let (k, low, high) = util::lab::first_knee(&out);
+    assert!(
+        low >= 3.6 && high <= 4.4,
+        "×{low} to ×{high} against 40 req/s ÷ 10: {stdout}"
+    );
+    assert!(stdout.contains("× the log"), "{stdout}");
+    assert!(util::lab::has_finding(&k, "concurrency_bound"), "{k}");
+    let plan = std::fs::read_to_string(out.join("plan.toml")).unwrap();
+    assert!(
+        plan.contains(&format!("replay = \"{}\"", log.display())),
+        "{plan}"
+    );
+}
