@@ -164,7 +164,7 @@ PY
 LOGGED=$(wc -l <"$SOURCE")
 printf '\n== replaying a 20 s $msec log of %s requests (200 req/s, 2,000 req/s for 4 s) against nginx on CPU %s, loadlab on CPU %s\n' \
     "$LOGGED" "$SERVER_CPU" "$GEN_CPU"
-printf '%-6s %8s %8s %15s %16s %11s\n' speed logged arrived "moved (nginx)" "moved (loadlab)" "lag p99 ms"
+printf '%-6s %8s %8s %15s %16s %11s %11s\n' speed logged arrived "moved (nginx)" "moved (loadlab)" "gap shape" "lag p99 ms"
 for speed in 1 5; do
     : >"$NGX_DIR/access.log"
     kill -USR1 "$NGX_PID"
@@ -189,7 +189,7 @@ got, arrived = per_second(sys.argv[2], 1.0)
 moved = sum(abs(want.get(s, 0) - got.get(s, 0)) for s in set(want) | set(got)) / 2
 r = json.load(open(sys.argv[3]))
 f = r["traffic"]["replay"]
-print("%-6s %8d %8d %14.2f%% %15.2f%% %11.3f" % ("x%g" % speed, logged, arrived, 100 * moved / logged,
-      100 * f["moved_share"], r["schedule_lag_ms"]["p99"]))
+print("%-6s %8d %8d %14.2f%% %15.2f%% %10.2f%% %11.3f" % ("x%g" % speed, logged, arrived, 100 * moved / logged,
+      100 * f["moved_share"], 100 * (f["gap_distance"] or 0), r["schedule_lag_ms"]["p99"]))
 PY
 done

@@ -116,7 +116,6 @@ fn main() -> ExitCode {
                         matches!(
                             e,
                             loadlab_lab::experiment::LabError::OutTaken(_)
-                                | loadlab_lab::experiment::LabError::Unsupported(_)
                                 | loadlab_lab::experiment::LabError::Probe(_)
                         )
                     })
@@ -232,12 +231,6 @@ pub(crate) fn cancel_on_signal(token: CancellationToken) {
 
 fn cmd_run(a: &RunArgs) -> anyhow::Result<ExitCode> {
     let (workload, replay) = a.to_workload().map_err(|e| BadInput(format!("{e:#}")))?;
-    if replay.is_some() && a.distributed.agents.is_some() {
-        return Err(BadInput(
-            "--replay with --agents: agents do not share a timed replay yet; run it on one machine, or replay the log's mix (--replay-mix), which agents share".into(),
-        )
-        .into());
-    }
     execute(workload, replay, &a.output, &a.distributed)
 }
 

@@ -575,20 +575,12 @@ fn two_agents_run_one_flow_and_their_sessions_merge_exactly() {
     let coordinator = format!("{HUB_IP}:7879");
     let mut agents: Vec<Child> = (0..2)
         .map(|i| {
-            Fabric::command(&f.leaves[i], loadlab_bin())
-                .args(["agent", "--coordinator", &coordinator, "--token-file"])
-                .arg(&token)
-                .args([
-                    "--name",
-                    &format!("a{i}"),
-                    "--threads",
-                    "1",
-                    "--wait",
-                    "60s",
-                ])
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+            util::spawn_agent(
+                &mut Fabric::command(&f.leaves[i], loadlab_bin()),
+                &coordinator,
+                &token,
+                &format!("a{i}"),
+            )
         })
         .collect();
     let flow = write("flow.toml", &login_browse(r#""30ms""#));

@@ -11,7 +11,7 @@ mod util;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -201,20 +201,12 @@ fn two_agents_share_unique_rows_and_send_none_twice() {
     let url = format!("http://127.0.0.1:{}/u/${{id}}?s=${{seq}}", nginx.http);
     let agents: Vec<_> = (0..2)
         .map(|i| {
-            Command::new(loadlab_bin())
-                .args(["agent", "--coordinator", &listen, "--token-file"])
-                .arg(&token)
-                .args([
-                    "--name",
-                    &format!("a{i}"),
-                    "--threads",
-                    "1",
-                    "--wait",
-                    "60s",
-                ])
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+            util::spawn_agent(
+                &mut Command::new(loadlab_bin()),
+                &listen,
+                &token,
+                &format!("a{i}"),
+            )
         })
         .collect();
     let r = run(&[

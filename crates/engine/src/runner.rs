@@ -470,7 +470,7 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
         data_order: t.data.as_ref().map(|d| d.2),
         resume: ms.resume.unwrap_or_default(),
         notes: t.notes.clone(),
-        replay: ms.replay.clone(),
+        replay: ms.replay.clone().map(crate::replay::Fidelity::public),
     });
     let lag = LagStats::from_histogram(&m.lag);
     let generator_notes = generator_notes(&m, &lag, ms.steal);

@@ -390,7 +390,8 @@ pub fn render(r: &RunResult) -> String {
             .offered_requests_rps()
             .map(|o| {
                 format!(
-                    " of {o} offered ({:.1} %{left})",
+                    " of {} offered ({:.1} %{left})",
+                    crate::format::num(o),
                     100.0 * r.achieved_rps / o
                 )
             })

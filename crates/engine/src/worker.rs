@@ -127,7 +127,7 @@ struct Ctx {
     /// order (`None` otherwise: the traffic draws each request).
     replay_kinds: Option<RefCell<VecDeque<(u64, u32)>>>,
     /// A timed replay: where the arrivals released per second are added at the end.
-    replay_released: Option<Arc<std::sync::Mutex<Vec<u64>>>>,
+    replay_released: Option<Arc<std::sync::Mutex<crate::replay::Tally>>>,
 }
 
 /// Runs one worker to completion (or until `stop`) and returns what it measured.
@@ -395,8 +395,13 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
     let mut behind = 0u32;
     let mut last_wake = 0u64;
     let mut last_turn = 0u64;
-    // A timed replay: arrivals released per second of the measured window.
-    let mut released: Vec<u64> = Vec::new();
+    // A timed replay: what this worker released in the measured window, and the intended
+    // and release times of its last one there.
+    let mut released = ctx
+        .replay_released
+        .as_ref()
+        .map(|_| crate::replay::Tally::new());
+    let mut last_released: Option<(u64, u64)> = None;
     while let Some(intended) = sched.next() {
         if let (Some(q), Some(kind)) = (&ctx.replay_kinds, sched.replay_kind()) {
             q.borrow_mut().push_back((intended, kind));
@@ -432,6 +437,7 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             rec.lag(intended, now);
             let this = u64::from(rec.measured(intended));
             rec.unsent_late(skipped.measured + this);
+            last_released = None;
             continue;
         } else {
             // Catching up: let connection tasks run now and then.
@@ -444,8 +450,17 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
             }
         }
         ctx.io.recorder.borrow_mut().lag(intended, now);
-        if ctx.replay_released.is_some() && intended >= ctx.window.measure_start_ns {
-            crate::replay::add(&mut released, now - ctx.window.measure_start_ns, 1);
+        if let Some(t) = released
+            .as_mut()
+            .filter(|_| intended >= ctx.window.measure_start_ns)
+        {
+            t.release(
+                now.saturating_sub(ctx.window.measure_start_ns),
+                intended,
+                now,
+                last_released,
+            );
+            last_released = Some((intended, now));
         }
         if !ctx.held.is_empty() {
             // Held connections: each arrival to the next loop in turn (a client-streaming
@@ -482,11 +497,8 @@ async fn dispatch(ctx: Rc<Ctx>, mut sched: WorkerSchedule, timer: Option<Precise
         }
     }
     crate::transport::uring::pace(false);
-    if let Some(all) = &ctx.replay_released {
-        let mut all = all.lock().expect("not poisoned");
-        for (i, n) in released.into_iter().enumerate() {
-            crate::replay::add(&mut all, i as u64 * 1_000_000_000, n);
-        }
+    if let (Some(all), Some(mine)) = (&ctx.replay_released, &released) {
+        all.lock().expect("not poisoned").absorb(mine);
     }
     ctx.dispatch_done.set(true);
     ctx.idle.wake_all();

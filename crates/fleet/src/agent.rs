@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use loadlab_engine::replay::Replay;
 use loadlab_engine::{CancellationToken, RunOptions, RunShape};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -262,8 +263,16 @@ async fn session(opts: &AgentOptions, endpoint: &Endpoint) -> Result<SessionEnd,
             CoordMsg::Start {
                 job,
                 workload,
+                replay,
                 start_at_unix_ns,
-            } => start_job(opts, &jobs, &tx, job, *workload, start_at_unix_ns),
+            } => start_job(
+                opts,
+                &jobs,
+                &tx,
+                job,
+                (*workload, replay.map(|r| r.replay())),
+                start_at_unix_ns,
+            ),
             CoordMsg::Stop { job } => {
                 if let Some((stop, _)) = jobs.lock().expect("jobs").get(&job) {
                     stop.cancel();
@@ -297,7 +306,7 @@ fn start_job(
     jobs: &Jobs,
     tx: &mpsc::Sender<AgentMsg>,
     job: u64,
-    workload: loadlab_engine::Workload,
+    (workload, replay): (loadlab_engine::Workload, Option<Replay>),
     start_at_unix_ns: u64,
 ) {
     let stop = CancellationToken::new();
@@ -310,7 +319,7 @@ fn start_job(
     let handle = std::thread::Builder::new()
         .name(format!("loadlab-agent-job-{job}"))
         .spawn(move || {
-            let msg = run_share(&workload, start_at_unix_ns, thread_stop, job, &tx);
+            let msg = run_share(&workload, replay, start_at_unix_ns, thread_stop, job, &tx);
             if log {
                 match &msg {
                     AgentMsg::Done { measurement, .. } => eprintln!(
@@ -342,13 +351,14 @@ fn start_job(
 /// Runs one share with the engine; the message to send back.
 fn run_share(
     workload: &loadlab_engine::Workload,
+    replay: Option<Replay>,
     start_at_unix_ns: u64,
     stop: CancellationToken,
     job: u64,
     tx: &mpsc::Sender<AgentMsg>,
 ) -> AgentMsg {
     let cfg = match workload.validate() {
-        Ok(c) => c,
+        Ok(c) => loadlab_engine::RunConfig { replay, ..c },
         Err(e) => {
             return AgentMsg::Failed {
                 job,

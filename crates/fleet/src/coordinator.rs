@@ -23,6 +23,7 @@ use hdrhistogram::Histogram;
 use loadlab_engine::env::Environment;
 use loadlab_engine::records::{decode_histogram, encode_histogram};
 use loadlab_engine::records::{new_histogram, INTERVAL_SIGFIG};
+use loadlab_engine::replay::ReplayShare;
 use loadlab_engine::result::{AgentSecond, SecondStats};
 use loadlab_engine::runner::Progress;
 use loadlab_engine::{CancellationToken, Measurement, RunConfig, RunResult, RunShape, Workload};
@@ -162,6 +163,9 @@ pub enum FleetError {
     /// The agents' results do not merge (another build).
     #[error("the agents' results do not merge: {0}")]
     Merge(String),
+    /// A timed replay's log could not be read to deal it out.
+    #[error("the replay's log: {0}")]
+    Replay(String),
 }
 
 struct AgentConn {
@@ -885,11 +889,21 @@ impl Coordinator {
         self.shared.started.store(true, Ordering::SeqCst);
         let threads: Vec<usize> = agents.iter().map(|a| a.info.threads).collect();
         let mut shares = Vec::with_capacity(jobs.len());
+        // A timed replay: the arrivals of the step's stretch dealt out like its rate.
+        let mut replays: Vec<Vec<Option<Box<ReplayShare>>>> = Vec::with_capacity(jobs.len());
         for (_, cfg) in jobs {
             match split(cfg, &threads) {
                 Ok(s) => shares.push(s),
                 Err(e) => return all_err(&|| FleetError::Split(e.clone())),
             }
+            let span = cfg.warmup + cfg.duration.unwrap_or_default();
+            replays.push(match &cfg.replay {
+                Some(r) => match r.deal(span, &threads) {
+                    Ok(d) => d.into_iter().map(|s| Some(Box::new(s))).collect(),
+                    Err(e) => return all_err(&|| FleetError::Replay(e.clone())),
+                },
+                None => vec![None; agents.len()],
+            });
         }
         let (etx, erx) = std_mpsc::channel();
         let ids: Vec<u64> = {
@@ -925,6 +939,7 @@ impl Coordinator {
                 let msg = CoordMsg::Start {
                     job: ids[j],
                     workload: Box::new(workload),
+                    replay: replays[j][a].take(),
                     start_at_unix_ns: (start as i128 + agent.info.offset_ns as i128).max(0) as u64,
                 };
                 if agent.tx.try_send(Ok(msg)).is_err() {

@@ -153,6 +153,9 @@ pub fn merged_result(
             next_seq: a.next_seq + b.next_seq,
         }
     });
+    // A timed replay shared: the agents' per-second counts added.
+    merged.replay =
+        loadlab_engine::replay::Fidelity::merge(measured.iter().filter_map(|m| m.replay.as_ref()));
     let mut shape = shape.clone();
     shape.threads = parts.iter().map(|p| p.share.threads).sum();
     // The interface is each agent's own (io_uring where its kernel allows it), not the one

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, BufMut};
+use loadlab_engine::replay::ReplayShare;
 use loadlab_engine::{Measurement, RunShape, SecondStats, Workload};
 use loadlab_system::cgroup::{CgroupLimits, CgroupSample};
 use loadlab_system::probe::{KernelSample, ProbeInfo, ProcessSample, TargetLimits};
@@ -33,8 +34,9 @@ use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::{Status, Streaming};
 
 /// Revision of the messages below; part of [`crate::version`]. 2: remote probes
-/// ([`AgentMsg::ProbeHello`], [`AgentMsg::Sample`]).
-pub const PROTOCOL: u32 = 2;
+/// ([`AgentMsg::ProbeHello`], [`AgentMsg::Sample`]); 3: a timed replay's share in
+/// [`CoordMsg::Start`].
+pub const PROTOCOL: u32 = 3;
 /// The gRPC method.
 pub const SESSION_PATH: &str = "/loadlab.fleet.v1.Fleet/Session";
 /// The gRPC service.
@@ -159,6 +161,9 @@ pub enum CoordMsg {
         job: u64,
         /// The agent's share.
         workload: Box<Workload>,
+        /// A timed replay (`--replay`): the arrivals dealt to this agent, at their times.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replay: Option<Box<ReplayShare>>,
         /// Start instant, agent clock.
         start_at_unix_ns: u64,
     },
@@ -389,7 +394,7 @@ mod tests {
             panic!("not a probe hello: {text}");
         };
         assert_eq!(back.limits.unwrap().cpus, 0.5);
-        assert!(crate::version().ends_with("(fleet protocol 2)"));
+        assert!(crate::version().ends_with("(fleet protocol 3)"));
     }
 
     #[test]
@@ -398,23 +403,33 @@ mod tests {
             url: "http://10.0.0.1:8080/".into(),
             ..Workload::default()
         };
-        let m = CoordMsg::Start {
-            job: 7,
-            workload: Box::new(w.clone()),
-            start_at_unix_ns: 1_700_000_000_000_000_000,
+        let share = ReplayShare {
+            speed: 4.0,
+            gaps_ns: vec![0, 250_000_000],
+            kinds: vec![1, 0],
         };
-        let text = serde_json::to_string(&m).unwrap();
-        let CoordMsg::Start {
-            job,
-            workload,
-            start_at_unix_ns,
-        } = serde_json::from_str(&text).unwrap()
-        else {
-            panic!("not a start: {text}");
-        };
-        assert_eq!(
-            (job, *workload, start_at_unix_ns),
-            (7, w, 1_700_000_000_000_000_000)
-        );
+        for replay in [None, Some(Box::new(share))] {
+            let m = CoordMsg::Start {
+                job: 7,
+                workload: Box::new(w.clone()),
+                replay: replay.clone(),
+                start_at_unix_ns: 1_700_000_000_000_000_000,
+            };
+            let text = serde_json::to_string(&m).unwrap();
+            assert_eq!(text.contains("\"replay\""), replay.is_some(), "{text}");
+            let CoordMsg::Start {
+                job,
+                workload,
+                replay: back,
+                start_at_unix_ns,
+            } = serde_json::from_str(&text).unwrap()
+            else {
+                panic!("not a start: {text}");
+            };
+            assert_eq!(
+                (job, *workload, back, start_at_unix_ns),
+                (7, w.clone(), replay, 1_700_000_000_000_000_000)
+            );
+        }
     }
 }

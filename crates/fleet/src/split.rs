@@ -16,7 +16,9 @@
 //!   the coordinator's CPUs and addresses, are not passed on;
 //! - **data rows** are dealt out: agent `i` of `n` gets rows `i`, `i + n`, `i + 2n`, …, so
 //!   no row goes to two agents and `unique` stays unique; `${seq}` hands agent `i` the
-//!   values `k n + i + 1`, so no two agents send the same number.
+//!   values `k n + i + 1`, so no two agents send the same number;
+//! - a log replayed at its times is **dealt out** request by request in proportion to the
+//!   weights ([`loadlab_engine::replay::Replay::deal`]), each with its logged time.
 
 use loadlab_engine::{LoadModel, RunConfig, Workload};
 

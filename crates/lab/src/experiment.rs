@@ -103,9 +103,6 @@ pub enum LabError {
     /// The bundle directory is another run's, or already holds a bundle.
     #[error("{0}")]
     OutTaken(String),
-    /// The plan asks for what this way of running it cannot do.
-    #[error("{0}")]
-    Unsupported(String),
     /// The bundle could not be written.
     #[error("result bundle {path}: {source}")]
     Bundle {
@@ -237,14 +234,6 @@ pub fn run_driven(
     opts: &LabOptions,
     driver: &mut dyn FnMut(&mut Session<'_>) -> Result<(), LabError>,
 ) -> Result<LabSummary, LabError> {
-    if let Some(s) = plan.scenarios.iter().find(|s| s.traffic.timed.is_some()) {
-        if opts.fleet.as_ref().is_some_and(|f| f.drives_load()) {
-            return Err(LabError::Unsupported(format!(
-                "scenario `{}` replays a log at its times (`replay`), which agents do not share yet: run it on one machine, or replay the log's mix (`replay_mix`), which agents share",
-                s.name
-            )));
-        }
-    }
     target::install_cleanup();
     // Raise the soft nofile limit now, before targets start: they inherit it.
     let demand = crate::doctor::demand(plan);

@@ -260,6 +260,15 @@ fn load_column(steps: &[&StepRecord], closed: bool) -> String {
     }
 }
 
+/// A step's load in a table's load column: a log replayed at its times as its multiple
+/// and the rate that offered (`×4 (40)`), else the load itself.
+fn load_cell(s: &StepRecord) -> String {
+    match (crate::knee::replayed(s), s.result.offered_rps) {
+        (true, Some(rate)) => format!("×{} ({})", num(s.load), num(rate)),
+        _ => num(s.load),
+    }
+}
+
 fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
     let mut rows: Vec<&StepRecord> = steps.to_vec();
     rows.sort_by(|a, b| a.load.total_cmp(&b.load).then(a.index.cmp(&b.index)));
@@ -280,10 +289,7 @@ fn table(out: &mut String, steps: &[&StepRecord], closed: bool) {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} |",
-            match (crate::knee::replayed(s), r.offered_rps) {
-                (true, Some(rate)) => format!("×{} ({})", num(s.load), num(rate)),
-                _ => num(s.load),
-            },
+            load_cell(s),
             ms(r.latency_ms.mean),
             ms(p95(r)),
             ms(r.latency_ms.p99),
@@ -541,7 +547,7 @@ fn names_table(out: &mut String, steps: &[&StepRecord], closed: bool, slo: &Slo)
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} | {errors} | {} | {verdict} |",
-                num(s.load),
+                load_cell(s),
                 n.name.replace('|', "\\|"),
                 crate::format::pct_abs(n.share),
                 n.offered_rps.map_or("-".into(), num),
@@ -990,7 +996,12 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
                     }
                 ));
                 if let (Some(d), Some(v)) = (diagnosis, fail) {
-                    let mut lines = vec![format!("- **{c} / {sc}** at {}:", num(v))];
+                    let at = if unit == loadlab_lab::plan::TIMES_THE_LOG {
+                        format!("×{} the log", num(v))
+                    } else {
+                        num(v)
+                    };
+                    let mut lines = vec![format!("- **{c} / {sc}** at {at}:")];
                     for f in &d.findings {
                         lines.push(format!(
                             "  - {}: {}. Try: {}.",

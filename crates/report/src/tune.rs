@@ -99,18 +99,22 @@ pub fn text(r: &TuneResult) -> String {
         "| # | configuration | knee ({unit}) | outcome | why tried | why it broke |"
     );
     let _ = writeln!(o, "|---|---|---|---|---|---|");
+    // A log replayed at its times: its loads are multiples of its speed.
+    let at = |v: f64| {
+        if unit == loadlab_lab::plan::TIMES_THE_LOG {
+            format!("×{}", loadlab_lab::knee::fmt(v))
+        } else {
+            loadlab_lab::knee::fmt(v)
+        }
+    };
     for (i, t) in r.tried.iter().enumerate() {
         let outcome = match (t.outcome.as_str(), t.raced_at) {
-            ("dropped", Some(at)) => format!(
+            ("dropped", Some(v)) => format!(
                 "dropped: not sustained at {} (the best knee then), {} steps",
-                loadlab_lab::knee::fmt(at),
+                at(v),
                 t.steps
             ),
-            ("knee", Some(at)) => format!(
-                "raced at {}, then searched, {} steps",
-                loadlab_lab::knee::fmt(at),
-                t.steps
-            ),
+            ("knee", Some(v)) => format!("raced at {}, then searched, {} steps", at(v), t.steps),
             ("knee", None) => format!("full search, {} steps", t.steps),
             ("no_knee", _) => "its first load was not sustained".into(),
             (other, _) => other.to_string(),

@@ -386,6 +386,23 @@ pub fn loadlab_bin() -> &'static str {
     env!("CARGO_BIN_EXE_loadlab")
 }
 
+/// `cmd` (the loadlab binary, or a wrapper that runs it) made `loadlab agent` of
+/// `coordinator` holding `token`, named `name`, with one worker thread, waiting up to a
+/// minute for the coordinator; its stderr to a temporary file named after it. Spawned.
+pub fn spawn_agent(
+    cmd: &mut Command,
+    coordinator: &str,
+    token: &std::path::Path,
+    name: &str,
+) -> std::process::Child {
+    cmd.args(["agent", "--coordinator", coordinator, "--token-file"])
+        .arg(token)
+        .args(["--name", name, "--threads", "1", "--wait", "60s"])
+        .stderr(std::fs::File::create(temp_path(&format!("agent-{name}.log"))).unwrap())
+        .spawn()
+        .unwrap()
+}
+
 /// A fresh temporary path.
 pub fn temp_path(name: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);

@@ -526,10 +526,18 @@ impl<'a> Evidence<'a> {
         })
     }
 
-    /// `40 req/s` (`msg/s`, `sessions/s`: the step's unit), `16 in flight`, or `400 open
-    /// connections` (held WebSocket connections, event streams).
+    /// `40 req/s` (`msg/s`, `sessions/s`: the step's unit), `16 in flight`, `400 open
+    /// connections` (held WebSocket connections, event streams), or `×4 the log (41 req/s)`
+    /// (a log replayed at its times).
     pub fn load_words(&self) -> String {
         let r = self.result();
+        if r.traffic.as_ref().is_some_and(|t| t.replay.is_some()) {
+            return format!(
+                "×{} the log ({} req/s)",
+                num(self.step.load),
+                num(self.step.offered())
+            );
+        }
         match self.step.model {
             Model::Closed
                 if r.sessions.is_none()

@@ -328,6 +328,19 @@ pub fn diagnose(step: &StepFacts<'_>, ctx: &Context) -> Option<Diagnosis> {
     });
 
     let this = LatencySplit::of(step.load, step.result);
+    // A log replayed at its times: its steps are multiples of its speed.
+    let replayed = step
+        .result
+        .traffic
+        .as_ref()
+        .is_some_and(|t| t.replay.is_some());
+    let load = |v: f64| {
+        if replayed {
+            format!("×{}", num(v))
+        } else {
+            num(v)
+        }
+    };
     let first = ctx.first_split.clone();
     let latency_note = match (&first, &this) {
         (Some(a), Some(b)) if b.latency_ms > a.latency_ms => {
@@ -339,8 +352,8 @@ pub fn diagnose(step: &StepFacts<'_>, ctx: &Context) -> Option<Diagnosis> {
             Some(format!(
                 "from {} to {}, mean latency grew {} ms: {} in service time (the server), {} queued in \
                  loadlab before sending (waiting for a connection or the schedule), {} connecting",
-                num(a.load),
-                num(b.load),
+                load(a.load),
+                load(b.load),
                 num(grew),
                 part(service),
                 part(queued),
