@@ -18,6 +18,7 @@
 #
 #   bench/replay.sh                      # 2,000,000 lines (about 270 MB), 3 rounds
 #   LINES=500000 ROUNDS=1 bench/replay.sh
+#   LOADLAB=/path/to/loadlab bench/replay.sh   # the fidelity of another build (not rebuilt)
 #
 # Environment:
 #   LINES    lines of the generated log              (2000000)
@@ -26,6 +27,7 @@
 #   SERVER_CPU  nginx's CPU in the fidelity part     (0)
 #   FIDELITY 0 = skip the replay's fidelity          (1)
 #   INSTALL  0 = never install goaccess or GNU time  (1)
+#   LOADLAB  the loadlab the fidelity part runs      (target/release/loadlab, built)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -117,9 +119,11 @@ awk -v l="$ll" -v g="$ga" -v m="$mem" 'BEGIN {
 [[ $FIDELITY == 1 ]] || exit 0
 
 # ---------------------------------------------------------------- the replay's fidelity
-log "building loadlab (release)"
-(cd "$ROOT" && cargo build -q --release -p loadlab)
-LOADLAB="$ROOT/target/release/loadlab"
+if [[ -z ${LOADLAB:-} ]]; then
+    log "building loadlab (release)"
+    (cd "$ROOT" && cargo build -q --release -p loadlab)
+    LOADLAB="$ROOT/target/release/loadlab"
+fi
 server_dir replay
 NGX_DIR=$SRV_DIR
 trap 'bench_cleanup; rm -rf "$WORK"' EXIT
@@ -190,6 +194,6 @@ moved = sum(abs(want.get(s, 0) - got.get(s, 0)) for s in set(want) | set(got)) /
 r = json.load(open(sys.argv[3]))
 f = r["traffic"]["replay"]
 print("%-6s %8d %8d %14.2f%% %15.2f%% %10.2f%% %11.3f" % ("x%g" % speed, logged, arrived, 100 * moved / logged,
-      100 * f["moved_share"], 100 * (f["gap_distance"] or 0), r["schedule_lag_ms"]["p99"]))
+      100 * f["moved_share"], 100 * (f.get("gap_distance") or 0), r["schedule_lag_ms"]["p99"]))
 PY
 done

@@ -299,6 +299,17 @@ pub struct StreamRecord {
     /// Gaps between a stream's messages, µs.
     #[serde(with = "crate::records::histogram_text")]
     pub gap: Histogram<u64>,
+    /// Stream-seconds held in the measured window: every request loop holding a stream,
+    /// for every second of the window it ran in.
+    #[serde(default)]
+    pub seconds: u64,
+    /// The stream-seconds in which the stream missed a message: a wait of it that ended
+    /// in a failure (a timeout, an error status, a reset, a close) overlapped the second.
+    /// A starved stream fails every second it is held, a fed one none: the error clause
+    /// weighs these, where counting failed waits weighed a starved stream one timeout
+    /// against a fed one's message every gap.
+    #[serde(default)]
+    pub failed_seconds: u64,
 }
 
 impl Default for StreamRecord {
@@ -306,15 +317,57 @@ impl Default for StreamRecord {
         StreamRecord {
             first: new_histogram(TOTAL_SIGFIG),
             gap: new_histogram(TOTAL_SIGFIG),
+            seconds: 0,
+            failed_seconds: 0,
         }
     }
 }
 
 impl StreamRecord {
-    /// Adds another record exactly (histograms added).
+    /// Adds another record exactly (histograms added, stream-seconds summed).
     pub fn absorb(&mut self, o: &StreamRecord) -> Result<(), String> {
         crate::records::merge_histogram(&mut self.first, &o.first)?;
-        crate::records::merge_histogram(&mut self.gap, &o.gap)
+        crate::records::merge_histogram(&mut self.gap, &o.gap)?;
+        self.seconds += o.seconds;
+        self.failed_seconds += o.failed_seconds;
+        Ok(())
+    }
+}
+
+/// One request loop's stream-seconds ([`crate::config::Transport::server_streams`]): the
+/// seconds of the measured window in which one of its waits failed, each counted once.
+#[derive(Debug, Default)]
+pub struct StreamSeconds {
+    failed: u64,
+    /// The last second (from the measured window's start) counted failed.
+    marked: Option<u64>,
+}
+
+impl StreamSeconds {
+    /// A wait from `from_ns` to `to_ns` failed: the seconds of the window `[start, end)` it
+    /// overlapped are failed (spans come in time order on one loop).
+    pub fn fail(&mut self, from_ns: u64, to_ns: u64, start: u64, end: u64) {
+        let from = from_ns.max(start);
+        let to = to_ns.min(end.saturating_sub(1));
+        if to < from || end <= start {
+            return;
+        }
+        let last = (to - start) / NS_PER_SEC;
+        let first = match self.marked {
+            Some(m) => ((from - start) / NS_PER_SEC).max(m + 1),
+            None => (from - start) / NS_PER_SEC,
+        };
+        if last >= first {
+            self.failed += last - first + 1;
+            self.marked = Some(last);
+        }
+    }
+
+    /// The seconds this loop held its stream in the window `[start, end)` when it ended at
+    /// `now` (a second begun counts), and the failed ones among them.
+    pub fn counts(&self, now: u64, start: u64, end: u64) -> (u64, u64) {
+        let held = now.min(end).saturating_sub(start).div_ceil(NS_PER_SEC);
+        (held, self.failed.min(held))
     }
 }
 
@@ -346,10 +399,13 @@ impl Unsent {
 pub struct Recorder {
     worker: usize,
     measure_start_ns: u64,
-    /// The end of the window arrivals are intended in ([`Recorder::set_window_end`]).
     /// The held connections were counted ([`Recorder::held_at_end`]).
     held_counted: bool,
+    /// The end of the window arrivals are intended in ([`Recorder::set_window_end`]).
     window_end_ns: u64,
+    /// The intended send time of the last measured request that failed
+    /// ([`Recorder::failed_last`]).
+    last_failure: Option<u64>,
     names: NameMap,
     totals: WorkerTotals,
     second: u64,
@@ -398,6 +454,7 @@ impl Recorder {
             measure_start_ns,
             window_end_ns: u64::MAX,
             held_counted: false,
+            last_failure: None,
             totals: WorkerTotals::new(names.count()),
             second: 0,
             interval: IntervalCounts::new(names.count()),
@@ -552,6 +609,21 @@ impl Recorder {
         h.saturating_record(us(wait_ns));
     }
 
+    /// A request loop holding a stream ended: its stream-seconds held in the measured
+    /// window, and those in which it missed a message.
+    pub fn stream_seconds(&mut self, held: u64, failed: u64) {
+        self.totals.stream.seconds += held;
+        self.totals.stream.failed_seconds += failed;
+    }
+
+    /// Whether the last measured request recorded as failed was the one intended at
+    /// `intended_ns`: a request loop asks right after its exchange returned (in the same
+    /// turn, so no other loop recorded anything since), wherever the exchange recorded
+    /// the failure (a timeout, an error status, a close).
+    pub fn failed_last(&self, intended_ns: u64) -> bool {
+        self.last_failure == Some(intended_ns)
+    }
+
     /// `n` held connections (WebSocket, event streams) were open and answering when the
     /// run ended: the first count given is kept (the later ones follow closes at the end).
     pub fn held_at_end(&mut self, n: u64) {
@@ -614,7 +686,10 @@ impl Recorder {
         self.interval.completed += 1;
         self.interval.latency.saturating_record(latency);
         match failure {
-            Some(class) => self.count_error(class),
+            Some(class) => {
+                self.last_failure = Some(intended_ns);
+                self.count_error(class)
+            }
             None => {
                 self.totals.successful += 1;
                 self.totals.trend.add(x, y);
@@ -657,6 +732,7 @@ impl Recorder {
         self.roll(done_ns);
         self.totals.last_completion_ns = self.totals.last_completion_ns.max(done_ns);
         self.totals.last_intended_ns = self.totals.last_intended_ns.max(intended_ns);
+        self.last_failure = Some(intended_ns);
         self.count_error(class);
         if let Some(i) = self.names.of(p.kind) {
             if let Some(n) = self.totals.names.get_mut(i) {
@@ -801,6 +877,51 @@ pub(crate) fn add_code(codes: &mut Vec<(u16, u64)>, code: u16, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_seconds_count_each_second_a_failed_wait_overlapped_once() {
+        let s = NS_PER_SEC;
+        // The window [10 s, 15 s): five seconds.
+        let (start, end) = (10 * s, 15 * s);
+        let mut fed = StreamSeconds::default();
+        // A wait in the warm-up, and one past the window's end, count nothing of it.
+        fed.fail(5 * s, 9 * s, start, end);
+        fed.fail(16 * s, 17 * s, start, end);
+        assert_eq!(fed.counts(15 * s + s / 2, start, end), (5, 0));
+        // A starved stream: a timeout every second, the first begun in the warm-up.
+        let mut starved = StreamSeconds::default();
+        for k in 9..15 {
+            starved.fail(k * s + s / 2, (k + 1) * s + s / 2, start, end);
+        }
+        assert_eq!(starved.counts(16 * s, start, end), (5, 5));
+        // Two failures in one second count it once; a wait spanning two seconds counts
+        // both; a loop that ended early held only the seconds it began.
+        let mut some = StreamSeconds::default();
+        some.fail(10 * s + 100, 10 * s + 200, start, end);
+        some.fail(10 * s + 300, 10 * s + 400, start, end);
+        some.fail(11 * s + s / 2, 12 * s + s / 2, start, end);
+        assert_eq!(some.counts(12 * s + s / 2, start, end), (3, 3));
+        assert_eq!(some.counts(13 * s + 1, start, end), (4, 3));
+    }
+
+    #[test]
+    fn the_last_failure_is_the_requests_that_failed_last() {
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let ms = 1_000_000;
+        let mut r = Recorder::new(0, 1_000 * ms, tx, NameMap::default());
+        r.error(Planned::at(900 * ms), 950 * ms, ErrorClass::RequestTimeout);
+        assert!(!r.failed_last(900 * ms), "not measured");
+        r.response(Planned::at(1_100 * ms), 1_100 * ms, 1_150 * ms, 503);
+        assert!(r.failed_last(1_100 * ms));
+        r.response(Planned::at(1_200 * ms), 1_200 * ms, 1_250 * ms, 200);
+        assert!(r.failed_last(1_100 * ms), "a success is not a failure");
+        r.error(
+            Planned::at(1_300 * ms),
+            1_400 * ms,
+            ErrorClass::RequestTimeout,
+        );
+        assert!(!r.failed_last(1_100 * ms) && r.failed_last(1_300 * ms));
+    }
 
     #[test]
     fn records_measured_only_and_ships_seconds() {

@@ -193,13 +193,13 @@ impl Replay {
     /// an arrival goes to the machine furthest behind its part (the first on ties), so
     /// together they send every request of the stretch once, each at its logged time.
     pub fn deal(&self, span: Duration, weights: &[usize]) -> Result<Vec<ReplayShare>, String> {
-        let n = weights.len().max(1);
-        let total: f64 = (0..n)
-            .map(|i| weights.get(i).copied().unwrap_or(1).max(1) as f64)
-            .sum();
-        let part: Vec<f64> = (0..n)
-            .map(|i| weights.get(i).copied().unwrap_or(1).max(1) as f64 / total)
-            .collect();
+        let weights: Vec<f64> = match weights {
+            [] => vec![1.0],
+            w => w.iter().map(|&w| w.max(1) as f64).collect(),
+        };
+        let n = weights.len();
+        let total: f64 = weights.iter().sum();
+        let part: Vec<f64> = weights.iter().map(|w| w / total).collect();
         let mut shares: Vec<ReplayShare> = (0..n)
             .map(|_| ReplayShare {
                 speed: self.speed,
@@ -257,12 +257,12 @@ impl ReplayShare {
 
 impl ReplaySource for ReplayShare {
     fn arrivals(&self) -> Result<Box<dyn Iterator<Item = (u64, u32)> + Send>, String> {
-        let at = self.gaps_ns.iter().scan(0u64, |t, g| {
+        // Offsets summed as the workers take them, not collected first.
+        let at = self.gaps_ns.clone().into_iter().scan(0u64, |t, g| {
             *t += g;
             Some(*t)
         });
-        let all: Vec<(u64, u32)> = at.zip(self.kinds.iter().copied()).collect();
-        Ok(Box::new(all.into_iter()))
+        Ok(Box::new(at.zip(self.kinds.clone())))
     }
 }
 

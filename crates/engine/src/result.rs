@@ -368,6 +368,22 @@ pub struct StreamTiming {
     /// The gaps between a stream's messages: each later message's wait since the one
     /// before.
     pub gap_ms: LatencyStats,
+    /// Stream-seconds held in the measured window (each stream held, for each second it
+    /// ran in it); 0 from a loadlab that did not count them.
+    #[serde(default)]
+    pub stream_seconds: u64,
+    /// The stream-seconds in which a stream missed a message (a wait that timed out or
+    /// ended in an error overlapped the second): a starved stream fails each second it is
+    /// held. The error clause weighs these against `stream_seconds`.
+    #[serde(default)]
+    pub failed_stream_seconds: u64,
+}
+
+impl StreamTiming {
+    /// Failed stream-seconds of those held, when any were counted.
+    pub fn starved(&self) -> Option<(u64, u64)> {
+        (self.stream_seconds > 0).then_some((self.failed_stream_seconds, self.stream_seconds))
+    }
 }
 
 /// The delay from the time a reply says the server sent it to its arrival.

@@ -551,6 +551,8 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
             .then(|| crate::result::StreamTiming {
                 first_message_ms: LatencyStats::from_histogram(&m.stream.first),
                 gap_ms: LatencyStats::from_histogram(&m.stream.gap),
+                stream_seconds: m.stream.seconds,
+                failed_stream_seconds: m.stream.failed_seconds,
             }),
         connections_opened: m.connections_opened,
         resent_unprocessed: m.resent_unprocessed,

@@ -444,6 +444,15 @@ pub fn render(r: &RunResult) -> String {
                 t.gap_ms.count,
                 units = units.sent
             );
+            if let Some((failed, held)) = t.starved() {
+                let _ = writeln!(
+                    out,
+                    "  {:<15} {failed} of {held} stream-seconds ({}) missed {what}: a wait for it timed out or ended in an error in that second",
+                    "starved",
+                    crate::format::pct_abs(failed as f64 / held as f64),
+                    what = if units.sent == "events" { "an event" } else { "a message" },
+                );
+            }
         }
         if let Some(d) = &r.server_delay {
             server_delay_lines(&mut out, d);

@@ -943,8 +943,23 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
         ctx.io.clock.instant(ctx.window.end_ns).into()
     ));
     let me = Rc::new(crate::idle::Idler::default());
+    // A held server stream: the seconds in which its waits failed (a starved stream).
+    let mut starved = ctx
+        .io
+        .cfg
+        .transport
+        .server_streams()
+        .then(crate::recorder::StreamSeconds::default);
+    let w = ctx.window;
     while ctx.next_batch(&me, slot, &mut batch).await {
-        if !ctx.exchange(&mut link, &batch, timer.as_mut()).await {
+        let ok = ctx.exchange(&mut link, &batch, timer.as_mut()).await;
+        if let Some(s) = starved.as_mut() {
+            let wait = batch[0].intended;
+            if !ok || ctx.io.recorder.borrow().failed_last(wait) {
+                s.fail(wait, ctx.io.clock.now(), w.measure_start_ns, w.end_ns);
+            }
+        }
+        if !ok {
             // A failure can be synchronous (EMFILE, EADDRNOTAVAIL, a refused connect on
             // loopback): yield, or this task would starve the others on its thread. Over
             // io_uring, what the others queued goes to the kernel first: a thread kept busy
@@ -955,6 +970,10 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
         batch.clear();
     }
     ctx.end_calls(&mut link).await;
+    if let Some(s) = starved {
+        let (held, failed) = s.counts(ctx.io.clock.now(), w.measure_start_ns, w.end_ns);
+        ctx.io.recorder.borrow_mut().stream_seconds(held, failed);
+    }
     loop_ended(&ctx, &mut link).await;
 }
 

@@ -401,6 +401,10 @@ pub struct Figures<'a> {
     /// WebSocket and server-sent events: the connections still open at the end, of those
     /// held (`None`: not counted, another protocol or one request name's figures).
     pub held: Option<(u64, u64)>,
+    /// Held server streams (gRPC server streaming, event streams, WebSocket push): the
+    /// stream-seconds in which a stream missed a message, of those held (`None`: another
+    /// protocol, one request name's figures, or a result that did not count them).
+    pub starved: Option<(u64, u64)>,
 }
 
 impl Figures<'_> {
@@ -417,6 +421,7 @@ impl Figures<'_> {
             successful: r.successful,
             trend: r.latency_trend.as_ref(),
             held: r.connections_held.map(|h| (h, r.connections)),
+            starved: r.stream_timing.as_ref().and_then(|t| t.starved()),
         }
     }
 
@@ -432,6 +437,7 @@ impl Figures<'_> {
             successful: n.successful,
             trend: n.latency_trend.as_ref(),
             held: None,
+            starved: None,
         }
     }
 }

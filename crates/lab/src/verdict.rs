@@ -185,7 +185,8 @@ pub fn percentile_of(f: &Figures<'_>, q: f64) -> Option<f64> {
 
 /// Judges a step's result against the SLO. Each clause fails only on a difference the
 /// step resolves at [`CONFIDENCE`](stats::CONFIDENCE):
-/// - errors: the failures, as a count out of the requests, against `max_error_rate`;
+/// - errors: the failures, as a count out of the requests, against `max_error_rate`; held
+///   server streams also their stream-seconds that missed a message, out of those held;
 /// - latency: the responses slower than `p99_ms`, as a count, against 1 %;
 /// - throughput (open loop): the server kept pace with the arrivals (the latency trend's
 ///   resolved slope) within `min_achieved_ratio`; failures are the error clause's.
@@ -294,6 +295,18 @@ fn server_clauses(
     unresolved: &mut Vec<String>,
 ) {
     let mut notes = Vec::new();
+    // Held server streams are judged per stream-second too: a starved stream fails one
+    // wait per timeout, which against a fed stream's message every gap is too few to
+    // count, but it misses every second it is held.
+    let starved = f.starved.is_some_and(|(failed, held)| {
+        count_clause(
+            failed,
+            held,
+            slo.max_error_rate,
+            "stream-seconds missed a message",
+            &mut notes,
+        )
+    });
     if f.attempts == 0
         || count_clause(
             f.errors_total,
@@ -302,6 +315,7 @@ fn server_clauses(
             "requests failed",
             &mut notes,
         )
+        || starved
     {
         limits.push(Limit::Errors);
     }

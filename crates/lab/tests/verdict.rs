@@ -323,3 +323,35 @@ fn a_bound_on_another_percentile_is_judged_on_its_own_share() {
     let v = judge(&s.result, &with(50.0, 2.0 * p50), false);
     assert!(v.sustained, "{v:?}");
 }
+
+#[test]
+fn held_streams_fail_on_the_stream_seconds_that_missed_a_message() {
+    // A healthy step read as held server streams: its few failed waits pass the count of
+    // requests, but one stream in nine starved for four seconds is resolved on
+    // stream-seconds; the same share over two seconds is too few to tell and is said so.
+    let h = step("backlog=16,workers=2", "health", 800.0);
+    let mut r = h.result.clone();
+    assert!(judge(&r, &SLO, false).sustained);
+    r.stream_timing = Some(loadlab_engine::result::StreamTiming {
+        stream_seconds: 36,
+        failed_stream_seconds: 4,
+        ..Default::default()
+    });
+    let v = judge(&r, &SLO, false);
+    assert_eq!(v.limits, vec![Limit::Errors], "{v:?}");
+    let t = r.stream_timing.as_mut().unwrap();
+    (t.stream_seconds, t.failed_stream_seconds) = (18, 2);
+    let v = judge(&r, &SLO, false);
+    assert!(v.sustained, "{v:?}");
+    assert!(
+        v.unresolved
+            .iter()
+            .any(|u| u.starts_with("2 of 18 stream-seconds missed a message")),
+        "{:?}",
+        v.unresolved
+    );
+    // None missed: the clause holds.
+    let t = r.stream_timing.as_mut().unwrap();
+    (t.stream_seconds, t.failed_stream_seconds) = (36, 0);
+    assert!(judge(&r, &SLO, false).sustained);
+}

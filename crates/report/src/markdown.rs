@@ -327,18 +327,22 @@ fn streams_table(out: &mut String, steps: &[&StepRecord], closed: bool) {
     let load_col = load_column(steps, closed);
     let _ = writeln!(
         out,
-        "Each stream's first message apart from the gaps after it (both in the latency above):\n"
+        "Each stream's first message apart from the gaps after it (both in the latency above), and the stream-seconds in which a stream missed a message (a wait timed out or ended in an error; the error clause weighs them):\n"
     );
     let _ = writeln!(
         out,
-        "| {load_col} | first messages | first p50 ms | first p99 ms | gaps | gap p50 ms | gap p99 ms |"
+        "| {load_col} | first messages | first p50 ms | first p99 ms | gaps | gap p50 ms | gap p99 ms | starved stream-seconds |"
     );
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|---:|");
     for s in rows {
         let t = s.result.stream_timing.as_ref().expect("filtered above");
+        let starved = match t.starved() {
+            Some((failed, held)) => format!("{failed} of {held}"),
+            None => "–".into(),
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {starved} |",
             num(s.load),
             t.first_message_ms.count,
             ms(t.first_message_ms.p50),
@@ -1230,21 +1234,35 @@ mod tests {
             s.result.stream_timing = Some(loadlab_engine::result::StreamTiming {
                 first_message_ms: stats(8 + k as u64, 150.5, 180.0),
                 gap_ms: stats(100, 20.25, 41.0),
+                stream_seconds: 36,
+                failed_stream_seconds: 4,
             });
         }
+        list[1]
+            .result
+            .stream_timing
+            .as_mut()
+            .unwrap()
+            .stream_seconds = 0;
         list[0].result.window_stalls = Some(7);
         let refs: Vec<&StepRecord> = list.iter().collect();
         streams_table(&mut out, &refs, true);
         assert!(
             out.contains(
-                "| first messages | first p50 ms | first p99 ms | gaps | gap p50 ms | gap p99 ms |"
+                "| first messages | first p50 ms | first p99 ms | gaps | gap p50 ms | gap p99 ms | starved stream-seconds |"
             ),
             "{out}"
         );
-        // Three significant digits, as every latency of the report.
+        // Three significant digits, as every latency of the report; a step from a
+        // loadlab that did not count stream-seconds says nothing of them.
         let row = format!(
-            "| {} | 8 | 150 | 180 | 100 | 20.2 | 41.0 |",
+            "| {} | 8 | 150 | 180 | 100 | 20.2 | 41.0 | 4 of 36 |",
             num(list[0].load)
+        );
+        assert!(out.contains(&row), "{row} not in\n{out}");
+        let row = format!(
+            "| {} | 9 | 150 | 180 | 100 | 20.2 | 41.0 | – |",
+            num(list[1].load)
         );
         assert!(out.contains(&row), "{row} not in\n{out}");
         assert_eq!(out.matches("\n| ").count(), 1 + list.len(), "{out}");

@@ -257,6 +257,19 @@ impl Transport {
         }
     }
 
+    /// Whether each request loop holds a stream the server sends on, and each exchange
+    /// waits for its next message (a server-streaming gRPC call, server-sent events,
+    /// WebSocket push): a loop that waits in vain is a stream starved, which the error
+    /// clause weighs per stream-second ([`crate::recorder::StreamRecord`]).
+    pub fn server_streams(&self) -> bool {
+        match self {
+            Transport::Grpc { .. } => self.protocol() == Protocol::GrpcServerStream,
+            Transport::Sse { .. } => true,
+            Transport::WebSocket { push, .. } => *push,
+            Transport::Http1 { .. } | Transport::Http2 { .. } => false,
+        }
+    }
+
     /// The same transport with its sizes set: the ceiling of a pool of connections that
     /// each carry one exchange (HTTP/1.1, WebSocket), or the streams in flight over shared
     /// ones (HTTP/2, gRPC). Validation fills the defaults in this way, and a distributed
