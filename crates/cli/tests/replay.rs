@@ -1,9 +1,10 @@
 //! `loadlab run --replay LOG`: an access log's requests sent at the times it logged them,
-//! against real nginx, whose own access log (`$msec`) is both the source and the truth.
-//! A client with a burst in its traffic writes the source log; loadlab replays it at ×1
-//! and ×4, and two agents share it at ×2; nginx's log of each replay must have every
-//! request once, the same paths, and per-second counts within 1 % of the source's
-//! (compressed as fast as it was replayed).
+//! against real nginx, whose own access log (`$msec`) is the truth. A client with a burst in
+//! its traffic writes a source log through nginx; loadlab replays it at ×1 and ×4, and two
+//! agents share it at ×2. A three-minute log with a burst is replayed whole at ×4 and its
+//! burst's window at ×1. nginx's log of each replay must have every request once, the same
+//! paths, and per-second counts within 1 % of the source's (compressed as fast as it was
+//! replayed).
 
 mod util;
 
@@ -89,10 +90,10 @@ for i, t in enumerate(times):
     );
 }
 
-#[test]
-#[ignore = "needs nginx (./test.sh installs it)"]
-fn a_log_replayed_at_its_times_reaches_nginx_with_its_shape_at_x1_and_x4() {
-    let nginx = Nginx::with_servers(&format!(
+/// nginx logging the source's requests (Host `source`) and the replays' apart, in
+/// [`FORMAT`].
+fn nginx() -> Nginx {
+    Nginx::with_servers(&format!(
         "log_format lab '{FORMAT}';\n  \
          map $http_host $source {{ source 1; default 0; }}\n  \
          map $http_host $replayed {{ source 0; default 1; }}\n  \
@@ -100,116 +101,135 @@ fn a_log_replayed_at_its_times_reaches_nginx_with_its_shape_at_x1_and_x4() {
          access_log {{d}}/logs/source.log lab if=$source; \
          access_log {{d}}/logs/replay.log lab if=$replayed; \
          location / {{ return 200 \"ok\"; }} }}"
-    ));
-    source_traffic(nginx.http);
-    let logs = nginx.dir.join("logs");
-    let source = read(&logs.join("source.log"));
-    assert_eq!(source.len(), 550);
+    ))
+}
+
+/// Replays `source` against `nginx` at `speed` (with `extra` arguments, shared by `agents`
+/// agents when any) and returns the run and nginx's own log of it, taken whole: renamed,
+/// and nginx told to reopen its logs (USR1), its next lines in a new file.
+fn replay_into(
+    nginx: &Nginx,
+    source: &Path,
+    speed: f64,
+    extra: &[&str],
+    agents: usize,
+) -> (util::RunOutput, Vec<Entry>) {
     let url = format!("http://127.0.0.1:{}/", nginx.http);
-    let pid: u32 = std::fs::read_to_string(nginx.dir.join("nginx.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let speed_arg = speed.to_string();
+    let format_arg = format!("nginx:{FORMAT}");
+    let mut args = vec![
+        url.as_str(),
+        "--replay",
+        source.to_str().unwrap(),
+        "--log-format",
+        &format_arg,
+        "--speed",
+        &speed_arg,
+    ];
+    args.extend(extra);
+    let coordinator = format!("127.0.0.1:{}", util::nginx::free_port());
     let token = util::temp_path("replay-token");
     std::fs::write(&token, "dGVzdC10b2tlbi1mb3ItbG9hZGxhYg==\n").unwrap();
+    let mut children: Vec<std::process::Child> = (0..agents)
+        .map(|i| {
+            util::spawn_agent(
+                &mut Command::new(util::loadlab_bin()),
+                &coordinator,
+                &token,
+                &format!("replay-a{i}"),
+            )
+        })
+        .collect();
+    let agents_arg = agents.to_string();
+    if agents > 0 {
+        args.extend([
+            "--agents",
+            &agents_arg,
+            "--listen",
+            &coordinator,
+            "--token-file",
+            token.to_str().unwrap(),
+        ]);
+    }
+    let out = util::run(&args);
+    for c in &mut children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert_eq!(
+        out.output.status.code(),
+        Some(0),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("replay of ") && out.stderr.contains("at the log's times"),
+        "{}",
+        out.stderr
+    );
+    let logs = nginx.dir.join("logs");
+    static TAKEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = TAKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let this = logs.join(format!("replay-{n}.log"));
+    std::fs::rename(logs.join("replay.log"), &this).unwrap();
+    let pid = std::fs::read_to_string(nginx.dir.join("nginx.pid")).unwrap();
+    let reopened = Command::new("kill")
+        .args(["-USR1", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(reopened.success());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    (out, read(&this))
+}
+
+/// What nginx saw of a replay of `source` at `speed` is the source: every request once, the
+/// same paths, per second within 1 % of the source's (compressed), its burst whole; and
+/// what loadlab says of its own fidelity agrees.
+fn same_shape(source: &[Entry], replayed: &[Entry], speed: f64, out: &util::RunOutput) {
+    assert_eq!(replayed.len(), source.len(), "×{speed}\n{}", out.stdout);
+    assert_eq!(paths(replayed), paths(source), "×{speed}");
+    let want = per_second(source, speed);
+    let got = per_second(replayed, 1.0);
+    let m = moved(&want, &got);
+    assert!(
+        m as f64 <= 0.01 * source.len() as f64,
+        "×{speed}: {m} requests in another second: source {want:?}, replay {got:?}\n{}",
+        out.stdout
+    );
+    let peak = |v: &[u64]| *v.iter().max().unwrap() as f64;
+    assert!(peak(&got) >= 0.98 * peak(&want), "{want:?} {got:?}");
+    let j = out.json.as_ref().expect("a JSON result");
+    let f = &j["traffic"]["replay"];
+    let n = source.len() as u64;
+    assert_eq!(f["speed"].as_f64(), Some(speed), "{j}");
+    assert_eq!(f["logged"].as_u64(), Some(n), "{j}");
+    assert_eq!(f["released"].as_u64(), Some(n), "{j}");
+    assert!(f["moved_share"].as_f64().unwrap() <= 0.01, "{f}");
+    // The inter-arrival shape kept: every worker's gaps compared, their distribution
+    // within 5 % of the log's (a stall of the host clumps a few).
+    assert!(f["gaps"].as_u64().unwrap() >= n * 98 / 100, "{f}");
+    assert!(f["gap_distance"].as_f64().unwrap() <= 0.05, "{f}");
+    assert!(
+        out.stdout.contains("replay          replayed at ×"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
+fn a_log_replayed_at_its_times_reaches_nginx_with_its_shape_at_x1_and_x4() {
+    let nginx = nginx();
+    source_traffic(nginx.http);
+    let source_log = nginx.dir.join("logs").join("source.log");
+    let source = read(&source_log);
+    assert_eq!(source.len(), 550);
     // ×1 and ×4 here; ×2 shared by two agents, each replaying its part of the log.
     for (speed, agents) in [(1.0, 0), (4.0, 0), (2.0, 2)] {
-        let source_log = logs.join("source.log");
-        let speed_arg = speed.to_string();
-        let format_arg = format!("nginx:{FORMAT}");
-        let mut args = vec![
-            url.as_str(),
-            "--replay",
-            source_log.to_str().unwrap(),
-            "--log-format",
-            &format_arg,
-            "--speed",
-            &speed_arg,
-        ];
-        let coordinator = format!(
-            "127.0.0.1:{}",
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        );
-        let mut children: Vec<std::process::Child> = (0..agents)
-            .map(|i| {
-                util::spawn_agent(
-                    &mut Command::new(util::loadlab_bin()),
-                    &coordinator,
-                    &token,
-                    &format!("replay-a{i}"),
-                )
-            })
-            .collect();
-        let agents_arg = agents.to_string();
-        if agents > 0 {
-            args.extend([
-                "--agents",
-                &agents_arg,
-                "--listen",
-                &coordinator,
-                "--token-file",
-                token.to_str().unwrap(),
-            ]);
-        }
-        let out = util::run(&args);
-        for c in &mut children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        assert_eq!(
-            out.output.status.code(),
-            Some(0),
-            "{}\n{}",
-            out.stdout,
-            out.stderr
-        );
-        assert!(
-            out.stderr.contains("replay of ") && out.stderr.contains("at the log's times"),
-            "{}",
-            out.stderr
-        );
-        // nginx's log of this replay, taken whole: renamed, and nginx told to reopen its
-        // logs (USR1), its next lines in a new file.
-        let this = logs.join(format!("replay-x{speed}.log"));
-        std::fs::rename(logs.join("replay.log"), &this).unwrap();
-        let reopened = Command::new("kill")
-            .args(["-USR1", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(reopened.success());
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let replayed = read(&this);
-        // Every request once, the same paths.
-        assert_eq!(replayed.len(), source.len(), "×{speed}\n{}", out.stdout);
-        assert_eq!(paths(&replayed), paths(&source), "×{speed}");
-        // Per second, within 1 % of the source's (compressed).
-        let want = per_second(&source, speed);
-        let got = per_second(&replayed, 1.0);
-        let m = moved(&want, &got);
-        assert!(
-            m as f64 <= 0.01 * source.len() as f64,
-            "×{speed}: {m} requests in another second: source {want:?}, replay {got:?}\n{}",
-            out.stdout
-        );
-        // The burst is there (at ×1, two seconds of 150 among seconds of 25).
-        let peak = |v: &[u64]| *v.iter().max().unwrap() as f64;
-        assert!(peak(&got) >= 0.98 * peak(&want), "{want:?} {got:?}");
-        // What loadlab says of its own fidelity agrees.
+        let (out, replayed) = replay_into(&nginx, &source_log, speed, &[], agents);
+        same_shape(&source, &replayed, speed, &out);
         let j = out.json.expect("a JSON result");
-        let f = &j["traffic"]["replay"];
-        assert_eq!(f["speed"].as_f64(), Some(speed), "{j}");
-        assert_eq!(f["logged"].as_u64(), Some(550), "{j}");
-        assert_eq!(f["released"].as_u64(), Some(550), "{j}");
-        assert!(f["moved_share"].as_f64().unwrap() <= 0.01, "{f}");
-        // The inter-arrival shape kept: every worker's gaps compared, their distribution
-        // within 5 % of the log's (a stall of the host clumps a few).
-        assert!(f["gaps"].as_u64().unwrap() >= 540, "{f}");
-        assert!(f["gap_distance"].as_f64().unwrap() <= 0.05, "{f}");
         // Shared: half the log each (equal weights), every request sent once between them.
         if agents > 0 {
             let parts: Vec<u64> = j["agents"]
@@ -221,11 +241,6 @@ fn a_log_replayed_at_its_times_reaches_nginx_with_its_shape_at_x1_and_x4() {
             assert_eq!(parts.len(), agents, "{j}");
             assert!(parts.iter().all(|&n| n.abs_diff(275) <= 1), "{parts:?}");
         }
-        assert!(
-            out.stdout.contains("replay          replayed at ×"),
-            "{}",
-            out.stdout
-        );
         let mut names: Vec<&str> = j["by_name"]
             .as_array()
             .unwrap()
@@ -239,6 +254,54 @@ fn a_log_replayed_at_its_times_reaches_nginx_with_its_shape_at_x1_and_x4() {
             "{j}"
         );
     }
+}
+
+/// Three minutes of traffic in nginx's `$msec` format from the Unix time `T0`: 20 req/s
+/// over four paths, 200 req/s from its 90th second to its 95th: 4,500 requests.
+fn minutes_log() -> std::path::PathBuf {
+    let mut times: Vec<f64> = (0..3600)
+        .map(|i| i as f64 / 20.0)
+        .filter(|t| !(90.0..95.0).contains(t))
+        .collect();
+    times.extend((0..1000).map(|j| 90.0 + j as f64 / 200.0));
+    times.sort_by(f64::total_cmp);
+    let paths = ["/users/1", "/users/2", "/items/7", "/"];
+    let mut lines = String::new();
+    for (i, t) in times.iter().enumerate() {
+        lines.push_str(&format!(
+            "{:.3} \"GET {} HTTP/1.1\" 200\n",
+            T0 as f64 + t,
+            paths[i % 4]
+        ));
+    }
+    let log = util::temp_path("minutes.log");
+    std::fs::write(&log, lines).unwrap();
+    log
+}
+
+/// [`minutes_log`]'s first second, since the Unix epoch.
+const T0: u64 = 1_700_000_000;
+
+#[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
+fn a_log_of_minutes_with_a_burst_keeps_its_shape_at_x4_and_its_burst_window_at_x1() {
+    let nginx = nginx();
+    let log = minutes_log();
+    let all = read(&log);
+    assert_eq!(all.len(), 4500);
+    // The whole three minutes at ×4 (45 s): the burst 800 req/s for 1.25 s.
+    let (out, replayed) = replay_into(&nginx, &log, 4.0, &[], 0);
+    same_shape(&all, &replayed, 4.0, &out);
+    // At ×1 the window around the burst (15 s of it): its requests alone, at their times.
+    let (from, to) = ((T0 + 85).to_string(), (T0 + 100).to_string());
+    let window: Vec<Entry> = all
+        .iter()
+        .filter(|e| (85e9..100e9).contains(&(e.at_ns.unwrap() as f64 - T0 as f64 * 1e9)))
+        .cloned()
+        .collect();
+    assert_eq!(window.len(), 1200);
+    let (out, replayed) = replay_into(&nginx, &log, 1.0, &["--from", &from, "--to", &to], 0);
+    same_shape(&window, &replayed, 1.0, &out);
 }
 
 #[test]
@@ -415,4 +478,62 @@ fn the_knee_of_a_log_at_its_times_is_a_multiple_of_its_speed_and_names_the_pool(
         plan.contains(&format!("replay = \"{}\"", log.display())),
         "{plan}"
     );
+}
+
+/// nginx (nobody here wrote it) limiting `/items/` to 20 req/s, the log's other paths
+/// free: the log sends a third of its 10 req/s there, so ×6 of the log is that limit. The
+/// knee is that multiple, the endpoint that broke is `/items/`, and the why is the
+/// limiter's 503s.
+#[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
+fn the_knee_of_a_log_against_nginx_names_the_endpoint_its_limit_refused() {
+    let nginx = Nginx::with_servers(
+        "limit_req_zone $binary_remote_addr zone=items:1m rate=20r/s;\n  \
+         server { listen 127.0.0.1:{port}; access_log off; root {d}; \
+         location /items/ { limit_req zone=items burst=2 nodelay; try_files /ok.txt =404; } \
+         location / { return 200 \"ok\"; } }",
+    );
+    // limit_req counts no request whose key is empty (a server without a name's
+    // $server_name), and a `return` answers before it is asked: a file it is.
+    std::fs::write(nginx.dir.join("ok.txt"), "ok").unwrap();
+    let log = flat_log("knee-replay-nginx.log");
+    let url = format!("http://127.0.0.1:{}/", nginx.http);
+    let (stdout, out) = util::lab::knee_search(&[
+        &url,
+        "--replay",
+        log.to_str().unwrap(),
+        "--step",
+        "5s",
+        "--warmup",
+        "500ms",
+        "--confirm",
+        "0",
+        "--slo",
+        "p99<300ms",
+    ]);
+    let (k, low, high) = util::lab::first_knee(&out);
+    // The knee within 10 % of the limit's multiple; the first step not held one bracket
+    // above it at most (a burst of 2 lets a little more through at first).
+    assert!(
+        (5.4..=6.6).contains(&low) && high <= 7.0,
+        "×{low} to ×{high} against 20 req/s ÷ (10 req/s ÷ 3): {stdout}"
+    );
+    assert!(stdout.contains("× the log"), "{stdout}");
+    assert!(
+        util::lab::has_finding(&k, "refused"),
+        "the limiter's 503s: {k}"
+    );
+    // The endpoint that broke is the limited one, and only it.
+    let steps = util::lab::steps(&out);
+    let above = steps
+        .iter()
+        .find(|s| s["load"].as_f64() == Some(high))
+        .unwrap_or_else(|| panic!("no step at ×{high}: {stdout}"));
+    let failed: Vec<&str> = above["verdict"]["names"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no name failed at ×{high}: {above}"))
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["GET /items/{id}"], "{above}");
 }

@@ -899,7 +899,15 @@ impl Coordinator {
             let span = cfg.warmup + cfg.duration.unwrap_or_default();
             replays.push(match &cfg.replay {
                 Some(r) => match r.deal(span, &threads) {
-                    Ok(d) => d.into_iter().map(|s| Some(Box::new(s))).collect(),
+                    Ok(d) => {
+                        let fits = d.iter().zip(&agents).try_for_each(|(s, a)| {
+                            crate::proto::replay_fits(s, &a.info.name, crate::proto::MAX_MESSAGE)
+                        });
+                        if let Err(e) = fits {
+                            return all_err(&|| FleetError::Replay(e.clone()));
+                        }
+                        d.into_iter().map(|s| Some(Box::new(s))).collect()
+                    }
                     Err(e) => return all_err(&|| FleetError::Replay(e.clone())),
                 },
                 None => vec![None; agents.len()],

@@ -47,6 +47,37 @@ pub const TOKEN_HEADER: &str = "x-loadlab-token";
 /// smaller; a long step's per-second histograms grow it).
 pub const MAX_MESSAGE: usize = 256 * 1024 * 1024;
 
+/// What a `Start` may carry besides its replay share (the workload, the run's settings).
+const START_ROOM: usize = 16 * 1024 * 1024;
+
+/// Whether an agent's part of a timed replay fits in the `Start` that carries it, within
+/// `limit` bytes of JSON: an agent would fail to decode a larger one and be lost; it is
+/// refused before the step instead, with what would make it fit.
+pub fn replay_fits(share: &ReplayShare, agent: &str, limit: usize) -> Result<(), String> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    serde_json::to_writer(&mut n, share).map_err(|e| e.to_string())?;
+    let room = limit.saturating_sub(START_ROOM.min(limit / 2));
+    if n.0 <= room {
+        return Ok(());
+    }
+    Err(format!(
+        "agent {agent}'s part of the step's stretch is {} requests, {:.0} MB to send, above the {:.0} MB an agent takes in one message: shorten the step (--duration), lower --speed, or add agents",
+        share.kinds.len(),
+        n.0 as f64 / 1e6,
+        room as f64 / 1e6
+    ))
+}
+
 /// What an agent says on joining.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hello {
@@ -395,6 +426,25 @@ mod tests {
         };
         assert_eq!(back.limits.unwrap().cpus, 0.5);
         assert!(crate::version().ends_with("(fleet protocol 3)"));
+    }
+
+    #[test]
+    fn a_replay_part_too_large_for_its_start_is_refused_with_what_would_fit_it() {
+        let share = ReplayShare {
+            speed: 1.0,
+            gaps_ns: vec![1_000_000; 100_000],
+            kinds: vec![3; 100_000],
+        };
+        let size = serde_json::to_vec(&share).unwrap().len();
+        assert!(replay_fits(&share, "a1", MAX_MESSAGE).is_ok());
+        // Against a limit it passes once the Start's own room (half of it here) is kept.
+        assert!(replay_fits(&share, "a1", size * 2).is_ok());
+        let e = replay_fits(&share, "a1", size * 2 - 2).unwrap_err();
+        assert!(
+            e.starts_with("agent a1's part of the step's stretch is 100000 requests")
+                && e.contains("add agents"),
+            "{e}"
+        );
     }
 
     #[test]
