@@ -693,6 +693,22 @@ fn pushed_messages_are_counted_with_the_gaps_between_them() {
     let t = &j["stream_timing"];
     assert_eq!(u(&t["first_message_ms"]["count"]), 5, "{j}");
     assert_eq!(u(&t["gap_ms"]["count"]), replies - 5, "{j}");
+    // Each connection's two seconds held, none of them missing a message.
+    assert_eq!(u(&t["stream_seconds"]), 10, "{j}");
+    assert_eq!(u(&t["failed_stream_seconds"]), 0, "{j}");
+    // A server that never pushes starves every second of every connection held: each
+    // wait times out, and the step's stream-seconds say it whole.
+    let silent = WsServer::start(WsBehavior::Stall);
+    let j = run_ws(
+        &silent.url(),
+        "",
+        "2s",
+        &["--push", "-c", "3", "--timeout", "400ms"],
+    );
+    let t = &j["stream_timing"];
+    assert_eq!(u(&t["stream_seconds"]), 6, "{j}");
+    assert_eq!(u(&t["failed_stream_seconds"]), 6, "{j}");
+    assert!(u(&j["errors"]["request_timeout"]) >= 3 * 4, "{j}");
     // A rate has no meaning for messages the server sends at its own pace.
     let out = util::run(&[&server.url(), "--push", "--rate", "10", "-d", "1s"]);
     assert_eq!(out.output.status.code(), Some(2), "{}", out.stderr);

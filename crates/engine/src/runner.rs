@@ -545,9 +545,9 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
                 missing: m.server_delay.missing,
                 ahead: m.server_delay.ahead,
             }),
-        // WebSocket push records them too (its other modes do not).
+        // WebSocket push records them too (its other modes do not), starved or not.
         stream_timing: (matches!(shape.protocol, Protocol::GrpcServerStream | Protocol::Sse)
-            || m.stream.first.len() + m.stream.gap.len() > 0)
+            || m.stream.first.len() + m.stream.gap.len() + m.stream.seconds > 0)
             .then(|| crate::result::StreamTiming {
                 first_message_ms: LatencyStats::from_histogram(&m.stream.first),
                 gap_ms: LatencyStats::from_histogram(&m.stream.gap),
