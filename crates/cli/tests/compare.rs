@@ -392,6 +392,12 @@ fn held_streams_are_compared_by_their_gaps_and_first_messages_untested() {
         "{a:?} {b:?}"
     );
     assert_eq!((a.window_stalls, b.window_stalls), (None, None));
+    // Both servers fed every stream: stream-seconds counted, none starved.
+    assert!(
+        a.stream_seconds >= 4 && b.stream_seconds >= 4,
+        "{a:?} {b:?}"
+    );
+    assert_eq!((a.failed_stream_seconds, b.failed_stream_seconds), (0, 0));
     let files: Vec<&str> = files.iter().map(|p| path(p)).collect();
     let o = loadlab(&["compare", files[0], files[1]]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -404,6 +410,11 @@ fn held_streams_are_compared_by_their_gaps_and_first_messages_untested() {
     assert!(
         out.lines()
             .any(|l| l.contains("first message p50 / p99 at 4 open streams")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("starved stream-seconds at 4 open streams") && l.contains("0 of")),
         "{out}"
     );
 }

@@ -217,6 +217,33 @@ fn same_shape(source: &[Entry], replayed: &[Entry], speed: f64, out: &util::RunO
     );
 }
 
+/// [`replay_into`] then [`same_shape`], run again (three runs at most) while loadlab says
+/// it was late: a busy host's late wake-ups move sends into the next second, which loadlab
+/// names as generator-limited and nginx's log shows; the last run is judged whatever it was.
+fn replay_shaped(
+    nginx: &Nginx,
+    log: &Path,
+    source: &[Entry],
+    speed: f64,
+    extra: &[&str],
+    agents: usize,
+) -> util::RunOutput {
+    for attempt in 1..=3 {
+        let (out, replayed) = replay_into(nginx, log, speed, extra, agents);
+        let late = out.json.as_ref().expect("a JSON result")["generator_limited"] == true;
+        if late && attempt < 3 {
+            eprintln!(
+                "×{speed}: loadlab was late (attempt {attempt}), again:\n{}",
+                out.stdout
+            );
+            continue;
+        }
+        same_shape(source, &replayed, speed, &out);
+        return out;
+    }
+    unreachable!("the third run returns")
+}
+
 #[test]
 #[ignore = "needs nginx (./test.sh installs it)"]
 fn a_log_replayed_at_its_times_reaches_nginx_with_its_shape_at_x1_and_x4() {
@@ -227,8 +254,7 @@ fn a_log_replayed_at_its_times_reaches_nginx_with_its_shape_at_x1_and_x4() {
     assert_eq!(source.len(), 550);
     // ×1 and ×4 here; ×2 shared by two agents, each replaying its part of the log.
     for (speed, agents) in [(1.0, 0), (4.0, 0), (2.0, 2)] {
-        let (out, replayed) = replay_into(&nginx, &source_log, speed, &[], agents);
-        same_shape(&source, &replayed, speed, &out);
+        let out = replay_shaped(&nginx, &source_log, &source, speed, &[], agents);
         let j = out.json.expect("a JSON result");
         // Shared: half the log each (equal weights), every request sent once between them.
         if agents > 0 {
@@ -290,8 +316,7 @@ fn a_log_of_minutes_with_a_burst_keeps_its_shape_at_x4_and_its_burst_window_at_x
     let all = read(&log);
     assert_eq!(all.len(), 4500);
     // The whole three minutes at ×4 (45 s): the burst 800 req/s for 1.25 s.
-    let (out, replayed) = replay_into(&nginx, &log, 4.0, &[], 0);
-    same_shape(&all, &replayed, 4.0, &out);
+    replay_shaped(&nginx, &log, &all, 4.0, &[], 0);
     // At ×1 the window around the burst (15 s of it): its requests alone, at their times.
     let (from, to) = ((T0 + 85).to_string(), (T0 + 100).to_string());
     let window: Vec<Entry> = all
@@ -300,8 +325,14 @@ fn a_log_of_minutes_with_a_burst_keeps_its_shape_at_x4_and_its_burst_window_at_x
         .cloned()
         .collect();
     assert_eq!(window.len(), 1200);
-    let (out, replayed) = replay_into(&nginx, &log, 1.0, &["--from", &from, "--to", &to], 0);
-    same_shape(&window, &replayed, 1.0, &out);
+    replay_shaped(
+        &nginx,
+        &log,
+        &window,
+        1.0,
+        &["--from", &from, "--to", &to],
+        0,
+    );
 }
 
 #[test]

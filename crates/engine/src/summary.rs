@@ -270,8 +270,9 @@ pub fn render(r: &RunResult) -> String {
             }
         ),
         (None, None) if r.protocol.multiplexed() => format!(
-            "closed loop, {} streams over {} connections",
-            r.concurrency, r.connections
+            "closed loop, {} over {}",
+            counted(r.concurrency, "stream"),
+            counted(r.connections, "connection")
         ),
         (None, None) => format!("closed loop, {} {}", r.connections, units.held),
     };
@@ -280,10 +281,11 @@ pub fn render(r: &RunResult) -> String {
     let transport = if r.protocol.multiplexed() {
         match r.offered_rps {
             Some(_) => format!(
-                "{} connections, at most {} streams",
-                r.connections, r.concurrency
+                "{}, at most {}",
+                counted(r.connections, "connection"),
+                counted(r.concurrency, "stream")
             ),
-            None => format!("{} connections", r.connections),
+            None => counted(r.connections, "connection"),
         }
     } else if matches!(
         r.protocol,
@@ -327,8 +329,8 @@ pub fn render(r: &RunResult) -> String {
     };
     let _ = writeln!(
         out,
-        "  {model}; {} threads; timeout {}; {transport}",
-        r.threads,
+        "  {model}; {}; timeout {}; {transport}",
+        counted(r.threads as u64, "thread"),
         ms(Some(r.timeout_ms)),
     );
     let stop = match r.stop_reason {
@@ -550,4 +552,13 @@ pub fn render(r: &RunResult) -> String {
         let _ = writeln!(out, "\n  WARNING: {w}");
     }
     out
+}
+
+/// `n` of a thing, its noun in the plural unless one: "1 thread", "2 threads".
+fn counted(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }

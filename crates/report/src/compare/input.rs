@@ -449,6 +449,8 @@ fn run_of(r: &RunResult, verdict: Option<&Verdict>) -> Result<Run, String> {
                 gap_p50_ms: t.and_then(|t| t.gap_ms.p50),
                 gap_p99_ms: t.and_then(|t| t.gap_ms.p99),
                 window_stalls: r.window_stalls,
+                stream_seconds: t.map_or(0, |t| t.stream_seconds),
+                failed_stream_seconds: t.map_or(0, |t| t.failed_stream_seconds),
             }
         }),
     })

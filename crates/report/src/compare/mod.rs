@@ -392,6 +392,13 @@ pub struct StreamFigures {
     /// Messages the server's flow-control window held back, summed over the runs
     /// (`None`: streams that only receive).
     pub window_stalls: Option<u64>,
+    /// Held server streams: the stream-seconds held and those in which a stream missed a
+    /// message, summed over the runs (0 and 0: not counted by the loadlab that ran it).
+    #[serde(default)]
+    pub stream_seconds: u64,
+    /// See `stream_seconds`.
+    #[serde(default)]
+    pub failed_stream_seconds: u64,
 }
 
 impl StreamFigures {
@@ -413,6 +420,8 @@ impl StreamFigures {
                 (None, None) => None,
                 (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
             },
+            stream_seconds: a.stream_seconds + b.stream_seconds,
+            failed_stream_seconds: a.failed_stream_seconds + b.failed_stream_seconds,
         })
     }
 }

@@ -469,6 +469,8 @@ fn streams_of_repeated_runs_take_the_worst_percentile_and_are_never_a_difference
         gap_p50_ms: Some(gap),
         gap_p99_ms: Some(2.0 * gap),
         window_stalls: stalls,
+        stream_seconds: 40,
+        failed_stream_seconds: (gap > 60.0).into(),
     };
     let s = step(
         vec![
@@ -485,6 +487,10 @@ fn streams_of_repeated_runs_take_the_worst_percentile_and_are_never_a_difference
         (Some(60.0), Some(50.0), Some(100.0))
     );
     assert_eq!(a.window_stalls, None);
+    // Stream-seconds add up over the repeats.
+    assert_eq!((a.stream_seconds, a.failed_stream_seconds), (80, 0));
+    let b = s.other.streams.unwrap();
+    assert_eq!((b.stream_seconds, b.failed_stream_seconds), (40, 1));
     // Stalls of streams that send add up; a side without them is none, not zero.
     assert_eq!(
         StreamFigures::over([
