@@ -475,6 +475,24 @@ p99_ms = 150
     assert!(stdout.contains("× the log"), "{stdout}");
 }
 
+/// `loadlab knee URL --replay LOG` in steps of `step` (half a second of warm-up, no
+/// confirmation runs, p99 under 300 ms): its output and bundle.
+fn knee_of_log(url: &str, log: &Path, step: &str) -> (String, std::path::PathBuf) {
+    util::lab::knee_search(&[
+        url,
+        "--replay",
+        log.to_str().unwrap(),
+        "--step",
+        step,
+        "--warmup",
+        "500ms",
+        "--confirm",
+        "0",
+        "--slo",
+        "p99<300ms",
+    ])
+}
+
 /// The knee of a log at its times is a multiple of its speed: a flat log of 10 req/s over
 /// three paths against the fixture's pool of 2 slots held 50 ms each (40 req/s whatever
 /// the path) holds ×4 at most, found within 10 % and named by the pool; the plan `knee`
@@ -483,20 +501,7 @@ p99_ms = 150
 fn the_knee_of_a_log_at_its_times_is_a_multiple_of_its_speed_and_names_the_pool() {
     let server = util::server::Server::start(&["--pool", "2", "--service-ms", "50"]);
     let log = flat_log("knee-replay.log");
-    let url = server.url();
-    let (stdout, out) = util::lab::knee_search(&[
-        &url,
-        "--replay",
-        log.to_str().unwrap(),
-        "--step",
-        "2s",
-        "--warmup",
-        "500ms",
-        "--confirm",
-        "0",
-        "--slo",
-        "p99<300ms",
-    ]);
+    let (stdout, out) = knee_of_log(&server.url(), &log, "2s");
     let (k, low, high) = util::lab::first_knee(&out);
     assert!(
         low >= 3.6 && high <= 4.4,
@@ -529,19 +534,7 @@ fn the_knee_of_a_log_against_nginx_names_the_endpoint_its_limit_refused() {
     std::fs::write(nginx.dir.join("ok.txt"), "ok").unwrap();
     let log = flat_log("knee-replay-nginx.log");
     let url = format!("http://127.0.0.1:{}/", nginx.http);
-    let (stdout, out) = util::lab::knee_search(&[
-        &url,
-        "--replay",
-        log.to_str().unwrap(),
-        "--step",
-        "5s",
-        "--warmup",
-        "500ms",
-        "--confirm",
-        "0",
-        "--slo",
-        "p99<300ms",
-    ]);
+    let (stdout, out) = knee_of_log(&url, &log, "5s");
     let (k, low, high) = util::lab::first_knee(&out);
     // The knee within 10 % of the limit's multiple; the first step not held one bracket
     // above it at most (a burst of 2 lets a little more through at first).
