@@ -402,6 +402,12 @@ pub struct StreamFigures {
 }
 
 impl StreamFigures {
+    /// Failed stream-seconds of those held, when any were counted (as
+    /// [`loadlab_engine::result::StreamTiming::starved`]).
+    pub fn starved(&self) -> Option<(u64, u64)> {
+        (self.stream_seconds > 0).then_some((self.failed_stream_seconds, self.stream_seconds))
+    }
+
     /// The figures of several runs: counts summed, each percentile the highest of the
     /// runs'.
     pub fn over(runs: impl IntoIterator<Item = StreamFigures>) -> Option<StreamFigures> {

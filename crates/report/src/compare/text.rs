@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::{
     names, Comparison, Finding, InputKind, KneeComparison, Method, MetricChange, NamesComparison,
-    PairComparison, SeriesComparison, SessionCounts, StepFigures, StreamFigures,
+    PairComparison, SeriesComparison, SessionCounts, StepFigures,
 };
 
 pub use crate::format::{confidence, num, pct, pct_abs, pct_range};
@@ -193,8 +193,7 @@ fn session_row(at: &str, a: &StepFigures, b: &StepFigures) -> Option<Vec<String>
 
 /// Held streams at a load, side by side: time to first message and the gaps between
 /// messages (median and p99), the stream-seconds starved, and flow-control stalls; not
-/// tested for noise (a run keeps
-/// them as summaries, with no per-second histograms).
+/// tested for noise (a run keeps them as summaries, with no per-second histograms).
 fn stream_rows(at: &str, a: &StepFigures, b: &StepFigures) -> Vec<Vec<String>> {
     if a.streams.is_none() && b.streams.is_none() {
         return Vec::new();
@@ -240,19 +239,20 @@ fn stream_rows(at: &str, a: &StepFigures, b: &StepFigures) -> Vec<Vec<String>> {
             ]);
         }
     }
-    if sa.stream_seconds > 0 || sb.stream_seconds > 0 {
-        let cell = |s: &StreamFigures| match s.stream_seconds {
-            0 => "-".to_string(),
-            n => format!(
-                "{} of {n} ({})",
-                s.failed_stream_seconds,
-                pct_of(s.failed_stream_seconds as f64 / n as f64)
-            ),
+    if sa.starved().is_some() || sb.starved().is_some() {
+        let cell = |s: Option<(u64, u64)>| match s {
+            None => "-".to_string(),
+            Some((failed, held)) => {
+                format!(
+                    "{failed} of {held} ({})",
+                    pct_of(failed as f64 / held as f64)
+                )
+            }
         };
         rows.push(vec![
             format!("starved stream-seconds at {at}"),
-            cell(&sa),
-            cell(&sb),
+            cell(sa.starved()),
+            cell(sb.starved()),
             "counts, not tested for noise".into(),
         ]);
     }
