@@ -1012,6 +1012,12 @@ pub struct KneeArgs {
     #[arg(long, alias = "stream-call-count", value_name = "N", requires = "call",
           value_parser = clap::value_parser!(u32).range(1..), help_heading = "gRPC")]
     pub messages_per_call: Option<u32>,
+    /// gRPC, a server-streaming method: the steps are streams opened per second, each held
+    /// for DURATION and then reset (its first message timed from its intended open), instead
+    /// of streams held; the knee is the opening rate (about rate × DURATION open at once).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, requires = "call",
+          help_heading = "gRPC")]
+    pub stream_lifetime: Option<Duration>,
     /// gRPC, a bidirectional method: the number field each reply echoes from the message it
     /// answers (`/seq`: field names from the top, the same path in the request and the
     /// reply; the message's `"seq": "${seq}"` makes it unique): a reply answers the message
@@ -1591,6 +1597,13 @@ pub struct GrpcArgs {
     #[arg(long, alias = "stream-call-count", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..), help_heading = "Call")]
     pub messages_per_call: Option<u32>,
+    /// A server-streaming method: open streams at --rate, each held for DURATION after its
+    /// first message and then reset, instead of holding --concurrency of them. Each
+    /// stream's first message is its reply, timed from its intended open; the messages
+    /// after it are its gaps. The rate is in streams per second; about rate × DURATION are
+    /// open at once (a dashboard opened for a while, a subscription joined and left).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_flag, help_heading = "Call")]
+    pub stream_lifetime: Option<Duration>,
     /// A server-streaming or bidirectional method: the number field of each message that
     /// says when the server sent it (`/sent_at_us`, `/meta/ts`: field names from the top;
     /// an integer or a floating-point number since the Unix epoch in s, ms, µs or ns, told
@@ -1859,6 +1872,9 @@ impl GrpcArgs {
             }
             call.messages_per_call = n;
         }
+        if let Some(d) = self.stream_lifetime {
+            call.lifetime_ms = stream_lifetime_ms(d, &call, &self.call)?;
+        }
         let transport = TransportFlags {
             grpc: Some(call),
             ..self.load.transport_flags()
@@ -1875,6 +1891,23 @@ impl GrpcArgs {
             ..self.load.to_workload(url, transport)?
         })
     }
+}
+
+/// `--stream-lifetime`, ms, for a server-streaming `call` (named `name`); refused for
+/// another kind, or below a millisecond.
+pub fn stream_lifetime_ms(d: Duration, call: &GrpcCall, name: &str) -> anyhow::Result<u64> {
+    let flag = format!("--stream-lifetime {}", humantime::format_duration(d));
+    if !call.server_streaming || call.bidirectional || call.client_streaming {
+        return Err(crate::BadInput(format!(
+            "{flag}: `{name}` is not a server-streaming method (`rpc M(A) returns (stream B)`); its streams are held at --concurrency"
+        ))
+        .into());
+    }
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if ms == 0 {
+        return Err(crate::BadInput(format!("{flag}: at least 1ms")).into());
+    }
+    Ok(ms)
 }
 
 /// `HOST:PORT`, `http://HOST:PORT` or `https://HOST:PORT` as a URL (without a path: the

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
+use loadlab_engine::config::workload::MAX_CONNECTIONS;
 use loadlab_engine::CancellationToken;
 use loadlab_lab::plan::{KneeFile, LoadFile, PlanFile, ProbeFile, ScenarioFile, SloFile};
 use loadlab_lab::{Plan, PlanError};
@@ -115,6 +116,7 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
         import_paths: a.import_paths.iter().map(|p| absolute(p)).collect(),
         call: a.call.clone(),
         messages_per_call: a.messages_per_call,
+        stream_lifetime: a.stream_lifetime.map(duration),
         match_field: a.match_field.clone(),
         message,
         metadata: a.metadata.clone(),
@@ -181,10 +183,15 @@ pub(crate) fn plan_file(a: &KneeArgs) -> anyhow::Result<PlanFile> {
             steps: None,
             knee: Some(KneeFile {
                 start: a.start.unwrap_or(if closed || replay { 1.0 } else { 10.0 }),
-                max: a.max.unwrap_or(match (closed, replay) {
-                    (_, true) => 1000.0,
-                    (true, false) => 4096.0,
-                    (false, false) => 100_000.0,
+                max: a.max.unwrap_or(match (closed, replay, a.stream_lifetime) {
+                    (_, true, _) => 1000.0,
+                    (true, false, _) => 4096.0,
+                    // Streams opened at a rate: as many as the streams in flight hold.
+                    (false, false, Some(life)) => (MAX_CONNECTIONS as f64
+                        / life.as_secs_f64().max(0.001))
+                    .floor()
+                    .min(100_000.0),
+                    (false, false, None) => 100_000.0,
                 }),
                 precision: a.precision,
                 growth: a.growth,
@@ -248,6 +255,7 @@ fn flag_error(e: PlanError) -> BadInput {
         f if f.starts_with("scenario[0].headers") => "--header",
         f if f.starts_with("scenario[0].method") => "--method",
         f if f.starts_with("scenario[0].timeout") => "--timeout",
+        f if f.starts_with("scenario[0].stream_lifetime") => "--stream-lifetime",
         f if f.starts_with("scenario[0].data_order") => "--data-order",
         f if f.starts_with("scenario[0].data") => "--data",
         f if f.starts_with("scenario[0].targets") => "--targets",

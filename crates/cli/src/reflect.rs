@@ -38,6 +38,7 @@ pub(crate) fn for_call(
         messages_per_call: 0,
         sent_at: None,
         match_field: None,
+        lifetime_ms: 0,
     };
     let (ca_pem, client_cert) = tls.pems()?;
     let cfg = loadlab_engine::Workload {

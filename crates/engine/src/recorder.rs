@@ -310,6 +310,32 @@ pub struct StreamRecord {
     /// against a fed one's message every gap.
     #[serde(default)]
     pub failed_seconds: u64,
+    /// Streams opened at a rate (`--stream-lifetime`), measured, that had their first
+    /// message, by how they ended: held to their lifetime (or to a timeout past the window's end) and
+    /// reset by loadlab; ended by the server (OK) before it; broken before it (a gap past
+    /// the timeout, an error status, a reset).
+    #[serde(default)]
+    pub ends: StreamEnds,
+}
+
+/// How measured streams opened at a rate ended after their first message
+/// ([`StreamRecord::ends`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StreamEnds {
+    /// Held to their lifetime, or to a timeout past the window's end, then reset by loadlab.
+    pub lived: u64,
+    /// Ended by the server with OK before their lifetime.
+    pub ended: u64,
+    /// Broken before their lifetime: a gap longer than the timeout, an error status, a
+    /// reset or a lost connection.
+    pub broken: u64,
+}
+
+impl StreamEnds {
+    /// Streams counted.
+    pub fn total(&self) -> u64 {
+        self.lived + self.ended + self.broken
+    }
 }
 
 impl Default for StreamRecord {
@@ -319,6 +345,7 @@ impl Default for StreamRecord {
             gap: new_histogram(TOTAL_SIGFIG),
             seconds: 0,
             failed_seconds: 0,
+            ends: StreamEnds::default(),
         }
     }
 }
@@ -330,6 +357,9 @@ impl StreamRecord {
         crate::records::merge_histogram(&mut self.gap, &o.gap)?;
         self.seconds += o.seconds;
         self.failed_seconds += o.failed_seconds;
+        self.ends.lived += o.ends.lived;
+        self.ends.ended += o.ends.ended;
+        self.ends.broken += o.ends.broken;
         Ok(())
     }
 }
@@ -367,6 +397,19 @@ impl StreamSeconds {
     /// `now` (a second begun counts), and the failed ones among them.
     pub fn counts(&self, now: u64, start: u64, end: u64) -> (u64, u64) {
         let held = now.min(end).saturating_sub(start).div_ceil(NS_PER_SEC);
+        (held, self.failed.min(held))
+    }
+
+    /// One stream held from `from_ns` to `to_ns` (a stream opened at a rate): the seconds
+    /// of the window `[start, end)` it overlapped, each counted once, and the failed ones
+    /// among them.
+    pub fn span(&self, from_ns: u64, to_ns: u64, start: u64, end: u64) -> (u64, u64) {
+        let from = from_ns.max(start);
+        let to = to_ns.min(end);
+        if to <= from {
+            return (0, 0);
+        }
+        let held = (to - 1 - start) / NS_PER_SEC - (from - start) / NS_PER_SEC + 1;
         (held, self.failed.min(held))
     }
 }
@@ -614,6 +657,21 @@ impl Recorder {
     pub fn stream_seconds(&mut self, held: u64, failed: u64) {
         self.totals.stream.seconds += held;
         self.totals.stream.failed_seconds += failed;
+    }
+
+    /// A measured stream opened at a rate ended after its first message: held to its
+    /// lifetime (`None`), or ended by the server early (`Some(true)`: OK, `Some(false)`:
+    /// broken).
+    pub fn stream_ended(&mut self, p: Planned, early: Option<bool>) {
+        if !self.measured(p.intended) {
+            return;
+        }
+        let e = &mut self.totals.stream.ends;
+        match early {
+            None => e.lived += 1,
+            Some(true) => e.ended += 1,
+            Some(false) => e.broken += 1,
+        }
     }
 
     /// Whether the last measured request recorded as failed was the one intended at
@@ -902,6 +960,29 @@ mod tests {
         some.fail(11 * s + s / 2, 12 * s + s / 2, start, end);
         assert_eq!(some.counts(12 * s + s / 2, start, end), (3, 3));
         assert_eq!(some.counts(13 * s + 1, start, end), (4, 3));
+    }
+
+    #[test]
+    fn a_stream_opened_at_a_rate_holds_the_seconds_of_its_own_span() {
+        let s = NS_PER_SEC;
+        let (start, end) = (10 * s, 15 * s);
+        let fed = StreamSeconds::default();
+        // Within one second; across two; begun in the warm-up; past the window's end;
+        // wholly outside it; ending exactly on a second's start.
+        assert_eq!(fed.span(10 * s + 100, 10 * s + 900, start, end), (1, 0));
+        assert_eq!(fed.span(11 * s + s / 2, 12 * s + s / 2, start, end), (2, 0));
+        assert_eq!(fed.span(9 * s, 10 * s + s / 2, start, end), (1, 0));
+        assert_eq!(fed.span(14 * s + s / 2, 17 * s, start, end), (1, 0));
+        assert_eq!(fed.span(16 * s, 17 * s, start, end), (0, 0));
+        assert_eq!(fed.span(11 * s, 12 * s, start, end), (1, 0));
+        // Broken half-way through its third second: that second failed, the two before
+        // held.
+        let mut broken = StreamSeconds::default();
+        broken.fail(12 * s + s / 4, 12 * s + s / 2, start, end);
+        assert_eq!(
+            broken.span(10 * s + s / 2, 12 * s + s / 2, start, end),
+            (3, 1)
+        );
     }
 
     #[test]

@@ -89,6 +89,9 @@ pub struct RunShape {
     /// gRPC bidirectional streaming: the field path each reply echoes (`--match-field`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_field: Option<String>,
+    /// gRPC server streams opened at a rate: each one's lifetime, ms (`--stream-lifetime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_lifetime_ms: Option<f64>,
 }
 
 /// What a run's requests were, when they varied.
@@ -164,6 +167,11 @@ impl RunShape {
                 .filter(|c| c.bidirectional)
                 .and_then(|c| c.match_field.as_ref())
                 .map(|m| m.reply.pointer.clone()),
+            stream_lifetime_ms: cfg
+                .transport
+                .grpc()
+                .filter(|c| c.server_streaming && c.lifetime_ms > 0)
+                .map(|c| c.lifetime_ms as f64),
         }
     }
 }
@@ -377,6 +385,24 @@ pub struct StreamTiming {
     /// held. The error clause weighs these against `stream_seconds`.
     #[serde(default)]
     pub failed_stream_seconds: u64,
+    /// Streams opened at a rate (`grpc_stream_opens`): their lifetime and how the measured
+    /// ones that had a first message ended. Absent for streams held at a count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened: Option<OpenedStreams>,
+}
+
+/// Streams opened at a rate, each for a lifetime ([`StreamTiming::opened`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OpenedStreams {
+    /// Each stream's lifetime, ms (`--stream-lifetime`): from its first message.
+    pub lifetime_ms: f64,
+    /// Held to their lifetime (or to a timeout past the window's end), then reset by loadlab.
+    pub lived: u64,
+    /// Ended by the server with OK before their lifetime.
+    pub ended: u64,
+    /// Broken before their lifetime: a gap longer than the timeout, an error status, a
+    /// reset or a lost connection.
+    pub broken: u64,
 }
 
 impl StreamTiming {

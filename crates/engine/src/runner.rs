@@ -246,6 +246,7 @@ pub fn measure(cfg: &RunConfig, mut opts: RunOptions<'_>) -> Result<Measurement,
             Protocol::Http2
             | Protocol::Grpc
             | Protocol::GrpcServerStream
+            | Protocol::GrpcStreamOpens
             | Protocol::GrpcBidi
             | Protocol::GrpcClientStream => {
                 let conns = share(cfg.connections, index, threads);
@@ -532,10 +533,15 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
             .map(|(code, n)| (code.to_string(), *n))
             .collect(),
         messages_per_call: shape.messages_per_call,
-        // A client-streaming call's stream lasts one call: none is held to the end.
+        // A client-streaming call's stream lasts one call, one opened at a rate its
+        // lifetime: none is held to the end.
         connections_held: (matches!(shape.protocol, Protocol::Ws | Protocol::Sse)
-            || (shape.protocol.grpc_stream() && shape.protocol != Protocol::GrpcClientStream))
-            .then_some(m.held_at_end),
+            || (shape.protocol.grpc_stream()
+                && !matches!(
+                    shape.protocol,
+                    Protocol::GrpcClientStream | Protocol::GrpcStreamOpens
+                )))
+        .then_some(m.held_at_end),
         server_delay: shape
             .sent_at
             .as_ref()
@@ -546,13 +552,23 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
                 ahead: m.server_delay.ahead,
             }),
         // WebSocket push records them too (its other modes do not), starved or not.
-        stream_timing: (matches!(shape.protocol, Protocol::GrpcServerStream | Protocol::Sse)
-            || m.stream.first.len() + m.stream.gap.len() + m.stream.seconds > 0)
+        stream_timing: (matches!(
+            shape.protocol,
+            Protocol::GrpcServerStream | Protocol::GrpcStreamOpens | Protocol::Sse
+        ) || m.stream.first.len() + m.stream.gap.len() + m.stream.seconds > 0)
             .then(|| crate::result::StreamTiming {
                 first_message_ms: LatencyStats::from_histogram(&m.stream.first),
                 gap_ms: LatencyStats::from_histogram(&m.stream.gap),
                 stream_seconds: m.stream.seconds,
                 failed_stream_seconds: m.stream.failed_seconds,
+                opened: shape
+                    .stream_lifetime_ms
+                    .map(|lifetime_ms| crate::result::OpenedStreams {
+                        lifetime_ms,
+                        lived: m.stream.ends.lived,
+                        ended: m.stream.ends.ended,
+                        broken: m.stream.ends.broken,
+                    }),
             }),
         connections_opened: m.connections_opened,
         resent_unprocessed: m.resent_unprocessed,

@@ -438,14 +438,32 @@ pub fn render(r: &RunResult) -> String {
             if t.gap_ms.count > 0 {
                 stats_line(&mut out, "gaps", &t.gap_ms);
             }
-            let _ = writeln!(
-                out,
-                "  {:<15} {} streams' first {units}, {} gaps between {units} on a stream (both in the latency above)",
-                "",
-                t.first_message_ms.count,
-                t.gap_ms.count,
-                units = units.sent
-            );
+            match &t.opened {
+                // The latency above is the first messages' only.
+                Some(o) => {
+                    let messages = t.first_message_ms.count + t.gap_ms.count;
+                    let _ = writeln!(
+                        out,
+                        "  {:<15} each held {} after its first message: {} held to it, {} ended by the server before it, {} broken (a gap past the timeout, an error status, a reset); {} messages per stream-second",
+                        "lifetimes",
+                        humantime::format_duration(std::time::Duration::from_millis(o.lifetime_ms as u64)),
+                        o.lived,
+                        o.ended,
+                        o.broken,
+                        crate::format::num(messages as f64 / t.stream_seconds.max(1) as f64),
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "  {:<15} {} streams' first {units}, {} gaps between {units} on a stream (both in the latency above)",
+                        "",
+                        t.first_message_ms.count,
+                        t.gap_ms.count,
+                        units = units.sent
+                    );
+                }
+            }
             if let Some((failed, held)) = t.starved() {
                 let _ = writeln!(
                     out,

@@ -38,6 +38,7 @@ use crate::conn::Connector;
 use crate::error::ErrorClass;
 use crate::recorder::{IntervalReport, Planned, Recorder, WorkerTotals};
 use crate::schedule::{Window, WorkerSchedule};
+use crate::transport::http2::link::LifeEnd;
 use crate::transport::io::Io;
 use crate::transport::{Link, Links, Request};
 
@@ -777,6 +778,64 @@ impl Ctx {
         }
     }
 
+    /// A server stream opened at a rate for `lifetime_ns` (arrival `p`), after the exchange
+    /// that waited for its first message (`ok`: it did not fail): takes its messages until
+    /// its lifetime, counted from that first message, ends (at most a timeout after the
+    /// window's end), then counts how it ended and its stream-seconds, from its intended
+    /// open to its end (a broken stream's: to when it was to be reset).
+    async fn live_on(&self, link: &mut Link, p: Planned, lifetime_ns: u64, ok: bool) {
+        let Link::Http2(l) = link else {
+            return;
+        };
+        let w = self.window;
+        let mut seconds = crate::recorder::StreamSeconds::default();
+        let first_failed = !ok || self.io.recorder.borrow().failed_last(p.intended);
+        // A stream that broke is charged its whole lifetime: the seconds from its last
+        // message to when it was to be reset failed, as a held stream that starved fails
+        // every second it is held. One that never sent its first message lost all of it.
+        let cap = w.end_ns.saturating_add(self.timeout_ns);
+        let end = match (first_failed, l.holds_stream()) {
+            (false, true) => {
+                // Its lifetime counts from its first message, which came in this turn: a
+                // stream that waited at the server is still held as long once it flows, so
+                // a server short of streams falls behind rather than serving shorter ones.
+                // Past the window's end it is held at most a timeout longer, as a first wait
+                // is: cut at the window's end, every stream freed the server at once, and the
+                // ones still waiting for it got their first message sooner than they would.
+                let first = self.io.clock.now();
+                let end = first.saturating_add(lifetime_ns).min(cap);
+                let ended = l.follow_for_life(&self.io, p, end, self.timeout_ns).await;
+                let early = match ended {
+                    LifeEnd::Lived => None,
+                    LifeEnd::Ended => Some(true),
+                    LifeEnd::Broken(last) => {
+                        seconds.fail(last, end, w.measure_start_ns, w.end_ns);
+                        Some(false)
+                    }
+                };
+                self.io.recorder.borrow_mut().stream_ended(p, early);
+                match ended {
+                    LifeEnd::Broken(_) => end,
+                    LifeEnd::Lived | LifeEnd::Ended => self.io.clock.now(),
+                }
+            }
+            // Answered by an end without a message: the stream is over.
+            (false, false) => self.io.clock.now(),
+            (true, _) => {
+                l.close();
+                let now = self.io.clock.now();
+                let end = now.max(p.intended.saturating_add(lifetime_ns)).min(cap);
+                seconds.fail(p.intended, end, w.measure_start_ns, w.end_ns);
+                end
+            }
+        };
+        let mut rec = self.io.recorder.borrow_mut();
+        if rec.measured(p.intended) {
+            let (held, failed) = seconds.span(p.intended, end, w.measure_start_ns, w.end_ns);
+            rec.stream_seconds(held, failed);
+        }
+    }
+
     /// Records a request that got no reply. A gRPC client reports a passed deadline as
     /// DEADLINE_EXCEEDED, and so does loadlab.
     fn record_failure(&self, p: Planned, now: u64, class: ErrorClass) {
@@ -943,16 +1002,24 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
         ctx.io.clock.instant(ctx.window.end_ns).into()
     ));
     let me = Rc::new(crate::idle::Idler::default());
-    // A held server stream: the seconds in which its waits failed (a starved stream).
-    let mut starved = ctx
+    // Server streams opened at a rate: each arrival's stream lives this long.
+    let lifetime_ns = ctx
         .io
         .cfg
         .transport
-        .server_streams()
+        .grpc()
+        .filter(|c| c.server_streaming)
+        .map_or(0, |c| c.lifetime_ms * 1_000_000);
+    // A held server stream: the seconds in which its waits failed (a starved stream).
+    // Streams opened at a rate count their own ([`Ctx::live_on`]).
+    let mut starved = (ctx.io.cfg.transport.server_streams() && lifetime_ns == 0)
         .then(crate::recorder::StreamSeconds::default);
     let w = ctx.window;
     while ctx.next_batch(&me, slot, &mut batch).await {
         let ok = ctx.exchange(&mut link, &batch, timer.as_mut()).await;
+        if lifetime_ns > 0 {
+            ctx.live_on(&mut link, batch[0], lifetime_ns, ok).await;
+        }
         if let Some(s) = starved.as_mut() {
             let wait = batch[0].intended;
             if !ok || ctx.io.recorder.borrow().failed_last(wait) {

@@ -102,6 +102,7 @@ fn main() {
         sent_at: None,
         messages_per_call: None,
         match_field: None,
+        stream_lifetime_ms: None,
     };
     // What travels: each agent's measurement as JSON.
     let messages: Vec<String> = (0..agents)

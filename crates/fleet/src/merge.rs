@@ -242,6 +242,7 @@ mod tests {
             sent_at: None,
             messages_per_call: None,
             match_field: None,
+            stream_lifetime_ms: None,
         }
     }
 

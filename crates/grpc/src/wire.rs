@@ -53,6 +53,11 @@ pub struct GrpcCall {
     /// message it answers. Absent in what older agents read and write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_field: Option<Box<MatchField>>,
+    /// A server-streaming call's `--stream-lifetime`, ms: streams are opened at the run's
+    /// rate, each held this long after its first message and then reset, rather than held
+    /// at a count (0). Absent in what older agents read and write.
+    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    pub lifetime_ms: u64,
 }
 
 /// The number field a bidirectional method's replies echo from their request: a reply
@@ -80,6 +85,12 @@ pub const DEFAULT_MESSAGES_PER_CALL: u32 = 10;
 // serde's `skip_serializing_if` passes a reference.
 #[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+// serde's `skip_serializing_if` passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero_ms(n: &u64) -> bool {
     *n == 0
 }
 
@@ -190,6 +201,7 @@ impl GrpcCall {
             },
             sent_at,
             match_field,
+            lifetime_ms: 0,
         })
     }
 }
@@ -230,6 +242,7 @@ mod tests {
             messages_per_call: 0,
             sent_at: None,
             match_field: None,
+            lifetime_ms: 0,
         };
         let json = serde_json::to_value(&call).unwrap();
         assert_eq!(json["frame"], "AAAAAAIKAA==");

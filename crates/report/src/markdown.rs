@@ -1236,6 +1236,7 @@ mod tests {
                 gap_ms: stats(100, 20.25, 41.0),
                 stream_seconds: 36,
                 failed_stream_seconds: 4,
+                opened: None,
             });
         }
         list[1]

@@ -65,11 +65,13 @@ pub enum Field {
     Push,
     /// Where a WebSocket reply says when the server sent it.
     SentAt,
+    /// A server-streaming gRPC call's streams opened at a rate, each for this long.
+    StreamLifetime,
 }
 
 impl Field {
     /// Every field (for [`ConfigError::allowed_as`], which respells each flag).
-    pub const ALL: [Field; 30] = [
+    pub const ALL: [Field; 31] = [
         Field::Url,
         Field::Rate,
         Field::Connections,
@@ -100,6 +102,7 @@ impl Field {
         Field::ReplyContains,
         Field::Push,
         Field::SentAt,
+        Field::StreamLifetime,
     ];
 
     /// The `loadlab run` flag that sets it.
@@ -135,6 +138,7 @@ impl Field {
             Field::ReplyContains => "--reply-contains",
             Field::SentAt => "--sent-at",
             Field::Push => "--push",
+            Field::StreamLifetime => "--stream-lifetime",
         }
     }
 }

@@ -90,6 +90,10 @@ pub enum Protocol {
     /// gRPC server-streaming calls over HTTP/2: streams held open, each message the server
     /// sends a reply (its latency the wait for it), a stream that ends opened again.
     GrpcServerStream,
+    /// gRPC server-streaming calls opened at a rate (`--stream-lifetime`): each arrival
+    /// opens a stream, whose first message is its reply (timed from the intended open),
+    /// takes the messages that follow as gaps until its lifetime ends, and resets it.
+    GrpcStreamOpens,
     /// gRPC bidirectional-streaming calls over HTTP/2: streams held open, the request
     /// message sent on them (open loop: at the rate, each stream's turn in order; closed
     /// loop: again as soon as its reply came), each message the server sends the reply to
@@ -151,11 +155,12 @@ impl std::str::FromStr for Arrival {
 
 impl Protocol {
     /// Every protocol, in the order messages list them.
-    pub const ALL: [Protocol; 8] = [
+    pub const ALL: [Protocol; 9] = [
         Protocol::Http1,
         Protocol::Http2,
         Protocol::Grpc,
         Protocol::GrpcServerStream,
+        Protocol::GrpcStreamOpens,
         Protocol::GrpcBidi,
         Protocol::GrpcClientStream,
         Protocol::Ws,
@@ -163,7 +168,8 @@ impl Protocol {
     ];
 
     /// The name results and plans use (`http1`, `http2`, `grpc`, `ws`, `sse`; a result's
-    /// `grpc_server_stream`, `grpc_bidi_stream` and `grpc_client_stream`, which a plan
+    /// `grpc_server_stream`, `grpc_stream_opens`, `grpc_bidi_stream` and
+    /// `grpc_client_stream`, which a plan
     /// writes as `grpc`: its method says it streams).
     pub fn name(self) -> &'static str {
         match self {
@@ -171,6 +177,7 @@ impl Protocol {
             Protocol::Http2 => "http2",
             Protocol::Grpc => "grpc",
             Protocol::GrpcServerStream => "grpc_server_stream",
+            Protocol::GrpcStreamOpens => "grpc_stream_opens",
             Protocol::GrpcBidi => "grpc_bidi_stream",
             Protocol::GrpcClientStream => "grpc_client_stream",
             Protocol::Ws => "ws",
@@ -185,6 +192,7 @@ impl Protocol {
             Protocol::Http2 => " (HTTP/2)",
             Protocol::Grpc => " (gRPC)",
             Protocol::GrpcServerStream => " (gRPC server streaming)",
+            Protocol::GrpcStreamOpens => " (gRPC server streams opened at a rate)",
             Protocol::GrpcBidi => " (gRPC bidirectional streaming)",
             Protocol::GrpcClientStream => " (gRPC client streaming)",
             Protocol::Ws => " (WebSocket)",
@@ -228,6 +236,13 @@ impl Protocol {
                 rate: "msg/s",
                 held: "open streams",
             },
+            // An arrival opens a stream; its first message answers it.
+            Protocol::GrpcStreamOpens => Units {
+                sent: "streams",
+                replies: "first messages",
+                rate: "streams/s",
+                held: "open streams",
+            },
             Protocol::Sse => Units {
                 sent: "events",
                 replies: "events",
@@ -244,6 +259,7 @@ impl Protocol {
             Protocol::Http2
             | Protocol::Grpc
             | Protocol::GrpcServerStream
+            | Protocol::GrpcStreamOpens
             | Protocol::GrpcBidi
             | Protocol::GrpcClientStream => true,
             Protocol::Http1 | Protocol::Ws | Protocol::Sse => false,
@@ -261,6 +277,7 @@ impl Protocol {
             Protocol::Http2
             | Protocol::Grpc
             | Protocol::GrpcServerStream
+            | Protocol::GrpcStreamOpens
             | Protocol::GrpcBidi
             | Protocol::GrpcClientStream
             | Protocol::Sse => false,
@@ -277,7 +294,10 @@ impl Protocol {
     pub fn grpc_stream(self) -> bool {
         matches!(
             self,
-            Protocol::GrpcServerStream | Protocol::GrpcBidi | Protocol::GrpcClientStream
+            Protocol::GrpcServerStream
+                | Protocol::GrpcStreamOpens
+                | Protocol::GrpcBidi
+                | Protocol::GrpcClientStream
         )
     }
 
@@ -288,6 +308,7 @@ impl Protocol {
             Protocol::Http2
             | Protocol::Grpc
             | Protocol::GrpcServerStream
+            | Protocol::GrpcStreamOpens
             | Protocol::GrpcBidi
             | Protocol::GrpcClientStream => b"h2",
             Protocol::Http1 | Protocol::Ws | Protocol::Sse => b"http/1.1",

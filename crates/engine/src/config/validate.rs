@@ -3,6 +3,7 @@
 //! [`Field`], which the CLI shows as its flag and a plan as its own key.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
 
 use super::error::{value_err, ConfigError, Field};
 use super::values::{idempotent, is_connection_header, parse_header};
@@ -117,6 +118,16 @@ impl Workload {
                     Some(concurrency.unwrap_or(self.connections.max(DEFAULT_STREAMS))),
                     threads,
                 )?
+            }
+            Transport::Grpc { call, .. } if call.lifetime_ms > 0 && !call.server_streaming => {
+                return Err(value_err(
+                    Field::StreamLifetime,
+                    format_ms(call.lifetime_ms),
+                    "only with a server-streaming method (`rpc M(A) returns (stream B)`)",
+                ));
+            }
+            Transport::Grpc { call, concurrency } if call.lifetime_ms > 0 => {
+                self.stream_opens(call.lifetime_ms, *concurrency, threads)?
             }
             Transport::Grpc { call, concurrency } if call.server_streaming => {
                 if let LoadModel::Open { rate, .. } = self.load {
@@ -363,6 +374,63 @@ impl Workload {
     }
 
     /// HTTP/2 and gRPC: `connections` fixed connections carrying `concurrency` streams.
+    /// Server streams opened at a rate, each for `lifetime_ms`: open loop only, and a
+    /// ceiling of streams in flight that holds what the rate opens over a lifetime
+    /// (Little's law); by default that over a lifetime and a timeout (every first wait
+    /// timing out), at least the open loop's default.
+    fn stream_opens(
+        &self,
+        lifetime_ms: u64,
+        concurrency: Option<u64>,
+        threads: usize,
+    ) -> Result<(u64, u64, u64, usize), ConfigError> {
+        let LoadModel::Open { rate, .. } = self.load else {
+            return Err(value_err(
+                Field::StreamLifetime,
+                format_ms(lifetime_ms),
+                "with --rate: streams opened at a rate, each held this long (held at a count: without --stream-lifetime)",
+            ));
+        };
+        if Duration::from_millis(lifetime_ms) > MAX_DURATION {
+            return Err(value_err(
+                Field::StreamLifetime,
+                format_ms(lifetime_ms),
+                format!("at most {}", humantime::format_duration(MAX_DURATION)),
+            ));
+        }
+        let lifetime_s = lifetime_ms as f64 / 1000.0;
+        let needed = (rate * lifetime_s).ceil() as u64;
+        let timeout_s = self.timeout.as_secs_f64();
+        let concurrency = match concurrency {
+            Some(n) if n < needed => {
+                return Err(value_err(
+                    Field::Concurrency,
+                    n,
+                    format!(
+                        "at least {needed}: {rate} streams/s each held {} are {needed} open at once (give a larger --concurrency, or a lower rate or a shorter lifetime)",
+                        format_ms(lifetime_ms)
+                    ),
+                ));
+            }
+            Some(n) => n,
+            None => ((rate * (lifetime_s + timeout_s)).ceil() as u64)
+                .max(DEFAULT_OPEN_STREAMS)
+                .max(self.connections),
+        };
+        if needed > MAX_CONNECTIONS {
+            return Err(value_err(
+                Field::Rate,
+                rate,
+                format!(
+                    "at most {} streams/s with streams held {}: at most {MAX_CONNECTIONS} streams in flight",
+                    MAX_CONNECTIONS as f64 / lifetime_s,
+                    format_ms(lifetime_ms)
+                ),
+            ));
+        }
+        self.streams(Some(concurrency.min(MAX_CONNECTIONS)), threads)
+    }
+
     fn streams(
         &self,
         concurrency: Option<u64>,
@@ -393,6 +461,11 @@ impl Workload {
         // A worker owns whole connections.
         Ok((c, c, concurrency, threads.min(c as usize)))
     }
+}
+
+/// A duration in ms as flags take it (`1500ms`, `2s`).
+fn format_ms(ms: u64) -> String {
+    humantime::format_duration(Duration::from_millis(ms)).to_string()
 }
 
 /// The certificates of a PEM text (at least one; anything else in it is an error).
@@ -594,6 +667,68 @@ mod tests {
         ));
         let e = workload("ftp://127.0.0.1/").validate().unwrap_err();
         assert!(e.to_string().contains("unsupported scheme `ftp`"), "{e}");
+    }
+
+    /// A server-streaming call opened at `rate` streams/s, each held `lifetime_ms`.
+    fn stream_opens(rate: Option<f64>, lifetime_ms: u64, server_streaming: bool) -> Workload {
+        Workload {
+            url: "http://127.0.0.1:1".into(),
+            load: rate.map_or(LoadModel::Closed, |rate| LoadModel::Open {
+                rate,
+                arrival: Arrival::Constant,
+            }),
+            transport: Transport::Grpc {
+                call: loadlab_grpc::GrpcCall {
+                    path: "/ticker.Ticker/Subscribe".into(),
+                    frame: bytes::Bytes::from_static(&[0, 0, 0, 0, 0]),
+                    metadata: vec![],
+                    template: None,
+                    server_streaming,
+                    bidirectional: false,
+                    client_streaming: false,
+                    messages_per_call: 0,
+                    sent_at: None,
+                    match_field: None,
+                    lifetime_ms,
+                },
+                concurrency: None,
+            },
+            ..Workload::default()
+        }
+    }
+
+    #[test]
+    fn streams_opened_at_a_rate_need_the_rate_a_server_stream_and_room_for_their_lifetime() {
+        let c = stream_opens(Some(200.0), 10_000, true).validate().unwrap();
+        assert_eq!(c.transport.protocol(), Protocol::GrpcStreamOpens);
+        assert!(c.transport.server_streams());
+        // By default the ceiling holds what the rate opens over a lifetime and a timeout
+        // (200/s × (10 s + 5 s)), beyond the open loop's 1,024.
+        assert_eq!(c.concurrency, 3000);
+        assert_eq!(
+            stream_opens(Some(2.0), 500, true)
+                .validate()
+                .unwrap()
+                .concurrency,
+            DEFAULT_OPEN_STREAMS
+        );
+        // Closed loop: no rate to open them at.
+        let e = stream_opens(None, 500, true).validate().unwrap_err();
+        assert_eq!(e.field(), Field::StreamLifetime, "{e}");
+        assert!(e.to_string().contains("with --rate"), "{e}");
+        // A unary method has no stream to hold.
+        let e = stream_opens(Some(10.0), 500, false).validate().unwrap_err();
+        assert_eq!(e.field(), Field::StreamLifetime, "{e}");
+        assert!(e.to_string().contains("server-streaming"), "{e}");
+        // A ceiling below rate × lifetime (Little's law) would queue the arrivals in
+        // loadlab and blame the server: refused with the count it needs.
+        let mut w = stream_opens(Some(100.0), 2_000, true);
+        if let Transport::Grpc { concurrency, .. } = &mut w.transport {
+            *concurrency = Some(150);
+        }
+        let e = w.validate().unwrap_err();
+        assert_eq!(e.field(), Field::Concurrency, "{e}");
+        assert!(e.to_string().contains("at least 200"), "{e}");
     }
 
     #[test]

@@ -179,6 +179,9 @@ impl Transport {
             Transport::Http2 { .. } => Protocol::Http2,
             Transport::Grpc { call, .. } if call.bidirectional => Protocol::GrpcBidi,
             Transport::Grpc { call, .. } if call.client_streaming => Protocol::GrpcClientStream,
+            Transport::Grpc { call, .. } if call.server_streaming && call.lifetime_ms > 0 => {
+                Protocol::GrpcStreamOpens
+            }
             Transport::Grpc { call, .. } if call.server_streaming => Protocol::GrpcServerStream,
             Transport::Grpc { .. } => Protocol::Grpc,
             Transport::WebSocket { .. } => Protocol::Ws,
@@ -263,7 +266,7 @@ impl Transport {
     /// clause weighs per stream-second ([`crate::recorder::StreamRecord`]).
     pub fn server_streams(&self) -> bool {
         match self {
-            Transport::Grpc { .. } => self.protocol() == Protocol::GrpcServerStream,
+            Transport::Grpc { call, .. } => call.server_streaming,
             Transport::Sse { .. } => true,
             Transport::WebSocket { push, .. } => *push,
             Transport::Http1 { .. } | Transport::Http2 { .. } => false,
@@ -902,6 +905,8 @@ mod tests {
                     bidirectional: true,
                     client_streaming: false,
                     messages_per_call: 0,
+                    // And a server stream's lifetime.
+                    lifetime_ms: 1500,
                     sent_at: None,
                     // And the field its replies are matched by.
                     match_field: Some(Box::new({

@@ -241,8 +241,19 @@ pub struct Evidence<'a> {
     pub floor_ms: Option<f64>,
     /// A mix: each name's part of `in_service`, (name, achieved req/s, floor ms).
     pub mix: Vec<(String, f64, f64)>,
+    /// Server streams opened at a rate: each one's lifetime after its first message, ms,
+    /// which it holds the server for beyond the floor (0 otherwise).
+    pub lifetime_ms: f64,
     /// The signs that the server was saturated, strongest first.
     pub saturation: Vec<Saturation>,
+}
+
+/// Server streams opened at a rate: each one's lifetime, ms (0 for other runs).
+fn lifetime_ms(r: &loadlab_engine::RunResult) -> f64 {
+    r.stream_timing
+        .as_ref()
+        .and_then(|t| t.opened.as_ref())
+        .map_or(0.0, |o| o.lifetime_ms)
 }
 
 impl StepFacts<'_> {
@@ -274,9 +285,13 @@ impl<'a> Evidence<'a> {
             })
         });
         let mix = mix_of(r, ctx);
+        let lifetime_ms = lifetime_ms(r);
         let (in_service, floor) = if mix.is_empty() {
             let floor = ctx.service_floor_ms.filter(|f| *f > 0.0);
-            (floor.map(|f| r.achieved_rps * f / 1000.0), floor)
+            (
+                floor.map(|f| r.achieved_rps * (f + lifetime_ms) / 1000.0),
+                floor,
+            )
         } else {
             let n: f64 = mix.iter().map(|(_, a, f)| a * f / 1000.0).sum();
             (
@@ -328,6 +343,7 @@ impl<'a> Evidence<'a> {
             in_service,
             floor_ms: floor,
             mix,
+            lifetime_ms,
             saturation,
         }
     }
@@ -576,7 +592,7 @@ impl<'a> Evidence<'a> {
                     .sum(),
             );
         }
-        let floor = self.ctx.service_floor_ms.filter(|f| *f > 0.0)?;
+        let floor = self.ctx.service_floor_ms.filter(|f| *f > 0.0)? + self.lifetime_ms;
         Some(match self.step.model {
             Model::Open => sent(r.attempts(), Some(self.step.offered()))? * floor / 1000.0,
             Model::Closed => self.step.load,

@@ -233,6 +233,11 @@ pub struct ScenarioFile {
     /// gRPC, a bidirectional method: the number field each reply echoes from the message it
     /// answers (`/seq`), matched by it instead of by order.
     pub match_field: Option<String>,
+    /// gRPC, a server-streaming method: open streams at the step's rate, each held this
+    /// long (`"500ms"`, `"2s"`) and then reset, instead of holding a step's count of them
+    /// (`load.model = "open"`; the rate is in streams per second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_lifetime: Option<String>,
     /// gRPC: the request message as JSON (`${...}` templates inside its strings).
     pub message: Option<String>,
     /// A data file whose rows feed `${COLUMN}` templates (CSV with a header row, or JSON

@@ -477,6 +477,39 @@ fn a_bidirectional_grpc_scenario_matches_its_replies_by_match_field_and_others_r
 }
 
 #[test]
+fn a_server_streaming_scenario_with_a_stream_lifetime_opens_streams_at_its_steps_rates() {
+    let ticker = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/ticker.proto");
+    let text = format!(
+        "name = \"g\"\n[[scenario]]\nname = \"s\"\nprotocol = \"grpc\"\nurl = \"http://127.0.0.1:1\"\nproto = {ticker:?}\ncall = \"ticker.Ticker/Subscribe\"\nstream_lifetime = \"750ms\"\n[load]\nmodel = \"open\"\nsteps = [4, 8]\n"
+    );
+    let plan = parse(&text).unwrap();
+    assert_eq!(plan.scenarios[0].protocol, Protocol::GrpcStreamOpens);
+    let w = plan.workload(&plan.scenarios[0], &Default::default(), Some(8.0), None);
+    assert_eq!(w.transport.grpc().unwrap().lifetime_ms, 750);
+    let c = w.validate().unwrap();
+    assert_eq!(c.transport.protocol(), Protocol::GrpcStreamOpens);
+    assert!(matches!(c.model, LoadModel::Open { rate, .. } if rate == 8.0));
+    // Closed steps hold streams: no rate to open them at.
+    let e = refused(&text.replace("model = \"open\"", "model = \"closed\""));
+    assert!(
+        e.contains("scenario[0].stream_lifetime") && e.contains("load.model = \"open\""),
+        "{e}"
+    );
+    // A bidirectional method, and a unary one: no stream of the server's to hold.
+    let e = refused(&text.replace("Subscribe", "Chat"));
+    assert!(
+        e.contains("scenario[0].stream_lifetime") && e.contains("server-streaming"),
+        "{e}"
+    );
+    let e = refused(&grpc(
+        "call = \"helloworld.Greeter/SayHello\"\nstream_lifetime = \"1s\"",
+    ));
+    assert!(e.contains("scenario[0].stream_lifetime"), "{e}");
+    let e = refused(&text.replace("750ms", "soon"));
+    assert!(e.contains("scenario[0].stream_lifetime"), "{e}");
+}
+
+#[test]
 fn a_server_streaming_grpc_scenario_reads_sent_at_from_its_messages_and_a_unary_one_refuses_it() {
     let ticker = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/ticker.proto");
     let text = format!(

@@ -1043,6 +1043,7 @@ fn scenario_protocol(
             ("import_paths", !s.import_paths.is_empty()),
             ("messages_per_call", s.messages_per_call.is_some()),
             ("match_field", s.match_field.is_some()),
+            ("stream_lifetime", s.stream_lifetime.is_some()),
         ];
         if let Some((name, _)) = given.iter().find(|(_, g)| *g) {
             return Err(c.err(
@@ -1145,6 +1146,24 @@ fn scenario_protocol(
         }
         resolved.messages_per_call = n;
     }
+    if let Some(text) = &s.stream_lifetime {
+        let d = c.duration_at_most(&field("stream_lifetime"), text, MAX_DURATION)?;
+        if !resolved.server_streaming || resolved.bidirectional || resolved.client_streaming {
+            return Err(c.err(
+                field("stream_lifetime"),
+                format!("{text:?}"),
+                format!("only with a server-streaming method ({call} is not one)"),
+            ));
+        }
+        if d < Duration::from_millis(1) {
+            return Err(c.err(
+                field("stream_lifetime"),
+                format!("{text:?}"),
+                "at least 1ms",
+            ));
+        }
+        resolved.lifetime_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    }
     // The method says whether the server streams its answer: a step is then streams held.
     // A bidirectional one is messages sent on streams held, at a rate or one at a time; a
     // client-streaming one too, its calls of messages_per_call messages each.
@@ -1152,6 +1171,8 @@ fn scenario_protocol(
         Protocol::GrpcBidi
     } else if resolved.client_streaming {
         Protocol::GrpcClientStream
+    } else if resolved.server_streaming && resolved.lifetime_ms > 0 {
+        Protocol::GrpcStreamOpens
     } else if resolved.server_streaming {
         Protocol::GrpcServerStream
     } else {
@@ -1229,6 +1250,17 @@ fn load(c: &Checker<'_>, l: &LoadFile, scenarios: &[ScenarioSpec]) -> Result<Loa
             format!("scenario[{i}].call"),
             "a server-streaming method",
             "load.model = \"closed\" with steps: its streams are held, a step's streams of them, and each message the server sends is a reply",
+        ));
+    }
+    if let Some((i, _)) = scenarios
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.protocol == Protocol::GrpcStreamOpens && model != Model::Open)
+    {
+        return Err(c.err(
+            format!("scenario[{i}].stream_lifetime"),
+            "set",
+            "load.model = \"open\" with rates: streams opened at a step's rate, each held this long (without stream_lifetime, a closed step holds its count of streams)",
         ));
     }
     let steps = steps(c, l, model, scenarios)?;

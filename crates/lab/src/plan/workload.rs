@@ -53,6 +53,7 @@ impl Plan {
                 Protocol::Http2
                 | Protocol::Grpc
                 | Protocol::GrpcServerStream
+                | Protocol::GrpcStreamOpens
                 | Protocol::GrpcBidi
                 | Protocol::GrpcClientStream,
                 _,
@@ -197,6 +198,7 @@ impl Plan {
             Field::Ping => format!("scenario[{i}].ping_every"),
             Field::ReplyContains => format!("scenario[{i}].reply_contains"),
             Field::SentAt => format!("scenario[{i}].sent_at"),
+            Field::StreamLifetime => format!("scenario[{i}].stream_lifetime"),
             Field::Push => format!("scenario[{i}].push"),
         }
     }

@@ -98,6 +98,19 @@ impl DuplexEvent {
     }
 }
 
+/// How a stream opened at a rate ended after its first message
+/// ([`Http2Link::follow_for_life`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LifeEnd {
+    /// Held to its end (its lifetime, or the window's end) and reset.
+    Lived,
+    /// The server ended it with OK before then.
+    Ended,
+    /// It broke before then: no message for the timeout since the last one (at `.0`), an
+    /// error status, a reset or a lost connection.
+    Broken(u64),
+}
+
 /// A server stream a slot holds: each exchange takes its next message.
 struct HeldStream {
     client: Rc<Client>,
@@ -259,6 +272,13 @@ impl Http2Link {
                     self.held = None;
                     let mut rec = io.recorder.borrow_mut();
                     match (reply.status, reply.grpc_status()) {
+                        // A stream opened at a rate that the server ended before its first
+                        // message: answered, empty.
+                        (200, Some(code)) if code.is_ok() && template.lifetime_ns() > 0 => {
+                            rec.grpc_reply(p, sent, now, code);
+                            rec.server_close(0);
+                            return Ok(());
+                        }
                         // The server ended the stream: open it again, within this wait.
                         (200, Some(code)) if code.is_ok() => {
                             rec.server_close(messages);
@@ -293,6 +313,67 @@ impl Http2Link {
                     self.held = None;
                     return Err(class);
                 }
+            }
+        }
+    }
+
+    /// Whether the slot holds a server stream.
+    pub(crate) fn holds_stream(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// A stream opened at a rate, after its first message (taken by
+    /// [`Http2Link::exchange`]): takes every message that follows until `end` (its
+    /// lifetime's end, or the window's), each recorded as a gap of `p`'s stream, then
+    /// resets it. The wait in flight at `end` is cut, not counted; a wait longer than
+    /// `timeout_ns` breaks the stream (starved). The slot holds no stream afterwards.
+    pub(crate) async fn follow_for_life(
+        &mut self,
+        io: &Io,
+        p: Planned,
+        end: u64,
+        timeout_ns: u64,
+    ) -> LifeEnd {
+        let Some(h) = self.held.take() else {
+            return LifeEnd::Ended;
+        };
+        let reads_sent_at = self.template().is_some_and(|t| t.sent_at().is_some());
+        let (client, id) = (h.client.clone(), h.id);
+        let mut messages = h.messages;
+        let mut last = io.clock.now();
+        // Dropping `h` at the end resets a stream still open.
+        let _held = h;
+        loop {
+            let due = last.saturating_add(timeout_ns).min(end);
+            let next = tokio::time::timeout_at(
+                io.clock.instant(due).into(),
+                std::future::poll_fn(|cx| client.poll_message(id, cx)),
+            )
+            .await;
+            let now = io.clock.now();
+            match next {
+                Err(_elapsed) if due == end => return LifeEnd::Lived,
+                Err(_elapsed) => return LifeEnd::Broken(last),
+                Ok(Ok(Next::Message)) => {
+                    messages += 1;
+                    let mut rec = io.recorder.borrow_mut();
+                    rec.stream_message(p, now.saturating_sub(last), false);
+                    if reads_sent_at {
+                        let at = client.take_value(id)[0].and_then(epoch_ns);
+                        rec.server_delay(p, io.clock.realtime_ns(now), at);
+                    }
+                    last = now;
+                }
+                Ok(Ok(Next::End(reply))) => {
+                    return match (reply.status, reply.grpc_status()) {
+                        (200, Some(code)) if code.is_ok() => {
+                            io.recorder.borrow_mut().server_close(messages);
+                            LifeEnd::Ended
+                        }
+                        _ => LifeEnd::Broken(last),
+                    };
+                }
+                Ok(Err(_failure)) => return LifeEnd::Broken(last),
             }
         }
     }

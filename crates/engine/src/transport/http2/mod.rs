@@ -56,6 +56,8 @@ pub struct Template {
     sent_at: Option<loadlab_grpc::fields::FieldPath>,
     /// A bidirectional call's `--match-field` ([`Template::match_field`]).
     match_field: Option<Box<loadlab_grpc::MatchField>>,
+    /// A server stream opened at a rate: its lifetime, ns ([`Template::lifetime_ns`]).
+    lifetime_ns: u64,
 }
 
 /// A stream slot's last `grpc-timeout` value: in closed loop every call has the whole
@@ -110,7 +112,14 @@ impl Template {
         let mut headers = http::HeaderMap::new();
         let protocol = cfg.transport.protocol();
         let grpc = protocol.grpc();
-        let streaming = protocol == Protocol::GrpcServerStream;
+        let streaming = matches!(
+            protocol,
+            Protocol::GrpcServerStream | Protocol::GrpcStreamOpens
+        );
+        let lifetime_ns = match cfg.transport.grpc() {
+            Some(call) if protocol == Protocol::GrpcStreamOpens => call.lifetime_ms * 1_000_000,
+            _ => 0,
+        };
         let bidirectional = protocol == Protocol::GrpcBidi;
         let messages_per_call = match cfg.transport.grpc() {
             Some(call) if call.client_streaming => call.messages_per_call.max(1),
@@ -174,6 +183,7 @@ impl Template {
             messages_per_call,
             sent_at,
             match_field,
+            lifetime_ns,
         })
     }
 
@@ -195,6 +205,11 @@ impl Template {
     /// True for server-streaming gRPC calls: a stream is held, each message a reply.
     pub fn is_streaming(&self) -> bool {
         self.streaming
+    }
+
+    /// A server stream opened at a rate: each stream's lifetime, ns (0: streams held).
+    pub fn lifetime_ns(&self) -> u64 {
+        self.lifetime_ns
     }
 
     /// True for bidirectional gRPC calls: a stream is held, the body sent on it as one

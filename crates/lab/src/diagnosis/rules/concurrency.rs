@@ -19,7 +19,7 @@ use crate::diagnosis::{
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::ConcurrencyBound,
-    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU was spare: its demand (used, plus waited for while other processes kept its CPUs busy) stayed below 50 % of its CPUs, or its CPUs idled at least 25 % of the time its threads waited to run (not read under a cgroup quota); and no thread of it was busy (ran or waited to run 90 % of the time, or ran 80 % of it doing 90 % of the process's work). By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service, at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue). Where the service times of the step that set the floor were skewed (mean ≥ 1.5 × median), achieved × that mean is counted too, and a parameter within 20 % of either is named. Not for server-sent events, whose replies are waits for the server's events",
+    needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU was spare: its demand (used, plus waited for while other processes kept its CPUs busy) stayed below 50 % of its CPUs, or its CPUs idled at least 25 % of the time its threads waited to run (not read under a cgroup quota); and no thread of it was busy (ran or waited to run 90 % of the time, or ran 80 % of it doing 90 % of the process's work). By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service (for gRPC server streams opened at a rate, × the floor plus each stream's lifetime, which it holds the server for), at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue). Where the service times of the step that set the floor were skewed (mean ≥ 1.5 × median), achieved × that mean is counted too, and a parameter within 20 % of either is named. Not for server-sent events, whose replies are waits for the server's events",
     says: "\"≈16 requests in service at once (achieved 161 req/s × service-time floor 100 ms) with 2 % CPU: the 16 `workers` are the limit\"; at the knee, also how close the offered load was to it",
     check,
 };
@@ -90,7 +90,7 @@ fn check(e: &Evidence<'_>) -> Check {
         .ctx
         .service_floor_mean_ms
         .filter(|m| e.mix.is_empty() && *m >= SKEWED * floor)
-        .map(|m| (m, r.achieved_rps * m / 1000.0));
+        .map(|m| (m, r.achieved_rps * (m + e.lifetime_ms) / 1000.0));
     let little = if e.mix.is_empty() {
         let skew = by_mean.map_or(String::new(), |(m, n)| {
             format!(
@@ -99,13 +99,22 @@ fn check(e: &Evidence<'_>) -> Check {
                 num(n)
             )
         });
+        // A stream opened at a rate holds the server for its lifetime too.
+        let held = if e.lifetime_ms > 0.0 {
+            format!(
+                "(service-time floor {} ms + lifetime {} ms)",
+                num(floor),
+                num(e.lifetime_ms)
+            )
+        } else {
+            format!("service-time floor {} ms", num(floor))
+        };
         format!(
-            "≈{} {} in service at once (achieved {} {} × service-time floor {} ms{skew})",
+            "≈{} {} in service at once (achieved {} {} × {held}{skew})",
             num(in_service),
             units.sent,
             num(r.achieved_rps),
             units.rate,
-            num(floor)
         )
     } else {
         // A mix: each name holds its slots for its own time.
