@@ -49,7 +49,7 @@ gunicorn      gunicorn              tests/knee.rs, sessions.rs (a pre-fork Pytho
 node          nodejs                tests/knee.rs, http2.rs (one event loop)
 taskset       util-linux            pins test servers and the one-core demo
 setpriv       util-linux            tests/io_uring_refused.rs
-prlimit       util-linux            tests/websocket.rs (a server out of descriptors)
+prlimit       util-linux            tests/websocket.rs, knee.rs (servers out of descriptors)
 script        bsdutils              tests/live_view.rs gives the live view a terminal
 prometheus    prometheus            tests/prometheus.rs (remote write into a real Prometheus)
 curl          curl                  tests/sessions.rs reads a server's stats inside a namespace

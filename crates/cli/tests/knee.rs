@@ -642,3 +642,105 @@ fn grpc_and_named_probes_pidfile_and_container_and_no_knee_below_max_is_an_answe
     assert_eq!(src["pid"], server.pid(), "{src}");
     assert!(src["cgroup"].as_str().unwrap().contains(&id), "{src}");
 }
+
+/// The knee of the server at `port` searched from `start` to `max` req/s: its first
+/// unsustained step must be named by the limit `bottleneck` first, its evidence saying
+/// `says`, and a pool named after it must be said to be the consequence of `limit`.
+fn limit_named_first(port: u16, start: &str, max: &str, bottleneck: &str, says: &str, limit: &str) {
+    let url = format!("http://127.0.0.1:{port}/");
+    let args = [
+        "--slo",
+        "p99<1s",
+        "--start",
+        start,
+        "--max",
+        max,
+        "--confirm",
+        "0",
+        "--timeout",
+        "3s",
+    ];
+    let (_, d) = knee_of(&knee(&url, &args));
+    let f = util::lab::server_finding(&d);
+    assert_eq!(f["bottleneck"], bottleneck, "{d}");
+    let evidence = f["evidence"].as_str().unwrap();
+    assert!(evidence.contains(says), "{evidence}");
+    let pools = d["findings"].as_array().unwrap().iter();
+    for c in pools.filter(|f| f["bottleneck"] == "concurrency_bound") {
+        let consequence = format!("consequence of the {limit} reached above");
+        assert!(
+            c["evidence"].as_str().unwrap().contains(&consequence),
+            "{c}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs Node (./test.sh)"]
+fn a_server_out_of_descriptors_is_named_by_its_nofile_before_the_concurrency_it_capped() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Node's http server, which nobody here wrote, under `prlimit --nofile=64`, each
+    // answer 100 ms later: a few dozen connections at once use up its descriptors (it
+    // holds about 20 of its own; open loop at 20 req/s already reaches the limit).
+    let js = "const http = require('http');\n\
+        const s = http.createServer((q, r) => setTimeout(() => r.end('ok'), 100));\n\
+        s.listen(0, '127.0.0.1', () => console.log('port ' + s.address().port));";
+    let mut cmd = Command::new("prlimit");
+    cmd.args(["--nofile=64", "taskset", "-c", "0", "node", "-e", js]);
+    let server = Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    limit_named_first(
+        server.port,
+        "10",
+        "640",
+        "descriptors",
+        "against its nofile limit of 64",
+        "descriptor limit (nofile)",
+    );
+}
+
+#[test]
+#[ignore = "needs root, for cgroups (./test.sh)"]
+fn a_forking_server_at_its_cgroups_pids_max_is_named_by_it_first() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Python's forking server (socketserver.ForkingMixIn), a process per request for 50
+    // ms, in a cgroup of at most 10 tasks: 9 requests at once, then forks are refused.
+    let py = "import time, socketserver, http.server\n\
+        class H(http.server.BaseHTTPRequestHandler):\n\
+        \x20   def do_GET(self):\n\
+        \x20       time.sleep(0.05)\n\
+        \x20       self.send_response(200); self.send_header('Content-Length', '2'); self.end_headers()\n\
+        \x20       self.wfile.write(b'ok')\n\
+        \x20   def log_message(self, *a): pass\n\
+        class S(socketserver.ForkingMixIn, http.server.HTTPServer):\n\
+        \x20   request_queue_size = 1024\n\
+        s = S(('127.0.0.1', 0), H)\n\
+        print('port', s.server_address[1], flush=True)\n\
+        s.serve_forever()\n";
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", "/usr/bin/python3", "-c", py]);
+    let server = Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    let name = format!("loadlab-knee-pids-{}", std::process::id());
+    let (v2, v1) = mounts();
+    let _cg = match v1.iter().find(|(c, _)| c == "pids") {
+        Some((_, mount)) => {
+            let cg = TestCgroup::new(std::slice::from_ref(mount), &name, server.pid());
+            std::fs::write(mount.join(&name).join("pids.max"), "10").unwrap();
+            cg
+        }
+        None => {
+            let root = v2.expect("a cgroup mount with the pids controller");
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+pids");
+            let cg = TestCgroup::new(std::slice::from_ref(&root), &name, server.pid());
+            std::fs::write(root.join(&name).join("pids.max"), "10").unwrap();
+            cg
+        }
+    };
+    limit_named_first(
+        server.port,
+        "40",
+        "1280",
+        "pids_limit",
+        "of its 10 tasks",
+        "process limit (pids.max)",
+    );
+}

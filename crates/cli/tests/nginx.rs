@@ -106,3 +106,87 @@ fn the_readme_nginx_plan_runs_with_a_relative_out_from_another_directory() {
         );
     }
 }
+
+#[test]
+#[ignore = "needs nginx (./test.sh installs it)"]
+fn a_proxys_gateway_timeouts_name_its_upstream_run_after_run_not_a_server_shedding_work() {
+    // The upstream: Python's http.server serving two requests at a time, 50 ms each (40
+    // req/s), its listen queue long enough that nginx's connects never wait in it.
+    let py = "import time, threading\n\
+        from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler\n\
+        pool = threading.Semaphore(2)\n\
+        class H(BaseHTTPRequestHandler):\n\
+        \x20   def do_GET(self):\n\
+        \x20       with pool: time.sleep(0.05)\n\
+        \x20       self.send_response(200); self.send_header('Content-Length', '2'); self.end_headers()\n\
+        \x20       self.wfile.write(b'ok')\n\
+        \x20   def log_message(self, *a): pass\n\
+        class S(ThreadingHTTPServer):\n\
+        \x20   request_queue_size = 1024\n\
+        \x20   def handle_error(self, *a): pass\n\
+        s = S(('127.0.0.1', 0), H)\n\
+        print('port', s.server_address[1], flush=True)\n\
+        s.serve_forever()\n";
+    // A fresh pair for each run: the upstream works off the requests nginx gave up on for
+    // many seconds after a run that overloaded it.
+    let start = || {
+        let mut cmd = Command::new("taskset");
+        cmd.args(["-c", "0", "/usr/bin/python3", "-c", py]);
+        let upstream = util::server::Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+        // nginx gives up on it after a second: 504 (gateway timeout).
+        let nginx = Nginx::with_servers(&format!(
+            "access_log off;\n  server {{ listen 127.0.0.1:{{port}}; location / {{ proxy_pass http://127.0.0.1:{}; proxy_read_timeout 1s; }} }}",
+            upstream.port
+        ));
+        (upstream, nginx)
+    };
+    let dir = temp_path("gateway");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut whys = Vec::new();
+    for run in 0..2 {
+        let (upstream, nginx) = start();
+        let plan = dir.join(format!("gateway-{run}.toml"));
+        std::fs::write(
+            &plan,
+            format!(
+                "name = \"gateway\"\n[[scenario]]\nname = \"page\"\nurl = \"http://127.0.0.1:{}/\"\ntimeout = \"3s\"\n\
+                 [load]\nmodel = \"open\"\nsteps = [10, 150]\nstep_duration = \"4s\"\nwarmup = \"500ms\"\npause = \"500ms\"\nthreads = 1\ncpus = \"1\"\n\
+                 [probe]\nlisten = {}\n",
+                nginx.http, nginx.http
+            ),
+        )
+        .unwrap();
+        let out = dir.join(format!("out-{run}"));
+        util::lab::lab_ok(&plan, &out);
+        let steps = util::lab::steps(&out);
+        assert!(
+            steps[0]["verdict"]["sustained"].as_bool().unwrap(),
+            "{}",
+            steps[0]
+        );
+        let over = &steps[1];
+        assert!(!over["verdict"]["sustained"].as_bool().unwrap(), "{over}");
+        let gateway = over["result"]["status_codes"]["504"].as_u64().unwrap_or(0);
+        assert!(gateway > 0, "no 504 at 150 req/s: {}", over["result"]);
+        let f = util::lab::server_finding(&over["diagnosis"]);
+        let evidence = f["evidence"].as_str().unwrap().to_string();
+        assert_eq!(f["bottleneck"], "upstream", "{}", over["diagnosis"]);
+        assert!(evidence.contains("with 504 (gateway timeout"), "{evidence}");
+        // Named by the proxy's own connections to it.
+        assert!(
+            evidence.contains(&format!("its upstream 127.0.0.1:{} (up to", upstream.port)),
+            "{evidence}"
+        );
+        let named: Vec<String> = over["diagnosis"]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["bottleneck"].as_str().unwrap().to_string())
+            .collect();
+        assert!(!named.contains(&"refused".to_string()), "{named:?}");
+        whys.push(f["bottleneck"].as_str().unwrap().to_string());
+        drop(nginx);
+        drop(upstream);
+    }
+    assert_eq!(whys[0], whys[1], "the same why run after run");
+}

@@ -457,7 +457,8 @@ fn nothing_found_is_said_with_what_was_looked_at() {
         "concurrency-bound: the target's CPU demand was 60 % of its CPUs, not below 50 %",
         "accept queue: 0 listen-queue overflows",
         "timeouts with the CPU to spare: no request timed out",
-        "server refused (5xx): 0 5xx, 429 or 408 answers",
+        "upstream (502, 504): 0 502 or 504 answers",
+        "server refused (5xx): 0 5xx (but 502 and 504), 429 or 408 answers",
     ] {
         assert!(e.contains(said), "{said} not in: {e}");
     }
@@ -990,5 +991,136 @@ fn skewed_service_times_count_the_pool_over_their_mean_too() {
         c.evidence.contains("a pool of about that size"),
         "{}",
         c.evidence
+    );
+}
+
+#[test]
+fn a_limit_reached_leads_the_concurrency_it_capped_whatever_moved_first() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    // The saturated step names its pool; with the target at its nofile limit as well, the
+    // limit comes first and the pool is said to be its consequence.
+    let mut full = s.clone();
+    let p = full.probes.as_mut().unwrap();
+    p.delta.fds_max = p.limits.as_ref().unwrap().nofile_soft.unwrap();
+    let d = diagnose_variant(&steps, i, full).unwrap();
+    assert_eq!(kinds(&d)[0], Bottleneck::Descriptors, "{:?}", kinds(&d));
+    let f = &d.findings[0];
+    assert!(
+        f.evidence.contains("it could accept no more connections"),
+        "{}",
+        f.evidence
+    );
+    let c = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::ConcurrencyBound)
+        .unwrap_or_else(|| panic!("{:?}", kinds(&d)));
+    assert!(
+        c.evidence
+            .contains("likely a consequence of the descriptor limit (nofile) reached above"),
+        "{}",
+        c.evidence
+    );
+    assert!(
+        c.advice
+            .starts_with("raise the descriptor limit (nofile) first"),
+        "{}",
+        c.advice
+    );
+    // A cgroup's memory limit with OOM kills: first too, whatever the onsets say.
+    let d = in_cgroup(
+        &steps,
+        0.1,
+        serde_json::json!({"memory_peak_bytes": 266338304u64, "memory_limit_bytes": 268435456u64,
+            "oom_kills": 16, "memory_max_events": 40}),
+        serde_json::json!({"memory": {"value": 268435456u64, "version": "v2", "path": "/t"}}),
+        false,
+    );
+    assert_eq!(kinds(&d)[0], Bottleneck::MemoryLimit, "{:?}", kinds(&d));
+    // Without a limit, the pool leads as before, with no such clause.
+    let d = diagnose_variant(&steps, i, s).unwrap();
+    let c = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::ConcurrencyBound)
+        .unwrap();
+    assert!(!c.evidence.contains("consequence"), "{}", c.evidence);
+}
+
+#[test]
+fn a_gap_of_errors_is_no_saturation_for_the_pool() {
+    let steps = steps("backlog-workers");
+    let (i, mut s) = saturated(&steps);
+    // Latency flat and the service time at its floor: the only sign left is that fewer were
+    // answered than offered.
+    s.result.latency_trend = None;
+    s.result.service_time_ms.p50 = Some(0.1);
+    let offered = s.load;
+    s.result.achieved_rps = 0.7 * offered;
+    let held_back = diagnose_variant(&steps, i, s.clone()).unwrap();
+    assert!(
+        kinds(&held_back).contains(&Bottleneck::ConcurrencyBound),
+        "answered 70 % of what was offered: {:?}",
+        kinds(&held_back)
+    );
+    // The same gap, every missing answer a reset: the server failed them, it did not queue.
+    let missing = (0.3 * offered * s.result.duration_s).ceil() as u64;
+    let mut counts = [0u64; ErrorClass::COUNT];
+    counts[ErrorClass::ConnectionReset.index()] = missing;
+    s.result.errors = loadlab_engine::ErrorCounts::from_array(counts);
+    s.result.errors_total = missing;
+    let d = diagnose_variant(&steps, i, s).unwrap();
+    assert!(
+        !kinds(&d).contains(&Bottleneck::ConcurrencyBound),
+        "{:?}",
+        kinds(&d)
+    );
+    assert!(
+        d.ruled_out
+            .iter()
+            .any(|r| r.starts_with("concurrency-bound")
+                && r.contains("no sign the server was saturated")),
+        "{:?}",
+        d.ruled_out
+    );
+}
+
+#[test]
+fn a_proxys_502_and_504_name_its_upstream_and_a_503_a_server_shedding_work() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    let answered = |codes: &[(&str, u64)]| {
+        let mut s = s.clone();
+        let failed: u64 = codes.iter().map(|c| c.1).sum();
+        let mut counts = [0u64; ErrorClass::COUNT];
+        counts[ErrorClass::Http5xx.index()] = failed;
+        s.result.errors = loadlab_engine::ErrorCounts::from_array(counts);
+        s.result.errors_total = failed;
+        for (c, n) in codes {
+            s.result.status_codes.insert((*c).to_string(), *n);
+        }
+        diagnose_variant(&steps, i, s).unwrap()
+    };
+    let d = answered(&[("504", 120), ("502", 3)]);
+    let f = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::Upstream)
+        .unwrap_or_else(|| panic!("{:?}", kinds(&d)));
+    assert!(
+        f.evidence.contains("120 with 504 (gateway timeout")
+            && f.evidence.contains("3 with 502 (bad gateway")
+            && f.evidence.contains("not the proxy shedding work"),
+        "{}",
+        f.evidence
+    );
+    assert!(!kinds(&d).contains(&Bottleneck::Refused), "{:?}", kinds(&d));
+    let d = answered(&[("503", 120)]);
+    assert!(kinds(&d).contains(&Bottleneck::Refused), "{:?}", kinds(&d));
+    assert!(
+        !kinds(&d).contains(&Bottleneck::Upstream),
+        "{:?}",
+        kinds(&d)
     );
 }

@@ -1057,8 +1057,9 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
         if !whys.is_empty() {
             let _ = writeln!(
                 out,
-                "### Why\n\nWhat the evidence of the first step not sustained says, each bottleneck in \
-                 the order its signal moved (see docs/src/diagnosis.md in loadlab's repository):\n\n{}\n\n\
+                "### Why\n\nWhat the evidence of the first step not sustained says: a limit reached \
+                 first (descriptors, processes, memory, a CPU quota), then each bottleneck in the \
+                 order its signal moved (see docs/src/diagnosis.md in loadlab's repository):\n\n{}\n\n\
                  <details><summary>The rules behind each why</summary>\n\n{}\n</details>\n",
                 whys.join("\n"),
                 loadlab_lab::diagnosis::rules::markdown_table()

@@ -19,6 +19,8 @@ use crate::procfs;
 
 /// The kernel's TCP state number of LISTEN (`0A` in `/proc/net/tcp`).
 const TCP_LISTEN: u8 = 0x0A;
+/// The kernel's TCP state number of ESTABLISHED (`01`).
+const TCP_ESTABLISHED: u8 = 0x01;
 
 /// A process holding a listening socket.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +40,8 @@ pub struct Listener {
 pub(crate) struct TcpSocket {
     /// The local address.
     pub local: SocketAddr,
+    /// The remote address (`0.0.0.0:0` for a listening socket).
+    pub remote: SocketAddr,
     /// The kernel's TCP state number (`0x0A` = LISTEN).
     pub state: u8,
     /// The socket's inode (0 for sockets no file refers to, such as TIME_WAIT).
@@ -54,6 +58,7 @@ pub(crate) fn parse_proc_net_tcp(text: &str) -> Vec<TcpSocket> {
             let f: Vec<&str> = l.split_whitespace().collect();
             Some(TcpSocket {
                 local: parse_hex_addr(f.get(1)?)?,
+                remote: parse_hex_addr(f.get(2)?)?,
                 state: u8::from_str_radix(f.get(3)?, 16).ok()?,
                 inode: f.get(9)?.parse().ok()?,
             })
@@ -84,6 +89,47 @@ pub(crate) fn parse_socket_link(link: &str) -> Option<u64> {
         .strip_suffix(']')?
         .parse()
         .ok()
+}
+
+/// The TCP connections the processes `pids` opened to others (a proxy's upstreams, an
+/// application's database): the established sockets they hold whose local port is none
+/// they listen on, counted by the address they connect to. Read in the network namespace
+/// of the first of them; empty when none holds such a socket (or its files cannot be read).
+pub(crate) fn outgoing(pids: &[u32]) -> BTreeMap<SocketAddr, u64> {
+    let mut out = BTreeMap::new();
+    let Some(&first) = pids.first() else {
+        return out;
+    };
+    let mut held = BTreeSet::new();
+    for pid in pids {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        held.extend(fds.flatten().filter_map(|fd| {
+            parse_socket_link(&std::fs::read_link(fd.path()).ok()?.to_string_lossy())
+        }));
+    }
+    if held.is_empty() {
+        return out;
+    }
+    let mine: Vec<TcpSocket> = ["tcp", "tcp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(format!("/proc/{first}/net/{f}")).ok())
+        .flat_map(|t| parse_proc_net_tcp(&t))
+        .filter(|s| s.inode != 0 && held.contains(&s.inode))
+        .collect();
+    let listening: BTreeSet<u16> = mine
+        .iter()
+        .filter(|s| s.state == TCP_LISTEN)
+        .map(|s| s.local.port())
+        .collect();
+    for s in mine
+        .iter()
+        .filter(|s| s.state == TCP_ESTABLISHED && !listening.contains(&s.local.port()))
+    {
+        *out.entry(s.remote).or_insert(0) += 1;
+    }
+    out
 }
 
 /// The listening sockets on `port` in this network namespace: inode → address.
@@ -227,11 +273,13 @@ mod tests {
             s[0],
             TcpSocket {
                 local: "0.0.0.0:2024".parse().unwrap(),
+                remote: "0.0.0.0:0".parse().unwrap(),
                 state: TCP_LISTEN,
                 inode: 114
             }
         );
         assert_eq!(s[1].local, "192.0.2.2:54680".parse().unwrap());
+        assert_eq!(s[1].remote, "203.0.113.80:80".parse().unwrap());
         assert_eq!((s[1].state, s[1].inode), (6, 0));
         assert_eq!(s[2].local, "127.0.0.1:8080".parse().unwrap());
         assert_eq!(s[2].inode, 98765);
@@ -251,7 +299,24 @@ mod tests {
         assert_eq!(s[1].local, "[::1]:80".parse().unwrap());
         assert_eq!(s[2].local, "[::ffff:127.0.0.1]:8080".parse().unwrap());
         assert_eq!((s[2].state, s[2].inode), (1, 4444));
+        assert_eq!(s[2].remote, "[::ffff:127.0.0.1]:50000".parse().unwrap());
         assert_eq!(s[3].local, "[2001:db8::1]:443".parse().unwrap());
+    }
+
+    #[test]
+    fn outgoing_connections_are_those_to_others_not_those_accepted() {
+        // This process listens, accepts one connection and opens one to its own listener:
+        // of its three sockets, only the one it opened goes out.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = std::net::TcpStream::connect(addr).unwrap();
+        let _accepted = listener.accept().unwrap();
+        let out = outgoing(&[std::process::id()]);
+        assert_eq!(out.get(&addr), Some(&1), "{out:?}");
+        // The accepted socket's peer is the client's port: not an upstream.
+        let peer = client.local_addr().unwrap();
+        assert!(!out.contains_key(&peer), "{out:?}");
+        assert!(outgoing(&[]).is_empty());
     }
 
     #[test]

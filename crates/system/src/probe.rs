@@ -69,6 +69,11 @@ pub struct ProcessSample {
     /// all, from `/proc/stat` of the host they run on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus_ticks: Option<CpusTicks>,
+    /// Connections it opened to others, by the address they go to (`127.0.0.1:8000`): a
+    /// proxy's upstreams, a database (established sockets whose local port is none it
+    /// listens on; its first processes' only, as for the affinity lists).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub upstreams: BTreeMap<String, u64>,
 }
 
 /// Clock ticks of a set of CPUs so far ([`ProcessSample::cpus_ticks`]).
@@ -150,6 +155,11 @@ fn sum_processes(
         });
     }
     total.run_delay_s = t.run_delay_s;
+    let first: Vec<u32> = pids.iter().take(AFFINITY_READS).copied().collect();
+    total.upstreams = crate::discover::outgoing(&first)
+        .into_iter()
+        .map(|(addr, n)| (addr.to_string(), n))
+        .collect();
     let mut cpus: Vec<usize> = pids
         .iter()
         .take(AFFINITY_READS)
@@ -305,6 +315,10 @@ pub struct ProbeDelta {
     pub threads_max: u64,
     /// Most file descriptors seen.
     pub fds_max: u64,
+    /// Most connections seen open to each address the target connected to (its upstreams,
+    /// [`ProcessSample::upstreams`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub upstreams_max: BTreeMap<String, u64>,
     /// CPUs the busiest thread used, averaged over the intervals between samples (1.0: one
     /// thread on a CPU all the time): a server held by one thread shows here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -425,6 +439,10 @@ impl ProbeDelta {
             d.rss_max_bytes = d.rss_max_bytes.max(p.rss_bytes);
             d.threads_max = d.threads_max.max(p.threads);
             d.fds_max = d.fds_max.max(p.fds);
+            for (addr, n) in &p.upstreams {
+                let m = d.upstreams_max.entry(addr.clone()).or_insert(0);
+                *m = (*m).max(*n);
+            }
         }
         let busiest: Vec<(f64, f64, &str)> = with_process()
             .filter_map(|(_, p)| {
@@ -941,6 +959,11 @@ mod tests {
                 busy: (user * 70.0) as u64,
                 total: (user * 100.0) as u64,
             }),
+            // Connections to an upstream: as many as the threads, and a second one once.
+            upstreams: [("127.0.0.1:8000".to_string(), threads)]
+                .into_iter()
+                .chain((threads == 5).then(|| ("[::1]:5432".to_string(), 2)))
+                .collect(),
         };
         let k = |overflows: u64, rsts: u64, tw: u64, est: u64| KernelSample {
             listen_overflows: overflows,
@@ -968,6 +991,14 @@ mod tests {
         // each interval, where it waited 0.4 s each.
         assert!((d.cpus_busy_share.unwrap() - 0.7).abs() < 1e-9);
         assert_eq!((d.rss_max_bytes, d.threads_max, d.fds_max), (900, 9, 50));
+        // Each upstream's most connections at once.
+        assert_eq!(
+            d.upstreams_max.into_iter().collect::<Vec<_>>(),
+            [
+                ("127.0.0.1:8000".to_string(), 9),
+                ("[::1]:5432".to_string(), 2)
+            ]
+        );
         assert_eq!(
             (d.listen_overflows, d.listen_drops, d.out_rsts),
             (21, 21, 4)

@@ -36,6 +36,8 @@ pub enum Bottleneck {
     MemoryLimit,
     /// The target's cgroup reached its limit of processes and threads.
     PidsLimit,
+    /// A proxy answered 502 or 504: its upstream broke or was too slow.
+    Upstream,
     /// The server answered with 5xx statuses: it shed work.
     Refused,
     /// The server answered most requests with a 4xx status: the request is wrong.
@@ -66,6 +68,7 @@ impl Bottleneck {
             Bottleneck::MemoryGrowth => "memory growth",
             Bottleneck::MemoryLimit => "memory limit",
             Bottleneck::PidsLimit => "pids limit",
+            Bottleneck::Upstream => "upstream (502, 504)",
             Bottleneck::Refused => "server refused (5xx)",
             Bottleneck::Rejected => "request rejected (4xx)",
             Bottleneck::Unreachable => "nothing listens at the address",
@@ -119,5 +122,33 @@ impl Bottleneck {
     /// True for what is not the server's doing: loadlab fell behind, an agent was lost.
     pub fn not_the_server(self) -> bool {
         matches!(self, Bottleneck::Generator | Bottleneck::AgentLost)
+    }
+
+    /// Where a diagnosis lists the finding: what is not the server's doing and a crash
+    /// first (0), then a limit reached (1: descriptors, the cgroup's processes or memory,
+    /// its CPU quota), which caps the concurrency and causes the timeouts and refusals that
+    /// show it, so it leads them whatever moved first; then the rest (2), in the order their
+    /// signals moved.
+    pub fn tier(self) -> u8 {
+        match self {
+            Bottleneck::Generator | Bottleneck::AgentLost | Bottleneck::Crash => 0,
+            Bottleneck::Descriptors
+            | Bottleneck::PidsLimit
+            | Bottleneck::MemoryLimit
+            | Bottleneck::CpuThrottled => 1,
+            Bottleneck::CpuBound
+            | Bottleneck::ThreadBound
+            | Bottleneck::ConcurrencyBound
+            | Bottleneck::AcceptQueue
+            | Bottleneck::Timeouts
+            | Bottleneck::ClientPorts
+            | Bottleneck::MemoryGrowth
+            | Bottleneck::Upstream
+            | Bottleneck::Refused
+            | Bottleneck::Rejected
+            | Bottleneck::Unreachable
+            | Bottleneck::HostSteal
+            | Bottleneck::Unknown => 2,
+        }
     }
 }

@@ -124,7 +124,8 @@ pub enum Saturation {
         /// The floor, ms.
         floor_ms: f64,
     },
-    /// Open loop: the server answered fewer than were offered.
+    /// Open loop: the server answered fewer than were offered, and not because it failed
+    /// the rest (a gap of errors is no queue).
     HeldBack {
         /// Achieved, in `unit`.
         achieved: f64,
@@ -314,8 +315,15 @@ impl<'a> Evidence<'a> {
             }
         }
         let offered = step.offered();
+        // Failures a second: a server that answered fewer than offered because it failed
+        // the rest (resets, refusals) was not saturated by that gap.
+        let failing = if r.duration_s > 0.0 {
+            r.errors_total as f64 / r.duration_s
+        } else {
+            0.0
+        };
         match step.model {
-            Model::Open if r.achieved_rps < 0.95 * offered => {
+            Model::Open if r.achieved_rps + failing < 0.95 * offered => {
                 saturation.push(Saturation::HeldBack {
                     achieved: r.achieved_rps,
                     offered,

@@ -278,6 +278,35 @@ impl Tracker {
     }
 }
 
+/// A limit reached (descriptors, the cgroup's processes or memory) caps what the server
+/// has in service: the pool, timeouts or refusals that followed are said to be its
+/// consequence, and their advice to raise the limit first, not the pool.
+fn caused_by_limit(findings: &mut [Finding]) {
+    let Some(limit) = findings
+        .iter()
+        .find(|f| f.bottleneck.tier() == 1 && f.bottleneck != Bottleneck::CpuThrottled)
+        .map(|f| f.bottleneck)
+    else {
+        return;
+    };
+    for f in findings.iter_mut().filter(|f| {
+        matches!(
+            f.bottleneck,
+            Bottleneck::ConcurrencyBound | Bottleneck::Timeouts | Bottleneck::Refused
+        )
+    }) {
+        let words = match limit {
+            Bottleneck::Descriptors => "descriptor limit (nofile)",
+            Bottleneck::PidsLimit => "process limit (pids.max)",
+            _ => "memory limit (memory.max)",
+        };
+        f.evidence.push_str(&format!(
+            "; likely a consequence of the {words} reached above, which caps what the server can take in"
+        ));
+        f.advice = format!("raise the {words} first; then {}", f.advice);
+    }
+}
+
 /// Diagnoses a step that was not sustained (`None` for a sustained one).
 pub fn diagnose(step: &StepFacts<'_>, ctx: &Context) -> Option<Diagnosis> {
     if step.verdict.sustained {
@@ -316,16 +345,20 @@ pub fn diagnose(step: &StepFacts<'_>, ctx: &Context) -> Option<Diagnosis> {
             &[],
         ));
     }
-    // Not the server's doing first, then in the order the signals moved.
+    // Not the server's doing first, then the limits reached, then in the order the signals
+    // moved ([`Bottleneck::tier`]).
     findings.sort_by(|a, b| {
-        let rank = |f: &Finding| f.bottleneck <= Bottleneck::Crash;
-        rank(b).cmp(&rank(a)).then(match (a.onset_s, b.onset_s) {
-            (Some(x), Some(y)) => x.total_cmp(&y),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => std::cmp::Ordering::Equal,
-        })
+        a.bottleneck
+            .tier()
+            .cmp(&b.bottleneck.tier())
+            .then(match (a.onset_s, b.onset_s) {
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => std::cmp::Ordering::Equal,
+            })
     });
+    caused_by_limit(&mut findings);
 
     let this = LatencySplit::of(step.load, step.result);
     // A log replayed at its times: its steps are multiples of its speed.

@@ -31,13 +31,24 @@ fn check(e: &Evidence<'_>) -> Check {
     }
     // What failed is counted in the protocol's words (messages, events, requests).
     let sent = e.result().protocol.units().sent;
-    Check::Fired(Finding::new(
-        Bottleneck::Descriptors,
-        format!(
+    let evidence = match (target_full, fd_errors) {
+        (true, 0) => format!(
+            "the target held up to {n} descriptors against its nofile limit of {lim_words}: \
+             it could accept no more connections (nor open files)"
+        ),
+        (true, _) => format!(
+            "the target held up to {n} descriptors against its nofile limit of {lim_words}, \
+             and {fd_errors} {sent} failed for want of a file descriptor in loadlab"
+        ),
+        (false, _) => format!(
             "{fd_errors} {sent} failed for want of a file descriptor in loadlab; the target held \
              up to {n} descriptors against its nofile limit of {lim_words}"
         ),
-        "raise nofile (ulimit -n, LimitNOFILE=) on the side that ran out",
+    };
+    Check::Fired(Finding::new(
+        Bottleneck::Descriptors,
+        evidence,
+        "raise nofile (ulimit -n, LimitNOFILE=, docker --ulimit nofile=) on the side that ran out",
         &[
             ("client_fd_errors", fd_errors as f64),
             ("target_fds", n as f64),

@@ -23,6 +23,7 @@ mod rejected;
 mod thread_bound;
 mod timeouts;
 mod unreachable;
+mod upstream;
 
 use super::{Bottleneck, Evidence, Finding};
 
@@ -67,6 +68,7 @@ pub const RULES: &[Rule] = &[
     memory_growth::RULE,
     memory_limit::RULE,
     pids_limit::RULE,
+    upstream::RULE,
     refused::RULE,
     rejected::RULE,
     unreachable::RULE,

@@ -1,5 +1,6 @@
 //! `refused`: the server answered 5xx to most of the failed requests: it shed work it could
-//! not take (a full queue, mailbox or pool answering 503).
+//! not take (a full queue, mailbox or pool answering 503). A proxy's 502 and 504 are its
+//! upstream's, read by the `upstream` rule.
 
 use super::{Check, Rule};
 use crate::diagnosis::{pct, Bottleneck, Evidence, Finding};
@@ -7,15 +8,18 @@ use crate::verdict::LOAD_STATUSES;
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::Refused,
-    needs: "5xx answers (and 429 too many requests, 408 request timeout) are at least half of the failed requests",
+    needs: "5xx answers other than 502 and 504 (and 429 too many requests, 408 request timeout) are at least half of the failed requests",
     says: "the count and the status codes: the server shed work it could not take (document 000's `/send_nowait` mailbox answering 503)",
     check,
 };
 
 fn check(e: &Evidence<'_>) -> Check {
     let r = e.result();
-    // 429 and 408 are a server shedding work too, as a 503 is.
-    let shed = |c: &str| c.starts_with('5') || LOAD_STATUSES.contains(&c);
+    // 429 and 408 are a server shedding work too, as a 503 is; a 502 or 504 is a proxy's
+    // word on its upstream (`upstream`).
+    let shed = |c: &str| {
+        (c.starts_with('5') && !super::upstream::GATEWAY.contains(&c)) || LOAD_STATUSES.contains(&c)
+    };
     let server_errors: u64 = r
         .status_codes
         .iter()
@@ -23,7 +27,9 @@ fn check(e: &Evidence<'_>) -> Check {
         .map(|(_, n)| *n)
         .sum();
     if server_errors == 0 || server_errors * 2 < r.errors_total {
-        return Check::RuledOut(format!("{server_errors} 5xx, 429 or 408 answers"));
+        return Check::RuledOut(format!(
+            "{server_errors} 5xx (but 502 and 504), 429 or 408 answers"
+        ));
     }
     let codes: Vec<String> = r
         .status_codes
