@@ -1124,3 +1124,37 @@ fn a_proxys_502_and_504_name_its_upstream_and_a_503_a_server_shedding_work() {
         kinds(&d)
     );
 }
+
+#[test]
+fn a_target_near_its_nofile_while_connections_were_dropped_ran_out() {
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    // 85 % of its nofile at the once-a-second samples: not enough alone (a peak between
+    // samples is not seen), enough with connections reset on the way.
+    let near = |resets: u64| {
+        let mut s = s.clone();
+        let p = s.probes.as_mut().unwrap();
+        let limit = p.limits.as_ref().unwrap().nofile_soft.unwrap();
+        p.delta.fds_max = limit * 85 / 100;
+        let mut counts = [0u64; ErrorClass::COUNT];
+        counts[ErrorClass::ConnectionReset.index()] = resets;
+        s.result.errors = loadlab_engine::ErrorCounts::from_array(counts);
+        s.result.errors_total = resets;
+        diagnose_variant(&steps, i, s).unwrap()
+    };
+    let d = near(0);
+    assert!(
+        !kinds(&d).contains(&Bottleneck::Descriptors),
+        "{:?}",
+        kinds(&d)
+    );
+    let d = near(12);
+    assert_eq!(kinds(&d)[0], Bottleneck::Descriptors, "{:?}", kinds(&d));
+    assert!(
+        d.findings[0]
+            .evidence
+            .contains("and 12 connections were reset or closed"),
+        "{}",
+        d.findings[0].evidence
+    );
+}
