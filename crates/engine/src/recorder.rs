@@ -331,13 +331,6 @@ pub struct StreamEnds {
     pub broken: u64,
 }
 
-impl StreamEnds {
-    /// Streams counted.
-    pub fn total(&self) -> u64 {
-        self.lived + self.ended + self.broken
-    }
-}
-
 impl Default for StreamRecord {
     fn default() -> Self {
         StreamRecord {

@@ -169,9 +169,8 @@ impl RunShape {
                 .map(|m| m.reply.pointer.clone()),
             stream_lifetime_ms: cfg
                 .transport
-                .grpc()
-                .filter(|c| c.server_streaming && c.lifetime_ms > 0)
-                .map(|c| c.lifetime_ms as f64),
+                .stream_lifetime()
+                .map(|d| d.as_secs_f64() * 1000.0),
         }
     }
 }
@@ -396,13 +395,10 @@ pub struct StreamTiming {
 pub struct OpenedStreams {
     /// Each stream's lifetime, ms (`--stream-lifetime`): from its first message.
     pub lifetime_ms: f64,
-    /// Held to their lifetime (or to a timeout past the window's end), then reset by loadlab.
-    pub lived: u64,
-    /// Ended by the server with OK before their lifetime.
-    pub ended: u64,
-    /// Broken before their lifetime: a gap longer than the timeout, an error status, a
-    /// reset or a lost connection.
-    pub broken: u64,
+    /// How the measured streams that had a first message ended (`lived`, `ended`,
+    /// `broken` beside `lifetime_ms`).
+    #[serde(flatten)]
+    pub ends: crate::recorder::StreamEnds,
 }
 
 impl StreamTiming {

@@ -565,9 +565,7 @@ pub fn summarize(shape: &RunShape, ms: Measurement, environment: Environment) ->
                     .stream_lifetime_ms
                     .map(|lifetime_ms| crate::result::OpenedStreams {
                         lifetime_ms,
-                        lived: m.stream.ends.lived,
-                        ended: m.stream.ends.ended,
-                        broken: m.stream.ends.broken,
+                        ends: m.stream.ends,
                     }),
             }),
         connections_opened: m.connections_opened,

@@ -447,9 +447,9 @@ pub fn render(r: &RunResult) -> String {
                         "  {:<15} each held {} after its first message: {} held to it, {} ended by the server before it, {} broken (a gap past the timeout, an error status, a reset); {} messages per stream-second",
                         "lifetimes",
                         humantime::format_duration(std::time::Duration::from_millis(o.lifetime_ms as u64)),
-                        o.lived,
-                        o.ended,
-                        o.broken,
+                        o.ends.lived,
+                        o.ends.ended,
+                        o.ends.broken,
                         crate::format::num(messages as f64 / t.stream_seconds.max(1) as f64),
                     );
                 }

@@ -1007,9 +1007,8 @@ async fn conn_task(ctx: Rc<Ctx>, mut link: Link, slot: usize) {
         .io
         .cfg
         .transport
-        .grpc()
-        .filter(|c| c.server_streaming)
-        .map_or(0, |c| c.lifetime_ms * 1_000_000);
+        .stream_lifetime()
+        .map_or(0, |d| d.as_nanos() as u64);
     // A held server stream: the seconds in which its waits failed (a starved stream).
     // Streams opened at a rate count their own ([`Ctx::live_on`]).
     let mut starved = (ctx.io.cfg.transport.server_streams() && lifetime_ns == 0)

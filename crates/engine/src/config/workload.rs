@@ -296,6 +296,14 @@ impl Transport {
         out
     }
 
+    /// Server streams opened at a rate: each one's lifetime after its first message
+    /// (`--stream-lifetime`); `None` for every other transport.
+    pub fn stream_lifetime(&self) -> Option<Duration> {
+        self.grpc()
+            .filter(|_| self.protocol() == Protocol::GrpcStreamOpens)
+            .map(|c| Duration::from_millis(c.lifetime_ms))
+    }
+
     /// The gRPC call, for gRPC.
     pub fn grpc(&self) -> Option<&GrpcCall> {
         match self {

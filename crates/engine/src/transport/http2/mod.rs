@@ -116,10 +116,10 @@ impl Template {
             protocol,
             Protocol::GrpcServerStream | Protocol::GrpcStreamOpens
         );
-        let lifetime_ns = match cfg.transport.grpc() {
-            Some(call) if protocol == Protocol::GrpcStreamOpens => call.lifetime_ms * 1_000_000,
-            _ => 0,
-        };
+        let lifetime_ns = cfg
+            .transport
+            .stream_lifetime()
+            .map_or(0, |d| d.as_nanos() as u64);
         let bidirectional = protocol == Protocol::GrpcBidi;
         let messages_per_call = match cfg.transport.grpc() {
             Some(call) if call.client_streaming => call.messages_per_call.max(1),
