@@ -172,7 +172,10 @@ fn probes_see_listen_overflows_and_the_target_process() {
     assert!(delta["threads_max"].as_u64().unwrap() >= 1);
     assert!(delta["fds_max"].as_u64().unwrap() >= 3);
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
-    assert!(report.contains("listen queue overflowed"), "{report}");
+    assert!(
+        report.contains("the target's listen queue dropped"),
+        "{report}"
+    );
     // The diagnosis names the accept queue, with the counts and somaxconn.
     let findings = steps[0]["diagnosis"]["findings"].as_array().unwrap();
     let q = findings
@@ -185,6 +188,17 @@ fn probes_see_listen_overflows_and_the_target_process() {
         "{evidence}"
     );
     assert!(q["figures"]["listen_overflows"].as_f64().unwrap() > 0.0);
+    // The target's own listening socket, read from the kernel's socket diagnostics: the
+    // drops are its own, at the backlog its command set.
+    assert!(
+        evidence.starts_with("the target's listen queue (port ") && evidence.contains("backlog 1,"),
+        "{evidence}"
+    );
+    assert!(
+        q["figures"]["listener_drops"].as_f64().unwrap() > 0.0,
+        "{q}"
+    );
+    assert_eq!(delta["listen"]["backlog"], 1, "{delta}");
 }
 
 /// Scenarios run together over a matrix (document 003): the report opens with one row per

@@ -13,6 +13,73 @@ use std::process::Command;
 use util::nginx::{log, nginx_binary, Nginx};
 use util::{run, temp_path};
 
+/// A listener beside the run whose accept queue overflows all along (another server on the
+/// host, another test): backlog 1, accepting nothing, four connections opened to it every
+/// 250 ms (400 at most) until dropped. The kernel's overflow counters are the network
+/// namespace's, so they grow with it; the target's own listening socket's do not.
+struct OverflowingNeighbour {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl OverflowingNeighbour {
+    fn start() -> OverflowingNeighbour {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        // SAFETY: listen again (a backlog of 1) on a socket we own.
+        assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 1) }, 0);
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let _listener = listener;
+            let addr = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: port.to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            let mut held = Vec::new();
+            while !stopped.load(Ordering::Relaxed) && held.len() < 400 {
+                for _ in 0..4 {
+                    // SAFETY: a non-blocking socket we create and own, connected once.
+                    unsafe {
+                        let fd = libc::socket(
+                            libc::AF_INET,
+                            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                            0,
+                        );
+                        assert!(fd >= 0);
+                        libc::connect(
+                            fd,
+                            &addr as *const libc::sockaddr_in as *const libc::sockaddr,
+                            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                        );
+                        held.push(OwnedFd::from_raw_fd(fd));
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+        });
+        OverflowingNeighbour {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for OverflowingNeighbour {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 fn u(j: &serde_json::Value, key: &str) -> u64 {
     j[key].as_u64().unwrap_or_else(|| panic!("{key}: {j}"))
 }
@@ -157,7 +224,9 @@ fn a_proxys_gateway_timeouts_name_its_upstream_run_after_run_not_a_server_sheddi
         )
         .unwrap();
         let out = dir.join(format!("out-{run}"));
+        let neighbour = OverflowingNeighbour::start();
         util::lab::lab_ok(&plan, &out);
+        drop(neighbour);
         let steps = util::lab::steps(&out);
         assert!(
             steps[0]["verdict"]["sustained"].as_bool().unwrap(),
@@ -184,6 +253,14 @@ fn a_proxys_gateway_timeouts_name_its_upstream_run_after_run_not_a_server_sheddi
             .map(|f| f["bottleneck"].as_str().unwrap().to_string())
             .collect();
         assert!(!named.contains(&"refused".to_string()), "{named:?}");
+        // The neighbour's overflows counted in the namespace, none at nginx's listener.
+        assert!(!named.contains(&"accept_queue".to_string()), "{named:?}");
+        let ruled_out = over["diagnosis"]["ruled_out"].to_string();
+        assert!(
+            ruled_out.contains("none at the target's own listening socket")
+                && ruled_out.contains("another listener's queue overflowed"),
+            "{ruled_out}"
+        );
         whys.push(f["bottleneck"].as_str().unwrap().to_string());
         drop(nginx);
         drop(upstream);

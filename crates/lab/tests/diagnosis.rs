@@ -295,6 +295,86 @@ fn overflows_of_another_listener_are_not_the_targets() {
     );
 }
 
+/// Where the target's own listening sockets were read (their drops, from the kernel's
+/// socket diagnostics), they decide: the namespace's overflows with none at the target's
+/// listener are another's, even with requests that failed and waited; drops at its own
+/// listener are named with its port and backlog, from when they began.
+#[test]
+fn the_targets_own_listener_decides_whose_queue_overflowed() {
+    use loadlab_system::probe::{ListenDelta, ListenSample};
+    let steps = steps("backlog-workers");
+    let (i, s) = saturated(&steps);
+    let with = |own_drops_from: Option<usize>| {
+        let mut s = s.clone();
+        s.result.errors_total = 40;
+        s.result.latency_ms.max = Some(3000.0);
+        let p = s.probes.as_mut().unwrap();
+        for (n, x) in p.samples.iter_mut().enumerate() {
+            x.kernel.listen_overflows += 5000 * n as u64;
+            let drops = own_drops_from.map_or(0, |from| 50 * n.saturating_sub(from) as u64);
+            if let Some(proc) = x.process.as_mut() {
+                proc.listen = Some(ListenSample {
+                    ports: vec![8080],
+                    queued: 3,
+                    backlog: 511,
+                    drops,
+                });
+            }
+        }
+        p.delta = loadlab_system::probe::ProbeDelta::from_samples(&p.samples);
+        s
+    };
+    let theirs = with(None);
+    let l = theirs
+        .probes
+        .as_ref()
+        .unwrap()
+        .delta
+        .listen
+        .clone()
+        .unwrap();
+    assert_eq!((l.drops, l.backlog, l.queued_max), (0, 511, 3), "{l:?}");
+    let d = diagnose_variant(&steps, i, theirs).unwrap();
+    assert!(
+        !kinds(&d).contains(&Bottleneck::AcceptQueue),
+        "{:?}",
+        kinds(&d)
+    );
+    assert!(
+        d.ruled_out.iter().any(|r| r.contains(
+            "none at the target's own listening socket (port 8080: backlog 511, up to 3 seen \
+             waiting): another listener's queue overflowed"
+        )),
+        "{:?}",
+        d.ruled_out
+    );
+    let own = with(Some(1));
+    let ListenDelta {
+        drops,
+        drops_from_s,
+        ..
+    } = own.probes.as_ref().unwrap().delta.listen.clone().unwrap();
+    let t1 = own.probes.as_ref().unwrap().samples[1].t_s;
+    assert_eq!(drops_from_s, Some(t1));
+    assert!(drops > 0);
+    let d = diagnose_variant(&steps, i, own).unwrap();
+    let q = d
+        .findings
+        .iter()
+        .find(|f| f.bottleneck == Bottleneck::AcceptQueue)
+        .expect("accept queue");
+    assert!(
+        q.evidence.starts_with(&format!(
+            "the target's listen queue (port 8080: backlog 511, up to 3 seen waiting) dropped \
+             {drops} connection attempts"
+        )),
+        "{}",
+        q.evidence
+    );
+    assert_eq!(q.figures["listener_drops"], drops as f64);
+    assert_eq!(q.figures["backlog"], 511.0);
+}
+
 #[test]
 fn timeouts_with_the_cpu_low_and_the_latency_split() {
     let steps = steps("backlog-workers");

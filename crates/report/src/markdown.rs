@@ -131,11 +131,19 @@ pub fn notes(step: &StepRecord, first_mean: Option<f64>, floor: LatencyFloor) ->
     }
     if let Some(p) = &step.probes {
         let d = &p.delta;
-        if d.listen_overflows > 0 {
-            out.push(format!(
+        match &d.listen {
+            // The target's own listening sockets were read: their drops, not the
+            // namespace's (another listener's overflows are no cause of this step's).
+            Some(l) if l.drops > 0 => out.push(format!(
+                "the target's listen queue dropped {} connection attempts",
+                l.drops
+            )),
+            Some(_) => {}
+            None if d.listen_overflows > 0 => out.push(format!(
                 "listen queue overflowed {} times",
                 d.listen_overflows
-            ));
+            )),
+            None => {}
         }
     }
     if step.verdict.limits.contains(&Limit::Throughput) {

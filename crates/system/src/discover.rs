@@ -91,15 +91,9 @@ pub(crate) fn parse_socket_link(link: &str) -> Option<u64> {
         .ok()
 }
 
-/// The TCP connections the processes `pids` opened to others (a proxy's upstreams, an
-/// application's database): the established sockets they hold whose local port is none
-/// they listen on, counted by the address they connect to. Read in the network namespace
-/// of the first of them; empty when none holds such a socket (or its files cannot be read).
-pub(crate) fn outgoing(pids: &[u32]) -> BTreeMap<SocketAddr, u64> {
-    let mut out = BTreeMap::new();
-    let Some(&first) = pids.first() else {
-        return out;
-    };
+/// The socket inodes the processes `pids` hold open (their `socket:[INODE]` fd links; a
+/// process whose files cannot be read adds none).
+pub(crate) fn socket_inodes(pids: &[u32]) -> BTreeSet<u64> {
     let mut held = BTreeSet::new();
     for pid in pids {
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
@@ -109,12 +103,21 @@ pub(crate) fn outgoing(pids: &[u32]) -> BTreeMap<SocketAddr, u64> {
             parse_socket_link(&std::fs::read_link(fd.path()).ok()?.to_string_lossy())
         }));
     }
+    held
+}
+
+/// The TCP connections a process tree opened to others (a proxy's upstreams, an
+/// application's database): of the sockets `held` ([`socket_inodes`]), the established
+/// ones whose local port is none they listen on, counted by the address they connect to.
+/// Read in the network namespace of process `ns_of`; empty when none is held.
+pub(crate) fn outgoing(ns_of: u32, held: &BTreeSet<u64>) -> BTreeMap<SocketAddr, u64> {
+    let mut out = BTreeMap::new();
     if held.is_empty() {
         return out;
     }
     let mine: Vec<TcpSocket> = ["tcp", "tcp6"]
         .iter()
-        .filter_map(|f| std::fs::read_to_string(format!("/proc/{first}/net/{f}")).ok())
+        .filter_map(|f| std::fs::read_to_string(format!("/proc/{ns_of}/net/{f}")).ok())
         .flat_map(|t| parse_proc_net_tcp(&t))
         .filter(|s| s.inode != 0 && held.contains(&s.inode))
         .collect();
@@ -311,12 +314,13 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let client = std::net::TcpStream::connect(addr).unwrap();
         let _accepted = listener.accept().unwrap();
-        let out = outgoing(&[std::process::id()]);
+        let me = std::process::id();
+        let out = outgoing(me, &socket_inodes(&[me]));
         assert_eq!(out.get(&addr), Some(&1), "{out:?}");
         // The accepted socket's peer is the client's port: not an upstream.
         let peer = client.local_addr().unwrap();
         assert!(!out.contains_key(&peer), "{out:?}");
-        assert!(outgoing(&[]).is_empty());
+        assert!(outgoing(me, &BTreeSet::new()).is_empty());
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //!   `/sys/fs/cgroup`.
 //! - [`discover`]: finds the process to probe when loadlab did not start it: the tree
 //!   listening on a port (`/proc/net/tcp{,6}` and `/proc/*/fd`), or a pid file.
+//! - [`sockdiag`]: the kernel's socket diagnostics (what `ss` reads): each listening
+//!   socket's accept queue, backlog and drops, a listener's own where the kernel's
+//!   overflow counters are the whole network namespace's.
 //! - [`net`]: a host name with several addresses (`localhost` as `::1` and
 //!   `127.0.0.1`): connect to the one that listens.
 //! - [`os`]: every operating-system call outside the standard library (limits, CPU
@@ -43,6 +46,7 @@ pub mod os;
 pub mod ports;
 pub mod probe;
 pub mod procfs;
+pub mod sockdiag;
 
 pub use cgroup::{Cgroup, CgroupFs, CgroupLimits, CgroupSample};
 pub use doctor::{diagnose, Demand, Facts, Finding, Severity};

@@ -74,6 +74,53 @@ pub struct ProcessSample {
     /// listens on; its first processes' only, as for the affinity lists).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub upstreams: BTreeMap<String, u64>,
+    /// Its listening sockets (its first processes' only, as for the affinity lists), from
+    /// the kernel's socket diagnostics; absent where they cannot be read (older bundles,
+    /// no listener, the interface refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<ListenSample>,
+}
+
+/// A process tree's listening sockets, summed ([`ProcessSample::listen`]): its own accept
+/// queues, where the kernel's overflow counters are the whole network namespace's.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct ListenSample {
+    /// The ports they listen on.
+    pub ports: Vec<u16>,
+    /// Connections waiting in their accept queues now.
+    pub queued: u64,
+    /// The largest backlog among them (what one queue holds).
+    pub backlog: u64,
+    /// Connections they dropped so far, cumulative (a full accept queue's refusals).
+    pub drops: u64,
+}
+
+impl ListenSample {
+    /// The listening sockets among `held` (socket inodes) of the network namespace of
+    /// process `ns_of`; `None` when none is held or the kernel does not say.
+    fn of(ns_of: u32, held: &std::collections::BTreeSet<u64>) -> Option<ListenSample> {
+        let theirs: Vec<_> = crate::sockdiag::listening_sockets_of(ns_of)
+            .ok()?
+            .into_iter()
+            .filter(|l| held.contains(&l.inode))
+            .collect();
+        if theirs.is_empty() {
+            return None;
+        }
+        let mut ports: Vec<u16> = theirs.iter().map(|l| l.local.port()).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        Some(ListenSample {
+            ports,
+            queued: theirs.iter().map(|l| u64::from(l.queued)).sum(),
+            backlog: theirs
+                .iter()
+                .map(|l| u64::from(l.backlog))
+                .max()
+                .unwrap_or(0),
+            drops: theirs.iter().map(|l| u64::from(l.drops)).sum(),
+        })
+    }
 }
 
 /// Clock ticks of a set of CPUs so far ([`ProcessSample::cpus_ticks`]).
@@ -156,10 +203,12 @@ fn sum_processes(
     }
     total.run_delay_s = t.run_delay_s;
     let first: Vec<u32> = pids.iter().take(AFFINITY_READS).copied().collect();
-    total.upstreams = crate::discover::outgoing(&first)
+    let held = crate::discover::socket_inodes(&first);
+    total.upstreams = crate::discover::outgoing(first[0], &held)
         .into_iter()
         .map(|(addr, n)| (addr.to_string(), n))
         .collect();
+    total.listen = ListenSample::of(first[0], &held);
     let mut cpus: Vec<usize> = pids
         .iter()
         .take(AFFINITY_READS)
@@ -329,6 +378,9 @@ pub struct ProbeDelta {
     /// The name of the thread busiest in most intervals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busiest_thread: Option<String>,
+    /// The target's own listening sockets during the probe (absent where not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<ListenDelta>,
     /// Accept-queue overflows during the probe.
     pub listen_overflows: u64,
     /// Listener drops during the probe.
@@ -483,7 +535,47 @@ impl ProbeDelta {
             d.established_max = d.established_max.max(s.kernel.established);
         }
         d.cgroup = CgroupDelta::from_samples(samples, limits);
+        d.listen = ListenDelta::from_samples(samples);
         d
+    }
+}
+
+/// What the target's own listening sockets did during a probe ([`ListenSample`]).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct ListenDelta {
+    /// The ports they listened on.
+    pub ports: Vec<u16>,
+    /// The largest backlog seen.
+    pub backlog: u64,
+    /// The most connections seen waiting in their accept queues at once.
+    pub queued_max: u64,
+    /// Connections they dropped between the first and the last sample that read them.
+    pub drops: u64,
+    /// When their drops first grew (probe seconds: the start of that interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drops_from_s: Option<f64>,
+}
+
+impl ListenDelta {
+    fn from_samples(samples: &[ProbeSecond]) -> Option<ListenDelta> {
+        let read: Vec<(f64, &ListenSample)> = samples
+            .iter()
+            .filter_map(|s| Some((s.t_s, s.process.as_ref()?.listen.as_ref()?)))
+            .collect();
+        let (first, last) = (read.first()?.1, read.last()?.1);
+        let mut ports: Vec<u16> = read.iter().flat_map(|(_, l)| l.ports.clone()).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        Some(ListenDelta {
+            ports,
+            backlog: read.iter().map(|(_, l)| l.backlog).max().unwrap_or(0),
+            queued_max: read.iter().map(|(_, l)| l.queued).max().unwrap_or(0),
+            drops: last.drops.saturating_sub(first.drops),
+            drops_from_s: read
+                .windows(2)
+                .find(|w| w[1].1.drops > w[0].1.drops)
+                .map(|w| w[0].0),
+        })
     }
 }
 
@@ -964,6 +1056,12 @@ mod tests {
                 .into_iter()
                 .chain((threads == 5).then(|| ("[::1]:5432".to_string(), 2)))
                 .collect(),
+            listen: Some(ListenSample {
+                ports: vec![8080],
+                queued: threads,
+                backlog: 511,
+                drops: fds,
+            }),
         };
         let k = |overflows: u64, rsts: u64, tw: u64, est: u64| KernelSample {
             listen_overflows: overflows,
@@ -1004,6 +1102,18 @@ mod tests {
             (21, 21, 4)
         );
         assert_eq!((d.time_wait_max, d.established_max), (40, 80));
+        // The target's own listeners: drops between the first and the last sample that read
+        // them, growing from the first interval; the most queued at once.
+        assert_eq!(
+            d.listen,
+            Some(ListenDelta {
+                ports: vec![8080],
+                backlog: 511,
+                queued_max: 9,
+                drops: 10,
+                drops_from_s: Some(0.0),
+            })
+        );
         // The busiest thread over the intervals after the first sample: (1.6 + 2.2) / 3 / 2.
         assert!((d.busiest_thread_cpu.unwrap() - 3.8 / 6.0).abs() < 1e-9);
         assert_eq!(d.busiest_thread.as_deref(), Some("main"));

@@ -80,15 +80,9 @@ fn exited_child_is_an_error() {
     assert!(sample_tree(pid).is_err());
 }
 
-#[test]
-fn full_accept_queue_counts_as_listen_overflow() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    // Re-listening updates the backlog: an accept queue of 1 (the kernel admits backlog+1).
-    // SAFETY: listen on a socket we own.
-    assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 1) }, 0);
-    let port = listener.local_addr().unwrap().port();
-    let before = sample_kernel();
-
+/// Opens `n` non-blocking connections to 127.0.0.1:`port` (closed when dropped).
+fn connect_many(port: u16, n: usize) -> Vec<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
     let addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),
@@ -97,37 +91,100 @@ fn full_accept_queue_counts_as_listen_overflow() {
         },
         sin_zero: [0; 8],
     };
-    let mut fds = Vec::new();
-    for _ in 0..10 {
-        // SAFETY: plain socket calls on a socket we create and close below.
-        unsafe {
-            let fd = libc::socket(
-                libc::AF_INET,
-                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            );
-            assert!(fd >= 0);
-            let r = libc::connect(
-                fd,
-                &addr as *const libc::sockaddr_in as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            );
-            assert!(
-                r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EINPROGRESS)
-            );
-            fds.push(fd);
-        }
-    }
+    (0..n)
+        .map(|_| {
+            // SAFETY: plain socket calls on a socket we create and own from here on.
+            unsafe {
+                let fd = libc::socket(
+                    libc::AF_INET,
+                    libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                    0,
+                );
+                assert!(fd >= 0);
+                let r = libc::connect(
+                    fd,
+                    &addr as *const libc::sockaddr_in as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                );
+                assert!(
+                    r == 0
+                        || std::io::Error::last_os_error().raw_os_error()
+                            == Some(libc::EINPROGRESS)
+                );
+                std::os::fd::OwnedFd::from_raw_fd(fd)
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn full_accept_queue_counts_as_listen_overflow() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // Re-listening updates the backlog: an accept queue of 1 (the kernel admits backlog+1).
+    // SAFETY: listen on a socket we own.
+    assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 1) }, 0);
+    let port = listener.local_addr().unwrap().port();
+    let before = sample_kernel();
+    let _clients = connect_many(port, 10);
     let mut after = KernelSample::default();
     let grew = eventually(Duration::from_secs(5), || {
         after = sample_kernel();
         after.listen_overflows > before.listen_overflows || after.listen_drops > before.listen_drops
     });
-    for fd in fds {
-        // SAFETY: closing the sockets created above, once.
-        unsafe { libc::close(fd) };
-    }
     assert!(grew, "before {before:?}\nafter {after:?}");
+}
+
+/// A Python process listening on a port of its own with `backlog`, accepting nothing:
+/// the process and its port.
+fn python_listener(backlog: u32) -> (Reaped, u16) {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let script = format!(
+        "import socket, time\n\
+         s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen({backlog})\n\
+         print(s.getsockname()[1], flush=True)\n\
+         time.sleep(60)\n"
+    );
+    let mut child = Command::new("/usr/bin/python3")
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("spawn python3");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (Reaped(child), line.trim().parse().expect("its port"))
+}
+
+/// The namespace's overflow counters count any listener's; the probe's sample of a process
+/// counts its own listening sockets' drops only: a full queue beside the target is not the
+/// target's.
+#[test]
+fn a_process_is_sampled_with_its_own_listeners_drops_not_its_neighbours() {
+    let (full, full_port) = python_listener(1);
+    let (calm, calm_port) = python_listener(64);
+    let before = sample_kernel();
+    let _clients = connect_many(full_port, 10);
+    let mut full_listen = None;
+    let dropped = eventually(Duration::from_secs(5), || {
+        full_listen = sample_tree(full.0.id()).unwrap().listen;
+        full_listen.as_ref().is_some_and(|l| l.drops > 0)
+    });
+    assert!(dropped, "{full_listen:?}");
+    let full_listen = full_listen.unwrap();
+    assert_eq!(
+        (full_listen.ports.clone(), full_listen.backlog),
+        (vec![full_port], 1)
+    );
+    let after = sample_kernel();
+    assert!(after.listen_drops >= before.listen_drops + full_listen.drops);
+    let calm_listen = sample_tree(calm.0.id()).unwrap().listen.unwrap();
+    assert_eq!(
+        (calm_listen.ports, calm_listen.backlog, calm_listen.drops),
+        (vec![calm_port], 64, 0)
+    );
 }
 
 #[test]
