@@ -632,3 +632,107 @@ fn the_ephemeral_ports_plan_names_the_clients_ports() {
         "{report}"
     );
 }
+
+/// One step below and one far above the capacity of gunicorn's 4 threads (one gthread
+/// worker), probed by its port: the why of the step above, which names what the threads
+/// waited on (the bundle's server finding).
+fn gunicorn_pool_why(app: &str, name: &str) -> serde_json::Value {
+    let dir = temp_path(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("app.py"), app).unwrap();
+    let server = util::server::gunicorn_with(&dir, &["-w", "1", "--threads", "4"], &[]);
+    let plan = dir.join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"{name}\"\n[[scenario]]\nname = \"page\"\nurl = \"{}\"\ntimeout = \"2s\"\n\
+             [load]\nmodel = \"open\"\nsteps = [20, 200]\nstep_duration = \"3s\"\nwarmup = \"500ms\"\npause = \"500ms\"\nthreads = 1\ncpus = \"1\"\n\
+             [probe]\nlisten = {}\n",
+            server.url(),
+            server.port
+        ),
+    )
+    .unwrap();
+    let out = util::lab::lab_ok_unless_generator_limited(&plan, name);
+    let steps = util::lab::steps(&out);
+    let over = steps.last().unwrap();
+    assert!(!over["verdict"]["sustained"].as_bool().unwrap(), "{over}");
+    eprintln!("{name}: {}", over["diagnosis"]);
+    util::lab::server_finding(&over["diagnosis"]).clone()
+}
+
+/// The same pool of 4 threads, held once by a slow downstream (an HTTP backend answering
+/// each request in 50 ms, as many at once as asked) and once by a lock (each request holds
+/// one lock for 12.5 ms): both cap it near 80 req/s with the CPU idle, and only what its
+/// threads wait on tells them apart. The first why names the backend's address and sends
+/// the user there; the second names one lock.
+#[test]
+#[ignore = "needs gunicorn (./test.sh installs it)"]
+fn a_pool_held_by_its_downstream_and_one_held_by_a_lock_are_told_apart() {
+    let backend = "import time\n\
+        from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler\n\
+        class H(BaseHTTPRequestHandler):\n\
+        \x20   def do_GET(self):\n\
+        \x20       time.sleep(0.05)\n\
+        \x20       self.send_response(200); self.send_header('Content-Length', '2'); self.end_headers()\n\
+        \x20       self.wfile.write(b'ok')\n\
+        \x20   def log_message(self, *a): pass\n\
+        class S(ThreadingHTTPServer):\n\
+        \x20   request_queue_size = 1024\n\
+        s = S(('127.0.0.1', 0), H)\n\
+        print('port', s.server_address[1], flush=True)\n\
+        s.serve_forever()\n";
+    let mut cmd = std::process::Command::new("taskset");
+    cmd.args(["-c", "0", "/usr/bin/python3", "-c", backend]);
+    let backend = util::server::Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    let downstream = format!("127.0.0.1:{}", backend.port);
+    let f = gunicorn_pool_why(
+        &format!(
+            "import urllib.request\n\
+             def app(environ, start_response):\n\
+             \x20   urllib.request.urlopen('http://{downstream}/').read()\n\
+             \x20   start_response('200 OK', [('Content-Length', '2')])\n\
+             \x20   return [b'ok']\n"
+        ),
+        "pool-downstream",
+    );
+    let evidence = f["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains(&format!("waited on a socket to {downstream}")),
+        "{f}"
+    );
+    assert!(
+        f["figures"]["threads_on_downstream"].as_f64().unwrap() >= 3.0,
+        "{f}"
+    );
+    assert!(
+        f["advice"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("its threads wait on {downstream}")),
+        "{f}"
+    );
+    let f = gunicorn_pool_why(
+        "import threading, time\n\
+         lock = threading.Lock()\n\
+         def app(environ, start_response):\n\
+         \x20   with lock: time.sleep(0.0125)\n\
+         \x20   start_response('200 OK', [('Content-Length', '2')])\n\
+         \x20   return [b'ok']\n",
+        "pool-lock",
+    );
+    let evidence = f["evidence"].as_str().unwrap();
+    assert!(evidence.contains("on a lock (futex; "), "{f}");
+    assert!(!evidence.contains("on a socket to"), "{f}");
+    assert!(
+        f["figures"]["threads_on_one_lock"].as_f64().unwrap() >= 2.0,
+        "{f}"
+    );
+    assert!(
+        f["advice"]
+            .as_str()
+            .unwrap()
+            .starts_with("its threads wait on one lock"),
+        "{f}"
+    );
+}

@@ -106,26 +106,41 @@ pub(crate) fn socket_inodes(pids: &[u32]) -> BTreeSet<u64> {
     held
 }
 
-/// The TCP connections a process tree opened to others (a proxy's upstreams, an
-/// application's database): of the sockets `held` ([`socket_inodes`]), the established
-/// ones whose local port is none they listen on, counted by the address they connect to.
-/// Read in the network namespace of process `ns_of`; empty when none is held.
-pub(crate) fn outgoing(ns_of: u32, held: &BTreeSet<u64>) -> BTreeMap<SocketAddr, u64> {
-    let mut out = BTreeMap::new();
-    if held.is_empty() {
-        return out;
-    }
-    let mine: Vec<TcpSocket> = ["tcp", "tcp6"]
+/// The TCP sockets (IPv4 and IPv6) of the network namespace of process `ns_of`
+/// (`/proc/PID/net/tcp{,6}`); empty where they cannot be read.
+pub(crate) fn tcp_sockets(ns_of: u32) -> Vec<TcpSocket> {
+    ["tcp", "tcp6"]
         .iter()
         .filter_map(|f| std::fs::read_to_string(format!("/proc/{ns_of}/net/{f}")).ok())
         .flat_map(|t| parse_proc_net_tcp(&t))
-        .filter(|s| s.inode != 0 && held.contains(&s.inode))
-        .collect();
-    let listening: BTreeSet<u16> = mine
+        .collect()
+}
+
+/// Of `sockets`, those `held` ([`socket_inodes`]): a process tree's own.
+pub(crate) fn held_sockets<'a>(
+    sockets: &'a [TcpSocket],
+    held: &BTreeSet<u64>,
+) -> Vec<&'a TcpSocket> {
+    sockets
         .iter()
+        .filter(|s| s.inode != 0 && held.contains(&s.inode))
+        .collect()
+}
+
+/// The ports a process tree's own sockets ([`held_sockets`]) listen on.
+pub(crate) fn listening_ports(mine: &[&TcpSocket]) -> BTreeSet<u16> {
+    mine.iter()
         .filter(|s| s.state == TCP_LISTEN)
         .map(|s| s.local.port())
-        .collect();
+        .collect()
+}
+
+/// The TCP connections a process tree opened to others (a proxy's upstreams, an
+/// application's database): of its own sockets ([`held_sockets`]), the established ones
+/// whose local port is none it listens on, counted by the address they connect to.
+pub(crate) fn outgoing(mine: &[&TcpSocket]) -> BTreeMap<SocketAddr, u64> {
+    let listening = listening_ports(mine);
+    let mut out = BTreeMap::new();
     for s in mine
         .iter()
         .filter(|s| s.state == TCP_ESTABLISHED && !listening.contains(&s.local.port()))
@@ -315,12 +330,13 @@ mod tests {
         let client = std::net::TcpStream::connect(addr).unwrap();
         let _accepted = listener.accept().unwrap();
         let me = std::process::id();
-        let out = outgoing(me, &socket_inodes(&[me]));
+        let tcp = tcp_sockets(me);
+        let out = outgoing(&held_sockets(&tcp, &socket_inodes(&[me])));
         assert_eq!(out.get(&addr), Some(&1), "{out:?}");
         // The accepted socket's peer is the client's port: not an upstream.
         let peer = client.local_addr().unwrap();
         assert!(!out.contains_key(&peer), "{out:?}");
-        assert!(outgoing(me, &BTreeSet::new()).is_empty());
+        assert!(outgoing(&held_sockets(&tcp, &BTreeSet::new())).is_empty());
     }
 
     #[test]

@@ -12,6 +12,7 @@
 mod cgroup;
 mod process;
 mod threads;
+mod waits;
 
 pub use cgroup::CgroupSource;
 pub use process::ProcessSource;
@@ -26,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::cgroup::{Cgroup, CgroupError, CgroupFs, CgroupLimits, CgroupSample, CpuQuota};
-use crate::discover::PidfileError;
+use crate::discover::{self, PidfileError};
 use crate::os;
 use crate::procfs::{self, all_processes, count_fds, read_stat, NetDir, Stat};
 
@@ -79,6 +80,10 @@ pub struct ProcessSample {
     /// no listener, the interface refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<ListenSample>,
+    /// What its threads were doing at the sample (its first processes' threads, up to 512):
+    /// running, or what they waited on; absent where their `syscall` files cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<ThreadWaits>,
 }
 
 /// A process tree's listening sockets, summed ([`ProcessSample::listen`]): its own accept
@@ -149,6 +154,7 @@ impl ProcessSample {
 }
 
 pub use threads::ThreadCpu;
+pub use waits::ThreadWaits;
 
 /// The union of the trees under `roots` that still exist, summed (a process in two trees
 /// is counted once). `None` when no root exists.
@@ -203,12 +209,16 @@ fn sum_processes(
     }
     total.run_delay_s = t.run_delay_s;
     let first: Vec<u32> = pids.iter().take(AFFINITY_READS).copied().collect();
-    let held = crate::discover::socket_inodes(&first);
-    total.upstreams = crate::discover::outgoing(first[0], &held)
+    let held = discover::socket_inodes(&first);
+    let tcp = discover::tcp_sockets(first[0]);
+    let mine = discover::held_sockets(&tcp, &held);
+    total.upstreams = discover::outgoing(&mine)
         .into_iter()
         .map(|(addr, n)| (addr.to_string(), n))
         .collect();
     total.listen = ListenSample::of(first[0], &held);
+    let listening = discover::listening_ports(&mine);
+    total.waits = waits::sample(&first, &mut waits::Sockets::new(first[0], &tcp, listening));
     let mut cpus: Vec<usize> = pids
         .iter()
         .take(AFFINITY_READS)
@@ -1062,6 +1072,7 @@ mod tests {
                 backlog: 511,
                 drops: fds,
             }),
+            waits: None,
         };
         let k = |overflows: u64, rsts: u64, tw: u64, est: u64| KernelSample {
             listen_overflows: overflows,

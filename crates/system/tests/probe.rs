@@ -158,6 +158,72 @@ fn python_listener(backlog: u32) -> (Reaped, u16) {
     (Reaped(child), line.trim().parse().expect("its port"))
 }
 
+/// What a process's threads wait on, each read from its `syscall` file: a lock (three on
+/// one futex), a sleep, a connection it opened (read without a timeout: `recvfrom`; with
+/// one: a `poll` on it, read from the process's memory), a client's connection to it, and
+/// its listening socket.
+#[test]
+fn each_thread_is_named_by_what_it_waits_on() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let downstream = TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = downstream.local_addr().unwrap();
+    let script = format!(
+        "import socket, threading, time, sys\n\
+         lock = threading.Lock(); lock.acquire()\n\
+         def locked(): lock.acquire()\n\
+         def down(timeout):\n\
+         \x20   c = socket.create_connection(('127.0.0.1', {port})); c.settimeout(timeout); c.recv(1)\n\
+         srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(8)\n\
+         def serve():\n\
+         \x20   a, _ = srv.accept(); a.recv(1)\n\
+         ts = [threading.Thread(target=locked) for _ in range(3)]\n\
+         ts += [threading.Thread(target=time.sleep, args=(60,))]\n\
+         ts += [threading.Thread(target=down, args=(t,)) for t in (None, None, 60)]\n\
+         ts += [threading.Thread(target=serve)]\n\
+         [t.start() for t in ts]\n\
+         print(srv.getsockname()[1], flush=True)\n\
+         sys.stdin.read()\n",
+        port = down.port()
+    );
+    let mut child = Command::new("/usr/bin/python3")
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("spawn python3");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let child = Reaped(child);
+    let _accepted: Vec<TcpStream> = (0..3).map(|_| downstream.accept().unwrap().0).collect();
+    // One client of its own, which sends nothing: the serving thread waits on it; the
+    // second connection waits in its listen queue, none accepting it: the main thread reads
+    // its standard input.
+    let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut w = None;
+    let settled = eventually(Duration::from_secs(5), || {
+        w = sample_tree(child.0.id()).unwrap().waits;
+        w.as_ref().is_some_and(|w| {
+            w.lock == 3 && w.downstream_total() == 3 && w.client == 1 && w.sleep == 1
+        })
+    });
+    let w = w.expect("threads read");
+    assert!(settled, "{w:?}");
+    assert_eq!(w.lock_shared, 3, "one lock: {w:?}");
+    assert_eq!(
+        w.downstream.into_iter().collect::<Vec<_>>(),
+        [(down.to_string(), 3)]
+    );
+    // Nine threads: the main one reads a pipe (not a socket).
+    assert_eq!((w.threads, w.other, w.accept, w.disk), (9, 1, 0, 0));
+    drop(stdin);
+}
+
 /// The namespace's overflow counters count any listener's; the probe's sample of a process
 /// counts its own listening sockets' drops only: a full queue beside the target is not the
 /// target's.

@@ -60,6 +60,15 @@ impl Drop for Server {
 /// accepts connections (within 10 s, or the test fails). gunicorn logs to stderr only, so its
 /// port is chosen here. Killed when dropped: a failing test leaves no server behind.
 pub fn gunicorn(dir: &std::path::Path, env: &[(&str, &std::ffi::OsStr)]) -> Server {
+    gunicorn_with(dir, &["-w", "2"], env)
+}
+
+/// gunicorn serving `app:app` from `dir` with `args` (workers, threads), on CPU 0.
+pub fn gunicorn_with(
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Server {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -67,7 +76,9 @@ pub fn gunicorn(dir: &std::path::Path, env: &[(&str, &std::ffi::OsStr)]) -> Serv
         .port();
     // taskset execs gunicorn in its own process: the child is gunicorn's master.
     let child = Command::new("taskset")
-        .args(["-c", "0", "gunicorn", "-w", "2", "-b"])
+        .args(["-c", "0", "gunicorn"])
+        .args(args)
+        .arg("-b")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--chdir")
         .arg(dir)

@@ -23,6 +23,7 @@
 pub mod bottleneck;
 mod evidence;
 pub mod rules;
+mod waits;
 
 use std::collections::BTreeMap;
 

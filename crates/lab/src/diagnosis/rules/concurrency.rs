@@ -14,13 +14,13 @@
 
 use super::{Check, Rule};
 use crate::diagnosis::{
-    num, pct, Bottleneck, Evidence, Finding, CPU_LOW, CPU_ROOM, PARAM_MATCH, SKEWED,
+    num, pct, waits, Bottleneck, Evidence, Finding, CPU_LOW, CPU_ROOM, PARAM_MATCH, SKEWED,
 };
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::ConcurrencyBound,
     needs: "the step failed on latency, throughput or errors; the server was saturated (latency grew through the step, the service-time median rose above its floor, or it answered fewer than offered); its CPU was spare: its demand (used, plus waited for while other processes kept its CPUs busy) stayed below 50 % of its CPUs, or its CPUs idled at least 25 % of the time its threads waited to run (not read under a cgroup quota); and no thread of it was busy (ran or waited to run 90 % of the time, or ran 80 % of it doing 90 % of the process's work). By Little's law, achieved × the service-time floor (the lowest service-time median of this scenario and configuration) is the number in service (for gRPC server streams opened at a rate, × the floor plus each stream's lifetime, which it holds the server for), at least about one; a matrix parameter within 20 % of it is named (a `backlog` never: it bounds a queue). Where the service times of the step that set the floor were skewed (mean ≥ 1.5 × median), achieved × that mean is counted too, and a parameter within 20 % of either is named. Not for server-sent events, whose replies are waits for the server's events",
-    says: "\"≈16 requests in service at once (achieved 161 req/s × service-time floor 100 ms) with 2 % CPU: the 16 `workers` are the limit\"; at the knee, also how close the offered load was to it",
+    says: "\"≈16 requests in service at once (achieved 161 req/s × service-time floor 100 ms) with 2 % CPU: the 16 `workers` are the limit\"; at the knee, also how close the offered load was to it; what its threads waited on (the step's median of each count: a socket to an address, a lock, the disk, a sleep, …) and, when one thing held most of its busy threads (a downstream's address, one lock, the disk), that thing in the advice instead of the pool",
     check,
 };
 
@@ -190,10 +190,12 @@ fn check(e: &Evidence<'_>) -> Check {
             pct(CPU_ROOM)
         ));
     }
+    let waits = waits::typical(e);
+    let held = waits.as_ref().and_then(waits::held);
     let mut f = Finding::new(
         Bottleneck::ConcurrencyBound,
         format!(
-            "{little} with {} CPU{}, and {}: {limit}{}",
+            "{little} with {} CPU{}, and {}: {limit}{}{}",
             pct(cpu.util()),
             e.room_words(cpu.idle(), WAITED),
             sign.describe(),
@@ -201,10 +203,19 @@ fn check(e: &Evidence<'_>) -> Check {
                 String::new()
             } else {
                 format!(" ({})", close.join("; "))
-            }
+            },
+            waits
+                .as_ref()
+                .map_or(String::new(), |w| format!("; {}", waits::words(w)))
         ),
-        "raise that pool, or make each request hold its slot for less time (async \
-         handlers instead of blocking ones)",
+        held.as_ref()
+            .map_or(
+                "raise that pool, or make each request hold its slot for less time (async \
+             handlers instead of blocking ones)"
+                    .to_string(),
+                waits::advice,
+            )
+            .as_str(),
         &[
             ("in_service", in_service),
             ("achieved_rps", r.achieved_rps),
@@ -215,6 +226,10 @@ fn check(e: &Evidence<'_>) -> Check {
     .at(e.latency_onset());
     if let Some(o) = e.offered_in_service() {
         f.figures.insert("offered_in_service".into(), o);
+    }
+    if let Some(h) = &held {
+        let (k, n) = waits::figure(h);
+        f.figures.insert(k.into(), n);
     }
     if let Some((m, n)) = by_mean {
         f.figures.insert("service_floor_mean_ms".into(), m);

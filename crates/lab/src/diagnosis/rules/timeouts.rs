@@ -8,13 +8,13 @@
 use loadlab_engine::ErrorClass;
 
 use super::{Check, Rule};
-use crate::diagnosis::{num, pct, Bottleneck, Evidence, Finding};
+use crate::diagnosis::{num, pct, waits, Bottleneck, Evidence, Finding};
 
 pub(super) const RULE: Rule = Rule {
     bottleneck: Bottleneck::Timeouts,
     needs:
         "request or connect timeouts with the CPU to spare: the target's CPU demand (used, plus waited for while other processes kept its CPUs busy) below 50 %, or its CPUs idle at least 25 % of the time the timed-out requests waited (a timeout before the first second with a timeout to the end of the last, from `/proc/stat`'s lines of its CPUs; not read under a cgroup quota) with no thread of it busy (ran or waited to run 90 % of the time, or ran 80 % of it doing 90 % of the process's work); document 003's case",
-    says: "the timeout count and the CPU figure: requests waited for a pool or a downstream",
+    says: "the timeout count and the CPU figure: requests waited for a pool or a downstream; what the target's threads waited on, and the downstream, lock or disk that held most of them",
     check,
 };
 
@@ -47,19 +47,33 @@ fn check(e: &Evidence<'_>) -> Check {
     if let Some(idle) = idle {
         figures.push(("cpus_idle", idle));
     }
+    let waits = waits::typical(e);
+    let held = waits.as_ref().and_then(waits::held);
+    if let Some(h) = &held {
+        figures.push(waits::figure(h));
+    }
     Check::Fired(
         Finding::new(
             Bottleneck::Timeouts,
             format!(
                 "{timeouts} {sent} timed out (after {} ms) while the target used {} of its CPUs{}: \
-                 {sent} waited for a pool or a downstream, not for the CPU",
+                 {sent} waited for a pool or a downstream, not for the CPU{}",
                 num(r.timeout_ms),
                 pct(cpu.util()),
                 e.room_words(idle, WAITED),
+                waits
+                    .as_ref()
+                    .map_or(String::new(), |w| format!("; {}", waits::words(w))),
                 sent = r.protocol.units().sent,
             ),
-            "find the pool they wait for (threads, actors, connections to a backend) and \
-             size it to rate × service time",
+            held.as_ref()
+                .map_or(
+                    "find the pool they wait for (threads, actors, connections to a backend) and \
+                 size it to rate × service time"
+                        .to_string(),
+                    waits::advice,
+                )
+                .as_str(),
             &figures,
         )
         .at(e.first_error_second()),
