@@ -587,6 +587,15 @@ fn the_ephemeral_ports_plan_names_the_clients_ports() {
         "{exhausted} port errors of ~5,000 requests"
     );
     assert_eq!(off["verdict"]["sustained"], false, "{}", off["verdict"]);
+    // The failures were loadlab's own ports: not the server's errors (a knee search stops
+    // there instead of reporting them as its knee).
+    let limits = off["verdict"]["limits"].as_array().unwrap();
+    assert!(
+        limits.contains(&serde_json::json!("client_limited"))
+            && !limits.contains(&serde_json::json!("errors")),
+        "{}",
+        off["verdict"]
+    );
     let f = off["diagnosis"]["findings"]
         .as_array()
         .expect("a diagnosis");
@@ -604,7 +613,12 @@ fn the_ephemeral_ports_plan_names_the_clients_ports() {
         "the server is not blamed: {f:?}"
     );
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(report.contains("| client ports |"), "{report}");
+    assert!(
+        report.contains(
+            "| default | keep-alive-off | unknown | loadlab-limited (its ports or descriptors) | client ports | fixed steps |"
+        ),
+        "{report}"
+    );
     assert!(report.contains("[FAIL] ephemeral_ports"), "{report}");
 
     // The same plan with the server closing (the default close_by): its TIME_WAIT holds
@@ -633,7 +647,7 @@ fn the_ephemeral_ports_plan_names_the_clients_ports() {
     );
 }
 
-/// One step below and one far above the capacity of gunicorn's 4 threads (one gthread
+/// One step below and one half again above the capacity (80 req/s) of gunicorn's 4 threads (one gthread
 /// worker), probed by its port: the why of the step above, which names what the threads
 /// waited on (the bundle's server finding).
 fn gunicorn_pool_why(app: &str, name: &str) -> serde_json::Value {
@@ -646,7 +660,7 @@ fn gunicorn_pool_why(app: &str, name: &str) -> serde_json::Value {
         &plan,
         format!(
             "name = \"{name}\"\n[[scenario]]\nname = \"page\"\nurl = \"{}\"\ntimeout = \"2s\"\n\
-             [load]\nmodel = \"open\"\nsteps = [20, 200]\nstep_duration = \"3s\"\nwarmup = \"500ms\"\npause = \"500ms\"\nthreads = 1\ncpus = \"1\"\n\
+             [load]\nmodel = \"open\"\nsteps = [20, 120]\nstep_duration = \"3s\"\nwarmup = \"500ms\"\npause = \"500ms\"\nthreads = 1\ncpus = \"1\"\n\
              [probe]\nlisten = {}\n",
             server.url(),
             server.port
@@ -669,6 +683,9 @@ fn gunicorn_pool_why(app: &str, name: &str) -> serde_json::Value {
 #[test]
 #[ignore = "needs gunicorn (./test.sh installs it)"]
 fn a_pool_held_by_its_downstream_and_one_held_by_a_lock_are_told_apart() {
+    // Alone among this binary's tests: the rules read the pool's CPU as spare, which the
+    // CPU-bound fixtures beside it would take.
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let backend = "import time\n\
         from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler\n\
         class H(BaseHTTPRequestHandler):\n\
@@ -735,4 +752,54 @@ fn a_pool_held_by_its_downstream_and_one_held_by_a_lock_are_told_apart() {
             .starts_with("its threads wait on one lock"),
         "{f}"
     );
+}
+
+/// A server whose every answer takes 62 ms, searched with `--slo p99<40ms`: its first step
+/// fails, and the why says that no load meets the bound (the fastest answer above it),
+/// not "no rule had its evidence".
+#[test]
+#[ignore = "needs python3 (./test.sh installs it)"]
+fn a_latency_floor_above_the_slo_is_said_as_such() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = "import time\n\
+        from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler\n\
+        class H(BaseHTTPRequestHandler):\n\
+        \x20   def do_GET(self):\n\
+        \x20       time.sleep(0.062)\n\
+        \x20       self.send_response(200); self.send_header('Content-Length', '2'); self.end_headers()\n\
+        \x20       self.wfile.write(b'ok')\n\
+        \x20   def log_message(self, *a): pass\n\
+        s = ThreadingHTTPServer(('127.0.0.1', 0), H)\n\
+        print('port', s.server_address[1], flush=True)\n\
+        s.serve_forever()\n";
+    let mut cmd = std::process::Command::new("/usr/bin/python3");
+    cmd.args(["-c", server]);
+    let server = util::server::Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    let out = temp_path("latency-floor");
+    let o = std::process::Command::new(loadlab_bin())
+        .args(["knee", "-q", &format!("http://127.0.0.1:{}/", server.port)])
+        .args(["--slo", "p99<40ms", "--step", "2s", "--warmup", "500ms"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let configs = lines(&out.join("configs.jsonl"));
+    let d = &configs[0]["knees"][0]["diagnosis"];
+    let f = &d["findings"][0];
+    assert_eq!(f["bottleneck"], "latency_floor", "{d}");
+    let e = f["evidence"].as_str().unwrap();
+    assert!(
+        e.starts_with("the fastest answer at the lowest load, ")
+            && e.ends_with("is above the 40 ms bound of p99: no load meets it"),
+        "{e}"
+    );
+    assert!(f["figures"]["fastest_ms"].as_f64().unwrap() >= 62.0, "{f}");
+    assert!(stdout.contains("no load meets it"), "{stdout}");
 }

@@ -281,7 +281,7 @@ pub fn run_driven(
         configs_total: configs.len(),
         config_index: 0,
         load_cpus: target::usable_cpus(&plan.load.cpus).map(CpuList::new),
-        tracker: Tracker::for_this_machine(),
+        tracker: Tracker::for_this_machine().with_latency_bounds(plan.slo.latency_bounds()),
         diagnoses: Vec::new(),
         watch,
         resumes: BTreeMap::new(),

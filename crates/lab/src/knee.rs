@@ -250,6 +250,7 @@ fn terminal(l: Limit) -> bool {
     matches!(
         l,
         Limit::GeneratorLimited
+            | Limit::ClientLimited
             | Limit::AgentLost
             | Limit::RowsUsedUp
             | Limit::TargetCrashed
@@ -609,7 +610,11 @@ fn search_from(
 fn stops_narrowing(l: Limit) -> bool {
     matches!(
         l,
-        Limit::GeneratorLimited | Limit::AgentLost | Limit::RowsUsedUp | Limit::Interrupted
+        Limit::GeneratorLimited
+            | Limit::ClientLimited
+            | Limit::AgentLost
+            | Limit::RowsUsedUp
+            | Limit::Interrupted
     )
 }
 
@@ -644,6 +649,11 @@ fn ended(history: History, lo: Option<f64>, at: f64, l: Limit) -> KneeOutcome {
     let what = match l {
         Limit::GeneratorLimited => format!(
             "search stopped at {}: loadlab was the bottleneck (generator-limited), so the server's knee is {}",
+            fmt(at),
+            lo.map_or("unknown".into(), |v| format!("at least {}", fmt(v)))
+        ),
+        Limit::ClientLimited => format!(
+            "search stopped at {}: loadlab ran out of its own local ports or file descriptors (see the why), so the server's knee is {}",
             fmt(at),
             lo.map_or("unknown".into(), |v| format!("at least {}", fmt(v)))
         ),
@@ -798,6 +808,33 @@ mod tests {
                 at: 800.0,
                 by: Limit::GeneratorLimited
             })
+        );
+    }
+
+    #[test]
+    fn loadlabs_own_ports_or_descriptors_stop_the_search_below_the_servers_knee() {
+        let out = search(params(100.0, 100_000.0), &mut |v, _| {
+            if v >= 1600.0 {
+                StepSignal::NotSustained(Limit::ClientLimited)
+            } else {
+                StepSignal::Sustained
+            }
+        });
+        assert_eq!((out.knee, out.first_unsustained), (Some(800.0), None));
+        assert_eq!(
+            out.stopped,
+            Some(Stopped {
+                at: 1600.0,
+                by: Limit::ClientLimited
+            })
+        );
+        assert!(
+            out.summary.contains(
+                "loadlab ran out of its own local ports or file descriptors (see the why), so \
+                 the server's knee is at least 800"
+            ),
+            "{}",
+            out.summary
         );
     }
 

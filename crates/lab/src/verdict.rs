@@ -36,6 +36,10 @@ pub enum Limit {
     Throughput,
     /// Stopped by the user.
     Interrupted,
+    /// loadlab ran out of its own local ports or file descriptors, and without those
+    /// failures the errors clause would have held: the step says nothing of the server
+    /// beyond it, and a knee search stops there.
+    ClientLimited,
 }
 
 impl Limit {
@@ -50,6 +54,7 @@ impl Limit {
             Limit::Unreachable => "unreachable",
             Limit::Errors => "errors",
             Limit::Latency => "latency",
+            Limit::ClientLimited => "loadlab-limited (its ports or descriptors)",
             Limit::Throughput => "throughput",
             Limit::Interrupted => "interrupted",
         }
@@ -125,6 +130,28 @@ fn count_clause(bad: u64, n: u64, bound: f64, what: &str, unresolved: &mut Vec<S
         pct(bound),
     ));
     false
+}
+
+/// The failures that were loadlab's own (no local port, no file descriptor): where the
+/// errors clause fails with them and holds without them, the step is limited by loadlab, not
+/// the server (`errors` becomes [`Limit::ClientLimited`]).
+fn client_limited(r: &RunResult, slo: &Slo, limits: &mut Vec<Limit>) {
+    use loadlab_engine::ErrorClass;
+    let own = r
+        .errors
+        .sum_of(&[ErrorClass::LocalPortExhaustion, ErrorClass::FdExhaustion]);
+    if own == 0 || !limits.contains(&Limit::Errors) {
+        return;
+    }
+    let f = Figures::of_run(r);
+    let (bad, n) = (
+        f.errors_total.saturating_sub(own),
+        f.attempts.saturating_sub(own),
+    );
+    if n == 0 || !count_clause(bad, n, slo.max_error_rate, "", &mut Vec::new()) {
+        limits.retain(|l| *l != Limit::Errors);
+        limits.push(Limit::ClientLimited);
+    }
 }
 
 /// Responses slower than `bound_ms` (from a latency histogram, encoded).
@@ -213,6 +240,7 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     }
     let before = limits.len();
     server_clauses(&Figures::of_run(r), slo, "", &mut limits, &mut unresolved);
+    client_limited(r, slo, &mut limits);
     let run_failed = limits[before..].to_vec();
     // Every request name is judged on its own figures, by its own bounds if it has any.
     let mut names = Vec::new();

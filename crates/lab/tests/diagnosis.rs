@@ -515,6 +515,74 @@ fn a_full_pool_with_its_cpus_idle_is_named_whatever_share_the_target_used() {
     );
 }
 
+/// A latency bound the lowest load already broke is said as such, first: no load meets
+/// it. A bound the lowest load met is ruled out with the figure it was read against.
+#[test]
+fn a_latency_floor_above_the_bound_is_said_as_such() {
+    use loadlab_lab::verdict::Limit;
+    let steps = steps("backlog-workers");
+    let (i, mut s) = saturated(&steps);
+    if !s.verdict.limits.contains(&Limit::Latency) {
+        s.verdict.limits.push(Limit::Latency);
+    }
+    let lowest = steps
+        .iter()
+        .find(|x| x.config == s.config && x.scenario == s.scenario)
+        .unwrap();
+    let first = &lowest.result.latency_ms;
+    let (min, p99) = (first.min.unwrap(), first.p99.unwrap());
+    assert!(lowest.verdict.sustained && min < p99, "{first:?}");
+    let with_bound = |bound: f64| {
+        let mut v = steps[..i].to_vec();
+        v.push(s.clone());
+        let mut t = tracker().with_latency_bounds(vec![(99.0, bound)]);
+        v.iter().map(|s| t.step(s)).last().unwrap().unwrap()
+    };
+    // Below the fastest answer at the lowest load.
+    let d = with_bound(min / 2.0);
+    assert_eq!(
+        d.findings[0].bottleneck,
+        Bottleneck::LatencyFloor,
+        "{:?}",
+        kinds(&d)
+    );
+    let e = &d.findings[0].evidence;
+    assert!(
+        e.starts_with("the fastest answer at the lowest load, ") && e.ends_with("no load meets it"),
+        "{e}"
+    );
+    // Between the fastest answer and the lowest load's p99, which kept pace: at rest.
+    let d = with_bound((min + p99) / 2.0);
+    assert_eq!(
+        d.findings[0].bottleneck,
+        Bottleneck::LatencyFloor,
+        "{:?}",
+        kinds(&d)
+    );
+    assert!(
+        d.findings[0]
+            .evidence
+            .contains("its latency at rest, not the load, breaks the bound"),
+        "{}",
+        d.findings[0].evidence
+    );
+    assert_eq!(d.findings[0].figures["bound_ms"], (min + p99) / 2.0);
+    // Above it: the load broke the bound, not the floor.
+    let d = with_bound(p99 * 1.5);
+    assert!(
+        !kinds(&d).contains(&Bottleneck::LatencyFloor),
+        "{:?}",
+        kinds(&d)
+    );
+    assert!(
+        d.ruled_out
+            .iter()
+            .any(|r| r.starts_with("latency floor above the SLO: at the lowest load, ")),
+        "{:?}",
+        d.ruled_out
+    );
+}
+
 #[test]
 fn nothing_found_is_said_with_what_was_looked_at() {
     let steps = steps("backlog-workers");
@@ -543,12 +611,12 @@ fn nothing_found_is_said_with_what_was_looked_at() {
         assert!(e.contains(said), "{said} not in: {e}");
     }
     // Every rule that looked said what it saw: all but crash and agent_lost (they do not
-    // apply to a local, living target) and the five this older recording has no evidence
-    // for (cgroup quota, memory and pids limits, the busiest thread, the host's steal),
-    // said under "Not seen".
+    // apply to a local, living target), latency_floor (this tracker has no latency bound)
+    // and the five this older recording has no evidence for (cgroup quota, memory and pids
+    // limits, the busiest thread, the host's steal), said under "Not seen".
     assert_eq!(
         d.ruled_out.len(),
-        loadlab_lab::diagnosis::rules::RULES.len() - 7,
+        loadlab_lab::diagnosis::rules::RULES.len() - 8,
         "{:?}",
         d.ruled_out
     );

@@ -355,3 +355,28 @@ fn held_streams_fail_on_the_stream_seconds_that_missed_a_message() {
     (t.stream_seconds, t.failed_stream_seconds) = (36, 0);
     assert!(judge(&r, &SLO, false).sustained);
 }
+
+/// Failures that were loadlab's own (no local port, no descriptor) do not fail the server:
+/// where the errors clause holds without them, the step is limited by loadlab
+/// (`client_limited`, which stops a knee search); where the server failed enough requests
+/// of its own, it is the server's errors still.
+#[test]
+fn loadlabs_own_ports_and_descriptors_are_not_the_servers_errors() {
+    use loadlab_engine::ErrorClass;
+    let s = step("backlog=16,workers=2", "health", 800.0);
+    assert!(s.verdict.sustained);
+    let failing = |own: u64, servers: u64| {
+        let mut r = s.result.clone();
+        r.errors[ErrorClass::LocalPortExhaustion] += own;
+        r.errors[ErrorClass::ConnectionReset] += servers;
+        r.errors_total += own + servers;
+        judge(&r, &SLO, false)
+    };
+    let n = s.result.requests + s.result.errors_total;
+    let v = failing(n / 2, 0);
+    assert_eq!(v.limits, vec![Limit::ClientLimited], "{v:?}");
+    assert!(!v.sustained);
+    // The server's own resets fail it, whatever loadlab's ports did.
+    let v = failing(n / 2, n / 4);
+    assert_eq!(v.limits, vec![Limit::Errors], "{v:?}");
+}

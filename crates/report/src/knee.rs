@@ -122,12 +122,17 @@ pub struct FixedKnee {
 /// The highest sustained step below the first step the server itself did not sustain
 /// (a generator-limited, agent-lost or interrupted step says nothing about the server).
 pub fn fixed_knee(list: &[&StepRecord]) -> FixedKnee {
-    // Not the server's doing: whatever else such a step missed, loadlab's lateness, a lost
-    // agent, an interruption or data used up could have caused it.
+    // Not the server's doing: whatever else such a step missed, loadlab's lateness or its
+    // own ports and descriptors, a lost agent, an interruption or data used up could have
+    // caused it.
     let not_the_server = |l: &Limit| {
         matches!(
             l,
-            Limit::GeneratorLimited | Limit::AgentLost | Limit::Interrupted | Limit::RowsUsedUp
+            Limit::GeneratorLimited
+                | Limit::ClientLimited
+                | Limit::AgentLost
+                | Limit::Interrupted
+                | Limit::RowsUsedUp
         )
     };
     let says_nothing = |s: &StepRecord| s.verdict.limits.iter().any(not_the_server);

@@ -962,7 +962,14 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
                     continue;
                 };
                 let searched = record.and_then(|r| r.knees.iter().find(|k| &k.scenario == sc));
-                let (best, fail, limit, confirmed) = match searched {
+                // Where loadlab's own ports or descriptors stopped the steps: the why of
+                // that step (which of them ran out) is worth its line.
+                let own_limit = |stopped: Option<(f64, Limit)>| {
+                    stopped
+                        .filter(|(_, by)| *by == Limit::ClientLimited)
+                        .map(|(at, _)| at)
+                };
+                let (best, fail, limit, confirmed, why_at) = match searched {
                     Some(k) => (
                         k.outcome.knee,
                         k.outcome.first_unsustained,
@@ -972,19 +979,20 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
                             (Some(_), true) => "yes",
                             (Some(_), false) => "no",
                         },
+                        own_limit(k.outcome.stopped.map(|s| (s.at, s.by))),
                     ),
                     None => {
                         let f = fixed_knee(list);
                         if let Some(n) = f.non_monotonic {
                             fixed_notes.push(format!("- {c} / {sc}: non-monotonic: {n}"));
                         }
-                        (f.best, f.fail, f.limit, "fixed steps")
+                        (f.best, f.fail, f.limit, "fixed steps", own_limit(f.stopped))
                     }
                 };
                 // Why: the search's own diagnosis, or that of the step at the first value
-                // not sustained.
+                // not sustained (or where loadlab's own limit stopped the steps).
                 let diagnosis = searched.and_then(|k| k.diagnosis.as_ref()).or_else(|| {
-                    fail.and_then(|v| {
+                    fail.or(why_at).and_then(|v| {
                         list.iter()
                             .filter(|s| (s.load - v).abs() < 1e-9)
                             .find_map(|s| s.diagnosis.as_ref())
@@ -1007,7 +1015,7 @@ pub(crate) fn render_view(b: &Bundle) -> (String, Vec<String>) {
                         (None, None, _) => "not reached".into(),
                     }
                 ));
-                if let (Some(d), Some(v)) = (diagnosis, fail) {
+                if let (Some(d), Some(v)) = (diagnosis, fail.or(why_at)) {
                     let at = if unit == loadlab_lab::plan::TIMES_THE_LOG {
                         format!("×{} the log", num(v))
                     } else {

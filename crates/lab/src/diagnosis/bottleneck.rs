@@ -46,6 +46,8 @@ pub enum Bottleneck {
     Unreachable,
     /// A VM's host took a large share of the machine's CPU time.
     HostSteal,
+    /// The latency at the lowest load was already above the SLO's bound: no load meets it.
+    LatencyFloor,
     /// No rule had its evidence.
     Unknown,
 }
@@ -73,6 +75,7 @@ impl Bottleneck {
             Bottleneck::Rejected => "request rejected (4xx)",
             Bottleneck::Unreachable => "nothing listens at the address",
             Bottleneck::HostSteal => "the VM's host took the CPUs",
+            Bottleneck::LatencyFloor => "latency floor above the SLO",
             Bottleneck::Unknown => "unknown",
         }
     }
@@ -95,8 +98,8 @@ impl Bottleneck {
     /// bundle (`concurrency_bound`). `None` for a word that names none.
     pub fn from_relief(word: &str) -> Option<Vec<Bottleneck>> {
         use Bottleneck::{
-            AcceptQueue, ConcurrencyBound, CpuBound, CpuThrottled, Crash, HostSteal, MemoryGrowth,
-            MemoryLimit, PidsLimit, Rejected, ThreadBound, Unknown, Unreachable,
+            AcceptQueue, ConcurrencyBound, CpuBound, CpuThrottled, Crash, HostSteal, LatencyFloor,
+            MemoryGrowth, MemoryLimit, PidsLimit, Rejected, ThreadBound, Unknown, Unreachable,
         };
         let w = word.trim().to_ascii_lowercase().replace(['-', ' '], "_");
         Some(match w.as_str() {
@@ -110,7 +113,10 @@ impl Bottleneck {
                 let b: Bottleneck =
                     serde_json::from_value(serde_json::Value::String(other.into())).ok()?;
                 if b.not_the_server()
-                    || matches!(b, Unknown | Unreachable | Rejected | Crash | HostSteal)
+                    || matches!(
+                        b,
+                        Unknown | Unreachable | Rejected | Crash | HostSteal | LatencyFloor
+                    )
                 {
                     return None;
                 }
@@ -148,6 +154,7 @@ impl Bottleneck {
             | Bottleneck::Rejected
             | Bottleneck::Unreachable
             | Bottleneck::HostSteal
+            | Bottleneck::LatencyFloor
             | Bottleneck::Unknown => 2,
         }
     }

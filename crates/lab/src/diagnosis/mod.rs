@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::verdict::Limit;
 pub use bottleneck::Bottleneck;
 pub use evidence::{Cpu, Evidence, Saturation, StepFacts, Throttling, THROTTLED_SHARE};
 use rules::Check;
@@ -180,6 +181,7 @@ struct FirstStep {
     load: f64,
     latency_p99_ms: Option<f64>,
     split: Option<LatencySplit>,
+    latency: Option<FirstLatency>,
 }
 
 /// What a step is judged against besides itself.
@@ -203,6 +205,27 @@ pub struct Context {
     pub somaxconn: Option<u64>,
     /// Ephemeral ports in the local range.
     pub ports: Option<u64>,
+    /// The plan's latency bounds, (percentile, ms), in percentile order.
+    pub latency_bounds: Vec<(f64, f64)>,
+    /// The latency of the scenario's first step in this configuration (this one's when it
+    /// is the first): its lowest load.
+    pub first_latency: Option<FirstLatency>,
+}
+
+/// The latency at a scenario's first (lowest) load, against which a bound is read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FirstLatency {
+    /// The step's load.
+    pub load: f64,
+    /// Its fastest answer, ms.
+    pub min_ms: f64,
+    /// Its median, ms.
+    pub p50_ms: Option<f64>,
+    /// Its latency at each bound's percentile: (percentile, ms).
+    pub at_bounds: Vec<(f64, f64)>,
+    /// It kept pace with the arrivals (not limited by throughput or errors): its latency
+    /// is the server's at rest, not a queue's.
+    pub kept_pace: bool,
 }
 
 /// Follows the steps of an experiment to diagnose each one against the earlier steps of its
@@ -219,6 +242,8 @@ pub struct Tracker {
     pub somaxconn: Option<u64>,
     /// Ephemeral ports in the local range.
     pub ports: Option<u64>,
+    /// The plan's latency bounds, (percentile, ms).
+    pub latency_bounds: Vec<(f64, f64)>,
 }
 
 impl Tracker {
@@ -231,6 +256,13 @@ impl Tracker {
                 .map(|(a, b)| u64::from(b) - u64::from(a) + 1),
             ..Tracker::default()
         }
+    }
+
+    /// The same, reading a step's latency against `bounds` (percentile, ms): the plan's.
+    #[must_use]
+    pub fn with_latency_bounds(mut self, bounds: Vec<(f64, f64)>) -> Tracker {
+        self.latency_bounds = bounds;
+        self
     }
 
     /// Records a step (in the order they ran) and diagnoses it if it was not sustained.
@@ -261,6 +293,7 @@ impl Tracker {
             load: step.load,
             latency_p99_ms: step.result.latency_ms.p99,
             split: LatencySplit::of(step.load, step.result),
+            latency: first_latency(&step, &self.latency_bounds),
         });
         let is_first = first.index == step.index && first.load == step.load;
         let ctx = Context {
@@ -274,9 +307,34 @@ impl Tracker {
                 .filter(|_| first.index != step.index || first.config != step.config),
             somaxconn: self.somaxconn,
             ports: self.ports,
+            latency_bounds: self.latency_bounds.clone(),
+            first_latency: first
+                .latency
+                .clone()
+                .filter(|_| first.config == step.config),
         };
         diagnose(&step, &ctx)
     }
+}
+
+/// The latency of a scenario's first step, read at each of `bounds`' percentiles.
+fn first_latency(step: &StepFacts<'_>, bounds: &[(f64, f64)]) -> Option<FirstLatency> {
+    let r = step.result;
+    let figures = crate::gate::Figures::of_run(r);
+    Some(FirstLatency {
+        load: step.load,
+        min_ms: r.latency_ms.min?,
+        p50_ms: r.latency_ms.p50,
+        at_bounds: bounds
+            .iter()
+            .filter_map(|&(q, _)| Some((q, crate::verdict::percentile_of(&figures, q)?)))
+            .collect(),
+        kept_pace: !step
+            .verdict
+            .limits
+            .iter()
+            .any(|l| matches!(l, Limit::Throughput | Limit::Errors)),
+    })
 }
 
 /// A limit reached (descriptors, the cgroup's processes or memory) caps what the server

@@ -15,6 +15,7 @@ mod crash;
 mod descriptors;
 mod generator;
 mod host_steal;
+mod latency_floor;
 mod memory_growth;
 mod memory_limit;
 mod pids_limit;
@@ -57,6 +58,7 @@ pub const RULES: &[Rule] = &[
     generator::RULE,
     agent_lost::RULE,
     crash::RULE,
+    latency_floor::RULE,
     cpu_throttled::RULE,
     cpu_bound::RULE,
     thread_bound::RULE,
