@@ -45,6 +45,8 @@ python3       python3               http.server and the listener discovery tests
 nginx         nginx                 tests/nginx.rs, tls.rs, traffic.rs, lab_build.rs (a server nobody here wrote)
 chromium      chromium              tests/report_html.rs opens report.html in a headless browser
 chattr        e2fsprogs             tests/lab_faults.rs locks a bundle directory mid-run
+mkfs.ext4     e2fsprogs             tests/lab_diagnosis.rs formats a loop device (a slow disk)
+losetup       mount                 tests/lab_diagnosis.rs: a loop device, throttled by the blkio cgroup
 gunicorn      gunicorn              tests/knee.rs, sessions.rs (a pre-fork Python server)
 node          nodejs                tests/knee.rs, http2.rs (one event loop)
 taskset       util-linux            pins test servers and the one-core demo

@@ -6,6 +6,7 @@
 
 mod util;
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -739,7 +740,10 @@ fn a_pool_held_by_its_downstream_and_one_held_by_a_lock_are_told_apart() {
         "pool-lock",
     );
     let evidence = f["evidence"].as_str().unwrap();
-    assert!(evidence.contains("on a lock (futex; "), "{f}");
+    assert!(
+        evidence.contains("on one lock (a futex, all on one address)"),
+        "{f}"
+    );
     assert!(!evidence.contains("on a socket to"), "{f}");
     assert!(
         f["figures"]["threads_on_one_lock"].as_f64().unwrap() >= 2.0,
@@ -802,4 +806,148 @@ fn a_latency_floor_above_the_slo_is_said_as_such() {
     );
     assert!(f["figures"]["fastest_ms"].as_f64().unwrap() >= 62.0, "{f}");
     assert!(stdout.contains("no load meets it"), "{stdout}");
+}
+
+/// A slow disk: an ext4 file system on a loop device, mounted under a temporary directory,
+/// whose writes a cgroup of the v1 `blkio` controller throttles to `iops` per second for the
+/// processes put in it. Unmounted and removed when dropped (after the processes in it).
+struct SlowDisk {
+    image: PathBuf,
+    mount: PathBuf,
+    device: String,
+    cgroup: PathBuf,
+}
+
+impl SlowDisk {
+    fn new(iops: u32) -> SlowDisk {
+        let sh = |cmd: &str| {
+            let o = std::process::Command::new("sh")
+                .args(["-c", cmd])
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{cmd}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        };
+        let blkio = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .find(|l| l.contains(" - cgroup ") && l.split_whitespace().last().is_some_and(|o| o.split(',').any(|c| c == "blkio")))
+            .and_then(|l| l.split_whitespace().nth(4).map(PathBuf::from))
+            .expect("the v1 blkio controller mounted (this machine mounts the v1 controllers beside the v2 tree)");
+        let dir = temp_path("slow-disk");
+        let (image, mount) = (dir.join("disk.img"), dir.join("mnt"));
+        std::fs::create_dir_all(&mount).unwrap();
+        sh(&format!("truncate -s 64M {}", image.display()));
+        let device = sh(&format!("losetup -f --show {}", image.display()));
+        sh(&format!(
+            "mkfs.ext4 -q {device} && mount {device} {}",
+            mount.display()
+        ));
+        let majmin = sh(&format!("lsblk -dno MAJ:MIN {device}"));
+        let cgroup = blkio.join(format!("loadlab-slow-disk-{}", std::process::id()));
+        std::fs::create_dir_all(&cgroup).unwrap();
+        std::fs::write(
+            cgroup.join("blkio.throttle.write_iops_device"),
+            format!("{majmin} {iops}"),
+        )
+        .unwrap();
+        SlowDisk {
+            image,
+            mount,
+            device,
+            cgroup,
+        }
+    }
+}
+
+impl Drop for SlowDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.mount)
+            .status();
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.device])
+            .status();
+        let _ = std::fs::remove_dir(&self.cgroup);
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+/// A Python server that appends each request to a file and fsyncs it, on a disk whose
+/// writes are throttled to 20 per second: its threads wait in the kernel for the disk
+/// (uninterruptible sleep, in fsync), its CPU idle, and the why says the disk, with the
+/// threads in fsync and the bytes written, before the pool that filled.
+#[test]
+#[ignore = "needs root, a loop device and the v1 blkio controller (./test.sh)"]
+fn a_server_that_fsyncs_each_request_to_a_slow_disk_is_io_bound() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let disk = SlowDisk::new(20);
+    let server = format!(
+        "import os, threading\n\
+        from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler\n\
+        class H(BaseHTTPRequestHandler):\n\
+        \x20   def do_GET(self):\n\
+        \x20       with open('{}/log-%d' % threading.get_ident(), 'a') as f:\n\
+        \x20           f.write('x' * 512 + '\\n'); f.flush(); os.fsync(f.fileno())\n\
+        \x20       self.send_response(200); self.send_header('Content-Length', '2'); self.end_headers()\n\
+        \x20       self.wfile.write(b'ok')\n\
+        \x20   def log_message(self, *a): pass\n\
+        class S(ThreadingHTTPServer):\n\
+        \x20   request_queue_size = 1024\n\
+        s = S(('127.0.0.1', 0), H)\n\
+        print('port', s.server_address[1], flush=True)\n\
+        s.serve_forever()\n",
+        disk.mount.display()
+    );
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args([
+        "-c",
+        &format!(
+            "echo $$ > {}/cgroup.procs && exec /usr/bin/python3 -c \"$0\"",
+            disk.cgroup.display()
+        ),
+        &server,
+    ]);
+    let server = util::server::Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    let plan = temp_path("io-bound.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"io-bound\"\n[[scenario]]\nname = \"page\"\nurl = \"http://127.0.0.1:{}/\"\ntimeout = \"2s\"\n\
+             [load]\nmodel = \"open\"\nsteps = [4, 80]\nstep_duration = \"3s\"\nwarmup = \"500ms\"\npause = \"500ms\"\nthreads = 1\ncpus = \"1\"\n\
+             [probe]\nlisten = {}\n",
+            server.port, server.port
+        ),
+    )
+    .unwrap();
+    let out = util::lab::lab_ok_unless_generator_limited(&plan, "io-bound");
+    let steps = util::lab::steps(&out);
+    assert!(
+        steps[0]["verdict"]["sustained"].as_bool().unwrap(),
+        "{}",
+        steps[0]
+    );
+    let over = steps.last().unwrap();
+    assert!(!over["verdict"]["sustained"].as_bool().unwrap(), "{over}");
+    eprintln!("io-bound: {}", over["diagnosis"]);
+    let f = util::lab::server_finding(&over["diagnosis"]);
+    assert_eq!(f["bottleneck"], "io_bound", "{}", over["diagnosis"]);
+    let e = f["evidence"].as_str().unwrap();
+    assert!(
+        e.contains("waited on the disk (uninterruptible sleep, ") && e.contains("in an fsync"),
+        "{e}"
+    );
+    assert!(
+        f["figures"]["threads_in_sync"].as_f64().unwrap() >= 1.0,
+        "{f}"
+    );
+    assert!(
+        f["figures"]["storage_write_bps"].as_f64().unwrap() > 0.0,
+        "{f}"
+    );
+    drop(server);
 }

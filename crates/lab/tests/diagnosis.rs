@@ -612,11 +612,12 @@ fn nothing_found_is_said_with_what_was_looked_at() {
     }
     // Every rule that looked said what it saw: all but crash and agent_lost (they do not
     // apply to a local, living target), latency_floor (this tracker has no latency bound)
-    // and the five this older recording has no evidence for (cgroup quota, memory and pids
-    // limits, the busiest thread, the host's steal), said under "Not seen".
+    // and the six this older recording has no evidence for (cgroup quota, memory and pids
+    // limits, the busiest thread, what the threads waited on, the host's steal), said under
+    // "Not seen".
     assert_eq!(
         d.ruled_out.len(),
-        loadlab_lab::diagnosis::rules::RULES.len() - 8,
+        loadlab_lab::diagnosis::rules::RULES.len() - 9,
         "{:?}",
         d.ruled_out
     );

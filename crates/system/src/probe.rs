@@ -51,6 +51,13 @@ pub struct ProcessSample {
     pub threads: u64,
     /// Open file descriptors (entries of `/proc/PID/fd` that could be listed).
     pub fds: u64,
+    /// Bytes storage read for it so far, cumulative (`/proc/PID/io` `read_bytes`: the block
+    /// layer's, not the page cache's); 0 where not read.
+    #[serde(default)]
+    pub storage_read_bytes: u64,
+    /// Bytes it had storage write so far, cumulative (`write_bytes`).
+    #[serde(default)]
+    pub storage_write_bytes: u64,
     /// Seconds its threads spent runnable but waiting for a CPU, cumulative (schedstat of
     /// the threads alive at the sample).
     #[serde(default)]
@@ -149,6 +156,8 @@ impl ProcessSample {
         self.rss_bytes += o.rss_bytes;
         self.threads += o.threads;
         self.fds += o.fds;
+        self.storage_read_bytes += o.storage_read_bytes;
+        self.storage_write_bytes += o.storage_write_bytes;
         self.run_delay_s += o.run_delay_s;
     }
 }
@@ -197,6 +206,7 @@ fn sum_processes(
     let mut total = ProcessSample::default();
     for &pid in pids {
         let s = &stats[&pid];
+        let storage = procfs::storage_bytes(pid);
         total.add(&ProcessSample {
             processes: 1,
             cpu_user_s: (s.utime + s.cutime) as f64 / ticks,
@@ -204,6 +214,8 @@ fn sum_processes(
             rss_bytes: s.rss_pages * page,
             threads: s.threads,
             fds: count_fds(pid),
+            storage_read_bytes: storage.map_or(0, |b| b.0),
+            storage_write_bytes: storage.map_or(0, |b| b.1),
             ..ProcessSample::default()
         });
     }
@@ -388,6 +400,13 @@ pub struct ProbeDelta {
     /// The name of the thread busiest in most intervals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busiest_thread: Option<String>,
+    /// Bytes per second storage read for the process trees (`/proc/PID/io`), over the same
+    /// wall time as the CPU.
+    #[serde(default)]
+    pub storage_read_bps: f64,
+    /// Bytes per second they had storage write.
+    #[serde(default)]
+    pub storage_write_bps: f64,
     /// The target's own listening sockets during the probe (absent where not read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<ListenDelta>,
@@ -492,6 +511,9 @@ impl ProbeDelta {
             d.cpu_system_s = (p1.cpu_system_s - p0.cpu_system_s).max(0.0);
             let wall = t1 - t0;
             if wall > 0.0 {
+                let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / wall;
+                d.storage_read_bps = rate(p0.storage_read_bytes, p1.storage_read_bytes);
+                d.storage_write_bps = rate(p0.storage_write_bytes, p1.storage_write_bytes);
                 d.cpu_percent = (d.cpu_user_s + d.cpu_system_s) / wall * 100.0;
                 d.cpu_wait_percent = (p1.run_delay_s - p0.run_delay_s).max(0.0) / wall * 100.0;
             }
@@ -1073,6 +1095,8 @@ mod tests {
                 drops: fds,
             }),
             waits: None,
+            storage_read_bytes: 0,
+            storage_write_bytes: 1000 * fds,
         };
         let k = |overflows: u64, rsts: u64, tw: u64, est: u64| KernelSample {
             listen_overflows: overflows,
@@ -1113,6 +1137,10 @@ mod tests {
             (21, 21, 4)
         );
         assert_eq!((d.time_wait_max, d.established_max), (40, 80));
+        // Storage written between the first and last samples with a process: 1000 × (20 − 10)
+        // bytes over 2 s.
+        assert!((d.storage_write_bps - 5000.0).abs() < 1e-9, "{}", d.storage_write_bps);
+        assert_eq!(d.storage_read_bps, 0.0);
         // The target's own listeners: drops between the first and the last sample that read
         // them, growing from the first interval; the most queued at once.
         assert_eq!(

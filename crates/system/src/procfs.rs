@@ -231,6 +231,20 @@ pub(crate) fn count_fds(pid: u32) -> u64 {
     }
 }
 
+/// Bytes a process had storage read and write for it so far (`read_bytes`, `write_bytes`
+/// of `/proc/PID/io`: the block layer's, not the page cache's); `None` where not readable.
+pub(crate) fn storage_bytes(pid: u32) -> Option<(u64, u64)> {
+    parse_storage_bytes(&std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?)
+}
+
+pub(crate) fn parse_storage_bytes(text: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+    };
+    Some((field("read_bytes:")?, field("write_bytes:")?))
+}
+
 /// One thread's `/proc/PID/task/TID/schedstat`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ThreadStat {
@@ -586,6 +600,13 @@ mod tests {
         assert!(tcp_counters().contains_key(&("Tcp".to_string(), "CurrEstab".to_string())));
         assert!(all_processes().unwrap().contains_key(&std::process::id()));
         assert!(count_fds(std::process::id()) >= 3);
+        assert_eq!(
+            parse_storage_bytes(
+                "rchar: 48611\nwchar: 4450\nsyscr: 45\nsyscw: 45\nread_bytes: 4096\nwrite_bytes: 184320\ncancelled_write_bytes: 0\n"
+            ),
+            Some((4096, 184320))
+        );
+        assert_eq!(parse_storage_bytes("rchar: 1\n"), None);
     }
 
     #[test]

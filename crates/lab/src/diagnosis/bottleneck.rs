@@ -20,6 +20,8 @@ pub enum Bottleneck {
     /// One thread of the target was on a CPU all the time (an event loop, an interpreter
     /// lock) while its CPUs had room.
     ThreadBound,
+    /// The target's threads waited on storage (an fsync, a read from disk).
+    IoBound,
     /// A pool (workers, threads, connections) was full with the CPU to spare.
     ConcurrencyBound,
     /// The listen queue overflowed.
@@ -62,6 +64,7 @@ impl Bottleneck {
             Bottleneck::CpuBound => "CPU-bound",
             Bottleneck::CpuThrottled => "CPU quota (throttled)",
             Bottleneck::ThreadBound => "one thread CPU-bound",
+            Bottleneck::IoBound => "I/O-bound (the disk)",
             Bottleneck::ConcurrencyBound => "concurrency-bound",
             Bottleneck::AcceptQueue => "accept queue",
             Bottleneck::Timeouts => "timeouts with the CPU to spare",
@@ -90,7 +93,7 @@ impl Bottleneck {
 
     /// What `[tune.knobs] X = { relieves = ... }` accepts, for errors.
     pub const RELIEF_WORDS: &'static str = "a bottleneck a knob can relieve: concurrency, cpu, \
-        thread, accept_queue, timeouts, descriptors, memory, pids, refused, or a diagnosis name \
+        thread, accept_queue, timeouts, descriptors, memory, pids, disk, refused, or a diagnosis name \
         such as concurrency_bound or cpu_throttled";
 
     /// The bottlenecks a word of `relieves` names: `concurrency`, `cpu` (CPU-bound and
@@ -98,8 +101,9 @@ impl Bottleneck {
     /// bundle (`concurrency_bound`). `None` for a word that names none.
     pub fn from_relief(word: &str) -> Option<Vec<Bottleneck>> {
         use Bottleneck::{
-            AcceptQueue, ConcurrencyBound, CpuBound, CpuThrottled, Crash, HostSteal, LatencyFloor,
-            MemoryGrowth, MemoryLimit, PidsLimit, Rejected, ThreadBound, Unknown, Unreachable,
+            AcceptQueue, ConcurrencyBound, CpuBound, CpuThrottled, Crash, HostSteal, IoBound,
+            LatencyFloor, MemoryGrowth, MemoryLimit, PidsLimit, Rejected, ThreadBound, Unknown,
+            Unreachable,
         };
         let w = word.trim().to_ascii_lowercase().replace(['-', ' '], "_");
         Some(match w.as_str() {
@@ -109,6 +113,7 @@ impl Bottleneck {
             "accept_queue" | "backlog" | "listen_queue" => vec![AcceptQueue],
             "memory" => vec![MemoryGrowth, MemoryLimit],
             "pids" => vec![PidsLimit],
+            "disk" | "io" => vec![IoBound],
             other => {
                 let b: Bottleneck =
                     serde_json::from_value(serde_json::Value::String(other.into())).ok()?;
@@ -144,6 +149,7 @@ impl Bottleneck {
             | Bottleneck::CpuThrottled => 1,
             Bottleneck::CpuBound
             | Bottleneck::ThreadBound
+            | Bottleneck::IoBound
             | Bottleneck::ConcurrencyBound
             | Bottleneck::AcceptQueue
             | Bottleneck::Timeouts

@@ -41,12 +41,17 @@ pub(crate) fn words(w: &ThreadWaits) -> String {
         .iter()
         .map(|(a, n)| (*n, format!("on a socket to {a}")))
         .collect();
+    // A futex is a lock's or a condition's: idle threads of a pool or a runtime park on
+    // one too. Many on one address is one contended lock (or one queue they all wait on).
     let lock = if w.lock_shared >= 2 && w.lock_shared == w.lock {
-        "on a lock (futex; all on one)".to_string()
+        "on one lock (a futex, all on one address)".to_string()
     } else if w.lock_shared >= 2 {
-        format!("on a lock (futex; {} on one)", w.lock_shared)
+        format!(
+            "on a futex (a lock, or an idle thread's condition; {} on one address)",
+            w.lock_shared
+        )
     } else {
-        "on a lock (futex)".to_string()
+        "on a futex (a lock, or an idle thread's condition)".to_string()
     };
     parts.extend([
         (w.lock, lock),
@@ -160,8 +165,8 @@ mod tests {
         };
         assert_eq!(
             words(&lock),
-            "of its 16 threads (the step's median), 15 waited on a lock (futex; all on one), \
-             1 in a sleep"
+            "of its 16 threads (the step's median), 15 waited on one lock (a futex, all on one \
+             address), 1 in a sleep"
         );
         assert_eq!(held(&lock), Some(Held::Lock(15)));
         // Idle threads (an event loop, accept) hold nothing; a lock spread over many

@@ -35,6 +35,10 @@ pub struct ThreadWaits {
     pub sleep: u64,
     /// In uninterruptible sleep (state `D`): block I/O, mostly.
     pub disk: u64,
+    /// Of those, the ones in a call that waits for storage to have the data
+    /// (`fsync`, `fdatasync`, `sync_file_range`, `sync`, `syncfs`, `msync`).
+    #[serde(default)]
+    pub disk_sync: u64,
     /// Waiting for a connection (`accept`, or a poll on a listening socket).
     pub accept: u64,
     /// Reading from (or polling) a client's connection to it: idle keep-alive, or a slow
@@ -79,6 +83,7 @@ impl ThreadWaits {
             lock_shared: median(&|w| w.lock_shared),
             sleep: median(&|w| w.sleep),
             disk: median(&|w| w.disk),
+            disk_sync: median(&|w| w.disk_sync),
             accept: median(&|w| w.accept),
             client: median(&|w| w.client),
             downstream: addresses
@@ -104,7 +109,8 @@ enum Wait {
     Running,
     Lock(u64),
     Sleep,
-    Disk,
+    /// Uninterruptible sleep; true in a sync call.
+    Disk(bool),
     Accept,
     Client,
     Downstream(SocketAddr),
@@ -124,6 +130,19 @@ fn reads_fd(nr: Nr) -> bool {
         libc::SYS_recvfrom,
         libc::SYS_recvmsg,
         libc::SYS_pread64,
+    ]
+    .contains(&nr)
+}
+
+/// The calls that wait for storage to hold what was written.
+fn syncs(nr: Nr) -> bool {
+    [
+        libc::SYS_fsync,
+        libc::SYS_fdatasync,
+        libc::SYS_sync_file_range,
+        libc::SYS_sync,
+        libc::SYS_syncfs,
+        libc::SYS_msync,
     ]
     .contains(&nr)
 }
@@ -210,7 +229,10 @@ pub(crate) fn sample(pids: &[u32], sockets: &mut Sockets) -> Option<ThreadWaits>
                     *futexes.entry((pid, addr)).or_default() += 1;
                 }
                 Wait::Sleep => w.sleep += 1,
-                Wait::Disk => w.disk += 1,
+                Wait::Disk(sync) => {
+                    w.disk += 1;
+                    w.disk_sync += u64::from(sync);
+                }
                 Wait::Accept => w.accept += 1,
                 Wait::Client => w.client += 1,
                 Wait::Downstream(a) => *w.downstream.entry(a.to_string()).or_default() += 1,
@@ -228,12 +250,16 @@ pub(crate) fn sample(pids: &[u32], sockets: &mut Sockets) -> Option<ThreadWaits>
 /// not be read (it exited, or tracing it is not allowed).
 fn thread_wait(task: &std::path::Path, fds: &mut FdCache, sockets: &mut Sockets) -> Option<Wait> {
     let stat = std::fs::read_to_string(task.join("stat")).ok()?;
-    match crate::procfs::parse_state(&stat)? {
-        'R' => return Some(Wait::Running),
-        'D' => return Some(Wait::Disk),
-        _ => {}
+    let state = crate::procfs::parse_state(&stat)?;
+    if state == 'R' {
+        return Some(Wait::Running);
     }
-    let call = std::fs::read_to_string(task.join("syscall")).ok()?;
+    let call = std::fs::read_to_string(task.join("syscall")).ok();
+    if state == 'D' {
+        let nr = call.as_deref().and_then(parse_syscall).map(|c| c.0);
+        return Some(Wait::Disk(nr.is_some_and(syncs)));
+    }
+    let call = call?;
     if call.starts_with("running") {
         return Some(Wait::Running);
     }

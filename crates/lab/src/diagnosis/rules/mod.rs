@@ -15,6 +15,7 @@ mod crash;
 mod descriptors;
 mod generator;
 mod host_steal;
+mod io_bound;
 mod latency_floor;
 mod memory_growth;
 mod memory_limit;
@@ -62,6 +63,7 @@ pub const RULES: &[Rule] = &[
     cpu_throttled::RULE,
     cpu_bound::RULE,
     thread_bound::RULE,
+    io_bound::RULE,
     concurrency::RULE,
     accept_queue::RULE,
     timeouts::RULE,
