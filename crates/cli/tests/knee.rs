@@ -699,6 +699,59 @@ fn a_server_out_of_descriptors_is_named_by_its_nofile_before_the_concurrency_it_
 }
 
 #[test]
+#[ignore = "needs root and gunicorn, for cgroups (./test.sh)"]
+fn a_gunicorn_whose_workers_leak_into_their_memory_limit_is_named_by_it_first() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // gunicorn's 2 synchronous workers, each request kept in memory (2 MB, written so
+    // that its pages are resident) for 20 ms, in a cgroup of 128 MB: the OOM killer kills a
+    // worker every few dozen requests and its master starts another.
+    let dir = temp_path("gunicorn-leak");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("app.py"),
+        "import time\n\
+         kept = []\n\
+         def app(environ, start_response):\n\
+         \x20   kept.append(b'x' * (2 << 20))\n\
+         \x20   time.sleep(0.02)\n\
+         \x20   start_response('200 OK', [('Content-Length', '2')])\n\
+         \x20   return [b'ok']\n",
+    )
+    .unwrap();
+    let gunicorn = gunicorn(&dir, &[]);
+    let name = format!("loadlab-knee-memory-{}", std::process::id());
+    let (v2, v1) = mounts();
+    let (mount, limit_file) = match v1.iter().find(|(c, _)| c == "memory") {
+        Some((_, mount)) => (mount.clone(), "memory.limit_in_bytes"),
+        None => {
+            let root = v2.expect("a cgroup mount with the memory controller");
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+memory");
+            (root, "memory.max")
+        }
+    };
+    let cg = TestCgroup::new(std::slice::from_ref(&mount), &name, gunicorn.pid());
+    std::fs::write(
+        mount.join(&name).join(limit_file),
+        (128u64 << 20).to_string(),
+    )
+    .unwrap();
+    // Its workers, forked before the master moved: the ones it forks later are born in it.
+    for worker in util::children_of(gunicorn.pid()) {
+        std::fs::write(mount.join(&name).join("cgroup.procs"), worker.to_string()).unwrap();
+    }
+    limit_named_first(
+        gunicorn.port,
+        "10",
+        "320",
+        "memory_limit",
+        "OOM kill",
+        "memory limit (memory.max)",
+    );
+    drop(gunicorn);
+    drop(cg);
+}
+
+#[test]
 #[ignore = "needs root, for cgroups (./test.sh)"]
 fn a_forking_server_at_its_cgroups_pids_max_is_named_by_it_first() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

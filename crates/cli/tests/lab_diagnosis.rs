@@ -687,22 +687,7 @@ fn a_pool_held_by_its_downstream_and_one_held_by_a_lock_are_told_apart() {
     // Alone among this binary's tests: the rules read the pool's CPU as spare, which the
     // CPU-bound fixtures beside it would take.
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let backend = "import time\n\
-        from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler\n\
-        class H(BaseHTTPRequestHandler):\n\
-        \x20   def do_GET(self):\n\
-        \x20       time.sleep(0.05)\n\
-        \x20       self.send_response(200); self.send_header('Content-Length', '2'); self.end_headers()\n\
-        \x20       self.wfile.write(b'ok')\n\
-        \x20   def log_message(self, *a): pass\n\
-        class S(ThreadingHTTPServer):\n\
-        \x20   request_queue_size = 1024\n\
-        s = S(('127.0.0.1', 0), H)\n\
-        print('port', s.server_address[1], flush=True)\n\
-        s.serve_forever()\n";
-    let mut cmd = std::process::Command::new("taskset");
-    cmd.args(["-c", "0", "/usr/bin/python3", "-c", backend]);
-    let backend = util::server::Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    let backend = util::server::Server::python_sleeper(0.05);
     let downstream = format!("127.0.0.1:{}", backend.port);
     let f = gunicorn_pool_why(
         &format!(
@@ -765,20 +750,7 @@ fn a_pool_held_by_its_downstream_and_one_held_by_a_lock_are_told_apart() {
 #[ignore = "needs python3 (./test.sh installs it)"]
 fn a_latency_floor_above_the_slo_is_said_as_such() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let server = "import time\n\
-        from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler\n\
-        class H(BaseHTTPRequestHandler):\n\
-        \x20   def do_GET(self):\n\
-        \x20       time.sleep(0.062)\n\
-        \x20       self.send_response(200); self.send_header('Content-Length', '2'); self.end_headers()\n\
-        \x20       self.wfile.write(b'ok')\n\
-        \x20   def log_message(self, *a): pass\n\
-        s = ThreadingHTTPServer(('127.0.0.1', 0), H)\n\
-        print('port', s.server_address[1], flush=True)\n\
-        s.serve_forever()\n";
-    let mut cmd = std::process::Command::new("/usr/bin/python3");
-    cmd.args(["-c", server]);
-    let server = util::server::Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok());
+    let server = util::server::Server::python_sleeper(0.062);
     let out = temp_path("latency-floor");
     let o = std::process::Command::new(loadlab_bin())
         .args(["knee", "-q", &format!("http://127.0.0.1:{}/", server.port)])

@@ -1139,7 +1139,11 @@ mod tests {
         assert_eq!((d.time_wait_max, d.established_max), (40, 80));
         // Storage written between the first and last samples with a process: 1000 × (20 − 10)
         // bytes over 2 s.
-        assert!((d.storage_write_bps - 5000.0).abs() < 1e-9, "{}", d.storage_write_bps);
+        assert!(
+            (d.storage_write_bps - 5000.0).abs() < 1e-9,
+            "{}",
+            d.storage_write_bps
+        );
         assert_eq!(d.storage_read_bps, 0.0);
         // The target's own listeners: drops between the first and the last sample that read
         // them, growing from the first interval; the most queued at once.

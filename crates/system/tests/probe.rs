@@ -137,16 +137,25 @@ fn full_accept_queue_counts_as_listen_overflow() {
 /// A Python process listening on a port of its own with `backlog`, accepting nothing:
 /// the process and its port.
 fn python_listener(backlog: u32) -> (Reaped, u16) {
-    use std::io::BufRead;
-    use std::os::unix::process::CommandExt;
     let script = format!(
         "import socket, time\n\
          s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen({backlog})\n\
          print(s.getsockname()[1], flush=True)\n\
          time.sleep(60)\n"
     );
+    let (child, port, _) = python_printing_a_port(&script);
+    (child, port)
+}
+
+/// `/usr/bin/python3 -c SCRIPT` in a process group of its own, its standard input a pipe:
+/// the process, the port its first line of output names, and its standard input (its end
+/// closed when dropped).
+fn python_printing_a_port(script: &str) -> (Reaped, u16, std::process::ChildStdin) {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
     let mut child = Command::new("/usr/bin/python3")
-        .args(["-c", &script])
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .process_group(0)
         .spawn()
@@ -155,7 +164,8 @@ fn python_listener(backlog: u32) -> (Reaped, u16) {
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    (Reaped(child), line.trim().parse().expect("its port"))
+    let stdin = child.stdin.take().unwrap();
+    (Reaped(child), line.trim().parse().expect("its port"), stdin)
 }
 
 /// What a process's threads wait on, each read from its `syscall` file: a lock (three on
@@ -164,8 +174,6 @@ fn python_listener(backlog: u32) -> (Reaped, u16) {
 /// its listening socket.
 #[test]
 fn each_thread_is_named_by_what_it_waits_on() {
-    use std::io::BufRead;
-    use std::os::unix::process::CommandExt;
     let downstream = TcpListener::bind("127.0.0.1:0").unwrap();
     let down = downstream.local_addr().unwrap();
     let script = format!(
@@ -186,20 +194,7 @@ fn each_thread_is_named_by_what_it_waits_on() {
          sys.stdin.read()\n",
         port = down.port()
     );
-    let mut child = Command::new("/usr/bin/python3")
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("spawn python3");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line.trim().parse().unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let child = Reaped(child);
+    let (child, port, stdin) = python_printing_a_port(&script);
     let _accepted: Vec<TcpStream> = (0..3).map(|_| downstream.accept().unwrap().0).collect();
     // One client of its own, which sends nothing: the serving thread waits on it; the
     // second connection waits in its listen queue, none accepting it: the main thread reads

@@ -30,6 +30,30 @@ impl Server {
         Server { child, port }
     }
 
+    /// Python's `ThreadingHTTPServer` (a thread per connection, a listen queue of 1024)
+    /// answering every GET `ok` after sleeping `seconds`, on CPU 0: a server nobody here
+    /// wrote, of known service time and no pool.
+    pub fn python_sleeper(seconds: f64) -> Server {
+        let py = format!(
+            "import time\n\
+            from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler\n\
+            class H(BaseHTTPRequestHandler):\n\
+            \x20   def do_GET(self):\n\
+            \x20       time.sleep({seconds})\n\
+            \x20       self.send_response(200); self.send_header('Content-Length', '2'); self.end_headers()\n\
+            \x20       self.wfile.write(b'ok')\n\
+            \x20   def log_message(self, *a): pass\n\
+            class S(ThreadingHTTPServer):\n\
+            \x20   request_queue_size = 1024\n\
+            s = S(('127.0.0.1', 0), H)\n\
+            print('port', s.server_address[1], flush=True)\n\
+            s.serve_forever()\n"
+        );
+        let mut cmd = Command::new("taskset");
+        cmd.args(["-c", "0", "/usr/bin/python3", "-c", &py]);
+        Server::spawn(cmd, |l| l.strip_prefix("port ")?.parse().ok())
+    }
+
     /// The fixture server on CPU 0 (`listening on 127.0.0.1:PORT`).
     pub fn start(args: &[&str]) -> Server {
         let mut cmd = Command::new("taskset");
