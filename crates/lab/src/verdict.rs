@@ -240,7 +240,6 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
     }
     let before = limits.len();
     server_clauses(&Figures::of_run(r), slo, "", &mut limits, &mut unresolved);
-    client_limited(r, slo, &mut limits);
     let run_failed = limits[before..].to_vec();
     // Every request name is judged on its own figures, by its own bounds if it has any.
     let mut names = Vec::new();
@@ -302,6 +301,9 @@ pub fn judge(r: &RunResult, slo: &Slo, crashed: bool) -> Verdict {
             None => limits.push(Limit::GeneratorLimited),
         }
     }
+    // After the lateness is weighed: the errors clause is judged beyond its reach there, as
+    // it was before loadlab's own failures were told apart.
+    client_limited(r, slo, &mut limits);
     limits.sort();
     Verdict {
         sustained: limits.is_empty(),

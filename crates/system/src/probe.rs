@@ -230,7 +230,7 @@ fn sum_processes(
         .collect();
     total.listen = ListenSample::of(first[0], &held);
     let listening = discover::listening_ports(&mine);
-    total.waits = waits::sample(&first, &mut waits::Sockets::new(first[0], &tcp, listening));
+    total.waits = waits::sample(&first, &waits::Sockets::new(&tcp, listening));
     let mut cpus: Vec<usize> = pids
         .iter()
         .take(AFFINITY_READS)

@@ -169,34 +169,24 @@ fn event_loop(nr: Nr) -> bool {
     .contains(&nr)
 }
 
-/// The TCP sockets of the target's network namespace by inode, read again once in a sample
-/// when a thread waits on one opened since they were read (a connection per request lives
-/// for milliseconds), and the ports the target listens on.
+/// The TCP sockets of the target's network namespace by inode (`/proc/PID/net/tcp{,6}`,
+/// read once per sample: a socket it misses is read from the thread's own descriptor), and
+/// the ports the target listens on.
 pub(crate) struct Sockets {
-    ns_of: u32,
     by_inode: HashMap<u64, TcpSocket>,
-    read_again: bool,
     listening: BTreeSet<u16>,
 }
 
 impl Sockets {
-    /// `sockets`, those of process `ns_of`'s namespace read now, and the target's
-    /// `listening` ports.
-    pub(crate) fn new(ns_of: u32, sockets: &[TcpSocket], listening: BTreeSet<u16>) -> Sockets {
+    /// `sockets`, read now, and the target's `listening` ports.
+    pub(crate) fn new(sockets: &[TcpSocket], listening: BTreeSet<u16>) -> Sockets {
         Sockets {
-            ns_of,
             by_inode: sockets.iter().map(|s| (s.inode, *s)).collect(),
-            read_again: false,
             listening,
         }
     }
 
-    fn get(&mut self, inode: u64) -> Option<TcpSocket> {
-        if !self.by_inode.contains_key(&inode) && !self.read_again {
-            self.read_again = true;
-            let now = crate::discover::tcp_sockets(self.ns_of);
-            self.by_inode.extend(now.into_iter().map(|s| (s.inode, s)));
-        }
+    fn get(&self, inode: u64) -> Option<TcpSocket> {
         self.by_inode.get(&inode).copied()
     }
 }
@@ -204,7 +194,7 @@ impl Sockets {
 /// Reads the threads of `pids` (the first [`THREAD_READS`] of them); `None` when none
 /// could be read (the process is gone, or its `syscall` files are not readable to this
 /// process).
-pub(crate) fn sample(pids: &[u32], sockets: &mut Sockets) -> Option<ThreadWaits> {
+pub(crate) fn sample(pids: &[u32], sockets: &Sockets) -> Option<ThreadWaits> {
     let mut w = ThreadWaits::default();
     let mut futexes: HashMap<(u32, u64), u64> = HashMap::new();
     let mut read_any = false;
@@ -248,7 +238,7 @@ pub(crate) fn sample(pids: &[u32], sockets: &mut Sockets) -> Option<ThreadWaits>
 
 /// What the thread at `task` (`/proc/PID/task/TID`) was doing; `None` when its files could
 /// not be read (it exited, or tracing it is not allowed).
-fn thread_wait(task: &std::path::Path, fds: &mut FdCache, sockets: &mut Sockets) -> Option<Wait> {
+fn thread_wait(task: &std::path::Path, fds: &mut FdCache, sockets: &Sockets) -> Option<Wait> {
     let stat = std::fs::read_to_string(task.join("stat")).ok()?;
     let state = crate::procfs::parse_state(&stat)?;
     if state == 'R' {
@@ -305,10 +295,20 @@ fn parse_syscall(text: &str) -> Option<(Nr, Vec<u64>)> {
     Some((nr, args))
 }
 
+/// A process as a descriptor, opened when first needed.
+enum Pidfd {
+    NotYet,
+    Open(std::os::fd::OwnedFd),
+    Refused,
+}
+
 /// A process's descriptors, each followed once per sample.
 struct FdCache {
     pid: u32,
     seen: HashMap<u64, Wait>,
+    /// The process as a descriptor (`pidfd_open`), opened at the first socket the TCP
+    /// tables did not list.
+    pidfd: Pidfd,
 }
 
 impl FdCache {
@@ -316,11 +316,38 @@ impl FdCache {
         FdCache {
             pid,
             seen: HashMap::new(),
+            pidfd: Pidfd::NotYet,
         }
     }
 
+    /// The local and peer addresses of the socket at descriptor `fd` of the process, from
+    /// a duplicate of it (`pidfd_getfd`, allowed to whoever may trace the process): exact
+    /// where `/proc/net/tcp`, read in chunks while thousands of connections open and close,
+    /// can miss one. The peer is `None` for a socket not connected (a listener). `None`
+    /// for a socket that is not TCP or UDP over IP, or when the duplicate is refused.
+    fn addresses(&mut self, fd: u64) -> Option<(SocketAddr, Option<SocketAddr>)> {
+        use rustix::process::{pidfd_getfd, pidfd_open, Pid, PidfdFlags, PidfdGetfdFlags};
+        if let Pidfd::NotYet = self.pidfd {
+            let opened = i32::try_from(self.pid)
+                .ok()
+                .and_then(Pid::from_raw)
+                .and_then(|pid| pidfd_open(pid, PidfdFlags::empty()).ok());
+            self.pidfd = opened.map_or(Pidfd::Refused, Pidfd::Open);
+        }
+        let Pidfd::Open(pidfd) = &self.pidfd else {
+            return None;
+        };
+        let dup = pidfd_getfd(pidfd, i32::try_from(fd).ok()?, PidfdGetfdFlags::empty()).ok()?;
+        let local = SocketAddr::try_from(rustix::net::getsockname(&dup).ok()?).ok()?;
+        let peer = rustix::net::getpeername(&dup)
+            .ok()
+            .flatten()
+            .and_then(|a| SocketAddr::try_from(a).ok());
+        Some((local, peer))
+    }
+
     /// What a wait on descriptor `fd` waits on.
-    fn classify(&mut self, fd: u64, sockets: &mut Sockets) -> Wait {
+    fn classify(&mut self, fd: u64, sockets: &Sockets) -> Wait {
         if let Some(w) = self.seen.get(&fd) {
             return w.clone();
         }
@@ -329,12 +356,20 @@ impl FdCache {
             .map_or(Wait::Other, |link| {
                 match parse_socket_link(&link.to_string_lossy()) {
                     None => Wait::Other,
-                    Some(inode) => match sockets.get(inode) {
-                        None => Wait::OtherSocket,
-                        Some(s) if s.remote.port() == 0 => Wait::Accept,
-                        Some(s) if sockets.listening.contains(&s.local.port()) => Wait::Client,
-                        Some(s) => Wait::Downstream(s.remote),
-                    },
+                    Some(inode) => {
+                        let addresses = match sockets.get(inode) {
+                            Some(s) => Some((s.local, (s.remote.port() != 0).then_some(s.remote))),
+                            None => self.addresses(fd),
+                        };
+                        match addresses {
+                            None => Wait::OtherSocket,
+                            Some((_, None)) => Wait::Accept,
+                            Some((local, Some(_))) if sockets.listening.contains(&local.port()) => {
+                                Wait::Client
+                            }
+                            Some((_, Some(peer))) => Wait::Downstream(peer),
+                        }
+                    }
                 }
             });
         self.seen.insert(fd, w.clone());
@@ -382,6 +417,25 @@ mod tests {
         let t = ThreadWaits::typical(&[at(1, None), at(9, None), at(2, Some(7))]).unwrap();
         assert!(t.downstream.is_empty(), "{t:?}");
         assert_eq!(ThreadWaits::typical(&[]), None);
+    }
+
+    #[test]
+    fn a_socket_the_tables_missed_is_read_from_its_descriptor() {
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        let mut fds = FdCache::new(std::process::id());
+        let none = Sockets::new(&[], [listener.local_addr().unwrap().port()].into());
+        let fd = |s: &dyn AsRawFd| s.as_raw_fd() as u64;
+        assert_eq!(
+            fds.classify(fd(&client), &none),
+            Wait::Downstream(listener.local_addr().unwrap())
+        );
+        assert_eq!(fds.classify(fd(&accepted), &none), Wait::Client);
+        assert_eq!(fds.classify(fd(&listener), &none), Wait::Accept);
+        let (unix, _) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert_eq!(fds.classify(fd(&unix), &none), Wait::OtherSocket);
     }
 
     #[test]
