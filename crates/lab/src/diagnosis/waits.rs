@@ -87,8 +87,7 @@ pub(crate) fn words(w: &ThreadWaits) -> String {
 
 /// What held the busy threads, when one thing held most of them.
 pub(crate) fn held(w: &ThreadWaits) -> Option<Held> {
-    let busy =
-        w.downstream_total() + w.lock + w.disk + w.sleep + w.other_socket + w.other + w.running;
+    let busy = w.busy();
     let most = |n: u64| n >= 2 && 2 * n >= busy;
     if let Some((a, n)) = w.downstream.iter().max_by_key(|(_, n)| **n) {
         if most(*n) {

@@ -62,6 +62,18 @@ impl ThreadWaits {
         self.downstream.values().sum()
     }
 
+    /// Threads that were busy: not idle at an accept, an event loop or a client's
+    /// connection.
+    pub fn busy(&self) -> u64 {
+        self.downstream_total()
+            + self.lock
+            + self.disk
+            + self.sleep
+            + self.other_socket
+            + self.other
+            + self.running
+    }
+
     /// The typical sample of a series: each count the median of its samples' (lower
     /// median; a downstream absent from a sample counts 0 there). `None` for no sample.
     pub fn typical<'a>(samples: impl IntoIterator<Item = &'a ThreadWaits>) -> Option<ThreadWaits> {

@@ -3,8 +3,6 @@
 //! has its threads in uninterruptible sleep, not on a CPU nor on a lock: its pool fills,
 //! and a larger pool only queues more at the disk.
 
-use loadlab_system::probe::ThreadWaits;
-
 use super::{Check, Rule};
 use crate::diagnosis::{num, pct, waits, Bottleneck, Evidence, Finding};
 
@@ -15,12 +13,6 @@ pub(super) const RULE: Rule = Rule {
     check,
 };
 
-/// Threads of the typical sample that were busy: not idle at an accept, an event loop or
-/// a client's connection.
-fn busy(w: &ThreadWaits) -> u64 {
-    w.downstream_total() + w.lock + w.disk + w.sleep + w.other_socket + w.other + w.running
-}
-
 fn check(e: &Evidence<'_>) -> Check {
     let Some(p) = e.probes() else {
         return Check::NoEvidence("the target's threads (not probed)".into());
@@ -28,11 +20,11 @@ fn check(e: &Evidence<'_>) -> Check {
     let Some(w) = waits::typical(e) else {
         return Check::NoEvidence("what the target's threads waited on (not read)".into());
     };
-    if w.disk == 0 || 2 * w.disk < busy(&w) {
+    if w.disk == 0 || 2 * w.disk < w.busy() {
         return Check::RuledOut(format!(
             "{} of its {} busy threads waited on the disk (the step's median)",
             w.disk,
-            busy(&w)
+            w.busy()
         ));
     }
     let d = &p.delta;
@@ -63,7 +55,7 @@ fn check(e: &Evidence<'_>) -> Check {
                  step's median) while storage wrote {} MB/s and read {} MB/s for it{psi}: \
                  the disk is the limit, not its CPU or its pool",
                 w.disk,
-                busy(&w),
+                w.busy(),
                 if w.disk_sync > 0 {
                     format!(", {} of them in an fsync", w.disk_sync)
                 } else {
